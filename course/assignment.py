@@ -1,0 +1,203 @@
+"""The instructor's source notebook -> the assignment model the other stages use.
+
+Conventions (checked here, with the cell named in every error):
+- a locked code cell `setup` with the imports the exercises need;
+- per question `<stem>`: a solution cell `answer_<stem>` that assigns the answer names (and defines any
+  function answers), a locked public check cell `form_<stem>`, and a grade cell `test_<stem>` whose
+  hidden tests score the answers with `Marks`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from course.errors import SourceNotebookError
+
+SOLUTION_BEGIN = "### BEGIN SOLUTION"
+SOLUTION_END = "### END SOLUTION"
+HIDDEN_BEGIN = "### BEGIN HIDDEN TESTS"
+HIDDEN_END = "### END HIDDEN TESTS"
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    title: str
+    points: float
+    answer_cell_id: str
+    form_cell_id: str
+    test_cell_id: str
+    answer_names: tuple[str, ...]
+    function_names: tuple[str, ...]
+    test_source: str
+    form_source: str
+
+
+@dataclass(frozen=True)
+class Assignment:
+    name: str
+    notebook_path: Path
+    setup_source: str
+    questions: tuple[Question, ...]
+    locked_sources: dict[str, str]
+
+    @property
+    def max_score(self) -> float:
+        return sum(q.points for q in self.questions)
+
+    @property
+    def answer_names(self) -> tuple[str, ...]:
+        return tuple(name for q in self.questions for name in q.answer_names)
+
+    @property
+    def function_names(self) -> tuple[str, ...]:
+        return tuple(name for q in self.questions for name in q.function_names)
+
+    def question_of(self, answer_name: str) -> Question:
+        for question in self.questions:
+            if answer_name in question.answer_names:
+                return question
+        raise KeyError(answer_name)
+
+
+def nbgrader_meta(cell: dict) -> dict:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return meta if isinstance(meta, dict) else {}
+
+
+def strip_region(source: str, begin: str, end: str) -> str:
+    """The source with the lines between the begin/end markers (and the markers) removed."""
+    kept, inside = [], False
+    for line in source.splitlines():
+        if begin in line:
+            inside = True
+        elif end in line:
+            inside = False
+        elif not inside:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def region_lines(source: str, begin: str, end: str) -> list[str]:
+    """The lines strictly between the begin/end markers."""
+    lines, inside = [], False
+    for line in source.splitlines():
+        if begin in line:
+            inside = True
+        elif end in line:
+            inside = False
+        elif inside:
+            lines.append(line)
+    return lines
+
+
+def _assigned_names(source: str, where: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as error:
+        raise SourceNotebookError(f"{where}: not valid Python ({error.msg}, line {error.lineno})") from None
+    names: list[str] = []
+    functions: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id not in names:
+                    names.append(target.id)
+        elif isinstance(node, ast.FunctionDef) and node.name not in functions:
+            functions.append(node.name)
+    return tuple(names), tuple(functions)
+
+
+def _title_before(cells: list, index: int) -> str:
+    for cell in reversed(cells[:index]):
+        if cell.cell_type == "markdown":
+            match = re.search(r"^#+\s*(.+)$", cell.source, re.MULTILINE)
+            if match:
+                return match.group(1).strip()
+    return ""
+
+
+def load_assignment(path: Path, name: str) -> Assignment:
+    """Read and check the source notebook of assignment `name`."""
+    try:
+        notebook = nbformat.read(path, as_version=4)
+    except FileNotFoundError:
+        raise SourceNotebookError(f"{path}: the source notebook does not exist") from None
+    except Exception as error:
+        raise SourceNotebookError(f"{path}: cannot be read as a notebook ({error})") from None
+    cells = notebook.cells
+    by_id: dict[str, tuple[int, dict]] = {}
+    for index, cell in enumerate(cells):
+        grade_id = nbgrader_meta(cell).get("grade_id")
+        if grade_id:
+            if grade_id in by_id:
+                raise SourceNotebookError(f"{path}: cell {index}: grade_id {grade_id!r} is used twice")
+            by_id[grade_id] = (index, cell)
+
+    if "setup" not in by_id:
+        raise SourceNotebookError(f"{path}: no locked code cell with grade_id 'setup' (the imports of the exercises)")
+    locked_sources = {
+        grade_id: cell.source
+        for grade_id, (_, cell) in by_id.items()
+        if nbgrader_meta(cell).get("locked") or nbgrader_meta(cell).get("grade")
+    }
+
+    questions = []
+    for grade_id, (index, cell) in by_id.items():
+        if not grade_id.startswith("test_"):
+            continue
+        stem = grade_id.removeprefix("test_")
+        where = f"{path}: cell {index} ({grade_id})"
+        meta = nbgrader_meta(cell)
+        if not meta.get("grade") or cell.cell_type != "code":
+            raise SourceNotebookError(f"{where}: a test_ cell must be an autograded code cell with points")
+        if HIDDEN_BEGIN not in cell.source:
+            raise SourceNotebookError(f"{where}: has no {HIDDEN_BEGIN} region; the tests would be shown to students")
+        answer_id, form_id = f"answer_{stem}", f"form_{stem}"
+        for needed in (answer_id, form_id):
+            if needed not in by_id:
+                raise SourceNotebookError(f"{where}: its question has no cell with grade_id {needed!r}")
+        answer_index, answer_cell = by_id[answer_id]
+        if not nbgrader_meta(answer_cell).get("solution"):
+            raise SourceNotebookError(f"{path}: cell {answer_index} ({answer_id}): must be a solution cell")
+        if SOLUTION_BEGIN not in answer_cell.source:
+            raise SourceNotebookError(
+                f"{path}: cell {answer_index} ({answer_id}): has no {SOLUTION_BEGIN} region holding the answer key"
+            )
+        names, functions = _assigned_names(answer_cell.source, f"{path}: cell {answer_index} ({answer_id})")
+        if not names and not functions:
+            raise SourceNotebookError(f"{path}: cell {answer_index} ({answer_id}): assigns no answer variable")
+        questions.append(Question(
+            id=stem,
+            title=_title_before(cells, answer_index) or stem,
+            points=float(meta.get("points", 0)),
+            answer_cell_id=answer_id,
+            form_cell_id=form_id,
+            test_cell_id=grade_id,
+            answer_names=names,
+            function_names=functions,
+            test_source=cell.source,
+            form_source=by_id[form_id][1].source,
+        ))
+    if not questions:
+        raise SourceNotebookError(f"{path}: no graded question (no cell with a grade_id starting with 'test_')")
+    seen: dict[str, str] = {}
+    for question in questions:
+        for answer_name in question.answer_names + question.function_names:
+            if answer_name in seen:
+                raise SourceNotebookError(
+                    f"{path}: answer {answer_name!r} is assigned in both {seen[answer_name]} and {question.answer_cell_id}"
+                )
+            seen[answer_name] = question.answer_cell_id
+    return Assignment(
+        name=name,
+        notebook_path=path,
+        setup_source=by_id["setup"][1].source,
+        questions=tuple(questions),
+        locked_sources=locked_sources,
+    )

@@ -1,0 +1,163 @@
+"""The course YAML -> typed, validated settings. Errors name the file and the key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from course.errors import ConfigError
+
+CONFIG_RELATIVE_PATH = Path("source") / "course.yaml"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for one student's code."""
+
+    cell_seconds: float = 10
+    submission_seconds: float = 60
+    memory_mb: int = 2048
+    processes: int = 64
+    output_kb: int = 10240
+    file_size_mb: int = 16
+    open_files: int = 256
+    tmp_mb: int = 64
+    notebook_mb: int = 64
+    max_cells: int = 2000
+
+
+@dataclass(frozen=True)
+class AssignmentSettings:
+    name: str
+    notebook: str
+
+
+@dataclass(frozen=True)
+class CourseConfig:
+    root: Path
+    course_id: str
+    assignments: tuple[AssignmentSettings, ...]
+    tolerance: float = 1e-6
+    hand_work: str = "note"
+    hand_work_deduction: float = 0.5
+    function_probes: int = 5
+    limits: Limits = Limits()
+    sandbox: str = "auto"
+    sandbox_uid: int = 65534
+
+    def assignment(self, name: str | None = None) -> AssignmentSettings:
+        """The named assignment, or the only one when name is None."""
+        if name is None:
+            return self.assignments[0]
+        for assignment in self.assignments:
+            if assignment.name == name:
+                return assignment
+        known = ", ".join(a.name for a in self.assignments)
+        raise ConfigError(f"unknown assignment {name!r}; the course has: {known}")
+
+    def source_notebook(self, name: str | None = None) -> Path:
+        settings = self.assignment(name)
+        return self.root / "source" / settings.name / settings.notebook
+
+    def release_notebook(self, name: str | None = None) -> Path:
+        settings = self.assignment(name)
+        return self.root / "release" / settings.name / settings.notebook
+
+    @property
+    def gradebook_url(self) -> str:
+        return f"sqlite:///{self.root / 'gradebook.db'}"
+
+
+_CHOICES = {"hand_work": ("note", "deduct"), "sandbox": ("auto", "bwrap", "rlimits")}
+
+
+def _number(where: str, value: Any, kind: type, *, positive: bool = True) -> Any:
+    if type(value) is bool or not isinstance(value, int | float) or (kind is int and not isinstance(value, int)):
+        wanted = "a whole number" if kind is int else "a number"
+        raise ConfigError(f"{where} must be {wanted}, got {value!r}")
+    if positive and value <= 0:
+        raise ConfigError(f"{where} must be greater than 0, got {value!r}")
+    return value
+
+
+def _check_keys(where: str, data: dict, allowed: set[str], required: set[str]) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known keys: {', '.join(sorted(allowed))})")
+    missing = sorted(required - set(data))
+    if missing:
+        raise ConfigError(f"{where}: missing key {missing[0]!r}")
+
+
+def parse_config(data: Any, root: Path, where: str) -> CourseConfig:
+    """Validate the parsed YAML mapping; `where` names the file in every message."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping of settings at the top level")
+    top_keys = {f.name for f in fields(CourseConfig)} - {"root"}
+    _check_keys(where, data, top_keys, {"course_id", "assignments"})
+    if not isinstance(data["course_id"], str) or not data["course_id"]:
+        raise ConfigError(f"{where}: course_id must be a non-empty string")
+    raw_assignments = data["assignments"]
+    if not isinstance(raw_assignments, list) or not raw_assignments:
+        raise ConfigError(f"{where}: assignments must be a non-empty list of {{name, notebook}}")
+    assignments = []
+    for index, item in enumerate(raw_assignments):
+        item_where = f"{where}: assignments[{index}]"
+        if not isinstance(item, dict):
+            raise ConfigError(f"{item_where} must be a mapping with name and notebook")
+        _check_keys(item_where, item, {"name", "notebook"}, {"name", "notebook"})
+        for key in ("name", "notebook"):
+            if not isinstance(item[key], str) or not item[key] or "/" in item[key] or item[key].startswith("."):
+                raise ConfigError(f"{item_where}.{key} must be a plain file or folder name, got {item[key]!r}")
+        assignments.append(AssignmentSettings(item["name"], item["notebook"]))
+
+    settings: dict[str, Any] = {}
+    for key, choices in _CHOICES.items():
+        if key in data:
+            if data[key] not in choices:
+                raise ConfigError(f"{where}: {key} must be one of {', '.join(choices)}, got {data[key]!r}")
+            settings[key] = data[key]
+    if "tolerance" in data:
+        settings["tolerance"] = float(_number(f"{where}: tolerance", data["tolerance"], float))
+    if "hand_work_deduction" in data:
+        value = _number(f"{where}: hand_work_deduction", data["hand_work_deduction"], float, positive=False)
+        if not 0 <= value <= 1:
+            raise ConfigError(f"{where}: hand_work_deduction must be between 0 and 1, got {value!r}")
+        settings["hand_work_deduction"] = float(value)
+    for key in ("function_probes", "sandbox_uid"):
+        if key in data:
+            settings[key] = _number(f"{where}: {key}", data[key], int)
+    if "limits" in data:
+        raw_limits = data["limits"]
+        if not isinstance(raw_limits, dict):
+            raise ConfigError(f"{where}: limits must be a mapping")
+        limit_types = {f.name: f.type for f in fields(Limits)}
+        _check_keys(f"{where}: limits", raw_limits, set(limit_types), set())
+        settings["limits"] = Limits(**{
+            key: _number(f"{where}: limits.{key}", value, float if limit_types[key] == "float" else int)
+            for key, value in raw_limits.items()
+        })
+    return CourseConfig(root=root, course_id=data["course_id"], assignments=tuple(assignments), **settings)
+
+
+def load_config(root: Path | str = ".") -> CourseConfig:
+    """Read `source/course.yaml` under the course root."""
+    root = Path(root).resolve()
+    path = root / CONFIG_RELATIVE_PATH
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path}: not found. Run autograd-course from the course root (the folder holding source/), "
+            "or pass --course DIR."
+        ) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: cannot be read ({error})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML ({error})") from None
+    return parse_config(data, root, str(path))

@@ -1,0 +1,27 @@
+"""The one family of errors the core raises; the CLI shows str(error) and never a traceback."""
+
+from __future__ import annotations
+
+
+class CourseError(Exception):
+    """Something the user can fix: the message says what, where, and what to do."""
+
+
+class ConfigError(CourseError):
+    """The course YAML is missing, unreadable, or has a missing or mistyped key."""
+
+
+class SourceNotebookError(CourseError):
+    """The instructor's source notebook breaks the course's cell conventions."""
+
+
+class ReleaseError(CourseError):
+    """nbgrader could not generate the release, or the release is not sound."""
+
+
+class SubmissionError(CourseError):
+    """A submitted notebook cannot be read (not JSON, not nbformat 4, too large, ...)."""
+
+
+class SandboxError(CourseError):
+    """Student code cannot be run in the configured sandbox on this machine."""

@@ -1,0 +1,132 @@
+"""The few calls into nbgrader's own machinery: its converters and its gradebook.
+
+Kept in one module so the rest of the package speaks plain data and never nbgrader's classes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from traitlets.config import Config
+
+from course.errors import CourseError
+
+# The release's solution regions become nothing: the answer cell keeps its `name = ...` template lines.
+CODE_STUB = {"python": ""}
+
+
+def nbgrader_config(root: Path, db_url: str, *, cell_timeout: int = 120) -> Config:
+    config = Config()
+    config.CourseDirectory.root = str(root)
+    config.CourseDirectory.db_url = db_url
+    config.ClearSolutions.code_stub = CODE_STUB
+    config.ExecutePreprocessor.timeout = cell_timeout
+    config.Execute.timeout = cell_timeout
+    return config
+
+
+def _tools_on_path() -> None:
+    """nbgrader runs `alembic` by name to create its gradebook: make this environment's scripts findable."""
+    scripts = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "")
+    if scripts not in path.split(os.pathsep):
+        os.environ["PATH"] = scripts + os.pathsep + path
+
+
+def _run(app_class: type, config: Config, assignment: str, student: str = "*") -> None:
+    from nbgrader.coursedir import CourseDirectory
+
+    _tools_on_path()
+    from nbgrader.utils import capture_log
+
+    coursedir = CourseDirectory(config=config)
+    coursedir.assignment_id = assignment
+    coursedir.student_id = student
+    app = app_class(coursedir=coursedir, config=config)
+    app.force = True
+    app.create_assignment = True
+    if hasattr(app, "create_student"):
+        app.create_student = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = capture_log(app)
+    if not result["success"]:
+        log = result.get("log", "").strip().splitlines()
+        detail = "\n".join(log[-15:]) or result.get("error", "")
+        raise CourseError(f"nbgrader {app_class.__name__} failed for {assignment!r} ({student}):\n{detail}")
+
+
+def generate_assignment(root: Path, db_url: str, assignment: str) -> None:
+    """nbgrader generate_assignment: source/<assignment>/ -> release/<assignment>/, and the gradebook rows."""
+    from nbgrader.converters import GenerateAssignment
+
+    _run(GenerateAssignment, nbgrader_config(root, db_url), assignment)
+
+
+def autograde(root: Path, db_url: str, assignment: str, student: str) -> None:
+    """nbgrader autograde, as nbgrader itself runs it (a real kernel, the student's namespace)."""
+    from nbgrader.converters import Autograde
+
+    _run(Autograde, nbgrader_config(root, db_url), assignment, student)
+
+
+@contextmanager
+def open_gradebook(db_url: str) -> Iterator:
+    from nbgrader.api import Gradebook
+
+    _tools_on_path()
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    with Gradebook(db_url) as gradebook:
+        yield gradebook
+
+
+def grade_cell_scores(db_url: str, assignment: str, student: str) -> dict[str, float]:
+    """{grade cell id: auto score} of one submission, read back from nbgrader's gradebook."""
+    with open_gradebook(db_url) as gradebook:
+        submission = gradebook.find_submission(assignment, student)
+        return {
+            grade.name: float(grade.auto_score or 0)
+            for notebook in submission.notebooks
+            for grade in notebook.grades
+        }
+
+
+def ensure_assignment_in_gradebook(root: Path, db_url: str, assignment: str, source_notebook: Path) -> None:
+    """Record the assignment, its notebook and cells in the gradebook, as generate_assignment does."""
+    from nbgrader.api import MissingEntry
+
+    with open_gradebook(db_url) as gradebook:
+        try:
+            gradebook.find_notebook(source_notebook.stem, assignment)
+            return
+        except MissingEntry:
+            pass
+    # nbgrader's own way of recording the cells is generate_assignment; run it into a scratch course
+    # so release/ is never touched by grading.
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch_root = Path(scratch)
+        shutil.copytree(root / "source" / assignment, scratch_root / "source" / assignment)
+        generate_assignment(scratch_root, db_url, assignment)
+
+
+def record_scores(db_url: str, assignment: str, notebook: str, student: str, scores: dict[str, float]) -> None:
+    """Write one student's autograded scores (grade cell id -> points) into nbgrader's gradebook."""
+    with open_gradebook(db_url) as gradebook:
+        gradebook.update_or_create_student(student)
+        try:
+            gradebook.find_submission(assignment, student)
+        except Exception:
+            gradebook.add_submission(assignment, student)
+        for grade_id, score in scores.items():
+            grade = gradebook.find_grade(grade_id, notebook, assignment, student)
+            grade.auto_score = score
+        gradebook.db.commit()

@@ -1,0 +1,117 @@
+"""source/ -> release/ with nbgrader, then proof that the release is sound.
+
+Sound means: no solution line and no hidden test line reaches the student notebook, and under
+`nbgrader autograde` (real kernel, real torch) the source's own solutions earn full marks while the
+untouched release earns zero.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from course import nbgrader_bridge
+from course.assignment import (
+    HIDDEN_BEGIN,
+    HIDDEN_END,
+    SOLUTION_BEGIN,
+    SOLUTION_END,
+    Assignment,
+    load_assignment,
+    nbgrader_meta,
+    region_lines,
+)
+from course.config import CourseConfig
+from course.errors import ReleaseError
+
+SOLUTIONS_STUDENT = "__source_solutions__"
+UNTOUCHED_STUDENT = "__untouched_release__"
+
+
+@dataclass(frozen=True)
+class ReleaseReport:
+    release_notebook: Path
+    questions: int
+    max_score: float
+    solution_score: float | None
+    untouched_score: float | None
+
+
+def find_leaks(source_path: Path, release_path: Path) -> list[str]:
+    """Every solution or hidden-test line of the source that appears in the release, by cell."""
+    source = nbformat.read(source_path, as_version=4)
+    release = nbformat.read(release_path, as_version=4)
+    release_text = {nbgrader_meta(c).get("grade_id"): c.source for c in release.cells}
+    all_release_text = "\n".join(c.source for c in release.cells)
+    leaks = []
+    for index, cell in enumerate(source.cells):
+        grade_id = nbgrader_meta(cell).get("grade_id", f"cell {index}")
+        secret = region_lines(cell.source, SOLUTION_BEGIN, SOLUTION_END)
+        secret += region_lines(cell.source, HIDDEN_BEGIN, HIDDEN_END)
+        released_lines = set(release_text.get(grade_id, "").splitlines())
+        for line in secret:
+            # A line that the visible part of the cell also has (e.g. `cubic_grad = ...`) is no leak.
+            visible = line in cell.source.replace(line, "", 1)
+            if line.strip() and not visible and line in released_lines:
+                leaks.append(f"{grade_id}: the release still contains {line.strip()!r}")
+    for marker in (SOLUTION_BEGIN, HIDDEN_BEGIN):
+        if marker in all_release_text:
+            leaks.append(f"the release still contains the marker {marker!r}")
+    return leaks
+
+
+def _autograde_scores(config: CourseConfig, assignment: Assignment, release_path: Path) -> dict[str, float]:
+    """Total nbgrader autograde score of the source solutions and of the untouched release."""
+    notebook_name = assignment.notebook_path.name
+    with tempfile.TemporaryDirectory(prefix="autograd-course-release-") as scratch:
+        root = Path(scratch)
+        db_url = f"sqlite:///{root / 'gradebook.db'}"
+        shutil.copytree(config.root / "source" / assignment.name, root / "source" / assignment.name)
+        nbgrader_bridge.generate_assignment(root, db_url, assignment.name)
+        totals = {}
+        for student, notebook in ((SOLUTIONS_STUDENT, assignment.notebook_path), (UNTOUCHED_STUDENT, release_path)):
+            target = root / "submitted" / student / assignment.name / notebook_name
+            target.parent.mkdir(parents=True)
+            shutil.copy(notebook, target)
+            nbgrader_bridge.autograde(root, db_url, assignment.name, student)
+            scores = nbgrader_bridge.grade_cell_scores(db_url, assignment.name, student)
+            totals[student] = sum(scores.values())
+        return totals
+
+
+def release(config: CourseConfig, assignment_name: str | None = None, *, verify: bool = True) -> ReleaseReport:
+    """Regenerate release/<assignment>/ from source/ and prove the release sound."""
+    settings = config.assignment(assignment_name)
+    source_path = config.source_notebook(settings.name)
+    assignment = load_assignment(source_path, settings.name)
+    nbgrader_bridge.generate_assignment(config.root, config.gradebook_url, settings.name)
+    release_path = config.release_notebook(settings.name)
+    if not release_path.exists():
+        raise ReleaseError(f"nbgrader wrote no {release_path}; check source/{settings.name}/")
+    leaks = find_leaks(source_path, release_path)
+    if leaks:
+        raise ReleaseError(
+            f"{release_path} is not safe to give to students:\n  " + "\n  ".join(leaks)
+            + "\nPut answers between ### BEGIN SOLUTION / ### END SOLUTION and tests between "
+            "### BEGIN HIDDEN TESTS / ### END HIDDEN TESTS in the source notebook."
+        )
+    solution_score = untouched_score = None
+    if verify:
+        totals = _autograde_scores(config, assignment, release_path)
+        solution_score, untouched_score = totals[SOLUTIONS_STUDENT], totals[UNTOUCHED_STUDENT]
+        if solution_score != assignment.max_score:
+            raise ReleaseError(
+                f"{source_path}: the source notebook's own solutions earn {solution_score:g} of "
+                f"{assignment.max_score:g} points under nbgrader autograde; fix the answer key or the hidden tests"
+            )
+        if untouched_score != 0:
+            raise ReleaseError(
+                f"{release_path}: the untouched student notebook earns {untouched_score:g} points under "
+                "nbgrader autograde; a hidden test passes without any answer"
+            )
+    return ReleaseReport(release_path, len(assignment.questions), assignment.max_score, solution_score,
+                         untouched_score)
