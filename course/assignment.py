@@ -58,6 +58,14 @@ class Assignment:
     def function_names(self) -> tuple[str, ...]:
         return tuple(name for q in self.questions for name in q.function_names)
 
+    @property
+    def released_sources(self) -> dict[str, str]:
+        """The text students receive for each locked or test cell (hidden tests removed)."""
+        return {grade_id: strip_region(source, HIDDEN_BEGIN, HIDDEN_END) for grade_id, source in self.locked_sources.items()}
+
+    def question_by_answer_cell(self, grade_id: str) -> Question:
+        return next(q for q in self.questions if q.answer_cell_id == grade_id)
+
     def question_of(self, answer_name: str) -> Question:
         for question in self.questions:
             if answer_name in question.answer_names:

@@ -118,15 +118,48 @@ def ensure_assignment_in_gradebook(root: Path, db_url: str, assignment: str, sou
         generate_assignment(scratch_root, db_url, assignment)
 
 
-def record_scores(db_url: str, assignment: str, notebook: str, student: str, scores: dict[str, float]) -> None:
-    """Write one student's autograded scores (grade cell id -> points) into nbgrader's gradebook."""
-    with open_gradebook(db_url) as gradebook:
+class GradebookWriter:
+    """One open gradebook for a whole batch: each student's scores are committed as they arrive."""
+
+    def __init__(self, root: Path, db_url: str, assignment: str, source_notebook: Path) -> None:
+        ensure_assignment_in_gradebook(root, db_url, assignment, source_notebook)
+        from nbgrader.api import Gradebook
+
+        _tools_on_path()
+        self.assignment, self.notebook = assignment, source_notebook.stem
+        self.gradebook = Gradebook(db_url)
+
+    def record(self, student: str, scores: dict[str, float]) -> None:
+        """Write one student's autograded scores (grade cell id -> points)."""
+        gradebook = self.gradebook
+        try:
+            with warnings.catch_warnings():
+                # nbgrader's add_submission trips SQLAlchemy autoflush warnings that are harmless here
+                warnings.simplefilter("ignore")
+                self._record(student, scores)
+        except Exception:
+            gradebook.db.rollback()
+            raise
+
+    def _record(self, student: str, scores: dict[str, float]) -> None:
+        from nbgrader.api import MissingEntry
+
+        gradebook = self.gradebook
         gradebook.update_or_create_student(student)
         try:
-            gradebook.find_submission(assignment, student)
-        except Exception:
-            gradebook.add_submission(assignment, student)
+            gradebook.find_submission(self.assignment, student)
+        except MissingEntry:
+            gradebook.add_submission(self.assignment, student)
         for grade_id, score in scores.items():
-            grade = gradebook.find_grade(grade_id, notebook, assignment, student)
+            grade = gradebook.find_grade(grade_id, self.notebook, self.assignment, student)
             grade.auto_score = score
         gradebook.db.commit()
+
+    def close(self) -> None:
+        self.gradebook.close()
+
+    def __enter__(self) -> GradebookWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,95 @@
+"""The command line: parse, call one core function, print. CourseError becomes one line, exit 1."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from course import __version__
+from course.config import load_config
+from course.errors import CourseError
+
+COMMAND_HELP = {
+    "release": "Regenerate release/ from source/ with nbgrader and prove the release sound.",
+    "check": "Self-check a notebook: run it safely and report, per question, whether each answer has the right form.",
+    "grade": "Grade submissions: feedback per student, grades.csv and nbgrader's gradebook.",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="autograd-course", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"autograd-course {__version__}")
+    parser.add_argument("--course", type=Path, default=Path("."),
+                        help="the course root, the folder holding source/ (default: the current folder)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    release = commands.add_parser("release", help=COMMAND_HELP["release"], description=COMMAND_HELP["release"])
+    release.add_argument("--assignment", help="which assignment (default: the first in the course YAML)")
+    release.add_argument("--no-verify", action="store_true",
+                         help="skip the nbgrader autograde proof (solutions earn full marks, the release zero)")
+
+    check = commands.add_parser("check", help=COMMAND_HELP["check"], description=COMMAND_HELP["check"])
+    check.add_argument("notebook", type=Path, help="the notebook to check")
+    check.add_argument("--assignment", help="which assignment (default: the first in the course YAML)")
+
+    grade = commands.add_parser("grade", help=COMMAND_HELP["grade"], description=COMMAND_HELP["grade"])
+    grade.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                       help="submitted/ in nbgrader's layout (the default), a folder of <student>.ipynb, or notebooks")
+    grade.add_argument("--out", type=Path, default=None, help="where grades.csv and feedback/ go (default: the course root)")
+    grade.add_argument("--assignment", help="which assignment (default: the first in the course YAML)")
+    grade.add_argument("--quiet", action="store_true", help="print only the summary")
+    return parser
+
+
+def _release(args: argparse.Namespace) -> int:
+    from course.release import release
+
+    report = release(load_config(args.course), args.assignment, verify=not args.no_verify)
+    print(f"released {report.release_notebook} ({report.questions} questions, {report.max_score:g} points)")
+    if report.solution_score is not None:
+        print(f"verified with nbgrader autograde: source solutions {report.solution_score:g}/{report.max_score:g}, "
+              f"untouched release {report.untouched_score:g}/{report.max_score:g}")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from course.selfcheck import check_notebook
+
+    report = check_notebook(load_config(args.course), args.notebook, args.assignment)
+    for line in report.lines():
+        print(line)
+    return 0 if report.ready else 1
+
+
+def _grade(args: argparse.Namespace) -> int:
+    from course.grading import grade_batch
+
+    config = load_config(args.course)
+    out_dir = (args.out or config.root).resolve()
+
+    def report(graded) -> None:
+        if not args.quiet:
+            score = graded.feedback
+            print(f"{graded.student_id}: {score['score']:g}/{score['max_score']:g} {graded.status} "
+                  f"({graded.seconds:.1f} s)", file=sys.stderr)
+
+    summary = grade_batch(config, list(args.paths), out_dir, assignment_name=args.assignment, report=report)
+    for line in summary.lines():
+        print(line)
+    return 0
+
+
+HANDLERS = {"release": _release, "check": _check, "grade": _grade}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return HANDLERS[args.command](args)
+    except CourseError as error:
+        print(f"autograd-course {args.command}: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"autograd-course {args.command}: interrupted", file=sys.stderr)
+        return 130

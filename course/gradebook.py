@@ -1,0 +1,50 @@
+"""Scores -> nbgrader's gradebook (so `nbgrader export` and formgrader agree) and grades.csv."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+from course.files import atomic_write_text
+
+CSV_FIXED_COLUMNS = ("student_id",)
+CSV_TAIL_COLUMNS = ("score", "max_score", "status")
+
+
+@dataclass(frozen=True)
+class GradeRow:
+    student_id: str
+    question_scores: dict[str, float]
+    score: float
+    max_score: float
+    status: str
+
+
+def read_grades_csv(path: Path) -> dict[str, dict[str, str]]:
+    """{student_id: row} of an existing grades.csv (empty when there is none)."""
+    if not path.exists():
+        return {}
+    with path.open(encoding="utf-8", newline="") as stream:
+        return {row["student_id"]: row for row in csv.DictReader(stream)}
+
+
+def write_grades_csv(path: Path, question_ids: tuple[str, ...], rows: list[GradeRow]) -> None:
+    """Merge rows into grades.csv by student id (other students' rows stay) and replace it atomically."""
+    columns = [*CSV_FIXED_COLUMNS, *question_ids, *CSV_TAIL_COLUMNS]
+    merged = read_grades_csv(path)
+    for row in rows:
+        merged[row.student_id] = {
+            "student_id": row.student_id,
+            **{qid: f"{row.question_scores.get(qid, 0):g}" for qid in question_ids},
+            "score": f"{row.score:g}",
+            "max_score": f"{row.max_score:g}",
+            "status": row.status,
+        }
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for student_id in sorted(merged):
+        writer.writerow(merged[student_id])
+    atomic_write_text(path, buffer.getvalue())

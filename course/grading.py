@@ -1,0 +1,221 @@
+"""The grading pipeline for one submission and for a batch:
+
+notebook -> submission (read) -> sandbox (run student code) -> plain answers -> judge (trusted)
+-> feedback / gradebook / grades.csv. No stage reaches back into an earlier one.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course import handwork, sandbox
+from course.answers import MISSING, Answer
+from course.assignment import Assignment, load_assignment
+from course.config import CourseConfig
+from course.errors import CourseError, SubmissionError
+from course.feedback import build_feedback, render_html
+from course.files import atomic_write_json, atomic_write_text
+from course.gradebook import GradeRow, write_grades_csv
+from course.judge import QuestionResult, choose_probe_points, judge
+from course.nbgrader_bridge import GradebookWriter
+
+STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}$")
+UNSAFE_CHARACTERS = re.compile(r"[^A-Za-z0-9._@+#-]")
+
+GRADED, TIMED_OUT, FAILED, ERROR = "graded", "timed_out", "failed", "autograder_error"
+
+
+@dataclass(frozen=True)
+class SubmissionRef:
+    student_id: str
+    path: Path
+    problem: str = ""
+
+
+@dataclass(frozen=True)
+class Graded:
+    student_id: str
+    status: str
+    questions: tuple[QuestionResult, ...]
+    feedback: dict
+    seconds: float
+    internal_error: str = ""
+
+
+@dataclass
+class BatchSummary:
+    graded: list[Graded] = field(default_factory=list)
+    out_dir: Path = Path()
+
+    def count(self, status: str) -> int:
+        return sum(1 for g in self.graded if g.status == status)
+
+    def lines(self) -> list[str]:
+        total = len(self.graded)
+        lines = [f"{total} submission{'s' if total != 1 else ''}: {self.count(GRADED)} graded, "
+                 f"{self.count(FAILED)} failed, {self.count(TIMED_OUT)} timed out, "
+                 f"{self.count(ERROR)} autograder errors"]
+        slowest = sorted(self.graded, key=lambda g: g.seconds, reverse=True)[:3]
+        if slowest:
+            lines.append("slowest: " + ", ".join(f"{g.student_id} {g.seconds:.1f} s" for g in slowest))
+        lines.append(f"grades: {self.out_dir / 'grades.csv'}; feedback: {self.out_dir / 'feedback'}/<student>/")
+        return lines
+
+
+# ----------------------------------------------------------------------------- finding submissions
+
+
+def _ref(student_id: str, path: Path, problem: str = "") -> SubmissionRef:
+    if not problem and not STUDENT_ID.match(student_id):
+        problem = (f"the student id {student_id!r} cannot be used as a folder name "
+                   "(letters, digits and . _ @ + - only)")
+    return SubmissionRef(student_id, path, problem)
+
+
+def discover(paths: list[Path], assignment: str, notebook: str) -> list[SubmissionRef]:
+    """Submissions named by PATHs: nbgrader's submitted/<student>/<assignment>/<notebook> layout, a folder
+    of <student>.ipynb files, or single notebooks. A student id seen twice is graded once."""
+    refs: list[SubmissionRef] = []
+    for path in paths:
+        if path.is_dir():
+            for child in sorted(path.iterdir()):
+                if child.is_dir() and (child / assignment).is_dir():
+                    refs.append(_ref(child.name, child / assignment / notebook))
+                elif child.is_dir() and child.name == assignment and (child / notebook).exists():
+                    refs.append(_ref(path.name, child / notebook))
+                elif child.is_file() and child.suffix == ".ipynb":
+                    refs.append(_ref(child.stem, child))
+        elif path.exists():
+            parts = path.resolve().parts
+            if len(parts) >= 3 and parts[-2] == assignment:
+                refs.append(_ref(parts[-3], path))
+            else:
+                refs.append(_ref(path.stem, path))
+        else:
+            refs.append(SubmissionRef(path.stem or str(path), path, f"{path}: no such file or folder"))
+    seen: dict[str, Path] = {}
+    unique = []
+    for ref in refs:
+        if ref.student_id in seen:
+            unique.append(SubmissionRef(f"{ref.student_id}#duplicate{len(unique)}", ref.path,
+                                        f"student id {ref.student_id!r} was already graded from "
+                                        f"{seen[ref.student_id]}; this copy ({ref.path}) was not graded"))
+        else:
+            seen[ref.student_id] = ref.path
+            unique.append(ref)
+    return unique
+
+
+# ----------------------------------------------------------------------------- one submission
+
+
+def _zero(assignment: Assignment, answers_reason: str, config: CourseConfig) -> tuple[QuestionResult, ...]:
+    answers = {name: Answer(MISSING, detail=answers_reason) for name in assignment.answer_names + assignment.function_names}
+    return judge(assignment, answers, tolerance=config.tolerance)
+
+
+def _status_of(run: sandbox.RunResult) -> str:
+    return TIMED_OUT if run.limit_hit in ("cell_seconds", "submission_seconds") else GRADED
+
+
+def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseConfig,
+                     probe_points: dict[str, list[float]] | None = None) -> Graded:
+    """Grade one notebook. Never raises: every failure becomes a status, a reason and score 0."""
+    started = time.monotonic()
+    messages: list[str] = []
+    cell_errors: list[dict[str, str]] = []
+    internal_error = ""
+    try:
+        if ref.problem:
+            raise SubmissionError(ref.problem)
+        submission = _read(ref, assignment, config)
+        points = probe_points if probe_points is not None else choose_probe_points(
+            assignment.function_names, config.function_probes)
+        run = sandbox.run_cells(list(submission.cells), assignment.answer_names + assignment.function_names,
+                                points, config.limits, isolation=config.sandbox, uid=config.sandbox_uid)
+        answers = dict(run.answers)
+        for cell_id in submission.deleted_answer_cells:
+            question = assignment.question_by_answer_cell(cell_id)
+            for name in question.answer_names + question.function_names:
+                answers[name] = Answer(MISSING, detail="its answer cell was deleted")
+        computed = handwork.computed_answers(submission.cells, assignment.answer_names + assignment.function_names)
+        deduction = config.hand_work_deduction if config.hand_work == "deduct" else 0.0
+        questions = judge(assignment, answers, tolerance=config.tolerance, computed=computed, deduction=deduction)
+        status = _status_of(run)
+        if run.ended_early:
+            messages.append(f"Your notebook did not run to the end: {run.ended_early}. "
+                            "Answers set before that point were graded.")
+        if run.limit_hit == "output_kb":
+            messages.append(f"Your notebook printed more than {config.limits.output_kb} KB; the rest was discarded.")
+        cell_errors = [{"cell": c.label, "error": c.error} for c in run.cells if c.error]
+        if any("MemoryError" in c.error or "can't allocate memory" in c.error for c in run.cells if c.error):
+            messages.append(f"A cell ran out of memory (limit {config.limits.memory_mb} MB).")
+    except SubmissionError as problem:
+        status, questions = FAILED, _zero(assignment, "the notebook could not be read", config)
+        messages.append(f"Your submission could not be graded: {problem}")
+    except Exception:
+        status, questions = ERROR, _zero(assignment, "autograder error", config)
+        internal_error = traceback.format_exc()
+        messages.append("The autograder hit an error of its own while grading this notebook (not your fault). "
+                        "Your instructor can see the details; you do not need to resubmit.")
+    feedback = build_feedback(ref.student_id, assignment.name, questions, status=status, messages=messages,
+                              cell_errors=cell_errors)
+    return Graded(ref.student_id, status, questions, feedback, time.monotonic() - started, internal_error)
+
+
+def _read(ref: SubmissionRef, assignment: Assignment, config: CourseConfig):
+    from course.submission import read_submission
+
+    return read_submission(ref.path, ref.student_id, assignment,
+                           max_bytes=config.limits.notebook_mb * 1024 * 1024, max_cells=config.limits.max_cells)
+
+
+# ----------------------------------------------------------------------------- a batch
+
+
+def write_feedback(out_dir: Path, assignment: str, graded: Graded) -> Path:
+    folder = out_dir / "feedback" / graded.student_id / assignment
+    atomic_write_json(folder / "feedback.json", graded.feedback)
+    atomic_write_text(folder / "feedback.html", render_html(graded.feedback))
+    return folder
+
+
+def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assignment_name: str | None = None,
+                report: Callable[[Graded], None] | None = None) -> BatchSummary:
+    """Grade every submission under PATHs; write feedback, grades.csv and nbgrader's gradebook."""
+    settings = config.assignment(assignment_name)
+    assignment = load_assignment(config.source_notebook(settings.name), settings.name)
+    refs = discover(paths or [config.root / "submitted"], settings.name, settings.notebook)
+    if not refs:
+        raise CourseError(
+            f"no submissions found in {', '.join(map(str, paths or [config.root / 'submitted']))}: expected "
+            f"submitted/<student>/{settings.name}/{settings.notebook}, a folder of <student>.ipynb, or notebooks"
+        )
+    question_ids = tuple(q.id for q in assignment.questions)
+    summary = BatchSummary(out_dir=out_dir)
+    with GradebookWriter(config.root, config.gradebook_url, settings.name,
+                         config.source_notebook(settings.name)) as gradebook:
+        for ref in refs:
+            graded = grade_submission(ref, assignment, config)
+            if graded.internal_error:
+                print(f"autograder error for {ref.student_id}:\n{graded.internal_error}", file=sys.stderr)
+            usable_id = bool(STUDENT_ID.match(graded.student_id))
+            if usable_id:  # never build a path from an id that could climb out of the feedback folder
+                write_feedback(out_dir, settings.name, graded)
+            by_question = {q.id: q.earned for q in graded.questions}
+            write_grades_csv(out_dir / "grades.csv", question_ids, [GradeRow(
+                graded.student_id if usable_id else UNSAFE_CHARACTERS.sub("_", graded.student_id),
+                by_question, graded.feedback["score"], graded.feedback["max_score"], graded.status,
+            )])
+            if usable_id:
+                gradebook.record(graded.student_id, {q.grade_id: q.earned for q in graded.questions})
+            summary.graded.append(graded)
+            if report:
+                report(graded)
+    return summary

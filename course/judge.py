@@ -1,0 +1,210 @@
+"""The trusted side: run the source's hidden tests with the harvested plain answers injected.
+
+torch recomputes every reference here, in the grader's process. Nothing from the student is imported,
+unpickled or called: the hidden tests only ever see validated plain values (numbers, lists, booleans,
+None, strings) or inert markers for answers that could not be read.
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import math
+import random
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from course.answers import FUNCTION, VALUE, Answer, PlainValue, describe, is_number
+from course.assignment import Assignment, Question
+
+
+@dataclass(frozen=True)
+class ProbeCheck:
+    x: float
+    student: PlainValue
+    expected: PlainValue
+    error: str
+    correct: bool
+
+
+@dataclass(frozen=True)
+class ValueResult:
+    name: str
+    status: str
+    student: PlainValue
+    expected: PlainValue
+    correct: bool
+    points: float
+    earned: float
+    hint: str
+    detail: str = ""
+    hand_work_note: bool = False
+    probes: tuple[ProbeCheck, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class QuestionResult:
+    id: str
+    title: str
+    grade_id: str
+    points: float
+    earned: float
+    values: tuple[ValueResult, ...]
+    error: str | None = None
+
+
+class Unanswered:
+    """Stands in the hidden tests' namespace for an answer that has no plain value."""
+
+    def __init__(self, answer: Answer) -> None:
+        self.answer = answer
+
+    def __repr__(self) -> str:
+        return f"<unanswered: {self.answer.status}>"
+
+
+def to_plain(reference: Any) -> PlainValue:
+    """torch's reference (a tensor, a list of them, a bool, None, a number) -> plain Python."""
+    if isinstance(reference, torch.Tensor):
+        return reference.detach().tolist()
+    if type(reference) in (list, tuple):
+        return [to_plain(item) for item in reference]
+    if reference is None or type(reference) in (bool, int, float):
+        return reference
+    raise TypeError(f"a hidden test gave a reference of type {type(reference).__name__}; use tensors or plain values")
+
+
+def matches(student: PlainValue, expected: PlainValue, tolerance: float) -> bool:
+    """The one comparison of the course: exact for None/bools, within `tolerance` for numbers."""
+    if expected is None or type(expected) is bool:
+        return student is expected
+    if type(expected) is list:
+        return (type(student) is list and len(student) == len(expected)
+                and all(matches(s, e, tolerance) for s, e in zip(student, expected, strict=True)))
+    return is_number(student) and math.isfinite(expected) and abs(student - expected) <= tolerance
+
+
+def _unanswered_detail(answer: Answer) -> str:
+    if answer.status == "missing":
+        return f"no answer ({answer.detail})"
+    if answer.status == "wrong_form":
+        return f"wrong form: a {answer.detail}, not a plain number, list, True/False or None"
+    if answer.status == FUNCTION:
+        return "a function, where a value was expected"
+    return answer.detail or answer.status
+
+
+class _Marks:
+    """The judge's implementation of the `Marks` the hidden tests call."""
+
+    def __init__(self, answers: dict[str, Answer], tolerance: float, computed: set[str], deduction: float,
+                 sink: list[ValueResult]) -> None:
+        self.answers, self.tolerance, self.computed, self.deduction = answers, tolerance, computed, deduction
+        self.sink = sink
+
+    def _answer(self, name: str) -> Answer:
+        if name not in self.answers:
+            raise KeyError(f"hidden tests score {name!r}, which no answer cell of the source assigns")
+        return self.answers[name]
+
+    def _earned(self, name: str, correct: bool, points: float) -> tuple[float, bool]:
+        flagged = name in self.computed
+        if not correct:
+            return 0.0, flagged
+        return points * (1 - self.deduction) if flagged else float(points), flagged
+
+    def value(self, name: str, answer: Any, reference: Any, hint: str, points: float = 1) -> None:
+        del answer  # the judge reads the validated answer by name, never the object passed in
+        expected = to_plain(reference)
+        found = self._answer(name)
+        if found.status == VALUE:
+            correct = matches(found.value, expected, self.tolerance)
+            earned, flagged = self._earned(name, correct, points)
+            self.sink.append(ValueResult(name, VALUE, found.value, expected, correct, float(points), earned, hint,
+                                         hand_work_note=flagged))
+        else:
+            self.sink.append(ValueResult(name, found.status, None, expected, False, float(points), 0.0, hint,
+                                         detail=_unanswered_detail(found)))
+
+    def function(self, name: str, answer: Any, reference: Any, hint: str, points: float = 1) -> None:
+        del answer
+        found = self._answer(name)
+        if found.status != FUNCTION or not found.probes:
+            detail = ("your function was not called: the notebook stopped before grading reached it"
+                      if found.status == FUNCTION else _unanswered_detail(found))
+            self.sink.append(ValueResult(name, found.status, None, None, False, float(points), 0.0, hint,
+                                         detail=detail))
+            return
+        checks = []
+        for probe in found.probes:
+            expected = to_plain(reference(probe.x))
+            correct = not probe.error and matches(probe.value, expected, self.tolerance)
+            checks.append(ProbeCheck(probe.x, probe.value, expected, probe.error, correct))
+        correct = all(check.correct for check in checks)
+        wrong = [check for check in checks if not check.correct]
+        detail = ""
+        if wrong:
+            first = wrong[0]
+            said = first.error or f"returned {describe(first.student)}"
+            detail = (f"disagrees with torch at {len(wrong)} of the {len(checks)} points the grader chose "
+                      f"(at x = {describe(first.x)} it {said}; torch's slope there is {describe(first.expected)})")
+        earned, flagged = self._earned(name, correct, points)
+        self.sink.append(ValueResult(name, FUNCTION, None, None, correct, float(points), earned, hint, detail,
+                                     flagged, tuple(checks)))
+
+    def total(self) -> float:
+        return sum(result.earned for result in self.sink)
+
+
+def _hidden_test_namespace(answers: dict[str, Answer], marks_factory: Any) -> dict[str, Any]:
+    namespace: dict[str, Any] = {
+        "__builtins__": builtins, "torch": torch, "math": math, "warnings": warnings, "random": random,
+        "Marks": marks_factory,
+    }
+    for name, answer in answers.items():
+        namespace[name] = copy.deepcopy(answer.value) if answer.status == VALUE else Unanswered(answer)
+    return namespace
+
+
+def judge_question(question: Question, answers: dict[str, Answer], *, tolerance: float,
+                   computed: set[str] = frozenset(), deduction: float = 0.0) -> QuestionResult:
+    """Score one question by running its hidden-test cell from source/ in this (trusted) process."""
+    results: list[ValueResult] = []
+
+    def marks_factory() -> _Marks:
+        return _Marks(answers, tolerance, set(computed), deduction, results)
+
+    namespace = _hidden_test_namespace(answers, marks_factory)
+    error = None
+    try:
+        code = compile(question.test_source, f"<hidden tests of {question.test_cell_id}>", "exec")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exec(code, namespace)  # noqa: S102 - the instructor's hidden tests from source/, never student code
+    except Exception as failure:
+        error = f"{type(failure).__name__}: {failure}"
+    awarded = sum(r.points for r in results)
+    if error is None and abs(awarded - question.points) > 1e-9:
+        error = f"the hidden tests award {awarded:g} points but the cell is worth {question.points:g}"
+    if error is not None:
+        return QuestionResult(question.id, question.title, question.test_cell_id, question.points, 0.0,
+                              tuple(results), error)
+    earned = round(sum(r.earned for r in results), 6)
+    return QuestionResult(question.id, question.title, question.test_cell_id, question.points, earned,
+                          tuple(results))
+
+
+def judge(assignment: Assignment, answers: dict[str, Answer], *, tolerance: float,
+          computed: set[str] = frozenset(), deduction: float = 0.0) -> tuple[QuestionResult, ...]:
+    return tuple(judge_question(q, answers, tolerance=tolerance, computed=computed, deduction=deduction)
+                 for q in assignment.questions)
+
+
+def choose_probe_points(function_names: tuple[str, ...], count: int) -> dict[str, list[float]]:
+    """Fresh random points for each function answer, drawn per grading run (integers and halves)."""
+    chooser = random.SystemRandom()
+    candidates = [n / 2 for n in range(-16, 17)]
+    return {name: sorted(chooser.sample(candidates, count)) for name in function_names}

@@ -1,0 +1,392 @@
+"""Run untrusted student code: its own process, an unprivileged uid, no network, rlimits, timeouts.
+
+Isolation levels, strongest first (chosen once per grader process, `sandbox:` in the course YAML):
+- "bwrap": bubblewrap as root: new pid/net/ipc/uts namespaces, a filesystem view holding only the
+  interpreter, its packages and system libraries (read-only) and an empty size-limited tmpfs /tmp,
+  then setpriv drops to the sandbox uid/gid with no capabilities and no-new-privs.
+- "uid": the grader is root but namespaces are not allowed (e.g. a default Docker container): the
+  child drops to the sandbox uid/gid itself; rlimits and timeouts as always; network not isolated.
+- "rlimits": not root (a student's laptop): rlimits and timeouts only.
+
+Only JSON lines on a dedicated pipe come back; `course.answers` validates them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from course.answers import Answer, decode_answers
+from course.config import Limits
+from course.errors import SandboxError
+
+RUNNER_SOURCE = (Path(__file__).parent / "sandbox_runner.py").read_text(encoding="utf-8")
+MAX_CHANNEL_LINE = 4 * 1024 * 1024
+FUNCTION_CALL_SECONDS = 2.0
+EXIT_GRACE_SECONDS = 2.0
+
+SANDBOX_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "MPLBACKEND": "Agg",
+    "IPYTHONDIR": "/tmp/.ipython",
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of student code, in the order it runs. `label` names it in feedback."""
+
+    index: int
+    label: str
+    source: str
+
+
+@dataclass(frozen=True)
+class CellOutcome:
+    index: int
+    label: str
+    error: str | None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything the grader learns from one sandboxed run: plain data only."""
+
+    answers: dict[str, Answer]
+    cells: tuple[CellOutcome, ...]
+    output: str
+    output_truncated: bool
+    limit_hit: str | None
+    ended_early: str | None
+    isolation: str
+    seconds: float
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+# ----------------------------------------------------------------------------- isolation
+
+
+def _interpreter_paths() -> list[str]:
+    """Folders the interpreter needs: its prefix and, for a virtual environment, the venv."""
+    paths = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
+    return sorted(p for p in paths if not p.startswith("/usr/") and p != "/usr")
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = Path(path).parts[1:-1]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def bwrap_command(uid: int, tmp_mb: int) -> list[str]:
+    """The bubblewrap + setpriv prefix: a view of nothing but the interpreter and system libraries."""
+    command = [
+        "bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+        "--die-with-parent", "--new-session", "--clearenv",
+    ]
+    for name, value in SANDBOX_ENV.items():
+        command += ["--setenv", name, value]
+    command += ["--ro-bind", "/usr", "/usr"]
+    for system_dir in ("/bin", "/lib", "/lib64", "/sbin"):
+        command += ["--ro-bind-try", system_dir, system_dir]
+    command += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    created: set[str] = set()
+    for path in _interpreter_paths():
+        # bwrap creates missing parents with mode 0700; the sandbox uid must be able to walk through them.
+        for parent in _ancestors(path):
+            if parent not in created:
+                command += ["--perms", "0755", "--dir", parent]
+                created.add(parent)
+        command += ["--ro-bind", path, path]
+    command += [
+        "--proc", "/proc", "--dev", "/dev",
+        "--size", str(tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp", "--chdir", "/tmp",
+        "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
+        "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+        "--bounding-set=-all", "--no-new-privs", "--",
+    ]
+    return command
+
+
+def _set_limits(limits: Limits) -> None:
+    """Runs in the child before exec; the limits are inherited by everything the student starts."""
+    cpu = int(limits.submission_seconds) + 5
+    memory = limits.memory_mb * 1024 * 1024
+    for name, value in (
+        (resource.RLIMIT_CPU, cpu),
+        (resource.RLIMIT_AS, memory),
+        (resource.RLIMIT_NPROC, limits.processes),
+        (resource.RLIMIT_FSIZE, limits.file_size_mb * 1024 * 1024),
+        (resource.RLIMIT_NOFILE, limits.open_files),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        resource.setrlimit(name, (value, value))
+
+
+def _drop_to(uid: int) -> None:
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+
+
+def _probe(command: list[str], preexec: Any = None) -> bool:
+    try:
+        completed = subprocess.run(  # noqa: S603 - fixed argument list
+            [*command, sys.executable, "-I", "-c", "import IPython"],
+            capture_output=True, timeout=30, preexec_fn=preexec, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return completed.returncode == 0
+
+
+@cache
+def choose_isolation(requested: str, uid: int, tmp_mb: int) -> tuple[str, str]:
+    """(level, note): the strongest isolation that works here. Probed once per process."""
+    is_root = os.geteuid() == 0
+    if requested in ("auto", "bwrap") and is_root and shutil.which("bwrap") and shutil.which("setpriv"):
+        if _probe(bwrap_command(uid, tmp_mb)):
+            return "bwrap", ""
+    if requested == "bwrap":
+        raise SandboxError(
+            "sandbox: bwrap was requested in the course YAML, but bubblewrap cannot run student code here "
+            "(it needs root, `apt-get install bubblewrap` and permission to create namespaces). "
+            "Install it, or set sandbox: auto to fall back to uid + rlimits."
+        )
+    if is_root:
+        if _probe([], preexec=lambda: _drop_to(uid)):
+            return "uid", (
+                "Namespaces are not available: student code runs as an unprivileged uid with rlimits, "
+                "but shares the network and the machine's world-readable files."
+            )
+        return "rlimits", (
+            f"Neither bubblewrap nor uid {uid} can start this Python (is it installed in a private home?): "
+            "student code runs as root with rlimits and timeouts only. Install bubblewrap."
+        )
+    return "rlimits", "Not running as root: student code runs with rlimits and timeouts only (no uid change, no namespaces)."
+
+
+# ----------------------------------------------------------------------------- running
+
+
+class _Channel:
+    """Reads newline-delimited JSON events; stops trusting the channel at the first malformed line."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.broken = False
+
+    def feed(self, data: bytes) -> list[dict]:
+        if self.broken:
+            return []
+        self.buffer += data
+        events = []
+        while b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            try:
+                event = json.loads(line)
+            except (ValueError, RecursionError):
+                self.broken = True
+                return events
+            if type(event) is not dict:
+                self.broken = True
+                return events
+            events.append(event)
+        if len(self.buffer) > MAX_CHANNEL_LINE:
+            self.broken = True
+        return events
+
+
+def _kill(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait()
+
+
+def run_cells(
+    cells: list[Cell],
+    answer_names: tuple[str, ...],
+    function_points: dict[str, list[float]],
+    limits: Limits,
+    *,
+    isolation: str = "auto",
+    uid: int = 65534,
+) -> RunResult:
+    """Run the cells in a fresh sandboxed process and return the harvested answers as plain data."""
+    level, note = choose_isolation(isolation, uid, limits.tmp_mb)
+    request = json.dumps({
+        "cells": [{"index": c.index, "source": c.source} for c in cells],
+        "answers": list(answer_names),
+        "functions": function_points,
+        "call_seconds": FUNCTION_CALL_SECONDS,
+    })
+    channel_read, channel_write = os.pipe()
+    scratch = None
+    if level == "bwrap":
+        command, cwd, env = bwrap_command(uid, limits.tmp_mb), "/", {}
+    else:
+        scratch = tempfile.mkdtemp(prefix="autograd-sandbox-")
+        if level == "uid":
+            os.chown(scratch, uid, uid)
+        command, cwd, env = [], scratch, {**SANDBOX_ENV, "HOME": scratch, "IPYTHONDIR": f"{scratch}/.ipython"}
+    command = [*command, sys.executable, "-I", "-c", RUNNER_SOURCE, str(channel_write)]
+
+    def prepare_child() -> None:
+        _set_limits(limits)
+        if level == "uid":
+            _drop_to(uid)
+
+    started = time.monotonic()
+    try:
+        process = subprocess.Popen(  # noqa: S603 - fixed argument list, no shell
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            cwd=cwd, env=env, pass_fds=(channel_write,), start_new_session=True, preexec_fn=prepare_child,
+        )
+    except OSError as error:
+        os.close(channel_read)
+        os.close(channel_write)
+        raise SandboxError(f"cannot start the sandbox: {error}") from None
+    os.close(channel_write)
+    try:
+        return _supervise(process, channel_read, request, cells, answer_names, function_points, limits, level,
+                          note, started)
+    finally:
+        os.close(channel_read)
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _write_request(process: subprocess.Popen, request: str) -> None:
+    try:
+        process.stdin.write(request.encode())
+        process.stdin.close()
+    except OSError:
+        pass  # the child died before reading: reported by the supervisor
+
+
+def _supervise(process, channel_read, request, cells, answer_names, function_points, limits, level, note,
+               started) -> RunResult:
+    writer = threading.Thread(target=_write_request, args=(process, request), daemon=True)
+    writer.start()
+    labels = {c.index: c.label for c in cells}
+    output_limit = limits.output_kb * 1024
+    output = bytearray()
+    output_total = 0
+    channel = _Channel()
+    outcomes: list[CellOutcome] = []
+    harvested: Any = {}
+    finished = False
+    finish_time = 0.0
+    current_cell: int | None = None
+    cell_started = started
+    limit_hit: str | None = None
+    deadline = started + limits.submission_seconds
+
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ, "output")
+    selector.register(channel_read, selectors.EVENT_READ, "channel")
+    open_streams = 2
+    while open_streams:
+        now = time.monotonic()
+        if finished and now > finish_time + EXIT_GRACE_SECONDS:
+            break
+        if now > deadline:
+            limit_hit = "submission_seconds"
+            break
+        if current_cell is not None and now > cell_started + limits.cell_seconds:
+            limit_hit = "cell_seconds"
+            break
+        for key, _ in selector.select(timeout=0.1):
+            data = os.read(key.fd, 65536)
+            if not data:
+                selector.unregister(key.fileobj)
+                open_streams -= 1
+                continue
+            if key.data == "output":
+                output_total += len(data)
+                if len(output) < output_limit:
+                    output += data[: output_limit - len(output)]
+                continue
+            for event in channel.feed(data):
+                kind = event.get("event")
+                if kind == "start" and type(event.get("cell")) is int:
+                    current_cell, cell_started = event["cell"], time.monotonic()
+                elif kind == "done" and event.get("cell") == current_cell:
+                    error = event.get("error")
+                    outcomes.append(CellOutcome(current_cell, labels.get(current_cell, f"cell {current_cell}"),
+                                                error[:500] if type(error) is str else None))
+                    harvested = event.get("answers", harvested)
+                    current_cell = None
+                elif kind == "finished" and not finished:
+                    harvested = event.get("answers", harvested)
+                    finished, finish_time = True, time.monotonic()
+                    current_cell = None
+    selector.close()
+    if process.poll() is None:
+        if finished and not limit_hit:
+            _wait_or_kill(process)
+        else:
+            _kill(process)
+    seconds = time.monotonic() - started
+    ended_early = None
+    if limit_hit == "cell_seconds":
+        ended_early = (f"{labels.get(current_cell, 'a cell')} ran longer than the limit of "
+                       f"{limits.cell_seconds:g} s per cell, so the run was stopped there")
+    elif limit_hit == "submission_seconds":
+        ended_early = f"the notebook ran longer than the limit of {limits.submission_seconds:g} s, so the run was stopped"
+    elif channel.broken:
+        ended_early = "the notebook wrote over the grader's answer channel; answers reported after that were ignored"
+    elif not finished:
+        where = labels.get(current_cell, "start-up") if current_cell is not None else "between cells"
+        ended_early = f"the Python process ended during {where} ({_exit_text(process.returncode)})"
+    # After an early end the last snapshot stands, without function results (they come at the finish).
+    answers = decode_answers(harvested, answer_names, function_points if finished else {})
+    text = output.decode("utf-8", errors="replace")
+    return RunResult(
+        answers=answers,
+        cells=tuple(outcomes),
+        output=text,
+        output_truncated=output_total > len(output),
+        limit_hit=limit_hit or ("output_kb" if output_total > output_limit else None),
+        ended_early=ended_early,
+        isolation=level,
+        seconds=seconds,
+        notes=(note,) if note else (),
+    )
+
+
+def _wait_or_kill(process: subprocess.Popen) -> None:
+    try:
+        process.wait(timeout=EXIT_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        _kill(process)
+
+
+def _exit_text(returncode: int | None) -> str:
+    if returncode is None:
+        return "it was stopped"
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"

@@ -1,0 +1,158 @@
+"""The program that runs *inside* the sandbox, next to the student's code.
+
+It is handed to the interpreter as text (`python -I -c ...`), so it imports nothing of the course
+package: only the standard library and IPython. It reads one JSON request on stdin, runs each cell with
+IPython, and reports on the channel fd (argv[1]) one JSON line per event. Everything it reports is a
+claim made from inside the student's process: the grader validates it as untrusted plain data.
+"""
+
+import json
+import math
+import os
+import signal
+import sys
+
+_write = os.write
+_dumps = json.dumps
+_SCALARS = (int, float, bool, type(None), str)
+_MAX_LIST = 1000
+_MAX_TEXT = 1000
+
+
+def _send(fd, event):
+    try:
+        _write(fd, (_dumps(event, allow_nan=False) + "\n").encode())
+    except Exception:
+        pass
+
+
+def _scalar(value):
+    """A JSON-safe copy of a plain scalar of an exact plain type; raises TypeError otherwise."""
+    kind = type(value)
+    if kind is float:
+        if math.isfinite(value):
+            return value
+        return {"nonfinite": "nan" if value != value else ("inf" if value > 0 else "-inf")}
+    if kind is str:
+        return value[:_MAX_TEXT]
+    if kind in (int, bool, type(None)):
+        return value
+    raise TypeError(kind)
+
+
+def _describe(value):
+    try:
+        return str(type(value).__qualname__)[:100]
+    except Exception:
+        return "unknown"
+
+
+def _harvest_one(namespace, name, function_names):
+    if name not in namespace:
+        return {"kind": "missing", "detail": "not defined"}
+    value = namespace[name]
+    if value is Ellipsis:
+        return {"kind": "missing", "detail": "still `...`"}
+    if name in function_names:
+        return {"kind": "function"} if callable(value) else {"kind": "wrong_form", "type": _describe(value)}
+    try:
+        if type(value) is list:
+            if len(value) > _MAX_LIST:
+                return {"kind": "wrong_form", "type": "list of more than 1000 items"}
+            return {"kind": "value", "value": [_scalar(item) for item in value]}
+        return {"kind": "value", "value": _scalar(value)}
+    except TypeError:
+        return {"kind": "wrong_form", "type": _describe(value)}
+    except Exception:
+        return {"kind": "wrong_form", "type": _describe(value)}
+
+
+def _harvest(namespace, names, function_names):
+    return {name: _harvest_one(namespace, name, function_names) for name in names}
+
+
+class _CallTimeout(BaseException):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _CallTimeout()
+
+
+def _probe(function, points, seconds):
+    results = []
+    for x in points:
+        signal.signal(signal.SIGALRM, _on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            value = function(x)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            try:
+                results.append({"x": x, "value": _scalar(value)})
+            except TypeError:
+                results.append({"x": x, "error": f"returned a {_describe(value)}, not a plain number"})
+        except _CallTimeout:
+            results.append({"x": x, "error": f"did not return within {seconds:g} s"})
+        except BaseException as error:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            results.append({"x": x, "error": f"raised {_describe(error)}"})
+    return results
+
+
+def _error_text(result):
+    error = result.error_before_exec or result.error_in_exec
+    if error is None:
+        return None
+    try:
+        text = f"{type(error).__name__}: {error}"
+    except BaseException:
+        text = _describe(error)
+    return text[:500]
+
+
+def main():
+    channel = int(sys.argv[1])
+    request = json.loads(sys.stdin.read())
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    sys.stdin = open(os.devnull)  # noqa: SIM115 - lives as long as the process
+
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    config = Config()
+    config.HistoryManager.enabled = False
+    config.InteractiveShell.colors = "nocolor"
+    config.InteractiveShell.xmode = "Plain"
+    shell = InteractiveShell.instance(config=config)
+    names = request["answers"]
+    function_names = set(request["functions"])
+    _send(channel, {"event": "ready"})
+
+    for cell in request["cells"]:
+        _send(channel, {"event": "start", "cell": cell["index"]})
+        try:
+            result = shell.run_cell(cell["source"], store_history=False)
+            error = _error_text(result)
+        except BaseException as escaped:  # SystemExit or KeyboardInterrupt raised past IPython
+            error = f"{_describe(escaped)} ended the cell"
+        sys.stdout.flush()
+        sys.stderr.flush()
+        _send(channel, {
+            "event": "done",
+            "cell": cell["index"],
+            "error": error,
+            "answers": _harvest(shell.user_ns, names, function_names),
+        })
+
+    answers = _harvest(shell.user_ns, names, function_names)
+    for name, points in request["functions"].items():
+        if answers.get(name, {}).get("kind") == "function":
+            answers[name]["probes"] = _probe(shell.user_ns[name], points, request["call_seconds"])
+    _send(channel, {"event": "finished", "answers": answers})
+    sys.stdout.flush()
+    os._exit(0)  # skip interpreter shutdown: atexit handlers and threads of the student's code
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Read and validate a submitted notebook; decide which of its cells are the student's code.
+
+Rules (the grader never runs a submitted cell as grader code):
+- the source's `setup` cell always runs first, taken from source/;
+- a submitted cell whose grade_id names a locked or test cell of the source, and whose text is still the
+  released text, is the grader's cell: it is not run (hidden tests run in the judge, from source/);
+- every other code cell, edited metadata or not, is the student's code and runs in the sandbox;
+- an answer cell that was deleted leaves its answers unanswered.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from course.assignment import Assignment, nbgrader_meta
+from course.errors import SubmissionError
+from course.sandbox import Cell
+
+
+@dataclass(frozen=True)
+class Submission:
+    student_id: str
+    path: Path
+    cells: tuple[Cell, ...]
+    answer_sources: dict[str, str]
+    deleted_answer_cells: tuple[str, ...]
+
+
+def _source_text(cell: dict, index: int, path: Path) -> str:
+    source = cell.get("source", "")
+    if type(source) is list and all(type(line) is str for line in source):
+        return "".join(source)
+    if type(source) is str:
+        return source
+    raise SubmissionError(f"{path}: cell {index} has a source that is neither text nor a list of lines")
+
+
+def read_notebook_json(path: Path, max_bytes: int) -> dict[str, Any]:
+    """The submitted file as nbformat-4 JSON, or a SubmissionError a student can act on."""
+    try:
+        size = path.stat().st_size
+    except OSError as error:
+        raise SubmissionError(f"{path}: cannot be read ({error.strerror})") from None
+    if not path.is_file():
+        raise SubmissionError(f"{path}: is not a file")
+    if size == 0:
+        raise SubmissionError(f"{path}: the file is empty; submit the notebook after saving it in JupyterLab")
+    if size > max_bytes:
+        raise SubmissionError(
+            f"{path}: the file is {size / 2**20:.0f} MB, over the limit of {max_bytes / 2**20:.0f} MB; "
+            "clear the outputs (Edit > Clear Outputs of All Cells), save, and submit again"
+        )
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SubmissionError(
+            f"{path}: not a notebook (the file is not UTF-8 text; was a different file submitted?)"
+        ) from None
+    try:
+        notebook = json.loads(text)
+    except RecursionError:
+        raise SubmissionError(f"{path}: not a notebook (JSON nested too deeply)") from None
+    except ValueError as error:
+        raise SubmissionError(f"{path}: not a notebook (not valid JSON: {error})") from None
+    if type(notebook) is not dict or "cells" not in notebook and "worksheets" not in notebook:
+        raise SubmissionError(f"{path}: not a notebook (JSON, but without the cells of a Jupyter notebook)")
+    version = notebook.get("nbformat")
+    if version != 4:
+        raise SubmissionError(
+            f"{path}: notebook format {version!r} is not supported; open it in JupyterLab and save it "
+            "(that writes format 4)"
+        )
+    if type(notebook["cells"]) is not list:
+        raise SubmissionError(f"{path}: not a notebook ('cells' is not a list)")
+    return notebook
+
+
+def read_submission(path: Path, student_id: str, assignment: Assignment, *, max_bytes: int,
+                    max_cells: int) -> Submission:
+    """Read one notebook and split it into the student's code and the grader's cells."""
+    notebook = read_notebook_json(path, max_bytes)
+    raw_cells = notebook["cells"]
+    if len(raw_cells) > max_cells:
+        raise SubmissionError(
+            f"{path}: the notebook has {len(raw_cells)} cells, more than the limit of {max_cells}; "
+            "start again from the released notebook and copy your answers in"
+        )
+    answer_ids = {q.answer_cell_id for q in assignment.questions}
+    cells = [Cell(-1, "setup (from the course)", assignment.setup_source)]
+    answer_sources: dict[str, str] = {}
+    for index, raw in enumerate(raw_cells):
+        if type(raw) is not dict:
+            raise SubmissionError(f"{path}: cell {index} is not a notebook cell")
+        if raw.get("cell_type") != "code":
+            continue
+        source = _source_text(raw, index, path)
+        grade_id = nbgrader_meta(raw).get("grade_id")
+        grade_id = grade_id if type(grade_id) is str else None
+        if grade_id in assignment.locked_sources and source == assignment.released_sources.get(grade_id):
+            continue  # the grader's own cell, untouched: its source/ version is what counts
+        if grade_id in answer_ids and grade_id not in answer_sources:
+            answer_sources[grade_id] = source
+            label = f"your answer cell for {assignment.question_by_answer_cell(grade_id).title}"
+        else:
+            label = f"cell {index + 1}"
+        cells.append(Cell(index, label, source))
+    deleted = tuple(sorted(answer_ids - set(answer_sources)))
+    return Submission(student_id, path, tuple(cells), answer_sources, deleted)
