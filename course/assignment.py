@@ -61,7 +61,9 @@ class Assignment:
     @property
     def released_sources(self) -> dict[str, str]:
         """The text students receive for each locked or test cell (hidden tests removed)."""
-        return {grade_id: strip_region(source, HIDDEN_BEGIN, HIDDEN_END) for grade_id, source in self.locked_sources.items()}
+        return {
+            grade_id: strip_region(source, HIDDEN_BEGIN, HIDDEN_END) for grade_id, source in self.locked_sources.items()
+        }
 
     def question_by_answer_cell(self, grade_id: str) -> Question:
         return next(q for q in self.questions if q.answer_cell_id == grade_id)
@@ -199,7 +201,8 @@ def load_assignment(path: Path, name: str) -> Assignment:
         for answer_name in question.answer_names + question.function_names:
             if answer_name in seen:
                 raise SourceNotebookError(
-                    f"{path}: answer {answer_name!r} is assigned in both {seen[answer_name]} and {question.answer_cell_id}"
+                    f"{path}: answer {answer_name!r} is assigned in both {seen[answer_name]} "
+                    f"and {question.answer_cell_id}"
                 )
             seen[answer_name] = question.answer_cell_id
     return Assignment(

@@ -36,7 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     grade = commands.add_parser("grade", help=COMMAND_HELP["grade"], description=COMMAND_HELP["grade"])
     grade.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                        help="submitted/ in nbgrader's layout (the default), a folder of <student>.ipynb, or notebooks")
-    grade.add_argument("--out", type=Path, default=None, help="where grades.csv and feedback/ go (default: the course root)")
+    grade.add_argument("--out", type=Path, default=None,
+                       help="where grades.csv and feedback/ go (default: the course root)")
     grade.add_argument("--assignment", help="which assignment (default: the first in the course YAML)")
     grade.add_argument("--quiet", action="store_true", help="print only the summary")
     return parser

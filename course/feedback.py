@@ -119,7 +119,9 @@ def question_entry(question: QuestionResult, diagnoses: list) -> dict[str, Any]:
         "points": question.points,
         "earned": question.earned,
         "values": [_value_entry(v) for v in question.values],
-        "misconceptions": [{"id": d.id, "value": d.value, "diagnosis": d.message, "idea": d.idea} for d in diagnoses],
+        "misconceptions": [
+            {"id": d.id, "value": d.value, "diagnosis": d.message, "idea": d.idea} for d in diagnoses
+        ],
     }
     if question.error:
         entry["error"] = ("The autograder could not score this question (a problem on our side, not in your "
@@ -151,7 +153,8 @@ def build_feedback(student_id: str, assignment: str, questions: tuple[QuestionRe
 CSS = """
 :root { --ok: #1b7f3b; --bad: #b3261e; --muted: #5f6368; --line: #dadce0; --warn: #fff4e5; }
 * { box-sizing: border-box; }
-body { font: 16px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0; color: #202124; background: #f6f7f9; }
+body { font: 16px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0;
+       color: #202124; background: #f6f7f9; }
 main { max-width: 60rem; margin: 0 auto; padding: 1rem; }
 header.summary { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 1rem 1.25rem; }
 .score { font-size: 2rem; font-weight: 700; }

@@ -52,6 +52,7 @@ class Graded:
 class BatchSummary:
     graded: list[Graded] = field(default_factory=list)
     out_dir: Path = Path()
+    isolation: str = ""
 
     def count(self, status: str) -> int:
         return sum(1 for g in self.graded if g.status == status)
@@ -65,6 +66,8 @@ class BatchSummary:
         if slowest:
             lines.append("slowest: " + ", ".join(f"{g.student_id} {g.seconds:.1f} s" for g in slowest))
         lines.append(f"grades: {self.out_dir / 'grades.csv'}; feedback: {self.out_dir / 'feedback'}/<student>/")
+        if self.isolation:
+            lines.append(f"sandbox: {self.isolation}")
         return lines
 
 
@@ -116,7 +119,8 @@ def discover(paths: list[Path], assignment: str, notebook: str) -> list[Submissi
 
 
 def _zero(assignment: Assignment, answers_reason: str, config: CourseConfig) -> tuple[QuestionResult, ...]:
-    answers = {name: Answer(MISSING, detail=answers_reason) for name in assignment.answer_names + assignment.function_names}
+    names = assignment.answer_names + assignment.function_names
+    answers = {name: Answer(MISSING, detail=answers_reason) for name in names}
     return judge(assignment, answers, tolerance=config.tolerance)
 
 
@@ -198,7 +202,8 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
             f"submitted/<student>/{settings.name}/{settings.notebook}, a folder of <student>.ipynb, or notebooks"
         )
     question_ids = tuple(q.id for q in assignment.questions)
-    summary = BatchSummary(out_dir=out_dir)
+    level, note = sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
+    summary = BatchSummary(out_dir=out_dir, isolation=note or sandbox.ISOLATION_SUMMARY[level])
     with GradebookWriter(config.root, config.gradebook_url, settings.name,
                          config.source_notebook(settings.name)) as gradebook:
         for ref in refs:

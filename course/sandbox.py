@@ -83,6 +83,12 @@ class RunResult:
 
 # ----------------------------------------------------------------------------- isolation
 
+ISOLATION_SUMMARY = {
+    "bwrap": "bubblewrap: no network, own pid namespace, unprivileged uid, only the interpreter in view",
+    "uid": "unprivileged uid + rlimits (no namespaces: network and world-readable files are not hidden)",
+    "rlimits": "rlimits and timeouts only",
+}
+
 
 def _interpreter_paths() -> list[str]:
     """Folders the interpreter needs: its prefix and, for a virtual environment, the venv."""
@@ -180,7 +186,9 @@ def choose_isolation(requested: str, uid: int, tmp_mb: int) -> tuple[str, str]:
             f"Neither bubblewrap nor uid {uid} can start this Python (is it installed in a private home?): "
             "student code runs as root with rlimits and timeouts only. Install bubblewrap."
         )
-    return "rlimits", "Not running as root: student code runs with rlimits and timeouts only (no uid change, no namespaces)."
+    return "rlimits", (
+        "Not running as root: student code runs with rlimits and timeouts only (no uid change, no namespaces)."
+    )
 
 
 # ----------------------------------------------------------------------------- running
@@ -352,12 +360,17 @@ def _supervise(process, channel_read, request, cells, answer_names, function_poi
         ended_early = (f"{labels.get(current_cell, 'a cell')} ran longer than the limit of "
                        f"{limits.cell_seconds:g} s per cell, so the run was stopped there")
     elif limit_hit == "submission_seconds":
-        ended_early = f"the notebook ran longer than the limit of {limits.submission_seconds:g} s, so the run was stopped"
+        ended_early = (f"the notebook ran longer than the limit of {limits.submission_seconds:g} s, "
+                       "so the run was stopped")
     elif channel.broken:
         ended_early = "the notebook wrote over the grader's answer channel; answers reported after that were ignored"
     elif not finished:
         where = labels.get(current_cell, "start-up") if current_cell is not None else "between cells"
-        ended_early = f"the Python process ended during {where} ({_exit_text(process.returncode)})"
+        if process.returncode == 0:
+            ended_early = (f"{where} broke the grader's reporting inside the sandbox (for example by replacing "
+                           "Python's builtins or closing its channel)")
+        else:
+            ended_early = f"the Python process ended during {where} ({_exit_text(process.returncode)})"
     # After an early end the last snapshot stands, without function results (they come at the finish).
     answers = decode_answers(harvested, answer_names, function_points if finished else {})
     text = output.decode("utf-8", errors="replace")

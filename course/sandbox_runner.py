@@ -11,39 +11,68 @@ import math
 import os
 import signal
 import sys
+from json.encoder import encode_basestring_ascii as _quote
 
-_write = os.write
-_dumps = json.dumps
-_SCALARS = (int, float, bool, type(None), str)
+# Captured before any student code runs, so that replacing builtins or module attributes in a
+# notebook does not change how answers are encoded and reported.
+_write, _type, _callable, _isfinite, _len, _str = os.write, type, callable, math.isfinite, len, str
+_float_repr, _int_repr, _BaseException, _TypeError = float.__repr__, int.__repr__, BaseException, TypeError
+_list, _dict, _float, _int, _bool = list, dict, float, int, bool
 _MAX_LIST = 1000
 _MAX_TEXT = 1000
 
 
+def _encode(value):
+    """JSON text of plain data, using only the references captured above."""
+    kind = _type(value)
+    if kind is _dict:
+        return "{" + ",".join(_quote(key) + ":" + _encode(item) for key, item in value.items()) + "}"
+    if kind is _list:
+        return "[" + ",".join(_encode(item) for item in value) + "]"
+    if kind is _str:
+        return _quote(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if kind is _int:
+        return _int_repr(value)
+    if kind is _float:
+        return _float_repr(value)
+    raise _TypeError(kind)
+
+
 def _send(fd, event):
     try:
-        _write(fd, (_dumps(event, allow_nan=False) + "\n").encode())
-    except Exception:
+        _write(fd, (_encode(event) + "\n").encode())
+    except _BaseException:
         pass
 
 
 def _scalar(value):
     """A JSON-safe copy of a plain scalar of an exact plain type; raises TypeError otherwise."""
-    kind = type(value)
-    if kind is float:
-        if math.isfinite(value):
+    kind = _type(value)
+    if kind is _float:
+        if _isfinite(value):
             return value
         return {"nonfinite": "nan" if value != value else ("inf" if value > 0 else "-inf")}
-    if kind is str:
+    if kind is _str:
         return value[:_MAX_TEXT]
-    if kind in (int, bool, type(None)):
+    if kind is _int:
+        if -(2**63) <= value <= 2**63:
+            return value
+        raise _TypeError(kind)
+    if kind is _bool or value is None:
         return value
-    raise TypeError(kind)
+    raise _TypeError(kind)
 
 
 def _describe(value):
     try:
-        return str(type(value).__qualname__)[:100]
-    except Exception:
+        return _str(_type(value).__qualname__)[:100]
+    except _BaseException:
         return "unknown"
 
 
@@ -54,16 +83,14 @@ def _harvest_one(namespace, name, function_names):
     if value is Ellipsis:
         return {"kind": "missing", "detail": "still `...`"}
     if name in function_names:
-        return {"kind": "function"} if callable(value) else {"kind": "wrong_form", "type": _describe(value)}
+        return {"kind": "function"} if _callable(value) else {"kind": "wrong_form", "type": _describe(value)}
     try:
-        if type(value) is list:
-            if len(value) > _MAX_LIST:
+        if _type(value) is _list:
+            if _len(value) > _MAX_LIST:
                 return {"kind": "wrong_form", "type": "list of more than 1000 items"}
-            return {"kind": "value", "value": [_scalar(item) for item in value]}
+            return {"kind": "value", "value": [_scalar(item) for item in _list.__iter__(value)]}
         return {"kind": "value", "value": _scalar(value)}
-    except TypeError:
-        return {"kind": "wrong_form", "type": _describe(value)}
-    except Exception:
+    except _BaseException:
         return {"kind": "wrong_form", "type": _describe(value)}
 
 
@@ -110,12 +137,20 @@ def _error_text(result):
     return text[:500]
 
 
+def _flush():
+    for stream in (sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except _BaseException:
+            pass
+
+
 def main():
     channel = int(sys.argv[1])
     request = json.loads(sys.stdin.read())
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-    sys.stdin = open(os.devnull)  # noqa: SIM115 - lives as long as the process
+    sys.stdin = open(os.devnull)
 
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
@@ -136,8 +171,7 @@ def main():
             error = _error_text(result)
         except BaseException as escaped:  # SystemExit or KeyboardInterrupt raised past IPython
             error = f"{_describe(escaped)} ended the cell"
-        sys.stdout.flush()
-        sys.stderr.flush()
+        _flush()
         _send(channel, {
             "event": "done",
             "cell": cell["index"],
@@ -150,7 +184,7 @@ def main():
         if answers.get(name, {}).get("kind") == "function":
             answers[name]["probes"] = _probe(shell.user_ns[name], points, request["call_seconds"])
     _send(channel, {"event": "finished", "answers": answers})
-    sys.stdout.flush()
+    _flush()
     os._exit(0)  # skip interpreter shutdown: atexit handlers and threads of the student's code
 
 

@@ -66,7 +66,7 @@ def read_notebook_json(path: Path, max_bytes: int) -> dict[str, Any]:
         raise SubmissionError(f"{path}: not a notebook (JSON nested too deeply)") from None
     except ValueError as error:
         raise SubmissionError(f"{path}: not a notebook (not valid JSON: {error})") from None
-    if type(notebook) is not dict or "cells" not in notebook and "worksheets" not in notebook:
+    if type(notebook) is not dict or ("cells" not in notebook and "worksheets" not in notebook):
         raise SubmissionError(f"{path}: not a notebook (JSON, but without the cells of a Jupyter notebook)")
     version = notebook.get("nbformat")
     if version != 4:

@@ -1,0 +1,90 @@
+"""Shared test helpers: the answer contract and a way to fill the released notebook like a student."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE_NOTEBOOK = ROOT / "source" / "autograd" / "autograd.ipynb"
+RELEASE_NOTEBOOK = ROOT / "release" / "autograd" / "autograd.ipynb"
+
+# The public answer contract of issue 2: exercise -> {variable: expected value}.
+CONTRACT = {
+    "slopes": {"slope_at_3": 6, "slope_at_minus_2": -4, "slope_at_0": 0},
+    "graph_walk": {"forward_values": [9, 18, 19], "local_slopes": [1, 2, 6], "dz_dx": 12},
+    "tiny_net": {"net_h": 5, "net_a": 5, "net_loss": 9, "net_dL_da": 6, "net_dL_dh": 6, "net_dL_dw": 12,
+                 "net_dL_db": 6},
+    "closed_relu": {"closed_h": -4, "closed_a": 0, "closed_loss": 4, "closed_dL_dw": 0, "closed_dL_db": 0},
+    "retain_grad": {"retain_x_grad": 60, "retain_y_grad": 5, "y_grad_without_retain": None},
+    "accumulation": {"accumulated_grads": [6, 12, 18], "zeroed_grads": [6, 6, 6]},
+    "no_grad_detach": {"no_grad_requires_grad": False, "detached_value": 9, "detached_requires_grad": False},
+    "one_call": {"one_call_loss": 4, "one_call_w_grad": 12, "one_call_b_grad": 4},
+    "cubic": {"cubic_grad": 46},
+    "w2_net": {"w2_out": 2.5, "w2_loss": 0.25, "w2_dL_dout": 1.0, "w2_dL_dw2": 5.0, "w2_dL_da": 0.5,
+               "w2_dL_dh": 0.5, "w2_dL_dw": 1.0, "w2_dL_db": 0.5},
+    "predict_twice": {"twice_w_grad": 24, "twice_b_grad": 12},
+}
+CONTRACT_FUNCTIONS = {"cubic": {"cubic_derivative": "def cubic_derivative(x):\n    return 3 * x ** 2 - 2\n"}}
+ALL_VALUES = {name: value for values in CONTRACT.values() for name, value in values.items()}
+CORRECT_CODE = {name: repr(value) for name, value in ALL_VALUES.items()} | {
+    name: code for functions in CONTRACT_FUNCTIONS.values() for name, code in functions.items()
+}
+
+
+def wrong_literal(value):
+    """A plausible wrong hand answer for a contract value."""
+    if value is None:
+        return 5
+    if type(value) is bool:
+        return not value
+    if type(value) is list:
+        return [value[0] + 1, *value[1:]]
+    return value + 1
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def fill(notebook: dict, answers: dict[str, str]) -> dict:
+    """A copy of the released notebook with `name = ...` lines replaced by `name = <code>`.
+
+    A function answer's code (a whole `def`) is appended to its answer cell, so it replaces the stub.
+    """
+    filled = copy.deepcopy(notebook)
+    for cell in filled["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if not meta.get("solution"):
+            continue
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        for name, code in answers.items():
+            if code.startswith("def "):
+                if re.search(rf"^def {name}\(", source, re.MULTILINE):
+                    source = source.rstrip() + "\n\n\n" + code
+            else:
+                source = re.sub(rf"^{name} = \.\.\..*$", lambda _m, n=name, c=code: f"{n} = {c}", source,
+                                flags=re.MULTILINE)
+        cell["source"] = source
+    return filled
+
+
+def write(notebook: dict, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def add_cell(notebook: dict, source: str, *, at: int | None = None, metadata: dict | None = None) -> dict:
+    """A copy of the notebook with one more (student) code cell."""
+    changed = copy.deepcopy(notebook)
+    cell = {"cell_type": "code", "execution_count": None, "metadata": metadata or {}, "outputs": [], "source": source}
+    changed["cells"].insert(len(changed["cells"]) if at is None else at, cell)
+    return changed
+
+
+def submitted_notebook(answers: dict[str, str] | None = None) -> dict:
+    """The released notebook as a student would submit it, answered with `answers` (default: all correct)."""
+    return fill(load(RELEASE_NOTEBOOK), CORRECT_CODE if answers is None else answers)

@@ -1,0 +1,51 @@
+"""The CLI, in process: every command has help and appears in the README; errors are one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from course.cli import COMMAND_HELP, main
+from helpers import RELEASE_NOTEBOOK, ROOT, submitted_notebook, write
+
+
+@pytest.mark.parametrize("command", sorted(COMMAND_HELP))
+def test_every_command_has_help_and_is_in_the_readme(command, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--help"])
+    assert exited.value.code == 0
+    assert COMMAND_HELP[command] in " ".join(capsys.readouterr().out.split())
+    assert f"autograd-course {command}" in (ROOT / "README.md").read_text()
+
+
+def test_a_course_error_is_one_line_without_traceback(tmp_path, capsys):
+    assert main(["--course", str(tmp_path), "grade"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("autograd-course grade: ")
+    assert "not found. Run autograd-course from the course root" in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_grade_with_no_submissions_says_what_it_expected(course_root, capsys):
+    (course_root / "empty").mkdir()
+    assert main(["--course", str(course_root), "grade", str(course_root / "empty")]) == 1
+    assert "no submissions found" in capsys.readouterr().err
+
+
+def test_check_on_the_untouched_release_lists_what_is_missing(capsys):
+    assert main(["--course", str(ROOT), "check", str(RELEASE_NOTEBOOK)]) == 1
+    out = capsys.readouterr().out
+    assert "[todo] 3. A whole (tiny) network by hand: net_h missing (still `...`)" in out
+    assert "Not ready yet" in out
+
+
+def test_check_on_a_complete_notebook_is_ready_and_reveals_no_hidden_value(tmp_path, capsys):
+    wrong_but_well_formed = {"net_dL_dw": "6"}
+    from helpers import CORRECT_CODE
+
+    path = write(submitted_notebook({**CORRECT_CODE, **wrong_but_well_formed}), tmp_path / "me.ipynb")
+    assert main(["--course", str(ROOT), "check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "Ready to submit" in out
+    assert "[ok  ] 3. A whole (tiny) network by hand" in out
+    assert "12" not in out  # torch's value of net_dL_dw is never shown by the self-check

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from course.config import load_config, parse_config
+from course.errors import ConfigError
+from helpers import ROOT
+
+
+def test_the_course_yaml_loads_with_documented_defaults():
+    config = load_config(ROOT)
+    assert config.course_id == "autograd-course"
+    assert config.assignment().name == "autograd"
+    assert config.tolerance == 1e-6
+    assert config.limits.cell_seconds == 10
+    assert config.limits.submission_seconds == 60
+    assert config.limits.memory_mb == 2048
+    assert config.limits.processes == 64
+    assert config.limits.output_kb == 10240
+
+
+BASE = {"course_id": "c", "assignments": [{"name": "a", "notebook": "a.ipynb"}]}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"course_id": None}, "course_id must be a non-empty string"),
+        ({"assignments": []}, "assignments must be a non-empty list"),
+        ({"assignments": [{"name": "a"}]}, "assignments[0]: missing key 'notebook'"),
+        ({"assignments": [{"name": "../a", "notebook": "a.ipynb"}]}, "assignments[0].name must be a plain"),
+        ({"tolerance": "small"}, "tolerance must be a number, got 'small'"),
+        ({"tolerance": -1}, "tolerance must be greater than 0"),
+        ({"hand_work": "ignore"}, "hand_work must be one of note, deduct"),
+        ({"limits": {"cell_seconds": "ten"}}, "limits.cell_seconds must be a number"),
+        ({"limits": {"memory_mb": 1.5}}, "limits.memory_mb must be a whole number"),
+        ({"limits": {"cpu": 3}}, "limits: unknown key 'cpu'"),
+        ({"limit": {}}, "unknown key 'limit'"),
+        ({"sandbox": "docker"}, "sandbox must be one of auto, bwrap, rlimits"),
+        ({"hand_work_deduction": 2}, "hand_work_deduction must be between 0 and 1"),
+    ],
+)
+def test_bad_settings_name_the_file_and_the_key(change, message):
+    data = {**BASE, **change}
+    with pytest.raises(ConfigError) as raised:
+        parse_config(data, Path("/course"), "/course/source/course.yaml")
+    assert message in str(raised.value)
+    assert str(raised.value).startswith("/course/source/course.yaml")
+
+
+def test_missing_required_key_is_named():
+    with pytest.raises(ConfigError, match="missing key 'assignments'"):
+        parse_config({"course_id": "c"}, Path("/c"), "course.yaml")
+
+
+def test_missing_file_says_where_to_run(tmp_path):
+    with pytest.raises(ConfigError, match=r"not found\. Run autograd-course from the course root"):
+        load_config(tmp_path)
+
+
+def test_invalid_yaml_is_reported(tmp_path):
+    (tmp_path / "source").mkdir()
+    (tmp_path / "source" / "course.yaml").write_text("course_id: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(tmp_path)
+
+
+def test_limits_override(tmp_path):
+    (tmp_path / "source").mkdir()
+    data = {**BASE, "limits": {"cell_seconds": 2.5, "processes": 8}}
+    (tmp_path / "source" / "course.yaml").write_text(yaml.safe_dump(data))
+    config = load_config(tmp_path)
+    assert config.limits.cell_seconds == 2.5
+    assert config.limits.processes == 8
+    assert config.limits.memory_mb == 2048

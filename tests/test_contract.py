@@ -1,0 +1,72 @@
+"""The public answer contract (issue 2's table) against the source notebook."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from course.answers import FUNCTION, VALUE, Answer, Probe
+from course.assignment import SOLUTION_BEGIN, SOLUTION_END, region_lines
+from course.judge import judge
+from helpers import ALL_VALUES, CONTRACT, CONTRACT_FUNCTIONS
+
+
+def contract_answers(assignment, values=ALL_VALUES, cubic=lambda x: 3 * x**2 - 2):
+    answers = {name: Answer(VALUE, value) for name, value in values.items()}
+    points = [-2.5, 0.0, 1.5, 4.0]
+    answers["cubic_derivative"] = Answer(FUNCTION, probes=tuple(Probe(x, float(cubic(x))) for x in points))
+    assert set(answers) == set(assignment.answer_names + assignment.function_names)
+    return answers
+
+
+def test_every_contract_exercise_is_a_question(assignment):
+    assert [q.id for q in assignment.questions] == list(CONTRACT)
+
+
+@pytest.mark.parametrize("exercise", list(CONTRACT))
+def test_each_variable_has_an_answer_cell_and_a_hidden_test(assignment, exercise):
+    question = next(q for q in assignment.questions if q.id == exercise)
+    expected_names = list(CONTRACT[exercise])
+    assert list(question.answer_names) == expected_names
+    assert list(question.function_names) == list(CONTRACT_FUNCTIONS.get(exercise, {}))
+    for name in expected_names + list(question.function_names):
+        assert f'"{name}", {name},' in question.test_source, f"no hidden test scores {name}"
+        assert name in question.form_source, f"no public form check for {name}"
+
+
+def test_answer_key_in_source_equals_the_contract(assignment):
+    key = {}
+    for question in assignment.questions:
+        answer_cell = next(
+            c for c in _source_cells() if c["metadata"].get("nbgrader", {}).get("grade_id") == question.answer_cell_id
+        )
+        solution = "\n".join(region_lines("".join(answer_cell["source"]), SOLUTION_BEGIN, SOLUTION_END))
+        for node in ast.parse(solution).body:
+            if isinstance(node, ast.Assign):
+                key[node.targets[0].id] = ast.literal_eval(node.value)
+    assert key == ALL_VALUES
+
+
+def _source_cells():
+    import json
+
+    from helpers import SOURCE_NOTEBOOK
+
+    return json.loads(SOURCE_NOTEBOOK.read_text())["cells"]
+
+
+def test_contract_values_earn_full_marks_against_torch(assignment):
+    results = judge(assignment, contract_answers(assignment), tolerance=1e-6)
+    assert [r.error for r in results] == [None] * len(results)
+    assert sum(r.earned for r in results) == assignment.max_score
+
+
+def test_points_add_up(assignment):
+    results = judge(assignment, contract_answers(assignment), tolerance=1e-6)
+    for question, result in zip(assignment.questions, results, strict=True):
+        assert sum(v.points for v in result.values) == question.points
+    assert assignment.max_score == 57
+    challenges = {q.id: q.points for q in assignment.questions if q.id in ("cubic", "w2_net")}
+    others = [q.points for q in assignment.questions if q.id not in challenges]
+    assert min(challenges.values()) > max(others), "the challenge exercises weigh most"

@@ -1,0 +1,146 @@
+"""End to end: submit, grade, and read the results back from grades.csv, feedback and nbgrader's gradebook."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+
+import pytest
+
+from course import nbgrader_bridge
+from course.grading import grade_batch
+from helpers import ALL_VALUES, CORRECT_CODE, ROOT, submitted_notebook, write, wrong_literal
+
+SAMPLES = ROOT / "tests" / "samples" / "submitted"
+EXPECTED_SAMPLE_SCORES = {"alice": 57, "bob": 45, "carol": 0, "dave": 57, "erin": 4, "frank": 0}
+
+pytestmark = pytest.mark.slow
+
+
+def read_csv(path):
+    with path.open(newline="") as stream:
+        return {row["student_id"]: row for row in csv.DictReader(stream)}
+
+
+@pytest.fixture(scope="module")
+def graded_samples(tmp_path_factory):
+    root = tmp_path_factory.mktemp("samples") / "course"
+    for folder in ("source", "release"):
+        shutil.copytree(ROOT / folder, root / folder)
+    shutil.copytree(SAMPLES, root / "submitted")
+    from course.config import load_config
+
+    config = load_config(root)
+    summary = grade_batch(config, [], root / "out")
+    return config, root, summary
+
+
+def test_sample_class_scores(graded_samples):
+    _, root, summary = graded_samples
+    rows = read_csv(root / "out" / "grades.csv")
+    assert {student: float(row["score"]) for student, row in rows.items()} == EXPECTED_SAMPLE_SCORES
+    assert rows["frank"]["status"] == "failed"
+    assert all(rows[s]["status"] == "graded" for s in EXPECTED_SAMPLE_SCORES if s != "frank")
+    assert set(rows["alice"]) == {"student_id", "slopes", "graph_walk", "tiny_net", "closed_relu", "retain_grad",
+                                  "accumulation", "no_grad_detach", "one_call", "cubic", "w2_net", "predict_twice",
+                                  "score", "max_score", "status"}
+    assert summary.lines()[0] == "6 submissions: 5 graded, 1 failed, 0 timed out, 0 autograder errors"
+
+
+def test_gradebook_matches_grades_csv(graded_samples):
+    config, root, _ = graded_samples
+    rows = read_csv(root / "out" / "grades.csv")
+    for student, row in rows.items():
+        scores = nbgrader_bridge.grade_cell_scores(config.gradebook_url, "autograd", student)
+        assert sum(scores.values()) == float(row["score"])
+        assert scores["test_tiny_net"] == float(row["tiny_net"])
+
+
+def test_feedback_files_for_every_student(graded_samples):
+    _, root, _ = graded_samples
+    for student in EXPECTED_SAMPLE_SCORES:
+        folder = root / "out" / "feedback" / student / "autograd"
+        feedback = json.loads((folder / "feedback.json").read_text())
+        assert feedback["score"] == EXPECTED_SAMPLE_SCORES[student]
+        page = (folder / "feedback.html").read_text()
+        assert page.startswith("<!DOCTYPE html>")
+        assert "<script" not in page
+        assert "http" not in page
+    frank = json.loads((root / "out" / "feedback" / "frank" / "autograd" / "feedback.json").read_text())
+    assert "not a notebook" in frank["messages"][0]
+    bob = json.loads((root / "out" / "feedback" / "bob" / "autograd" / "feedback.json").read_text())
+    found = {m["id"] for q in bob["questions"] for m in q["misconceptions"]}
+    assert {"accumulation_overwrites", "forgot_times_x", "w2_factor_missing", "cubic_dropped_linear_term",
+            "retained_grad_is_none", "gradient_through_closed_relu", "sign_slip"} <= found
+    dave = json.loads((root / "out" / "feedback" / "dave" / "autograd" / "feedback.json").read_text())
+    notes = [v["name"] for q in dave["questions"] for v in q["values"] if v.get("hand_work_note")]
+    assert notes == ["net_dL_dw", "net_dL_db"]
+
+
+def test_tampering_adds_nothing(graded_samples):
+    _, root, _ = graded_samples
+    erin = json.loads((root / "out" / "feedback" / "erin" / "autograd" / "feedback.json").read_text())
+    values = {v["name"]: v for q in erin["questions"] for v in q["values"]}
+    # Her honest literals (all 0) are right exactly where the true answer is 0: slope_at_0 and the closed ReLU.
+    assert {name for name, v in values.items() if v["correct"]} == {
+        "slope_at_0", "closed_a", "closed_dL_dw", "closed_dL_db"}
+    assert values["net_dL_dw"]["status"] == "wrong_form"
+
+
+def test_regrading_is_idempotent(graded_samples):
+    config, root, _ = graded_samples
+    before = (root / "out" / "grades.csv").read_text()
+    grade_batch(config, [root / "submitted" / "alice", root / "submitted" / "carol"], root / "out")
+    assert (root / "out" / "grades.csv").read_text() == before
+
+
+def test_feedback_json_is_deterministic(graded_samples, tmp_path):
+    config, root, _ = graded_samples
+    grade_batch(config, [root / "submitted" / "bob"], tmp_path / "again")
+    first = json.loads((root / "out" / "feedback" / "bob" / "autograd" / "feedback.json").read_text())
+    second = json.loads((tmp_path / "again" / "feedback" / "bob" / "autograd" / "feedback.json").read_text())
+
+    def without_run_specifics(feedback):
+        # the function answer is called at points drawn afresh for every grading run
+        for question in feedback["questions"]:
+            for value in question["values"]:
+                value.pop("probes", None)
+        return feedback
+
+    assert without_run_specifics(first) == without_run_specifics(second)
+
+
+def test_our_scores_equal_nbgrader_autograde_on_honest_notebooks(tmp_path):
+    """Question by question, on notebooks nbgrader grades correctly (no tampering)."""
+    root = tmp_path / "course"
+    for folder in ("source", "release"):
+        shutil.copytree(ROOT / folder, root / folder)
+    honest = {
+        "alice": SAMPLES / "alice" / "autograd" / "autograd.ipynb",
+        "bob": SAMPLES / "bob" / "autograd" / "autograd.ipynb",
+        "carol": SAMPLES / "carol" / "autograd" / "autograd.ipynb",
+        "dave": SAMPLES / "dave" / "autograd" / "autograd.ipynb",
+    }
+    for name in ("net_dL_dw", "accumulated_grads", "y_grad_without_retain", "w2_loss"):
+        wrong = {**CORRECT_CODE, name: repr(wrong_literal(ALL_VALUES[name]))}
+        path = write(submitted_notebook(wrong), tmp_path / "single" / f"{name}.ipynb")
+        honest[f"wrong-{name.replace('_', '-')}"] = path
+    for student, path in honest.items():
+        target = root / "submitted" / student / "autograd" / "autograd.ipynb"
+        target.parent.mkdir(parents=True)
+        shutil.copy(path, target)
+
+    from course.config import load_config
+
+    config = load_config(root)
+    grade_batch(config, [], root / "out")
+    ours = json.loads  # for readability below
+    nbgrader_db = f"sqlite:///{tmp_path / 'nbgrader.db'}"
+    nbgrader_bridge.generate_assignment(root, nbgrader_db, "autograd")
+    for student in honest:
+        nbgrader_bridge.autograde(root, nbgrader_db, "autograd", student)
+        theirs = nbgrader_bridge.grade_cell_scores(nbgrader_db, "autograd", student)
+        feedback = ours((root / "out" / "feedback" / student / "autograd" / "feedback.json").read_text())
+        mine = {f"test_{q['id']}": q["earned"] for q in feedback["questions"]}
+        assert mine == theirs, student

@@ -1,0 +1,112 @@
+"""The trusted judge: partial credit per value, exact comparisons, markers for unreadable answers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from course.answers import FUNCTION, MISSING, UNREADABLE, VALUE, WRONG_FORM, Answer, Probe
+from course.judge import judge, matches, to_plain
+from helpers import ALL_VALUES, wrong_literal
+from test_contract import contract_answers
+
+TOL = 1e-6
+
+
+def total(assignment, answers, **kwargs):
+    return sum(r.earned for r in judge(assignment, answers, tolerance=TOL, **kwargs))
+
+
+@pytest.mark.parametrize("name", sorted(ALL_VALUES))
+def test_each_single_wrong_value_loses_exactly_its_points(assignment, name):
+    answers = contract_answers(assignment)
+    answers[name] = Answer(VALUE, wrong_literal(ALL_VALUES[name]))
+    results = judge(assignment, answers, tolerance=TOL)
+    lost = [v for r in results for v in r.values if not v.correct]
+    assert [v.name for v in lost] == [name]
+    assert total(assignment, answers) == assignment.max_score - lost[0].points
+
+
+def test_a_wrong_function_loses_its_points(assignment):
+    answers = contract_answers(assignment, cubic=lambda x: 3 * x**2)
+    results = {r.id: r for r in judge(assignment, answers, tolerance=TOL)}
+    cubic = {v.name: v for v in results["cubic"].values}["cubic_derivative"]
+    assert not cubic.correct
+    assert "disagrees with torch at 4 of the 4 points" in cubic.detail
+    assert results["cubic"].earned == 3
+
+
+def test_function_that_raised_at_a_point(assignment):
+    answers = contract_answers(assignment)
+    answers["cubic_derivative"] = Answer(FUNCTION, probes=(Probe(1.0, error="raised ZeroDivisionError"),))
+    cubic = judge(assignment, answers, tolerance=TOL)[8]
+    assert cubic.earned == 3
+    assert "raised ZeroDivisionError" in cubic.values[1].detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "detail"),
+    [
+        (Answer(MISSING, detail="still `...`"), "no answer (still `...`)"),
+        (Answer(WRONG_FORM, detail="Tensor"), "wrong form: a Tensor"),
+        (Answer(UNREADABLE, detail="the grader could not read this answer (list too long)"), "could not read"),
+    ],
+)
+def test_unanswered_values_score_zero_with_a_reason(assignment, answer, detail):
+    answers = contract_answers(assignment)
+    answers["net_h"] = answer
+    result = judge(assignment, answers, tolerance=TOL)[2]
+    net_h = result.values[0]
+    assert (net_h.earned, net_h.correct) == (0, False)
+    assert detail in net_h.detail
+    assert result.earned == 6
+
+
+@pytest.mark.parametrize(
+    ("student", "expected", "ok"),
+    [
+        (12, 12.0, True),
+        (12.0000001, 12.0, True),
+        (12.01, 12.0, False),
+        (True, 1.0, False),  # a bool is not a number answer
+        (None, None, True),
+        (0, None, False),
+        (False, False, True),
+        (0, False, False),
+        ([6, 12, 18], [6.0, 12.0, 18.0], True),
+        ([6, 12], [6.0, 12.0, 18.0], False),
+        (float("nan"), 1.0, False),
+        (float("inf"), float("inf"), False),
+        ("12", 12.0, False),
+    ],
+)
+def test_matches(student, expected, ok):
+    assert matches(student, expected, TOL) is ok
+
+
+def test_to_plain_turns_tensors_into_numbers():
+    import torch
+
+    assert to_plain(torch.tensor(3.0)) == 3.0
+    assert to_plain([torch.tensor(1.0), None, True]) == [1.0, None, True]
+    with pytest.raises(TypeError):
+        to_plain(object())
+
+
+def test_hand_work_deduction_costs_only_flagged_values(assignment):
+    answers = contract_answers(assignment)
+    full = total(assignment, answers)
+    assert total(assignment, answers, computed={"net_dL_dw"}, deduction=0.0) == full
+    assert math.isclose(total(assignment, answers, computed={"net_dL_dw"}, deduction=0.5), full - 0.5)
+
+
+def test_hidden_test_errors_become_a_visible_autograder_error(assignment):
+    from dataclasses import replace
+
+    broken = replace(assignment.questions[0], test_source="marks = Marks()\nraise RuntimeError('bug')\n")
+    from course.judge import judge_question
+
+    result = judge_question(broken, contract_answers(assignment), tolerance=TOL)
+    assert result.earned == 0
+    assert "RuntimeError: bug" in result.error

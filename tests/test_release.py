@@ -1,0 +1,72 @@
+"""Release: nbgrader generate_assignment, then the soundness proof (real kernel, real torch)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from course.errors import ReleaseError
+from course.release import find_leaks, release
+from helpers import RELEASE_NOTEBOOK, SOURCE_NOTEBOOK
+
+
+def _edit_source(course_root, replacements: dict[str, str]) -> None:
+    path = course_root / "source" / "autograd" / "autograd.ipynb"
+    text = path.read_text(encoding="utf-8")
+    for old, new in replacements.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    path.write_text(text, encoding="utf-8")
+
+
+def test_committed_release_is_in_sync_with_source(course_config):
+    """Fails when someone edits source/ without running `autograd-course release`."""
+    report = release(course_config, verify=False)
+    assert json.loads(report.release_notebook.read_text()) == json.loads(RELEASE_NOTEBOOK.read_text()), (
+        "release/ is out of date: run `autograd-course release` and commit release/"
+    )
+
+
+def test_release_leaks_no_solution_and_no_hidden_test():
+    assert find_leaks(SOURCE_NOTEBOOK, RELEASE_NOTEBOOK) == []
+    text = RELEASE_NOTEBOOK.read_text()
+    for secret in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "net_dL_dw = 12", "marks.value(", "w2_dL_dw = 1.0"):
+        assert secret not in text
+
+
+def test_a_solution_outside_its_region_is_caught(course_config, course_root, tmp_path):
+    leaked = tmp_path / "leaky.ipynb"
+    notebook = json.loads(RELEASE_NOTEBOOK.read_text())
+    for cell in notebook["cells"]:
+        if cell["metadata"].get("nbgrader", {}).get("grade_id") == "answer_tiny_net":
+            cell["source"] = cell["source"] + "\nnet_dL_dw = 12\n" if isinstance(cell["source"], str) else (
+                [*cell["source"], "\nnet_dL_dw = 12\n"])
+    leaked.write_text(json.dumps(notebook))
+    assert find_leaks(SOURCE_NOTEBOOK, leaked) == ["answer_tiny_net: the release still contains 'net_dL_dw = 12'"]
+
+
+@pytest.mark.slow
+def test_release_is_verified_with_nbgrader_autograde(course_config):
+    report = release(course_config)
+    assert (report.solution_score, report.untouched_score, report.max_score) == (57, 0, 57)
+
+
+@pytest.mark.slow
+def test_instructor_changes_a_number_consistently(course_config, course_root):
+    # exercise 8 with target 6 instead of 5: loss (7-6)^2 = 1, dL/dw = 2*1*3 = 6, dL/db = 2
+    _edit_source(course_root, {
+        "loss = (w * x + b - 5) ** 2": "loss = (w * x + b - 6) ** 2",
+        "one_call_loss = 4\\n": "one_call_loss = 1\\n",
+        "one_call_w_grad = 12\\n": "one_call_w_grad = 6\\n",
+        "one_call_b_grad = 4\\n": "one_call_b_grad = 2\\n",
+    })
+    report = release(course_config)
+    assert (report.solution_score, report.untouched_score) == (57, 0)
+
+
+@pytest.mark.slow
+def test_an_answer_key_that_disagrees_with_torch_stops_the_release(course_config, course_root):
+    _edit_source(course_root, {"loss = (w * x + b - 5) ** 2": "loss = (w * x + b - 6) ** 2"})
+    with pytest.raises(ReleaseError, match="own solutions earn 54 of 57 points"):
+        release(course_config)

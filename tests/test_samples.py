@@ -1,0 +1,14 @@
+"""The bundled sample class is what tests/samples/make_samples.py generates from the current release."""
+
+from __future__ import annotations
+
+from helpers import ROOT
+from samples.make_samples import SUBMITTED, render, samples
+
+
+def test_samples_are_up_to_date():
+    for student, content in samples().items():
+        path = SUBMITTED / student / "autograd" / "autograd.ipynb"
+        assert path.read_text(encoding="utf-8") == render(content), (
+            f"{path.relative_to(ROOT)} is stale: run python tests/samples/make_samples.py"
+        )

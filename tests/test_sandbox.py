@@ -1,0 +1,142 @@
+"""The sandbox, for real: a separate process, unprivileged, no network, limits that hold."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+
+from course.config import Limits
+from course.sandbox import Cell, choose_isolation, run_cells
+from helpers import ROOT
+
+LIMITS = Limits(cell_seconds=5, submission_seconds=20)
+ISOLATION = choose_isolation("auto", 65534, LIMITS.tmp_mb)[0]
+needs_isolation = pytest.mark.skipif(
+    ISOLATION != "bwrap", reason=f"needs root and bubblewrap (this machine gives {ISOLATION!r} isolation)"
+)
+
+
+def run(*sources: str, names=("result",), limits=LIMITS, functions=None):
+    cells = [Cell(i, f"cell {i}", source) for i, source in enumerate(sources)]
+    return run_cells(cells, names, functions or {}, limits)
+
+
+def test_plain_values_cross_back_and_everything_else_is_wrong_form():
+    result = run(
+        "import torch\na = 5\nb = [1, 2.5, float('nan')]\nc = torch.tensor(1.0)\nd = ...\n"
+        "class F(float): pass\ne = F(2.0)\nf = True\ng = None",
+        names=("a", "b", "c", "d", "e", "f", "g", "h"),
+    )
+    got = {name: (a.status, a.value, a.detail) for name, a in result.answers.items()}
+    assert got["a"] == ("value", 5, "")
+    assert got["b"][0] == "value"
+    assert got["b"][1][:2] == [1, 2.5]
+    assert got["c"] == ("wrong_form", None, "Tensor")
+    assert got["d"] == ("missing", None, "still `...`")
+    assert got["e"] == ("wrong_form", None, "F")
+    assert got["f"] == ("value", True, "")
+    assert got["g"] == ("value", None, "")
+    assert got["h"] == ("missing", None, "not defined")
+
+
+def test_function_answers_are_called_inside_at_the_graders_points():
+    result = run("def f(x):\n    return 3 * x ** 2 - 2", names=("f",), functions={"f": [1.0, -2.5]})
+    probes = result.answers["f"].probes
+    assert [(p.x, p.value) for p in probes] == [(1.0, 1.0), (-2.5, 16.75)]
+
+
+def test_ipython_magics_work():
+    result = run("%time result = 2 ** 5")
+    assert result.answers["result"].value == 32
+
+
+@needs_isolation
+def test_runs_as_an_unprivileged_user_with_no_capabilities():
+    result = run("import os\nresult = [os.getuid(), os.getgid(), int(open('/proc/self/status').read()"
+                 ".split('CapEff:')[1].split()[0], 16)]")
+    assert result.answers["result"].value == [65534, 65534, 0]
+
+
+@needs_isolation
+@pytest.mark.parametrize(
+    "target",
+    [ROOT / "source" / "autograd" / "autograd.ipynb", ROOT / "source" / "course.yaml", ROOT / "gradebook.db",
+     ROOT / "tests" / "samples" / "submitted" / "alice" / "autograd" / "autograd.ipynb"],
+    ids=["source notebook", "course yaml", "gradebook", "another student"],
+)
+def test_the_graders_files_are_absent_from_the_view(target):
+    result = run(f"import os\nresult = [os.path.exists({str(target)!r}), os.path.exists({str(ROOT)!r} + '/course')]")
+    assert result.answers["result"].value == [False, False]
+
+
+@needs_isolation
+def test_writing_results_or_feedback_fails(tmp_path):
+    victim = ROOT / "graded" / "grades.csv"
+    code = (
+        "import os\nresult = []\n"
+        f"for path in [{str(victim)!r}, {str(tmp_path / 'results.json')!r}, '/usr/lib/evil']:\n"
+        "    try:\n        open(path, 'w').write('hacked')\n        result.append('written')\n"
+        "    except OSError as error:\n        result.append(type(error).__name__)\n"
+    )
+    result = run(code)
+    assert "written" not in result.answers["result"].value
+    assert not (tmp_path / "results.json").exists()
+
+
+@needs_isolation
+def test_the_network_is_unreachable():
+    code = (
+        "import socket\nresult = []\nfor host in ['127.0.0.1', '1.1.1.1', 'pypi.org']:\n    try:\n"
+        "        socket.create_connection((host, 443), timeout=2)\n        result.append('connected')\n"
+        "    except OSError as error:\n        result.append(type(error).__name__)\n"
+    )
+    value = run(code).answers["result"].value
+    assert len(value) == 3
+    assert "connected" not in value
+
+
+@needs_isolation
+def test_the_environment_is_empty_of_the_graders_variables(monkeypatch):
+    monkeypatch.setenv("GRADER_SECRET", "s3cret")
+    result = run("import os\nresult = sorted(os.environ)")
+    assert "GRADER_SECRET" not in result.answers["result"].value
+
+
+def test_an_endless_cell_is_stopped_and_earlier_answers_survive():
+    limits = replace(LIMITS, cell_seconds=2)
+    started = time.monotonic()
+    result = run("result = 42", "while True:\n    pass", "result = 0", limits=limits)
+    elapsed = time.monotonic() - started
+    assert result.limit_hit == "cell_seconds"
+    assert result.answers["result"].value == 42
+    assert "cell 1 ran longer than the limit of 2 s" in result.ended_early
+    assert elapsed < 2 + 5
+
+
+def test_the_whole_submission_has_a_time_limit():
+    limits = replace(LIMITS, cell_seconds=5, submission_seconds=3)
+    result = run("import time\ntime.sleep(2)", "time.sleep(2)", "result = 1", limits=limits)
+    assert result.limit_hit == "submission_seconds"
+
+
+def test_os_exit_keeps_the_answers_set_before_it():
+    result = run("result = 7", "import os\nos._exit(3)", "result = 8")
+    assert result.answers["result"].value == 7
+    assert "exit code 3" in result.ended_early
+
+
+def test_output_is_truncated_to_the_limit():
+    limits = replace(LIMITS, output_kb=64)
+    result = run("for _ in range(20000):\n    print('x' * 100)\nresult = 1", limits=limits)
+    assert result.answers["result"].value == 1
+    assert result.output_truncated
+    assert len(result.output) <= 64 * 1024
+
+
+def test_memory_is_limited():
+    limits = replace(LIMITS, memory_mb=1024)
+    result = run("try:\n    block = bytearray(3 * 1024 ** 3)\n    result = 'allocated'\n"
+                 "except MemoryError:\n    result = 'MemoryError'", limits=limits)
+    assert result.answers["result"].value == "MemoryError"
