@@ -109,6 +109,8 @@ def bwrap_command(uid: int, tmp_mb: int) -> list[str]:
     ]
     for name, value in SANDBOX_ENV.items():
         command += ["--setenv", name, value]
+    # /tmp first: binds below (a venv under /tmp, say) must land inside the new tmpfs, not under it.
+    command += ["--size", str(tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp"]
     command += ["--ro-bind", "/usr", "/usr"]
     for system_dir in ("/bin", "/lib", "/lib64", "/sbin"):
         command += ["--ro-bind-try", system_dir, system_dir]
@@ -122,8 +124,7 @@ def bwrap_command(uid: int, tmp_mb: int) -> list[str]:
                 created.add(parent)
         command += ["--ro-bind", path, path]
     command += [
-        "--proc", "/proc", "--dev", "/dev",
-        "--size", str(tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp", "--chdir", "/tmp",
+        "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp",
         "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
         "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
         "--bounding-set=-all", "--no-new-privs", "--",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import replace
 
@@ -16,6 +17,13 @@ ISOLATION = choose_isolation("auto", 65534, LIMITS.tmp_mb)[0]
 needs_isolation = pytest.mark.skipif(
     ISOLATION != "bwrap", reason=f"needs root and bubblewrap (this machine gives {ISOLATION!r} isolation)"
 )
+
+
+def test_ci_runs_the_strongest_sandbox():
+    """A skipped isolation test must not hide a broken sandbox: CI (as root) insists on bubblewrap."""
+    if not os.environ.get("CI") or os.geteuid() != 0:
+        pytest.skip("only enforced in CI running as root")
+    assert ISOLATION == "bwrap"
 
 
 def run(*sources: str, names=("result",), limits=LIMITS, functions=None):
