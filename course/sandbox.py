@@ -35,7 +35,7 @@ from course.errors import SandboxError
 
 RUNNER_SOURCE = (Path(__file__).parent / "sandbox_runner.py").read_text(encoding="utf-8")
 MAX_CHANNEL_LINE = 4 * 1024 * 1024
-FUNCTION_CALL_SECONDS = 2.0
+FUNCTION_CALL_SECONDS = 1.0
 EXIT_GRACE_SECONDS = 2.0
 
 SANDBOX_ENV = {
@@ -350,11 +350,10 @@ def _supervise(process, channel_read, request, cells, answer_names, function_poi
                     finished, finish_time = True, time.monotonic()
                     current_cell = None
     selector.close()
-    if process.poll() is None:
-        if finished and not limit_hit:
-            _wait_or_kill(process)
-        else:
-            _kill(process)
+    if finished and not limit_hit:
+        _wait_for_exit(process)
+    # Always end the whole process group: children or threads the notebook left behind die with it.
+    _kill(process)
     seconds = time.monotonic() - started
     ended_early = None
     if limit_hit == "cell_seconds":
@@ -368,12 +367,12 @@ def _supervise(process, channel_read, request, cells, answer_names, function_poi
     elif not finished:
         where = labels.get(current_cell, "start-up") if current_cell is not None else "between cells"
         if process.returncode == 0:
-            ended_early = (f"{where} broke the grader's reporting inside the sandbox (for example by replacing "
-                           "Python's builtins or closing its channel)")
+            ended_early = (f"the Python process stopped during {where} before grading finished "
+                           "(it exited, or the cell broke the grader's reporting inside the sandbox)")
         else:
             ended_early = f"the Python process ended during {where} ({_exit_text(process.returncode)})"
-    # After an early end the last snapshot stands, without function results (they come at the finish).
-    answers = decode_answers(harvested, answer_names, function_points if finished else {})
+    # After an early end the last complete snapshot stands (function results included).
+    answers = decode_answers(harvested, answer_names, function_points)
     text = output.decode("utf-8", errors="replace")
     return RunResult(
         answers=answers,
@@ -388,11 +387,11 @@ def _supervise(process, channel_read, request, cells, answer_names, function_poi
     )
 
 
-def _wait_or_kill(process: subprocess.Popen) -> None:
+def _wait_for_exit(process: subprocess.Popen) -> None:
     try:
         process.wait(timeout=EXIT_GRACE_SECONDS)
     except subprocess.TimeoutExpired:
-        _kill(process)
+        pass
 
 
 def _exit_text(returncode: int | None) -> str:

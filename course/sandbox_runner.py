@@ -76,6 +76,29 @@ def _describe(value):
         return "unknown"
 
 
+class _Harvester:
+    """Reads the answer names after each cell. A function answer is called at the grader's points as soon
+    as it is defined (and again whenever it is redefined), so a later crash cannot lose its results."""
+
+    def __init__(self, names, functions, call_seconds):
+        self.names, self.functions, self.call_seconds = names, functions, call_seconds
+        self.probed = {}  # name -> (function object, results)
+
+    def harvest(self, namespace):
+        answers = {}
+        for name in self.names:
+            answer = _harvest_one(namespace, name, self.functions)
+            if answer.get("kind") == "function":
+                function = namespace[name]
+                seen = self.probed.get(name)
+                if seen is None or seen[0] is not function:
+                    seen = (function, _probe(function, self.functions[name], self.call_seconds))
+                    self.probed[name] = seen
+                answer["probes"] = seen[1]
+            answers[name] = answer
+        return answers
+
+
 def _harvest_one(namespace, name, function_names):
     if name not in namespace:
         return {"kind": "missing", "detail": "not defined"}
@@ -92,10 +115,6 @@ def _harvest_one(namespace, name, function_names):
         return {"kind": "value", "value": _scalar(value)}
     except _BaseException:
         return {"kind": "wrong_form", "type": _describe(value)}
-
-
-def _harvest(namespace, names, function_names):
-    return {name: _harvest_one(namespace, name, function_names) for name in names}
 
 
 class _CallTimeout(BaseException):
@@ -160,8 +179,7 @@ def main():
     config.InteractiveShell.colors = "nocolor"
     config.InteractiveShell.xmode = "Plain"
     shell = InteractiveShell.instance(config=config)
-    names = request["answers"]
-    function_names = set(request["functions"])
+    harvester = _Harvester(request["answers"], request["functions"], request["call_seconds"])
     _send(channel, {"event": "ready"})
 
     for cell in request["cells"]:
@@ -176,14 +194,10 @@ def main():
             "event": "done",
             "cell": cell["index"],
             "error": error,
-            "answers": _harvest(shell.user_ns, names, function_names),
+            "answers": harvester.harvest(shell.user_ns),
         })
 
-    answers = _harvest(shell.user_ns, names, function_names)
-    for name, points in request["functions"].items():
-        if answers.get(name, {}).get("kind") == "function":
-            answers[name]["probes"] = _probe(shell.user_ns[name], points, request["call_seconds"])
-    _send(channel, {"event": "finished", "answers": answers})
+    _send(channel, {"event": "finished", "answers": harvester.harvest(shell.user_ns)})
     _flush()
     os._exit(0)  # skip interpreter shutdown: atexit handlers and threads of the student's code
 

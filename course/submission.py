@@ -46,6 +46,8 @@ def read_notebook_json(path: Path, max_bytes: int) -> dict[str, Any]:
         raise SubmissionError(f"{path}: cannot be read ({error.strerror})") from None
     if not path.is_file():
         raise SubmissionError(f"{path}: is not a file")
+    if path.suffix != ".ipynb":
+        raise SubmissionError(f"{path}: expected a Jupyter notebook (.ipynb), not a {path.suffix or 'plain'} file")
     if size == 0:
         raise SubmissionError(f"{path}: the file is empty; submit the notebook after saving it in JupyterLab")
     if size > max_bytes:
@@ -108,5 +110,10 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, max_
         else:
             label = f"cell {index + 1}"
         cells.append(Cell(index, label, source))
+    if not answer_sources:
+        raise SubmissionError(
+            f"{path}: none of the answer cells of assignment {assignment.name!r} is in this notebook; submit the "
+            f"notebook released for it (release/{assignment.name}/{assignment.notebook_path.name}) with your answers"
+        )
     deleted = tuple(sorted(answer_ids - set(answer_sources)))
     return Submission(student_id, path, tuple(cells), answer_sources, deleted)

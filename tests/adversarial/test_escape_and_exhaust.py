@@ -1,0 +1,97 @@
+"""Families 3 and 4: escaping the process and exhausting resources.
+
+Every attack cell comes after the honest answers. The grader must stay up, stop within the limits plus a
+small margin, grade the answers set before the attack, and name any limit that was hit.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from course.grading import grade_batch
+from helpers import ROOT
+
+from .conftest import fast_config, grade, needs_bwrap, per_question, with_cell
+
+pytestmark = pytest.mark.slow
+
+CELL_SECONDS, SUBMISSION_SECONDS = 4, 25
+MARGIN = 10  # start-up (torch import) plus the grace period, well above what it takes here
+
+ESCAPES = {
+    "sys.exit": ("import sys\nsys.exit(0)", None),
+    "os._exit": ("import os\nos._exit(0)", None),
+    "KeyboardInterrupt": ("raise KeyboardInterrupt", None),
+    "SystemExit from finally": ("try:\n    pass\nfinally:\n    raise SystemExit(3)", None),
+    "kill own process": ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", None),
+    "segfault via ctypes": ("import ctypes\nctypes.string_at(0)", None),
+    "thread left running": ("import threading\nthreading.Thread(target=lambda: [0 for _ in iter(int, 1)]).start()",
+                            None),
+    "child process left running": ("import subprocess\nsubprocess.Popen(['sleep', '600'])", None),
+    "atexit handler": ("import atexit, os\natexit.register(lambda: os._exit(9))", None),
+    "endless loop": ("while True:\n    pass", "cell_seconds"),
+    "sleep past the limit": ("import time\ntime.sleep(600)", "cell_seconds"),
+    "memory bomb": ("block = bytearray(50 * 1024 ** 3)", None),
+    "huge tensor": ("big = torch.zeros(100_000, 100_000)", None),
+    "gigabytes of output": ("while True:\n    print('x' * 10_000)", "cell_seconds"),
+    "deep recursion": ("def down(n):\n    return down(n + 1)\ndown(0)", None),
+    "deep recursion with a raised limit": ("import sys\nsys.setrecursionlimit(10 ** 7)\n"
+                                           "def down(n):\n    return down(n + 1)\ndown(0)", None),
+    "huge file": ("with open('big.bin', 'wb') as f:\n    f.write(b'0' * (1024 ** 3))", None),
+}
+
+CONTAINED_ONLY_WITH_BWRAP = {
+    "signal to the parent": ("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", None),
+    "daemonising": ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+                    "        while True:\n            time.sleep(1)\n    os._exit(0)", None),
+    "fork bomb": ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", "cell_seconds"),
+    "filling /tmp": ("n = 0\nwhile True:\n    with open(f'/tmp/fill{n}', 'wb') as f:\n"
+                     "        f.write(b'0' * 8 * 1024 ** 2)\n    n += 1", None),
+}
+
+
+def _check(name, code, limit, baseline, tmp_path):
+    graded, seconds = grade(with_cell(code), tmp_path)
+    assert per_question(graded) == baseline, name
+    assert seconds < SUBMISSION_SECONDS + MARGIN
+    if limit == "cell_seconds":
+        assert graded.status == "timed_out"
+        assert any(f"limit of {CELL_SECONDS} s per cell" in m for m in graded.feedback["messages"])
+    return graded
+
+
+@pytest.mark.parametrize("name", list(ESCAPES))
+def test_escapes_and_exhaustion_are_contained(name, baseline, tmp_path):
+    code, limit = ESCAPES[name]
+    graded = _check(name, code, limit, baseline, tmp_path)
+    if name == "memory bomb":
+        assert any("ran out of memory" in m for m in graded.feedback["messages"])
+    if name == "gigabytes of output":
+        assert graded.status == "timed_out"
+
+
+@needs_bwrap
+@pytest.mark.parametrize("name", list(CONTAINED_ONLY_WITH_BWRAP))
+def test_attacks_that_need_the_namespace_sandbox(name, baseline, tmp_path):
+    code, limit = CONTAINED_ONLY_WITH_BWRAP[name]
+    _check(name, code, limit, baseline, tmp_path)
+
+
+def test_the_batch_goes_on_after_a_hostile_submission(tmp_path):
+    root = tmp_path / "course"
+    for folder in ("source", "release"):
+        shutil.copytree(ROOT / folder, root / folder)
+    submitted = root / "submitted"
+    from helpers import write
+
+    write(with_cell("while True:\n    pass"), submitted / "a-looper" / "autograd" / "autograd.ipynb")
+    write(with_cell("import os\nos._exit(1)"), submitted / "b-exiter" / "autograd" / "autograd.ipynb")
+    shutil.copytree(ROOT / "tests" / "samples" / "submitted" / "alice", submitted / "c-alice")
+    config = fast_config()
+    from dataclasses import replace
+
+    summary = grade_batch(replace(config, root=root), [], root / "out")
+    statuses = {g.student_id: (g.status, g.feedback["score"]) for g in summary.graded}
+    assert statuses == {"a-looper": ("timed_out", 50), "b-exiter": ("graded", 50), "c-alice": ("graded", 57)}
