@@ -46,7 +46,8 @@ CONTAINED_ONLY_WITH_BWRAP = {
     "signal to the parent": ("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", None),
     "daemonising": ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
                     "        while True:\n            time.sleep(1)\n    os._exit(0)", None),
-    "fork bomb": ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", "cell_seconds"),
+    "fork bomb": ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
+                  "cell_seconds"),
     "filling /tmp": ("n = 0\nwhile True:\n    with open(f'/tmp/fill{n}', 'wb') as f:\n"
                      "        f.write(b'0' * 8 * 1024 ** 2)\n    n += 1", None),
 }
