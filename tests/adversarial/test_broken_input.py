@@ -1,0 +1,111 @@
+"""Family 6: broken input. Nothing readable -> score 0 with a specific, student-readable reason."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from course.grading import discover, grade_batch
+from helpers import load, write
+
+from .conftest import baseline_notebook, fast_config, grade, per_question
+
+NOTEBOOK_V3 = json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [{"cells": []}]})
+
+BROKEN = {
+    "empty file": (b"", "the file is empty"),
+    "binary file": (bytes(range(256)) * 4, "not UTF-8 text"),
+    "not JSON": ("print('hello')\n", "not valid JSON"),
+    "JSON that is not a notebook": ('{"name": "alice", "answers": [1, 2, 3]}', "without the cells of a Jupyter"),
+    "a JSON list": ("[1, 2, 3]", "without the cells of a Jupyter"),
+    "nbformat 3": (NOTEBOOK_V3, "notebook format 3 is not supported"),
+    "no cells": ('{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}', "none of the answer cells"),
+    "JSON nested too deeply": ("[" * 100_000 + "]" * 100_000, "not a notebook"),
+    "invalid UTF-8": (b'{"nbformat": 4, "cells": ["\xff\xfe"]}', "not UTF-8 text"),
+    "cells that are not cells": ('{"nbformat": 4, "metadata": {}, "cells": [42]}', "cell 0 is not a notebook cell"),
+    "source that is not text": ('{"nbformat": 4, "metadata": {}, "cells": [{"cell_type": "code", "source": 7}]}',
+                                "neither text nor a list of lines"),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_unreadable_submissions_score_zero_with_a_reason(case, tmp_path):
+    content, reason = BROKEN[case]
+    graded, _ = grade(content, tmp_path)
+    assert graded.status == "failed"
+    assert graded.feedback["score"] == 0
+    assert reason in graded.feedback["messages"][0]
+    assert "Traceback" not in json.dumps(graded.feedback)
+
+
+def test_a_notebook_of_another_assignment(tmp_path):
+    other = baseline_notebook()
+    for cell in other["cells"]:
+        cell.get("metadata", {}).pop("nbgrader", None)
+    graded, _ = grade(other, tmp_path)
+    assert graded.status == "failed"
+    assert "none of the answer cells of assignment 'autograd'" in graded.feedback["messages"][0]
+
+
+def test_too_many_cells(tmp_path):
+    notebook = baseline_notebook()
+    notebook["cells"] += [{"cell_type": "code", "metadata": {}, "outputs": [], "source": "pass"}] * 100_000
+    graded, seconds = grade(notebook, tmp_path)
+    assert graded.status == "failed"
+    assert f"{len(notebook['cells'])} cells, more than the limit of 2000" in graded.feedback["messages"][0]
+    assert seconds < 30
+
+
+@pytest.mark.slow
+def test_fifty_megabytes_of_outputs_are_ignored(baseline, tmp_path):
+    notebook = baseline_notebook()
+    notebook["cells"][3]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x" * (50 * 1024 ** 2)}]
+    graded, _ = grade(notebook, tmp_path)
+    assert per_question(graded) == baseline
+
+
+def test_over_the_size_limit(tmp_path):
+    from dataclasses import replace
+
+    config = fast_config()
+    config = replace(config, limits=replace(config.limits, notebook_mb=1))
+    notebook = baseline_notebook()
+    notebook["cells"][3]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x" * (2 * 1024 ** 2)}]
+    graded, _ = grade(notebook, tmp_path, config=config)
+    assert graded.status == "failed"
+    assert "over the limit of 1 MB; clear the outputs" in graded.feedback["messages"][0]
+
+
+def test_wrong_extension(tmp_path):
+    path = write(baseline_notebook(), tmp_path / "alice.txt")
+    refs = discover([path], "autograd", "autograd.ipynb")
+    from course.assignment import load_assignment
+    from course.grading import grade_submission
+
+    config = fast_config()
+    graded = grade_submission(refs[0], load_assignment(config.source_notebook(), "autograd"), config)
+    assert graded.status == "failed"
+    assert "expected a Jupyter notebook (.ipynb), not a .txt file" in graded.feedback["messages"][0]
+
+
+def test_duplicate_student_ids_and_unusable_names_in_a_batch(tmp_path, course_root):
+    from dataclasses import replace
+
+    config = replace(fast_config(), root=course_root)
+    folder = tmp_path / "in"
+    alice = baseline_notebook()
+    write(alice, folder / "alice.ipynb")
+    write(copy.deepcopy(load(folder / "alice.ipynb")), tmp_path / "elsewhere" / "alice.ipynb")
+    write(alice, folder / "-rf.ipynb")
+    summary = grade_batch(config, [folder, tmp_path / "elsewhere" / "alice.ipynb"], tmp_path / "out")
+    by_id = {g.student_id: g for g in summary.graded}
+    assert by_id["alice"].status == "graded"
+    duplicate = next(g for g in summary.graded if g.student_id.startswith("alice#"))
+    assert duplicate.status == "failed"
+    assert "was already graded from" in duplicate.feedback["messages"][0]
+    assert by_id["-rf"].status == "failed"
+    assert "cannot be used as a folder name" in by_id["-rf"].feedback["messages"][0]
+    feedback_dirs = sorted(p.name for p in (tmp_path / "out" / "feedback").iterdir())
+    assert feedback_dirs == ["alice"]

@@ -1,0 +1,100 @@
+"""Family 5: reaching what is not theirs. Each attack runs in the sandbox and fails by itself: the file is
+absent from its view, the write is refused, the socket cannot connect."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from course.config import Limits
+from course.sandbox import Cell, run_cells
+from helpers import ROOT
+
+from .conftest import needs_bwrap
+
+pytestmark = [pytest.mark.slow, needs_bwrap]
+
+
+def attempt(code: str):
+    """Run `code`, which sets `result`, in a fresh sandbox and return result (a plain value)."""
+    run = run_cells([Cell(0, "attack", code)], ("result",), {}, Limits(cell_seconds=10, submission_seconds=20))
+    answer = run.answers["result"]
+    assert answer.status == "value", (answer, run.output[-2000:])
+    return answer.value
+
+
+READ_TARGETS = {
+    "source notebook (answer key)": ROOT / "source" / "autograd" / "autograd.ipynb",
+    "hidden tests via the course package": ROOT / "course" / "judge.py",
+    "course settings": ROOT / "source" / "course.yaml",
+    "gradebook": ROOT / "gradebook.db",
+    "another student's submission": ROOT / "tests" / "samples" / "submitted" / "alice" / "autograd" / "autograd.ipynb",
+    "another student's feedback": ROOT / "graded" / "feedback" / "alice" / "autograd" / "feedback.json",
+    "the grader's home": "/root",
+}
+
+
+@pytest.mark.parametrize("target", list(READ_TARGETS))
+def test_reading_files_of_the_grader(target):
+    path = str(READ_TARGETS[target])
+    result = attempt(f"import os\ntry:\n    open({path!r}, 'rb').read(10)\n    result = 'read'\n"
+                     f"except OSError as error:\n    result = type(error).__name__")
+    assert result in ("FileNotFoundError", "PermissionError", "IsADirectoryError")
+    assert result != "read"
+
+
+def test_the_course_folder_is_not_in_view():
+    assert attempt(f"import os\nresult = os.path.exists({str(ROOT / 'source')!r})") is False
+
+
+def test_the_graders_environment_variables(monkeypatch):
+    monkeypatch.setenv("AUTOGRADER_SECRET", "hunter2")
+    assert attempt("import os\nresult = ' '.join(sorted(os.environ))").count("AUTOGRADER_SECRET") == 0
+
+
+def test_proc_of_the_parent_and_other_processes():
+    code = (
+        "import os\nvisible = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+        "try:\n    open('/proc/1/environ', 'rb').read()\n    environ = 'read'\n"
+        "except OSError as error:\n    environ = type(error).__name__\n"
+        "result = [len(visible), environ, os.getppid()]"
+    )
+    visible, environ, parent = attempt(code)
+    assert visible <= 3  # bubblewrap's init, the runner and at most a helper: no grader process in view
+    assert environ == "PermissionError"
+    assert parent != os.getpid()
+
+
+WRITE_TARGETS = {
+    "results.json": ROOT / "results" / "results.json",
+    "grades.csv": ROOT / "graded" / "grades.csv",
+    "feedback": ROOT / "graded" / "feedback" / "alice" / "autograd" / "feedback.json",
+    "gradebook": ROOT / "gradebook.db",
+    "the package": ROOT / "course" / "judge.py",
+}
+
+
+@pytest.mark.parametrize("target", list(WRITE_TARGETS))
+def test_writing_the_graders_results(target):
+    path = WRITE_TARGETS[target]
+    before = path.read_bytes() if path.exists() else None
+    result = attempt(f"try:\n    open({str(path)!r}, 'w').write('hacked')\n    result = 'written'\n"
+                     f"except OSError as error:\n    result = type(error).__name__")
+    assert result != "written"
+    assert (path.read_bytes() if path.exists() else None) == before
+
+
+def test_network_sockets():
+    code = (
+        "import socket\nresult = []\n"
+        "for family, address in [(socket.AF_INET, ('127.0.0.1', 8888)), (socket.AF_INET, ('1.1.1.1', 443)),"
+        " (socket.AF_INET6, ('::1', 8888))]:\n"
+        "    try:\n        socket.create_connection(address[:2], timeout=2)\n        result.append('connected')\n"
+        "    except OSError as error:\n        result.append(type(error).__name__)\n"
+        "try:\n    socket.getaddrinfo('pypi.org', 443)\n    result.append('resolved')\n"
+        "except OSError as error:\n    result.append(type(error).__name__)\n"
+    )
+    result = attempt(code)
+    assert "connected" not in result
+    assert "resolved" not in result
