@@ -124,6 +124,31 @@ def _zero(assignment: Assignment, answers_reason: str, config: CourseConfig) -> 
     return judge(assignment, answers, tolerance=config.tolerance)
 
 
+# What a limit looks like from inside the sandbox, and how the feedback names it.
+LIMIT_SIGNS = (
+    (("MemoryError", "can't allocate memory", "Cannot allocate memory"), 
+     "A cell ran out of memory (limit {memory_mb} MB)."),
+    (("Resource temporarily unavailable", "BlockingIOError"), 
+     "A cell tried to start more processes or threads than allowed (limit {processes})."),
+    (("File too large",), "A cell wrote a file larger than allowed (limit {file_size_mb} MB)."),
+    (("No space left on device",), "A cell filled its scratch space (limit {tmp_mb} MB)."),
+    (("Too many open files",), "A cell opened more files than allowed (limit {open_files})."),
+)
+
+
+def limit_messages(run: sandbox.RunResult, config: CourseConfig) -> list[str]:
+    """One sentence for every resource limit the run ran into (time and output are reported elsewhere)."""
+    errors = " ".join(c.error or "" for c in run.cells) + " " + (run.ended_early or "")
+    messages = [
+        template.format(**vars(config.limits))
+        for signs, template in LIMIT_SIGNS
+        if any(sign in errors for sign in signs)
+    ]
+    if "SIGXCPU" in errors:
+        messages.append(f"The notebook used more CPU time than allowed ({config.limits.submission_seconds:g} s).")
+    return messages
+
+
 def _status_of(run: sandbox.RunResult) -> str:
     return TIMED_OUT if run.limit_hit in ("cell_seconds", "submission_seconds") else GRADED
 
@@ -158,8 +183,7 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
         if run.limit_hit == "output_kb":
             messages.append(f"Your notebook printed more than {config.limits.output_kb} KB; the rest was discarded.")
         cell_errors = [{"cell": c.label, "error": c.error} for c in run.cells if c.error]
-        if any("MemoryError" in c.error or "can't allocate memory" in c.error for c in run.cells if c.error):
-            messages.append(f"A cell ran out of memory (limit {config.limits.memory_mb} MB).")
+        messages += limit_messages(run, config)
     except SubmissionError as problem:
         status, questions = FAILED, _zero(assignment, "the notebook could not be read", config)
         messages.append(f"Your submission could not be graded: {problem}")

@@ -10,7 +10,10 @@ Rules (the grader never runs a submitted cell as grader code):
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,24 +41,33 @@ def _source_text(cell: dict, index: int, path: Path) -> str:
     raise SubmissionError(f"{path}: cell {index} has a source that is neither text nor a list of lines")
 
 
+def _read_regular_file(path: Path, max_bytes: int) -> bytes:
+    """The file's bytes; a symlink (which could point at the answer key) or a special file is refused."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise SubmissionError(f"{path}: is a symbolic link; submit the notebook file itself") from None
+        raise SubmissionError(f"{path}: cannot be read ({error.strerror})") from None
+    with os.fdopen(descriptor, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise SubmissionError(f"{path}: is not a regular file")
+        return stream.read(max_bytes + 1)
+
+
 def read_notebook_json(path: Path, max_bytes: int) -> dict[str, Any]:
     """The submitted file as nbformat-4 JSON, or a SubmissionError a student can act on."""
-    try:
-        size = path.stat().st_size
-    except OSError as error:
-        raise SubmissionError(f"{path}: cannot be read ({error.strerror})") from None
-    if not path.is_file():
-        raise SubmissionError(f"{path}: is not a file")
     if path.suffix != ".ipynb":
         raise SubmissionError(f"{path}: expected a Jupyter notebook (.ipynb), not a {path.suffix or 'plain'} file")
+    data = _read_regular_file(path, max_bytes)
+    size = len(data)
     if size == 0:
         raise SubmissionError(f"{path}: the file is empty; submit the notebook after saving it in JupyterLab")
     if size > max_bytes:
         raise SubmissionError(
-            f"{path}: the file is {size / 2**20:.0f} MB, over the limit of {max_bytes / 2**20:.0f} MB; "
+            f"{path}: the file is over the limit of {max_bytes / 2**20:.0f} MB; "
             "clear the outputs (Edit > Clear Outputs of All Cells), save, and submit again"
         )
-    data = path.read_bytes()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -78,6 +78,20 @@ def test_over_the_size_limit(tmp_path):
     assert "over the limit of 1 MB; clear the outputs" in graded.feedback["messages"][0]
 
 
+def test_a_symlink_to_the_answer_key_is_refused(tmp_path):
+    from helpers import SOURCE_NOTEBOOK
+
+    (tmp_path / "student.ipynb").symlink_to(SOURCE_NOTEBOOK)
+    from course.assignment import load_assignment
+    from course.grading import SubmissionRef, grade_submission
+
+    config = fast_config()
+    graded = grade_submission(SubmissionRef("student", tmp_path / "student.ipynb"),
+                              load_assignment(config.source_notebook(), "autograd"), config)
+    assert graded.status == "failed"
+    assert "is a symbolic link; submit the notebook file itself" in graded.feedback["messages"][0]
+
+
 def test_wrong_extension(tmp_path):
     path = write(baseline_notebook(), tmp_path / "alice.txt")
     refs = discover([path], "autograd", "autograd.ipynb")
