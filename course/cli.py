@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -14,6 +15,8 @@ COMMAND_HELP = {
     "release": "Regenerate release/ from source/ with nbgrader and prove the release sound.",
     "check": "Self-check a notebook: run it safely and report, per question, whether each answer has the right form.",
     "grade": "Grade submissions: feedback per student, grades.csv and nbgrader's gradebook.",
+    "autograder build": "Build the Gradescope autograder zip (setup.sh, run_autograder, the package, the course).",
+    "autograder run": "Grade the one notebook in ROOT/submission and write ROOT/results/results.json (Gradescope).",
 }
 
 
@@ -40,6 +43,15 @@ def _parser() -> argparse.ArgumentParser:
                        help="where grades.csv and feedback/ go (default: the course root)")
     grade.add_argument("--assignment", help="which assignment (default: the first in the course YAML)")
     grade.add_argument("--quiet", action="store_true", help="print only the summary")
+
+    autograder = commands.add_parser("autograder", help="Gradescope: build the upload zip, or run as its entry point.")
+    actions = autograder.add_subparsers(dest="action", required=True, metavar="ACTION")
+    build = actions.add_parser("build", help=COMMAND_HELP["autograder build"],
+                               description=COMMAND_HELP["autograder build"])
+    build.add_argument("--out", type=Path, default=Path("dist"), help="where the zip goes (default: dist/)")
+    run = actions.add_parser("run", help=COMMAND_HELP["autograder run"], description=COMMAND_HELP["autograder run"])
+    run.add_argument("--root", type=Path, default=None,
+                     help="the Gradescope root (default: $AUTOGRADER_ROOT, else /autograder)")
     return parser
 
 
@@ -81,7 +93,22 @@ def _grade(args: argparse.Namespace) -> int:
     return 0
 
 
-HANDLERS = {"release": _release, "check": _check, "grade": _grade}
+def _autograder(args: argparse.Namespace) -> int:
+    if args.action == "build":
+        from course.bundle import build_bundle
+
+        path = build_bundle(load_config(args.course), args.out)
+        print(f"built {path} ({path.stat().st_size / 2**20:.1f} MB): upload it as the Gradescope autograder")
+        return 0
+    from course.gradescope import run_autograder
+
+    root = args.root or Path(os.environ.get("AUTOGRADER_ROOT", "/autograder"))
+    results = run_autograder(root)
+    print(f"score {results['score']:g}; results in {root / 'results' / 'results.json'}")
+    return 0
+
+
+HANDLERS = {"release": _release, "check": _check, "grade": _grade, "autograder": _autograder}
 
 
 def main(argv: list[str] | None = None) -> int:

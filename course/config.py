@@ -11,6 +11,7 @@ import yaml
 from course.errors import ConfigError
 
 CONFIG_RELATIVE_PATH = Path("source") / "course.yaml"
+DEFAULT_SANDBOX_UID = 61000
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class CourseConfig:
     function_probes: int = 5
     limits: Limits = Limits()
     sandbox: str = "auto"
-    sandbox_uid: int = 65534
+    sandbox_uid: int = DEFAULT_SANDBOX_UID
 
     def assignment(self, name: str | None = None) -> AssignmentSettings:
         """The named assignment, or the only one when name is None."""

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from course.answers import Answer, decode_answers
-from course.config import Limits
+from course.config import DEFAULT_SANDBOX_UID, Limits
 from course.errors import SandboxError
 
 RUNNER_SOURCE = (Path(__file__).parent / "sandbox_runner.py").read_text(encoding="utf-8")
@@ -231,6 +231,40 @@ def _kill(process: subprocess.Popen) -> None:
     process.wait()
 
 
+def processes_of(uid: int) -> list[int]:
+    """Pids whose real uid is `uid` (read from /proc)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status", encoding="ascii", errors="replace") as status:
+                for line in status:
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid:
+                            pids.append(int(entry))
+                        break
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def reap_uid(uid: int, timeout: float = 5.0) -> None:
+    """Kill whatever still runs as the sandbox uid (a fork bomb's stragglers, a daemon), so the next
+    submission starts with its full process allowance. The uid must be used by nothing else."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = processes_of(uid)
+        if not pids or time.monotonic() > deadline:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.01)
+
+
 def run_cells(
     cells: list[Cell],
     answer_names: tuple[str, ...],
@@ -238,7 +272,7 @@ def run_cells(
     limits: Limits,
     *,
     isolation: str = "auto",
-    uid: int = 65534,
+    uid: int = DEFAULT_SANDBOX_UID,
 ) -> RunResult:
     """Run the cells in a fresh sandboxed process and return the harvested answers as plain data."""
     level, note = choose_isolation(isolation, uid, limits.tmp_mb)
@@ -280,6 +314,8 @@ def run_cells(
                           note, started)
     finally:
         os.close(channel_read)
+        if level in ("bwrap", "uid"):
+            reap_uid(uid)
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
 

@@ -11,7 +11,7 @@ from helpers import RELEASE_NOTEBOOK, ROOT, submitted_notebook, write
 @pytest.mark.parametrize("command", sorted(COMMAND_HELP))
 def test_every_command_has_help_and_is_in_the_readme(command, capsys):
     with pytest.raises(SystemExit) as exited:
-        main([command, "--help"])
+        main([*command.split(), "--help"])
     assert exited.value.code == 0
     assert COMMAND_HELP[command] in " ".join(capsys.readouterr().out.split())
     assert f"autograd-course {command}" in (ROOT / "README.md").read_text()

@@ -8,12 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from course.config import Limits
+from course.config import DEFAULT_SANDBOX_UID, Limits
 from course.sandbox import Cell, choose_isolation, run_cells
 from helpers import ROOT
 
 LIMITS = Limits(cell_seconds=5, submission_seconds=20)
-ISOLATION = choose_isolation("auto", 65534, LIMITS.tmp_mb)[0]
+ISOLATION = choose_isolation("auto", DEFAULT_SANDBOX_UID, LIMITS.tmp_mb)[0]
 needs_isolation = pytest.mark.skipif(
     ISOLATION != "bwrap", reason=f"needs root and bubblewrap (this machine gives {ISOLATION!r} isolation)"
 )
@@ -64,7 +64,7 @@ def test_ipython_magics_work():
 def test_runs_as_an_unprivileged_user_with_no_capabilities():
     result = run("import os\nresult = [os.getuid(), os.getgid(), int(open('/proc/self/status').read()"
                  ".split('CapEff:')[1].split()[0], 16)]")
-    assert result.answers["result"].value == [65534, 65534, 0]
+    assert result.answers["result"].value == [DEFAULT_SANDBOX_UID, DEFAULT_SANDBOX_UID, 0]
 
 
 @needs_isolation

