@@ -10,11 +10,10 @@ Conventions (checked here, with the cell named in every error):
 from __future__ import annotations
 
 import ast
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-
-import nbformat
 
 from course.errors import SourceNotebookError
 
@@ -76,7 +75,9 @@ class Assignment:
 
 
 def nbgrader_meta(cell: dict) -> dict:
-    meta = cell.get("metadata", {}).get("nbgrader", {})
+    """A cell's nbgrader metadata, or {} when it is absent or not a mapping (as in a mangled submission)."""
+    metadata = cell.get("metadata")
+    meta = metadata.get("nbgrader") if isinstance(metadata, dict) else None
     return meta if isinstance(meta, dict) else {}
 
 
@@ -123,10 +124,15 @@ def _assigned_names(source: str, where: str) -> tuple[tuple[str, ...], tuple[str
     return tuple(names), tuple(functions)
 
 
+def _source(cell: dict) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
 def _title_before(cells: list, index: int) -> str:
     for cell in reversed(cells[:index]):
-        if cell.cell_type == "markdown":
-            match = re.search(r"^#+\s*(.+)$", cell.source, re.MULTILINE)
+        if cell.get("cell_type") == "markdown":
+            match = re.search(r"^#+\s*(.+)$", _source(cell), re.MULTILINE)
             if match:
                 return match.group(1).strip()
     return ""
@@ -135,12 +141,12 @@ def _title_before(cells: list, index: int) -> str:
 def load_assignment(path: Path, name: str) -> Assignment:
     """Read and check the source notebook of assignment `name`."""
     try:
-        notebook = nbformat.read(path, as_version=4)
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        cells = notebook["cells"]
     except FileNotFoundError:
         raise SourceNotebookError(f"{path}: the source notebook does not exist") from None
-    except Exception as error:
+    except (OSError, ValueError, KeyError, TypeError) as error:
         raise SourceNotebookError(f"{path}: cannot be read as a notebook ({error})") from None
-    cells = notebook.cells
     by_id: dict[str, tuple[int, dict]] = {}
     for index, cell in enumerate(cells):
         grade_id = nbgrader_meta(cell).get("grade_id")
@@ -152,7 +158,7 @@ def load_assignment(path: Path, name: str) -> Assignment:
     if "setup" not in by_id:
         raise SourceNotebookError(f"{path}: no locked code cell with grade_id 'setup' (the imports of the exercises)")
     locked_sources = {
-        grade_id: cell.source
+        grade_id: _source(cell)
         for grade_id, (_, cell) in by_id.items()
         if nbgrader_meta(cell).get("locked") or nbgrader_meta(cell).get("grade")
     }
@@ -164,9 +170,9 @@ def load_assignment(path: Path, name: str) -> Assignment:
         stem = grade_id.removeprefix("test_")
         where = f"{path}: cell {index} ({grade_id})"
         meta = nbgrader_meta(cell)
-        if not meta.get("grade") or cell.cell_type != "code":
+        if not meta.get("grade") or cell.get("cell_type") != "code":
             raise SourceNotebookError(f"{where}: a test_ cell must be an autograded code cell with points")
-        if HIDDEN_BEGIN not in cell.source:
+        if HIDDEN_BEGIN not in _source(cell):
             raise SourceNotebookError(f"{where}: has no {HIDDEN_BEGIN} region; the tests would be shown to students")
         answer_id, form_id = f"answer_{stem}", f"form_{stem}"
         for needed in (answer_id, form_id):
@@ -175,11 +181,11 @@ def load_assignment(path: Path, name: str) -> Assignment:
         answer_index, answer_cell = by_id[answer_id]
         if not nbgrader_meta(answer_cell).get("solution"):
             raise SourceNotebookError(f"{path}: cell {answer_index} ({answer_id}): must be a solution cell")
-        if SOLUTION_BEGIN not in answer_cell.source:
+        if SOLUTION_BEGIN not in _source(answer_cell):
             raise SourceNotebookError(
                 f"{path}: cell {answer_index} ({answer_id}): has no {SOLUTION_BEGIN} region holding the answer key"
             )
-        names, functions = _assigned_names(answer_cell.source, f"{path}: cell {answer_index} ({answer_id})")
+        names, functions = _assigned_names(_source(answer_cell), f"{path}: cell {answer_index} ({answer_id})")
         if not names and not functions:
             raise SourceNotebookError(f"{path}: cell {answer_index} ({answer_id}): assigns no answer variable")
         questions.append(Question(
@@ -191,8 +197,8 @@ def load_assignment(path: Path, name: str) -> Assignment:
             test_cell_id=grade_id,
             answer_names=names,
             function_names=functions,
-            test_source=cell.source,
-            form_source=by_id[form_id][1].source,
+            test_source=_source(cell),
+            form_source=_source(by_id[form_id][1]),
         ))
     if not questions:
         raise SourceNotebookError(f"{path}: no graded question (no cell with a grade_id starting with 'test_')")
@@ -208,7 +214,7 @@ def load_assignment(path: Path, name: str) -> Assignment:
     return Assignment(
         name=name,
         notebook_path=path,
-        setup_source=by_id["setup"][1].source,
+        setup_source=_source(by_id["setup"][1]),
         questions=tuple(questions),
         locked_sources=locked_sources,
     )

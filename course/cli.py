@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="where grades.csv and feedback/ go (default: the course root)")
     grade.add_argument("--assignment", help="which assignment (default: the first in the course YAML)")
     grade.add_argument("--quiet", action="store_true", help="print only the summary")
+    grade.add_argument("--jobs", type=int, default=None, metavar="N",
+                       help="warm sandboxed workers grading in parallel (default: one per core; "
+                            "0: a fresh interpreter per submission)")
 
     autograder = commands.add_parser("autograder", help="Gradescope: build the upload zip, or run as its entry point.")
     actions = autograder.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -81,13 +84,21 @@ def _grade(args: argparse.Namespace) -> int:
     config = load_config(args.course)
     out_dir = (args.out or config.root).resolve()
 
-    def report(graded) -> None:
-        if not args.quiet:
-            score = graded.feedback
-            print(f"{graded.student_id}: {score['score']:g}/{score['max_score']:g} {graded.status} "
-                  f"({graded.seconds:.1f} s)", file=sys.stderr)
+    progress = ProgressBar(sys.stderr) if sys.stderr.isatty() and not args.quiet else None
 
-    summary = grade_batch(config, list(args.paths), out_dir, assignment_name=args.assignment, report=report)
+    def report(graded, done: int, total: int) -> None:
+        if progress:
+            progress.update(done, total, graded.status)
+        elif not args.quiet:
+            print(f"{graded.student_id}: {graded.feedback['score']:g}/{graded.feedback['max_score']:g} "
+                  f"{graded.status} ({graded.seconds:.1f} s)", file=sys.stderr)
+
+    if args.jobs is not None and args.jobs < 0:
+        raise CourseError("--jobs must be 0 or more")
+    summary = grade_batch(config, list(args.paths), out_dir, assignment_name=args.assignment, jobs=args.jobs,
+                          report=report)
+    if progress:
+        progress.finish()
     for line in summary.lines():
         print(line)
     return 0
@@ -106,6 +117,27 @@ def _autograder(args: argparse.Namespace) -> int:
     results = run_autograder(root)
     print(f"score {results['score']:g}; results in {root / 'results' / 'results.json'}")
     return 0
+
+
+class ProgressBar:
+    """One redrawn line on a terminal: a bar, the count, and how many failed or timed out so far."""
+
+    WIDTH = 30
+
+    def __init__(self, stream) -> None:
+        self.stream, self.counts = stream, {}
+
+    def update(self, done: int, total: int, status: str) -> None:
+        self.counts[status] = self.counts.get(status, 0) + 1
+        filled = self.WIDTH * done // max(total, 1)
+        problems = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(self.counts.items()) if s != "graded")
+        self.stream.write(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{total}"
+                          f"{' (' + problems + ')' if problems else ''}\x1b[K")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        self.stream.write("\n")
+        self.stream.flush()
 
 
 HANDLERS = {"release": _release, "check": _check, "grade": _grade, "autograder": _autograder}

@@ -6,8 +6,10 @@ The same code runs in the container, in the uploaded zip and against a temporary
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -176,6 +178,8 @@ def error_results(message: str, seconds: float, *, ours: bool) -> dict[str, Any]
 def run_autograder(root: Path) -> dict[str, Any]:
     """Grade <root>/submission against the course in <root>/source; write <root>/results/results.json."""
     started = time.monotonic()
+    # The judge needs torch in this process; load it while the sandbox runs the notebook.
+    threading.Thread(target=importlib.import_module, args=("torch",), daemon=True).start()
     try:
         config = load_config(root / "source")
         settings = config.assignment()

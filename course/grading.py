@@ -11,7 +11,10 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import ExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from course import handwork, sandbox
@@ -24,6 +27,7 @@ from course.files import atomic_write_json, atomic_write_text
 from course.gradebook import GradeRow, write_grades_csv
 from course.judge import QuestionResult, choose_probe_points, judge
 from course.nbgrader_bridge import GradebookWriter
+from course.pool import WarmPool, default_jobs
 
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}$")
 UNSAFE_CHARACTERS = re.compile(r"[^A-Za-z0-9._@+#-]")
@@ -153,8 +157,11 @@ def _status_of(run: sandbox.RunResult) -> str:
     return TIMED_OUT if run.limit_hit in ("cell_seconds", "submission_seconds") else GRADED
 
 
+Runner = Callable[..., sandbox.RunResult]
+
+
 def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseConfig,
-                     probe_points: dict[str, list[float]] | None = None) -> Graded:
+                     probe_points: dict[str, list[float]] | None = None, *, run: Runner | None = None) -> Graded:
     """Grade one notebook. Never raises: every failure becomes a status, a reason and score 0."""
     started = time.monotonic()
     messages: list[str] = []
@@ -166,8 +173,9 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
         submission = _read(ref, assignment, config)
         points = probe_points if probe_points is not None else choose_probe_points(
             assignment.function_names, config.function_probes)
-        run = sandbox.run_cells(list(submission.cells), assignment.answer_names + assignment.function_names,
-                                points, config.limits, isolation=config.sandbox, uid=config.sandbox_uid)
+        run_cells = run or partial(sandbox.run_cells, isolation=config.sandbox, uid=config.sandbox_uid)
+        run = run_cells(list(submission.cells), assignment.answer_names + assignment.function_names, points,
+                        config.limits)
         answers = dict(run.answers)
         for cell_id in submission.deleted_answer_cells:
             question = assignment.question_by_answer_cell(cell_id)
@@ -214,9 +222,16 @@ def write_feedback(out_dir: Path, assignment: str, graded: Graded) -> Path:
     return folder
 
 
+CSV_FLUSH_SECONDS = 1.0
+
+
 def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assignment_name: str | None = None,
-                report: Callable[[Graded], None] | None = None) -> BatchSummary:
-    """Grade every submission under PATHs; write feedback, grades.csv and nbgrader's gradebook."""
+                jobs: int | None = None, report: Callable[[Graded, int, int], None] | None = None) -> BatchSummary:
+    """Grade every submission under PATHs; write feedback, grades.csv and nbgrader's gradebook.
+
+    jobs: warm sandboxed workers grading in parallel (default: one per core); 0 starts a fresh
+    sandboxed interpreter for every submission instead.
+    """
     settings = config.assignment(assignment_name)
     assignment = load_assignment(config.source_notebook(settings.name), settings.name)
     refs = discover(paths or [config.root / "submitted"], settings.name, settings.notebook)
@@ -225,26 +240,48 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
             f"no submissions found in {', '.join(map(str, paths or [config.root / 'submitted']))}: expected "
             f"submitted/<student>/{settings.name}/{settings.notebook}, a folder of <student>.ipynb, or notebooks"
         )
+    jobs = default_jobs() if jobs is None else jobs
     question_ids = tuple(q.id for q in assignment.questions)
     level, note = sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
     summary = BatchSummary(out_dir=out_dir, isolation=note or sandbox.ISOLATION_SUMMARY[level])
-    with GradebookWriter(config.root, config.gradebook_url, settings.name,
-                         config.source_notebook(settings.name)) as gradebook:
-        for ref in refs:
-            graded = grade_submission(ref, assignment, config)
+    rows: list[GradeRow] = []
+    last_flush = time.monotonic()
+    with ExitStack() as stack:
+        run: Runner | None = None
+        if jobs > 0:
+            pool = stack.enter_context(WarmPool(min(jobs, len(refs)), config.limits, isolation=config.sandbox,
+                                                base_uid=config.sandbox_uid))
+            run = pool.run
+        gradebook = stack.enter_context(GradebookWriter(config.root, config.gradebook_url, settings.name,
+                                                        config.source_notebook(settings.name)))
+        executor = stack.enter_context(ThreadPoolExecutor(max(1, jobs)))
+        futures = [executor.submit(grade_submission, ref, assignment, config, run=run) for ref in refs]
+        for future in as_completed(futures):
+            graded = future.result()  # grade_submission never raises
             if graded.internal_error:
-                print(f"autograder error for {ref.student_id}:\n{graded.internal_error}", file=sys.stderr)
+                print(f"autograder error for {graded.student_id}:\n{graded.internal_error}", file=sys.stderr)
             usable_id = bool(STUDENT_ID.match(graded.student_id))
             if usable_id:  # never build a path from an id that could climb out of the feedback folder
                 write_feedback(out_dir, settings.name, graded)
-            by_question = {q.id: q.earned for q in graded.questions}
-            write_grades_csv(out_dir / "grades.csv", question_ids, [GradeRow(
+                gradebook.record(graded.student_id, {q.grade_id: q.earned for q in graded.questions}, commit=False)
+            rows.append(GradeRow(
                 graded.student_id if usable_id else UNSAFE_CHARACTERS.sub("_", graded.student_id),
-                by_question, graded.feedback["score"], graded.feedback["max_score"], graded.status,
-            )])
-            if usable_id:
-                gradebook.record(graded.student_id, {q.grade_id: q.earned for q in graded.questions})
+                {q.id: q.earned for q in graded.questions}, graded.feedback["score"], graded.feedback["max_score"],
+                graded.status,
+            ))
             summary.graded.append(graded)
+            if time.monotonic() - last_flush > CSV_FLUSH_SECONDS:
+                _flush(out_dir, question_ids, rows, gradebook)
+                last_flush = time.monotonic()
             if report:
-                report(graded)
+                report(graded, len(summary.graded), len(refs))
+        _flush(out_dir, question_ids, rows, gradebook)
     return summary
+
+
+def _flush(out_dir: Path, question_ids: tuple[str, ...], rows: list[GradeRow], gradebook: GradebookWriter) -> None:
+    """grades.csv and the gradebook catch up with what is graded so far (both replace, never append)."""
+    if rows:
+        write_grades_csv(out_dir / "grades.csv", question_ids, rows)
+        rows.clear()
+    gradebook.commit()

@@ -15,8 +15,6 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
 from course.answers import FUNCTION, VALUE, Answer, PlainValue, describe, is_number
 from course.assignment import Assignment, Question
 
@@ -68,6 +66,8 @@ class Unanswered:
 
 def to_plain(reference: Any) -> PlainValue:
     """torch's reference (a tensor, a list of them, a bool, None, a number) -> plain Python."""
+    import torch  # imported on first use: the grader starts its sandboxes while torch loads
+
     if isinstance(reference, torch.Tensor):
         return reference.detach().tolist()
     if type(reference) in (list, tuple):
@@ -160,6 +160,8 @@ class _Marks:
 
 
 def _hidden_test_namespace(answers: dict[str, Answer], marks_factory: Any) -> dict[str, Any]:
+    import torch
+
     namespace: dict[str, Any] = {
         "__builtins__": builtins, "torch": torch, "math": math, "warnings": warnings, "random": random,
         "Marks": marks_factory,

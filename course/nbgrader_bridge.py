@@ -129,7 +129,7 @@ class GradebookWriter:
         self.assignment, self.notebook = assignment, source_notebook.stem
         self.gradebook = Gradebook(db_url)
 
-    def record(self, student: str, scores: dict[str, float]) -> None:
+    def record(self, student: str, scores: dict[str, float], *, commit: bool = True) -> None:
         """Write one student's autograded scores (grade cell id -> points)."""
         gradebook = self.gradebook
         try:
@@ -137,9 +137,14 @@ class GradebookWriter:
                 # nbgrader's add_submission trips SQLAlchemy autoflush warnings that are harmless here
                 warnings.simplefilter("ignore")
                 self._record(student, scores)
+                if commit:
+                    gradebook.db.commit()
         except Exception:
             gradebook.db.rollback()
             raise
+
+    def commit(self) -> None:
+        self.gradebook.db.commit()
 
     def _record(self, student: str, scores: dict[str, float]) -> None:
         from nbgrader.api import MissingEntry
@@ -153,7 +158,7 @@ class GradebookWriter:
         for grade_id, score in scores.items():
             grade = gradebook.find_grade(grade_id, self.notebook, self.assignment, student)
             grade.auto_score = score
-        gradebook.db.commit()
+        gradebook.db.flush()
 
     def close(self) -> None:
         self.gradebook.close()

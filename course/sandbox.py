@@ -13,6 +13,7 @@ Only JSON lines on a dedicated pipe come back; `course.answers` validates them.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import resource
@@ -24,6 +25,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -101,8 +104,8 @@ def _ancestors(path: str) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def bwrap_command(uid: int, tmp_mb: int) -> list[str]:
-    """The bubblewrap + setpriv prefix: a view of nothing but the interpreter and system libraries."""
+def bwrap_view(tmp_mb: int) -> list[str]:
+    """bubblewrap's arguments for a view of nothing but the interpreter and system libraries."""
     command = [
         "bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
         "--die-with-parent", "--new-session", "--clearenv",
@@ -123,28 +126,34 @@ def bwrap_command(uid: int, tmp_mb: int) -> list[str]:
                 command += ["--perms", "0755", "--dir", parent]
                 created.add(parent)
         command += ["--ro-bind", path, path]
-    command += [
-        "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp",
-        "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
+    return [*command, "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp"]
+
+
+def bwrap_command(uid: int, tmp_mb: int) -> list[str]:
+    """The bubblewrap + setpriv prefix of a cold run: the view, then the drop to `uid` with no capabilities."""
+    return [
+        *bwrap_view(tmp_mb), "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
         "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
         "--bounding-set=-all", "--no-new-privs", "--",
     ]
-    return command
+
+
+def rlimits_for(limits: Limits) -> dict[str, int]:
+    """The rlimits of a run, by the resource module's names; inherited by all the student starts."""
+    return {
+        "RLIMIT_CPU": int(limits.submission_seconds) + 5,
+        "RLIMIT_AS": limits.memory_mb * 1024 * 1024,
+        "RLIMIT_NPROC": limits.processes,
+        "RLIMIT_FSIZE": limits.file_size_mb * 1024 * 1024,
+        "RLIMIT_NOFILE": limits.open_files,
+        "RLIMIT_CORE": 0,
+    }
 
 
 def _set_limits(limits: Limits) -> None:
-    """Runs in the child before exec; the limits are inherited by everything the student starts."""
-    cpu = int(limits.submission_seconds) + 5
-    memory = limits.memory_mb * 1024 * 1024
-    for name, value in (
-        (resource.RLIMIT_CPU, cpu),
-        (resource.RLIMIT_AS, memory),
-        (resource.RLIMIT_NPROC, limits.processes),
-        (resource.RLIMIT_FSIZE, limits.file_size_mb * 1024 * 1024),
-        (resource.RLIMIT_NOFILE, limits.open_files),
-        (resource.RLIMIT_CORE, 0),
-    ):
-        resource.setrlimit(name, (value, value))
+    """Runs in the child before exec."""
+    for name, value in rlimits_for(limits).items():
+        resource.setrlimit(getattr(resource, name), (value, value))
 
 
 def _drop_to(uid: int) -> None:
@@ -265,6 +274,168 @@ def reap_uid(uid: int, timeout: float = 5.0) -> None:
         time.sleep(0.01)
 
 
+UID_RANGE = 64  # sandbox uids base .. base+63: one per concurrently running sandbox on the machine
+
+
+def _lock_folder() -> Path:
+    folder = Path("/run/autograd-course") if os.geteuid() == 0 else Path(tempfile.gettempdir()) / "autograd-course"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return folder
+
+
+@contextmanager
+def lease_uid(base: int) -> Iterator[int]:
+    """A sandbox uid that no other sandbox on this machine uses while the lease lasts (an flock on a
+    root-only file per uid), so that reaping one run's leftovers can never touch another's processes."""
+    folder = _lock_folder()
+    for uid in range(base, base + UID_RANGE):
+        handle = os.open(folder / f"uid-{uid}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(handle)
+            continue
+        try:
+            yield uid
+        finally:
+            os.close(handle)  # closing releases the lock
+        return
+    raise SandboxError(f"all {UID_RANGE} sandbox uids from {base} are in use by other graders on this machine")
+
+
+def encode_request(cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]]) -> bytes:
+    return json.dumps({
+        "cells": [{"index": c.index, "source": c.source} for c in cells],
+        "answers": list(answer_names),
+        "functions": function_points,
+        "call_seconds": FUNCTION_CALL_SECONDS,
+    }).encode()
+
+
+def write_in_background(fd: int, data: bytes) -> threading.Thread:
+    """Feed the request to the sandbox without blocking the supervisor (the child may die unread)."""
+
+    def feed() -> None:
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+        except OSError:
+            pass  # the child died before reading: reported by the supervisor
+        finally:
+            os.close(fd)
+
+    thread = threading.Thread(target=feed, daemon=True)
+    thread.start()
+    return thread
+
+
+@dataclass
+class Supervised:
+    """What the supervisor needs of a running sandbox, however it was started."""
+
+    output_fd: int
+    channel_fd: int
+    kill: Callable[[], None]
+    exit_code: Callable[[float], int | None]  # waits up to the given seconds; None if still running
+
+
+def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
+              function_points: dict[str, list[float]], limits: Limits, level: str, note: str,
+              started: float) -> RunResult:
+    """Read output and events of one run, enforce the time limits, and turn what came back into plain data."""
+    labels = {c.index: c.label for c in cells}
+    output_limit = limits.output_kb * 1024
+    output = bytearray()
+    output_total = 0
+    channel = _Channel()
+    outcomes: list[CellOutcome] = []
+    harvested: Any = {}
+    finished = False
+    finish_time = 0.0
+    current_cell: int | None = None
+    cell_started = started
+    limit_hit: str | None = None
+    deadline = started + limits.submission_seconds
+
+    selector = selectors.DefaultSelector()
+    selector.register(run.output_fd, selectors.EVENT_READ, "output")
+    selector.register(run.channel_fd, selectors.EVENT_READ, "channel")
+    open_streams = 2
+    while open_streams:
+        now = time.monotonic()
+        if finished and now > finish_time + EXIT_GRACE_SECONDS:
+            break
+        if now > deadline:
+            limit_hit = "submission_seconds"
+            break
+        if current_cell is not None and now > cell_started + limits.cell_seconds:
+            limit_hit = "cell_seconds"
+            break
+        for key, _ in selector.select(timeout=0.1):
+            data = os.read(key.fd, 65536)
+            if not data:
+                selector.unregister(key.fd)
+                open_streams -= 1
+                continue
+            if key.data == "output":
+                output_total += len(data)
+                if len(output) < output_limit:
+                    output += data[: output_limit - len(output)]
+                continue
+            for event in channel.feed(data):
+                kind = event.get("event")
+                if kind == "start" and type(event.get("cell")) is int:
+                    current_cell, cell_started = event["cell"], time.monotonic()
+                elif kind == "done" and event.get("cell") == current_cell:
+                    error = event.get("error")
+                    outcomes.append(CellOutcome(current_cell, labels.get(current_cell, f"cell {current_cell}"),
+                                                error[:500] if type(error) is str else None))
+                    harvested = event.get("answers", harvested)
+                    current_cell = None
+                elif kind == "finished" and not finished:
+                    harvested = event.get("answers", harvested)
+                    finished, finish_time = True, time.monotonic()
+                    current_cell = None
+    selector.close()
+    returncode = run.exit_code(EXIT_GRACE_SECONDS if finished and not limit_hit else 0.0)
+    # Always end everything the run started: children or threads the notebook left behind die with it.
+    run.kill()
+    if returncode is None:
+        returncode = run.exit_code(EXIT_GRACE_SECONDS)
+    seconds = time.monotonic() - started
+    ended_early = None
+    if limit_hit == "cell_seconds":
+        ended_early = (f"{labels.get(current_cell, 'a cell')} ran longer than the limit of "
+                       f"{limits.cell_seconds:g} s per cell, so the run was stopped there")
+    elif limit_hit == "submission_seconds":
+        ended_early = (f"the notebook ran longer than the limit of {limits.submission_seconds:g} s, "
+                       "so the run was stopped")
+    elif channel.broken:
+        ended_early = "the notebook wrote over the grader's answer channel; answers reported after that were ignored"
+    elif not finished:
+        where = labels.get(current_cell, "start-up") if current_cell is not None else "between cells"
+        if returncode == 0:
+            ended_early = (f"the Python process stopped during {where} before grading finished "
+                           "(it exited, or the cell broke the grader's reporting inside the sandbox)")
+        else:
+            ended_early = f"the Python process ended during {where} ({_exit_text(returncode)})"
+    # After an early end the last complete snapshot stands (function results included).
+    answers = decode_answers(harvested, answer_names, function_points)
+    return RunResult(
+        answers=answers,
+        cells=tuple(outcomes),
+        output=output.decode("utf-8", errors="replace"),
+        output_truncated=output_total > len(output),
+        limit_hit=limit_hit or ("output_kb" if output_total > output_limit else None),
+        ended_early=ended_early,
+        isolation=level,
+        seconds=seconds,
+        notes=(note,) if note else (),
+    )
+
+
 def run_cells(
     cells: list[Cell],
     answer_names: tuple[str, ...],
@@ -274,14 +445,16 @@ def run_cells(
     isolation: str = "auto",
     uid: int = DEFAULT_SANDBOX_UID,
 ) -> RunResult:
-    """Run the cells in a fresh sandboxed process and return the harvested answers as plain data."""
+    """Run the cells in a fresh sandboxed process (a cold start) and return the answers as plain data."""
     level, note = choose_isolation(isolation, uid, limits.tmp_mb)
-    request = json.dumps({
-        "cells": [{"index": c.index, "source": c.source} for c in cells],
-        "answers": list(answer_names),
-        "functions": function_points,
-        "call_seconds": FUNCTION_CALL_SECONDS,
-    })
+    if level == "rlimits":
+        return _run_cold(cells, answer_names, function_points, limits, level, note, uid)
+    with lease_uid(uid) as leased:
+        return _run_cold(cells, answer_names, function_points, limits, level, note, leased)
+
+
+def _run_cold(cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]],
+              limits: Limits, level: str, note: str, uid: int) -> RunResult:
     channel_read, channel_write = os.pipe()
     scratch = None
     if level == "bwrap":
@@ -309,125 +482,26 @@ def run_cells(
         os.close(channel_write)
         raise SandboxError(f"cannot start the sandbox: {error}") from None
     os.close(channel_write)
+    stdin_fd = os.dup(process.stdin.fileno())
+    process.stdin.close()
+    write_in_background(stdin_fd, encode_request(cells, answer_names, function_points))
+
+    def exit_code(timeout: float) -> int | None:
+        try:
+            return process.wait(timeout=timeout) if timeout else process.poll()
+        except subprocess.TimeoutExpired:
+            return None
+
     try:
-        return _supervise(process, channel_read, request, cells, answer_names, function_points, limits, level,
-                          note, started)
+        return supervise(Supervised(process.stdout.fileno(), channel_read, lambda: _kill(process), exit_code),
+                         cells, answer_names, function_points, limits, level, note, started)
     finally:
         os.close(channel_read)
+        process.stdout.close()
         if level in ("bwrap", "uid"):
             reap_uid(uid)
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _write_request(process: subprocess.Popen, request: str) -> None:
-    try:
-        process.stdin.write(request.encode())
-        process.stdin.close()
-    except OSError:
-        pass  # the child died before reading: reported by the supervisor
-
-
-def _supervise(process, channel_read, request, cells, answer_names, function_points, limits, level, note,
-               started) -> RunResult:
-    writer = threading.Thread(target=_write_request, args=(process, request), daemon=True)
-    writer.start()
-    labels = {c.index: c.label for c in cells}
-    output_limit = limits.output_kb * 1024
-    output = bytearray()
-    output_total = 0
-    channel = _Channel()
-    outcomes: list[CellOutcome] = []
-    harvested: Any = {}
-    finished = False
-    finish_time = 0.0
-    current_cell: int | None = None
-    cell_started = started
-    limit_hit: str | None = None
-    deadline = started + limits.submission_seconds
-
-    selector = selectors.DefaultSelector()
-    selector.register(process.stdout, selectors.EVENT_READ, "output")
-    selector.register(channel_read, selectors.EVENT_READ, "channel")
-    open_streams = 2
-    while open_streams:
-        now = time.monotonic()
-        if finished and now > finish_time + EXIT_GRACE_SECONDS:
-            break
-        if now > deadline:
-            limit_hit = "submission_seconds"
-            break
-        if current_cell is not None and now > cell_started + limits.cell_seconds:
-            limit_hit = "cell_seconds"
-            break
-        for key, _ in selector.select(timeout=0.1):
-            data = os.read(key.fd, 65536)
-            if not data:
-                selector.unregister(key.fileobj)
-                open_streams -= 1
-                continue
-            if key.data == "output":
-                output_total += len(data)
-                if len(output) < output_limit:
-                    output += data[: output_limit - len(output)]
-                continue
-            for event in channel.feed(data):
-                kind = event.get("event")
-                if kind == "start" and type(event.get("cell")) is int:
-                    current_cell, cell_started = event["cell"], time.monotonic()
-                elif kind == "done" and event.get("cell") == current_cell:
-                    error = event.get("error")
-                    outcomes.append(CellOutcome(current_cell, labels.get(current_cell, f"cell {current_cell}"),
-                                                error[:500] if type(error) is str else None))
-                    harvested = event.get("answers", harvested)
-                    current_cell = None
-                elif kind == "finished" and not finished:
-                    harvested = event.get("answers", harvested)
-                    finished, finish_time = True, time.monotonic()
-                    current_cell = None
-    selector.close()
-    if finished and not limit_hit:
-        _wait_for_exit(process)
-    # Always end the whole process group: children or threads the notebook left behind die with it.
-    _kill(process)
-    seconds = time.monotonic() - started
-    ended_early = None
-    if limit_hit == "cell_seconds":
-        ended_early = (f"{labels.get(current_cell, 'a cell')} ran longer than the limit of "
-                       f"{limits.cell_seconds:g} s per cell, so the run was stopped there")
-    elif limit_hit == "submission_seconds":
-        ended_early = (f"the notebook ran longer than the limit of {limits.submission_seconds:g} s, "
-                       "so the run was stopped")
-    elif channel.broken:
-        ended_early = "the notebook wrote over the grader's answer channel; answers reported after that were ignored"
-    elif not finished:
-        where = labels.get(current_cell, "start-up") if current_cell is not None else "between cells"
-        if process.returncode == 0:
-            ended_early = (f"the Python process stopped during {where} before grading finished "
-                           "(it exited, or the cell broke the grader's reporting inside the sandbox)")
-        else:
-            ended_early = f"the Python process ended during {where} ({_exit_text(process.returncode)})"
-    # After an early end the last complete snapshot stands (function results included).
-    answers = decode_answers(harvested, answer_names, function_points)
-    text = output.decode("utf-8", errors="replace")
-    return RunResult(
-        answers=answers,
-        cells=tuple(outcomes),
-        output=text,
-        output_truncated=output_total > len(output),
-        limit_hit=limit_hit or ("output_kb" if output_total > output_limit else None),
-        ended_early=ended_early,
-        isolation=level,
-        seconds=seconds,
-        notes=(note,) if note else (),
-    )
-
-
-def _wait_for_exit(process: subprocess.Popen) -> None:
-    try:
-        process.wait(timeout=EXIT_GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 def _exit_text(returncode: int | None) -> str:

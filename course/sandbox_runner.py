@@ -164,13 +164,14 @@ def _flush():
             pass
 
 
-def main():
-    channel = int(sys.argv[1])
-    request = json.loads(sys.stdin.read())
+def _stdin_from_devnull():
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
+    os.close(devnull)
     sys.stdin = open(os.devnull)
 
+
+def _new_shell():
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
@@ -178,7 +179,20 @@ def main():
     config.HistoryManager.enabled = False
     config.InteractiveShell.colors = "nocolor"
     config.InteractiveShell.xmode = "Plain"
-    shell = InteractiveShell.instance(config=config)
+    return InteractiveShell.instance(config=config)
+
+
+def main():
+    """Cold start: the request on stdin, the channel fd in argv[1]."""
+    channel = int(sys.argv[1])
+    request = json.loads(sys.stdin.read())
+    _stdin_from_devnull()
+    run_request(request, channel)
+
+
+def run_request(request, channel, shell=None):
+    """Run the cells of one submission, reporting on the channel; never returns."""
+    shell = shell or _new_shell()
     harvester = _Harvester(request["answers"], request["functions"], request["call_seconds"])
     _send(channel, {"event": "ready"})
 
@@ -202,5 +216,95 @@ def main():
     os._exit(0)  # skip interpreter shutdown: atexit handlers and threads of the student's code
 
 
+# ----------------------------------------------------------------------------- the warm worker
+
+_CLONE_NEWNS = 0x00020000
+_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 16384, 1 << 18
+_PR_SET_NO_NEW_PRIVS = 38
+
+
+def _libc_call(function, *args):
+    if function(*args) != 0:
+        import ctypes
+
+        error = ctypes.get_errno()
+        raise OSError(error, os.strerror(error))
+
+
+def _isolate_child(job):
+    """In the forked child, before any student code: its own /tmp, limits, then the unprivileged uid."""
+    import ctypes
+    import resource
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if job["private_tmp"]:
+        _libc_call(libc.unshare, _CLONE_NEWNS)
+        _libc_call(libc.mount, b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
+        options = f"size={job['tmp_mb']}m,mode=1777".encode()
+        _libc_call(libc.mount, b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, options)
+    os.chdir(job["cwd"])
+    for name, value in job["rlimits"].items():
+        resource.setrlimit(getattr(resource, name), (value, value))
+    os.setsid()
+    if job["uid"] is not None:
+        os.setgroups([])
+        os.setgid(job["uid"])
+        os.setuid(job["uid"])  # from root to a plain uid: every capability is dropped with it
+    _libc_call(libc.prctl, _PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    os.environ.clear()
+    os.environ.update(job["env"])
+
+
+def serve(control_fd):
+    """Warm worker: import the heavy modules once, then fork one child per submission.
+
+    The worker never reads a submission: the grader passes it the three pipe ends of a run (request,
+    channel, output) over the control socket, and only the child reads the request. So nothing of one
+    student is in the worker's memory when the next student's child is forked from it.
+    """
+    import socket
+
+    control = socket.socket(fileno=control_fd)
+    try:
+        import torch  # noqa: F401 - what nearly every notebook imports first
+    except ImportError:
+        pass
+    # The shell is made before any submission is seen; each child gets its own copy by forking.
+    shell = _new_shell()
+
+    control.sendall(b'{"event": "ready"}\n')
+    while True:
+        message, fds, _, _ = socket.recv_fds(control, 65536, 3)
+        if not message or len(fds) != 3:
+            os._exit(0)
+        job = json.loads(message)
+        child = os.fork()
+        if child == 0:
+            try:
+                control.close()
+                request_fd, channel_fd, output_fd = fds
+                os.dup2(output_fd, 1)
+                os.dup2(output_fd, 2)
+                os.close(output_fd)
+                _isolate_child(job)
+                with os.fdopen(request_fd, "rb") as stream:
+                    request = json.loads(stream.read())
+                _stdin_from_devnull()
+                run_request(request, channel_fd, shell)
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()  # into the run's output: the grader reports the start-up failure
+            finally:
+                os._exit(70)
+        for fd in fds:
+            os.close(fd)
+        _, status = os.waitpid(child, 0)
+        control.sendall(_encode({"event": "exit", "code": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--serve"]:
+        serve(int(sys.argv[2]))
+    else:
+        main()

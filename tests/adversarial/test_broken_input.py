@@ -25,6 +25,8 @@ BROKEN = {
     "JSON nested too deeply": ("[" * 100_000 + "]" * 100_000, "not a notebook"),
     "invalid UTF-8": (b'{"nbformat": 4, "cells": ["\xff\xfe"]}', "not UTF-8 text"),
     "cells that are not cells": ('{"nbformat": 4, "metadata": {}, "cells": [42]}', "cell 0 is not a notebook cell"),
+    "metadata that is not a mapping": ('{"nbformat": 4, "metadata": {}, "cells": [{"cell_type": "code", '
+                                       '"source": "x = 1", "metadata": 5}]}', "none of the answer cells"),
     "source that is not text": ('{"nbformat": 4, "metadata": {}, "cells": [{"cell_type": "code", "source": 7}]}',
                                 "neither text nor a list of lines"),
 }

@@ -1,0 +1,250 @@
+"""The warm grading pool: sandboxed workers that import torch and IPython once, then fork a fresh,
+unprivileged child per submission.
+
+Every guarantee of a cold run holds: each worker lives in the same bubblewrap view (no network, no course
+files, own pid namespace); each child gets its own /tmp, the rlimits, its worker's leased uid and
+no_new_privs before it reads the submission; the grader enforces the same time limits and, when a run
+ends, kills every process left with that uid. A worker that dies or misbehaves is replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+
+from course.config import DEFAULT_SANDBOX_UID, Limits
+from course.errors import SandboxError
+from course.sandbox import (
+    RUNNER_SOURCE,
+    SANDBOX_ENV,
+    Cell,
+    RunResult,
+    Supervised,
+    bwrap_view,
+    choose_isolation,
+    encode_request,
+    lease_uid,
+    reap_uid,
+    rlimits_for,
+    supervise,
+    write_in_background,
+)
+
+WORKER_START_SECONDS = 60
+
+
+def worker_command(level: str, tmp_mb: int) -> list[str]:
+    if level != "bwrap":
+        return []
+    # The worker stays root inside the view, keeping only what it needs to set up each child: a private
+    # /tmp (SYS_ADMIN) and the drop to the child's uid (SETUID, SETGID).
+    return [*bwrap_view(tmp_mb), "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add",
+            "CAP_SYS_ADMIN", "--"]
+
+
+@dataclass
+class _Worker:
+    process: subprocess.Popen
+    control: socket.socket
+    uid: int
+    buffer: bytes = b""
+
+    def read_event(self, timeout: float) -> dict | None:
+        """The next control message, or None on timeout or a dead worker."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            self.control.settimeout(remaining)
+            try:
+                data = self.control.recv(4096)
+            except (TimeoutError, OSError):
+                return None
+            if not data:
+                return None
+            self.buffer += data
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        try:
+            return json.loads(line)
+        except ValueError:
+            return None
+
+    def stop(self) -> None:
+        try:
+            self.control.close()
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+            self.process.wait()
+
+
+class WarmPool:
+    """`size` warm workers; `run(...)` has the signature and result of `sandbox.run_cells`."""
+
+    def __init__(self, size: int, limits: Limits, *, isolation: str = "auto",
+                 base_uid: int = DEFAULT_SANDBOX_UID) -> None:
+        self.limits = limits
+        self.level, self.note = choose_isolation(isolation, base_uid, limits.tmp_mb)
+        self.base_uid = base_uid
+        self._leases = ExitStack()
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._lock = threading.Lock()
+        self._workers: list[_Worker] = []
+        try:
+            spawned = [self._spawn(self._lease()) for _ in range(size)]
+        except BaseException:
+            self.close()
+            raise
+        # Workers import torch in parallel with whatever the grader does next; each joins the idle
+        # queue when it is ready (None stands for one that failed to start).
+        for worker in spawned:
+            threading.Thread(target=lambda w=worker: self._idle.put(w if self._ready(w) else None),
+                             daemon=True).start()
+
+    def _lease(self) -> int:
+        return self._leases.enter_context(lease_uid(self.base_uid)) if self.level != "rlimits" else os.getuid()
+
+    def _spawn(self, uid: int) -> _Worker:
+        grader_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        command = [*worker_command(self.level, self.limits.tmp_mb), sys.executable, "-I", "-c", RUNNER_SOURCE,
+                   "--serve", str(worker_end.fileno())]
+        env = {} if self.level == "bwrap" else dict(SANDBOX_ENV)
+        process = subprocess.Popen(  # noqa: S603 - fixed argument list, no shell
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            pass_fds=(worker_end.fileno(),), start_new_session=True, env=env, cwd="/",
+        )
+        worker_end.close()
+        worker = _Worker(process, grader_end, uid)
+        with self._lock:
+            self._workers.append(worker)
+        return worker
+
+    def _ready(self, worker: _Worker) -> bool:
+        if (worker.read_event(WORKER_START_SECONDS) or {}).get("event") == "ready":
+            return True
+        worker.stop()
+        return False
+
+    def _replace(self, worker: _Worker) -> None:
+        """A worker that died or misbehaved gives way to a fresh one with the same leased uid."""
+        worker.stop()
+        with self._lock:
+            self._workers.remove(worker)
+        if self.level != "rlimits":
+            reap_uid(worker.uid)
+        fresh = self._spawn(worker.uid)
+        self._idle.put(fresh if self._ready(fresh) else None)
+
+    def run(self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]],
+            limits: Limits | None = None, **_: object) -> RunResult:
+        limits = limits or self.limits
+        try:
+            worker = self._idle.get(timeout=WORKER_START_SECONDS + 30)
+        except queue.Empty:
+            worker = None
+        if worker is None:
+            raise SandboxError("a warm grading worker did not start; run with --jobs 0 to grade without the pool")
+        healthy = False
+        try:
+            result, healthy = self._run_on(worker, cells, answer_names, function_points, limits)
+            return result
+        finally:
+            if healthy:
+                self._idle.put(worker)
+            else:
+                self._replace(worker)
+
+    def _run_on(self, worker: _Worker, cells, answer_names, function_points, limits) -> tuple[RunResult, bool]:
+        request_read, request_write = os.pipe()
+        channel_read, channel_write = os.pipe()
+        output_read, output_write = os.pipe()
+        private_tmp = self.level == "bwrap"
+        scratch = "/tmp" if private_tmp else self._scratch(worker.uid)
+        job = {
+            "uid": worker.uid if self.level != "rlimits" else None,
+            "private_tmp": private_tmp,
+            "tmp_mb": limits.tmp_mb,
+            "cwd": scratch,
+            "rlimits": rlimits_for(limits),
+            "env": {**SANDBOX_ENV, "HOME": scratch, "IPYTHONDIR": f"{scratch}/.ipython"},
+        }
+        started = time.monotonic()
+        try:
+            socket.send_fds(worker.control, [json.dumps(job).encode()], [request_read, channel_write, output_write])
+        except OSError:
+            for fd in (request_read, request_write, channel_read, channel_write, output_read, output_write):
+                os.close(fd)
+            raise SandboxError("a warm grading worker stopped answering") from None
+        for fd in (request_read, channel_write, output_write):
+            os.close(fd)
+        write_in_background(request_write, encode_request(cells, answer_names, function_points))
+        exit_codes: list[int] = []
+
+        def exit_code(timeout: float) -> int | None:
+            if exit_codes:
+                return exit_codes[0]
+            event = worker.read_event(timeout) if timeout else worker.read_event(0.001)
+            if event and event.get("event") == "exit" and type(event.get("code")) is int:
+                exit_codes.append(event["code"])
+                return event["code"]
+            return None
+
+        def kill() -> None:
+            if self.level != "rlimits":
+                reap_uid(worker.uid)
+
+        try:
+            result = supervise(Supervised(output_read, channel_read, kill, exit_code), cells, answer_names,
+                               function_points, limits, self.level, self.note, started)
+        finally:
+            os.close(output_read)
+            os.close(channel_read)
+            if not private_tmp:
+                self._clear_scratch(scratch)
+        # The worker is reusable only if it reported its child's end; otherwise replace it.
+        healthy = bool(exit_codes) or exit_code(5.0) is not None
+        if self.level == "rlimits" and not healthy:
+            worker.process.kill()
+        return result, healthy and worker.process.poll() is None
+
+    def _scratch(self, uid: int) -> str:
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="autograd-sandbox-")
+        if self.level == "uid":
+            os.chown(folder, uid, uid)
+        return folder
+
+    @staticmethod
+    def _clear_scratch(folder: str) -> None:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+
+    def close(self) -> None:
+        with self._lock:
+            workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.stop()
+            if self.level != "rlimits":
+                reap_uid(worker.uid)
+        self._leases.close()
+
+    def __enter__(self) -> WarmPool:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def default_jobs() -> int:
+    return max(1, len(os.sched_getaffinity(0)))

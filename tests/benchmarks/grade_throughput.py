@@ -1,0 +1,171 @@
+"""Benchmark: autograd-course's warm, parallel, sandboxed grader against `nbgrader autograde`.
+
+Run:  .venv/bin/python tests/benchmarks/grade_throughput.py [--n 200] [--nbgrader-sample 20] [--growth 50,200,800]
+
+Everything is measured in this one run, on this machine, so the figures are ratios against baselines
+taken under the same conditions (never timed assertions in unit tests). It prints submissions/s for both
+graders and their ratio, p50/p95 latency per submission, the grader's peak RSS, how total time grows
+with N, and run_autograder's time for one submission against `python -c "import torch"`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from course import nbgrader_bridge
+from course.config import load_config
+from course.grading import grade_batch
+from helpers import ALL_VALUES, CORRECT_CODE, ROOT, add_cell, submitted_notebook, write, wrong_literal
+
+MISCONCEPTIONS = [
+    {"accumulated_grads": "[6, 6, 6]"}, {"net_dL_dw": "6"}, {"w2_dL_da": "1.0", "w2_dL_dw": "2.0"},
+    {"cubic_grad": "48"}, {"retain_y_grad": "None"}, {"closed_dL_dw": "2"}, {"slope_at_minus_2": "4"},
+]
+
+
+def make_mix(n: int, seed: int = 7) -> dict[str, tuple[str, dict]]:
+    """student -> (kind, notebook): a realistic class. Exactly two submissions hit the time limit."""
+    rng = random.Random(seed)
+    names = sorted(ALL_VALUES)
+    mix = {}
+    for i in range(n):
+        student = f"s{i:04d}"
+        roll = rng.random()
+        if i in (n // 3, 2 * n // 3):
+            kind, notebook = "time-limit", add_cell(submitted_notebook(), "while True:\n    pass")
+        elif roll < 0.40:
+            kind, notebook = "correct", submitted_notebook()
+        elif roll < 0.65:
+            wrong = {name: repr(wrong_literal(ALL_VALUES[name])) for name in rng.sample(names, rng.randint(1, 6))}
+            kind, notebook = "partly-wrong", submitted_notebook({**CORRECT_CODE, **wrong})
+        elif roll < 0.85:
+            kind, notebook = "misconceptions", submitted_notebook({**CORRECT_CODE, **rng.choice(MISCONCEPTIONS)})
+        elif roll < 0.92:
+            kind, notebook = "raises", add_cell(submitted_notebook(), "1 / 0", at=5)
+        else:
+            kind, notebook = "blank", json.loads((ROOT / "release" / "autograd" / "autograd.ipynb").read_text())
+        mix[student] = (kind, notebook)
+    return mix
+
+
+def make_course(base: Path, mix: dict[str, tuple[str, dict]]) -> Path:
+    root = base / "course"
+    for folder in ("source", "release"):
+        shutil.copytree(ROOT / folder, root / folder)
+    for student, (_, notebook) in mix.items():
+        write(notebook, root / "submitted" / student / "autograd" / "autograd.ipynb")
+    return root
+
+
+def run_ours(root: Path, limits_seconds: float, jobs: int | None):
+    config = load_config(root)
+    config = replace(config, limits=replace(config.limits, cell_seconds=limits_seconds))
+    started = time.monotonic()
+    summary = grade_batch(config, [], root / "out", jobs=jobs)
+    return time.monotonic() - started, summary
+
+
+def run_nbgrader(root: Path, students: list[str]) -> tuple[float, dict[str, float]]:
+    db = f"sqlite:///{root / 'nbgrader.db'}"
+    nbgrader_bridge.generate_assignment(root, db, "autograd")
+    started = time.monotonic()
+    for student in students:
+        nbgrader_bridge.autograde(root, db, "autograd", student)
+    elapsed = time.monotonic() - started
+    totals = {s: sum(nbgrader_bridge.grade_cell_scores(db, "autograd", s).values()) for s in students}
+    return elapsed, totals
+
+
+def median_seconds(command: list[str], env: dict[str, str], runs: int = 3) -> float:
+    times = []
+    for _ in range(runs):
+        started = time.monotonic()
+        subprocess.run(command, env=env, check=True, capture_output=True)
+        times.append(time.monotonic() - started)
+    return statistics.median(times)
+
+
+def run_autograder_ratio(base: Path) -> tuple[float, float]:
+    root = base / "gradescope"
+    shutil.copytree(ROOT / "source", root / "source" / "source")
+    write(submitted_notebook(), root / "submission" / "autograd.ipynb")
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root)}
+    torch_alone = median_seconds([sys.executable, "-c", "import torch"], env)
+    cli = str(Path(sys.executable).parent / "autograd-course")
+    ours = median_seconds([cli, "autograder", "run", "--root", str(root)], env)
+    return torch_alone, ours
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=200)
+    parser.add_argument("--nbgrader-sample", type=int, default=20)
+    parser.add_argument("--growth", default="50,200,800", help="class sizes for the growth check")
+    parser.add_argument("--cell-seconds", type=float, default=10, help="the per-cell limit (course default 10)")
+    parser.add_argument("--jobs", type=int, default=None)
+    args = parser.parse_args()
+
+    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
+    with tempfile.TemporaryDirectory(prefix="autograd-bench-") as scratch:
+        base = Path(scratch)
+        mix = make_mix(args.n)
+        root = make_course(base / "main", mix)
+        ours_seconds, summary = run_ours(root, args.cell_seconds, args.jobs)
+        ours_rate = args.n / ours_seconds
+        latencies = [g.seconds for g in summary.graded]
+        kinds = {k: sum(1 for kind, _ in mix.values() if kind == k) for k in sorted({k for k, _ in mix.values()})}
+        print(f"mix of {args.n}: {kinds}")
+        print(f"autograd-course grade: {args.n} in {ours_seconds:.1f} s = {ours_rate:.2f} submissions/s; "
+              f"latency p50 {percentile(latencies, 0.5):.3f} s, p95 {percentile(latencies, 0.95):.3f} s; "
+              f"summary: {summary.lines()[0]}")
+
+        honest = [s for s, (kind, _) in mix.items() if kind != "time-limit"]
+        sample = sorted(random.Random(1).sample(honest, min(args.nbgrader_sample, len(honest))))
+        nb_seconds, nb_totals = run_nbgrader(root, sample)
+        nb_rate = len(sample) / nb_seconds
+        ours_totals = {g.student_id: g.feedback["score"] for g in summary.graded}
+        disagreements = {s: (ours_totals[s], nb_totals[s]) for s in sample if ours_totals[s] != nb_totals[s]}
+        print(f"nbgrader autograde: {len(sample)} in {nb_seconds:.1f} s = {nb_rate:.3f} submissions/s")
+        print(f"throughput ratio (ours / nbgrader): {ours_rate / nb_rate:.0f}x   (target >= 50x)")
+        print(f"scores agree with nbgrader on {len(sample) - len(disagreements)}/{len(sample)} shared honest "
+              f"submissions" + (f"; differ: {disagreements}" if disagreements else ""))
+
+        growth = []
+        for size in [int(x) for x in args.growth.split(",") if x]:
+            grown = make_course(base / f"growth{size}", make_mix(size, seed=size))
+            seconds, _ = run_ours(grown, args.cell_seconds, args.jobs)
+            growth.append((size, seconds))
+            shutil.rmtree(base / f"growth{size}")
+            print(f"growth: N={size}: {seconds:.1f} s, {1000 * seconds / size:.1f} ms per submission")
+        peak_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        peak_children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        print(f"peak RSS: grader {peak_self:.0f} MiB (target < 1536 MiB at N=800); largest worker/kernel "
+              f"{peak_children:.0f} MiB")
+
+        torch_alone, one = run_autograder_ratio(base)
+        print(f"run_autograder, one submission: {one:.2f} s vs `python -c 'import torch'` {torch_alone:.2f} s "
+              f"= {one / torch_alone:.2f}x   (target <= 2x)")
+    return 1 if disagreements else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
