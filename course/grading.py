@@ -28,6 +28,7 @@ from course.gradebook import GradeRow, write_grades_csv
 from course.judge import QuestionResult, choose_probe_points, judge
 from course.nbgrader_bridge import GradebookWriter
 from course.pool import WarmPool, default_jobs
+from course.summary import class_summary, read_class_feedback, render_summary_html
 
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}$")
 UNSAFE_CHARACTERS = re.compile(r"[^A-Za-z0-9._@+#-]")
@@ -69,7 +70,8 @@ class BatchSummary:
         slowest = sorted(self.graded, key=lambda g: g.seconds, reverse=True)[:3]
         if slowest:
             lines.append("slowest: " + ", ".join(f"{g.student_id} {g.seconds:.1f} s" for g in slowest))
-        lines.append(f"grades: {self.out_dir / 'grades.csv'}; feedback: {self.out_dir / 'feedback'}/<student>/")
+        lines.append(f"grades: {self.out_dir / 'grades.csv'}; class summary: {self.out_dir / 'class-summary.html'}; "
+                     f"feedback: {self.out_dir / 'feedback'}/<student>/")
         if self.isolation:
             lines.append(f"sandbox: {self.isolation}")
         return lines
@@ -252,12 +254,17 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
             pool = stack.enter_context(WarmPool(min(jobs, len(refs)), config.limits, isolation=config.sandbox,
                                                 base_uid=config.sandbox_uid))
             run = pool.run
-        gradebook = stack.enter_context(GradebookWriter(config.root, config.gradebook_url, settings.name,
-                                                        config.source_notebook(settings.name)))
+        # Opening the gradebook (and, the first time, recording the assignment in it) takes seconds:
+        # it happens beside the grading, and results wait for it only when they are recorded.
+        opener = stack.enter_context(ThreadPoolExecutor(1))
+        opening = opener.submit(GradebookWriter, config.root, config.gradebook_url, settings.name,
+                                config.source_notebook(settings.name))
+        stack.callback(lambda: opening.result().close())
         executor = stack.enter_context(ThreadPoolExecutor(max(1, jobs)))
         futures = [executor.submit(grade_submission, ref, assignment, config, run=run) for ref in refs]
         for future in as_completed(futures):
             graded = future.result()  # grade_submission never raises
+            gradebook = opening.result()
             if graded.internal_error:
                 print(f"autograder error for {graded.student_id}:\n{graded.internal_error}", file=sys.stderr)
             usable_id = bool(STUDENT_ID.match(graded.student_id))
@@ -275,8 +282,16 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
                 last_flush = time.monotonic()
             if report:
                 report(graded, len(summary.graded), len(refs))
-        _flush(out_dir, question_ids, rows, gradebook)
+        _flush(out_dir, question_ids, rows, opening.result())
+    write_class_summary(out_dir, settings.name)
     return summary
+
+
+def write_class_summary(out_dir: Path, assignment: str) -> None:
+    """class-summary.html (and .json) next to grades.csv, over every student graded into out_dir."""
+    summary = class_summary(read_class_feedback(out_dir, assignment))
+    atomic_write_json(out_dir / "class-summary.json", summary)
+    atomic_write_text(out_dir / "class-summary.html", render_summary_html(summary, assignment))
 
 
 def _flush(out_dir: Path, question_ids: tuple[str, ...], rows: list[GradeRow], gradebook: GradebookWriter) -> None:

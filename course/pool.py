@@ -39,6 +39,7 @@ from course.sandbox import (
 )
 
 WORKER_START_SECONDS = 60
+STUDENT_NICENESS = 5
 
 
 def worker_command(level: str, tmp_mb: int) -> list[str]:
@@ -175,6 +176,7 @@ class WarmPool:
             "tmp_mb": limits.tmp_mb,
             "cwd": scratch,
             "rlimits": rlimits_for(limits),
+            "nice": STUDENT_NICENESS,
             "env": {**SANDBOX_ENV, "HOME": scratch, "IPYTHONDIR": f"{scratch}/.ipython"},
         }
         started = time.monotonic()

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from course import nbgrader_bridge
 from course.config import load_config
 from course.grading import grade_batch
+from course.release import release
 from helpers import ALL_VALUES, CORRECT_CODE, ROOT, add_cell, submitted_notebook, write, wrong_literal
 
 MISCONCEPTIONS = [
@@ -63,9 +64,12 @@ def make_mix(n: int, seed: int = 7) -> dict[str, tuple[str, dict]]:
 
 
 def make_course(base: Path, mix: dict[str, tuple[str, dict]]) -> Path:
+    """A course as an instructor has it when grading: released (so the gradebook knows the assignment,
+    as nbgrader autograde also requires) and with the class's submissions in submitted/."""
     root = base / "course"
     for folder in ("source", "release"):
         shutil.copytree(ROOT / folder, root / folder)
+    release(load_config(root), verify=False)
     for student, (_, notebook) in mix.items():
         write(notebook, root / "submitted" / student / "autograd" / "autograd.ipynb")
     return root
@@ -121,7 +125,7 @@ def main() -> int:
     parser.add_argument("--nbgrader-sample", type=int, default=20)
     parser.add_argument("--growth", default="50,200,800", help="class sizes for the growth check")
     parser.add_argument("--cell-seconds", type=float, default=10, help="the per-cell limit (course default 10)")
-    parser.add_argument("--jobs", type=int, default=None)
+    parser.add_argument("--jobs", type=int, default=None, help="grading workers (default: one per core)")
     args = parser.parse_args()
 
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
@@ -138,6 +142,8 @@ def main() -> int:
               f"latency p50 {percentile(latencies, 0.5):.3f} s, p95 {percentile(latencies, 0.95):.3f} s; "
               f"summary: {summary.lines()[0]}")
 
+        if not args.nbgrader_sample:
+            return 0
         honest = [s for s, (kind, _) in mix.items() if kind != "time-limit"]
         sample = sorted(random.Random(1).sample(honest, min(args.nbgrader_sample, len(honest))))
         nb_seconds, nb_totals = run_nbgrader(root, sample)

@@ -1,0 +1,125 @@
+"""A student in JupyterLab: open the released notebook, answer, run everything, read the checks."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT
+
+from .conftest import screenshot
+
+pytestmark = pytest.mark.browser
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def jupyterlab(tmp_path_factory):
+    from .conftest import _skip_reason
+
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    root = tmp_path_factory.mktemp("lab") / "course"
+    for folder in ("source", "release"):
+        shutil.copytree(ROOT / folder, root / folder)
+    port, token = free_port(), secrets.token_hex(16)
+    log = (root.parent / "jupyterlab.log").open("w")
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--allow-root",
+         "--ServerApp.disable_check_xsrf=False", "--LabApp.news_url=", "--LabServerApp.extra_labextensions_path=[]"],
+        stdout=log, stderr=subprocess.STDOUT, cwd=root,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):  # noqa: S310 - loopback
+                break
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                pytest.fail(f"JupyterLab did not start; see {log.name}")
+            time.sleep(0.5)
+    yield url, token, root
+    server.terminate()
+    try:
+        server.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    log.close()
+
+
+def cell_with(page, text: str):
+    return page.locator(".jp-Notebook .jp-Cell").filter(has_text=text).first
+
+
+def replace_cell_text(page, cell, text: str) -> None:
+    editor = cell.locator(".cm-content").first
+    editor.click()
+    page.keyboard.press("Control+a")
+    page.keyboard.press("Delete")
+    page.keyboard.insert_text(text)
+
+
+def run_all(page) -> None:
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+
+
+def test_a_student_answers_and_runs_the_released_notebook(jupyterlab, page):
+    url, token, _ = jupyterlab
+    page.set_default_timeout(60_000)
+    page.goto(f"{url}/lab/tree/release/autograd/autograd.ipynb?token={token}")
+    page.locator(".jp-Notebook .jp-Cell").nth(5).wait_for()
+    page.locator(".jp-Notebook-ExecutionIndicator, .jp-Toolbar-kernelStatus").first.wait_for()
+
+    # Two answer cells filled through the page: slopes (well formed) and one-call (one value left blank).
+    replace_cell_text(page, cell_with(page, "slope_at_minus_2 = ..."),
+                      "slope_at_3 = 6\nslope_at_minus_2 = -4\nslope_at_0 = 0")
+    replace_cell_text(page, cell_with(page, "one_call_w_grad = ..."),
+                      "one_call_loss = 4\none_call_w_grad = ...\none_call_b_grad = 4")
+    run_all(page)
+
+    ok_line = page.locator(".jp-OutputArea-output", has_text="ok   slope_at_minus_2: right form (number)")
+    ok_line.first.wait_for(timeout=120_000)
+    blank = page.locator(".jp-OutputArea-output",
+                         has_text="one_call_w_grad is still `...`: replace it with the value you derived by hand.")
+    blank.first.wait_for(timeout=120_000)
+    untouched = page.locator(".jp-OutputArea-output", has_text="forward_values is still `...`")
+    assert untouched.count() >= 1
+    ok_line.first.scroll_into_view_if_needed()
+    screenshot(page, "jupyterlab-public-checks")
+    # The hidden tests are not in the student's notebook: the graded cells hold only their comment.
+    assert page.locator(".jp-Notebook", has_text="marks.value(").count() == 0
+
+
+def test_nbgrader_validate_works_on_the_release(jupyterlab, page):
+    url, token, _ = jupyterlab
+    page.set_default_timeout(60_000)
+    page.goto(f"{url}/lab/tree/release/autograd/autograd.ipynb?token={token}")
+    page.locator(".jp-Notebook .jp-Cell").nth(5).wait_for()
+    validate = page.locator(".jp-Toolbar button, .jp-Toolbar jp-button", has_text="Validate").first
+    validate.wait_for()
+    validate.click()
+    dialog = page.locator(".jp-Dialog")
+    dialog.wait_for(timeout=180_000)
+    dialog.locator(".jp-Dialog-header", has_text="Validat").wait_for(timeout=180_000)
+    text = dialog.inner_text()
+    screenshot(page, "nbgrader-validate")
+    # The untouched release fails its public checks, so nbgrader reports the failing cells.
+    assert "failed" in text.lower() or "error" in text.lower(), text
