@@ -173,7 +173,15 @@ tr.first-wrong td { background: #fdecea; }
 .misconception { background: #e8f0fe; border-left: 4px solid #1a73e8; padding: .5rem .75rem; margin: .5rem 0; }
 .idea { color: var(--muted); font-style: italic; }
 .error { background: #fdecea; border-left: 4px solid var(--bad); padding: .5rem .75rem; }
-@media (max-width: 40rem) { body { font-size: 15px; } main { padding: .5rem; } th, td { padding: .25rem; } }
+@media (max-width: 40rem) {
+  body { font-size: 15px; } main { padding: .5rem; } th, td { padding: .25rem; }
+  /* On a phone each answer becomes a small block: label, value, torch, points, explanation. */
+  table.values thead { display: none; }
+  table.values, table.values tbody, table.values tr, table.values td { display: block; width: 100%; }
+  table.values tr { border-bottom: 1px solid var(--line); padding: .4rem 0; }
+  table.values td { border: 0; padding: .1rem 0; }
+  table.values td[data-label]::before { content: attr(data-label) ": "; color: var(--muted); }
+}
 """
 
 
@@ -198,11 +206,12 @@ def _value_rows(values: list[dict[str, Any]]) -> str:
         if v.get("hand_work_note"):
             extra += f'<div class="note">{_e(v["hand_work_note"])}</div>'
         rows.append(
-            f"<tr><td><code>{_e(v['name'])}</code></td><td class=num>{_e(yours)}</td>"
-            f"<td class=num>{_e(v['torch_value'])}</td><td>{mark} {_points(v['earned'])}/{_points(v['points'])}</td>"
+            f"<tr><td><code>{_e(v['name'])}</code></td><td class=num data-label='your value'>{_e(yours)}</td>"
+            f"<td class=num data-label=torch>{_e(v['torch_value'])}</td>"
+            f"<td data-label=points>{mark} {_points(v['earned'])}/{_points(v['points'])}</td>"
             f"<td>{_e(v['explanation'])}{extra}</td></tr>"
         )
-    return ("<div class=table-wrap><table><thead><tr><th>answer</th><th>your value</th><th>torch</th>"
+    return ("<div class=table-wrap><table class=values><thead><tr><th>answer</th><th>your value</th><th>torch</th>"
             "<th>points</th><th>explanation</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
 
 
@@ -220,8 +229,9 @@ def _chain_html(table: dict[str, Any]) -> str:
         )
     caption = ("Your chain matches torch at every node." if table["first_wrong"] is None else
                "Your chain first breaks at the highlighted node; every gradient behind it inherits the error.")
-    return ('<h3>Chain table (backward pass, right to left)</h3><div class=table-wrap><table class="chain">'
-            f"<caption>{_e(caption)}</caption><thead><tr><th>node</th><th>your forward value</th>"
+    return ('<h3>Chain table (backward pass, right to left)</h3>'
+            f'<p>{_e(caption)}</p><div class=table-wrap><table class="chain">'
+            "<thead><tr><th>node</th><th>your forward value</th>"
             "<th>torch forward</th><th>local derivative (torch)</th><th>your gradient</th><th>torch gradient</th>"
             "<th></th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
 
