@@ -11,6 +11,7 @@ with N, and run_autograder's time for one submission against `python -c "import 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -161,7 +162,15 @@ def main() -> int:
             seconds, _ = run_ours(grown, args.cell_seconds, args.jobs)
             growth.append((size, seconds))
             shutil.rmtree(base / f"growth{size}")
-            print(f"growth: N={size}: {seconds:.1f} s, {1000 * seconds / size:.1f} ms per submission")
+            print(f"growth: N={size}: {seconds:.1f} s, {1000 * seconds / size:.1f} ms per submission, "
+                  f"{size / seconds / nb_rate:.0f}x nbgrader")
+        if len(growth) >= 2:
+            # The fixed costs (start-up, and the two submissions that each wait out the per-cell limit)
+            # cancel out between two sizes: what is left is the cost of one more submission.
+            steps = [(a[0], b[0], (b[1] - a[1]) / (b[0] - a[0])) for a, b in itertools.pairwise(growth)]
+            print("growth: marginal cost per submission "
+                  + ", ".join(f"N={small}->{large}: {1000 * cost:.0f} ms" for small, large, cost in steps)
+                  + f" (linear when these agree); steady state {1 / steps[-1][2] / nb_rate:.0f}x nbgrader")
         peak_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         peak_children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         print(f"peak RSS: grader {peak_self:.0f} MiB (target < 1536 MiB at N=800); largest worker/kernel "
