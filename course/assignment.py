@@ -81,30 +81,29 @@ def nbgrader_meta(cell: dict) -> dict:
     return meta if isinstance(meta, dict) else {}
 
 
-def strip_region(source: str, begin: str, end: str) -> str:
-    """The source with the lines between the begin/end markers (and the markers) removed."""
-    kept, inside = [], False
+def _split_regions(source: str, begin: str, end: str) -> tuple[list[str], list[str]]:
+    """(lines outside, lines strictly inside) the begin/end marker regions; marker lines belong to neither."""
+    outside: list[str] = []
+    inside: list[str] = []
+    within = False
     for line in source.splitlines():
         if begin in line:
-            inside = True
+            within = True
         elif end in line:
-            inside = False
-        elif not inside:
-            kept.append(line)
-    return "\n".join(kept)
+            within = False
+        else:
+            (inside if within else outside).append(line)
+    return outside, inside
+
+
+def strip_region(source: str, begin: str, end: str) -> str:
+    """The source with the lines between the begin/end markers (and the markers) removed."""
+    return "\n".join(_split_regions(source, begin, end)[0])
 
 
 def region_lines(source: str, begin: str, end: str) -> list[str]:
     """The lines strictly between the begin/end markers."""
-    lines, inside = [], False
-    for line in source.splitlines():
-        if begin in line:
-            inside = True
-        elif end in line:
-            inside = False
-        elif inside:
-            lines.append(line)
-    return lines
+    return _split_regions(source, begin, end)[1]
 
 
 def _assigned_names(source: str, where: str) -> tuple[tuple[str, ...], tuple[str, ...]]:

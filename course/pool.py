@@ -31,6 +31,7 @@ from course.sandbox import (
     bwrap_view,
     choose_isolation,
     encode_request,
+    interpreter_paths_under_tmp,
     lease_uid,
     reap_uid,
     rlimits_for,
@@ -47,8 +48,8 @@ def worker_command(level: str, tmp_mb: int) -> list[str]:
         return []
     # The worker stays root inside the view, keeping only what it needs to set up each child: a private
     # /tmp (SYS_ADMIN) and the drop to the child's uid (SETUID, SETGID).
-    return [*bwrap_view(tmp_mb), "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add",
-            "CAP_SYS_ADMIN", "--"]
+    return [*bwrap_view(tmp_mb, with_aliases=True), "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+            "--cap-add", "CAP_SYS_ADMIN", "--"]
 
 
 @dataclass
@@ -173,6 +174,7 @@ class WarmPool:
         job = {
             "uid": worker.uid if self.level != "rlimits" else None,
             "private_tmp": private_tmp,
+            "rebind": interpreter_paths_under_tmp() if private_tmp else [],
             "tmp_mb": limits.tmp_mb,
             "cwd": scratch,
             "rlimits": rlimits_for(limits),

@@ -104,7 +104,17 @@ def _ancestors(path: str) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def bwrap_view(tmp_mb: int) -> list[str]:
+INTERPRETER_ALIAS = "/.interpreter"
+
+
+def interpreter_paths_under_tmp() -> list[tuple[str, str]]:
+    """(alias, path) for each interpreter folder inside /tmp: a warm worker's child mounts a fresh /tmp
+    over them and binds them back from these aliases (see sandbox_runner._isolate_child)."""
+    under = [p for p in _interpreter_paths() if p.startswith("/tmp/")]
+    return [(f"{INTERPRETER_ALIAS}/{index}", path) for index, path in enumerate(under)]
+
+
+def bwrap_view(tmp_mb: int, *, with_aliases: bool = False) -> list[str]:
     """bubblewrap's arguments for a view of nothing but the interpreter and system libraries."""
     command = [
         "bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
@@ -126,6 +136,9 @@ def bwrap_view(tmp_mb: int) -> list[str]:
                 command += ["--perms", "0755", "--dir", parent]
                 created.add(parent)
         command += ["--ro-bind", path, path]
+    if with_aliases:
+        for alias, path in interpreter_paths_under_tmp():
+            command += ["--ro-bind", path, alias]
     return [*command, "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp"]
 
 

@@ -219,7 +219,7 @@ def run_request(request, channel, shell=None):
 # ----------------------------------------------------------------------------- the warm worker
 
 _CLONE_NEWNS = 0x00020000
-_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 16384, 1 << 18
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 _PR_SET_NO_NEW_PRIVS = 38
 
 
@@ -242,6 +242,12 @@ def _isolate_child(job):
         _libc_call(libc.mount, b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
         options = f"size={job['tmp_mb']}m,mode=1777".encode()
         _libc_call(libc.mount, b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, options)
+        # An interpreter that lives under /tmp (a venv in a CI checkout, say) was just covered up:
+        # bind it back, read-only, from the alias the worker's view keeps of it.
+        for alias, path in job["rebind"]:
+            os.makedirs(path, 0o755, exist_ok=True)
+            _libc_call(libc.mount, alias.encode(), path.encode(), None, _MS_BIND | _MS_REC, None)
+            _libc_call(libc.mount, None, path.encode(), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_REC, None)
     os.chdir(job["cwd"])
     os.nice(job["nice"])  # below the grader: an endless loop cannot starve the submissions around it
     for name, value in job["rlimits"].items():

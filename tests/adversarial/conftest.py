@@ -37,8 +37,10 @@ def with_cell(source: str, notebook: dict | None = None, at: int | None = None) 
     return add_cell(notebook or baseline_notebook(), source, at=at)
 
 
-def grade(notebook: dict | bytes | str, tmp_path: Path, config=None, student: str = "student", assignment=None):
-    """Grade one notebook through the real pipeline; returns (Graded, seconds)."""
+def grade(notebook: dict | bytes | str, tmp_path: Path, config=None, student: str = "student", assignment=None,
+          run=None):
+    """Grade one notebook through the real pipeline (a cold sandbox, or `run` of a warm pool);
+    returns (Graded, seconds)."""
     path = tmp_path / f"{student}.ipynb"
     if isinstance(notebook, bytes):
         path.write_bytes(notebook)
@@ -51,12 +53,41 @@ def grade(notebook: dict | bytes | str, tmp_path: Path, config=None, student: st
 
     assignment = assignment or load_assignment(config.source_notebook(), "autograd")
     started = time.monotonic()
-    graded = grade_submission(SubmissionRef(student, path), assignment, config)
+    graded = grade_submission(SubmissionRef(student, path), assignment, config, run=run)
     return graded, time.monotonic() - started
 
 
 def per_question(graded) -> dict[str, float]:
     return {q.id: q.earned for q in graded.questions}
+
+
+@pytest.fixture(scope="session")
+def warm_pool():
+    from course.pool import WarmPool
+
+    with WarmPool(2, fast_config().limits) as pool:
+        yield pool
+
+
+@pytest.fixture(params=["cold", "warm"])
+def grader(request):
+    """The suite runs in both modes: a fresh sandbox per submission, and the warm pool's forked children."""
+    run = request.getfixturevalue("warm_pool").run if request.param == "warm" else None
+
+    def grade_in_mode(notebook, tmp_path, **kwargs):
+        return grade(notebook, tmp_path, run=run, **kwargs)
+
+    return grade_in_mode
+
+
+@pytest.fixture(params=["cold", "warm"])
+def sandbox_run(request):
+    """run_cells of a cold sandbox, or run of the warm pool."""
+    if request.param == "warm":
+        return request.getfixturevalue("warm_pool").run
+    from course.sandbox import run_cells
+
+    return run_cells
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import pytest
 from course.grading import grade_batch
 from helpers import ROOT
 
-from .conftest import fast_config, grade, needs_bwrap, per_question, with_cell
+from .conftest import fast_config, needs_bwrap, per_question, with_cell
 
 pytestmark = pytest.mark.slow
 
@@ -64,8 +64,8 @@ LIMIT_MESSAGES = {
 }
 
 
-def _check(name, code, limit, baseline, tmp_path):
-    graded, seconds = grade(with_cell(code), tmp_path)
+def _check(name, code, limit, baseline, tmp_path, grader):
+    graded, seconds = grader(with_cell(code), tmp_path)
     assert per_question(graded) == baseline, name
     if name in LIMIT_MESSAGES:
         assert any(LIMIT_MESSAGES[name] in m for m in graded.feedback["messages"]), graded.feedback["messages"]
@@ -77,9 +77,9 @@ def _check(name, code, limit, baseline, tmp_path):
 
 
 @pytest.mark.parametrize("name", list(ESCAPES))
-def test_escapes_and_exhaustion_are_contained(name, baseline, tmp_path):
+def test_escapes_and_exhaustion_are_contained(name, baseline, tmp_path, grader):
     code, limit = ESCAPES[name]
-    graded = _check(name, code, limit, baseline, tmp_path)
+    graded = _check(name, code, limit, baseline, tmp_path, grader)
     if name == "gigabytes of output":
         # With torch imported the flood ends at the memory limit (the printed text is retained in the
         # process), otherwise at the cell time limit; either way it is named.
@@ -89,9 +89,9 @@ def test_escapes_and_exhaustion_are_contained(name, baseline, tmp_path):
 
 @needs_bwrap
 @pytest.mark.parametrize("name", list(CONTAINED_ONLY_WITH_BWRAP))
-def test_attacks_that_need_the_namespace_sandbox(name, baseline, tmp_path):
+def test_attacks_that_need_the_namespace_sandbox(name, baseline, tmp_path, grader):
     code, limit = CONTAINED_ONLY_WITH_BWRAP[name]
-    _check(name, code, limit, baseline, tmp_path)
+    _check(name, code, limit, baseline, tmp_path, grader)
 
 
 def test_the_batch_goes_on_after_a_hostile_submission(tmp_path):

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from course.config import Limits
-from course.sandbox import Cell, run_cells
+from course.sandbox import Cell
 from helpers import ROOT
 
 from .conftest import needs_bwrap
@@ -16,9 +16,18 @@ from .conftest import needs_bwrap
 pytestmark = [pytest.mark.slow, needs_bwrap]
 
 
-def attempt(code: str):
-    """Run `code`, which sets `result`, in a fresh sandbox and return result (a plain value)."""
-    run = run_cells([Cell(0, "attack", code)], ("result",), {}, Limits(cell_seconds=10, submission_seconds=20))
+@pytest.fixture
+def attempt(sandbox_run):
+    """attempt(code): run `code`, which sets `result`, in the sandbox (cold or warm); return the plain value."""
+
+    def run_attack(code: str):
+        return _attempt(sandbox_run, code)
+
+    return run_attack
+
+
+def _attempt(sandbox_run, code: str):
+    run = sandbox_run([Cell(0, "attack", code)], ("result",), {}, Limits(cell_seconds=10, submission_seconds=20))
     answer = run.answers["result"]
     assert answer.status == "value", (answer, run.output[-2000:])
     return answer.value
@@ -36,7 +45,7 @@ READ_TARGETS = {
 
 
 @pytest.mark.parametrize("target", list(READ_TARGETS))
-def test_reading_files_of_the_grader(target):
+def test_reading_files_of_the_grader(target, attempt):
     path = str(READ_TARGETS[target])
     result = attempt(f"import os\ntry:\n    open({path!r}, 'rb').read(10)\n    result = 'read'\n"
                      f"except OSError as error:\n    result = type(error).__name__")
@@ -44,16 +53,16 @@ def test_reading_files_of_the_grader(target):
     assert result != "read"
 
 
-def test_the_course_folder_is_not_in_view():
+def test_the_course_folder_is_not_in_view(attempt):
     assert attempt(f"import os\nresult = os.path.exists({str(ROOT / 'source')!r})") is False
 
 
-def test_the_graders_environment_variables(monkeypatch):
+def test_the_graders_environment_variables(monkeypatch, attempt):
     monkeypatch.setenv("AUTOGRADER_SECRET", "hunter2")
     assert attempt("import os\nresult = ' '.join(sorted(os.environ))").count("AUTOGRADER_SECRET") == 0
 
 
-def test_proc_of_the_parent_and_other_processes():
+def test_proc_of_the_parent_and_other_processes(attempt):
     code = (
         "import os\nvisible = [p for p in os.listdir('/proc') if p.isdigit()]\n"
         "try:\n    open('/proc/1/environ', 'rb').read()\n    environ = 'read'\n"
@@ -76,7 +85,7 @@ WRITE_TARGETS = {
 
 
 @pytest.mark.parametrize("target", list(WRITE_TARGETS))
-def test_writing_the_graders_results(target):
+def test_writing_the_graders_results(target, attempt):
     path = WRITE_TARGETS[target]
     before = path.read_bytes() if path.exists() else None
     result = attempt(f"try:\n    open({str(path)!r}, 'w').write('hacked')\n    result = 'written'\n"
@@ -85,7 +94,7 @@ def test_writing_the_graders_results(target):
     assert (path.read_bytes() if path.exists() else None) == before
 
 
-def test_network_sockets():
+def test_network_sockets(attempt):
     code = (
         "import socket\nresult = []\n"
         "for family, address in [(socket.AF_INET, ('127.0.0.1', 8888)), (socket.AF_INET, ('1.1.1.1', 443)),"

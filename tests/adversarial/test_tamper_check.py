@@ -6,7 +6,7 @@ import pytest
 
 from helpers import ROOT
 
-from .conftest import grade, needs_bwrap, per_question, with_cell
+from .conftest import needs_bwrap, per_question, with_cell
 
 pytestmark = pytest.mark.slow
 
@@ -63,8 +63,8 @@ ATTACKS = {
 
 
 @pytest.mark.parametrize("attack", list(ATTACKS))
-def test_tampering_earns_nothing(attack, baseline, tmp_path):
-    graded, _ = grade(with_cell(ATTACKS[attack]), tmp_path)
+def test_tampering_earns_nothing(attack, baseline, tmp_path, grader):
+    graded, _ = grader(with_cell(ATTACKS[attack]), tmp_path)
     expected = dict(baseline)
     if attack == "rigged function answer":
         expected["cubic"] -= 5  # the rigged return value is not a plain number: the function loses its points
@@ -72,7 +72,7 @@ def test_tampering_earns_nothing(attack, baseline, tmp_path):
 
 
 @needs_bwrap
-def test_reading_the_instructors_notebook_and_running_its_solutions(baseline, tmp_path):
+def test_reading_the_instructors_notebook_and_running_its_solutions(baseline, tmp_path, grader):
     attack = (
         "import json, re\n"
         f"notebook = json.load(open({str(ROOT / 'source' / 'autograd' / 'autograd.ipynb')!r}))\n"
@@ -80,6 +80,6 @@ def test_reading_the_instructors_notebook_and_running_its_solutions(baseline, tm
         "    if cell['metadata'].get('nbgrader', {}).get('solution'):\n"
         "        exec(''.join(cell['source']))\n"
     )
-    graded, _ = grade(with_cell(attack), tmp_path)
+    graded, _ = grader(with_cell(attack), tmp_path)
     assert per_question(graded) == baseline
     assert any("FileNotFoundError" in error["error"] for error in graded.feedback["cell_errors"])

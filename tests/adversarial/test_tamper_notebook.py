@@ -8,7 +8,7 @@ import pytest
 
 from helpers import SOURCE_NOTEBOOK, load
 
-from .conftest import baseline_notebook, grade, per_question, with_cell
+from .conftest import baseline_notebook, per_question, with_cell
 
 pytestmark = pytest.mark.slow
 
@@ -95,25 +95,25 @@ TAMPERS = {
 
 
 @pytest.mark.parametrize("tamper", list(TAMPERS))
-def test_notebook_tampering_earns_nothing(tamper, baseline, tmp_path):
+def test_notebook_tampering_earns_nothing(tamper, baseline, tmp_path, grader):
     notebook = baseline_notebook()
     TAMPERS[tamper](notebook)
-    graded, _ = grade(notebook, tmp_path)
+    graded, _ = grader(notebook, tmp_path)
     assert graded.status == "graded"
     assert per_question(graded) == baseline
     assert graded.feedback["max_score"] == 57
 
 
-def test_a_deleted_answer_cell_counts_as_unanswered(baseline, tmp_path):
+def test_a_deleted_answer_cell_counts_as_unanswered(baseline, tmp_path, grader):
     notebook = baseline_notebook()
     notebook["cells"] = [c for c in notebook["cells"] if _grade_id(c) != "answer_tiny_net"]
-    graded, _ = grade(notebook, tmp_path)
+    graded, _ = grader(notebook, tmp_path)
     assert per_question(graded) == {**baseline, "tiny_net": 0}
     tiny = next(q for q in graded.feedback["questions"] if q["id"] == "tiny_net")
     assert all(v["detail"] == "no answer (its answer cell was deleted)" for v in tiny["values"])
 
 
-def test_answers_set_in_a_cell_after_the_answer_cell_are_the_notebooks_answers(baseline, tmp_path):
+def test_answers_set_in_a_cell_after_the_answer_cell_are_the_notebooks_answers(baseline, tmp_path, grader):
     """Not a tamper: the values a notebook really holds when it has run are its answers."""
-    graded, _ = grade(with_cell("net_dL_dw = 12"), tmp_path)
+    graded, _ = grader(with_cell("net_dL_dw = 12"), tmp_path)
     assert per_question(graded) == {**baseline, "tiny_net": baseline["tiny_net"] + 1}
