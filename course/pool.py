@@ -9,9 +9,11 @@ ends, kills every process left with that uid. A worker that dies or misbehaves i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
+import signal
 import socket
 import subprocess
 import sys
@@ -190,6 +192,8 @@ class WarmPool:
             raise SandboxError("a warm grading worker stopped answering") from None
         for fd in (request_read, channel_write, output_write):
             os.close(fd)
+        forked = worker.read_event(WORKER_START_SECONDS) or {}
+        child_pid = forked.get("pid") if forked.get("event") == "forked" and type(forked.get("pid")) is int else None
         write_in_background(request_write, encode_request(cells, answer_names, function_points))
         exit_codes: list[int] = []
 
@@ -205,6 +209,10 @@ class WarmPool:
         def kill() -> None:
             if self.level != "rlimits":
                 reap_uid(worker.uid)
+            elif child_pid is not None:
+                # Same uid as the grader: end the child's own session (it called setsid), not by uid.
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(child_pid, signal.SIGKILL)
 
         try:
             result = supervise(Supervised(output_read, channel_read, kill, exit_code), cells, answer_names,

@@ -306,6 +306,7 @@ def serve(control_fd):
                 os._exit(70)
         for fd in fds:
             os.close(fd)
+        control.sendall(_encode({"event": "forked", "pid": child}).encode() + b"\n")
         _, status = os.waitpid(child, 0)
         control.sendall(_encode({"event": "exit", "code": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
 
