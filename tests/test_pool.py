@@ -1,0 +1,57 @@
+"""The warm pool keeps the sandbox's guarantees between students, not just within one run."""
+
+from __future__ import annotations
+
+import pytest
+
+from course.config import DEFAULT_SANDBOX_UID, Limits
+from course.pool import WarmPool
+from course.sandbox import Cell, choose_isolation, lease_uid
+
+LIMITS = Limits(cell_seconds=3, submission_seconds=15)
+ISOLATION = choose_isolation("auto", DEFAULT_SANDBOX_UID, LIMITS.tmp_mb)[0]
+needs_bwrap = pytest.mark.skipif(ISOLATION != "bwrap", reason=f"needs root and bubblewrap (here: {ISOLATION!r})")
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with WarmPool(1, LIMITS) as warm:
+        yield warm
+
+
+def run(pool, source: str, names=("result",)):
+    return pool.run([Cell(0, "cell", source)], names, {})
+
+
+def test_leased_uids_are_exclusive():
+    with lease_uid(DEFAULT_SANDBOX_UID) as first, lease_uid(DEFAULT_SANDBOX_UID) as second:
+        assert first != second
+    with lease_uid(DEFAULT_SANDBOX_UID) as again:
+        assert again in (first, second)
+
+
+@needs_bwrap
+def test_each_student_gets_a_fresh_tmp(pool):
+    run(pool, "open('/tmp/left-by-alice', 'w').write('answers')\nresult = 1")
+    later = run(pool, "import os\nresult = sorted(os.listdir('/tmp'))")
+    assert "left-by-alice" not in later.answers["result"].value
+
+
+@needs_bwrap
+def test_processes_left_by_one_student_are_gone_for_the_next(pool):
+    run(pool, "import subprocess\nsubprocess.Popen(['sleep', '600'])\nresult = 1")
+    later = run(pool, "import os\nresult = sum(1 for p in os.listdir('/proc') if p.isdigit())")
+    assert later.answers["result"].value <= 3  # init, the worker and this child: no sleeper survived
+
+
+def test_a_timed_out_student_leaves_the_worker_usable(pool):
+    stuck = run(pool, "while True:\n    pass")
+    assert stuck.limit_hit == "cell_seconds"
+    after = run(pool, "result = 41 + 1")
+    assert after.answers["result"].value == 42
+
+
+def test_a_student_who_kills_their_process_leaves_the_worker_usable(pool):
+    gone = run(pool, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+    assert "killed by SIGKILL" in gone.ended_early
+    assert run(pool, "result = 'fine'").answers["result"].value == "fine"
