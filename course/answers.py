@@ -38,10 +38,6 @@ class Answer:
     detail: str = ""
     probes: tuple[Probe, ...] = field(default_factory=tuple)
 
-    @property
-    def has_value(self) -> bool:
-        return self.status == VALUE
-
 
 class Invalid(ValueError):
     """A harvested item is not plain data of the agreed shape."""

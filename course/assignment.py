@@ -67,12 +67,6 @@ class Assignment:
     def question_by_answer_cell(self, grade_id: str) -> Question:
         return next(q for q in self.questions if q.answer_cell_id == grade_id)
 
-    def question_of(self, answer_name: str) -> Question:
-        for question in self.questions:
-            if answer_name in question.answer_names:
-                return question
-        raise KeyError(answer_name)
-
 
 def nbgrader_meta(cell: dict) -> dict:
     """A cell's nbgrader metadata, or {} when it is absent or not a mapping (as in a mangled submission)."""
