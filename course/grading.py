@@ -28,6 +28,7 @@ from course.gradebook import GradeRow, write_grades_csv
 from course.judge import QuestionResult, choose_probe_points, judge
 from course.nbgrader_bridge import GradebookWriter
 from course.pool import WarmPool, default_jobs
+from course.submission import Submission, read_submission
 from course.summary import class_summary, read_class_feedback, render_summary_html
 
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}$")
@@ -207,9 +208,7 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
     return Graded(ref.student_id, status, questions, feedback, time.monotonic() - started, internal_error)
 
 
-def _read(ref: SubmissionRef, assignment: Assignment, config: CourseConfig):
-    from course.submission import read_submission
-
+def _read(ref: SubmissionRef, assignment: Assignment, config: CourseConfig) -> Submission:
     return read_submission(ref.path, ref.student_id, assignment,
                            max_bytes=config.limits.notebook_mb * 1024 * 1024, max_cells=config.limits.max_cells)
 
