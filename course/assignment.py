@@ -44,6 +44,7 @@ class Assignment:
     setup_source: str
     questions: tuple[Question, ...]
     locked_sources: dict[str, str]
+    default_params: dict
 
     @property
     def max_score(self) -> float:
@@ -131,6 +132,23 @@ def _title_before(cells: list, index: int) -> str:
     return ""
 
 
+def _numbers(by_id: dict, path: Path) -> dict:
+    """The exercises' numbers: the literal dict `P = {...}` of the locked `numbers` cell ({} without one)."""
+    if "numbers" not in by_id:
+        return {}
+    index, cell = by_id["numbers"]
+    where = f"{path}: cell {index} (numbers)"
+    try:
+        tree = ast.parse(_source(cell))
+        assignment = next(n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "P")
+        numbers = ast.literal_eval(assignment.value)
+    except (SyntaxError, StopIteration, ValueError) as error:
+        raise SourceNotebookError(f"{where}: must assign a literal dict of numbers to P ({error})") from None
+    if not isinstance(numbers, dict) or not all(isinstance(v, int | float) for v in numbers.values()):
+        raise SourceNotebookError(f"{where}: P must map names to numbers")
+    return numbers
+
+
 def load_assignment(path: Path, name: str) -> Assignment:
     """Read and check the source notebook of assignment `name`."""
     try:
@@ -207,6 +225,7 @@ def load_assignment(path: Path, name: str) -> Assignment:
     return Assignment(
         name=name,
         notebook_path=path,
+        default_params=_numbers(by_id, path),
         setup_source=_source(by_id["setup"][1]),
         questions=tuple(questions),
         locked_sources=locked_sources,

@@ -48,6 +48,19 @@ class CourseConfig:
     limits: Limits = Limits()
     sandbox: str = "auto"
     sandbox_uid: int = DEFAULT_SANDBOX_UID
+    variants: bool = False
+    variant_secret_env: str = "AUTOGRAD_COURSE_SECRET"  # noqa: S105 - the name of a variable, not a secret
+    variant_secret_file: str | None = None
+
+    def params_for(self, student_id: str, defaults: dict) -> dict:
+        """The numbers a student's exercises use: their own when variants are on, else `defaults` (those of
+        the source notebook's numbers cell)."""
+        from course import variants
+
+        if not self.variants:
+            return dict(defaults)
+        secret = variants.load_secret(self.variant_secret_env, self.variant_secret_file, self.root)
+        return variants.derive(secret, student_id)
 
     def assignment(self, name: str | None = None) -> AssignmentSettings:
         """The named assignment, or the only one when name is None."""
@@ -66,6 +79,12 @@ class CourseConfig:
     def release_notebook(self, name: str | None = None) -> Path:
         settings = self.assignment(name)
         return self.root / "release" / settings.name / settings.notebook
+
+    def release_template(self, name: str | None = None) -> Path:
+        """nbgrader's release with the {{placeholders}} of the numbers still in: personalised copies start here.
+        Kept outside release/<assignment>/ so that nbgrader and students see only real notebooks."""
+        settings = self.assignment(name)
+        return self.root / "release" / f".{settings.name}-template.ipynb"
 
     @property
     def gradebook_url(self) -> str:
@@ -131,6 +150,15 @@ def parse_config(data: Any, root: Path, where: str) -> CourseConfig:
     for key in ("function_probes", "sandbox_uid"):
         if key in data:
             settings[key] = _number(f"{where}: {key}", data[key], int)
+    if "variants" in data:
+        if type(data["variants"]) is not bool:
+            raise ConfigError(f"{where}: variants must be true or false, got {data['variants']!r}")
+        settings["variants"] = data["variants"]
+    for key in ("variant_secret_env", "variant_secret_file"):
+        if key in data:
+            if not isinstance(data[key], str) or not data[key]:
+                raise ConfigError(f"{where}: {key} must be a non-empty string, got {data[key]!r}")
+            settings[key] = data[key]
     if "limits" in data:
         raw_limits = data["limits"]
         if not isinstance(raw_limits, dict):

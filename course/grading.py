@@ -28,10 +28,9 @@ from course.gradebook import GradeRow, write_grades_csv
 from course.judge import QuestionResult, choose_probe_points, judge
 from course.nbgrader_bridge import GradebookWriter
 from course.pool import WarmPool, default_jobs
-from course.submission import Submission, read_submission
+from course.submission import STUDENT_ID, Submission, read_submission
 from course.summary import class_summary, read_class_feedback, render_summary_html
 
-STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}$")
 UNSAFE_CHARACTERS = re.compile(r"[^A-Za-z0-9._@+#-]")
 
 GRADED, TIMED_OUT, FAILED, ERROR = "graded", "timed_out", "failed", "autograder_error"
@@ -173,7 +172,15 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
     try:
         if ref.problem:
             raise SubmissionError(ref.problem)
-        submission = _read(ref, assignment, config)
+        params = config.params_for(ref.student_id, assignment.default_params)
+        submission = _read(ref, assignment, config, params)
+        if submission.personalised_for not in (None, ref.student_id):
+            messages.append(
+                f"This notebook was personalised for {submission.personalised_for!r} but is graded as "
+                f"{ref.student_id!r}, so it was graded with {ref.student_id!r}'s numbers: answers worked out from "
+                "another student's numbers will not match. If this is your own work, submit the notebook released "
+                "for you."
+            )
         points = probe_points if probe_points is not None else choose_probe_points(
             assignment.function_names, config.function_probes)
         run_cells = run or partial(sandbox.run_cells, isolation=config.sandbox, uid=config.sandbox_uid)
@@ -186,7 +193,8 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
                 answers[name] = Answer(MISSING, detail="its answer cell was deleted")
         computed = handwork.computed_answers(submission.cells, assignment.answer_names + assignment.function_names)
         deduction = config.hand_work_deduction if config.hand_work == "deduct" else 0.0
-        questions = judge(assignment, answers, tolerance=config.tolerance, computed=computed, deduction=deduction)
+        questions = judge(assignment, answers, tolerance=config.tolerance, computed=computed, deduction=deduction,
+                          params=params)
         status = _status_of(run)
         if run.ended_early:
             messages.append(f"Your notebook did not run to the end: {run.ended_early}. "
@@ -208,8 +216,8 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
     return Graded(ref.student_id, status, questions, feedback, time.monotonic() - started, internal_error)
 
 
-def _read(ref: SubmissionRef, assignment: Assignment, config: CourseConfig) -> Submission:
-    return read_submission(ref.path, ref.student_id, assignment,
+def _read(ref: SubmissionRef, assignment: Assignment, config: CourseConfig, params: dict) -> Submission:
+    return read_submission(ref.path, ref.student_id, assignment, params=params,
                            max_bytes=config.limits.notebook_mb * 1024 * 1024, max_cells=config.limits.max_cells)
 
 
@@ -242,6 +250,9 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
             f"submitted/<student>/{settings.name}/{settings.notebook}, a folder of <student>.ipynb, or notebooks"
         )
     jobs = default_jobs() if jobs is None else jobs
+    if config.variants:
+        # A missing course secret stops the batch before anything is graded.
+        config.params_for("probe", assignment.default_params)
     question_ids = tuple(q.id for q in assignment.questions)
     level, note = sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
     summary = BatchSummary(out_dir=out_dir, isolation=note or sandbox.ISOLATION_SUMMARY[level])

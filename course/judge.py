@@ -17,6 +17,7 @@ from typing import Any
 
 from course.answers import FUNCTION, VALUE, Answer, PlainValue, describe, is_number
 from course.assignment import Assignment, Question
+from course.variants import DEFAULTS
 
 
 @dataclass(frozen=True)
@@ -159,12 +160,12 @@ class _Marks:
         return sum(result.earned for result in self.sink)
 
 
-def _hidden_test_namespace(answers: dict[str, Answer], marks_factory: Any) -> dict[str, Any]:
+def _hidden_test_namespace(answers: dict[str, Answer], marks_factory: Any, params: dict) -> dict[str, Any]:
     import torch
 
     namespace: dict[str, Any] = {
         "__builtins__": builtins, "torch": torch, "math": math, "warnings": warnings, "random": random,
-        "Marks": marks_factory,
+        "Marks": marks_factory, "P": copy.deepcopy(params),
     }
     for name, answer in answers.items():
         namespace[name] = copy.deepcopy(answer.value) if answer.status == VALUE else Unanswered(answer)
@@ -172,14 +173,15 @@ def _hidden_test_namespace(answers: dict[str, Answer], marks_factory: Any) -> di
 
 
 def judge_question(question: Question, answers: dict[str, Answer], *, tolerance: float,
-                   computed: set[str] = frozenset(), deduction: float = 0.0) -> QuestionResult:
+                   computed: set[str] = frozenset(), deduction: float = 0.0,
+                   params: dict | None = None) -> QuestionResult:
     """Score one question by running its hidden-test cell from source/ in this (trusted) process."""
     results: list[ValueResult] = []
 
     def marks_factory() -> _Marks:
         return _Marks(answers, tolerance, set(computed), deduction, results)
 
-    namespace = _hidden_test_namespace(answers, marks_factory)
+    namespace = _hidden_test_namespace(answers, marks_factory, DEFAULTS if params is None else params)
     error = None
     try:
         code = compile(question.test_source, f"<hidden tests of {question.test_cell_id}>", "exec")
@@ -200,9 +202,11 @@ def judge_question(question: Question, answers: dict[str, Answer], *, tolerance:
 
 
 def judge(assignment: Assignment, answers: dict[str, Answer], *, tolerance: float,
-          computed: set[str] = frozenset(), deduction: float = 0.0) -> tuple[QuestionResult, ...]:
-    return tuple(judge_question(q, answers, tolerance=tolerance, computed=computed, deduction=deduction)
-                 for q in assignment.questions)
+          computed: set[str] = frozenset(), deduction: float = 0.0,
+          params: dict | None = None) -> tuple[QuestionResult, ...]:
+    """Score every question; `params` are the student's numbers (the article's when None)."""
+    return tuple(judge_question(q, answers, tolerance=tolerance, computed=computed, deduction=deduction,
+                                params=params) for q in assignment.questions)
 
 
 def choose_probe_points(function_names: tuple[str, ...], count: int) -> dict[str, list[float]]:

@@ -57,6 +57,12 @@ def _run(app_class: type, config: Config, assignment: str, student: str = "*") -
         warnings.simplefilter("ignore")
         result = capture_log(app)
     if not result["success"]:
+        if "Cannot add or remove cells" in result.get("log", ""):
+            raise CourseError(
+                f"nbgrader will not change the cells of {assignment!r}: the gradebook "
+                f"({config.CourseDirectory.db_url}) already holds graded submissions of the old version. "
+                "Keep the cells as they are, or move the gradebook aside (after exporting its grades), then release."
+            )
         log = result.get("log", "").strip().splitlines()
         detail = "\n".join(log[-15:]) or result.get("error", "")
         raise CourseError(f"nbgrader {app_class.__name__} failed for {assignment!r} ({student}):\n{detail}")

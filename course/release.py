@@ -7,6 +7,10 @@ untouched release earns zero.
 
 from __future__ import annotations
 
+import copy
+import csv
+import io
+import json
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -27,6 +31,9 @@ from course.assignment import (
 )
 from course.config import CourseConfig
 from course.errors import ReleaseError
+from course.files import atomic_write_text
+from course.submission import NUMBERS_CELL, STUDENT_ID
+from course.variants import fill_text, numbers_source
 
 SOLUTIONS_STUDENT = "__source_solutions__"
 UNTOUCHED_STUDENT = "__untouched_release__"
@@ -39,6 +46,7 @@ class ReleaseReport:
     max_score: float
     solution_score: float | None
     untouched_score: float | None
+    personalised: int = 0
 
 
 def find_leaks(source_path: Path, release_path: Path) -> list[str]:
@@ -83,7 +91,62 @@ def _autograde_scores(config: CourseConfig, assignment: Assignment, release_path
         return totals
 
 
-def release(config: CourseConfig, assignment_name: str | None = None, *, verify: bool = True) -> ReleaseReport:
+def personalise(notebook: dict, params: dict, student_id: str | None = None) -> dict:
+    """A copy of a released notebook showing `params`: {{placeholders}} in the text filled in, and (for a
+    student's own copy) the numbers cell rewritten and marked with the student's id."""
+    from nbgrader.utils import compute_checksum
+
+    personal = copy.deepcopy(notebook)
+    for cell in personal["cells"]:
+        if cell.get("cell_type") == "markdown" and "{{" in _text(cell):
+            cell["source"] = fill_text(_text(cell), params)
+        if student_id is not None and nbgrader_meta(cell).get("grade_id") == NUMBERS_CELL:
+            cell["source"] = numbers_source(params)
+            cell["metadata"]["autograd_course"] = {"student_id": student_id}
+            cell["metadata"]["nbgrader"]["checksum"] = compute_checksum(nbformat.from_dict(cell))
+    return personal
+
+
+def _text(cell: dict) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def read_roster(path: Path) -> list[str]:
+    """Student ids from a roster CSV with a `student_id` column (or one id per line without a header)."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError as error:
+        raise ReleaseError(f"{path}: cannot read the roster ({error.strerror})") from None
+    rows = list(csv.reader(io.StringIO(text)))
+    header = [cell.strip() for cell in rows[0]] if rows else []
+    column = header.index("student_id") if "student_id" in header else None
+    body = rows[1:] if column is not None else rows
+    ids = [row[column or 0].strip() for row in body if row and row[column or 0].strip()]
+    bad = [sid for sid in ids if not STUDENT_ID.match(sid)]
+    if bad:
+        raise ReleaseError(f"{path}: student id {bad[0]!r} cannot be used as a folder name "
+                           "(letters, digits and . _ @ + - only)")
+    if not ids:
+        raise ReleaseError(f"{path}: no student ids (expected a student_id column)")
+    return ids
+
+
+def release_for_students(config: CourseConfig, assignment_name: str, ids: list[str]) -> Path:
+    """release/<assignment>/students/<id>/<notebook> for each student, with their own numbers."""
+    if not config.variants:
+        raise ReleaseError("release --students needs variants: true in source/course.yaml (and a course secret)")
+    template = json.loads(config.release_template(assignment_name).read_text(encoding="utf-8"))
+    folder = config.release_notebook(assignment_name).parent / "students"
+    for student_id in ids:
+        notebook = personalise(template, config.params_for(student_id, {}), student_id)
+        atomic_write_text(folder / student_id / config.release_notebook(assignment_name).name,
+                          json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+    return folder
+
+
+def release(config: CourseConfig, assignment_name: str | None = None, *, verify: bool = True,
+            students: list[str] | None = None) -> ReleaseReport:
     """Regenerate release/<assignment>/ from source/ and prove the release sound."""
     settings = config.assignment(assignment_name)
     source_path = config.source_notebook(settings.name)
@@ -92,6 +155,13 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
     release_path = config.release_notebook(settings.name)
     if not release_path.exists():
         raise ReleaseError(f"nbgrader wrote no {release_path}; check source/{settings.name}/")
+    # nbgrader's output keeps the {{placeholders}}: it is the template of every personalised copy.
+    template_path = config.release_template(settings.name)
+    shutil.move(release_path, template_path)
+    template = json.loads(template_path.read_text(encoding="utf-8"))
+    atomic_write_text(release_path, json.dumps(personalise(template, assignment.default_params), indent=1,
+                                               ensure_ascii=False)
+                      + "\n")
     leaks = find_leaks(source_path, release_path)
     if leaks:
         raise ReleaseError(
@@ -113,5 +183,7 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
                 f"{release_path}: the untouched student notebook earns {untouched_score:g} points under "
                 "nbgrader autograde; a hidden test passes without any answer"
             )
+    if students:
+        release_for_students(config, settings.name, students)
     return ReleaseReport(release_path, len(assignment.questions), assignment.max_score, solution_score,
-                         untouched_score)
+                         untouched_score, len(students or []))

@@ -70,7 +70,9 @@ class CheckReport:
 def check_notebook(config: CourseConfig, path: Path, assignment_name: str | None = None) -> CheckReport:
     settings = config.assignment(assignment_name)
     assignment = load_assignment(config.source_notebook(settings.name), settings.name)
-    submission = read_submission(path, "self-check", assignment,
+    # The form checks do not depend on whose numbers these are: a personalised notebook's own numbers
+    # cell runs after the course's and sets the student's.
+    submission = read_submission(path, "self-check", assignment, params=assignment.default_params,
                                  max_bytes=config.limits.notebook_mb * 1024 * 1024, max_cells=config.limits.max_cells)
     checks = [
         sandbox.Cell(FORM_CHECK_OFFSET + i, f"public check of {q.title}", q.form_source)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 from course.assignment import Assignment, nbgrader_meta
 from course.errors import SubmissionError
 from course.sandbox import Cell
+from course.variants import numbers_source
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class Submission:
     cells: tuple[Cell, ...]
     answer_sources: dict[str, str]
     deleted_answer_cells: tuple[str, ...]
+    personalised_for: str | None = None
 
 
 def _source_text(cell: dict, index: int, path: Path) -> str:
@@ -93,9 +96,25 @@ def read_notebook_json(path: Path, max_bytes: int) -> dict[str, Any]:
     return notebook
 
 
-def read_submission(path: Path, student_id: str, assignment: Assignment, *, max_bytes: int,
+NUMBERS_CELL = "numbers"
+# A student id becomes a folder name (feedback, personalised releases): nothing that could climb out.
+STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}$")
+
+
+def personalised_for(cell: dict) -> str | None:
+    """The student id a personalised release wrote into its numbers cell, if any (a plain claim)."""
+    metadata = cell.get("metadata")
+    mark = metadata.get("autograd_course") if isinstance(metadata, dict) else None
+    student = mark.get("student_id") if isinstance(mark, dict) else None
+    return student[:100] if type(student) is str else None
+
+
+def read_submission(path: Path, student_id: str, assignment: Assignment, *, params: dict, max_bytes: int,
                     max_cells: int) -> Submission:
-    """Read one notebook and split it into the student's code and the grader's cells."""
+    """Read one notebook and split it into the student's code and the grader's cells.
+
+    The grader's cells come first: the course's setup, then the student's numbers made from `params`
+    (recomputed by the grader, never read from the notebook)."""
     notebook = read_notebook_json(path, max_bytes)
     raw_cells = notebook["cells"]
     if len(raw_cells) > max_cells:
@@ -104,8 +123,11 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, max_
             "start again from the released notebook and copy your answers in"
         )
     answer_ids = {q.answer_cell_id for q in assignment.questions}
-    cells = [Cell(-1, "setup (from the course)", assignment.setup_source)]
+    own_numbers = numbers_source(params)
+    cells = [Cell(-2, "setup (from the course)", assignment.setup_source),
+             Cell(-1, "your numbers (from the course)", own_numbers)]
     answer_sources: dict[str, str] = {}
+    claimed_student = None
     for index, raw in enumerate(raw_cells):
         if type(raw) is not dict:
             raise SubmissionError(f"{path}: cell {index} is not a notebook cell")
@@ -114,6 +136,10 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, max_
         source = _source_text(raw, index, path)
         grade_id = nbgrader_meta(raw).get("grade_id")
         grade_id = grade_id if type(grade_id) is str else None
+        if grade_id == NUMBERS_CELL:
+            claimed_student = claimed_student or personalised_for(raw)
+            if source == own_numbers:
+                continue
         if grade_id in assignment.locked_sources and source == assignment.released_sources.get(grade_id):
             continue  # the grader's own cell, untouched: its source/ version is what counts
         if grade_id in answer_ids and grade_id not in answer_sources:
@@ -128,4 +154,4 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, max_
             f"notebook released for it (release/{assignment.name}/{assignment.notebook_path.name}) with your answers"
         )
     deleted = tuple(sorted(answer_ids - set(answer_sources)))
-    return Submission(student_id, path, tuple(cells), answer_sources, deleted)
+    return Submission(student_id, path, tuple(cells), answer_sources, deleted, claimed_student)

@@ -56,17 +56,18 @@ def test_release_is_verified_with_nbgrader_autograde(course_config):
 def test_instructor_changes_a_number_consistently(course_config, course_root):
     # exercise 8 with target 6 instead of 5: loss (7-6)^2 = 1, dL/dw = 2*1*3 = 6, dL/db = 2
     _edit_source(course_root, {
-        "loss = (w * x + b - 5) ** 2": "loss = (w * x + b - 6) ** 2",
+        '\\"call_target\\": 5': '\\"call_target\\": 6',
         "one_call_loss = 4\\n": "one_call_loss = 1\\n",
         "one_call_w_grad = 12\\n": "one_call_w_grad = 6\\n",
         "one_call_b_grad = 4\\n": "one_call_b_grad = 2\\n",
     })
     report = release(course_config)
     assert (report.solution_score, report.untouched_score) == (57, 0)
+    assert "(y − 6)²" in report.release_notebook.read_text()  # the text shows the new number too
 
 
 @pytest.mark.slow
 def test_an_answer_key_that_disagrees_with_torch_stops_the_release(course_config, course_root):
-    _edit_source(course_root, {"loss = (w * x + b - 5) ** 2": "loss = (w * x + b - 6) ** 2"})
+    _edit_source(course_root, {'\\"call_target\\": 5': '\\"call_target\\": 6'})
     with pytest.raises(ReleaseError, match="own solutions earn 54 of 57 points"):
         release(course_config)

@@ -1,0 +1,164 @@
+"""Per-student variants: constraints, hand solutions on any variant, copying, and the wrong student id."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from course.answers import FUNCTION, VALUE, Answer, Probe
+from course.config import load_config
+from course.errors import ConfigError
+from course.judge import judge
+from course.variants import DEFAULTS, constraint_violations, derive, fill_text, numbers_source
+from helpers import ALL_VALUES
+
+SECRET = b"a course secret for the tests"
+student_ids = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789._-", min_size=1, max_size=24)
+
+
+def solve(p: dict) -> dict:
+    """The hand derivation of every answer, written from the formulas (not from torch)."""
+    x, w, b, t = p["net_x"], p["net_w"], p["net_b"], p["net_target"]
+    h = w * x + b
+    dl_da = 2 * (h - t)
+    out = p["w2"] * h
+    dl_dout = 2 * (out - t)
+    y = p["call_w"] * p["call_x"] + p["call_b"]
+    gx = p["graph_x"]
+    grad = 2 * p["accum_x"]
+    return {
+        "slope_at_3": 6, "slope_at_minus_2": -4, "slope_at_0": 0,
+        "forward_values": [gx**2, 2 * gx**2, 2 * gx**2 + 1], "local_slopes": [1, 2, 2 * gx], "dz_dx": 4 * gx,
+        "net_h": h, "net_a": h, "net_loss": (h - t) ** 2, "net_dL_da": dl_da, "net_dL_dh": dl_da,
+        "net_dL_dw": dl_da * x, "net_dL_db": dl_da,
+        "closed_h": w * p["closed_x"] + b, "closed_a": 0, "closed_loss": t**2, "closed_dL_dw": 0, "closed_dL_db": 0,
+        "retain_x_grad": p["retain_factor"] * 3 * p["retain_x"] ** 2, "retain_y_grad": p["retain_factor"],
+        "y_grad_without_retain": None,
+        "accumulated_grads": [grad * (i + 1) for i in range(p["accum_steps"])],
+        "zeroed_grads": [grad] * p["accum_steps"],
+        "no_grad_requires_grad": False, "detached_value": p["nograd_x"] ** 2, "detached_requires_grad": False,
+        "one_call_loss": (y - p["call_target"]) ** 2, "one_call_w_grad": 2 * (y - p["call_target"]) * p["call_x"],
+        "one_call_b_grad": 2 * (y - p["call_target"]),
+        "cubic_grad": 3 * p["cubic_x"] ** 2 - 2,
+        "w2_out": out, "w2_loss": (out - t) ** 2, "w2_dL_dout": dl_dout, "w2_dL_dw2": dl_dout * h,
+        "w2_dL_da": dl_dout * p["w2"], "w2_dL_dh": dl_dout * p["w2"], "w2_dL_dw": dl_dout * p["w2"] * x,
+        "w2_dL_db": dl_dout * p["w2"],
+        "twice_w_grad": 2 * dl_da * x, "twice_b_grad": 2 * dl_da,
+    }
+
+
+def answers_of(values: dict) -> dict:
+    answers = {name: Answer(VALUE, value) for name, value in values.items()}
+    answers["cubic_derivative"] = Answer(FUNCTION, probes=tuple(Probe(x, 3 * x**2 - 2) for x in (-1.5, 0.0, 2.0)))
+    return answers
+
+
+def score(assignment, values: dict, params: dict) -> float:
+    return sum(q.earned for q in judge(assignment, answers_of(values), tolerance=1e-6, params=params))
+
+
+def test_the_article_is_the_default_variant():
+    assert solve(DEFAULTS) == ALL_VALUES
+    assert constraint_violations(DEFAULTS) == []
+
+
+def test_the_source_notebook_shows_the_default_numbers(assignment):
+    assert assignment.locked_sources["numbers"] == numbers_source(DEFAULTS)
+    assert assignment.default_params == DEFAULTS
+
+
+@settings(max_examples=200, deadline=None)
+@given(student_ids)
+def test_every_variant_keeps_the_exercises_meaningful(student_id):
+    params = derive(SECRET, student_id)
+    assert constraint_violations(params) == []
+    assert derive(SECRET, student_id) == params  # the grader recomputes the same numbers
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(student_ids)
+def test_the_hand_solution_earns_full_marks_on_any_variant(assignment, student_id):
+    params = derive(SECRET, student_id)
+    assert score(assignment, solve(params), params) == assignment.max_score
+
+
+GROUPS = [("net_x", "net_w", "net_b", "net_target"), ("call_w", "call_b", "call_x", "call_target"), ("graph_x",),
+          ("accum_x", "accum_steps"), ("retain_x", "retain_factor"), ("cubic_x",), ("w2",), ("nograd_x",)]
+
+
+def other_student(params: dict, copier: str) -> dict:
+    """Someone whose numbers differ from `params` in every group (the first such id after the copier's)."""
+    for n in range(1000):
+        theirs = derive(SECRET, f"{copier}/{n}")
+        if all(tuple(theirs[k] for k in g) != tuple(params[k] for k in g) for g in GROUPS):
+            return theirs
+    raise AssertionError("no student with different numbers")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(student_ids)
+def test_copying_another_students_answers_earns_almost_nothing(assignment, copier):
+    mine = derive(SECRET, copier)
+    copied = score(assignment, solve(other_student(mine, copier)), mine)
+    # 14 points are the same for everyone by design: the contract's fixed slope points, the shut
+    # ReLU's zeros, the booleans, None, and the derivative formula of the cubic. Little else survives.
+    assert copied <= 0.5 * assignment.max_score
+
+
+def test_copying_earns_little_on_average(assignment):
+    ids = [f"student{n}" for n in range(60)]
+    scores = [score(assignment, solve(derive(SECRET, a)), derive(SECRET, b))
+              for a, b in itertools.pairwise(ids) if derive(SECRET, a) != derive(SECRET, b)]
+    assert sum(scores) / len(scores) <= 0.35 * assignment.max_score
+
+
+def test_text_shows_the_students_numbers():
+    params = {**DEFAULTS, "net_x": 3, "net_b": -2, "w2": 1.5}
+    assert fill_text("x = {{net_x}}, b = {{net_b}}, w2 = {{w2}}", params) == "x = 3, b = −2, w2 = 1.5"
+
+
+def test_variants_without_a_secret_stop_with_a_clear_message(course_root, monkeypatch):
+    monkeypatch.delenv("AUTOGRAD_COURSE_SECRET", raising=False)
+    config = replace(load_config(course_root), variants=True)
+    with pytest.raises(ConfigError, match="variants: true needs a course secret"):
+        config.params_for("alice", {})
+
+
+@pytest.mark.slow
+def test_personalised_release_and_the_wrong_student_id(course_root, monkeypatch, tmp_path):
+    from course.grading import SubmissionRef, grade_submission
+    from course.release import release
+    from helpers import fill
+
+    monkeypatch.setenv("AUTOGRAD_COURSE_SECRET", SECRET.decode())
+    config = replace(load_config(course_root), variants=True)
+    release(config, verify=False, students=["alice", "bob"])
+    alice_path = course_root / "release" / "autograd" / "students" / "alice" / "autograd.ipynb"
+    alice_notebook = json.loads(alice_path.read_text())
+    alice = derive(SECRET, "alice")
+    text = json.dumps(alice_notebook)
+    assert f"x = {alice['net_x']}, w = {alice['net_w']}" in text.replace("\\u2212", "-").replace("−", "-")
+    # alice answers from her own numbers
+    answers = {k: repr(v) for k, v in solve(alice).items()}
+    answers["cubic_derivative"] = "def cubic_derivative(x):\n    return 3 * x ** 2 - 2\n"
+    submitted = tmp_path / "alice.ipynb"
+    submitted.write_text(json.dumps(fill(alice_notebook, answers)))
+    from course.assignment import load_assignment
+
+    assignment = load_assignment(config.source_notebook(), "autograd")
+    as_alice = grade_submission(SubmissionRef("alice", submitted), assignment, config)
+    assert as_alice.feedback["score"] == 57
+    assert not any("personalised for" in m for m in as_alice.feedback["messages"])
+    as_bob = grade_submission(SubmissionRef("bob", submitted), assignment, config)
+    assert any("personalised for 'alice' but is graded as 'bob'" in m for m in as_bob.feedback["messages"])
+    assert as_bob.feedback["score"] < 57
+    torch_value = next(v for q in as_bob.feedback["questions"] for v in q["values"] if v["name"] == "net_h")
+    bob = derive(SECRET, "bob")
+    assert torch_value["torch_value"] == str(bob["net_w"] * bob["net_x"] + bob["net_b"])  # bob's own numbers
+    shutil.rmtree(course_root / "release" / "autograd" / "students")
