@@ -62,5 +62,12 @@ def build_bundle(config: CourseConfig, out_dir: Path) -> Path:
             for settings in config.assignments:
                 notebook = config.source_notebook(settings.name)
                 _add(archive, f"source/{settings.name}/{notebook.name}", notebook.read_bytes())
+            if config.variants and config.variant_secret_file:
+                # Gradescope's graders need the course secret to recompute each student's numbers; the zip
+                # goes only to the instructors' Gradescope course, and setup.sh makes source/ root-only.
+                secret = (project / config.variant_secret_file).resolve()
+                if not secret.is_relative_to(project) or not secret.is_file():
+                    raise CourseError(f"variant_secret_file {config.variant_secret_file!r}: no such file in the course")
+                _add(archive, str(secret.relative_to(project)), secret.read_bytes())
         temporary.replace(target)
     return target

@@ -31,6 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     release.add_argument("--assignment", help="which assignment (default: the first in the course YAML)")
     release.add_argument("--no-verify", action="store_true",
                          help="skip the nbgrader autograde proof (solutions earn full marks, the release zero)")
+    release.add_argument("--students", type=Path, metavar="ROSTER",
+                         help="also write release/<assignment>/students/<id>/ with each student's own numbers "
+                              "(variants: true; a CSV with a student_id column)")
 
     check = commands.add_parser("check", help=COMMAND_HELP["check"], description=COMMAND_HELP["check"])
     check.add_argument("notebook", type=Path, help="the notebook to check")
@@ -59,10 +62,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _release(args: argparse.Namespace) -> int:
-    from course.release import release
+    from course.release import read_roster, release
 
-    report = release(load_config(args.course), args.assignment, verify=not args.no_verify)
+    students = read_roster(args.students) if args.students else None
+    report = release(load_config(args.course), args.assignment, verify=not args.no_verify, students=students)
     print(f"released {report.release_notebook} ({report.questions} questions, {report.max_score:g} points)")
+    if report.personalised:
+        print(f"personalised copies for {report.personalised} students in "
+              f"{report.release_notebook.parent / 'students'}")
     if report.solution_score is not None:
         print(f"verified with nbgrader autograde: source solutions {report.solution_score:g}/{report.max_score:g}, "
               f"untouched release {report.untouched_score:g}/{report.max_score:g}")

@@ -151,6 +151,10 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
     settings = config.assignment(assignment_name)
     source_path = config.source_notebook(settings.name)
     assignment = load_assignment(source_path, settings.name)
+    if students:
+        if not config.variants:
+            raise ReleaseError("release --students needs variants: true in source/course.yaml (and a course secret)")
+        config.params_for(students[0], {})  # a missing secret stops here, before anything is written
     nbgrader_bridge.generate_assignment(config.root, config.gradebook_url, settings.name)
     release_path = config.release_notebook(settings.name)
     if not release_path.exists():

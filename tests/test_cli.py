@@ -26,6 +26,17 @@ def test_a_course_error_is_one_line_without_traceback(tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1
 
 
+def test_release_for_students_needs_variants(course_root, capsys):
+    roster = course_root / "roster.csv"
+    roster.write_text("student_id\nada\n")
+    assert main(["--course", str(course_root), "release", "--no-verify", "--students", str(roster)]) == 1
+    assert "release --students needs variants: true" in capsys.readouterr().err
+    bad = course_root / "bad.csv"
+    bad.write_text("student_id\n../evil\n")
+    assert main(["--course", str(course_root), "release", "--students", str(bad)]) == 1
+    assert "cannot be used as a folder name" in capsys.readouterr().err
+
+
 def test_grade_with_no_submissions_says_what_it_expected(course_root, capsys):
     (course_root / "empty").mkdir()
     assert main(["--course", str(course_root), "grade", str(course_root / "empty")]) == 1
