@@ -13,10 +13,12 @@ import contextlib
 import json
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from contextlib import ExitStack
@@ -229,8 +231,6 @@ class WarmPool:
         return result, healthy and worker.process.poll() is None
 
     def _scratch(self, uid: int) -> str:
-        import tempfile
-
         folder = tempfile.mkdtemp(prefix="autograd-sandbox-")
         if self.level == "uid":
             os.chown(folder, uid, uid)
@@ -238,8 +238,6 @@ class WarmPool:
 
     @staticmethod
     def _clear_scratch(folder: str) -> None:
-        import shutil
-
         shutil.rmtree(folder, ignore_errors=True)
 
     def close(self) -> None:

@@ -132,17 +132,15 @@ def read_roster(path: Path) -> list[str]:
     return ids
 
 
-def release_for_students(config: CourseConfig, assignment_name: str, ids: list[str]) -> Path:
+def _write_notebook(path: Path, notebook: dict) -> None:
+    atomic_write_text(path, json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+
+
+def _release_for_students(config: CourseConfig, release_path: Path, template: dict, ids: list[str]) -> None:
     """release/<assignment>/students/<id>/<notebook> for each student, with their own numbers."""
-    if not config.variants:
-        raise ReleaseError("release --students needs variants: true in source/course.yaml (and a course secret)")
-    template = json.loads(config.release_template(assignment_name).read_text(encoding="utf-8"))
-    folder = config.release_notebook(assignment_name).parent / "students"
     for student_id in ids:
         notebook = personalise(template, config.params_for(student_id, {}), student_id)
-        atomic_write_text(folder / student_id / config.release_notebook(assignment_name).name,
-                          json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
-    return folder
+        _write_notebook(release_path.parent / "students" / student_id / release_path.name, notebook)
 
 
 def release(config: CourseConfig, assignment_name: str | None = None, *, verify: bool = True,
@@ -163,9 +161,7 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
     template_path = config.release_template(settings.name)
     shutil.move(release_path, template_path)
     template = json.loads(template_path.read_text(encoding="utf-8"))
-    atomic_write_text(release_path, json.dumps(personalise(template, assignment.default_params), indent=1,
-                                               ensure_ascii=False)
-                      + "\n")
+    _write_notebook(release_path, personalise(template, assignment.default_params))
     leaks = find_leaks(source_path, release_path)
     if leaks:
         raise ReleaseError(
@@ -188,6 +184,6 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
                 "nbgrader autograde; a hidden test passes without any answer"
             )
     if students:
-        release_for_students(config, settings.name, students)
+        _release_for_students(config, release_path, template, students)
     return ReleaseReport(release_path, len(assignment.questions), assignment.max_score, solution_score,
                          untouched_score, len(students or []))
