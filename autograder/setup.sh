@@ -20,7 +20,9 @@ if [ -n "$TORCH_INDEX_URL" ]; then
 fi
 "$ROOT/venv/bin/pip" install --quiet --disable-pip-version-check --find-links "$HERE/wheels" "${extra[@]}" \
   "$HERE"/wheels/autograd_course-*.whl
-# The course's hidden tests and the results stay out of reach of the sandbox user.
-chmod 700 "$HERE/source"
+# The course's hidden tests, the variants secret (if packed) and the results stay out of reach of the
+# sandbox user: everything Gradescope unpacked here becomes root's alone.
+chown -R "$(id -u):$(id -g)" "$HERE"
+chmod -R go-rwx "$HERE"
 mkdir -p "$ROOT/results" && chmod 700 "$ROOT/results"
 echo "autograd-course autograder installed in $ROOT/venv"

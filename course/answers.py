@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from course.text import MAX_SHORT_TEXT, safe_text
+
 PlainValue = Union[int, float, bool, None, str, list]  # noqa: UP007 - a runtime alias
 
 MAX_LIST = 1000
@@ -52,7 +54,7 @@ def _scalar(item: Any) -> PlainValue:
     if kind is str:
         if len(item) > MAX_TEXT:
             raise Invalid("text too long")
-        return item
+        return safe_text(item, MAX_TEXT)
     if kind is int:
         if abs(item) > 2**63:
             raise Invalid("integer too large")
@@ -71,8 +73,8 @@ def plain_value(item: Any) -> PlainValue:
     return _scalar(item)
 
 
-def _text(item: Any, limit: int = 200) -> str:
-    return item[:limit] if type(item) is str else ""
+def _text(item: Any, limit: int = MAX_SHORT_TEXT) -> str:
+    return safe_text(item, limit, one_line=True)
 
 
 def decode_answer(entry: Any, expected_points: list[float] | None) -> Answer:

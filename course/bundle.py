@@ -21,9 +21,9 @@ ZIP_NAME = "autograd-course-gradescope.zip"
 FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # reproducible zips
 
 
-def _add(archive: zipfile.ZipFile, name: str, data: bytes, *, executable: bool = False) -> None:
+def _add(archive: zipfile.ZipFile, name: str, data: bytes, *, mode: int = 0o644) -> None:
     info = zipfile.ZipInfo(name, FIXED_TIME)
-    info.external_attr = (0o755 if executable else 0o644) << 16
+    info.external_attr = mode << 16
     info.compress_type = zipfile.ZIP_DEFLATED
     archive.writestr(info, data)
 
@@ -56,7 +56,7 @@ def build_bundle(config: CourseConfig, out_dir: Path) -> Path:
         temporary = out_dir / f".{ZIP_NAME}.tmp"
         with zipfile.ZipFile(temporary, "w") as archive:
             for script in ("setup.sh", "run_autograder"):
-                _add(archive, script, (scripts / script).read_bytes(), executable=True)
+                _add(archive, script, (scripts / script).read_bytes(), mode=0o755)
             _add(archive, f"wheels/{wheel.name}", wheel.read_bytes())
             _add(archive, str(CONFIG_RELATIVE_PATH), (project / CONFIG_RELATIVE_PATH).read_bytes())
             for settings in config.assignments:
@@ -64,10 +64,11 @@ def build_bundle(config: CourseConfig, out_dir: Path) -> Path:
                 _add(archive, f"source/{settings.name}/{notebook.name}", notebook.read_bytes())
             if config.variants and config.variant_secret_file:
                 # Gradescope's graders need the course secret to recompute each student's numbers; the zip
-                # goes only to the instructors' Gradescope course, and setup.sh makes source/ root-only.
+                # goes only to the instructors' Gradescope course. The entry is mode 600 and setup.sh makes
+                # the whole unpacked folder root-only; run_autograder refuses a secret others could read.
                 secret = (project / config.variant_secret_file).resolve()
                 if not secret.is_relative_to(project) or not secret.is_file():
                     raise CourseError(f"variant_secret_file {config.variant_secret_file!r}: no such file in the course")
-                _add(archive, str(secret.relative_to(project)), secret.read_bytes())
+                _add(archive, str(secret.relative_to(project)), secret.read_bytes(), mode=0o600)
         temporary.replace(target)
     return target

@@ -51,6 +51,15 @@ class CourseConfig:
     variants: bool = False
     variant_secret_env: str = "AUTOGRAD_COURSE_SECRET"  # noqa: S105 - the name of a variable, not a secret
     variant_secret_file: str | None = None
+    feedback_reveals: str = "auto"
+
+    def reveals_torch_values(self, *, gradescope: bool) -> bool:
+        """Whether feedback shows torch's value beside each answer. `auto`: yes for local grading (the
+        instructor decides when students see it), no on Gradescope, where a student can resubmit at once
+        and copy torch's values into full marks."""
+        if self.feedback_reveals == "auto":
+            return not gradescope
+        return self.feedback_reveals == "torch_values"
 
     def params_for(self, student_id: str, defaults: dict) -> dict:
         """The numbers a student's exercises use: their own when variants are on, else `defaults` (those of
@@ -91,7 +100,8 @@ class CourseConfig:
         return f"sqlite:///{self.root / 'gradebook.db'}"
 
 
-_CHOICES = {"hand_work": ("note", "deduct"), "sandbox": ("auto", "bwrap", "rlimits")}
+_CHOICES = {"hand_work": ("note", "deduct"), "sandbox": ("auto", "bwrap", "rlimits"),
+            "feedback_reveals": ("auto", "torch_values", "verdicts")}
 
 
 def _number(where: str, value: Any, kind: type, *, positive: bool = True) -> Any:

@@ -111,6 +111,19 @@ def _value_entry(result: ValueResult) -> dict[str, Any]:
     return entry
 
 
+def _hide_torch_values(entry: dict[str, Any]) -> dict[str, Any]:
+    """The same entry with every number of torch's taken out: right or wrong, never the right value."""
+    for value in entry["values"]:
+        value["torch_value"] = None
+        for probe in value.get("probes", []):
+            probe["torch"] = None
+    table = entry.get("chain_table")
+    if table:
+        for row in table["rows"]:
+            row["torch_forward"] = row["torch_gradient"] = row["torch_local_derivative"] = None
+    return entry
+
+
 def question_entry(question: QuestionResult, diagnoses: list) -> dict[str, Any]:
     values = {value.name: value for value in question.values}
     entry: dict[str, Any] = {
@@ -133,9 +146,14 @@ def question_entry(question: QuestionResult, diagnoses: list) -> dict[str, Any]:
 
 
 def build_feedback(student_id: str, assignment: str, questions: tuple[QuestionResult, ...], *, status: str,
-                   messages: list[str], cell_errors: list[dict[str, str]]) -> dict[str, Any]:
-    """The complete feedback of one submission as plain data (what feedback.json holds)."""
+                   messages: list[str], cell_errors: list[dict[str, str]],
+                   reveal_torch_values: bool = True) -> dict[str, Any]:
+    """The complete feedback of one submission as plain data (what feedback.json holds). Without
+    `reveal_torch_values` it holds no torch value at all: verdicts, chain-table verdicts and notes only."""
     diagnoses = diagnose(questions)
+    entries = [question_entry(q, diagnoses.get(q.id, [])) for q in questions]
+    if not reveal_torch_values:
+        entries = [_hide_torch_values(entry) for entry in entries]
     return {
         "student_id": student_id,
         "assignment": assignment,
@@ -144,7 +162,8 @@ def build_feedback(student_id: str, assignment: str, questions: tuple[QuestionRe
         "max_score": sum(q.points for q in questions),
         "messages": messages,
         "cell_errors": cell_errors,
-        "questions": [question_entry(q, diagnoses.get(q.id, [])) for q in questions],
+        "reveals_torch_values": reveal_torch_values,
+        "questions": entries,
     }
 
 
@@ -193,7 +212,7 @@ def _points(value: float) -> str:
     return f"{value:g}" if math.isfinite(value) else "?"
 
 
-def _value_rows(values: list[dict[str, Any]]) -> str:
+def _value_rows(values: list[dict[str, Any]], reveal: bool) -> str:
     rows = []
     for v in values:
         mark = '<span class="ok">✓</span>' if v["correct"] else '<span class="bad">✗</span>'
@@ -205,39 +224,50 @@ def _value_rows(values: list[dict[str, Any]]) -> str:
             extra += f"<div>{_e(v['detail'])}</div>"
         if v.get("hand_work_note"):
             extra += f'<div class="note">{_e(v["hand_work_note"])}</div>'
+        torch = f"<td class=num data-label=torch>{_e(v['torch_value'])}</td>" if reveal else ""
         rows.append(
             f"<tr><td><code>{_e(v['name'])}</code></td><td class=num data-label='your value'>{_e(yours)}</td>"
-            f"<td class=num data-label=torch>{_e(v['torch_value'])}</td>"
-            f"<td data-label=points>{mark} {_points(v['earned'])}/{_points(v['points'])}</td>"
+            f"{torch}<td data-label=points>{mark} {_points(v['earned'])}/{_points(v['points'])}</td>"
             f"<td>{_e(v['explanation'])}{extra}</td></tr>"
         )
-    return ("<div class=table-wrap><table class=values><thead><tr><th>answer</th><th>your value</th><th>torch</th>"
-            "<th>points</th><th>explanation</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
+    torch_head = "<th>torch</th>" if reveal else ""
+    return ("<div class=table-wrap><table class=values><thead><tr><th>answer</th><th>your value</th>"
+            f"{torch_head}<th>points</th><th>explanation</th></tr></thead><tbody>" + "".join(rows)
+            + "</tbody></table></div>")
 
 
-def _chain_html(table: dict[str, Any]) -> str:
+def _chain_html(table: dict[str, Any], reveal: bool) -> str:
     rows = []
     for index, row in enumerate(table["rows"]):
         css = ' class="first-wrong"' if index == table["first_wrong"] else ""
         mark = '<span class="ok">✓</span>' if row["correct"] else '<span class="bad">✗</span>'
-        rows.append(
-            f"<tr{css}><td>{_e(row['node'])}</td><td class=num>{_e(row['your_forward'])}</td>"
-            f"<td class=num>{_e(row['torch_forward'])}</td><td>{_e(row['local_derivative'])} "
-            f"= <span class=num>{_e(row['torch_local_derivative'])}</span></td>"
-            f"<td class=num>{_e(row['your_gradient'])}</td><td class=num>{_e(row['torch_gradient'])}</td>"
-            f"<td>{mark}</td></tr>"
-        )
+        if reveal:
+            rows.append(
+                f"<tr{css}><td>{_e(row['node'])}</td><td class=num>{_e(row['your_forward'])}</td>"
+                f"<td class=num>{_e(row['torch_forward'])}</td><td>{_e(row['local_derivative'])} "
+                f"= <span class=num>{_e(row['torch_local_derivative'])}</span></td>"
+                f"<td class=num>{_e(row['your_gradient'])}</td><td class=num>{_e(row['torch_gradient'])}</td>"
+                f"<td>{mark}</td></tr>"
+            )
+        else:
+            rows.append(
+                f"<tr{css}><td>{_e(row['node'])}</td><td class=num>{_e(row['your_forward'])}</td>"
+                f"<td>{_e(row['local_derivative'])}</td><td class=num>{_e(row['your_gradient'])}</td>"
+                f"<td>{mark}</td></tr>"
+            )
     caption = ("Your chain matches torch at every node." if table["first_wrong"] is None else
                "Your chain first breaks at the highlighted node; every gradient behind it inherits the error.")
+    head = ("<th>node</th><th>your forward value</th><th>torch forward</th><th>local derivative (torch)</th>"
+            "<th>your gradient</th><th>torch gradient</th><th></th>") if reveal else (
+            "<th>node</th><th>your forward value</th><th>local derivative</th><th>your gradient</th><th></th>")
     return ('<h3>Chain table (backward pass, right to left)</h3>'
             f'<p>{_e(caption)}</p><div class=table-wrap><table class="chain">'
-            "<thead><tr><th>node</th><th>your forward value</th>"
-            "<th>torch forward</th><th>local derivative (torch)</th><th>your gradient</th><th>torch gradient</th>"
-            "<th></th></tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
+            f"<thead><tr>{head}</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
 
 
 def render_html(feedback: dict[str, Any]) -> str:
     """A self-contained page (no scripts, no network) a student can open from disk or a phone."""
+    reveal = feedback.get("reveals_torch_values", True)
     parts = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         '<meta name=viewport content="width=device-width, initial-scale=1">',
@@ -249,23 +279,28 @@ def render_html(feedback: dict[str, Any]) -> str:
     ]
     for message in feedback["messages"]:
         parts.append(f'<div class="note">{_e(message)}</div>')
+    if not reveal:
+        parts.append("<p>This feedback says which answers are right, not what torch computes: work out the ones "
+                     "marked ✗ again from the chain table and the notes.</p>")
     parts.append("</header>")
     for question in feedback["questions"]:
         parts.append(f'<section class=card id="q-{_e(question["id"])}"><h2><span>{_e(question["title"])}</span>'
                      f'<span class=points>{_points(question["earned"])} / {_points(question["points"])}</span></h2>')
         if question.get("error"):
             parts.append(f'<div class="error">{_e(question["error"])}</div>')
-        parts.append(_value_rows(question["values"]))
+        parts.append(_value_rows(question["values"], reveal))
         if question.get("chain_table"):
-            parts.append(_chain_html(question["chain_table"]))
+            parts.append(_chain_html(question["chain_table"], reveal))
         for diagnosis in question["misconceptions"]:
             parts.append(f'<div class="misconception"><strong>A common slip:</strong> {_e(diagnosis["diagnosis"])}'
                          f'<div class=idea>The idea: {_e(diagnosis["idea"])}</div></div>')
         parts.append("</section>")
     if feedback["cell_errors"]:
-        parts.append("<section class=card><h2>Errors while running your notebook</h2><ul>")
+        parts.append("<section class=card><h2>Errors your notebook reported</h2>"
+                     "<p>What your code raised while it ran, as your notebook reported it:</p><ul>")
         for error in feedback["cell_errors"]:
-            parts.append(f"<li>{_e(error['cell'])}: <code>{_e(error['error'])}</code></li>")
+            hint = f"<div class=idea>{_e(error['hint'])}</div>" if error.get("hint") else ""
+            parts.append(f"<li>{_e(error['cell'])}: <code>{_e(error['error'])}</code>{hint}</li>")
         parts.append("</ul></section>")
     parts.append("</main></body></html>")
     return "\n".join(parts)

@@ -20,6 +20,9 @@ from course.config import load_config
 from course.errors import CourseError, SubmissionError
 from course.files import atomic_write_json
 from course.grading import Graded, SubmissionRef, grade_submission
+from course.sandbox import ISOLATION_SUMMARY
+from course.text import markdown_text
+from course.variants import load_secret
 
 IGNORED_NAMES = {".DS_Store", "__MACOSX", ".ipynb_checkpoints", "Thumbs.db"}
 ARCHIVE_SUFFIXES = {".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar"}
@@ -92,39 +95,57 @@ def _number(value: float) -> str:
     return f"{value:g}"
 
 
-def question_markdown(question: dict[str, Any]) -> str:
-    """One question's feedback as Markdown: values, chain table, misconceptions."""
+def _md(value: Any) -> str:
+    """Any text in a Markdown table or paragraph: every character literal (see course.text)."""
+    return markdown_text("—" if value is None else value)
+
+
+def question_markdown(question: dict[str, Any], reveal: bool) -> str:
+    """One question's feedback as Markdown: values, chain table, misconceptions. Every piece of text is
+    escaped, the grader's own included, so nothing a student wrote can become Markdown or HTML."""
     lines = []
     if question.get("error"):
-        lines += [f"**{question['error']}**", ""]
-    lines += ["| answer | your value | torch | points | explanation |", "|---|---|---|---|---|"]
+        lines += [f"**{_md(question['error'])}**", ""]
+    torch_head, torch_rule = (" torch |", "---|") if reveal else ("", "")
+    lines += [f"| answer | your value |{torch_head} points | explanation |", f"|---|---|{torch_rule}---|---|"]
     for value in question["values"]:
         yours = value["your_value"] if value["your_value"] is not None else value.get("detail", value["status"])
         mark = "✓" if value["correct"] else "✗"
         note = value.get("detail", "") if value["your_value"] is not None or value["status"] == "function" else ""
         if value.get("hand_work_note"):
             note = f"{note} {value['hand_work_note']}".strip()
-        explanation = f"{value['explanation']} {note}".strip().replace("|", "\\|")
-        lines.append(f"| `{value['name']}` | {str(yours).replace('|', '/')} | {value['torch_value']} | "
-                     f"{mark} {_number(value['earned'])}/{_number(value['points'])} | {explanation} |")
+        torch = f" {_md(value['torch_value'])} |" if reveal else ""
+        explanation = f"{value['explanation']} {note}".strip()
+        lines.append(f"| {_md(value['name'])} | {_md(yours)} |{torch} "
+                     f"{mark} {_number(value['earned'])}/{_number(value['points'])} | {_md(explanation)} |")
     table = question.get("chain_table")
     if table:
-        lines += ["", "**Chain table** (backward pass, right to left):", "",
-                  "| node | your forward | torch forward | local derivative | your gradient | torch gradient |",
-                  "|---|---|---|---|---|---|"]
+        if reveal:
+            lines += ["", "**Chain table** (backward pass, right to left):", "",
+                      "| node | your forward | torch forward | local derivative | your gradient | torch gradient |",
+                      "|---|---|---|---|---|---|"]
+        else:
+            lines += ["", "**Chain table** (backward pass, right to left):", "",
+                      "| node | your forward | local derivative | your gradient | |", "|---|---|---|---|---|"]
         for index, row in enumerate(table["rows"]):
-            node = f"**→ {row['node']}**" if index == table["first_wrong"] else row["node"]
-            lines.append(f"| {node} | {row['your_forward']} | {row['torch_forward']} | {row['local_derivative']} "
-                         f"= {row['torch_local_derivative']} | {row['your_gradient']} | {row['torch_gradient']} |")
+            node = f"**→ {_md(row['node'])}**" if index == table["first_wrong"] else _md(row["node"])
+            if reveal:
+                lines.append(f"| {node} | {_md(row['your_forward'])} | {_md(row['torch_forward'])} | "
+                             f"{_md(row['local_derivative'])} = {_md(row['torch_local_derivative'])} | "
+                             f"{_md(row['your_gradient'])} | {_md(row['torch_gradient'])} |")
+            else:
+                lines.append(f"| {node} | {_md(row['your_forward'])} | {_md(row['local_derivative'])} | "
+                             f"{_md(row['your_gradient'])} | {'✓' if row['correct'] else '✗'} |")
         if table["first_wrong"] is not None:
             lines.append("\nYour chain first breaks at the node marked →.")
     for diagnosis in question["misconceptions"]:
-        lines += ["", f"**A common slip:** {diagnosis['diagnosis']} *The idea: {diagnosis['idea']}*"]
+        lines += ["", f"**A common slip:** {_md(diagnosis['diagnosis'])} *The idea: {_md(diagnosis['idea'])}*"]
     return "\n".join(lines)
 
 
 def to_results(graded: Graded, seconds: float) -> dict[str, Any]:
     feedback = graded.feedback
+    reveal = feedback.get("reveals_torch_values", True)
     tests = [
         {
             "name": question["title"],
@@ -132,23 +153,27 @@ def to_results(graded: Graded, seconds: float) -> dict[str, Any]:
             "score": question["earned"],
             "max_score": question["points"],
             "status": "passed" if question["earned"] == question["points"] else "failed",
-            "output": question_markdown(question),
+            "output": question_markdown(question, reveal),
             "output_format": "md",
             "visibility": "visible",
         }
         for index, question in enumerate(feedback["questions"])
     ]
     summary = [f"**{_number(feedback['score'])} / {_number(feedback['max_score'])}** points."]
-    summary += feedback["messages"]
+    summary += [_md(message) for message in feedback["messages"]]
+    if not reveal:
+        summary.append("This feedback says which answers are right, not what torch computes.")
     if feedback["cell_errors"]:
-        summary.append("Errors while running your notebook:")
-        summary += [f"- {e['cell']}: `{e['error']}`" for e in feedback["cell_errors"][:20]]
+        summary.append("Errors your notebook reported while it ran:")
+        summary += [f"- {_md(e['cell'])}: {_md(e['error'])}" + (f" ({_md(e['hint'])})" if e.get("hint") else "")
+                    for e in feedback["cell_errors"][:20]]
     return {
         "score": feedback["score"],
         "execution_time": round(seconds, 3),
         "output": "\n\n".join(summary),
         "output_format": "md",
         "stdout_visibility": "hidden",
+        "extra_data": {"sandbox": graded.sandbox, "status": graded.status},
         "tests": tests,
     }
 
@@ -184,13 +209,19 @@ def run_autograder(root: Path) -> dict[str, Any]:
         config = load_config(root / "source")
         settings = config.assignment()
         assignment = load_assignment(config.source_notebook(settings.name), settings.name)
+        if config.variants:
+            # Refuses a secret that the sandbox's uid could read, before any student code runs.
+            load_secret(config.variant_secret_env, config.variant_secret_file, config.root)
         notebook = find_notebook(root / "submission", settings.notebook)
-        graded = grade_submission(SubmissionRef(student_id_from_metadata(root), notebook), assignment, config)
+        graded = grade_submission(SubmissionRef(student_id_from_metadata(root), notebook), assignment, config,
+                                  reveal_torch_values=config.reveals_torch_values(gradescope=True))
         if graded.internal_error:
             print(graded.internal_error, file=sys.stderr)  # the grader's log, hidden from students
+        if graded.sandbox:
+            print(f"sandbox: {graded.sandbox}: {ISOLATION_SUMMARY.get(graded.sandbox, '')}", file=sys.stderr)
         results = to_results(graded, time.monotonic() - started)
     except SubmissionError as problem:
-        results = error_results(f"{problem} Your score is 0 until you resubmit.", time.monotonic() - started,
+        results = error_results(f"{_md(problem)} Your score is 0 until you resubmit.", time.monotonic() - started,
                                 ours=False)
     except CourseError as problem:
         print(f"autograder configuration error: {problem}", file=sys.stderr)

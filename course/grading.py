@@ -6,21 +6,21 @@ notebook -> submission (read) -> sandbox (run student code) -> plain answers -> 
 
 from __future__ import annotations
 
-import re
+import contextlib
 import sys
 import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
 from course import handwork, sandbox
 from course.answers import MISSING, Answer
 from course.assignment import Assignment, load_assignment
-from course.config import CourseConfig
+from course.config import CourseConfig, Limits
 from course.errors import CourseError, SubmissionError
 from course.feedback import build_feedback, render_html
 from course.files import atomic_write_json, atomic_write_text
@@ -28,10 +28,9 @@ from course.gradebook import GradeRow, write_grades_csv
 from course.judge import QuestionResult, choose_probe_points, judge
 from course.nbgrader_bridge import GradebookWriter
 from course.pool import WarmPool, default_jobs
-from course.submission import STUDENT_ID, Submission, read_submission
+from course.submission import Submission, read_submission, student_id_problem
 from course.summary import class_summary, read_class_feedback, render_summary_html
-
-UNSAFE_CHARACTERS = re.compile(r"[^A-Za-z0-9._@+#-]")
+from course.text import safe_text
 
 GRADED, TIMED_OUT, FAILED, ERROR = "graded", "timed_out", "failed", "autograder_error"
 
@@ -51,11 +50,13 @@ class Graded:
     feedback: dict
     seconds: float
     internal_error: str = ""
+    sandbox: str = ""  # the isolation level the notebook ran under ("" when it did not run)
 
 
 @dataclass
 class BatchSummary:
     graded: list[Graded] = field(default_factory=list)
+    refused: list[SubmissionRef] = field(default_factory=list)
     out_dir: Path = Path()
     isolation: str = ""
 
@@ -67,6 +68,8 @@ class BatchSummary:
         lines = [f"{total} submission{'s' if total != 1 else ''}: {self.count(GRADED)} graded, "
                  f"{self.count(FAILED)} failed, {self.count(TIMED_OUT)} timed out, "
                  f"{self.count(ERROR)} autograder errors"]
+        for ref in self.refused:
+            lines.append(f"not graded: {safe_text(str(ref.path), 300, one_line=True)}: {ref.problem}")
         slowest = sorted(self.graded, key=lambda g: g.seconds, reverse=True)[:3]
         if slowest:
             lines.append("slowest: " + ", ".join(f"{g.student_id} {g.seconds:.1f} s" for g in slowest))
@@ -81,15 +84,13 @@ class BatchSummary:
 
 
 def _ref(student_id: str, path: Path, problem: str = "") -> SubmissionRef:
-    if not problem and not STUDENT_ID.match(student_id):
-        problem = (f"the student id {student_id!r} cannot be used as a folder name "
-                   "(letters, digits and . _ @ + - only)")
-    return SubmissionRef(student_id, path, problem)
+    return SubmissionRef(student_id, path, problem or student_id_problem(student_id))
 
 
 def discover(paths: list[Path], assignment: str, notebook: str) -> list[SubmissionRef]:
     """Submissions named by PATHs: nbgrader's submitted/<student>/<assignment>/<notebook> layout, a folder
-    of <student>.ipynb files, or single notebooks. A student id seen twice is graded once."""
+    of <student>.ipynb files, or single notebooks. One canonical id check here: a ref whose id cannot be
+    used, or that repeats an id already found, carries a `problem` and is refused, never renamed."""
     refs: list[SubmissionRef] = []
     for path in paths:
         if path.is_dir():
@@ -111,10 +112,12 @@ def discover(paths: list[Path], assignment: str, notebook: str) -> list[Submissi
     seen: dict[str, Path] = {}
     unique = []
     for ref in refs:
-        if ref.student_id in seen:
-            unique.append(SubmissionRef(f"{ref.student_id}#duplicate{len(unique)}", ref.path,
+        if ref.problem:
+            unique.append(ref)
+        elif ref.student_id in seen:
+            unique.append(SubmissionRef(ref.student_id, ref.path,
                                         f"student id {ref.student_id!r} was already graded from "
-                                        f"{seen[ref.student_id]}; this copy ({ref.path}) was not graded"))
+                                        f"{seen[ref.student_id]}; this copy was not graded"))
         else:
             seen[ref.student_id] = ref.path
             unique.append(ref)
@@ -130,28 +133,47 @@ def _zero(assignment: Assignment, answers_reason: str, config: CourseConfig) -> 
     return judge(assignment, answers, tolerance=config.tolerance)
 
 
-# What a limit looks like from inside the sandbox, and how the feedback names it.
+# What a limit looks like in an error the notebook reported, and how the feedback names it. The error
+# text comes from the student's process, so this is only a hint shown beside that error, in the section of
+# the notebook's own errors: never a statement in the grader's voice.
 LIMIT_SIGNS = (
-    (("MemoryError", "can't allocate memory", "Cannot allocate memory"), 
-     "A cell ran out of memory (limit {memory_mb} MB)."),
-    (("Resource temporarily unavailable", "BlockingIOError"), 
-     "A cell tried to start more processes or threads than allowed (limit {processes})."),
-    (("File too large",), "A cell wrote a file larger than allowed (limit {file_size_mb} MB)."),
-    (("No space left on device",), "A cell filled its scratch space (limit {tmp_mb} MB)."),
-    (("Too many open files",), "A cell opened more files than allowed (limit {open_files})."),
+    (("MemoryError", "can't allocate memory", "Cannot allocate memory"),
+     "This looks like the memory limit ({memory_mb} MB)."),
+    (("Resource temporarily unavailable", "BlockingIOError"),
+     "This looks like the limit on processes and threads ({processes})."),
+    (("File too large",), "This looks like the limit on the size of a file ({file_size_mb} MB)."),
+    (("No space left on device",), "This looks like the limit on scratch space ({tmp_mb} MB)."),
+    (("Too many open files",), "This looks like the limit on open files ({open_files})."),
 )
 
 
+def limit_hint(error: str, limits: Limits) -> str:
+    """The hint for one reported error ("" when it names no limit)."""
+    return " ".join(template.format(**vars(limits)) for signs, template in LIMIT_SIGNS
+                    if any(sign in error for sign in signs))
+
+
+def cell_errors_of(run: sandbox.RunResult, limits: Limits) -> list[dict[str, str]]:
+    """The errors the notebook reported, each labelled with its cell and, where it fits, a limit hint."""
+    errors = []
+    for cell in run.cells:
+        if cell.error:
+            entry = {"cell": cell.label, "error": cell.error}
+            hint = limit_hint(cell.error, limits)
+            if hint:
+                entry["hint"] = hint
+            errors.append(entry)
+    return errors
+
+
 def limit_messages(run: sandbox.RunResult, config: CourseConfig) -> list[str]:
-    """One sentence for every resource limit the run ran into (time and output are reported elsewhere)."""
-    errors = " ".join(c.error or "" for c in run.cells) + " " + (run.ended_early or "")
-    messages = [
-        template.format(**vars(config.limits))
-        for signs, template in LIMIT_SIGNS
-        if any(sign in errors for sign in signs)
-    ]
-    if "SIGXCPU" in errors:
-        messages.append(f"The notebook used more CPU time than allowed ({config.limits.submission_seconds:g} s).")
+    """The limits the grader saw hit itself (time limits are told by `ended_early`)."""
+    messages = []
+    if run.limit_hit == "output_kb":
+        messages.append(f"Your notebook printed more than {config.limits.output_kb} KB; the rest was discarded.")
+    if run.limit_hit == "cpu_seconds":
+        messages.append(f"The notebook used more CPU time than allowed ({config.limits.submission_seconds:g} s "
+                        "in all), so the system stopped it.")
     return messages
 
 
@@ -163,12 +185,16 @@ Runner = Callable[..., sandbox.RunResult]
 
 
 def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseConfig,
-                     probe_points: dict[str, list[float]] | None = None, *, run: Runner | None = None) -> Graded:
-    """Grade one notebook. Never raises: every failure becomes a status, a reason and score 0."""
+                     probe_points: dict[str, list[float]] | None = None, *, run: Runner | None = None,
+                     reveal_torch_values: bool | None = None) -> Graded:
+    """Grade one notebook. Never raises: every failure becomes a status, a reason and score 0.
+    reveal_torch_values: whether the feedback shows torch's values (default: the course's setting for
+    local grading)."""
     started = time.monotonic()
     messages: list[str] = []
     cell_errors: list[dict[str, str]] = []
     internal_error = ""
+    level = ""
     try:
         if ref.problem:
             raise SubmissionError(ref.problem)
@@ -186,23 +212,25 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
         run_cells = run or partial(sandbox.run_cells, isolation=config.sandbox, uid=config.sandbox_uid)
         run = run_cells(list(submission.cells), assignment.answer_names + assignment.function_names, points,
                         config.limits)
+        level = run.isolation
         answers = dict(run.answers)
         for cell_id in submission.deleted_answer_cells:
             question = assignment.question_by_answer_cell(cell_id)
             for name in question.answer_names + question.function_names:
                 answers[name] = Answer(MISSING, detail="its answer cell was deleted")
-        computed = handwork.computed_answers(submission.cells, assignment.answer_names + assignment.function_names)
+        hand_work = handwork.computed_answers(submission.cells, assignment.answer_names + assignment.function_names)
         deduction = config.hand_work_deduction if config.hand_work == "deduct" else 0.0
-        questions = judge(assignment, answers, tolerance=config.tolerance, computed=computed, deduction=deduction,
-                          params=params)
+        questions = judge(assignment, answers, tolerance=config.tolerance, computed=hand_work.computed,
+                          deduction=deduction, params=params)
         status = _status_of(run)
         if run.ended_early:
             messages.append(f"Your notebook did not run to the end: {run.ended_early}. "
                             "Answers set before that point were graded.")
-        if run.limit_hit == "output_kb":
-            messages.append(f"Your notebook printed more than {config.limits.output_kb} KB; the rest was discarded.")
-        cell_errors = [{"cell": c.label, "error": c.error} for c in run.cells if c.error]
         messages += limit_messages(run, config)
+        if not hand_work.complete:
+            messages.append("The notebook holds more code than the hand-work check reads, so only its first part "
+                            "was checked for answers computed with torch.")
+        cell_errors = cell_errors_of(run, config.limits)
     except SubmissionError as problem:
         status, questions = FAILED, _zero(assignment, "the notebook could not be read", config)
         messages.append(f"Your submission could not be graded: {problem}")
@@ -211,9 +239,11 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
         internal_error = traceback.format_exc()
         messages.append("The autograder hit an error of its own while grading this notebook (not your fault). "
                         "Your instructor can see the details; you do not need to resubmit.")
+    if reveal_torch_values is None:
+        reveal_torch_values = config.reveals_torch_values(gradescope=False)
     feedback = build_feedback(ref.student_id, assignment.name, questions, status=status, messages=messages,
-                              cell_errors=cell_errors)
-    return Graded(ref.student_id, status, questions, feedback, time.monotonic() - started, internal_error)
+                              cell_errors=cell_errors, reveal_torch_values=reveal_torch_values)
+    return Graded(ref.student_id, status, questions, feedback, time.monotonic() - started, internal_error, level)
 
 
 def _read(ref: SubmissionRef, assignment: Assignment, config: CourseConfig, params: dict) -> Submission:
@@ -258,9 +288,11 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
     summary = BatchSummary(out_dir=out_dir, isolation=note or sandbox.ISOLATION_SUMMARY[level])
     rows: list[GradeRow] = []
     last_flush = time.monotonic()
+    summary.refused = [ref for ref in refs if ref.problem]
+    refs = [ref for ref in refs if not ref.problem]
     with ExitStack() as stack:
         run: Runner | None = None
-        if jobs > 0:
+        if jobs > 0 and refs:
             pool = stack.enter_context(WarmPool(min(jobs, len(refs)), config.limits, isolation=config.sandbox,
                                                 base_uid=config.sandbox_uid))
             run = pool.run
@@ -273,28 +305,42 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         executor = stack.enter_context(ThreadPoolExecutor(max(1, jobs)))
         futures = [executor.submit(grade_submission, ref, assignment, config, run=run) for ref in refs]
         for future in as_completed(futures):
-            graded = future.result()  # grade_submission never raises
-            gradebook = opening.result()
+            graded = record_graded(future.result(), out_dir, settings.name, opening.result())
             if graded.internal_error:
-                print(f"autograder error for {graded.student_id}:\n{graded.internal_error}", file=sys.stderr)
-            usable_id = bool(STUDENT_ID.match(graded.student_id))
-            if usable_id:  # never build a path from an id that could climb out of the feedback folder
-                write_feedback(out_dir, settings.name, graded)
-                gradebook.record(graded.student_id, {q.grade_id: q.earned for q in graded.questions}, commit=False)
-            rows.append(GradeRow(
-                graded.student_id if usable_id else UNSAFE_CHARACTERS.sub("_", graded.student_id),
-                {q.id: q.earned for q in graded.questions}, graded.feedback["score"], graded.feedback["max_score"],
-                graded.status,
-            ))
+                print(f"autograder error for {graded.student_id}:\n{safe_text(graded.internal_error, 20_000)}",
+                      file=sys.stderr)
+            rows.append(GradeRow(graded.student_id, {q.id: q.earned for q in graded.questions},
+                                 graded.feedback["score"], graded.feedback["max_score"], graded.status))
             summary.graded.append(graded)
             if time.monotonic() - last_flush > CSV_FLUSH_SECONDS:
-                _flush(out_dir, question_ids, rows, gradebook)
+                _flush(out_dir, question_ids, rows, opening.result())
                 last_flush = time.monotonic()
             if report:
                 report(graded, len(summary.graded), len(refs))
         _flush(out_dir, question_ids, rows, opening.result())
     write_class_summary(out_dir, settings.name)
     return summary
+
+
+def record_graded(graded: Graded, out_dir: Path, assignment: str, gradebook: GradebookWriter) -> Graded:
+    """Write one student's feedback and gradebook rows. A failure here stays this student's: they become an
+    autograder error (score 0, a message, the details in the log), and the batch goes on."""
+    try:
+        write_feedback(out_dir, assignment, graded)
+        gradebook.record(graded.student_id, {q.grade_id: q.earned for q in graded.questions}, commit=False)
+        return graded
+    except Exception:
+        failed = replace(graded, status=ERROR, questions=tuple(replace(q, earned=0.0) for q in graded.questions),
+                         internal_error=f"{graded.internal_error}\nwhile recording the results:\n"
+                                        f"{traceback.format_exc()}")
+        failed = replace(failed, feedback={
+            **graded.feedback, "status": ERROR, "score": 0, "questions": [], "cell_errors": [],
+            "messages": ["The autograder could not record the results of this notebook (a problem on our side, "
+                         "not in your notebook). Your instructor can see the details; you do not need to resubmit."],
+        })
+        with contextlib.suppress(Exception):
+            write_feedback(out_dir, assignment, failed)
+        return failed
 
 
 def write_class_summary(out_dir: Path, assignment: str) -> None:

@@ -1,72 +1,136 @@
-"""Hand work stays hand work: spot answers that the student's code computed with torch.
+"""Hand work stays hand work: spot answers whose value the student's code computed with torch.
 
-A static look at the submitted text in the grader (the code is parsed, never run). An answer name counts
-as computed when a cell assigns it and that cell uses torch (`torch`, `.backward`, `.grad`, `.item`).
+A static look at the submitted text in the grader (the code is parsed, never run), judged per value: an
+answer counts as computed when the statement that last gives it its value uses torch (`torch`, `.backward`,
+`.grad`, `.item`, ...) or a name that was itself computed with torch. `import torch` alone flags nothing.
+
+The text is the student's, so the work is bounded: IPython syntax is neutralised line by line (linear; no
+IPython transformer runs in the grader), a cell over MAX_PARSE_CHARS is skipped, and the analysis of one
+submission stops after MAX_ANALYSED_CHARS or ANALYSIS_SECONDS, saying so.
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from course.sandbox import Cell
 
-TORCH_ATTRIBUTES = {"backward", "grad", "item", "retain_grad", "detach"}
+TORCH_ATTRIBUTES = {"backward", "grad", "item", "retain_grad", "detach", "tolist", "numpy"}
 MAX_PARSE_CHARS = 200_000
+MAX_ANALYSED_CHARS = 2_000_000
+ANALYSIS_SECONDS = 2.0
+
+_TIMING_MAGIC = re.compile(r"^(\s*)%(?:time|timeit|prun)\b(?:\s+-\S+)*\s*(.*)$")
+_MAGIC_ASSIGNMENT = re.compile(r"^(\s*)([A-Za-z_][\w\s,]*?)\s*=\s*[!%]")
+_IPYTHON_LINE = re.compile(r"^(\s*)(?:[!%?]|.*\?\s*$)")
 
 
-def _python_text(source: str) -> str:
-    """Cell text with IPython syntax (magics, `!cmd`) turned into plain Python."""
-    from IPython.core.inputtransformer2 import TransformerManager
+@dataclass(frozen=True)
+class HandWork:
+    """The answer names computed with torch, and whether every cell could be looked at."""
 
-    try:
-        return TransformerManager().transform_cell(source)
-    except Exception:
-        return source
+    computed: frozenset[str]
+    complete: bool = True
 
 
-def _uses_torch(tree: ast.AST) -> bool:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id == "torch":
-            return True
-        if isinstance(node, ast.Attribute) and node.attr in TORCH_ATTRIBUTES:
-            return True
-        if isinstance(node, ast.Import | ast.ImportFrom) and any(
-            (alias.name or "").startswith("torch") for alias in node.names
-        ):
-            return True
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch"):
-            return True
-    return False
+def python_text(source: str) -> str:
+    """Cell text with IPython syntax (magics, `!cmd`, `name?`) made plain Python, one line at a time.
+    Timing magics keep the statement they time; anything else becomes `pass` (or `name = None`)."""
+    lines = []
+    for line in source.split("\n"):
+        timed = _TIMING_MAGIC.match(line)
+        assigned = _MAGIC_ASSIGNMENT.match(line)
+        if line.lstrip().startswith("%%"):
+            lines.append("pass")
+        elif timed:
+            lines.append(f"{timed.group(1)}{timed.group(2) or 'pass'}")
+        elif assigned:
+            lines.append(f"{assigned.group(1)}{assigned.group(2).strip()} = None")
+        elif _IPYTHON_LINE.match(line):
+            lines.append(f"{_IPYTHON_LINE.match(line).group(1)}pass")
+        else:
+            lines.append(line)
+    return "\n".join(lines)
 
 
-def _assigned(tree: ast.AST) -> set[str]:
-    names = set()
-    for node in ast.walk(tree):
-        targets = []
-        if isinstance(node, ast.Assign):
-            targets = node.targets
-        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
-            targets = [node.target]
-        elif isinstance(node, ast.FunctionDef):
-            names.add(node.name)
+class _Flow:
+    """Which names hold values computed with torch, statement by statement, in the order cells run."""
+
+    def __init__(self) -> None:
+        self.torch_names = {"torch"}
+
+    def uses_torch(self, node: ast.AST | None) -> bool:
+        if node is None:
+            return False
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Name) and inner.id in self.torch_names:
+                return True
+            if isinstance(inner, ast.Attribute) and inner.attr in TORCH_ATTRIBUTES:
+                return True
+        return False
+
+    def mark(self, targets: Iterable[ast.AST], computed: bool) -> None:
         for target in targets:
             for inner in ast.walk(target):
                 if isinstance(inner, ast.Name):
-                    names.add(inner.id)
-    return names
+                    if computed:
+                        self.torch_names.add(inner.id)
+                    else:
+                        self.torch_names.discard(inner.id)
+
+    def run(self, statements: list[ast.stmt]) -> None:
+        for statement in statements:
+            self.statement(statement)
+
+    def statement(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            from_torch = isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch"
+            for alias in node.names:
+                if from_torch or alias.name.split(".")[0] == "torch":
+                    self.torch_names.add((alias.asname or alias.name).split(".")[0])
+        elif isinstance(node, ast.Assign):
+            self.mark(node.targets, self.uses_torch(node.value))
+        elif isinstance(node, ast.AnnAssign):
+            self.mark([node.target], self.uses_torch(node.value))
+        elif isinstance(node, ast.AugAssign):
+            self.mark([node.target], self.uses_torch(node.value) or self.uses_torch(node.target))
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            self.mark([ast.Name(node.name)], any(self.uses_torch(part) for part in node.body))
+        elif isinstance(node, ast.For | ast.AsyncFor):
+            self.mark([node.target], self.uses_torch(node.iter))
+            self.run(node.body + node.orelse)
+        elif isinstance(node, ast.With | ast.AsyncWith):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    self.mark([item.optional_vars], self.uses_torch(item.context_expr))
+            self.run(node.body)
+        elif isinstance(node, ast.If | ast.While):
+            self.run(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            self.run(node.body + [s for handler in node.handlers for s in handler.body] + node.orelse + node.finalbody)
 
 
-def computed_answers(cells: tuple[Cell, ...], answer_names: tuple[str, ...]) -> set[str]:
-    """The answer names that some student cell assigns while using torch."""
-    wanted = set(answer_names)
-    flagged: set[str] = set()
+def computed_answers(cells: tuple[Cell, ...], answer_names: tuple[str, ...]) -> HandWork:
+    """The answer names whose last value some student cell computed with torch."""
+    flow = _Flow()
+    started, analysed, complete = time.monotonic(), 0, True
     for cell in cells:
-        if cell.index < 0 or len(cell.source) > MAX_PARSE_CHARS:
-            continue  # the course's own setup cell, or text too long to be worth parsing
+        if cell.index < 0:
+            continue  # the course's own setup and numbers cells
+        analysed += len(cell.source)
+        if analysed > MAX_ANALYSED_CHARS or time.monotonic() - started > ANALYSIS_SECONDS:
+            complete = False
+            break
+        if len(cell.source) > MAX_PARSE_CHARS:
+            complete = False
+            continue
         try:
-            tree = ast.parse(_python_text(cell.source))
+            tree = ast.parse(python_text(cell.source))
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
-        if _uses_torch(tree):
-            flagged |= _assigned(tree) & wanted
-    return flagged
+        flow.run(tree.body)
+    return HandWork(frozenset(flow.torch_names & set(answer_names)), complete)

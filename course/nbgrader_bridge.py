@@ -134,6 +134,7 @@ class GradebookWriter:
         _tools_on_path()
         self.assignment, self.notebook = assignment, source_notebook.stem
         self.gradebook = Gradebook(db_url)
+        self.pending: list[tuple[str, dict[str, float]]] = []  # recorded since the last commit
         if db_url.startswith("sqlite"):
             from sqlalchemy import text
 
@@ -144,20 +145,28 @@ class GradebookWriter:
 
     def record(self, student: str, scores: dict[str, float], *, commit: bool = True) -> None:
         """Write one student's autograded scores (grade cell id -> points)."""
-        gradebook = self.gradebook
         try:
-            with warnings.catch_warnings():
-                # nbgrader's add_submission trips SQLAlchemy autoflush warnings that are harmless here
-                warnings.simplefilter("ignore")
-                self._record(student, scores)
-                if commit:
-                    gradebook.db.commit()
+            self._record_quietly(student, scores)
         except Exception:
-            gradebook.db.rollback()
+            # A rollback takes back every row since the last commit: record the other students again, so a
+            # failure costs this student's rows only.
+            self.gradebook.db.rollback()
+            for earlier, earlier_scores in self.pending:
+                self._record_quietly(earlier, earlier_scores)
             raise
+        self.pending.append((student, scores))
+        if commit:
+            self.commit()
+
+    def _record_quietly(self, student: str, scores: dict[str, float]) -> None:
+        with warnings.catch_warnings():
+            # nbgrader's add_submission trips SQLAlchemy autoflush warnings that are harmless here
+            warnings.simplefilter("ignore")
+            self._record(student, scores)
 
     def commit(self) -> None:
         self.gradebook.db.commit()
+        self.pending.clear()
 
     def _record(self, student: str, scores: dict[str, float]) -> None:
         from nbgrader.api import MissingEntry

@@ -22,7 +22,8 @@ import tempfile
 import threading
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from course.config import DEFAULT_SANDBOX_UID, Limits
 from course.errors import SandboxError
@@ -30,6 +31,7 @@ from course.sandbox import (
     RUNNER_SOURCE,
     SANDBOX_ENV,
     Cell,
+    EventReader,
     RunResult,
     Supervised,
     bwrap_view,
@@ -61,14 +63,16 @@ class _Worker:
     process: subprocess.Popen
     control: socket.socket
     uid: int
-    buffer: bytes = b""
+    log: Path
+    events: EventReader = field(default_factory=lambda: EventReader(max_line=65536, max_total=2**62))
+    pending: list[dict] = field(default_factory=list)
 
     def read_event(self, timeout: float) -> dict | None:
-        """The next control message, or None on timeout or a dead worker."""
+        """The next control message, or None on timeout, a dead worker or a garbled line."""
         deadline = time.monotonic() + timeout
-        while b"\n" not in self.buffer:
+        while not self.pending:
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or self.events.broken:
                 return None
             self.control.settimeout(remaining)
             try:
@@ -77,12 +81,14 @@ class _Worker:
                 return None
             if not data:
                 return None
-            self.buffer += data
-        line, self.buffer = self.buffer.split(b"\n", 1)
+            self.pending += self.events.feed(data)
+        return self.pending.pop(0)
+
+    def log_tail(self) -> str:
         try:
-            return json.loads(line)
-        except ValueError:
-            return None
+            return self.log.read_text(encoding="utf-8", errors="replace")[-2000:].strip()
+        except OSError:
+            return ""
 
     def stop(self) -> None:
         try:
@@ -91,6 +97,7 @@ class _Worker:
             if self.process.poll() is None:
                 self.process.kill()
             self.process.wait()
+            self.log.unlink(missing_ok=True)
 
 
 class WarmPool:
@@ -105,6 +112,7 @@ class WarmPool:
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._lock = threading.Lock()
         self._workers: list[_Worker] = []
+        self.start_failure = ""
         try:
             spawned = [self._spawn(self._lease()) for _ in range(size)]
         except BaseException:
@@ -124,12 +132,17 @@ class WarmPool:
         command = [*worker_command(self.level, self.limits.tmp_mb), sys.executable, "-I", "-c", RUNNER_SOURCE,
                    "--serve", str(worker_end.fileno())]
         env = {} if self.level == "bwrap" else dict(SANDBOX_ENV)
-        process = subprocess.Popen(  # noqa: S603 - fixed argument list, no shell
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(worker_end.fileno(),), start_new_session=True, env=env, cwd="/",
-        )
-        worker_end.close()
-        worker = _Worker(process, grader_end, uid)
+        # What a worker prints (an import error, bubblewrap's complaint) is kept for the error message.
+        log_fd, log_name = tempfile.mkstemp(prefix="autograd-worker-", suffix=".log")
+        try:
+            process = subprocess.Popen(  # noqa: S603 - fixed argument list, no shell
+                command, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
+                pass_fds=(worker_end.fileno(),), start_new_session=True, env=env, cwd="/",
+            )
+        finally:
+            os.close(log_fd)
+            worker_end.close()
+        worker = _Worker(process, grader_end, uid, Path(log_name))
         with self._lock:
             self._workers.append(worker)
         return worker
@@ -137,17 +150,22 @@ class WarmPool:
     def _ready(self, worker: _Worker) -> bool:
         if (worker.read_event(WORKER_START_SECONDS) or {}).get("event") == "ready":
             return True
+        self.start_failure = worker.log_tail() or f"exit code {worker.process.poll()}"
         worker.stop()
         return False
 
     def _replace(self, worker: _Worker) -> None:
-        """A worker that died or misbehaved gives way to a fresh one with the same leased uid."""
+        """A worker that died or misbehaved gives way to a fresh one. It keeps the leased uid only when that
+        uid owns no process any more; otherwise the uid stays leased (to nobody) and the fresh worker gets
+        another, so nothing left of one student can ever share a uid with the next."""
         worker.stop()
         with self._lock:
             self._workers.remove(worker)
-        if self.level != "rlimits":
-            reap_uid(worker.uid)
-        fresh = self._spawn(worker.uid)
+        uid = worker.uid
+        if self.level != "rlimits" and not reap_uid(uid):
+            print(f"sandbox: uid {uid} still owns processes after a run; it is retired", file=sys.stderr)
+            uid = self._lease()
+        fresh = self._spawn(uid)
         self._idle.put(fresh if self._ready(fresh) else None)
 
     def run(self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]],
@@ -158,7 +176,8 @@ class WarmPool:
         except queue.Empty:
             worker = None
         if worker is None:
-            raise SandboxError("a warm grading worker did not start; run with --jobs 0 to grade without the pool")
+            raise SandboxError("a warm grading worker did not start; run with --jobs 0 to grade without the pool "
+                               f"(its last words: {self.start_failure or 'none'})")
         healthy = False
         try:
             result, healthy = self._run_on(worker, cells, answer_names, function_points, limits)
@@ -178,6 +197,7 @@ class WarmPool:
         job = {
             "uid": worker.uid if self.level != "rlimits" else None,
             "private_tmp": private_tmp,
+            "namespaces": private_tmp,  # a pid, mount and IPC namespace per student (see sandbox_runner)
             "rebind": interpreter_paths_under_tmp() if private_tmp else [],
             "tmp_mb": limits.tmp_mb,
             "cwd": scratch,
@@ -198,6 +218,7 @@ class WarmPool:
         child_pid = forked.get("pid") if forked.get("event") == "forked" and type(forked.get("pid")) is int else None
         write_in_background(request_write, encode_request(cells, answer_names, function_points))
         exit_codes: list[int] = []
+        cleaned: list[bool] = []
 
         def exit_code(timeout: float) -> int | None:
             if exit_codes:
@@ -210,7 +231,7 @@ class WarmPool:
 
         def kill() -> None:
             if self.level != "rlimits":
-                reap_uid(worker.uid)
+                cleaned.append(reap_uid(worker.uid))
             elif child_pid is not None:
                 # Same uid as the grader: end the child's own session (it called setsid), not by uid.
                 with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -224,8 +245,8 @@ class WarmPool:
             os.close(channel_read)
             if not private_tmp:
                 self._clear_scratch(scratch)
-        # The worker is reusable only if it reported its child's end; otherwise replace it.
-        healthy = bool(exit_codes) or exit_code(5.0) is not None
+        # The worker is reusable only if it reported its child's end and the uid owns nothing any more.
+        healthy = (bool(exit_codes) or exit_code(5.0) is not None) and all(cleaned)
         if self.level == "rlimits" and not healthy:
             worker.process.kill()
         return result, healthy and worker.process.poll() is None

@@ -32,7 +32,7 @@ from course.assignment import (
 from course.config import CourseConfig
 from course.errors import ReleaseError
 from course.files import atomic_write_text
-from course.submission import NUMBERS_CELL, STUDENT_ID
+from course.submission import NUMBERS_CELL, student_id_problem
 from course.variants import fill_text, numbers_source
 
 SOLUTIONS_STUDENT = "__source_solutions__"
@@ -123,10 +123,9 @@ def read_roster(path: Path) -> list[str]:
     column = header.index("student_id") if "student_id" in header else None
     body = rows[1:] if column is not None else rows
     ids = [row[column or 0].strip() for row in body if row and row[column or 0].strip()]
-    bad = [sid for sid in ids if not STUDENT_ID.match(sid)]
-    if bad:
-        raise ReleaseError(f"{path}: student id {bad[0]!r} cannot be used as a folder name "
-                           "(letters, digits and . _ @ + - only)")
+    problems = [student_id_problem(sid) for sid in ids if student_id_problem(sid)]
+    if problems:
+        raise ReleaseError(f"{path}: {problems[0]}")
     if not ids:
         raise ReleaseError(f"{path}: no student ids (expected a student_id column)")
     return ids

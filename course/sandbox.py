@@ -35,9 +35,11 @@ from typing import Any
 from course.answers import Answer, decode_answers
 from course.config import DEFAULT_SANDBOX_UID, Limits
 from course.errors import SandboxError
+from course.text import MAX_ERROR_TEXT, safe_text
 
 RUNNER_SOURCE = (Path(__file__).parent / "sandbox_runner.py").read_text(encoding="utf-8")
 MAX_CHANNEL_LINE = 4 * 1024 * 1024
+MAX_CHANNEL_BYTES = 64 * 1024 * 1024
 FUNCTION_CALL_SECONDS = 1.0
 EXIT_GRACE_SECONDS = 2.0
 
@@ -151,22 +153,28 @@ def bwrap_command(uid: int, tmp_mb: int) -> list[str]:
     ]
 
 
-def rlimits_for(limits: Limits) -> dict[str, int]:
-    """The rlimits of a run, by the resource module's names; inherited by all the student starts."""
-    return {
-        "RLIMIT_CPU": int(limits.submission_seconds) + 5,
+CPU_GRACE_SECONDS = 5
+
+
+def rlimits_for(limits: Limits) -> dict[str, tuple[int, int]]:
+    """The rlimits of a run as (soft, hard), by the resource module's names; inherited by all the student
+    starts. The CPU limit's soft value is below its hard one (as codejail sets it), so the kernel first
+    sends SIGXCPU, which the grader can name, before the SIGKILL of the hard limit."""
+    cpu = int(limits.submission_seconds) + CPU_GRACE_SECONDS
+    fixed = {
         "RLIMIT_AS": limits.memory_mb * 1024 * 1024,
         "RLIMIT_NPROC": limits.processes,
         "RLIMIT_FSIZE": limits.file_size_mb * 1024 * 1024,
         "RLIMIT_NOFILE": limits.open_files,
         "RLIMIT_CORE": 0,
     }
+    return {"RLIMIT_CPU": (cpu, cpu + CPU_GRACE_SECONDS), **{name: (value, value) for name, value in fixed.items()}}
 
 
 def _set_limits(limits: Limits) -> None:
     """Runs in the child before exec."""
     for name, value in rlimits_for(limits).items():
-        resource.setrlimit(getattr(resource, name), (value, value))
+        resource.setrlimit(getattr(resource, name), value)
 
 
 def _drop_to(uid: int) -> None:
@@ -217,31 +225,38 @@ def choose_isolation(requested: str, uid: int, tmp_mb: int) -> tuple[str, str]:
 # ----------------------------------------------------------------------------- running
 
 
-class _Channel:
-    """Reads newline-delimited JSON events; stops trusting the channel at the first malformed line."""
+class EventReader:
+    """Newline-delimited JSON objects out of a sandbox or a worker: each line at most `max_line` bytes and
+    all of them together at most `max_total`. At the first malformed, oversized or non-object line it stops
+    trusting the stream for good (`broken` says why) and returns nothing more."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_line: int = MAX_CHANNEL_LINE, max_total: int = MAX_CHANNEL_BYTES) -> None:
+        self.max_line, self.max_total = max_line, max_total
         self.buffer = b""
-        self.broken = False
+        self.total = 0
+        self.broken = ""
 
     def feed(self, data: bytes) -> list[dict]:
         if self.broken:
+            return []
+        self.total += len(data)
+        if self.total > self.max_total:
+            self.broken = f"more than {self.max_total // 2**20} MB of messages"
             return []
         self.buffer += data
         events = []
         while b"\n" in self.buffer:
             line, self.buffer = self.buffer.split(b"\n", 1)
             try:
-                event = json.loads(line)
+                event = json.loads(line) if len(line) <= self.max_line else None
             except (ValueError, RecursionError):
-                self.broken = True
-                return events
+                event = None
             if type(event) is not dict:
-                self.broken = True
+                self.broken = "a line that is not a message of the grader's format"
                 return events
             events.append(event)
-        if len(self.buffer) > MAX_CHANNEL_LINE:
-            self.broken = True
+        if len(self.buffer) > self.max_line:
+            self.broken = f"a message longer than {self.max_line // 2**20} MB"
         return events
 
 
@@ -271,14 +286,17 @@ def processes_of(uid: int) -> list[int]:
     return pids
 
 
-def reap_uid(uid: int, timeout: float = 5.0) -> None:
+def reap_uid(uid: int, timeout: float = 5.0) -> bool:
     """Kill whatever still runs as the sandbox uid (a fork bomb's stragglers, a daemon), so the next
-    submission starts with its full process allowance. The uid must be used by nothing else."""
+    submission starts with its full process allowance and nothing of this one. The uid must be used by
+    nothing else. True when the uid owns no process any more; False when it still did at the timeout."""
     deadline = time.monotonic() + timeout
     while True:
         pids = processes_of(uid)
-        if not pids or time.monotonic() > deadline:
-            return
+        if not pids:
+            return True
+        if time.monotonic() > deadline:
+            return False
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -354,6 +372,48 @@ class Supervised:
     exit_code: Callable[[float], int | None]  # waits up to the given seconds; None if still running
 
 
+class _Protocol:
+    """What the grader accepts on a run's answer channel, and the clock of each cell.
+
+    Only the first message, `ready`, is sent before student code runs; every later one could be forged by
+    it. So the grader believes no message about time: each cell's clock is the grader's own, started when
+    the previous cell's `done` (or `ready`) arrives, and a `done` is accepted only for the next cell of the
+    request, in order, once each; anything else ends the run. A forged message can therefore only stop a
+    cell's clock early and start the next one: it can never restart a clock, add one or move the
+    submission's deadline, so a run lasts at most one `cell_seconds` per cell and `submission_seconds` in all.
+    """
+
+    def __init__(self, cells: list[Cell], started: float) -> None:
+        self.order = [cell.index for cell in cells]
+        self.position = -1  # -1: waiting for ready; len(order): every cell done
+        self.clock = started
+        self.confined: bool | None = None
+        self.harvested: Any = {}
+        self.outcomes: list[tuple[int, str | None]] = []
+        self.finished = False
+        self.violation = ""
+
+    @property
+    def running_cell(self) -> int | None:
+        return self.order[self.position] if 0 <= self.position < len(self.order) else None
+
+    def accept(self, event: dict, now: float) -> None:
+        kind = event.get("event")
+        if self.position == -1 and kind == "ready":
+            self.confined = event.get("confined") is True
+            self.position, self.clock = 0, now
+        elif kind == "done" and self.running_cell is not None and event.get("cell") == self.running_cell:
+            error = event.get("error")
+            self.outcomes.append((self.running_cell, error if type(error) is str else None))
+            self.harvested = event.get("answers", self.harvested)
+            self.position, self.clock = self.position + 1, now
+        elif kind == "finished" and self.position == len(self.order) and not self.finished:
+            self.harvested = event.get("answers", self.harvested)
+            self.finished = True
+        else:
+            self.violation = "a message out of the grader's order"
+
+
 def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
               function_points: dict[str, list[float]], limits: Limits, level: str, note: str,
               started: float) -> RunResult:
@@ -362,13 +422,9 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
     output_limit = limits.output_kb * 1024
     output = bytearray()
     output_total = 0
-    channel = _Channel()
-    outcomes: list[CellOutcome] = []
-    harvested: Any = {}
-    finished = False
+    channel = EventReader()
+    protocol = _Protocol(cells, started)
     finish_time = 0.0
-    current_cell: int | None = None
-    cell_started = started
     limit_hit: str | None = None
     deadline = started + limits.submission_seconds
 
@@ -376,14 +432,14 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
     selector.register(run.output_fd, selectors.EVENT_READ, "output")
     selector.register(run.channel_fd, selectors.EVENT_READ, "channel")
     open_streams = 2
-    while open_streams:
+    while open_streams and not (channel.broken or protocol.violation):
         now = time.monotonic()
-        if finished and now > finish_time + EXIT_GRACE_SECONDS:
+        if protocol.finished and now > finish_time + EXIT_GRACE_SECONDS:
             break
         if now > deadline:
             limit_hit = "submission_seconds"
             break
-        if current_cell is not None and now > cell_started + limits.cell_seconds:
+        if protocol.running_cell is not None and now > protocol.clock + limits.cell_seconds:
             limit_hit = "cell_seconds"
             break
         for key, _ in selector.select(timeout=0.1):
@@ -398,26 +454,20 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
                     output += data[: output_limit - len(output)]
                 continue
             for event in channel.feed(data):
-                kind = event.get("event")
-                if kind == "start" and type(event.get("cell")) is int:
-                    current_cell, cell_started = event["cell"], time.monotonic()
-                elif kind == "done" and event.get("cell") == current_cell:
-                    error = event.get("error")
-                    outcomes.append(CellOutcome(current_cell, labels.get(current_cell, f"cell {current_cell}"),
-                                                error[:500] if type(error) is str else None))
-                    harvested = event.get("answers", harvested)
-                    current_cell = None
-                elif kind == "finished" and not finished:
-                    harvested = event.get("answers", harvested)
-                    finished, finish_time = True, time.monotonic()
-                    current_cell = None
+                protocol.accept(event, time.monotonic())
+                if protocol.violation:
+                    break
+                if protocol.finished and not finish_time:
+                    finish_time = time.monotonic()
     selector.close()
+    finished = protocol.finished
     returncode = run.exit_code(EXIT_GRACE_SECONDS if finished and not limit_hit else 0.0)
     # Always end everything the run started: children or threads the notebook left behind die with it.
     run.kill()
     if returncode is None:
         returncode = run.exit_code(EXIT_GRACE_SECONDS)
     seconds = time.monotonic() - started
+    current_cell = protocol.running_cell
     ended_early = None
     if limit_hit == "cell_seconds":
         ended_early = (f"{labels.get(current_cell, 'a cell')} ran longer than the limit of "
@@ -425,8 +475,10 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
     elif limit_hit == "submission_seconds":
         ended_early = (f"the notebook ran longer than the limit of {limits.submission_seconds:g} s, "
                        "so the run was stopped")
-    elif channel.broken:
-        ended_early = "the notebook wrote over the grader's answer channel; answers reported after that were ignored"
+    elif channel.broken or protocol.violation:
+        ended_early = ("the notebook wrote over the grader's answer channel "
+                       f"({channel.broken or protocol.violation}), so the run was stopped there; answers "
+                       "reported after that point were ignored")
     elif not finished:
         where = labels.get(current_cell, "start-up") if current_cell is not None else "between cells"
         if returncode == 0:
@@ -434,18 +486,24 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
                            "(it exited, or the cell broke the grader's reporting inside the sandbox)")
         else:
             ended_early = f"the Python process ended during {where} ({_exit_text(returncode)})"
+    if returncode is not None and returncode < 0 and -returncode == signal.SIGXCPU:
+        limit_hit = limit_hit or "cpu_seconds"
+    notes = [note] if note else []
+    if protocol.confined is False:
+        notes.append("The system-call filter could not be installed on this machine's architecture.")
     # After an early end the last complete snapshot stands (function results included).
-    answers = decode_answers(harvested, answer_names, function_points)
+    answers = decode_answers(protocol.harvested, answer_names, function_points)
     return RunResult(
         answers=answers,
-        cells=tuple(outcomes),
-        output=output.decode("utf-8", errors="replace"),
+        cells=tuple(CellOutcome(index, labels.get(index, f"cell {index}"), safe_text(error, MAX_ERROR_TEXT)
+                                if error is not None else None) for index, error in protocol.outcomes),
+        output=safe_text(output.decode("utf-8", errors="replace"), output_limit),
         output_truncated=output_total > len(output),
         limit_hit=limit_hit or ("output_kb" if output_total > output_limit else None),
         ended_early=ended_early,
         isolation=level,
         seconds=seconds,
-        notes=(note,) if note else (),
+        notes=tuple(notes),
     )
 
 

@@ -19,6 +19,7 @@ _write, _type, _callable, _isfinite, _len, _str = os.write, type, callable, math
 _float_repr, _int_repr, _BaseException, _TypeError = float.__repr__, int.__repr__, BaseException, TypeError
 _list, _dict, _float, _int, _bool = list, dict, float, int, bool
 _MAX_LIST = 1000
+_PR_SET_NO_NEW_PRIVS = 38
 _MAX_TEXT = 1000
 
 
@@ -187,17 +188,19 @@ def main():
     channel = int(sys.argv[1])
     request = json.loads(sys.stdin.read())
     _stdin_from_devnull()
-    run_request(request, channel)
+    run_request(request, channel, confined=confine())
 
 
-def run_request(request, channel, shell=None):
-    """Run the cells of one submission, reporting on the channel; never returns."""
+def run_request(request, channel, shell=None, *, confined):
+    """Run the cells of one submission, reporting on the channel; never returns.
+
+    `ready` is the only message sent before student code runs, so it is the only one the grader can
+    believe; every later message is checked by the grader as a claim of the student's process."""
     shell = shell or _new_shell()
     harvester = _Harvester(request["answers"], request["functions"], request["call_seconds"])
-    _send(channel, {"event": "ready"})
+    _send(channel, {"event": "ready", "confined": confined})
 
     for cell in request["cells"]:
-        _send(channel, {"event": "start", "cell": cell["index"]})
         try:
             result = shell.run_cell(cell["source"], store_history=False)
             error = _error_text(result)
@@ -216,11 +219,96 @@ def run_request(request, channel, shell=None):
     os._exit(0)  # skip interpreter shutdown: atexit handlers and threads of the student's code
 
 
+# ----------------------------------------------------------------------------- the system-call filter
+
+# What no notebook needs and a hostile one uses to reach past its limits or its neighbours, denied by a
+# seccomp filter before any student code runs (both modes, every level):
+# - SysV shared memory, message queues, semaphores, POSIX message queues and memfd files hold memory
+#   that RLIMIT_AS does not count, and can outlive the process;
+# - the kernel keyrings are per uid, shared with the next student who gets the same uid;
+# - new namespaces (unshare, setns, clone with CLONE_NEW*) would let code mount an unbounded tmpfs in a
+#   user namespace of its own; clone3 is refused with ENOSYS so the C library falls back to clone;
+# - ptrace and process_vm_*, userfaultfd, bpf, perf_event_open and io_uring: nothing a notebook needs.
+_DENIED_CALLS = {  # name: (x86_64, aarch64)
+    "shmget": (29, 194), "msgget": (68, 186), "semget": (64, 190), "mq_open": (240, 180),
+    "memfd_create": (319, 279), "memfd_secret": (447, 447),
+    "add_key": (248, 217), "request_key": (249, 218), "keyctl": (250, 219),
+    "unshare": (272, 97), "setns": (308, 268),
+    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
+    "userfaultfd": (323, 282), "bpf": (321, 280), "perf_event_open": (298, 241), "io_uring_setup": (425, 425),
+}
+_CLONE = (56, 220)
+_CLONE3 = (435, 435)
+_AUDIT_ARCH = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}
+_CLONE_NEW_FLAGS = 0x7E020000  # NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET
+_X32_SYSCALL_BIT = 0x40000000
+_RET_ALLOW, _RET_KILL_PROCESS, _RET_ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
+_EPERM, _ENOSYS = 1, 38
+_LD_ABS, _JEQ, _JGE, _AND, _RET = 0x20, 0x15, 0x35, 0x54, 0x06
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+
+
+def seccomp_program(machine):
+    """The filter as a list of (code, jump_true, jump_false, k) for the given `uname -m`, or None."""
+    if machine not in _AUDIT_ARCH:
+        return None
+    column, arch = _AUDIT_ARCH[machine]
+    # Jumps name labels; they are resolved to relative offsets below.
+    program = [(_LD_ABS, 0, 0, 4), (_JEQ, "nr", "kill", arch), ("label", "nr"), (_LD_ABS, 0, 0, 0)]
+    if machine == "x86_64":
+        program.append((_JGE, "eperm", 0, _X32_SYSCALL_BIT))  # the x32 ABI's numbers would dodge the list
+    for numbers in sorted(_DENIED_CALLS.values()):
+        program.append((_JEQ, "eperm", 0, numbers[column]))
+    program += [
+        (_JEQ, "enosys", 0, _CLONE3[column]),
+        (_JEQ, "clone", 0, _CLONE[column]),
+        (_RET, 0, 0, _RET_ALLOW),
+        ("label", "clone"), (_LD_ABS, 0, 0, 16), (_AND, 0, 0, _CLONE_NEW_FLAGS), (_JEQ, "allow", "eperm", 0),
+        ("label", "allow"), (_RET, 0, 0, _RET_ALLOW),
+        ("label", "eperm"), (_RET, 0, 0, _RET_ERRNO | _EPERM),
+        ("label", "enosys"), (_RET, 0, 0, _RET_ERRNO | _ENOSYS),
+        ("label", "kill"), (_RET, 0, 0, _RET_KILL_PROCESS),
+    ]
+    labels, instructions = {}, []
+    for item in program:
+        if item[0] == "label":
+            labels[item[1]] = len(instructions)
+        else:
+            instructions.append(item)
+
+    def offset(target, at):
+        return target if type(target) is int else labels[target] - at - 1
+
+    return [(code, offset(jt, at), offset(jf, at), k) for at, (code, jt, jf, k) in enumerate(instructions)]
+
+
+def confine():
+    """no_new_privs, then the system-call filter. True when the filter is in force."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    _libc_call(libc.prctl, _PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    program = seccomp_program(os.uname().machine)
+    if program is None:
+        return False
+
+    class SockFilter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+    filters = (SockFilter * len(program))(*[SockFilter(*instruction) for instruction in program])
+    fprog = SockFprog(len(program), filters)
+    _libc_call(libc.prctl, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0)
+    return True
+
+
 # ----------------------------------------------------------------------------- the warm worker
 
-_CLONE_NEWNS = 0x00020000
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
-_PR_SET_NO_NEW_PRIVS = 38
+_CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
 
 
 def _libc_call(function, *args):
@@ -231,15 +319,22 @@ def _libc_call(function, *args):
         raise OSError(error, os.strerror(error))
 
 
-def _isolate_child(job):
-    """In the forked child, before any student code: its own /tmp, limits, then the unprivileged uid."""
-    import ctypes
+def _private_namespaces(libc):
+    """In the worker's forked child, as root: a mount, pid and IPC namespace of the student's own.
+    The next fork becomes pid 1 there (see _init); when it ends the kernel kills everything left behind,
+    and the IPC namespace (shared memory, message queues) goes with it. Nothing of one student outlives
+    their run."""
+    _libc_call(libc.unshare, _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC)
+    _libc_call(libc.mount, b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
+
+
+def _isolate_child(job, libc):
+    """Before any student code: its own /proc and /tmp, limits, then the unprivileged uid."""
     import resource
 
-    libc = ctypes.CDLL(None, use_errno=True)
     if job["private_tmp"]:
-        _libc_call(libc.unshare, _CLONE_NEWNS)
-        _libc_call(libc.mount, b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
+        # /proc of the student's own pid namespace: only their processes are visible.
+        _libc_call(libc.mount, b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
         options = f"size={job['tmp_mb']}m,mode=1777".encode()
         _libc_call(libc.mount, b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, options)
         # An interpreter that lives under /tmp (a venv in a CI checkout, say) was just covered up:
@@ -251,15 +346,74 @@ def _isolate_child(job):
     os.chdir(job["cwd"])
     os.nice(job["nice"])  # below the grader: an endless loop cannot starve the submissions around it
     for name, value in job["rlimits"].items():
-        resource.setrlimit(getattr(resource, name), (value, value))
+        resource.setrlimit(getattr(resource, name), tuple(value) if _type(value) is _list else (value, value))
     os.setsid()
     if job["uid"] is not None:
         os.setgroups([])
         os.setgid(job["uid"])
         os.setuid(job["uid"])  # from root to a plain uid: every capability is dropped with it
-    _libc_call(libc.prctl, _PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     os.environ.clear()
     os.environ.update(job["env"])
+
+
+def _init(student):
+    """pid 1 of the student's namespace (root, holding none of the run's pipes): reap whatever is orphaned
+    to it until the student's process ends, then end too, which makes the kernel kill everything left in the
+    namespace. A signal that ended the student is passed on as exit code 128 + its number (pid 1 cannot
+    send itself a signal)."""
+    while True:
+        pid, status = os.wait()
+        if pid == student:
+            break
+    os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status))
+
+
+def _pass_on(init):
+    """The namespace's parent, outside it: end the way the student's process ended, for the worker to report."""
+    _, status = os.waitpid(init, 0)
+    code = os.waitstatus_to_exitcode(status)
+    number = -code if code < 0 else code - 128
+    if number > 0:
+        if number not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+    os._exit(code if 0 <= code < 256 else 70)
+
+
+def _leave_run(fds):
+    """A process that takes no part in the run keeps none of its pipes: their ends close with the student's."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    for fd in (devnull, *fds):
+        os.close(fd)
+
+
+def _run_child(job, fds, shell):
+    """The forked child of a warm worker: set up the student's process and run the submission."""
+    import ctypes
+
+    request_fd, channel_fd, output_fd = fds
+    os.dup2(output_fd, 1)
+    os.dup2(output_fd, 2)
+    os.close(output_fd)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if job["namespaces"]:
+        _private_namespaces(libc)
+        init = os.fork()
+        if init:
+            _leave_run((request_fd, channel_fd))
+            _pass_on(init)
+        student = os.fork()
+        if student:
+            _leave_run((request_fd, channel_fd))
+            _init(student)
+    _isolate_child(job, libc)
+    confined = confine()
+    with os.fdopen(request_fd, "rb") as stream:
+        request = json.loads(stream.read())
+    _stdin_from_devnull()
+    run_request(request, channel_fd, shell, confined=confined)
 
 
 def serve(control_fd):
@@ -289,15 +443,7 @@ def serve(control_fd):
         if child == 0:
             try:
                 control.close()
-                request_fd, channel_fd, output_fd = fds
-                os.dup2(output_fd, 1)
-                os.dup2(output_fd, 2)
-                os.close(output_fd)
-                _isolate_child(job)
-                with os.fdopen(request_fd, "rb") as stream:
-                    request = json.loads(stream.read())
-                _stdin_from_devnull()
-                run_request(request, channel_fd, shell)
+                _run_child(job, fds, shell)
             except BaseException:
                 import traceback
 

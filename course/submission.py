@@ -15,6 +15,7 @@ import json
 import os
 import re
 import stat
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 from course.assignment import Assignment, nbgrader_meta
 from course.errors import SubmissionError
 from course.sandbox import Cell
+from course.text import safe_text
 from course.variants import numbers_source
 
 
@@ -97,8 +99,22 @@ def read_notebook_json(path: Path, max_bytes: int) -> dict[str, Any]:
 
 
 NUMBERS_CELL = "numbers"
-# A student id becomes a folder name (feedback, personalised releases): nothing that could climb out.
-STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}$")
+# A student id becomes a folder name, a CSV cell and a gradebook key: letters (any script), digits and
+# . _ @ + -, starting with a letter or digit (so never `..`, a hidden file or a spreadsheet formula).
+STUDENT_ID = re.compile(r"[^\W_][\w.@+-]{0,99}")
+
+
+def student_id_problem(student_id: str) -> str:
+    """Why `student_id` cannot be used as it is ("" when it can). It is never rewritten into another id:
+    two different names must never become one student."""
+    shown = repr(safe_text(student_id, 120, one_line=True))
+    if not unicodedata.is_normalized("NFC", student_id):
+        return (f"{shown} is not a usable student id: its letters are not in Unicode's composed form (NFC); "
+                "rename the file or folder")
+    if not STUDENT_ID.fullmatch(student_id):
+        return (f"{shown} is not a usable student id: it must start with a letter or digit and hold only "
+                "letters, digits and . _ @ + - (at most 100)")
+    return ""
 
 
 def personalised_for(cell: dict) -> str | None:
@@ -106,7 +122,7 @@ def personalised_for(cell: dict) -> str | None:
     metadata = cell.get("metadata")
     mark = metadata.get("autograd_course") if isinstance(metadata, dict) else None
     student = mark.get("student_id") if isinstance(mark, dict) else None
-    return student[:100] if type(student) is str else None
+    return safe_text(student, 100, one_line=True) if type(student) is str else None
 
 
 def read_submission(path: Path, student_id: str, assignment: Assignment, *, params: dict, max_bytes: int,

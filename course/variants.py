@@ -13,6 +13,7 @@ import hmac
 import os
 import random
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,19 @@ def numbers_source(params: Params) -> str:
     return "\n".join(lines)
 
 
+def _check_private(path: Path) -> None:
+    """Refuse a secret file that anyone but the grader's own user could read: student code runs as other
+    uids, and with the secret it could derive every other student's numbers."""
+    status = path.stat()
+    if status.st_mode & 0o077:
+        raise ConfigError(f"variants: the course secret file {path} can be read by other users (mode "
+                          f"{stat.S_IMODE(status.st_mode):04o}); run `chmod 600 {path}` so that student code cannot "
+                          "read it")
+    if status.st_uid != os.geteuid():
+        raise ConfigError(f"variants: the course secret file {path} belongs to uid {status.st_uid}, not to the "
+                          f"grader (uid {os.geteuid()}); make the grader's user its owner, mode 600")
+
+
 def load_secret(env_name: str, file_name: str | None, root: Path) -> bytes:
     """The course secret, from the environment variable or the file the course YAML names."""
     value = os.environ.get(env_name, "")
@@ -127,6 +141,7 @@ def load_secret(env_name: str, file_name: str | None, root: Path) -> bytes:
     if file_name:
         path = (root / file_name) if not Path(file_name).is_absolute() else Path(file_name)
         try:
+            _check_private(path)
             secret = path.read_bytes().strip()
         except OSError as error:
             raise ConfigError(f"variants: cannot read the course secret file {path} ({error.strerror})") from None

@@ -34,7 +34,7 @@ def test_release_for_students_needs_variants(course_root, capsys):
     bad = course_root / "bad.csv"
     bad.write_text("student_id\n../evil\n")
     assert main(["--course", str(course_root), "release", "--students", str(bad)]) == 1
-    assert "cannot be used as a folder name" in capsys.readouterr().err
+    assert "'../evil' is not a usable student id" in capsys.readouterr().err
 
 
 def test_grade_with_no_submissions_says_what_it_expected(course_root, capsys):
