@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course.files import atomic_write_text
+from course.text import csv_cell
 
 CSV_FIXED_COLUMNS = ("student_id",)
 CSV_TAIL_COLUMNS = ("score", "max_score", "status")
@@ -36,11 +37,11 @@ def write_grades_csv(path: Path, question_ids: tuple[str, ...], rows: list[Grade
     merged = read_grades_csv(path)
     for row in rows:
         merged[row.student_id] = {
-            "student_id": row.student_id,
+            "student_id": csv_cell(row.student_id),
             **{qid: f"{row.question_scores.get(qid, 0):g}" for qid in question_ids},
             "score": f"{row.score:g}",
             "max_score": f"{row.max_score:g}",
-            "status": row.status,
+            "status": csv_cell(row.status),
         }
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
