@@ -100,7 +100,7 @@ class CourseConfig:
         return f"sqlite:///{self.root / 'gradebook.db'}"
 
 
-_CHOICES = {"hand_work": ("note", "deduct"), "sandbox": ("auto", "bwrap", "rlimits"),
+_CHOICES = {"hand_work": ("note", "deduct"), "sandbox": ("auto", "bwrap", "uid", "rlimits"),
             "feedback_reveals": ("auto", "torch_values", "verdicts")}
 
 

@@ -20,7 +20,7 @@ from course.config import load_config
 from course.errors import CourseError, SubmissionError
 from course.files import atomic_write_json
 from course.grading import Graded, SubmissionRef, grade_submission
-from course.sandbox import ISOLATION_SUMMARY
+from course.sandbox import ISOLATION_SUMMARY, choose_isolation
 from course.text import markdown_text
 from course.variants import load_secret
 
@@ -209,6 +209,9 @@ def run_autograder(root: Path) -> dict[str, Any]:
         config = load_config(root / "source")
         settings = config.assignment()
         assignment = load_assignment(config.source_notebook(settings.name), settings.name)
+        # The level is said in the log (and results.json's extra_data); none good enough stops here.
+        level, note = choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
+        print(f"sandbox: {level}: {ISOLATION_SUMMARY[level]}{' ' + note if note else ''}", file=sys.stderr)
         if config.variants:
             # Refuses a secret that the sandbox's uid could read, before any student code runs.
             load_secret(config.variant_secret_env, config.variant_secret_file, config.root)
@@ -217,8 +220,6 @@ def run_autograder(root: Path) -> dict[str, Any]:
                                   reveal_torch_values=config.reveals_torch_values(gradescope=True))
         if graded.internal_error:
             print(graded.internal_error, file=sys.stderr)  # the grader's log, hidden from students
-        if graded.sandbox:
-            print(f"sandbox: {graded.sandbox}: {ISOLATION_SUMMARY.get(graded.sandbox, '')}", file=sys.stderr)
         results = to_results(graded, time.monotonic() - started)
     except SubmissionError as problem:
         results = error_results(f"{_md(problem)} Your score is 0 until you resubmit.", time.monotonic() - started,

