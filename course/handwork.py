@@ -99,7 +99,14 @@ class _Flow:
         elif isinstance(node, ast.AugAssign):
             self.mark([node.target], self.uses_torch(node.value) or self.uses_torch(node.target))
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            self.mark([ast.Name(node.name)], any(self.uses_torch(part) for part in node.body))
+            # A parameter shadows a global of the same name: `def f(x): return 3 * x ** 2` is hand work even
+            # after `x = torch.tensor(4.0)` elsewhere.
+            arguments = node.args
+            parameters = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                                          *filter(None, [arguments.vararg, arguments.kwarg])]}
+            inner = _Flow()
+            inner.torch_names = self.torch_names - parameters
+            self.mark([ast.Name(node.name)], any(inner.uses_torch(part) for part in node.body))
         elif isinstance(node, ast.For | ast.AsyncFor):
             self.mark([node.target], self.uses_torch(node.iter))
             self.run(node.body + node.orelse)

@@ -354,9 +354,15 @@ def reap_uid(uid: int, timeout: float = 5.0) -> bool:
     """Kill whatever still runs as the sandbox uid (a fork bomb's stragglers, a daemon), so the next
     submission starts with its full process allowance and nothing of this one. The uid must be used by
     nothing else. True when the uid owns no process any more; False when it still did at the timeout."""
+    return _kill_until_gone(lambda: processes_of(uid), timeout)
+
+
+def _kill_until_gone(find: Callable[[], list[int]], timeout: float) -> bool:
+    """SIGKILL what `find` lists, again and again (a process may fork while we look), until it lists
+    nothing (True) or the timeout passes (False)."""
     deadline = time.monotonic() + timeout
     while True:
-        pids = processes_of(uid)
+        pids = find()
         if not pids:
             return True
         if time.monotonic() > deadline:
@@ -397,28 +403,17 @@ def kill_descendants(pid: int, *, keep: str, timeout: float = 5.0) -> bool:
     """Kill every process below the first process under `pid` whose command line holds `keep` (a warm
     worker, under its bubblewrap), keeping that process. For the levels where the student's uid is the
     grader's own, so nothing may be killed by uid. True when nothing is left below it."""
-    deadline = time.monotonic() + timeout
-    while True:
+    def below_the_worker() -> list[int]:
         children = _children()
-        keeper = None
         for candidate in _below(pid, children):
             try:
                 if keep.encode() in Path(f"/proc/{candidate}/cmdline").read_bytes().split(b"\0"):
-                    keeper = candidate
-                    break
+                    return _below(candidate, children)
             except OSError:
                 continue
-        victims = _below(keeper, children) if keeper is not None else []
-        if not victims:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        for victim in victims:
-            try:
-                os.kill(victim, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.01)
+        return []
+
+    return _kill_until_gone(below_the_worker, timeout)
 
 
 UID_RANGE = 64  # sandbox uids base .. base+63: one per concurrently running sandbox on the machine

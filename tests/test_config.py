@@ -39,7 +39,7 @@ BASE = {"course_id": "c", "assignments": [{"name": "a", "notebook": "a.ipynb"}]}
         ({"limits": {"memory_mb": 1.5}}, "limits.memory_mb must be a whole number"),
         ({"limits": {"cpu": 3}}, "limits: unknown key 'cpu'"),
         ({"limit": {}}, "unknown key 'limit'"),
-        ({"sandbox": "docker"}, "sandbox must be one of auto, bwrap, rlimits"),
+        ({"sandbox": "docker"}, "sandbox must be one of auto, bwrap, uid, rlimits"),
         ({"hand_work_deduction": 2}, "hand_work_deduction must be between 0 and 1"),
     ],
 )

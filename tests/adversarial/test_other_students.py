@@ -118,9 +118,13 @@ def test_hand_work_is_judged_per_value():
         Cell(1, "answers", "net_dL_dw = 12\nx = torch.tensor(4.0, requires_grad=True)\ny = x ** 3 - 2 * x\n"
                            "y.backward()\ncubic_grad = x.grad.item()\nslope = 2 * 3\ntwice_w_grad = y.item() * 0 + 24"),
         Cell(2, "magic", "%time net_dL_db = torch.tensor(6.0).item()\nlisting = !ls"),
+        Cell(3, "functions", "def cubic_derivative(x):\n    return 3 * x ** 2 - 2\n"
+                             "def torch_slope(p):\n    t = torch.tensor(p, requires_grad=True)\n    return t"),
     )
-    result = computed_answers(cells, ("net_dL_dw", "cubic_grad", "slope", "twice_w_grad", "net_dL_db", "listing"))
-    assert result.computed == {"cubic_grad", "twice_w_grad", "net_dL_db"}
+    names = ("net_dL_dw", "cubic_grad", "slope", "twice_w_grad", "net_dL_db", "listing", "cubic_derivative",
+             "torch_slope")
+    result = computed_answers(cells, names)
+    assert result.computed == {"cubic_grad", "twice_w_grad", "net_dL_db", "torch_slope"}
     assert result.complete
 
 

@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from helpers import ROOT
 
@@ -105,7 +106,9 @@ def test_a_student_answers_and_runs_the_released_notebook(jupyterlab, page):
 
     ok_line = page.locator(".jp-OutputArea-output", has_text="ok   slope_at_minus_2: right form (number)")
     ok_line.first.wait_for(timeout=120_000)
-    assert page.locator(".jp-OutputArea-output", has_text="ok   forward_values: right form (list)").count() == 1
+    # Outputs arrive one by one: wait for this one too instead of counting what is there already.
+    expect(page.locator(".jp-OutputArea-output", has_text="ok   forward_values: right form (list)")).to_have_count(
+        1, timeout=120_000)
     blank = page.locator(".jp-OutputArea-output",
                          has_text="local_slopes is still `...`: replace it with the value you derived by hand.")
     blank.first.wait_for(timeout=120_000)
