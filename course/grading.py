@@ -27,7 +27,6 @@ from course.files import atomic_write_json, atomic_write_text
 from course.gradebook import GradeRow, write_grades_csv
 from course.judge import QuestionResult, choose_probe_points, judge
 from course.nbgrader_bridge import GradebookWriter
-from course.pool import WarmPool, default_jobs
 from course.submission import Submission, read_submission, student_id_problem
 from course.summary import class_summary, read_class_feedback, render_summary_html
 from course.text import safe_text
@@ -181,11 +180,8 @@ def _status_of(run: sandbox.RunResult) -> str:
     return TIMED_OUT if run.limit_hit in ("cell_seconds", "submission_seconds") else GRADED
 
 
-Runner = Callable[..., sandbox.RunResult]
-
-
 def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseConfig,
-                     probe_points: dict[str, list[float]] | None = None, *, run: Runner | None = None,
+                     probe_points: dict[str, list[float]] | None = None, *, run: sandbox.Runner | None = None,
                      reveal_torch_values: bool | None = None) -> Graded:
     """Grade one notebook. Never raises: every failure becomes a status, a reason and score 0.
     reveal_torch_values: whether the feedback shows torch's values (default: the course's setting for
@@ -279,7 +275,7 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
             f"no submissions found in {', '.join(map(str, paths or [config.root / 'submitted']))}: expected "
             f"submitted/<student>/{settings.name}/{settings.notebook}, a folder of <student>.ipynb, or notebooks"
         )
-    jobs = default_jobs() if jobs is None else jobs
+    jobs = sandbox.default_jobs() if jobs is None else jobs
     if config.variants:
         # A missing course secret stops the batch before anything is graded.
         config.params_for("probe", assignment.default_params)
@@ -291,9 +287,9 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
     summary.refused = [ref for ref in refs if ref.problem]
     refs = [ref for ref in refs if not ref.problem]
     with ExitStack() as stack:
-        run: Runner | None = None
+        run: sandbox.Runner | None = None
         if jobs > 0 and refs:
-            pool = stack.enter_context(WarmPool(min(jobs, len(refs)), config.limits, isolation=config.sandbox,
+            pool = stack.enter_context(sandbox.WarmPool(min(jobs, len(refs)), config.limits, isolation=config.sandbox,
                                                 base_uid=config.sandbox_uid))
             run = pool.run
         # Opening the gradebook (and, the first time, recording the assignment in it) takes seconds:

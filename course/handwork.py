@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from course.sandbox import Cell
+from course.submission import Cell
 
 TORCH_ATTRIBUTES = {"backward", "grad", "item", "retain_grad", "detach", "tolist", "numpy"}
 MAX_PARSE_CHARS = 200_000

@@ -14,7 +14,7 @@ from course.answers import FUNCTION, MISSING, VALUE, WRONG_FORM, Answer
 from course.assignment import load_assignment
 from course.config import CourseConfig
 from course.judge import choose_probe_points
-from course.submission import read_submission
+from course.submission import Cell, read_submission
 
 FORM_CHECK_OFFSET = 1_000_000  # cell indexes of the public checks, past any real cell
 
@@ -75,7 +75,7 @@ def check_notebook(config: CourseConfig, path: Path, assignment_name: str | None
     submission = read_submission(path, "self-check", assignment, params=assignment.default_params,
                                  max_bytes=config.limits.notebook_mb * 1024 * 1024, max_cells=config.limits.max_cells)
     checks = [
-        sandbox.Cell(FORM_CHECK_OFFSET + i, f"public check of {q.title}", q.form_source)
+        Cell(FORM_CHECK_OFFSET + i, f"public check of {q.title}", q.form_source)
         for i, q in enumerate(assignment.questions)
     ]
     names = assignment.answer_names + assignment.function_names

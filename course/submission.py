@@ -22,9 +22,17 @@ from typing import Any
 
 from course.assignment import Assignment, nbgrader_meta
 from course.errors import SubmissionError
-from course.sandbox import Cell
 from course.text import safe_text
 from course.variants import numbers_source
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of student code, in the order it runs. `label` names it in feedback."""
+
+    index: int
+    label: str
+    source: str
 
 
 @dataclass(frozen=True)

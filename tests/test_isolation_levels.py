@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from dataclasses import replace
@@ -9,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from course import sandbox
 from course.cli import main
 from course.config import Limits, load_config
 from course.errors import SandboxError
-from course.sandbox import Cell, bwrap_binary, choose_isolation, run_cells
+from course.sandbox import bubblewrap, choose_isolation, run_cells
+from course.sandbox.bubblewrap import bwrap_binary
+from course.sandbox.uids import UID_RANGE
+from course.submission import Cell
 from helpers import ROOT
 
 LIMITS = Limits(cell_seconds=10, submission_seconds=20)
@@ -53,13 +56,13 @@ def test_without_a_system_bwrap_the_bundled_one_is_used(no_system_bwrap):
 
 
 def test_a_bundled_binary_that_is_not_the_reviewed_one_is_not_used(no_system_bwrap, monkeypatch):
-    monkeypatch.setattr(sandbox, "BUNDLED_BWRAP_SHA256", {"x86_64": "0" * 64, "aarch64": "0" * 64})
+    monkeypatch.setattr(bubblewrap, "BUNDLED_BWRAP_SHA256", {"x86_64": "0" * 64, "aarch64": "0" * 64})
     assert bwrap_binary() is None
 
 
 def test_auto_refuses_rather_than_run_student_code_unisolated(no_system_bwrap, monkeypatch, tmp_path, capsys,
                                                                course_root):
-    monkeypatch.setattr(sandbox, "BUNDLED_BWRAP_SHA256", {})
+    monkeypatch.setattr(bubblewrap, "BUNDLED_BWRAP_SHA256", {})
     with pytest.raises(SandboxError, match="nothing was graded"):
         choose_isolation("auto", 61000, 64)
     choose_isolation.cache_clear()
@@ -74,12 +77,10 @@ def test_auto_refuses_rather_than_run_student_code_unisolated(no_system_bwrap, m
 
 def _exists_for_others() -> bool:
     """Whether another uid could even reach this interpreter (root's pyenv lives in a 0700 home)."""
-    import os
-
     return all(os.stat(parent).st_mode & 0o001 for parent in Path(os.path.realpath(sys.executable)).parents)
 
 
-@pytest.mark.skipif(not sandbox.os.geteuid() == 0, reason="the root-only levels need root")
+@pytest.mark.skipif(os.geteuid() != 0, reason="the root-only levels need root")
 def test_weaker_levels_mean_exactly_what_they_say():
     level, (uid, sees_source), notes = _whoami("rlimits")
     assert (level, uid, sees_source) == ("rlimits", 0, True)  # as asked: no uid change, no namespaces
@@ -90,7 +91,7 @@ def test_weaker_levels_mean_exactly_what_they_say():
         return
     level, (uid, _), notes = _whoami("uid")
     assert level == "uid"
-    assert 61000 <= uid < 61000 + sandbox.UID_RANGE
+    assert 61000 <= uid < 61000 + UID_RANGE
     assert "As course.yaml asks (sandbox: uid)" in notes[0]
 
 

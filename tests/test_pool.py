@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from course.config import DEFAULT_SANDBOX_UID, Limits
-from course.pool import WarmPool
-from course.sandbox import Cell, choose_isolation, lease_uid
+from course.sandbox import WarmPool, choose_isolation
+from course.sandbox.uids import lease_uid
+from course.submission import Cell
 
 LIMITS = Limits(cell_seconds=3, submission_seconds=15)
 ISOLATION = choose_isolation("auto", DEFAULT_SANDBOX_UID, LIMITS.tmp_mb)[0]

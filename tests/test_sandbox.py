@@ -9,7 +9,9 @@ from dataclasses import replace
 import pytest
 
 from course.config import DEFAULT_SANDBOX_UID, Limits
-from course.sandbox import UID_RANGE, Cell, choose_isolation, run_cells
+from course.sandbox import choose_isolation, run_cells
+from course.sandbox.uids import UID_RANGE
+from course.submission import Cell
 from helpers import ROOT
 
 LIMITS = Limits(cell_seconds=5, submission_seconds=20)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from course.answers import decode_answer
-from course.sandbox import EventReader
+from course.sandbox.protocol import EventReader
 from course.text import csv_cell, markdown_text, safe_text
 
 

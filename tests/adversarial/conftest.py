@@ -63,7 +63,7 @@ def per_question(graded) -> dict[str, float]:
 
 @pytest.fixture(scope="session")
 def warm_pool():
-    from course.pool import WarmPool
+    from course.sandbox import WarmPool
 
     with WarmPool(2, fast_config().limits) as pool:
         yield pool

@@ -22,7 +22,7 @@ from course.feedback import render_html
 from course.gradescope import to_results
 from course.grading import grade_batch
 from course.handwork import computed_answers
-from course.sandbox import Cell
+from course.submission import Cell
 from helpers import ROOT, write
 
 from .conftest import ISOLATION, fast_config, needs_bwrap, per_question, with_cell

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from course.config import Limits
-from course.sandbox import Cell
+from course.submission import Cell
 from helpers import ROOT
 
 from .conftest import needs_bwrap

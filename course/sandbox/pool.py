@@ -27,25 +27,13 @@ from pathlib import Path
 
 from course.config import DEFAULT_SANDBOX_UID, Limits
 from course.errors import SandboxError
-from course.sandbox import (
-    LEVELS,
-    RUNNER_SOURCE,
-    SANDBOX_ENV,
-    Cell,
-    EventReader,
-    RunResult,
-    Supervised,
-    bwrap_view,
-    choose_isolation,
-    encode_request,
-    interpreter_paths_under_tmp,
-    kill_descendants,
-    lease_uid,
-    reap_uid,
-    rlimits_for,
-    supervise,
-    write_in_background,
-)
+from course.sandbox.bubblewrap import bwrap_view, interpreter_paths_under_tmp
+from course.sandbox.levels import LEVELS, choose_isolation
+from course.sandbox.limits import SANDBOX_ENV, rlimits_for
+from course.sandbox.protocol import RUNNER_SOURCE, EventReader, encode_request, write_in_background
+from course.sandbox.supervisor import RunResult, Supervised, supervise
+from course.sandbox.uids import kill_descendants, lease_uid, reap_uid
+from course.submission import Cell
 
 WORKER_START_SECONDS = 60
 WORKER_MARK = "--serve"  # in a warm worker's command line (and its forks')
@@ -108,7 +96,7 @@ class _Worker:
 
 
 class WarmPool:
-    """`size` warm workers; `run(...)` has the signature and result of `sandbox.run_cells`."""
+    """`size` warm workers; `run(...)` has the signature and result of `run_cells` (a `Runner`)."""
 
     def __init__(self, size: int, limits: Limits, *, isolation: str = "auto",
                  base_uid: int = DEFAULT_SANDBOX_UID) -> None:
@@ -205,7 +193,7 @@ class WarmPool:
         job = {
             "uid": worker.uid if self.isolation.leased_uid else None,
             "private_tmp": private_tmp,
-            "namespaces": private_tmp,  # a pid, mount and IPC namespace per student (see sandbox_runner)
+            "namespaces": private_tmp,  # a pid, mount and IPC namespace per student (see runner.py)
             "rebind": interpreter_paths_under_tmp() if private_tmp else [],
             "tmp_mb": limits.tmp_mb,
             "cwd": scratch,

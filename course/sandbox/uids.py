@@ -1,0 +1,132 @@
+"""Sandbox uids: leasing one per running sandbox, dropping to it, and ending whatever a run left behind."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from course.errors import SandboxError
+
+UID_RANGE = 64  # sandbox uids base .. base+63: one per concurrently running sandbox on the machine
+
+
+def _lock_folder() -> Path:
+    folder = Path("/run/autograd-course") if os.geteuid() == 0 else Path(tempfile.gettempdir()) / "autograd-course"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return folder
+
+
+@contextmanager
+def lease_uid(base: int) -> Iterator[int]:
+    """A sandbox uid that no other sandbox on this machine uses while the lease lasts (an flock on a
+    root-only file per uid), so that reaping one run's leftovers can never touch another's processes."""
+    folder = _lock_folder()
+    for uid in range(base, base + UID_RANGE):
+        handle = os.open(folder / f"uid-{uid}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(handle)
+            continue
+        try:
+            yield uid
+        finally:
+            os.close(handle)  # closing releases the lock
+        return
+    raise SandboxError(f"all {UID_RANGE} sandbox uids from {base} are in use by other graders on this machine")
+
+
+def drop_to(uid: int) -> None:
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+
+
+def processes_of(uid: int) -> list[int]:
+    """Pids whose real uid is `uid` (read from /proc)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status", encoding="ascii", errors="replace") as status:
+                for line in status:
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid:
+                            pids.append(int(entry))
+                        break
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def reap_uid(uid: int, timeout: float = 5.0) -> bool:
+    """Kill whatever still runs as the sandbox uid (a fork bomb's stragglers, a daemon), so the next
+    submission starts with its full process allowance and nothing of this one. The uid must be used by
+    nothing else. True when the uid owns no process any more; False when it still did at the timeout."""
+    return _kill_until_gone(lambda: processes_of(uid), timeout)
+
+
+def _kill_until_gone(find: Callable[[], list[int]], timeout: float) -> bool:
+    """SIGKILL what `find` lists, again and again (a process may fork while we look), until it lists
+    nothing (True) or the timeout passes (False)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = find()
+        if not pids:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.01)
+
+
+def _children() -> dict[int, list[int]]:
+    """parent pid -> child pids, for every process (from /proc/<pid>/stat)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat_file:
+                fields = stat_file.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    return children
+
+
+def _below(pid: int, children: dict[int, list[int]]) -> list[int]:
+    found, pending = [], list(children.get(pid, []))
+    while pending:
+        current = pending.pop(0)
+        found.append(current)
+        pending += children.get(current, [])
+    return found
+
+
+def kill_descendants(pid: int, *, keep: str, timeout: float = 5.0) -> bool:
+    """Kill every process below the first process under `pid` whose command line holds `keep` (a warm
+    worker, under its bubblewrap), keeping that process. For the levels where the student's uid is the
+    grader's own, so nothing may be killed by uid. True when nothing is left below it."""
+    def below_the_worker() -> list[int]:
+        children = _children()
+        for candidate in _below(pid, children):
+            try:
+                if keep.encode() in Path(f"/proc/{candidate}/cmdline").read_bytes().split(b"\0"):
+                    return _below(candidate, children)
+            except OSError:
+                continue
+        return []
+
+    return _kill_until_gone(below_the_worker, timeout)
