@@ -91,9 +91,9 @@ def decode_answer(entry: Any, expected_points: list[float] | None) -> Answer:
             return Answer(WRONG_FORM, detail=_text(entry.get("type"), 100) or "unknown type")
         if kind == FUNCTION:
             return Answer(FUNCTION, probes=_decode_probes(entry.get("probes"), expected_points))
-        raise Invalid(f"unknown kind {kind!r}")
+        raise Invalid(f"unknown kind {_text(repr(kind), 60)}")
     except Invalid as problem:
-        return Answer(UNREADABLE, detail=f"the grader could not read this answer ({problem})")
+        return Answer(UNREADABLE, detail=f"the grader could not read this answer ({_text(str(problem), 100)})")
 
 
 def _decode_probes(items: Any, expected_points: list[float] | None) -> tuple[Probe, ...]:

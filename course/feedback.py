@@ -61,7 +61,8 @@ def _local_value(values: dict[str, ValueResult], step: ChainStep) -> str:
     return describe(leaving / arriving)
 
 
-def chain_table(question_id: str, values: dict[str, ValueResult]) -> dict[str, Any] | None:
+def chain_table(question_id: str, values: dict[str, ValueResult], reveal: bool) -> dict[str, Any] | None:
+    """The backward walk node by node; torch's numbers (forward, local derivative, gradient) only if `reveal`."""
     steps = CHAINS.get(question_id)
     if not steps or not all(step.gradient in values for step in steps):
         return None
@@ -75,23 +76,25 @@ def chain_table(question_id: str, values: dict[str, ValueResult]) -> dict[str, A
         rows.append({
             "node": step.node,
             "local_derivative": step.local,
-            "torch_local_derivative": _local_value(values, step),
+            "torch_local_derivative": _local_value(values, step) if reveal else None,
             "forward": step.forward,
             "your_forward": _shown(forward) if forward else "—",
-            "torch_forward": describe(forward.expected) if forward else "—",
+            "torch_forward": (describe(forward.expected) if forward else "—") if reveal else None,
             "gradient": step.gradient,
             "your_gradient": _shown(gradient),
-            "torch_gradient": describe(gradient.expected),
+            "torch_gradient": describe(gradient.expected) if reveal else None,
             "correct": ok,
         })
     return {"rows": rows, "first_wrong": first_wrong}
 
 
-def _value_entry(result: ValueResult) -> dict[str, Any]:
+def _value_entry(result: ValueResult, reveal: bool) -> dict[str, Any]:
+    """One answer: the student's value, torch's (only if `reveal`), points and the reasoning."""
+    torch_value = describe(result.expected) if result.status != "function" else "torch's slope at each point"
     entry: dict[str, Any] = {
         "name": result.name,
         "your_value": _shown(result) if result.status == VALUE else None,
-        "torch_value": describe(result.expected) if result.status != "function" else "torch's slope at each point",
+        "torch_value": torch_value if reveal else None,
         "status": result.status,
         "correct": result.correct,
         "points": result.points,
@@ -100,38 +103,29 @@ def _value_entry(result: ValueResult) -> dict[str, Any]:
     }
     if result.detail:
         entry["detail"] = result.detail
+        wrong = [p for p in result.probes if not p.correct]
+        if reveal and wrong:
+            entry["detail"] += f"; torch's slope at x = {describe(wrong[0].x)} is {describe(wrong[0].expected)}"
     if result.hand_work_note:
         entry["hand_work_note"] = ("This value was computed with torch in your code rather than written down "
                                    "from your own derivation.")
     if result.probes:
         entry["probes"] = [
-            {"x": p.x, "yours": p.error or describe(p.student), "torch": describe(p.expected), "correct": p.correct}
+            {"x": p.x, "yours": p.error or describe(p.student), "torch": describe(p.expected) if reveal else None,
+             "correct": p.correct}
             for p in result.probes
         ]
     return entry
 
 
-def _hide_torch_values(entry: dict[str, Any]) -> dict[str, Any]:
-    """The same entry with every number of torch's taken out: right or wrong, never the right value."""
-    for value in entry["values"]:
-        value["torch_value"] = None
-        for probe in value.get("probes", []):
-            probe["torch"] = None
-    table = entry.get("chain_table")
-    if table:
-        for row in table["rows"]:
-            row["torch_forward"] = row["torch_gradient"] = row["torch_local_derivative"] = None
-    return entry
-
-
-def question_entry(question: QuestionResult, diagnoses: list) -> dict[str, Any]:
+def question_entry(question: QuestionResult, diagnoses: list, reveal: bool = True) -> dict[str, Any]:
     values = {value.name: value for value in question.values}
     entry: dict[str, Any] = {
         "id": question.id,
         "title": question.title,
         "points": question.points,
         "earned": question.earned,
-        "values": [_value_entry(v) for v in question.values],
+        "values": [_value_entry(v, reveal) for v in question.values],
         "misconceptions": [
             {"id": d.id, "value": d.value, "diagnosis": d.message, "idea": d.idea} for d in diagnoses
         ],
@@ -139,7 +133,7 @@ def question_entry(question: QuestionResult, diagnoses: list) -> dict[str, Any]:
     if question.error:
         entry["error"] = ("The autograder could not score this question (a problem on our side, not in your "
                           "notebook). Your instructor has been told; you do not need to do anything.")
-    table = chain_table(question.id, values)
+    table = chain_table(question.id, values, reveal)
     if table:
         entry["chain_table"] = table
     return entry
@@ -151,9 +145,7 @@ def build_feedback(student_id: str, assignment: str, questions: tuple[QuestionRe
     """The complete feedback of one submission as plain data (what feedback.json holds). Without
     `reveal_torch_values` it holds no torch value at all: verdicts, chain-table verdicts and notes only."""
     diagnoses = diagnose(questions)
-    entries = [question_entry(q, diagnoses.get(q.id, [])) for q in questions]
-    if not reveal_torch_values:
-        entries = [_hide_torch_values(entry) for entry in entries]
+    entries = [question_entry(q, diagnoses.get(q.id, []), reveal_torch_values) for q in questions]
     return {
         "student_id": student_id,
         "assignment": assignment,

@@ -21,7 +21,7 @@ from course.errors import CourseError, SubmissionError
 from course.files import atomic_write_json
 from course.grading import Graded, SubmissionRef, grade_submission
 from course.sandbox import ISOLATION_SUMMARY, choose_isolation
-from course.text import markdown_text
+from course.text import markdown_text, safe_text
 from course.variants import load_secret
 
 IGNORED_NAMES = {".DS_Store", "__MACOSX", ".ipynb_checkpoints", "Thumbs.db"}
@@ -55,18 +55,20 @@ def find_notebook(folder: Path, expected_name: str) -> Path:
         raise SubmissionError(f"no submission folder ({folder}); upload {expected_name}")
     files = _submitted_files(folder)
     notebooks = [f for f in files if f.suffix == ".ipynb"]
-    names = ", ".join(str(f.relative_to(folder)) for f in files[:10]) or "nothing"
+
+    def shown(paths: list[Path]) -> str:  # file names are the student's text (and need not be UTF-8)
+        return ", ".join(safe_text(str(p.relative_to(folder)), 120, one_line=True) for p in paths[:10])
+
+    names = shown(files) or "nothing"
     if len(notebooks) == 1:
         return notebooks[0]
     if len(notebooks) > 1:
-        raise SubmissionError(
-            f"found {len(notebooks)} notebooks ({', '.join(str(n.relative_to(folder)) for n in notebooks[:10])}); "
-            f"upload only your {expected_name}"
-        )
+        raise SubmissionError(f"found {len(notebooks)} notebooks ({shown(notebooks)}); "
+                              f"upload only your {expected_name}")
     archives = [f for f in files if f.suffix.lower() in ARCHIVE_SUFFIXES]
     if archives:
         raise SubmissionError(
-            f"you uploaded an archive ({archives[0].name}); archives are not opened. Upload {expected_name} itself"
+            f"you uploaded an archive ({shown(archives[:1])}); archives are not opened. Upload {expected_name} itself"
         )
     raise SubmissionError(
         f"no Jupyter notebook (.ipynb) in your submission (found: {names}). Download {expected_name} from "
@@ -233,5 +235,13 @@ def run_autograder(root: Path) -> dict[str, Any]:
         results = error_results("The autograder hit an error of its own while grading (not your fault). "
                                 "Your instructor can see the details; you do not need to resubmit.",
                                 time.monotonic() - started, ours=True)
-    atomic_write_json(root / "results" / "results.json", results)
+    try:
+        atomic_write_json(root / "results" / "results.json", results)
+    except Exception:
+        # Whatever made the results unwritable, the student still gets a valid file that says what happened.
+        traceback.print_exc()
+        results = error_results("The autograder could not write your results (not your fault). Your instructor "
+                                "can see the details; you do not need to resubmit.", time.monotonic() - started,
+                                ours=True)
+        atomic_write_json(root / "results" / "results.json", results)
     return results

@@ -196,9 +196,11 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
             raise SubmissionError(ref.problem)
         params = config.params_for(ref.student_id, assignment.default_params)
         submission = _read(ref, assignment, config, params)
-        if submission.personalised_for not in (None, ref.student_id):
+        if config.variants and submission.personalised_for not in (None, ref.student_id):
+            # The claimed id is the notebook's text: quoted, short and only ever a student id.
+            claimed = submission.personalised_for if not student_id_problem(submission.personalised_for) else "?"
             messages.append(
-                f"This notebook was personalised for {submission.personalised_for!r} but is graded as "
+                f"This notebook was personalised for {claimed!r} but is graded as "
                 f"{ref.student_id!r}, so it was graded with {ref.student_id!r}'s numbers: answers worked out from "
                 "another student's numbers will not match. If this is your own work, submit the notebook released "
                 "for you."

@@ -150,8 +150,9 @@ class _Marks:
         if wrong:
             first = wrong[0]
             said = first.error or f"returned {describe(first.student)}"
+            # torch's value there is the feedback's to show or not (feedback_reveals), never the judge's
             detail = (f"disagrees with torch at {len(wrong)} of the {len(checks)} points the grader chose "
-                      f"(at x = {describe(first.x)} it {said}; torch's slope there is {describe(first.expected)})")
+                      f"(at x = {describe(first.x)} it {said})")
         earned, flagged = self._earned(name, correct, points)
         self.sink.append(ValueResult(name, FUNCTION, None, None, correct, float(points), earned, hint, detail,
                                      flagged, tuple(checks)))

@@ -51,7 +51,13 @@ def _source_text(cell: dict, index: int, path: Path) -> str:
         return "".join(source)
     if type(source) is str:
         return source
-    raise SubmissionError(f"{path}: cell {index} has a source that is neither text nor a list of lines")
+    raise SubmissionError(f"{_name(path)}: cell {index} has a source that is neither text nor a list of lines")
+
+
+def _name(path: Path) -> str:
+    """How a submitted file is named in a message: its name only (the grader's folders are none of the
+    student's business), made safe (a file name need not even be UTF-8)."""
+    return safe_text(path.name, 120, one_line=True)
 
 
 def _read_regular_file(path: Path, max_bytes: int) -> bytes:
@@ -60,49 +66,50 @@ def _read_regular_file(path: Path, max_bytes: int) -> bytes:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as error:
         if error.errno == errno.ELOOP:
-            raise SubmissionError(f"{path}: is a symbolic link; submit the notebook file itself") from None
-        raise SubmissionError(f"{path}: cannot be read ({error.strerror})") from None
+            raise SubmissionError(f"{_name(path)}: is a symbolic link; submit the notebook file itself") from None
+        raise SubmissionError(f"{_name(path)}: cannot be read ({error.strerror})") from None
     with os.fdopen(descriptor, "rb") as stream:
         if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise SubmissionError(f"{path}: is not a regular file")
+            raise SubmissionError(f"{_name(path)}: is not a regular file")
         return stream.read(max_bytes + 1)
 
 
 def read_notebook_json(path: Path, max_bytes: int) -> dict[str, Any]:
     """The submitted file as nbformat-4 JSON, or a SubmissionError a student can act on."""
     if path.suffix != ".ipynb":
-        raise SubmissionError(f"{path}: expected a Jupyter notebook (.ipynb), not a {path.suffix or 'plain'} file")
+        raise SubmissionError(
+            f"{_name(path)}: expected a Jupyter notebook (.ipynb), not a {path.suffix or 'plain'} file")
     data = _read_regular_file(path, max_bytes)
     size = len(data)
     if size == 0:
-        raise SubmissionError(f"{path}: the file is empty; submit the notebook after saving it in JupyterLab")
+        raise SubmissionError(f"{_name(path)}: the file is empty; submit the notebook after saving it in JupyterLab")
     if size > max_bytes:
         raise SubmissionError(
-            f"{path}: the file is over the limit of {max_bytes / 2**20:.0f} MB; "
+            f"{_name(path)}: the file is over the limit of {max_bytes / 2**20:.0f} MB; "
             "clear the outputs (Edit > Clear Outputs of All Cells), save, and submit again"
         )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise SubmissionError(
-            f"{path}: not a notebook (the file is not UTF-8 text; was a different file submitted?)"
+            f"{_name(path)}: not a notebook (the file is not UTF-8 text; was a different file submitted?)"
         ) from None
     try:
         notebook = json.loads(text)
     except RecursionError:
-        raise SubmissionError(f"{path}: not a notebook (JSON nested too deeply)") from None
+        raise SubmissionError(f"{_name(path)}: not a notebook (JSON nested too deeply)") from None
     except ValueError as error:
-        raise SubmissionError(f"{path}: not a notebook (not valid JSON: {error})") from None
+        raise SubmissionError(f"{_name(path)}: not a notebook (not valid JSON: {error})") from None
     if type(notebook) is not dict or ("cells" not in notebook and "worksheets" not in notebook):
-        raise SubmissionError(f"{path}: not a notebook (JSON, but without the cells of a Jupyter notebook)")
+        raise SubmissionError(f"{_name(path)}: not a notebook (JSON, but without the cells of a Jupyter notebook)")
     version = notebook.get("nbformat")
     if version != 4:
         raise SubmissionError(
-            f"{path}: notebook format {version!r} is not supported; open it in JupyterLab and save it "
+            f"{_name(path)}: notebook format {version!r} is not supported; open it in JupyterLab and save it "
             "(that writes format 4)"
         )
     if type(notebook["cells"]) is not list:
-        raise SubmissionError(f"{path}: not a notebook ('cells' is not a list)")
+        raise SubmissionError(f"{_name(path)}: not a notebook ('cells' is not a list)")
     return notebook
 
 
@@ -143,7 +150,7 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
     raw_cells = notebook["cells"]
     if len(raw_cells) > max_cells:
         raise SubmissionError(
-            f"{path}: the notebook has {len(raw_cells)} cells, more than the limit of {max_cells}; "
+            f"{_name(path)}: the notebook has {len(raw_cells)} cells, more than the limit of {max_cells}; "
             "start again from the released notebook and copy your answers in"
         )
     answer_ids = {q.answer_cell_id for q in assignment.questions}
@@ -154,7 +161,7 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
     claimed_student = None
     for index, raw in enumerate(raw_cells):
         if type(raw) is not dict:
-            raise SubmissionError(f"{path}: cell {index} is not a notebook cell")
+            raise SubmissionError(f"{_name(path)}: cell {index} is not a notebook cell")
         if raw.get("cell_type") != "code":
             continue
         source = _source_text(raw, index, path)
@@ -174,8 +181,9 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
         cells.append(Cell(index, label, source))
     if not answer_sources:
         raise SubmissionError(
-            f"{path}: none of the answer cells of assignment {assignment.name!r} is in this notebook; submit the "
-            f"notebook released for it (release/{assignment.name}/{assignment.notebook_path.name}) with your answers"
+            f"{_name(path)}: none of the answer cells of assignment {assignment.name!r} is in this notebook; "
+            f"submit the notebook released for it (release/{assignment.name}/{assignment.notebook_path.name}) "
+            "with your answers"
         )
     deleted = tuple(sorted(answer_ids - set(answer_sources)))
     return Submission(student_id, path, tuple(cells), answer_sources, deleted, claimed_student)

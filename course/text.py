@@ -10,18 +10,24 @@ Where it lands: `markdown_text` for Gradescope's Markdown, `csv_cell` for spread
 from __future__ import annotations
 
 import re
+import unicodedata
 
 MAX_ERROR_TEXT = 500
 MAX_SHORT_TEXT = 200
 
-# C0 and C1 controls, DEL, and the Unicode format characters that reorder or hide text (bidi overrides,
-# isolates, zero-width marks): all shown as \\x.. / \\u.... Newline and tab stay.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+# Characters that act instead of showing: controls (Cc), format characters that reorder or hide text (Cf:
+# bidi overrides and marks, zero-width and tag characters), line and paragraph separators (Zl, Zp), private
+# use (Co) and unassigned code points (Cn). Each is shown as an escape; newline and tab stay.
+_HIDDEN_CATEGORIES = {"Cc", "Cf", "Zl", "Zp", "Co", "Cn"}
+_SUSPECT = re.compile("[^\x20-\x7e\n\t]")  # every character but printable ASCII: its category decides
 
 
 def _visible(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    character = match.group()
+    if unicodedata.category(character) not in _HIDDEN_CATEGORIES:
+        return character
+    code = ord(character)
+    return f"\\x{code:02x}" if code < 0x100 else (f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
 
 
 def safe_text(value: object, limit: int = MAX_SHORT_TEXT, *, one_line: bool = False) -> str:
@@ -31,7 +37,7 @@ def safe_text(value: object, limit: int = MAX_SHORT_TEXT, *, one_line: bool = Fa
     text = value[: limit * 2]  # bound the work before looking at every character
     # Lone surrogates (or other unencodable code points) become U+FFFD instead of an error at write time.
     text = text.encode("utf-8", "replace").decode("utf-8")
-    text = _CONTROL.sub(_visible, text)
+    text = _SUSPECT.sub(_visible, text)
     if one_line:
         text = text.replace("\n", " ").replace("\t", " ")
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -92,3 +92,48 @@ def test_an_ordinary_user_grades_the_class_in_namespaces(instructor_course):
     shown = {v["name"]: v["your_value"] for q in feedback["questions"] for v in q["values"]}
     assert shown["net_h"] == "'refused 2'"  # ENOENT: the course is not in the sandbox's view at all
     assert shown["net_a"].startswith("'no network")
+
+
+
+ATTEMPT = (
+    "out = []\n"
+    "for path in ['/planted', '/etc/planted', '/dev/shm/planted', '/tmp/mine']:\n"
+    "    try:\n"
+    "        open(path, 'w').write('from an earlier student')\n"
+    "        out.append('wrote ' + path)\n"
+    "    except OSError as error:\n"
+    "        out.append(f'{path} {error.errno}')\n"
+    "status = open('/proc/self/status').read()\n"
+    "out += [line.split()[1] for line in status.splitlines() if line.startswith(('CapEff', 'CapBnd'))]\n"
+    "result = out\n"
+)
+
+WARM_CHECK = f"""
+import json
+from course.config import Limits
+from course.sandbox import WarmPool
+from course.submission import Cell
+
+with WarmPool(1, Limits(cell_seconds=5, submission_seconds=15)) as pool:
+    seen = []
+    for code in ({ATTEMPT!r}, "while True:\\n    pass", {ATTEMPT!r}):
+        run = pool.run([Cell(0, "attempt", code)], ("result",), {{}})
+        seen.append({{"worker": pool._workers[0].process.pid, "result": run.answers["result"].value,
+                     "limit": run.limit_hit, "level": pool.level}})
+print(json.dumps(seen))
+"""
+
+
+def test_the_user_namespace_level_keeps_students_apart_and_its_workers_warm(instructor_course):
+    python = _python()
+    completed = _as_instructor([python, "-c", WARM_CHECK], instructor_course, cwd=instructor_course)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    first, looper, second = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert first["level"] == "userns"
+    assert looper["limit"] == "cell_seconds"
+    # The worker survives a student's run and even a student stopped at the time limit: it stays warm.
+    assert first["worker"] == looper["worker"] == second["worker"]
+    # Only /tmp (fresh for each student) is writable; no capability is left, not even in the bounding set.
+    for run in (first, second):
+        assert run["result"][:4] == ["/planted 30", "/etc/planted 30", "/dev/shm/planted 30", "wrote /tmp/mine"]
+        assert run["result"][4:] == ["0000000000000000", "0000000000000000"]

@@ -85,13 +85,17 @@ def bwrap_view(tmp_mb: int, *, with_aliases: bool = False, user_namespace: bool 
     if with_aliases:
         for alias, path in interpreter_paths_under_tmp():
             command += ["--ro-bind", path, alias]
-    return [*command, "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp"]
+    # Everything but /tmp read-only: in a user namespace the view's own root, /etc and /dev would otherwise
+    # belong to the student's uid, unbounded in size and shared by every child of a warm worker.
+    return [*command, "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--remount-ro", "/",
+            "--chdir", "/tmp"]
 
 
 def bwrap_command(uid: int, tmp_mb: int) -> list[str]:
     """The bubblewrap + setpriv prefix of a cold run: the view, then the drop to `uid` with no capabilities."""
     return [
-        *bwrap_view(tmp_mb), "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
+        *bwrap_view(tmp_mb), "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+        "--cap-add", "CAP_SETPCAP", "--",
         "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
         "--bounding-set=-all", "--no-new-privs", "--",
     ]

@@ -36,7 +36,7 @@ from course.sandbox.uids import kill_descendants, lease_uid, reap_uid
 from course.submission import Cell
 
 WORKER_START_SECONDS = 60
-WORKER_MARK = "--serve"  # in a warm worker's command line (and its forks')
+WORKER_COMMAND_START = (sys.executable, "-I", "-c")  # how a worker's command line (and its forks') begins
 STUDENT_NICENESS = 5
 
 
@@ -44,12 +44,16 @@ def worker_command(level: str, tmp_mb: int) -> list[str]:
     if level == "bwrap":
         # The worker stays root inside the view, keeping only what it needs to set up each child: its
         # namespaces and /tmp (SYS_ADMIN) and the drop to the child's uid (SETUID, SETGID).
-        return [*bwrap_view(tmp_mb, with_aliases=True), "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
-                "--cap-add", "CAP_SYS_ADMIN", "--"]
+        # (bubblewrap run by root keeps every capability unless told otherwise: drop them all first; SETPCAP
+        # is for emptying each child's bounding set)
+        return [*bwrap_view(tmp_mb, with_aliases=True), "--cap-drop", "ALL", "--cap-add", "CAP_SETUID",
+                "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", "--"]
     if level == "userns":
         # Not root: inside its user namespace the worker keeps SYS_ADMIN there (and nowhere else) to give
         # each child its namespaces and /tmp; the child drops every capability before student code.
-        return [*bwrap_view(tmp_mb, with_aliases=True, user_namespace=True), "--cap-add", "CAP_SYS_ADMIN", "--"]
+        # (SETPCAP: to empty the child's bounding set before student code)
+        return [*bwrap_view(tmp_mb, with_aliases=True, user_namespace=True), "--cap-add", "CAP_SYS_ADMIN",
+                "--cap-add", "CAP_SETPCAP", "--"]
     return []
 
 
@@ -125,8 +129,8 @@ class WarmPool:
 
     def _spawn(self, uid: int) -> _Worker:
         grader_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        command = [*worker_command(self.level, self.limits.tmp_mb), sys.executable, "-I", "-c", RUNNER_SOURCE,
-                   WORKER_MARK, str(worker_end.fileno())]
+        command = [*worker_command(self.level, self.limits.tmp_mb), *WORKER_COMMAND_START, RUNNER_SOURCE,
+                   "--serve", str(worker_end.fileno())]
         env = {} if self.isolation.namespaces else dict(SANDBOX_ENV)
         # What a worker prints (an import error, bubblewrap's complaint) is kept for the error message.
         log_fd, log_name = tempfile.mkstemp(prefix="autograd-worker-", suffix=".log")
@@ -231,7 +235,7 @@ class WarmPool:
             elif self.isolation.namespaces:
                 # The student's uid is the grader's own here: end the worker's children (the student's pid 1
                 # among them, which takes its whole pid namespace along), never anything by uid.
-                cleaned.append(kill_descendants(worker.process.pid, keep=WORKER_MARK))
+                cleaned.append(kill_descendants(worker.process.pid, keep=[*WORKER_COMMAND_START]))
             elif child_pid is not None:
                 # Same uid as the grader: end the child's own session (it called setsid), not by uid.
                 with contextlib.suppress(ProcessLookupError, PermissionError):

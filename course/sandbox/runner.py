@@ -228,14 +228,17 @@ def run_request(request, channel, shell=None, *, confined):
 # - the kernel keyrings are per uid, shared with the next student who gets the same uid;
 # - new namespaces (unshare, setns, clone with CLONE_NEW*) would let code mount an unbounded tmpfs in a
 #   user namespace of its own; clone3 is refused with ENOSYS so the C library falls back to clone;
+# - sockets: the sandbox has no network, and a socket's queued buffers are kernel memory outside RLIMIT_AS
+#   (a few hundred socket pairs held gigabytes); inotify instances count against a per-uid limit of the host;
 # - ptrace and process_vm_*, userfaultfd, bpf, perf_event_open and io_uring: nothing a notebook needs.
-_DENIED_CALLS = {  # name: (x86_64, aarch64)
+_DENIED_CALLS = {  # name: (x86_64, aarch64); None where the architecture has no such call
     "shmget": (29, 194), "msgget": (68, 186), "semget": (64, 190), "mq_open": (240, 180),
     "memfd_create": (319, 279), "memfd_secret": (447, 447),
     "add_key": (248, 217), "request_key": (249, 218), "keyctl": (250, 219),
     "unshare": (272, 97), "setns": (308, 268),
     "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
     "userfaultfd": (323, 282), "bpf": (321, 280), "perf_event_open": (298, 241), "io_uring_setup": (425, 425),
+    "socket": (41, 198), "socketpair": (53, 199), "inotify_init": (253, None), "inotify_init1": (294, 26),
 }
 _CLONE = (56, 220)
 _CLONE3 = (435, 435)
@@ -257,8 +260,8 @@ def seccomp_program(machine):
     program = [(_LD_ABS, 0, 0, 4), (_JEQ, "nr", "kill", arch), ("label", "nr"), (_LD_ABS, 0, 0, 0)]
     if machine == "x86_64":
         program.append((_JGE, "eperm", 0, _X32_SYSCALL_BIT))  # the x32 ABI's numbers would dodge the list
-    for numbers in sorted(_DENIED_CALLS.values()):
-        program.append((_JEQ, "eperm", 0, numbers[column]))
+    for number in sorted({numbers[column] for numbers in _DENIED_CALLS.values()} - {None}):
+        program.append((_JEQ, "eperm", 0, number))
     program += [
         (_JEQ, "enosys", 0, _CLONE3[column]),
         (_JEQ, "clone", 0, _CLONE[column]),
@@ -331,12 +334,22 @@ def _private_namespaces(libc):
 _PR_CAPBSET_DROP, _LINUX_CAPABILITY_VERSION_3, _LAST_CAPABILITY = 24, 0x20080522, 63
 
 
-def _drop_capabilities(libc):
-    """Empty bounding set, then empty effective, permitted and inheritable sets (capset, version 3)."""
+def _drop_bounding_set(libc):
+    """Empty the bounding set (needs CAP_SETPCAP, which the worker keeps for this), so nothing executed
+    later can gain a capability back."""
     import ctypes
 
     for capability in range(_LAST_CAPABILITY + 1):
-        libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0)  # past the kernel's last one: EINVAL, harmless
+        if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
+            raise OSError(ctypes.get_errno(), f"cannot drop capability {capability} from the bounding set")
+        # EINVAL (22): past the kernel's last capability
+
+
+def _drop_capabilities(libc):
+    """Empty effective, permitted and inheritable sets (capset, version 3): for a worker in a user namespace,
+    whose child keeps its uid and so would keep its capabilities."""
+    import ctypes
+
     header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (ctypes.c_uint32 * 6)()
     _libc_call(libc.capset, header, data)
@@ -362,6 +375,7 @@ def _isolate_child(job, libc):
     for name, value in job["rlimits"].items():
         resource.setrlimit(getattr(resource, name), tuple(value) if _type(value) is _list else (value, value))
     os.setsid()
+    _drop_bounding_set(libc)
     if job["uid"] is not None:
         os.setgroups([])
         os.setgid(job["uid"])

@@ -115,15 +115,18 @@ def _below(pid: int, children: dict[int, list[int]]) -> list[int]:
     return found
 
 
-def kill_descendants(pid: int, *, keep: str, timeout: float = 5.0) -> bool:
-    """Kill every process below the first process under `pid` whose command line holds `keep` (a warm
-    worker, under its bubblewrap), keeping that process. For the levels where the student's uid is the
-    grader's own, so nothing may be killed by uid. True when nothing is left below it."""
+def kill_descendants(pid: int, *, keep: list[str], timeout: float = 5.0) -> bool:
+    """Kill every process below the first process under `pid` whose command line starts with `keep` (a warm
+    worker, under its bubblewrap: the interpreter, not the bwrap whose arguments mention it), keeping that
+    process. For the levels where the student's uid is the grader's own, so nothing may be killed by uid.
+    True when nothing is left below it."""
+    prefix = [part.encode() for part in keep]
+
     def below_the_worker() -> list[int]:
         children = _children()
         for candidate in _below(pid, children):
             try:
-                if keep.encode() in Path(f"/proc/{candidate}/cmdline").read_bytes().split(b"\0"):
+                if Path(f"/proc/{candidate}/cmdline").read_bytes().split(b"\0")[: len(prefix)] == prefix:
                     return _below(candidate, children)
             except OSError:
                 continue
