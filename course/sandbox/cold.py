@@ -73,14 +73,25 @@ def _run_cold(cells: list[Cell], answer_names: tuple[str, ...], function_points:
     process.stdin.close()
     write_in_background(stdin_fd, encode_request(cells, answer_names, function_points))
 
+    cpu: list[float] = []
+
     def exit_code(timeout: float) -> int | None:
-        try:
-            return process.wait(timeout=timeout) if timeout else process.poll()
-        except subprocess.TimeoutExpired:
-            return None
+        """Reap the sandbox with wait4, which also gives the CPU time of it and everything it reaped."""
+        deadline = time.monotonic() + timeout
+        while process.returncode is None:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                process.returncode = os.waitstatus_to_exitcode(status)
+                cpu.append(usage.ru_utime + usage.ru_stime)
+            elif time.monotonic() >= deadline:
+                return None
+            else:
+                time.sleep(0.01)
+        return process.returncode
 
     try:
-        return supervise(Supervised(process.stdout.fileno(), channel_read, lambda: _kill(process), exit_code),
+        return supervise(Supervised(process.stdout.fileno(), channel_read, lambda: _kill(process), exit_code,
+                                    lambda: cpu[0] if cpu else None),
                          cells, answer_names, function_points, limits, level, note, started)
     finally:
         os.close(channel_read)
@@ -92,8 +103,8 @@ def _run_cold(cells: list[Cell], answer_names: tuple[str, ...], function_points:
 
 
 def _kill(process: subprocess.Popen) -> None:
+    """End the sandbox's process group (the supervisor then reaps it, for its CPU time)."""
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    process.wait()

@@ -218,6 +218,7 @@ class WarmPool:
         child_pid = forked.get("pid") if forked.get("event") == "forked" and type(forked.get("pid")) is int else None
         write_in_background(request_write, encode_request(cells, answer_names, function_points))
         exit_codes: list[int] = []
+        cpu: list[float] = []
         cleaned: list[bool] = []
 
         def exit_code(timeout: float) -> int | None:
@@ -226,6 +227,8 @@ class WarmPool:
             event = worker.read_event(timeout) if timeout else worker.read_event(0.001)
             if event and event.get("event") == "exit" and type(event.get("code")) is int:
                 exit_codes.append(event["code"])
+                if type(event.get("cpu")) is float:
+                    cpu.append(event["cpu"])
                 return event["code"]
             return None
 
@@ -242,7 +245,8 @@ class WarmPool:
                     os.killpg(child_pid, signal.SIGKILL)
 
         try:
-            result = supervise(Supervised(output_read, channel_read, kill, exit_code), cells, answer_names,
+            result = supervise(Supervised(output_read, channel_read, kill, exit_code, lambda: cpu[0] if cpu else None),
+                               cells, answer_names,
                                function_points, limits, self.level, self.note, started)
         finally:
             os.close(output_read)

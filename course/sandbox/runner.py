@@ -483,8 +483,9 @@ def serve(control_fd):
         for fd in fds:
             os.close(fd)
         control.sendall(_encode({"event": "forked", "pid": child}).encode() + b"\n")
-        _, status = os.waitpid(child, 0)
-        control.sendall(_encode({"event": "exit", "code": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+        _, status, usage = os.wait4(child, 0)  # the CPU time of the child and all it reaped, for the grader
+        control.sendall(_encode({"event": "exit", "code": os.waitstatus_to_exitcode(status),
+                                 "cpu": usage.ru_utime + usage.ru_stime}).encode() + b"\n")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from typing import Any
 
 from course.answers import Answer, decode_answers
 from course.config import Limits
+from course.sandbox.limits import CPU_GRACE_SECONDS
 from course.sandbox.protocol import EventReader
 from course.submission import Cell
 from course.text import MAX_ERROR_TEXT, safe_text
@@ -50,6 +51,7 @@ class Supervised:
     channel_fd: int
     kill: Callable[[], None]
     exit_code: Callable[[float], int | None]  # waits up to the given seconds; None if still running
+    cpu_seconds: Callable[[], float | None]  # the kernel's count for the ended run (None: not known)
 
 
 class _Protocol:
@@ -166,7 +168,12 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
                            "(it exited, or the cell broke the grader's reporting inside the sandbox)")
         else:
             ended_early = f"the Python process ended during {where} ({_exit_text(returncode)})"
-    if returncode is not None and returncode < 0 and -returncode == signal.SIGXCPU:
+    # The CPU limit is named only when the run ended by SIGXCPU (bubblewrap reports a signal as 128 + n)
+    # *and* the kernel's own account of its CPU time reaches the limit: student code can send itself the
+    # signal, or lower its own limit, but not fake the CPU time.
+    cpu = run.cpu_seconds()
+    by_sigxcpu = returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU)
+    if by_sigxcpu and cpu is not None and cpu >= (limits.submission_seconds + CPU_GRACE_SECONDS) * 0.99:
         limit_hit = limit_hit or "cpu_seconds"
     notes = [note] if note else []
     if protocol.confined is False:

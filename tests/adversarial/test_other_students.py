@@ -247,6 +247,14 @@ def test_forged_messages_cannot_speak_in_the_graders_voice(grader, baseline, tmp
                    for message in graded.feedback["messages"])
 
 
+def test_a_self_sent_sigxcpu_is_not_reported_as_the_cpu_limit(grader, baseline, tmp_path):
+    """The grader names the CPU limit from the kernel's account of CPU time, not from the signal alone."""
+    graded, _ = grader(with_cell("import os, signal\nos.kill(os.getpid(), signal.SIGXCPU)"), tmp_path)
+    assert per_question(graded) == baseline
+    assert not any("CPU time" in message for message in graded.feedback["messages"])
+    assert any("SIGXCPU" in message or "exit code 152" in message for message in graded.feedback["messages"])
+
+
 def test_flooding_the_channel_costs_the_grader_almost_nothing(grader, baseline, tmp_path):
     """55 s of tiny events once cost the grader 50 s of CPU: the first message out of order ends the run."""
     code = CHANNEL_FDS + (
