@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -76,18 +77,25 @@ def test_runs_as_an_unprivileged_user_with_no_capabilities():
 @needs_isolation
 @pytest.mark.parametrize(
     "target",
-    [ROOT / "source" / "autograd" / "autograd.ipynb", ROOT / "source" / "course.yaml", ROOT / "gradebook.db",
+    [ROOT / "source" / "autograd" / "autograd.ipynb", ROOT / "source" / "course.yaml", "gradebook.db",
      ROOT / "tests" / "samples" / "submitted" / "alice" / "autograd" / "autograd.ipynb"],
     ids=["source notebook", "course yaml", "gradebook", "another student"],
 )
-def test_the_graders_files_are_absent_from_the_view(target):
+def test_the_graders_files_are_absent_from_the_view(target, tmp_path):
+    if not isinstance(target, Path):  # a file a clean checkout lacks: one of the grader's, made here
+        target = tmp_path / target
+        target.write_text("the grader's own data")
+    assert target.is_file()  # it exists, for the grader: only the sandbox can hide it
+    assert (ROOT / "course").is_dir()
     result = run(f"import os\nresult = [os.path.exists({str(target)!r}), os.path.exists({str(ROOT)!r} + '/course')]")
     assert result.answers["result"].value == [False, False]
 
 
 @needs_isolation
 def test_writing_results_or_feedback_fails(tmp_path):
-    victim = ROOT / "graded" / "grades.csv"
+    victim = tmp_path / "graded" / "grades.csv"
+    victim.parent.mkdir()
+    victim.write_text("student_id,score\nalice,57\n")
     code = (
         "import os\nresult = []\n"
         f"for path in [{str(victim)!r}, {str(tmp_path / 'results.json')!r}, '/usr/lib/evil']:\n"
@@ -97,6 +105,7 @@ def test_writing_results_or_feedback_fails(tmp_path):
     result = run(code)
     assert "written" not in result.answers["result"].value
     assert not (tmp_path / "results.json").exists()
+    assert victim.read_text() == "student_id,score\nalice,57\n"
 
 
 @needs_isolation
