@@ -20,6 +20,7 @@ from course.config import load_config
 from course.errors import CourseError, SubmissionError
 from course.files import atomic_write_json
 from course.grading import Graded, SubmissionRef, grade_submission
+from course.render import question_markdown, summary_markdown
 from course.sandbox import ISOLATION_SUMMARY, choose_isolation
 from course.text import markdown_text, safe_text
 from course.variants import load_secret
@@ -93,58 +94,6 @@ def student_id_from_metadata(root: Path) -> str:
         return "student"
 
 
-def _number(value: float) -> str:
-    return f"{value:g}"
-
-
-def _md(value: Any) -> str:
-    """Any text in a Markdown table or paragraph: every character literal (see course.text)."""
-    return markdown_text("—" if value is None else value)
-
-
-def question_markdown(question: dict[str, Any], reveal: bool) -> str:
-    """One question's feedback as Markdown: values, chain table, misconceptions. Every piece of text is
-    escaped, the grader's own included, so nothing a student wrote can become Markdown or HTML."""
-    lines = []
-    if question.get("error"):
-        lines += [f"**{_md(question['error'])}**", ""]
-    torch_head, torch_rule = (" torch |", "---|") if reveal else ("", "")
-    lines += [f"| answer | your value |{torch_head} points | explanation |", f"|---|---|{torch_rule}---|---|"]
-    for value in question["values"]:
-        yours = value["your_value"] if value["your_value"] is not None else value.get("detail", value["status"])
-        mark = "✓" if value["correct"] else "✗"
-        note = value.get("detail", "") if value["your_value"] is not None or value["status"] == "function" else ""
-        if value.get("hand_work_note"):
-            note = f"{note} {value['hand_work_note']}".strip()
-        torch = f" {_md(value['torch_value'])} |" if reveal else ""
-        explanation = f"{value['explanation']} {note}".strip()
-        lines.append(f"| {_md(value['name'])} | {_md(yours)} |{torch} "
-                     f"{mark} {_number(value['earned'])}/{_number(value['points'])} | {_md(explanation)} |")
-    table = question.get("chain_table")
-    if table:
-        if reveal:
-            lines += ["", "**Chain table** (backward pass, right to left):", "",
-                      "| node | your forward | torch forward | local derivative | your gradient | torch gradient |",
-                      "|---|---|---|---|---|---|"]
-        else:
-            lines += ["", "**Chain table** (backward pass, right to left):", "",
-                      "| node | your forward | local derivative | your gradient | |", "|---|---|---|---|---|"]
-        for index, row in enumerate(table["rows"]):
-            node = f"**→ {_md(row['node'])}**" if index == table["first_wrong"] else _md(row["node"])
-            if reveal:
-                lines.append(f"| {node} | {_md(row['your_forward'])} | {_md(row['torch_forward'])} | "
-                             f"{_md(row['local_derivative'])} = {_md(row['torch_local_derivative'])} | "
-                             f"{_md(row['your_gradient'])} | {_md(row['torch_gradient'])} |")
-            else:
-                lines.append(f"| {node} | {_md(row['your_forward'])} | {_md(row['local_derivative'])} | "
-                             f"{_md(row['your_gradient'])} | {'✓' if row['correct'] else '✗'} |")
-        if table["first_wrong"] is not None:
-            lines.append("\nYour chain first breaks at the node marked →.")
-    for diagnosis in question["misconceptions"]:
-        lines += ["", f"**A common slip:** {_md(diagnosis['diagnosis'])} *The idea: {_md(diagnosis['idea'])}*"]
-    return "\n".join(lines)
-
-
 def to_results(graded: Graded, seconds: float) -> dict[str, Any]:
     feedback = graded.feedback
     reveal = feedback.get("reveals_torch_values", True)
@@ -161,18 +110,10 @@ def to_results(graded: Graded, seconds: float) -> dict[str, Any]:
         }
         for index, question in enumerate(feedback["questions"])
     ]
-    summary = [f"**{_number(feedback['score'])} / {_number(feedback['max_score'])}** points."]
-    summary += [_md(message) for message in feedback["messages"]]
-    if not reveal:
-        summary.append("This feedback says which answers are right, not what torch computes.")
-    if feedback["cell_errors"]:
-        summary.append("Errors your notebook reported while it ran:")
-        summary += [f"- {_md(e['cell'])}: {_md(e['error'])}" + (f" ({_md(e['hint'])})" if e.get("hint") else "")
-                    for e in feedback["cell_errors"][:20]]
     return {
         "score": feedback["score"],
         "execution_time": round(seconds, 3),
-        "output": "\n\n".join(summary),
+        "output": summary_markdown(feedback),
         "output_format": "md",
         "stdout_visibility": "hidden",
         "extra_data": {"sandbox": graded.sandbox, "status": graded.status},
@@ -224,8 +165,8 @@ def run_autograder(root: Path) -> dict[str, Any]:
             print(graded.internal_error, file=sys.stderr)  # the grader's log, hidden from students
         results = to_results(graded, time.monotonic() - started)
     except SubmissionError as problem:
-        results = error_results(f"{_md(problem)} Your score is 0 until you resubmit.", time.monotonic() - started,
-                                ours=False)
+        results = error_results(f"{markdown_text(problem)} Your score is 0 until you resubmit.",
+                                time.monotonic() - started, ours=False)
     except CourseError as problem:
         print(f"autograder configuration error: {problem}", file=sys.stderr)
         results = error_results("The autograder is misconfigured; your instructor has been notified. "

@@ -22,11 +22,12 @@ from course.answers import MISSING, Answer
 from course.assignment import Assignment, load_assignment
 from course.config import CourseConfig, Limits
 from course.errors import CourseError, SubmissionError
-from course.feedback import build_feedback, render_html
+from course.feedback import build_feedback
 from course.files import atomic_write_json, atomic_write_text
 from course.gradebook import GradeRow, write_grades_csv
 from course.judge import QuestionResult, choose_probe_points, judge
 from course.nbgrader_bridge import GradebookWriter
+from course.render import render_html
 from course.submission import Submission, read_submission, student_id_problem
 from course.summary import class_summary, read_class_feedback, render_summary_html
 from course.text import safe_text

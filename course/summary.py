@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from course.feedback import CSS
+from course.render import CSS
 
 BUCKETS = 10
 

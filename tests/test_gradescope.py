@@ -106,7 +106,7 @@ def test_feedback_in_results_shows_the_chain_table_and_misconceptions(tmp_path):
     results = run_autograder(root)
     tiny = next(t for t in results["tests"] if t["name"].startswith("3."))
     assert tiny["status"] == "failed"
-    assert "**Chain table**" in tiny["output"]
+    assert "**Chain table (backward pass, right to left)**" in unescape_markdown(tiny["output"])
     assert "**→ h = w·x + b (to w)**" in unescape_markdown(tiny["output"])
     assert "the last step, × x" in unescape_markdown(tiny["output"])
     assert "marks.value" not in json.dumps(results)  # hidden test code never reaches students

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from course.config import Limits
-from course.feedback import render_html
 from course.gradescope import to_results
 from course.grading import grade_batch
 from course.handwork import computed_answers
+from course.render import render_html
 from course.submission import Cell
 from helpers import ROOT, write
 
