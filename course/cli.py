@@ -45,6 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--out", type=Path, default=None,
                        help="where grades.csv and feedback/ go (default: the course root)")
     grade.add_argument("--assignment", help="which assignment (default: the first in the course YAML)")
+    grade.add_argument("--gradebook", action=argparse.BooleanOptionalAction, default=None,
+                       help="record the scores in the course's nbgrader gradebook (default: only when --out is "
+                            "the course root; --no-gradebook keeps a trial run out of it)")
     grade.add_argument("--quiet", action="store_true", help="print only the summary")
     grade.add_argument("--jobs", type=int, default=None, metavar="N",
                        help="warm sandboxed workers grading in parallel (default: one per core; "
@@ -103,7 +106,7 @@ def _grade(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 0:
         raise CourseError("--jobs must be 0 or more")
     summary = grade_batch(config, list(args.paths), out_dir, assignment_name=args.assignment, jobs=args.jobs,
-                          report=report)
+                          report=report, record_gradebook=args.gradebook)
     if progress:
         progress.finish()
     for line in summary.lines():

@@ -58,6 +58,7 @@ class BatchSummary:
     graded: list[Graded] = field(default_factory=list)
     out_dir: Path = Path()
     isolation: str = ""
+    gradebook_note: str = ""
 
     def count(self, status: str) -> int:
         return sum(1 for g in self.graded if g.status == status)
@@ -72,6 +73,8 @@ class BatchSummary:
             lines.append("slowest: " + ", ".join(f"{g.student_id} {g.seconds:.1f} s" for g in slowest))
         lines.append(f"grades: {self.out_dir / 'grades.csv'}; class summary: {self.out_dir / 'class-summary.html'}; "
                      f"feedback: {self.out_dir / 'feedback'}/<student>/")
+        if self.gradebook_note:
+            lines.append(f"gradebook: {self.gradebook_note}")
         if self.isolation:
             lines.append(f"sandbox: {self.isolation}")
         return lines
@@ -119,6 +122,42 @@ def discover(paths: list[Path], assignment: str, notebook: str) -> list[Submissi
             seen[ref.student_id] = ref.path
             unique.append(ref)
     return unique
+
+
+def check_paths_exist(paths: list[Path]) -> None:
+    """A PATH that does not exist is a typo, not a student: stop before anything is graded or written."""
+    missing = [path for path in paths if not path.exists() and not path.is_symlink()]
+    if missing:
+        raise CourseError(
+            f"{missing[0]}: no such file or folder; nothing was graded or written. Check the path "
+            "(with no PATH, grade reads submitted/<student>/<assignment>/ at the course root)."
+        )
+
+
+def records_in_gradebook(config: CourseConfig, out_dir: Path, wanted: bool | None) -> bool:
+    """Whether a batch goes into the course's nbgrader gradebook: when asked, else only for the course root."""
+    if wanted is not None:
+        return wanted
+    return out_dir.resolve() == config.root.resolve()
+
+
+def gradebook_note(config: CourseConfig, record: bool) -> str:
+    if record:
+        return f"scores recorded in {config.root / 'gradebook.db'} (nbgrader export, formgrader)"
+    return "not recorded (one-off grading outside the course root; --gradebook records it)"
+
+
+class NoGradebook:
+    """Stands in for GradebookWriter when a batch is kept out of the course's gradebook."""
+
+    def record(self, student: str, scores: dict[str, float], *, commit: bool = True) -> None:
+        pass
+
+    def commit(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 # ----------------------------------------------------------------------------- one submission
@@ -235,12 +274,17 @@ CSV_FLUSH_SECONDS = 1.0
 
 
 def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assignment_name: str | None = None,
-                jobs: int | None = None, report: Callable[[Graded, int, int], None] | None = None) -> BatchSummary:
+                jobs: int | None = None, report: Callable[[Graded, int, int], None] | None = None,
+                record_gradebook: bool | None = None) -> BatchSummary:
     """Grade every submission under PATHs; write feedback, grades.csv and nbgrader's gradebook.
 
     jobs: warm sandboxed workers grading in parallel (default: one per core); 0 starts a fresh
     sandboxed interpreter for every submission instead.
+    record_gradebook: record the scores in the course's nbgrader gradebook (default: only when out_dir is
+    the course root, so one-off grading into another folder leaves the course's records alone).
     """
+    check_paths_exist(paths)
+    record = records_in_gradebook(config, out_dir, record_gradebook)
     settings = config.assignment(assignment_name)
     assignment = load_assignment(config.source_notebook(settings.name), settings.name)
     refs = discover(paths or [config.root / "submitted"], settings.name, settings.notebook)
@@ -255,7 +299,8 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         config.params_for("probe", assignment.default_params)
     question_ids = tuple(q.id for q in assignment.questions)
     level, note = sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
-    summary = BatchSummary(out_dir=out_dir, isolation=note or sandbox.ISOLATION_SUMMARY[level])
+    summary = BatchSummary(out_dir=out_dir, isolation=note or sandbox.ISOLATION_SUMMARY[level],
+                           gradebook_note=gradebook_note(config, record))
     rows: list[GradeRow] = []
     last_flush = time.monotonic()
     with ExitStack() as stack:
@@ -268,7 +313,7 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         # it happens beside the grading, and results wait for it only when they are recorded.
         opener = stack.enter_context(ThreadPoolExecutor(1))
         opening = opener.submit(GradebookWriter, config.root, config.gradebook_url, settings.name,
-                                config.source_notebook(settings.name))
+                                config.source_notebook(settings.name)) if record else opener.submit(NoGradebook)
         stack.callback(lambda: opening.result().close())
         executor = stack.enter_context(ThreadPoolExecutor(max(1, jobs)))
         futures = [executor.submit(grade_submission, ref, assignment, config, run=run) for ref in refs]

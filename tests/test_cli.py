@@ -43,6 +43,15 @@ def test_grade_with_no_submissions_says_what_it_expected(course_root, capsys):
     assert "no submissions found" in capsys.readouterr().err
 
 
+def test_a_path_that_does_not_exist_is_an_error_and_writes_nothing(course_root, capsys):
+    before = sorted(p.relative_to(course_root) for p in course_root.rglob("*"))
+    assert main(["--course", str(course_root), "grade", "nope/"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("autograd-course grade: nope: no such file or folder; nothing was graded or written")
+    assert len(err.strip().splitlines()) == 1
+    assert sorted(p.relative_to(course_root) for p in course_root.rglob("*")) == before  # no csv, no gradebook
+
+
 def test_check_on_the_untouched_release_lists_what_is_missing(capsys):
     assert main(["--course", str(ROOT), "check", str(RELEASE_NOTEBOOK)]) == 1
     out = capsys.readouterr().out

@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from course import nbgrader_bridge
+from course.cli import main
 from course.grading import grade_batch
 from helpers import ALL_VALUES, CORRECT_CODE, ROOT, submitted_notebook, write, wrong_literal
 
@@ -32,7 +33,7 @@ def graded_samples(tmp_path_factory):
     from course.config import load_config
 
     config = load_config(root)
-    summary = grade_batch(config, [], root / "out")
+    summary = grade_batch(config, [], root / "out", record_gradebook=True)
     return config, root, summary
 
 
@@ -86,6 +87,19 @@ def test_tampering_adds_nothing(graded_samples):
     assert {name for name, v in values.items() if v["correct"]} == {
         "slope_at_0", "closed_a", "closed_dL_dw", "closed_dL_db"}
     assert values["net_dL_dw"]["status"] == "wrong_form"
+
+
+def test_one_off_grading_stays_out_of_the_course_gradebook(course_config, course_root, tmp_path, capsys):
+    alice = SAMPLES / "alice" / "autograd" / "autograd.ipynb"
+    assert main(["--course", str(course_root), "grade", str(alice), "--out", str(tmp_path / "trial"),
+                 "--jobs", "0"]) == 0
+    assert "gradebook: not recorded" in capsys.readouterr().out
+    assert (tmp_path / "trial" / "grades.csv").exists()
+    assert not (course_root / "gradebook.db").exists()
+    # asked for, it is recorded; and --no-gradebook keeps even a course-root run out
+    assert main(["--course", str(course_root), "grade", str(alice), "--out", str(tmp_path / "trial"),
+                 "--jobs", "0", "--gradebook"]) == 0
+    assert sum(nbgrader_bridge.grade_cell_scores(course_config.gradebook_url, "autograd", "alice").values()) == 57
 
 
 def test_regrading_is_idempotent(graded_samples):
