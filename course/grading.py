@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from course import handwork, sandbox
+from course import handwork, nbgrader_layout, sandbox
 from course.answers import MISSING, Answer
 from course.assignment import Assignment, load_assignment
-from course.config import CourseConfig
+from course.config import AssignmentSettings, CourseConfig
 from course.errors import CourseError, SubmissionError
 from course.feedback import build_feedback, render_html
 from course.files import atomic_write_json, atomic_write_text
@@ -150,7 +150,7 @@ def gradebook_note(config: CourseConfig, record: bool) -> str:
 class NoGradebook:
     """Stands in for GradebookWriter when a batch is kept out of the course's gradebook."""
 
-    def record(self, student: str, scores: dict[str, float], *, commit: bool = True) -> None:
+    def record(self, student: str, scores: dict[str, float], *, commit: bool = True, timestamp: object = None) -> None:
         pass
 
     def commit(self) -> None:
@@ -317,6 +317,7 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         stack.callback(lambda: opening.result().close())
         executor = stack.enter_context(ThreadPoolExecutor(max(1, jobs)))
         futures = [executor.submit(grade_submission, ref, assignment, config, run=run) for ref in refs]
+        paths_by_id = {ref.student_id: ref.path for ref in refs}
         for future in as_completed(futures):
             graded = future.result()  # grade_submission never raises
             gradebook = opening.result()
@@ -325,7 +326,8 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
             usable_id = bool(STUDENT_ID.match(graded.student_id))
             if usable_id:  # never build a path from an id that could climb out of the feedback folder
                 write_feedback(out_dir, settings.name, graded)
-                gradebook.record(graded.student_id, {q.grade_id: q.earned for q in graded.questions}, commit=False)
+                if record:
+                    record_for_nbgrader(config, settings, gradebook, graded, paths_by_id[graded.student_id])
             rows.append(GradeRow(
                 graded.student_id if usable_id else UNSAFE_CHARACTERS.sub("_", graded.student_id),
                 {q.id: q.earned for q in graded.questions}, graded.feedback["score"], graded.feedback["max_score"],
@@ -340,6 +342,19 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         _flush(out_dir, question_ids, rows, opening.result())
     write_class_summary(out_dir, settings.name)
     return summary
+
+
+def record_for_nbgrader(config: CourseConfig, settings: AssignmentSettings, gradebook: GradebookWriter,
+                        graded: Graded, submitted_path: Path) -> None:
+    """The gradebook's scores and timestamp, and autograded/<student>/ for formgrader (course-root runs only)."""
+    try:
+        timestamp = nbgrader_layout.read_timestamp(submitted_path)
+    except ValueError:
+        timestamp = None
+    gradebook.record(graded.student_id, {q.grade_id: q.earned for q in graded.questions}, commit=False,
+                     timestamp=timestamp)
+    nbgrader_layout.write_autograded(config.root, settings.name, settings.notebook, graded.student_id,
+                                     submitted_path, config.release_notebook(settings.name), graded.feedback)
 
 
 def write_class_summary(out_dir: Path, assignment: str) -> None:

@@ -11,6 +11,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 from traitlets.config import Config
@@ -142,14 +143,15 @@ class GradebookWriter:
             self.gradebook.db.execute(text("PRAGMA journal_mode=WAL"))
             self.gradebook.db.execute(text("PRAGMA synchronous=NORMAL"))
 
-    def record(self, student: str, scores: dict[str, float], *, commit: bool = True) -> None:
-        """Write one student's autograded scores (grade cell id -> points)."""
+    def record(self, student: str, scores: dict[str, float], *, commit: bool = True,
+               timestamp: datetime | None = None) -> None:
+        """Write one student's autograded scores (grade cell id -> points) and the submission's time."""
         gradebook = self.gradebook
         try:
             with warnings.catch_warnings():
                 # nbgrader's add_submission trips SQLAlchemy autoflush warnings that are harmless here
                 warnings.simplefilter("ignore")
-                self._record(student, scores)
+                self._record(student, scores, timestamp)
                 if commit:
                     gradebook.db.commit()
         except Exception:
@@ -159,7 +161,7 @@ class GradebookWriter:
     def commit(self) -> None:
         self.gradebook.db.commit()
 
-    def _record(self, student: str, scores: dict[str, float]) -> None:
+    def _record(self, student: str, scores: dict[str, float], timestamp: datetime | None) -> None:
         from nbgrader.api import MissingEntry
 
         gradebook = self.gradebook
@@ -170,10 +172,15 @@ class GradebookWriter:
                 gradebook.update_or_create_student(student)
                 gradebook.add_submission(self.assignment, student)
                 submitted = gradebook.find_submission_notebook(self.notebook, self.assignment, student)
+            # formgrader calls a submission autograded only when this equals submitted/'s timestamp.txt
+            submitted.assignment.timestamp = timestamp
             # One query for all of the notebook's grades, instead of one lookup per grade cell.
             for grade in submitted.grades:
                 if grade.name in scores:
                     grade.auto_score = scores[grade.name]
+                    # nbgrader's own rule (SaveAutoGrades): a cell needs a human only when one already
+                    # graded it by hand; a cell we do not score (a manually graded one) keeps its flag.
+                    grade.needs_manual_grade = grade.manual_score is not None
         gradebook.db.flush()
 
     def close(self) -> None:
