@@ -14,7 +14,7 @@ from course.errors import CourseError
 COMMAND_HELP = {
     "release": "Regenerate release/ from source/ with nbgrader and prove the release sound.",
     "check": "Self-check a notebook: run it safely and report, per question, whether each answer has the right form.",
-    "grade": "Grade submissions: feedback per student, grades.csv and nbgrader's gradebook.",
+    "grade": "Grade submissions: feedback per student, grades-<assignment>.csv and nbgrader's gradebook.",
     "autograder build": "Build the Gradescope autograder zip (setup.sh, run_autograder, the package, the course).",
     "autograder run": "Grade the one notebook in ROOT/submission and write ROOT/results/results.json (Gradescope).",
 }
@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                        help="submitted/ in nbgrader's layout (the default), a folder of <student>.ipynb, or notebooks")
     grade.add_argument("--out", type=Path, default=None,
-                       help="where grades.csv and feedback/ go (default: the course root)")
+                       help="where grades-<assignment>.csv and feedback/ go (default: the course root)")
     grade.add_argument("--assignment", help="which assignment (default: the first in the course YAML)")
     grade.add_argument("--gradebook", action=argparse.BooleanOptionalAction, default=None,
                        help="record the scores in the course's nbgrader gradebook (default: only when --out is "

@@ -1,4 +1,7 @@
-"""Scores -> nbgrader's gradebook (so `nbgrader export` and formgrader agree) and grades.csv."""
+"""Scores -> nbgrader's gradebook (so `nbgrader export` and formgrader agree) and our grades CSV.
+
+Our CSV is `grades-<assignment>.csv`: `nbgrader export` writes `grades.csv` into the same course root,
+and one must never overwrite the other."""
 
 from __future__ import annotations
 
@@ -11,6 +14,11 @@ from course.files import atomic_write_text
 
 CSV_FIXED_COLUMNS = ("student_id",)
 CSV_TAIL_COLUMNS = ("score", "max_score", "status")
+
+
+def grades_csv_path(out_dir: Path, assignment: str) -> Path:
+    """Where a batch's CSV goes: one per assignment (its columns are that assignment's questions)."""
+    return out_dir / f"grades-{assignment}.csv"
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The grading pipeline for one submission and for a batch:
 
 notebook -> submission (read) -> sandbox (run student code) -> plain answers -> judge (trusted)
--> feedback / gradebook / grades.csv. No stage reaches back into an earlier one.
+-> feedback / gradebook / grades CSV. No stage reaches back into an earlier one.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from course.config import AssignmentSettings, CourseConfig
 from course.errors import CourseError, SubmissionError
 from course.feedback import build_feedback, render_html
 from course.files import atomic_write_json, atomic_write_text
-from course.gradebook import GradeRow, write_grades_csv
+from course.gradebook import GradeRow, grades_csv_path, write_grades_csv
 from course.judge import QuestionResult, choose_probe_points, judge
 from course.nbgrader_bridge import GradebookWriter
 from course.pool import WarmPool, default_jobs
@@ -57,6 +57,7 @@ class Graded:
 class BatchSummary:
     graded: list[Graded] = field(default_factory=list)
     out_dir: Path = Path()
+    csv_path: Path = Path()
     isolation: str = ""
     gradebook_note: str = ""
 
@@ -71,7 +72,7 @@ class BatchSummary:
         slowest = sorted(self.graded, key=lambda g: g.seconds, reverse=True)[:3]
         if slowest:
             lines.append("slowest: " + ", ".join(f"{g.student_id} {g.seconds:.1f} s" for g in slowest))
-        lines.append(f"grades: {self.out_dir / 'grades.csv'}; class summary: {self.out_dir / 'class-summary.html'}; "
+        lines.append(f"grades: {self.csv_path}; class summary: {self.out_dir / 'class-summary.html'}; "
                      f"feedback: {self.out_dir / 'feedback'}/<student>/")
         if self.gradebook_note:
             lines.append(f"gradebook: {self.gradebook_note}")
@@ -276,7 +277,7 @@ CSV_FLUSH_SECONDS = 1.0
 def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assignment_name: str | None = None,
                 jobs: int | None = None, report: Callable[[Graded, int, int], None] | None = None,
                 record_gradebook: bool | None = None) -> BatchSummary:
-    """Grade every submission under PATHs; write feedback, grades.csv and nbgrader's gradebook.
+    """Grade every submission under PATHs; write feedback, grades-<assignment>.csv and nbgrader's gradebook.
 
     jobs: warm sandboxed workers grading in parallel (default: one per core); 0 starts a fresh
     sandboxed interpreter for every submission instead.
@@ -299,7 +300,8 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         config.params_for("probe", assignment.default_params)
     question_ids = tuple(q.id for q in assignment.questions)
     level, note = sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
-    summary = BatchSummary(out_dir=out_dir, isolation=note or sandbox.ISOLATION_SUMMARY[level],
+    summary = BatchSummary(out_dir=out_dir, csv_path=grades_csv_path(out_dir, settings.name),
+                           isolation=note or sandbox.ISOLATION_SUMMARY[level],
                            gradebook_note=gradebook_note(config, record))
     rows: list[GradeRow] = []
     last_flush = time.monotonic()
@@ -335,11 +337,11 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
             ))
             summary.graded.append(graded)
             if time.monotonic() - last_flush > CSV_FLUSH_SECONDS:
-                _flush(out_dir, question_ids, rows, gradebook)
+                _flush(summary.csv_path, question_ids, rows, gradebook)
                 last_flush = time.monotonic()
             if report:
                 report(graded, len(summary.graded), len(refs))
-        _flush(out_dir, question_ids, rows, opening.result())
+        _flush(summary.csv_path, question_ids, rows, opening.result())
     write_class_summary(out_dir, settings.name)
     return summary
 
@@ -358,15 +360,15 @@ def record_for_nbgrader(config: CourseConfig, settings: AssignmentSettings, grad
 
 
 def write_class_summary(out_dir: Path, assignment: str) -> None:
-    """class-summary.html (and .json) next to grades.csv, over every student graded into out_dir."""
+    """class-summary.html (and .json) next to the grades CSV, over every student graded into out_dir."""
     summary = class_summary(read_class_feedback(out_dir, assignment))
     atomic_write_json(out_dir / "class-summary.json", summary)
     atomic_write_text(out_dir / "class-summary.html", render_summary_html(summary, assignment))
 
 
-def _flush(out_dir: Path, question_ids: tuple[str, ...], rows: list[GradeRow], gradebook: GradebookWriter) -> None:
-    """grades.csv and the gradebook catch up with what is graded so far (both replace, never append)."""
+def _flush(csv_path: Path, question_ids: tuple[str, ...], rows: list[GradeRow], gradebook: GradebookWriter) -> None:
+    """The grades CSV and the gradebook catch up with what is graded so far (both replace, never append)."""
     if rows:
-        write_grades_csv(out_dir / "grades.csv", question_ids, rows)
+        write_grades_csv(csv_path, question_ids, rows)
         rows.clear()
     gradebook.commit()

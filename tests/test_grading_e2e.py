@@ -1,4 +1,4 @@
-"""End to end: submit, grade, and read the results back from grades.csv, feedback and nbgrader's gradebook."""
+"""End to end: submit, grade, and read the results back from the grades CSV, feedback and nbgrader's gradebook."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def graded_samples(tmp_path_factory):
 
 def test_sample_class_scores(graded_samples):
     _, root, summary = graded_samples
-    rows = read_csv(root / "out" / "grades.csv")
+    rows = read_csv(root / "out" / "grades-autograd.csv")
     assert {student: float(row["score"]) for student, row in rows.items()} == EXPECTED_SAMPLE_SCORES
     assert rows["frank"]["status"] == "failed"
     assert all(rows[s]["status"] == "graded" for s in EXPECTED_SAMPLE_SCORES if s != "frank")
@@ -51,7 +51,7 @@ def test_sample_class_scores(graded_samples):
 
 def test_gradebook_matches_grades_csv(graded_samples):
     config, root, _ = graded_samples
-    rows = read_csv(root / "out" / "grades.csv")
+    rows = read_csv(root / "out" / "grades-autograd.csv")
     for student, row in rows.items():
         scores = nbgrader_bridge.grade_cell_scores(config.gradebook_url, "autograd", student)
         assert sum(scores.values()) == float(row["score"])
@@ -94,7 +94,7 @@ def test_one_off_grading_stays_out_of_the_course_gradebook(course_config, course
     assert main(["--course", str(course_root), "grade", str(alice), "--out", str(tmp_path / "trial"),
                  "--jobs", "0"]) == 0
     assert "gradebook: not recorded" in capsys.readouterr().out
-    assert (tmp_path / "trial" / "grades.csv").exists()
+    assert (tmp_path / "trial" / "grades-autograd.csv").exists()
     assert not (course_root / "gradebook.db").exists()
     # asked for, it is recorded; and --no-gradebook keeps even a course-root run out
     assert main(["--course", str(course_root), "grade", str(alice), "--out", str(tmp_path / "trial"),
@@ -104,9 +104,9 @@ def test_one_off_grading_stays_out_of_the_course_gradebook(course_config, course
 
 def test_regrading_is_idempotent(graded_samples):
     config, root, _ = graded_samples
-    before = (root / "out" / "grades.csv").read_text()
+    before = (root / "out" / "grades-autograd.csv").read_text()
     grade_batch(config, [root / "submitted" / "alice", root / "submitted" / "carol"], root / "out")
-    assert (root / "out" / "grades.csv").read_text() == before
+    assert (root / "out" / "grades-autograd.csv").read_text() == before
 
 
 def test_feedback_json_is_deterministic(graded_samples, tmp_path):

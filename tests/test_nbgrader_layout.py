@@ -42,7 +42,7 @@ def graded_course(tmp_path_factory):
 
 
 def our_grades(root):
-    with (root / "grades.csv").open(newline="") as stream:
+    with (root / "grades-autograd.csv").open(newline="") as stream:
         return {row["student_id"]: row for row in csv.DictReader(stream)}
 
 
@@ -89,3 +89,24 @@ def test_autograded_notebook_has_no_hidden_tests_and_shows_our_result(graded_cou
     # frank's file is no notebook: the release stands in, with a note, so formgrader can still open it
     frank = json.loads((graded_course / "autograded" / "frank" / "autograd" / "autograd.ipynb").read_text())
     assert "could not read this submission" in frank["cells"][0]["source"]
+
+
+def nbgrader(root, *args):
+    """The real `nbgrader` command, run in the course root as an instructor would."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    command = [str(Path(sys.executable).parent / "nbgrader"), *args]
+    return subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_nbgrader_export_agrees_and_does_not_collide(graded_course):
+    ours_before = (graded_course / "grades-autograd.csv").read_text()
+    done = nbgrader(graded_course, "export")
+    assert done.returncode == 0, done.stderr
+    assert (graded_course / "grades-autograd.csv").read_text() == ours_before
+    with (graded_course / "grades.csv").open(newline="") as stream:
+        theirs = {row["student_id"]: row for row in csv.DictReader(stream)}
+    ours = our_grades(graded_course)
+    assert {s: float(r["score"]) for s, r in theirs.items()} == {s: float(r["score"]) for s, r in ours.items()}

@@ -83,7 +83,7 @@ def test_the_graders_files_are_absent_from_the_view(target):
 
 @needs_isolation
 def test_writing_results_or_feedback_fails(tmp_path):
-    victim = ROOT / "graded" / "grades.csv"
+    victim = ROOT / "graded" / "grades-autograd.csv"
     code = (
         "import os\nresult = []\n"
         f"for path in [{str(victim)!r}, {str(tmp_path / 'results.json')!r}, '/usr/lib/evil']:\n"

@@ -77,7 +77,7 @@ def test_proc_of_the_parent_and_other_processes(attempt):
 
 WRITE_TARGETS = {
     "results.json": ROOT / "results" / "results.json",
-    "grades.csv": ROOT / "graded" / "grades.csv",
+    "grades-autograd.csv": ROOT / "graded" / "grades-autograd.csv",
     "feedback": ROOT / "graded" / "feedback" / "alice" / "autograd" / "feedback.json",
     "gradebook": ROOT / "gradebook.db",
     "the package": ROOT / "course" / "judge.py",
