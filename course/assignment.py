@@ -123,6 +123,32 @@ def _source(cell: dict) -> str:
     return "".join(source) if isinstance(source, list) else source
 
 
+def _check_markers(cell: dict, index: int, cells: list, path: Path) -> None:
+    """Every BEGIN marker is closed by its END before the next BEGIN (nbgrader refuses the notebook otherwise,
+    with a traceback that names neither the cell nor the question)."""
+    for begin, end in ((SOLUTION_BEGIN, SOLUTION_END), (HIDDEN_BEGIN, HIDDEN_END)):
+        opened: int | None = None
+        problem = ""
+        for number, line in enumerate(_source(cell).splitlines(), start=1):
+            if begin in line:
+                if opened is not None:
+                    problem = f"{begin} on line {number} comes before the {end} of line {opened}'s region"
+                    break
+                opened = number
+            elif end in line:
+                if opened is None:
+                    problem = f"{end} on line {number} has no {begin} before it"
+                    break
+                opened = None
+        if not problem and opened is not None:
+            problem = f"{begin} on line {opened} has no {end}"
+        if problem:
+            grade_id = nbgrader_meta(cell).get("grade_id", "no grade_id")
+            title = _title_before(cells, index) or "before the first heading"
+            raise SourceNotebookError(f"{path}: cell {index} ({grade_id}, question {title!r}): {problem}; "
+                                      f"put {end} after the region's last line, then release again")
+
+
 def _title_before(cells: list, index: int) -> str:
     for cell in reversed(cells[:index]):
         if cell.get("cell_type") == "markdown":
@@ -166,6 +192,8 @@ def load_assignment(path: Path, name: str) -> Assignment:
                 raise SourceNotebookError(f"{path}: cell {index}: grade_id {grade_id!r} is used twice")
             by_id[grade_id] = (index, cell)
 
+    for index, cell in enumerate(cells):
+        _check_markers(cell, index, cells, path)
     if "setup" not in by_id:
         raise SourceNotebookError(f"{path}: no locked code cell with grade_id 'setup' (the imports of the exercises)")
     locked_sources = {

@@ -114,8 +114,12 @@ def ensure_assignment_in_gradebook(root: Path, db_url: str, assignment: str, sou
             return
         except MissingEntry:
             pass
-    # nbgrader's own way of recording the cells is generate_assignment; run it into a scratch course
-    # so release/ is never touched by grading.
+    record_assignment(root, db_url, assignment)
+
+
+def record_assignment(root: Path, db_url: str, assignment: str) -> None:
+    """Record (or update) the assignment's notebook and cells in the gradebook at db_url. nbgrader's own way
+    of doing that is generate_assignment: it runs into a scratch course, so release/ is never touched."""
     import shutil
     import tempfile
 

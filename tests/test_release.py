@@ -66,8 +66,34 @@ def test_instructor_changes_a_number_consistently(course_config, course_root):
     assert "(y − 6)²" in report.release_notebook.read_text()  # the text shows the new number too
 
 
+def snapshot(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 @pytest.mark.slow
 def test_an_answer_key_that_disagrees_with_torch_stops_the_release(course_config, course_root):
+    before = snapshot(course_root / "release")
     _edit_source(course_root, {'\\"call_target\\": 5': '\\"call_target\\": 6'})
-    with pytest.raises(ReleaseError, match="own solutions earn 54 of 57 points"):
+    with pytest.raises(ReleaseError, match="own solutions earn 54 of 57 points") as failure:
         release(course_config)
+    assert "test_one_call (question '8. One `backward()` fills every parameter'): 0 of 3" in str(failure.value)
+    assert snapshot(course_root / "release") == before  # the unverified notebook never reached release/
+
+
+def test_a_missing_end_solution_names_the_cell_and_question_and_leaves_release_alone(course_root, capsys):
+    from course.cli import main
+
+    before = snapshot(course_root / "release")
+    path = course_root / "source" / "autograd" / "autograd.ipynb"
+    notebook = json.loads(path.read_text())
+    for cell in notebook["cells"]:
+        if cell["metadata"].get("nbgrader", {}).get("grade_id") == "answer_tiny_net":
+            cell["source"] = [line for line in cell["source"] if "END SOLUTION" not in line]
+    path.write_text(json.dumps(notebook, indent=1))
+    assert main(["--course", str(course_root), "release"]) == 1
+    err = capsys.readouterr().err
+    assert "(answer_tiny_net, question '3. A whole (tiny) network by hand'): ### BEGIN SOLUTION on line 8 has no " \
+           "### END SOLUTION; put ### END SOLUTION after the region's last line" in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert snapshot(course_root / "release") == before
