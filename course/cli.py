@@ -48,6 +48,10 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--gradebook", action=argparse.BooleanOptionalAction, default=None,
                        help="record the scores in the course's nbgrader gradebook (default: only when --out is "
                             "the course root; --no-gradebook keeps a trial run out of it)")
+    grade.add_argument("--roster", type=Path, metavar="ROSTER",
+                       help="a CSV with a student_id column: who should have submitted; each one without a "
+                            "submission gets a row with status missing (default, for a course-root run: the "
+                            "gradebook's students)")
     grade.add_argument("--quiet", action="store_true", help="print only the summary")
     grade.add_argument("--jobs", type=int, default=None, metavar="N",
                        help="warm sandboxed workers grading in parallel (default: one per core; "
@@ -90,6 +94,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _grade(args: argparse.Namespace) -> int:
     from course.grading import grade_batch
+    from course.roster import read_roster
 
     config = load_config(args.course)
     out_dir = (args.out or config.root).resolve()
@@ -105,8 +110,9 @@ def _grade(args: argparse.Namespace) -> int:
 
     if args.jobs is not None and args.jobs < 0:
         raise CourseError("--jobs must be 0 or more")
+    roster = read_roster(args.roster) if args.roster else None
     summary = grade_batch(config, list(args.paths), out_dir, assignment_name=args.assignment, jobs=args.jobs,
-                          report=report, record_gradebook=args.gradebook)
+                          report=report, record_gradebook=args.gradebook, roster=roster)
     if progress:
         progress.finish()
     for line in summary.lines():

@@ -24,16 +24,18 @@ from course.config import AssignmentSettings, CourseConfig
 from course.errors import CourseError, SubmissionError
 from course.feedback import build_feedback, render_html
 from course.files import atomic_write_json, atomic_write_text
-from course.gradebook import GradeRow, grades_csv_path, write_grades_csv
+from course.gradebook import GradeRow, grades_csv_path, read_grades_csv, write_grades_csv
 from course.judge import QuestionResult, choose_probe_points, judge
 from course.nbgrader_bridge import GradebookWriter
 from course.pool import WarmPool, default_jobs
+from course.roster import Student, gradebook_students
 from course.submission import STUDENT_ID, Submission, read_submission
 from course.summary import class_summary, read_class_feedback, render_summary_html
 
 UNSAFE_CHARACTERS = re.compile(r"[^A-Za-z0-9._@+#-]")
 
 GRADED, TIMED_OUT, FAILED, ERROR = "graded", "timed_out", "failed", "autograder_error"
+MISSING_WORK = "missing"  # on the roster, nothing submitted
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ class BatchSummary:
     csv_path: Path = Path()
     isolation: str = ""
     gradebook_note: str = ""
+    missing: list[str] = field(default_factory=list)
+    not_on_roster: list[str] = field(default_factory=list)
 
     def count(self, status: str) -> int:
         return sum(1 for g in self.graded if g.status == status)
@@ -69,6 +73,10 @@ class BatchSummary:
         lines = [f"{total} submission{'s' if total != 1 else ''}: {self.count(GRADED)} graded, "
                  f"{self.count(FAILED)} failed, {self.count(TIMED_OUT)} timed out, "
                  f"{self.count(ERROR)} autograder errors"]
+        if self.missing:
+            lines.append(f"{len(self.missing)} missing (on the roster, nothing submitted): {', '.join(self.missing)}")
+        if self.not_on_roster:
+            lines.append(f"graded but not on the roster: {', '.join(self.not_on_roster)}")
         slowest = sorted(self.graded, key=lambda g: g.seconds, reverse=True)[:3]
         if slowest:
             lines.append("slowest: " + ", ".join(f"{g.student_id} {g.seconds:.1f} s" for g in slowest))
@@ -155,6 +163,9 @@ class NoGradebook:
         pass
 
     def commit(self) -> None:
+        pass
+
+    def add_students(self, ids: list[str]) -> None:
         pass
 
     def close(self) -> None:
@@ -276,16 +287,20 @@ CSV_FLUSH_SECONDS = 1.0
 
 def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assignment_name: str | None = None,
                 jobs: int | None = None, report: Callable[[Graded, int, int], None] | None = None,
-                record_gradebook: bool | None = None) -> BatchSummary:
+                record_gradebook: bool | None = None, roster: list[Student] | None = None) -> BatchSummary:
     """Grade every submission under PATHs; write feedback, grades-<assignment>.csv and nbgrader's gradebook.
 
     jobs: warm sandboxed workers grading in parallel (default: one per core); 0 starts a fresh
     sandboxed interpreter for every submission instead.
     record_gradebook: record the scores in the course's nbgrader gradebook (default: only when out_dir is
     the course root, so one-off grading into another folder leaves the course's records alone).
+    roster: who should have submitted (default, for a course-root run: the students of the gradebook);
+    each one without a submission gets a row with status `missing`.
     """
     check_paths_exist(paths)
     record = records_in_gradebook(config, out_dir, record_gradebook)
+    if roster is None and record:
+        roster = gradebook_students(config.gradebook_url, config.root / "gradebook.db")
     settings = config.assignment(assignment_name)
     assignment = load_assignment(config.source_notebook(settings.name), settings.name)
     refs = discover(paths or [config.root / "submitted"], settings.name, settings.notebook)
@@ -342,7 +357,9 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
             if report:
                 report(graded, len(summary.graded), len(refs))
         _flush(summary.csv_path, question_ids, rows, opening.result())
-    write_class_summary(out_dir, settings.name)
+        if roster:
+            mark_missing(summary, question_ids, assignment.max_score, roster, opening.result())
+    write_class_summary(out_dir, settings.name, summary.csv_path)
     return summary
 
 
@@ -359,9 +376,28 @@ def record_for_nbgrader(config: CourseConfig, settings: AssignmentSettings, grad
                                      submitted_path, config.release_notebook(settings.name), graded.feedback)
 
 
-def write_class_summary(out_dir: Path, assignment: str) -> None:
-    """class-summary.html (and .json) next to the grades CSV, over every student graded into out_dir."""
-    summary = class_summary(read_class_feedback(out_dir, assignment))
+def mark_missing(summary: BatchSummary, question_ids: tuple[str, ...], max_score: float, roster: list[Student],
+                 gradebook: GradebookWriter) -> None:
+    """A `missing` row for every roster student with no row yet; roster students are added to the gradebook
+    (so formgrader and nbgrader export list them too, with nothing submitted)."""
+    existing = read_grades_csv(summary.csv_path)
+    ids = [student.student_id for student in roster]
+    rows = [GradeRow(sid, {}, 0.0, max_score, MISSING_WORK) for sid in ids if sid not in existing]
+    if rows:
+        write_grades_csv(summary.csv_path, question_ids, rows)
+    gradebook.add_students(ids)
+    gradebook.commit()
+    summary.missing = [sid for sid in ids if existing.get(sid, {}).get("status", MISSING_WORK) == MISSING_WORK]
+    on_roster = set(ids)
+    summary.not_on_roster = sorted(g.student_id for g in summary.graded if g.student_id not in on_roster)
+
+
+def write_class_summary(out_dir: Path, assignment: str, csv_path: Path | None = None) -> None:
+    """class-summary.html (and .json) next to the grades CSV, over every student graded into out_dir; the
+    students whose CSV row says `missing` are listed as having submitted nothing."""
+    rows = read_grades_csv(csv_path) if csv_path else {}
+    missing = sorted(sid for sid, row in rows.items() if row.get("status") == MISSING_WORK)
+    summary = class_summary(read_class_feedback(out_dir, assignment), missing=missing)
     atomic_write_json(out_dir / "class-summary.json", summary)
     atomic_write_text(out_dir / "class-summary.html", render_summary_html(summary, assignment))
 

@@ -165,6 +165,11 @@ class GradebookWriter:
     def commit(self) -> None:
         self.gradebook.db.commit()
 
+    def add_students(self, ids: list[str]) -> None:
+        """Make sure each student exists in the gradebook (a roster student who submitted nothing)."""
+        for student in ids:
+            self.gradebook.update_or_create_student(student)
+
     def _record(self, student: str, scores: dict[str, float], timestamp: datetime | None) -> None:
         from nbgrader.api import MissingEntry
 

@@ -8,8 +8,6 @@ untouched release earns zero.
 from __future__ import annotations
 
 import copy
-import csv
-import io
 import json
 import os
 import shutil
@@ -19,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 
-from course import nbgrader_bridge
+from course import nbgrader_bridge, roster
 from course.assignment import (
     HIDDEN_BEGIN,
     HIDDEN_END,
@@ -33,7 +31,7 @@ from course.assignment import (
 from course.config import CourseConfig
 from course.errors import ReleaseError
 from course.files import atomic_write_text
-from course.submission import NUMBERS_CELL, STUDENT_ID
+from course.submission import NUMBERS_CELL
 from course.variants import fill_text, numbers_source
 
 SOLUTIONS_STUDENT = "__source_solutions__"
@@ -148,22 +146,7 @@ def _text(cell: dict) -> str:
 
 def read_roster(path: Path) -> list[str]:
     """Student ids from a roster CSV with a `student_id` column (or one id per line without a header)."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as error:
-        raise ReleaseError(f"{path}: cannot read the roster ({error.strerror})") from None
-    rows = list(csv.reader(io.StringIO(text)))
-    header = [cell.strip() for cell in rows[0]] if rows else []
-    column = header.index("student_id") if "student_id" in header else None
-    body = rows[1:] if column is not None else rows
-    ids = [row[column or 0].strip() for row in body if row and row[column or 0].strip()]
-    bad = [sid for sid in ids if not STUDENT_ID.match(sid)]
-    if bad:
-        raise ReleaseError(f"{path}: student id {bad[0]!r} cannot be used as a folder name "
-                           "(letters, digits and . _ @ + - only)")
-    if not ids:
-        raise ReleaseError(f"{path}: no student ids (expected a student_id column)")
-    return ids
+    return [student.student_id for student in roster.read_roster(path)]
 
 
 def _write_notebook(path: Path, notebook: dict) -> None:

@@ -102,6 +102,24 @@ def test_one_off_grading_stays_out_of_the_course_gradebook(course_config, course
     assert sum(nbgrader_bridge.grade_cell_scores(course_config.gradebook_url, "autograd", "alice").values()) == 57
 
 
+def test_roster_students_without_a_submission_are_listed_as_missing(course_root, tmp_path, capsys):
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,name\nalice,Alice A.\nzoe,Zoe Z.\n")
+    alice = SAMPLES / "alice" / "autograd" / "autograd.ipynb"
+    out = tmp_path / "trial"
+    assert main(["--course", str(course_root), "grade", str(alice), "--out", str(out), "--jobs", "0",
+                 "--roster", str(roster)]) == 0
+    assert "1 missing (on the roster, nothing submitted): zoe" in capsys.readouterr().out
+    rows = read_csv(out / "grades-autograd.csv")
+    assert (rows["zoe"]["status"], rows["zoe"]["score"], rows["zoe"]["max_score"]) == ("missing", "0", "57")
+    assert rows["alice"]["status"] == "graded"
+    summary = json.loads((out / "class-summary.json").read_text())
+    assert summary["missing"] == ["zoe"]
+    assert summary["students"] == 1  # the score statistics are over the submissions
+    assert "Did not submit (1)" in (out / "class-summary.html").read_text()
+    assert not (out / "feedback" / "zoe").exists()
+
+
 def test_regrading_is_idempotent(graded_samples):
     config, root, _ = graded_samples
     before = (root / "out" / "grades-autograd.csv").read_text()
