@@ -13,7 +13,7 @@ from pathlib import Path
 from course.files import atomic_write_text
 
 CSV_FIXED_COLUMNS = ("student_id",)
-CSV_TAIL_COLUMNS = ("score", "max_score", "status")
+CSV_TAIL_COLUMNS = ("raw_score", "late_penalty", "score", "max_score", "status")
 
 
 def grades_csv_path(out_dir: Path, assignment: str) -> Path:
@@ -28,6 +28,7 @@ class GradeRow:
     score: float
     max_score: float
     status: str
+    late_penalty: float = 0.0  # score is what is left after it
 
 
 def read_grades_csv(path: Path) -> dict[str, dict[str, str]]:
@@ -46,6 +47,8 @@ def write_grades_csv(path: Path, question_ids: tuple[str, ...], rows: list[Grade
         merged[row.student_id] = {
             "student_id": row.student_id,
             **{qid: f"{row.question_scores.get(qid, 0):g}" for qid in question_ids},
+            "raw_score": f"{row.score + row.late_penalty:g}",
+            "late_penalty": f"{row.late_penalty:g}",
             "score": f"{row.score:g}",
             "max_score": f"{row.max_score:g}",
             "status": row.status,

@@ -13,11 +13,12 @@ import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 
-from course import handwork, nbgrader_layout, sandbox
+from course import handwork, late, nbgrader_layout, sandbox
 from course.answers import MISSING, Answer
 from course.assignment import Assignment, load_assignment
 from course.config import AssignmentSettings, CourseConfig
@@ -26,7 +27,7 @@ from course.feedback import build_feedback, render_html
 from course.files import atomic_write_json, atomic_write_text
 from course.gradebook import GradeRow, grades_csv_path, read_grades_csv, write_grades_csv
 from course.judge import QuestionResult, choose_probe_points, judge
-from course.nbgrader_bridge import GradebookWriter
+from course.nbgrader_bridge import GradebookWriter, assignment_due
 from course.pool import WarmPool, default_jobs
 from course.roster import Student, gradebook_students
 from course.submission import STUDENT_ID, Submission, read_submission
@@ -53,6 +54,8 @@ class Graded:
     feedback: dict
     seconds: float
     internal_error: str = ""
+    late_penalty: float = 0.0
+    submitted: datetime | None = None
 
 
 @dataclass
@@ -302,6 +305,7 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
     if roster is None and record:
         roster = gradebook_students(config.gradebook_url, config.root / "gradebook.db")
     settings = config.assignment(assignment_name)
+    due = settings.due or assignment_due(config.gradebook_url, config.root / "gradebook.db", settings.name)
     assignment = load_assignment(config.source_notebook(settings.name), settings.name)
     refs = discover(paths or [config.root / "submitted"], settings.name, settings.notebook)
     if not refs:
@@ -330,13 +334,15 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         # it happens beside the grading, and results wait for it only when they are recorded.
         opener = stack.enter_context(ThreadPoolExecutor(1))
         opening = opener.submit(GradebookWriter, config.root, config.gradebook_url, settings.name,
-                                config.source_notebook(settings.name)) if record else opener.submit(NoGradebook)
+                                config.source_notebook(settings.name), settings.due) if record else opener.submit(
+                                    NoGradebook)
         stack.callback(lambda: opening.result().close())
         executor = stack.enter_context(ThreadPoolExecutor(max(1, jobs)))
         futures = [executor.submit(grade_submission, ref, assignment, config, run=run) for ref in refs]
         paths_by_id = {ref.student_id: ref.path for ref in refs}
         for future in as_completed(futures):
             graded = future.result()  # grade_submission never raises
+            graded = with_late_policy(graded, paths_by_id.get(graded.student_id), due, settings, config)
             gradebook = opening.result()
             if graded.internal_error:
                 print(f"autograder error for {graded.student_id}:\n{graded.internal_error}", file=sys.stderr)
@@ -348,7 +354,7 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
             rows.append(GradeRow(
                 graded.student_id if usable_id else UNSAFE_CHARACTERS.sub("_", graded.student_id),
                 {q.id: q.earned for q in graded.questions}, graded.feedback["score"], graded.feedback["max_score"],
-                graded.status,
+                graded.status, graded.late_penalty,
             ))
             summary.graded.append(graded)
             if time.monotonic() - last_flush > CSV_FLUSH_SECONDS:
@@ -363,15 +369,41 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
     return summary
 
 
+def submission_time(path: Path | None, student_id: str) -> datetime | None:
+    """When nbgrader's collect says the work came in; a timestamp.txt nbgrader cannot read is reported and
+    treated as unknown (the work counts as on time), never guessed."""
+    if path is None:
+        return None
+    try:
+        return nbgrader_layout.read_timestamp(path)
+    except ValueError as problem:
+        print(f"warning: {problem}; {student_id}'s work was treated as on time. Fix the file and grade again.",
+              file=sys.stderr)
+        return None
+
+
+def with_late_policy(graded: Graded, path: Path | None, due: datetime | None, settings: AssignmentSettings,
+                     config: CourseConfig) -> Graded:
+    """The submission time and the late policy applied: score, feedback and the penalty (a missing
+    timestamp or due date means on time)."""
+    submitted = submission_time(path, graded.student_id)
+    raw, max_score = graded.feedback["score"], graded.feedback["max_score"]
+    lateness = late.assess(raw, max_score, submitted, due, settings.extensions.get(graded.student_id, 0.0),
+                           config.late_policy)
+    feedback = dict(graded.feedback)
+    if lateness.explanation:
+        feedback["messages"] = [*feedback["messages"], lateness.explanation]
+    feedback["raw_score"], feedback["late_penalty"] = raw, lateness.penalty
+    feedback["score"] = round(raw - lateness.penalty, 6)
+    return replace(graded, feedback=feedback, late_penalty=lateness.penalty, submitted=submitted)
+
+
 def record_for_nbgrader(config: CourseConfig, settings: AssignmentSettings, gradebook: GradebookWriter,
                         graded: Graded, submitted_path: Path) -> None:
     """The gradebook's scores and timestamp, and autograded/<student>/ for formgrader (course-root runs only)."""
-    try:
-        timestamp = nbgrader_layout.read_timestamp(submitted_path)
-    except ValueError:
-        timestamp = None
     gradebook.record(graded.student_id, {q.grade_id: q.earned for q in graded.questions}, commit=False,
-                     timestamp=timestamp)
+                     timestamp=graded.submitted, late_penalty=graded.late_penalty,
+                     extension_hours=settings.extensions.get(graded.student_id, 0.0))
     nbgrader_layout.write_autograded(config.root, settings.name, settings.notebook, graded.student_id,
                                      submitted_path, config.release_notebook(settings.name), graded.feedback)
 

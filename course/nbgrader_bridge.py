@@ -11,7 +11,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from traitlets.config import Config
@@ -93,6 +93,19 @@ def open_gradebook(db_url: str) -> Iterator:
         yield gradebook
 
 
+def assignment_due(db_url: str, gradebook_path: Path, assignment: str) -> datetime | None:
+    """The due date nbgrader's gradebook holds for the assignment (`nbgrader db assignment add --duedate`)."""
+    if not gradebook_path.exists():
+        return None
+    from nbgrader.api import MissingEntry
+
+    with open_gradebook(db_url) as gradebook:
+        try:
+            return gradebook.find_assignment(assignment).duedate
+        except MissingEntry:
+            return None
+
+
 def grade_cell_scores(db_url: str, assignment: str, student: str) -> dict[str, float]:
     """{grade cell id: auto score} of one submission, read back from nbgrader's gradebook."""
     with open_gradebook(db_url) as gradebook:
@@ -132,13 +145,16 @@ def record_assignment(root: Path, db_url: str, assignment: str) -> None:
 class GradebookWriter:
     """One open gradebook for a whole batch: each student's scores are committed as they arrive."""
 
-    def __init__(self, root: Path, db_url: str, assignment: str, source_notebook: Path) -> None:
+    def __init__(self, root: Path, db_url: str, assignment: str, source_notebook: Path,
+                 due: datetime | None = None) -> None:
         ensure_assignment_in_gradebook(root, db_url, assignment, source_notebook)
         from nbgrader.api import Gradebook
 
         _tools_on_path()
         self.assignment, self.notebook = assignment, source_notebook.stem
         self.gradebook = Gradebook(db_url)
+        if due is not None:  # the course YAML's due date, so nbgrader's own late accounting agrees with ours
+            self.gradebook.update_or_create_assignment(assignment, duedate=due)
         if db_url.startswith("sqlite"):
             from sqlalchemy import text
 
@@ -148,14 +164,18 @@ class GradebookWriter:
             self.gradebook.db.execute(text("PRAGMA synchronous=NORMAL"))
 
     def record(self, student: str, scores: dict[str, float], *, commit: bool = True,
-               timestamp: datetime | None = None) -> None:
-        """Write one student's autograded scores (grade cell id -> points) and the submission's time."""
+               timestamp: datetime | None = None, late_penalty: float = 0.0, extension_hours: float = 0.0) -> None:
+        """Write one student's autograded scores (grade cell id -> points), the submission's time, the
+        late penalty (nbgrader's late_submission_penalty, which `nbgrader export` subtracts) and extension."""
         gradebook = self.gradebook
         try:
             with warnings.catch_warnings():
                 # nbgrader's add_submission trips SQLAlchemy autoflush warnings that are harmless here
                 warnings.simplefilter("ignore")
                 self._record(student, scores, timestamp)
+                notebook = gradebook.find_submission_notebook(self.notebook, self.assignment, student)
+                notebook.late_submission_penalty = late_penalty or None
+                notebook.assignment.extension = timedelta(hours=extension_hours) if extension_hours else None
                 if commit:
                     gradebook.db.commit()
         except Exception:

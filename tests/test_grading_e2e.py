@@ -45,7 +45,7 @@ def test_sample_class_scores(graded_samples):
     assert all(rows[s]["status"] == "graded" for s in EXPECTED_SAMPLE_SCORES if s != "frank")
     assert set(rows["alice"]) == {"student_id", "slopes", "graph_walk", "tiny_net", "closed_relu", "retain_grad",
                                   "accumulation", "no_grad_detach", "one_call", "cubic", "w2_net", "predict_twice",
-                                  "score", "max_score", "status"}
+                                  "raw_score", "late_penalty", "score", "max_score", "status"}
     assert summary.lines()[0] == "6 submissions: 5 graded, 1 failed, 0 timed out, 0 autograder errors"
 
 
