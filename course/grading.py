@@ -278,10 +278,16 @@ def _read(ref: SubmissionRef, assignment: Assignment, config: CourseConfig, para
 # ----------------------------------------------------------------------------- a batch
 
 
-def write_feedback(out_dir: Path, assignment: str, graded: Graded) -> Path:
+def write_feedback(out_dir: Path, assignment: str, graded: Graded, *, page: str = "feedback.html",
+                   submitted: Path | None = None) -> Path:
+    """feedback/<student>/<assignment>/: feedback.json and the page, in nbgrader's feedback layout: named
+    like the notebook (page) and beside nbgrader's timestamp.txt and submission_secret.txt from the
+    submission, `nbgrader release_feedback` hands the page to the student through the exchange."""
     folder = out_dir / "feedback" / graded.student_id / assignment
     atomic_write_json(folder / "feedback.json", graded.feedback)
-    atomic_write_text(folder / "feedback.html", render_html(graded.feedback))
+    atomic_write_text(folder / page, render_html(graded.feedback))
+    if submitted is not None:
+        nbgrader_layout.copy_submission_files(submitted, folder)
     return folder
 
 
@@ -348,7 +354,8 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
                 print(f"autograder error for {graded.student_id}:\n{graded.internal_error}", file=sys.stderr)
             usable_id = bool(STUDENT_ID.match(graded.student_id))
             if usable_id:  # never build a path from an id that could climb out of the feedback folder
-                write_feedback(out_dir, settings.name, graded)
+                write_feedback(out_dir, settings.name, graded, page=feedback_page(settings),
+                               submitted=paths_by_id.get(graded.student_id))
                 if record:
                     record_for_nbgrader(config, settings, gradebook, graded, paths_by_id[graded.student_id])
             rows.append(GradeRow(
@@ -367,6 +374,11 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
             mark_missing(summary, question_ids, assignment.max_score, roster, opening.result())
     write_class_summary(out_dir, settings.name, summary.csv_path)
     return summary
+
+
+def feedback_page(settings: AssignmentSettings) -> str:
+    """The feedback page's name: the notebook's, as nbgrader's release_feedback expects (autograd.html)."""
+    return f"{Path(settings.notebook).stem}.html"
 
 
 def submission_time(path: Path | None, student_id: str) -> datetime | None:

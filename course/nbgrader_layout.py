@@ -138,6 +138,13 @@ def write_autograded(root: Path, assignment: str, notebook_name: str, student: s
     return folder / notebook_name
 
 
+def copy_submission_files(submitted_path: Path, folder: Path) -> None:
+    """nbgrader's timestamp.txt and submission_secret.txt from the submission into a feedback folder: with
+    them `nbgrader release_feedback` finds the page and files it under the hash only that student's
+    `nbgrader fetch_feedback` computes."""
+    _copy_beside(submission_folder(submitted_path), folder, (TIMESTAMP, SECRET))
+
+
 def _copy_beside(source: Path, target: Path, names: tuple[str, ...]) -> None:
     """Copy nbgrader's small bookkeeping files (when present, regular files only); drop stale copies."""
     for name in names:

@@ -64,7 +64,7 @@ def test_feedback_files_for_every_student(graded_samples):
         folder = root / "out" / "feedback" / student / "autograd"
         feedback = json.loads((folder / "feedback.json").read_text())
         assert feedback["score"] == EXPECTED_SAMPLE_SCORES[student]
-        page = (folder / "feedback.html").read_text()
+        page = (folder / "autograd.html").read_text()
         assert page.startswith("<!DOCTYPE html>")
         assert "<script" not in page
         assert "http" not in page
