@@ -10,11 +10,13 @@ from pathlib import Path
 from course import __version__
 from course.config import load_config
 from course.errors import CourseError
+from course.lms import FORMATS
 
 COMMAND_HELP = {
     "release": "Regenerate release/ from source/ with nbgrader and prove the release sound.",
     "check": "Self-check a notebook: run it safely and report, per question, whether each answer has the right form.",
     "grade": "Grade submissions: feedback per student, grades-<assignment>.csv and nbgrader's gradebook.",
+    "export": "Write the grades as the CSV an LMS gradebook imports (Canvas, Moodle), matched through the roster.",
     "autograder build": "Build the Gradescope autograder zip (setup.sh, run_autograder, the package, the course).",
     "autograder run": "Grade the one notebook in ROOT/submission and write ROOT/results/results.json (Gradescope).",
 }
@@ -56,6 +58,19 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--jobs", type=int, default=None, metavar="N",
                        help="warm sandboxed workers grading in parallel (default: one per core; "
                             "0: a fresh interpreter per submission)")
+
+    export = commands.add_parser("export", help=COMMAND_HELP["export"], description=COMMAND_HELP["export"])
+    export.add_argument("--format", required=True, choices=sorted(FORMATS), help="the LMS: " + "; ".join(
+        f"{name} needs {fmt.needs}" for name, fmt in sorted(FORMATS.items())))
+    export.add_argument("--roster", type=Path, required=True, metavar="ROSTER",
+                        help="CSV: student_id plus the LMS's ids (name, lms_id, sis_user_id, sis_login_id, section, "
+                             "email)")
+    export.add_argument("--out", type=Path, default=None,
+                        help="the folder holding grades-<assignment>.csv, where <format>-<assignment>.csv goes "
+                             "(default: the course root)")
+    export.add_argument("--assignment", help="which assignment (default: the first in the course YAML)")
+    export.add_argument("--column", help="the LMS's column title (default: the assignment's name; for Canvas, "
+                                         "'Name (id)' as in Canvas's own export updates that assignment)")
 
     autograder = commands.add_parser("autograder", help="Gradescope: build the upload zip, or run as its entry point.")
     actions = autograder.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -120,6 +135,17 @@ def _grade(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from course.lms import export_course
+    from course.roster import read_roster
+
+    config = load_config(args.course)
+    path = export_course(config, args.format, read_roster(args.roster), (args.out or config.root).resolve(),
+                         args.assignment, args.column)
+    print(f"wrote {path}: import it in {args.format}'s gradebook")
+    return 0
+
+
 def _autograder(args: argparse.Namespace) -> int:
     if args.action == "build":
         from course.bundle import build_bundle
@@ -156,7 +182,7 @@ class ProgressBar:
         self.stream.flush()
 
 
-HANDLERS = {"release": _release, "check": _check, "grade": _grade, "autograder": _autograder}
+HANDLERS = {"release": _release, "check": _check, "grade": _grade, "export": _export, "autograder": _autograder}
 
 
 def main(argv: list[str] | None = None) -> int:

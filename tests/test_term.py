@@ -186,6 +186,20 @@ def test_nbgrader_validate_fails_the_blank_release_and_passes_a_well_formed_note
     assert "Success! Your notebook passes all the tests." in answered  # bob's wrong value is well formed
 
 
+@pytest.mark.slow
+def test_the_canvas_csv_has_the_right_rows(term):
+    root, _, _ = term
+    assert main(["--course", str(root), "export", "--format", "canvas", "--roster", str(root / "roster.csv")]) == 0
+    with (root / "canvas-autograd.csv").open(newline="") as stream:
+        rows = list(csv.reader(stream))
+    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "autograd"]
+    assert rows[1] == ["Points Possible", "", "", "", "", "57"]
+    ours = read_csv(root / "grades-autograd.csv")
+    assert rows[2:] == [[s["name"], s["lms_id"], s["sis_user_id"], s["sis_login_id"], s["section"],
+                         ours[s["student_id"]]["score"]] for s in ROSTER]
+    assert [r[5] for r in rows[2:]] == ["57", "44.6", "0", "55"]
+
+
 def test_nbgrader_config_names_the_course_of_course_yaml():
     namespace = {"get_config": lambda: __import__("traitlets.config", fromlist=["Config"]).Config()}
     exec((ROOT / "nbgrader_config.py").read_text(), namespace)  # noqa: S102 - the repository's own config file
