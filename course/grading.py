@@ -6,6 +6,7 @@ notebook -> submission (read) -> sandbox (run student code) -> plain answers -> 
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import time
@@ -18,7 +19,7 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 
-from course import handwork, late, nbgrader_layout, sandbox
+from course import handwork, integrity, late, nbgrader_layout, sandbox
 from course.answers import MISSING, Answer
 from course.assignment import Assignment, load_assignment
 from course.config import AssignmentSettings, CourseConfig
@@ -56,6 +57,7 @@ class Graded:
     internal_error: str = ""
     late_penalty: float = 0.0
     submitted: datetime | None = None
+    integrity: tuple[str, ...] = ()  # for the instructor's class summary only, never the feedback
 
 
 @dataclass
@@ -223,11 +225,13 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
     messages: list[str] = []
     cell_errors: list[dict[str, str]] = []
     internal_error = ""
+    findings: tuple[str, ...] = ()
     try:
         if ref.problem:
             raise SubmissionError(ref.problem)
         params = config.params_for(ref.student_id, assignment.default_params)
         submission = _read(ref, assignment, config, params)
+        findings = integrity.review(submission, ref.student_id)
         if submission.personalised_for not in (None, ref.student_id):
             messages.append(
                 f"This notebook was personalised for {submission.personalised_for!r} but is graded as "
@@ -267,7 +271,8 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
                         "Your instructor can see the details; you do not need to resubmit.")
     feedback = build_feedback(ref.student_id, assignment.name, questions, status=status, messages=messages,
                               cell_errors=cell_errors)
-    return Graded(ref.student_id, status, questions, feedback, time.monotonic() - started, internal_error)
+    return Graded(ref.student_id, status, questions, feedback, time.monotonic() - started, internal_error,
+                  integrity=findings)
 
 
 def _read(ref: SubmissionRef, assignment: Assignment, config: CourseConfig, params: dict) -> Submission:
@@ -372,6 +377,7 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         _flush(summary.csv_path, question_ids, rows, opening.result())
         if roster:
             mark_missing(summary, question_ids, assignment.max_score, roster, opening.result())
+    write_integrity(out_dir, settings.name, summary.graded)
     write_class_summary(out_dir, settings.name, summary.csv_path)
     return summary
 
@@ -436,12 +442,40 @@ def mark_missing(summary: BatchSummary, question_ids: tuple[str, ...], max_score
     summary.not_on_roster = sorted(g.student_id for g in summary.graded if g.student_id not in on_roster)
 
 
+def integrity_path(out_dir: Path, assignment: str) -> Path:
+    return out_dir / f"integrity-{assignment}.json"
+
+
+def write_integrity(out_dir: Path, assignment: str, graded: list[Graded]) -> None:
+    """integrity-<assignment>.json: {student: [what was seen]}, merged by student like the grades CSV (a
+    re-graded student's old findings are replaced). Instructor only: it is not in any student's folder."""
+    path = integrity_path(out_dir, assignment)
+    try:
+        seen = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except (OSError, ValueError):
+        seen = {}
+    for one in graded:
+        if not STUDENT_ID.match(one.student_id):
+            continue
+        if one.integrity:
+            seen[one.student_id] = list(one.integrity)
+        else:
+            seen.pop(one.student_id, None)
+    if seen or path.exists():
+        atomic_write_json(path, dict(sorted(seen.items())))
+
+
 def write_class_summary(out_dir: Path, assignment: str, csv_path: Path | None = None) -> None:
     """class-summary.html (and .json) next to the grades CSV, over every student graded into out_dir; the
     students whose CSV row says `missing` are listed as having submitted nothing."""
     rows = read_grades_csv(csv_path) if csv_path else {}
     missing = sorted(sid for sid, row in rows.items() if row.get("status") == MISSING_WORK)
     summary = class_summary(read_class_feedback(out_dir, assignment), missing=missing)
+    path = integrity_path(out_dir, assignment)
+    try:
+        summary["integrity"] = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except (OSError, ValueError):
+        summary["integrity"] = {}
     atomic_write_json(out_dir / "class-summary.json", summary)
     atomic_write_text(out_dir / "class-summary.html", render_summary_html(summary, assignment))
 

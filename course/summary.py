@@ -106,5 +106,25 @@ def render_summary_html(summary: dict[str, Any], assignment: str) -> str:
         parts.append(f'<div class="misconception"><strong>{item["students"]} student'
                      f'{"s" if item["students"] != 1 else ""}</strong> ({e(item["question"])}): {e(item["diagnosis"])}'
                      f'<div class=idea>The idea: {e(item["idea"])}</div></div>')
-    parts.append("</section></main></body></html>")
+    parts.append("</section>")
+    parts.append(_integrity_html(summary.get("integrity", {})))
+    parts.append("</main></body></html>")
     return "\n".join(parts)
+
+
+def _integrity_html(integrity: dict[str, list[str]]) -> str:
+    """What the grader saw in submissions that tried to game it: for the instructor; scores are unaffected."""
+    e = html.escape
+    parts = ["<section class=card><h2>Integrity report (instructor only)</h2>"]
+    if not integrity:
+        parts.append("<p>Nothing seen: no submission patched torch or builtins, defined a rigged number type, "
+                     "edited a locked cell or came personalised for someone else.</p></section>")
+        return "".join(parts)
+    parts.append("<p>None of this changed a score (the grader recomputes every reference itself) and none of it "
+                 "is in the students' feedback.</p><div class=table-wrap><table><thead><tr><th>student</th>"
+                 "<th>what was seen</th></tr></thead><tbody>")
+    for student, findings in integrity.items():
+        items = "".join(f"<li>{e(str(finding))}</li>" for finding in findings)
+        parts.append(f"<tr><td>{e(str(student))}</td><td><ul>{items}</ul></td></tr>")
+    parts.append("</tbody></table></div></section>")
+    return "".join(parts)

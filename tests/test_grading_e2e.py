@@ -120,6 +120,21 @@ def test_roster_students_without_a_submission_are_listed_as_missing(course_root,
     assert not (out / "feedback" / "zoe").exists()
 
 
+def test_integrity_report_is_for_the_instructor_only(graded_samples):
+    _, root, _ = graded_samples
+    report = json.loads((root / "out" / "integrity-autograd.json").read_text())
+    assert set(report) == {"erin"}
+    assert "cell 65: patches torch.allclose = ..." in report["erin"]
+    summary = (root / "out" / "class-summary.html").read_text()
+    assert "Integrity report (instructor only)" in summary
+    assert "class AlwaysEqual(float) overriding __eq__, __sub__" in summary
+    for name in ("feedback.json", "autograd.html"):  # the student's own feedback stays neutral
+        text = (root / "out" / "feedback" / "erin" / "autograd" / name).read_text()
+        assert "patches" not in text
+        assert "rigged" not in text
+        assert "ntegrity" not in text
+
+
 def test_regrading_is_idempotent(graded_samples):
     config, root, _ = graded_samples
     before = (root / "out" / "grades-autograd.csv").read_text()
