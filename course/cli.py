@@ -22,8 +22,28 @@ COMMAND_HELP = {
 }
 
 
+DESCRIPTION = """\
+Grade the autograd course's notebooks safely, on top of nbgrader. Student code runs in a sandbox; only
+plain numbers come back, and the grader recomputes every reference gradient with torch itself.
+Run it in the course root (the folder holding source/ and nbgrader_config.py) or pass --course."""
+
+EPILOG = """\
+a term, step by step:
+  autograd-course release                        source/ -> release/, proven sound with nbgrader autograde
+  nbgrader release_assignment autograd           students fetch and submit through nbgrader's exchange
+  nbgrader collect autograd                      -> submitted/<student>/autograd/ with timestamp.txt
+  autograd-course grade --roster roster.csv      grades-autograd.csv, feedback/, the gradebook, autograded/
+  nbgrader release_feedback autograd             students: nbgrader fetch_feedback autograd
+  autograd-course export --format canvas --roster roster.csv    -> canvas-autograd.csv for the LMS
+
+students check their notebook before submitting with: autograd-course check NOTEBOOK
+(or nbgrader validate / JupyterLab's Validate button). Settings: source/course.yaml. Details: README.md.
+Run autograd-course COMMAND --help for a command's options."""
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="autograd-course", description=__doc__)
+    parser = argparse.ArgumentParser(prog="autograd-course", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"autograd-course {__version__}")
     parser.add_argument("--course", type=Path, default=Path("."),
                         help="the course root, the folder holding source/ (default: the current folder)")

@@ -29,7 +29,20 @@ def nbgrader_config(root: Path, db_url: str, *, cell_timeout: int = 120) -> Conf
     config.ClearSolutions.code_stub = CODE_STUB
     config.ExecutePreprocessor.timeout = cell_timeout
     config.Execute.timeout = cell_timeout
+    # The kernels nbgrader starts talk to it over unix sockets in Jupyter's private runtime folder rather
+    # than unencrypted TCP on localhost (which ipykernel rightly warns about). An absolute path: nbgrader
+    # starts each kernel in the notebook's folder, and a relative one would point somewhere else there.
+    config.KernelManager.transport = "ipc"
+    config.KernelManager.ip = str(_runtime_dir() / "autograd-course-kernel")
     return config
+
+
+def _runtime_dir() -> Path:
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    path = Path(jupyter_runtime_dir())
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
 
 
 def _tools_on_path() -> None:

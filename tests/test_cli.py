@@ -17,6 +17,17 @@ def test_every_command_has_help_and_is_in_the_readme(command, capsys):
     assert f"autograd-course {command}" in (ROOT / "README.md").read_text()
 
 
+def test_top_level_help_reads_as_user_documentation(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "CourseError" not in out
+    assert "a term, step by step:" in out
+    for step in ("autograd-course release", "nbgrader collect autograd", "autograd-course grade --roster",
+                 "nbgrader release_feedback autograd", "autograd-course export --format canvas"):
+        assert step in out
+
+
 def test_a_course_error_is_one_line_without_traceback(tmp_path, capsys):
     assert main(["--course", str(tmp_path), "grade"]) == 1
     err = capsys.readouterr().err
