@@ -6,7 +6,6 @@ notebook -> submission (read) -> sandbox (run student code) -> plain answers -> 
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
@@ -14,15 +13,15 @@ import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from pathlib import Path
 
-from course import handwork, integrity, late, nbgrader_layout, sandbox
+from course import handwork, integrity, nbgrader_layout, sandbox
 from course.answers import MISSING, Answer
 from course.assignment import Assignment, load_assignment
-from course.config import AssignmentSettings, CourseConfig
+from course.config import CourseConfig
 from course.errors import CourseError, SubmissionError
 from course.feedback import build_feedback, render_html
 from course.files import atomic_write_json, atomic_write_text
@@ -33,11 +32,22 @@ from course.pool import WarmPool, default_jobs
 from course.roster import Student, gradebook_students
 from course.submission import STUDENT_ID, Submission, read_submission
 from course.summary import class_summary, read_class_feedback, render_summary_html
+from course.term import (
+    MISSING_WORK,
+    NoGradebook,
+    feedback_page,
+    gradebook_note,
+    mark_missing,
+    read_integrity,
+    record_for_nbgrader,
+    records_in_gradebook,
+    with_late_policy,
+    write_integrity,
+)
 
 UNSAFE_CHARACTERS = re.compile(r"[^A-Za-z0-9._@+#-]")
 
 GRADED, TIMED_OUT, FAILED, ERROR = "graded", "timed_out", "failed", "autograder_error"
-MISSING_WORK = "missing"  # on the roster, nothing submitted
 
 
 @dataclass(frozen=True)
@@ -146,35 +156,6 @@ def check_paths_exist(paths: list[Path]) -> None:
             f"{missing[0]}: no such file or folder; nothing was graded or written. Check the path "
             "(with no PATH, grade reads submitted/<student>/<assignment>/ at the course root)."
         )
-
-
-def records_in_gradebook(config: CourseConfig, out_dir: Path, wanted: bool | None) -> bool:
-    """Whether a batch goes into the course's nbgrader gradebook: when asked, else only for the course root."""
-    if wanted is not None:
-        return wanted
-    return out_dir.resolve() == config.root.resolve()
-
-
-def gradebook_note(config: CourseConfig, record: bool) -> str:
-    if record:
-        return f"scores recorded in {config.root / 'gradebook.db'} (nbgrader export, formgrader)"
-    return "not recorded (one-off grading outside the course root; --gradebook records it)"
-
-
-class NoGradebook:
-    """Stands in for GradebookWriter when a batch is kept out of the course's gradebook."""
-
-    def record(self, student: str, scores: dict[str, float], *, commit: bool = True, timestamp: object = None) -> None:
-        pass
-
-    def commit(self) -> None:
-        pass
-
-    def add_students(self, ids: list[str]) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 # ----------------------------------------------------------------------------- one submission
@@ -344,9 +325,11 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         # Opening the gradebook (and, the first time, recording the assignment in it) takes seconds:
         # it happens beside the grading, and results wait for it only when they are recorded.
         opener = stack.enter_context(ThreadPoolExecutor(1))
-        opening = opener.submit(GradebookWriter, config.root, config.gradebook_url, settings.name,
-                                config.source_notebook(settings.name), settings.due) if record else opener.submit(
-                                    NoGradebook)
+        if record:
+            opening = opener.submit(GradebookWriter, config.root, config.gradebook_url, settings.name,
+                                    config.source_notebook(settings.name), settings.due)
+        else:
+            opening = opener.submit(NoGradebook)
         stack.callback(lambda: opening.result().close())
         executor = stack.enter_context(ThreadPoolExecutor(max(1, jobs)))
         futures = [executor.submit(grade_submission, ref, assignment, config, run=run) for ref in refs]
@@ -376,93 +359,12 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
                 report(graded, len(summary.graded), len(refs))
         _flush(summary.csv_path, question_ids, rows, opening.result())
         if roster:
-            mark_missing(summary, question_ids, assignment.max_score, roster, opening.result())
+            summary.missing, summary.not_on_roster = mark_missing(
+                summary.csv_path, question_ids, assignment.max_score, roster,
+                [g.student_id for g in summary.graded], opening.result())
     write_integrity(out_dir, settings.name, summary.graded)
     write_class_summary(out_dir, settings.name, summary.csv_path)
     return summary
-
-
-def feedback_page(settings: AssignmentSettings) -> str:
-    """The feedback page's name: the notebook's, as nbgrader's release_feedback expects (autograd.html)."""
-    return f"{Path(settings.notebook).stem}.html"
-
-
-def submission_time(path: Path | None, student_id: str) -> datetime | None:
-    """When nbgrader's collect says the work came in; a timestamp.txt nbgrader cannot read is reported and
-    treated as unknown (the work counts as on time), never guessed."""
-    if path is None:
-        return None
-    try:
-        return nbgrader_layout.read_timestamp(path)
-    except ValueError as problem:
-        print(f"warning: {problem}; {student_id}'s work was treated as on time. Fix the file and grade again.",
-              file=sys.stderr)
-        return None
-
-
-def with_late_policy(graded: Graded, path: Path | None, due: datetime | None, settings: AssignmentSettings,
-                     config: CourseConfig) -> Graded:
-    """The submission time and the late policy applied: score, feedback and the penalty (a missing
-    timestamp or due date means on time)."""
-    submitted = submission_time(path, graded.student_id)
-    raw, max_score = graded.feedback["score"], graded.feedback["max_score"]
-    lateness = late.assess(raw, max_score, submitted, due, settings.extensions.get(graded.student_id, 0.0),
-                           config.late_policy)
-    feedback = dict(graded.feedback)
-    if lateness.explanation:
-        feedback["messages"] = [*feedback["messages"], lateness.explanation]
-    feedback["raw_score"], feedback["late_penalty"] = raw, lateness.penalty
-    feedback["score"] = round(raw - lateness.penalty, 6)
-    return replace(graded, feedback=feedback, late_penalty=lateness.penalty, submitted=submitted)
-
-
-def record_for_nbgrader(config: CourseConfig, settings: AssignmentSettings, gradebook: GradebookWriter,
-                        graded: Graded, submitted_path: Path) -> None:
-    """The gradebook's scores and timestamp, and autograded/<student>/ for formgrader (course-root runs only)."""
-    gradebook.record(graded.student_id, {q.grade_id: q.earned for q in graded.questions}, commit=False,
-                     timestamp=graded.submitted, late_penalty=graded.late_penalty,
-                     extension_hours=settings.extensions.get(graded.student_id, 0.0))
-    nbgrader_layout.write_autograded(config.root, settings.name, settings.notebook, graded.student_id,
-                                     submitted_path, config.release_notebook(settings.name), graded.feedback)
-
-
-def mark_missing(summary: BatchSummary, question_ids: tuple[str, ...], max_score: float, roster: list[Student],
-                 gradebook: GradebookWriter) -> None:
-    """A `missing` row for every roster student with no row yet; roster students are added to the gradebook
-    (so formgrader and nbgrader export list them too, with nothing submitted)."""
-    existing = read_grades_csv(summary.csv_path)
-    ids = [student.student_id for student in roster]
-    rows = [GradeRow(sid, {}, 0.0, max_score, MISSING_WORK) for sid in ids if sid not in existing]
-    if rows:
-        write_grades_csv(summary.csv_path, question_ids, rows)
-    gradebook.add_students(ids)
-    gradebook.commit()
-    summary.missing = [sid for sid in ids if existing.get(sid, {}).get("status", MISSING_WORK) == MISSING_WORK]
-    on_roster = set(ids)
-    summary.not_on_roster = sorted(g.student_id for g in summary.graded if g.student_id not in on_roster)
-
-
-def integrity_path(out_dir: Path, assignment: str) -> Path:
-    return out_dir / f"integrity-{assignment}.json"
-
-
-def write_integrity(out_dir: Path, assignment: str, graded: list[Graded]) -> None:
-    """integrity-<assignment>.json: {student: [what was seen]}, merged by student like the grades CSV (a
-    re-graded student's old findings are replaced). Instructor only: it is not in any student's folder."""
-    path = integrity_path(out_dir, assignment)
-    try:
-        seen = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    except (OSError, ValueError):
-        seen = {}
-    for one in graded:
-        if not STUDENT_ID.match(one.student_id):
-            continue
-        if one.integrity:
-            seen[one.student_id] = list(one.integrity)
-        else:
-            seen.pop(one.student_id, None)
-    if seen or path.exists():
-        atomic_write_json(path, dict(sorted(seen.items())))
 
 
 def write_class_summary(out_dir: Path, assignment: str, csv_path: Path | None = None) -> None:
@@ -471,11 +373,7 @@ def write_class_summary(out_dir: Path, assignment: str, csv_path: Path | None = 
     rows = read_grades_csv(csv_path) if csv_path else {}
     missing = sorted(sid for sid, row in rows.items() if row.get("status") == MISSING_WORK)
     summary = class_summary(read_class_feedback(out_dir, assignment), missing=missing)
-    path = integrity_path(out_dir, assignment)
-    try:
-        summary["integrity"] = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    except (OSError, ValueError):
-        summary["integrity"] = {}
+    summary["integrity"] = read_integrity(out_dir, assignment)
     atomic_write_json(out_dir / "class-summary.json", summary)
     atomic_write_text(out_dir / "class-summary.html", render_summary_html(summary, assignment))
 
