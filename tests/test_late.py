@@ -69,3 +69,15 @@ def test_due_date_extensions_and_policy_from_the_yaml():
 def test_mistyped_late_settings_say_which_key(extra, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         parse(extra)
+
+
+def test_without_a_due_date_in_the_yaml_nbgrader_gradebook_s_due_date_counts(tmp_path):
+    from course.nbgrader_bridge import assignment_due, open_gradebook
+
+    db = tmp_path / "gradebook.db"
+    assert assignment_due(f"sqlite:///{db}", db, "autograd") is None  # no gradebook yet: nothing is created
+    assert not db.exists()
+    with open_gradebook(f"sqlite:///{db}") as gradebook:  # as `nbgrader db assignment add autograd --duedate=...`
+        gradebook.add_assignment("autograd", duedate="2026-11-20 23:59:00 UTC")
+    assert assignment_due(f"sqlite:///{db}", db, "autograd") == DUE
+    assert assignment_due(f"sqlite:///{db}", db, "other") is None
