@@ -110,3 +110,18 @@ def test_nbgrader_export_agrees_and_does_not_collide(graded_course):
         theirs = {row["student_id"]: row for row in csv.DictReader(stream)}
     ours = our_grades(graded_course)
     assert {s: float(r["score"]) for s, r in theirs.items()} == {s: float(r["score"]) for s, r in ours.items()}
+
+
+def test_nbgrader_generate_feedback_keeps_our_page_or_shows_no_hidden_test(graded_course, tmp_path):
+    course = tmp_path / "copy"  # generate_feedback may replace feedback/: run it on a copy of the graded course
+    shutil.copytree(graded_course, course)
+    ours = (course / "feedback" / "bob" / "autograd" / "autograd.html").read_text()
+    done = nbgrader(course, "generate_feedback", "autograd")
+    assert done.returncode == 0, done.stderr
+    assert (course / "feedback" / "bob" / "autograd" / "autograd.html").read_text() == ours  # skipped: up to date
+    done = nbgrader(course, "generate_feedback", "autograd", "--force")
+    assert done.returncode == 0, done.stderr
+    page = (course / "feedback" / "bob" / "autograd" / "autograd.html").read_text()
+    assert "autograd-course: 6 / 7 points" in page  # nbgrader's own rendering of our autograded notebook
+    for secret in ("BEGIN HIDDEN TESTS", "marks.value(", "BEGIN SOLUTION", "net_dL_dw = 12"):
+        assert secret not in page
