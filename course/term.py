@@ -96,7 +96,14 @@ def record_for_nbgrader(config: CourseConfig, settings: AssignmentSettings, grad
                      timestamp=graded.submitted, late_penalty=graded.late_penalty,
                      extension_hours=settings.extensions.get(graded.student_id, 0.0))
     nbgrader_layout.write_autograded(config.root, settings.name, settings.notebook, graded.student_id,
-                                     submitted_path, config.release_notebook(settings.name), graded.feedback)
+                                     submitted_path, released_to(config, settings, graded.student_id), graded.feedback)
+
+
+def released_to(config: CourseConfig, settings: AssignmentSettings, student_id: str) -> Path:
+    """The notebook the student was given: their personalised copy (variants), else the release."""
+    release = config.release_notebook(settings.name)
+    personal = release.parent / "students" / student_id / release.name
+    return personal if personal.is_file() else release
 
 
 def mark_missing(csv_path: Path, question_ids: tuple[str, ...], max_score: float, roster: list[Student],
