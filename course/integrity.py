@@ -8,6 +8,7 @@ A static look at the submitted text in the grader: the code is parsed, never run
 from __future__ import annotations
 
 import ast
+from typing import Any
 
 from course.handwork import _python_text
 from course.sandbox import Cell
@@ -97,3 +98,37 @@ def review(submission: Submission, graded_as: str) -> tuple[str, ...]:
         findings.append(f"submitted a notebook personalised for {submission.personalised_for!r} "
                         f"(graded with {graded_as!r}'s numbers)")
     return tuple(findings[:MAX_FINDINGS])
+
+
+MIN_BORROWED = 3  # values that must match one classmate's references before it is worth an instructor's look
+
+
+def borrowed_numbers(class_feedback: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """With per-student numbers: students whose wrong answers are another student's right ones.
+
+    For each wrong value of A that equals torch's value for the same name under B's numbers, A and B are
+    counted; a pair with at least MIN_BORROWED such values (and more than half of A's wrong values) is
+    reported for A. With everyone on the same numbers nothing can match: a wrong answer is never
+    anyone's reference."""
+    references: dict[tuple[str, str], set[str]] = {}
+    for feedback in class_feedback:
+        for question in feedback.get("questions", []):
+            for value in question.get("values", []):
+                if value.get("status") == "value" and value.get("torch_value") is not None:
+                    references.setdefault((value["name"], value["torch_value"]), set()).add(feedback["student_id"])
+    found: dict[str, list[str]] = {}
+    for feedback in class_feedback:
+        student = feedback["student_id"]
+        wrong = [v for q in feedback.get("questions", []) for v in q.get("values", [])
+                 if v.get("status") == "value" and not v.get("correct") and v.get("your_value") is not None]
+        matches: dict[str, list[str]] = {}
+        for value in wrong:
+            for other in references.get((value["name"], value["your_value"]), set()) - {student}:
+                matches.setdefault(other, []).append(value["name"])
+        for other, names in sorted(matches.items(), key=lambda item: (-len(item[1]), item[0])):
+            if len(names) >= MIN_BORROWED and 2 * len(names) > len(wrong):
+                found.setdefault(student, []).append(
+                    f"{len(names)} of {len(wrong)} wrong answers are right for {other!r}'s numbers "
+                    f"({', '.join(names[:6])}{', …' if len(names) > 6 else ''})")
+                break
+    return found

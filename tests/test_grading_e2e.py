@@ -125,6 +125,7 @@ def test_integrity_report_is_for_the_instructor_only(graded_samples):
     report = json.loads((root / "out" / "integrity-autograd.json").read_text())
     assert set(report) == {"erin"}
     assert "cell 65: patches torch.allclose = ..." in report["erin"]
+    assert set(json.loads((root / "out" / "class-summary.json").read_text())["integrity"]) == {"erin"}
     summary = (root / "out" / "class-summary.html").read_text()
     assert "Integrity report (instructor only)" in summary
     assert "class AlwaysEqual(float) overriding __eq__, __sub__" in summary

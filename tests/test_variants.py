@@ -161,6 +161,13 @@ def test_personalised_release_and_the_wrong_student_id(course_root, monkeypatch,
     torch_value = next(v for q in as_bob.feedback["questions"] for v in q["values"] if v["name"] == "net_h")
     bob = derive(SECRET, "bob")
     assert torch_value["torch_value"] == str(bob["net_w"] * bob["net_x"] + bob["net_b"])  # bob's own numbers
+    # the instructor's integrity report names whose numbers bob's answers fit; everyone's own answers fit nobody else
+    from course.integrity import borrowed_numbers
+
+    found = borrowed_numbers([as_alice.feedback, as_bob.feedback])
+    assert list(found) == ["bob"]
+    assert "wrong answers are right for 'alice''s numbers" in found["bob"][0]
+    assert borrowed_numbers([as_alice.feedback]) == {}
     # formgrader's autograded/ copy shows the numbers alice was given, not the article's
     from course.nbgrader_layout import write_autograded
     from course.term import released_to
