@@ -124,29 +124,37 @@ def _source(cell: dict) -> str:
 
 
 def _check_markers(cell: dict, index: int, cells: list, path: Path) -> None:
-    """Every BEGIN marker is closed by its END before the next BEGIN (nbgrader refuses the notebook otherwise,
-    with a traceback that names neither the cell nor the question)."""
-    for begin, end in ((SOLUTION_BEGIN, SOLUTION_END), (HIDDEN_BEGIN, HIDDEN_END)):
-        opened: int | None = None
-        problem = ""
-        for number, line in enumerate(_source(cell).splitlines(), start=1):
-            if begin in line:
-                if opened is not None:
-                    problem = f"{begin} on line {number} comes before the {end} of line {opened}'s region"
-                    break
-                opened = number
-            elif end in line:
-                if opened is None:
-                    problem = f"{end} on line {number} has no {begin} before it"
-                    break
-                opened = None
-        if not problem and opened is not None:
-            problem = f"{begin} on line {opened} has no {end}"
+    """Every BEGIN marker is closed by its END, in a cell of the kind nbgrader clears (a solution region in
+    a solution cell, hidden tests in a graded cell). nbgrader refuses the notebook otherwise, with a
+    traceback that names neither the cell nor the question."""
+    meta = nbgrader_meta(cell)
+    for begin, end, flag, home in ((SOLUTION_BEGIN, SOLUTION_END, "solution", "answer"),
+                                   (HIDDEN_BEGIN, HIDDEN_END, "grade", "test")):
+        problem = _unbalanced(_source(cell), begin, end)
+        advice = f"put {end} after the region's last line"
+        if not problem and begin in _source(cell) and not meta.get(flag):
+            problem = f"its {begin} region is in a cell that is not a {flag} cell, which nbgrader refuses"
+            advice = f"move the region into the question's {home} cell"
         if problem:
-            grade_id = nbgrader_meta(cell).get("grade_id", "no grade_id")
+            grade_id = meta.get("grade_id", "no grade_id")
             title = _title_before(cells, index) or "before the first heading"
             raise SourceNotebookError(f"{path}: cell {index} ({grade_id}, question {title!r}): {problem}; "
-                                      f"put {end} after the region's last line, then release again")
+                                      f"{advice}, then release again")
+
+
+def _unbalanced(source: str, begin: str, end: str) -> str:
+    """What is wrong with the begin/end markers of one cell ("" when they pair up)."""
+    opened: int | None = None
+    for number, line in enumerate(source.splitlines(), start=1):
+        if begin in line:
+            if opened is not None:
+                return f"{begin} on line {number} comes before the {end} of line {opened}'s region"
+            opened = number
+        elif end in line:
+            if opened is None:
+                return f"{end} on line {number} has no {begin} before it"
+            opened = None
+    return f"{begin} on line {opened} has no {end}" if opened is not None else ""
 
 
 def _title_before(cells: list, index: int) -> str:

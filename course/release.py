@@ -187,7 +187,7 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
         template_text = release_path.read_text(encoding="utf-8")
         template = json.loads(template_text)
         _write_notebook(release_path, personalise(template, assignment.default_params))
-        leaks = find_leaks(source_path, release_path)
+        leaks = [_with_question(assignment, leak) for leak in find_leaks(source_path, release_path)]
         if leaks:
             raise ReleaseError(
                 f"{final_path} would not be safe to give to students (release/ was left as it was):\n  "
@@ -206,6 +206,15 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
         atomic_write_text(config.release_template(settings.name), template_text)
     return ReleaseReport(final_path, len(assignment.questions), assignment.max_score, solution_score,
                          untouched_score, len(students or []))
+
+
+def _with_question(assignment: Assignment, leak: str) -> str:
+    """A leak line `<cell id>: ...` with the question its cell belongs to."""
+    cell_id = leak.split(":", 1)[0]
+    for question in assignment.questions:
+        if cell_id in (question.answer_cell_id, question.form_cell_id, question.test_cell_id):
+            return f"{cell_id} (question {question.title!r}):{leak.split(':', 1)[1]}"
+    return leak
 
 
 def _install(staged: Path, target: Path) -> None:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from course.errors import ReleaseError
+from course.errors import CourseError, ReleaseError
 from course.release import find_leaks, release
 from helpers import RELEASE_NOTEBOOK, SOURCE_NOTEBOOK
 
@@ -100,3 +100,26 @@ def test_a_missing_end_solution_names_the_cell_and_question_and_leaves_release_a
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
     assert snapshot(course_root / "release") == before
+
+
+def test_a_solution_region_outside_a_solution_cell_is_named_before_nbgrader_runs(course_config, course_root):
+    before = snapshot(course_root / "release")
+    path = course_root / "source" / "autograd" / "autograd.ipynb"
+    notebook = json.loads(path.read_text())
+    for cell in notebook["cells"]:
+        if cell["metadata"].get("nbgrader", {}).get("grade_id") == "form_tiny_net":
+            cell["source"] = [*cell["source"], "\n### BEGIN SOLUTION\n", "secret_hint = 12\n", "### END SOLUTION\n"]
+    path.write_text(json.dumps(notebook, indent=1))
+    with pytest.raises(CourseError) as failure:  # nbgrader itself would stop with a traceback
+        release(course_config, verify=False)
+    assert ("(form_tiny_net, question '3. A whole (tiny) network by hand'): its ### BEGIN SOLUTION region is in a "
+            "cell that is not a solution cell, which nbgrader refuses; move the region into the question's answer "
+            "cell, then release again") in str(failure.value)
+    assert snapshot(course_root / "release") == before
+
+
+def test_a_leak_is_reported_with_its_question(assignment):
+    from course.release import _with_question
+
+    assert _with_question(assignment, "answer_tiny_net: the release still contains 'net_dL_dw = 12'") == (
+        "answer_tiny_net (question '3. A whole (tiny) network by hand'): the release still contains 'net_dL_dw = 12'")
