@@ -123,6 +123,40 @@ def _source(cell: dict) -> str:
     return "".join(source) if isinstance(source, list) else source
 
 
+def _check_markers(cell: dict, index: int, cells: list, path: Path) -> None:
+    """Every BEGIN marker is closed by its END, in a cell of the kind nbgrader clears (a solution region in
+    a solution cell, hidden tests in a graded cell). nbgrader refuses the notebook otherwise, with a
+    traceback that names neither the cell nor the question."""
+    meta = nbgrader_meta(cell)
+    for begin, end, flag, home in ((SOLUTION_BEGIN, SOLUTION_END, "solution", "answer"),
+                                   (HIDDEN_BEGIN, HIDDEN_END, "grade", "test")):
+        problem = _unbalanced(_source(cell), begin, end)
+        advice = f"put {end} after the region's last line"
+        if not problem and begin in _source(cell) and not meta.get(flag):
+            problem = f"its {begin} region is in a cell that is not a {flag} cell, which nbgrader refuses"
+            advice = f"move the region into the question's {home} cell"
+        if problem:
+            grade_id = meta.get("grade_id", "no grade_id")
+            title = _title_before(cells, index) or "before the first heading"
+            raise SourceNotebookError(f"{path}: cell {index} ({grade_id}, question {title!r}): {problem}; "
+                                      f"{advice}, then release again")
+
+
+def _unbalanced(source: str, begin: str, end: str) -> str:
+    """What is wrong with the begin/end markers of one cell ("" when they pair up)."""
+    opened: int | None = None
+    for number, line in enumerate(source.splitlines(), start=1):
+        if begin in line:
+            if opened is not None:
+                return f"{begin} on line {number} comes before the {end} of line {opened}'s region"
+            opened = number
+        elif end in line:
+            if opened is None:
+                return f"{end} on line {number} has no {begin} before it"
+            opened = None
+    return f"{begin} on line {opened} has no {end}" if opened is not None else ""
+
+
 def _title_before(cells: list, index: int) -> str:
     for cell in reversed(cells[:index]):
         if cell.get("cell_type") == "markdown":
@@ -166,6 +200,8 @@ def load_assignment(path: Path, name: str) -> Assignment:
                 raise SourceNotebookError(f"{path}: cell {index}: grade_id {grade_id!r} is used twice")
             by_id[grade_id] = (index, cell)
 
+    for index, cell in enumerate(cells):
+        _check_markers(cell, index, cells, path)
     if "setup" not in by_id:
         raise SourceNotebookError(f"{path}: no locked code cell with grade_id 'setup' (the imports of the exercises)")
     locked_sources = {

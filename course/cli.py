@@ -10,18 +10,40 @@ from pathlib import Path
 from course import __version__
 from course.config import load_config
 from course.errors import CourseError
+from course.lms import FORMATS
 
 COMMAND_HELP = {
     "release": "Regenerate release/ from source/ with nbgrader and prove the release sound.",
     "check": "Self-check a notebook: run it safely and report, per question, whether each answer has the right form.",
-    "grade": "Grade submissions: feedback per student, grades.csv and nbgrader's gradebook.",
+    "grade": "Grade submissions: feedback per student, grades-<assignment>.csv and nbgrader's gradebook.",
+    "export": "Write the grades as the CSV an LMS gradebook imports (Canvas, Moodle), matched through the roster.",
     "autograder build": "Build the Gradescope autograder zip (setup.sh, run_autograder, the package, the course).",
     "autograder run": "Grade the one notebook in ROOT/submission and write ROOT/results/results.json (Gradescope).",
 }
 
 
+DESCRIPTION = """\
+Grade the autograd course's notebooks safely, on top of nbgrader. Student code runs in a sandbox; only
+plain numbers come back, and the grader recomputes every reference gradient with torch itself.
+Run it in the course root (the folder holding source/ and nbgrader_config.py) or pass --course."""
+
+EPILOG = """\
+a term, step by step:
+  autograd-course release                        source/ -> release/, proven sound with nbgrader autograde
+  nbgrader release_assignment autograd           students fetch and submit through nbgrader's exchange
+  nbgrader collect autograd                      -> submitted/<student>/autograd/ with timestamp.txt
+  autograd-course grade --roster roster.csv      grades-autograd.csv, feedback/, the gradebook, autograded/
+  nbgrader release_feedback autograd             students: nbgrader fetch_feedback autograd
+  autograd-course export --format canvas --roster roster.csv    -> canvas-autograd.csv for the LMS
+
+students check their notebook before submitting with: autograd-course check NOTEBOOK
+(or nbgrader validate / JupyterLab's Validate button). Settings: source/course.yaml. Details: README.md.
+Run autograd-course COMMAND --help for a command's options."""
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="autograd-course", description=__doc__)
+    parser = argparse.ArgumentParser(prog="autograd-course", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"autograd-course {__version__}")
     parser.add_argument("--course", type=Path, default=Path("."),
                         help="the course root, the folder holding source/ (default: the current folder)")
@@ -43,12 +65,32 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                        help="submitted/ in nbgrader's layout (the default), a folder of <student>.ipynb, or notebooks")
     grade.add_argument("--out", type=Path, default=None,
-                       help="where grades.csv and feedback/ go (default: the course root)")
+                       help="where grades-<assignment>.csv and feedback/ go (default: the course root)")
     grade.add_argument("--assignment", help="which assignment (default: the first in the course YAML)")
+    grade.add_argument("--gradebook", action=argparse.BooleanOptionalAction, default=None,
+                       help="record the scores in the course's nbgrader gradebook (default: only when --out is "
+                            "the course root; --no-gradebook keeps a trial run out of it)")
+    grade.add_argument("--roster", type=Path, metavar="ROSTER",
+                       help="a CSV with a student_id column: who should have submitted; each one without a "
+                            "submission gets a row with status missing (default, for a course-root run: the "
+                            "gradebook's students)")
     grade.add_argument("--quiet", action="store_true", help="print only the summary")
     grade.add_argument("--jobs", type=int, default=None, metavar="N",
                        help="warm sandboxed workers grading in parallel (default: one per core; "
                             "0: a fresh interpreter per submission)")
+
+    export = commands.add_parser("export", help=COMMAND_HELP["export"], description=COMMAND_HELP["export"])
+    export.add_argument("--format", required=True, choices=sorted(FORMATS), help="the LMS: " + "; ".join(
+        f"{name} needs {fmt.needs}" for name, fmt in sorted(FORMATS.items())))
+    export.add_argument("--roster", type=Path, required=True, metavar="ROSTER",
+                        help="CSV: student_id plus the LMS's ids (name, lms_id, sis_user_id, sis_login_id, section, "
+                             "email)")
+    export.add_argument("--out", type=Path, default=None,
+                        help="the folder holding grades-<assignment>.csv, where <format>-<assignment>.csv goes "
+                             "(default: the course root)")
+    export.add_argument("--assignment", help="which assignment (default: the first in the course YAML)")
+    export.add_argument("--column", help="the LMS's column title (default: the assignment's name; for Canvas, "
+                                         "'Name (id)' as in Canvas's own export updates that assignment)")
 
     autograder = commands.add_parser("autograder", help="Gradescope: build the upload zip, or run as its entry point.")
     actions = autograder.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -87,6 +129,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _grade(args: argparse.Namespace) -> int:
     from course.grading import grade_batch
+    from course.roster import read_roster
 
     config = load_config(args.course)
     out_dir = (args.out or config.root).resolve()
@@ -102,12 +145,24 @@ def _grade(args: argparse.Namespace) -> int:
 
     if args.jobs is not None and args.jobs < 0:
         raise CourseError("--jobs must be 0 or more")
+    roster = read_roster(args.roster) if args.roster else None
     summary = grade_batch(config, list(args.paths), out_dir, assignment_name=args.assignment, jobs=args.jobs,
-                          report=report)
+                          report=report, record_gradebook=args.gradebook, roster=roster)
     if progress:
         progress.finish()
     for line in summary.lines():
         print(line)
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from course.lms import export_course
+    from course.roster import read_roster
+
+    config = load_config(args.course)
+    path = export_course(config, args.format, read_roster(args.roster), (args.out or config.root).resolve(),
+                         args.assignment, args.column)
+    print(f"wrote {path}: import it in {args.format}'s gradebook")
     return 0
 
 
@@ -147,7 +202,7 @@ class ProgressBar:
         self.stream.flush()
 
 
-HANDLERS = {"release": _release, "check": _check, "grade": _grade, "autograder": _autograder}
+HANDLERS = {"release": _release, "check": _check, "grade": _grade, "export": _export, "autograder": _autograder}
 
 
 def main(argv: list[str] | None = None) -> int:

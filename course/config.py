@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from course.errors import ConfigError
+from course.late import ACCEPT, PENALTY, UNIT_SECONDS, ZERO, LatePolicy
 
 CONFIG_RELATIVE_PATH = Path("source") / "course.yaml"
 DEFAULT_SANDBOX_UID = 61000
@@ -34,6 +36,8 @@ class Limits:
 class AssignmentSettings:
     name: str
     notebook: str
+    due: datetime | None = None  # naive UTC, as nbgrader keeps it; None: nbgrader's gradebook decides
+    extensions: dict[str, float] = field(default_factory=dict)  # student id -> extra hours
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class CourseConfig:
     variant_secret_env: str = "AUTOGRAD_COURSE_SECRET"  # noqa: S105 - the name of a variable, not a secret
     variant_secret_file: str | None = None
     feedback_reveals: str = "auto"
+    late_policy: LatePolicy = field(default_factory=LatePolicy)
 
     def reveals_torch_values(self, *, gradescope: bool) -> bool:
         """Whether feedback shows torch's value beside each answer. `auto`: yes for local grading (the
@@ -122,6 +127,49 @@ def _check_keys(where: str, data: dict, allowed: set[str], required: set[str]) -
         raise ConfigError(f"{where}: missing key {missing[0]!r}")
 
 
+def _due(where: str, value: Any) -> datetime | None:
+    """A due date as nbgrader writes them ("2026-11-20 23:59:00 UTC", an ISO time with an offset, or a YAML
+    timestamp); a time without a zone is UTC."""
+    if value is None:
+        return None
+    from nbgrader.utils import parse_utc
+
+    if not isinstance(value, str | datetime):
+        raise ConfigError(f"{where}.due must be a date and time like '2026-11-20 23:59 UTC', got {value!r}")
+    try:
+        return parse_utc(value)
+    except (ValueError, OverflowError):
+        raise ConfigError(f"{where}.due must be a date and time like '2026-11-20 23:59 UTC', got {value!r}") from None
+
+
+def _extensions(where: str, value: Any) -> dict[str, float]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}.extensions must map student ids to extra hours, e.g. {{carol: 48}}")
+    return {str(student): float(_number(f"{where}.extensions.{student}", hours, float))
+            for student, hours in value.items()}
+
+
+def _late_policy(where: str, value: Any) -> LatePolicy:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where} must be a mapping (mode, percent, per, cutoff_hours)")
+    _check_keys(where, value, {"mode", "percent", "per", "cutoff_hours"}, {"mode"})
+    modes = (ACCEPT, PENALTY, ZERO)
+    if value["mode"] not in modes:
+        raise ConfigError(f"{where}.mode must be one of {', '.join(modes)}, got {value['mode']!r}")
+    if value.get("per", "day") not in UNIT_SECONDS:
+        raise ConfigError(f"{where}.per must be day or hour, got {value['per']!r}")
+    if value["mode"] == PENALTY and "percent" not in value:
+        raise ConfigError(f"{where}: mode penalty needs percent (of the maximum score, per day or hour late)")
+    percent = float(_number(f"{where}.percent", value.get("percent", 0), float, positive=False))
+    if not 0 <= percent <= 100:
+        raise ConfigError(f"{where}.percent must be between 0 and 100, got {percent!r}")
+    cutoff = value.get("cutoff_hours")
+    return LatePolicy(value["mode"], percent, value.get("per", "day"),
+                      None if cutoff is None else float(_number(f"{where}.cutoff_hours", cutoff, float)))
+
+
 def parse_config(data: Any, root: Path, where: str) -> CourseConfig:
     """Validate the parsed YAML mapping; `where` names the file in every message."""
     if not isinstance(data, dict):
@@ -138,11 +186,12 @@ def parse_config(data: Any, root: Path, where: str) -> CourseConfig:
         item_where = f"{where}: assignments[{index}]"
         if not isinstance(item, dict):
             raise ConfigError(f"{item_where} must be a mapping with name and notebook")
-        _check_keys(item_where, item, {"name", "notebook"}, {"name", "notebook"})
+        _check_keys(item_where, item, {"name", "notebook", "due", "extensions"}, {"name", "notebook"})
         for key in ("name", "notebook"):
             if not isinstance(item[key], str) or not item[key] or "/" in item[key] or item[key].startswith("."):
                 raise ConfigError(f"{item_where}.{key} must be a plain file or folder name, got {item[key]!r}")
-        assignments.append(AssignmentSettings(item["name"], item["notebook"]))
+        assignments.append(AssignmentSettings(item["name"], item["notebook"], _due(item_where, item.get("due")),
+                                              _extensions(item_where, item.get("extensions"))))
 
     settings: dict[str, Any] = {}
     for key, choices in _CHOICES.items():
@@ -169,6 +218,8 @@ def parse_config(data: Any, root: Path, where: str) -> CourseConfig:
             if not isinstance(data[key], str) or not data[key]:
                 raise ConfigError(f"{where}: {key} must be a non-empty string, got {data[key]!r}")
             settings[key] = data[key]
+    if "late_policy" in data:
+        settings["late_policy"] = _late_policy(f"{where}: late_policy", data["late_policy"])
     if "limits" in data:
         raw_limits = data["limits"]
         if not isinstance(raw_limits, dict):

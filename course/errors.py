@@ -25,3 +25,7 @@ class SubmissionError(CourseError):
 
 class SandboxError(CourseError):
     """Student code cannot be run in the configured sandbox on this machine."""
+
+
+class RosterError(CourseError):
+    """The roster CSV cannot be read or names a student id that cannot be used."""

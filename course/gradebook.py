@@ -1,4 +1,7 @@
-"""Scores -> nbgrader's gradebook (so `nbgrader export` and formgrader agree) and grades.csv."""
+"""Scores -> nbgrader's gradebook (so `nbgrader export` and formgrader agree) and our grades CSV.
+
+Our CSV is `grades-<assignment>.csv`: `nbgrader export` writes `grades.csv` into the same course root,
+and one must never overwrite the other."""
 
 from __future__ import annotations
 
@@ -11,7 +14,12 @@ from course.files import atomic_write_text
 from course.text import csv_cell
 
 CSV_FIXED_COLUMNS = ("student_id",)
-CSV_TAIL_COLUMNS = ("score", "max_score", "status")
+CSV_TAIL_COLUMNS = ("raw_score", "late_penalty", "score", "max_score", "status")
+
+
+def grades_csv_path(out_dir: Path, assignment: str) -> Path:
+    """Where a batch's CSV goes: one per assignment (its columns are that assignment's questions)."""
+    return out_dir / f"grades-{assignment}.csv"
 
 
 @dataclass(frozen=True)
@@ -21,6 +29,7 @@ class GradeRow:
     score: float
     max_score: float
     status: str
+    late_penalty: float = 0.0  # score is what is left after it
 
 
 def read_grades_csv(path: Path) -> dict[str, dict[str, str]]:
@@ -39,6 +48,8 @@ def write_grades_csv(path: Path, question_ids: tuple[str, ...], rows: list[Grade
         merged[row.student_id] = {
             "student_id": csv_cell(row.student_id),
             **{qid: f"{row.question_scores.get(qid, 0):g}" for qid in question_ids},
+            "raw_score": f"{row.score + row.late_penalty:g}",
+            "late_penalty": f"{row.late_penalty:g}",
             "score": f"{row.score:g}",
             "max_score": f"{row.max_score:g}",
             "status": csv_cell(row.status),

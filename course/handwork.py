@@ -121,9 +121,18 @@ class _Flow:
             self.run(node.body + [s for handler in node.handlers for s in handler.body] + node.orelse + node.finalbody)
 
 
-def computed_answers(cells: tuple[Cell, ...], answer_names: tuple[str, ...]) -> HandWork:
-    """The answer names whose last value some student cell computed with torch."""
-    flow = _Flow()
+@dataclass(frozen=True)
+class ParsedCells:
+    """The student's cells as syntax trees, in the order they run, for the grader's static looks (hand work,
+    the integrity report); `complete` is False when the budget stopped the parsing before the end."""
+
+    trees: tuple[tuple[Cell, ast.Module], ...]
+    complete: bool = True
+
+
+def parse_cells(cells: tuple[Cell, ...]) -> ParsedCells:
+    """Parse each student cell once, within the budget (see the module's docstring)."""
+    trees = []
     started, analysed, complete = time.monotonic(), 0, True
     for cell in cells:
         if cell.index < 0:
@@ -136,8 +145,15 @@ def computed_answers(cells: tuple[Cell, ...], answer_names: tuple[str, ...]) -> 
             complete = False
             continue
         try:
-            tree = ast.parse(python_text(cell.source))
+            trees.append((cell, ast.parse(python_text(cell.source))))
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
+    return ParsedCells(tuple(trees), complete)
+
+
+def computed_answers(parsed: ParsedCells, answer_names: tuple[str, ...]) -> HandWork:
+    """The answer names whose last value some student cell computed with torch."""
+    flow = _Flow()
+    for _, tree in parsed.trees:
         flow.run(tree.body)
-    return HandWork(frozenset(flow.torch_names & set(answer_names)), complete)
+    return HandWork(frozenset(flow.torch_names & set(answer_names)), parsed.complete)

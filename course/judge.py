@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from course.answers import FUNCTION, VALUE, Answer, PlainValue, describe, is_number
-from course.assignment import Assignment, Question
+from course.assignment import HIDDEN_BEGIN, HIDDEN_END, Assignment, Question, region_lines
 from course.variants import DEFAULTS
 
 
@@ -185,7 +185,10 @@ def judge_question(question: Question, answers: dict[str, Answer], *, tolerance:
     namespace = _hidden_test_namespace(answers, marks_factory, DEFAULTS if params is None else params)
     error = None
     try:
-        code = compile(question.test_source, f"<hidden tests of {question.test_cell_id}>", "exec")
+        # Only the hidden region scores: the visible part of a test cell is the public form check that makes
+        # nbgrader validate fail on a missing answer, and here a missing answer is the judge's to score.
+        hidden = "\n".join(region_lines(question.test_source, HIDDEN_BEGIN, HIDDEN_END))
+        code = compile(hidden, f"<hidden tests of {question.test_cell_id}>", "exec")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             exec(code, namespace)  # noqa: S102 - the instructor's hidden tests from source/, never student code

@@ -11,6 +11,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from traitlets.config import Config
@@ -28,7 +29,20 @@ def nbgrader_config(root: Path, db_url: str, *, cell_timeout: int = 120) -> Conf
     config.ClearSolutions.code_stub = CODE_STUB
     config.ExecutePreprocessor.timeout = cell_timeout
     config.Execute.timeout = cell_timeout
+    # The kernels nbgrader starts talk to it over unix sockets in Jupyter's private runtime folder rather
+    # than unencrypted TCP on localhost (which ipykernel rightly warns about). An absolute path: nbgrader
+    # starts each kernel in the notebook's folder, and a relative one would point somewhere else there.
+    config.KernelManager.transport = "ipc"
+    config.KernelManager.ip = str(_runtime_dir() / "autograd-course-kernel")
     return config
+
+
+def _runtime_dir() -> Path:
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    path = Path(jupyter_runtime_dir())
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
 
 
 def _tools_on_path() -> None:
@@ -92,6 +106,19 @@ def open_gradebook(db_url: str) -> Iterator:
         yield gradebook
 
 
+def assignment_due(db_url: str, gradebook_path: Path, assignment: str) -> datetime | None:
+    """The due date nbgrader's gradebook holds for the assignment (`nbgrader db assignment add --duedate`)."""
+    if not gradebook_path.exists():
+        return None
+    from nbgrader.api import MissingEntry
+
+    with open_gradebook(db_url) as gradebook:
+        try:
+            return gradebook.find_assignment(assignment).duedate
+        except MissingEntry:
+            return None
+
+
 def grade_cell_scores(db_url: str, assignment: str, student: str) -> dict[str, float]:
     """{grade cell id: auto score} of one submission, read back from nbgrader's gradebook."""
     with open_gradebook(db_url) as gradebook:
@@ -113,8 +140,12 @@ def ensure_assignment_in_gradebook(root: Path, db_url: str, assignment: str, sou
             return
         except MissingEntry:
             pass
-    # nbgrader's own way of recording the cells is generate_assignment; run it into a scratch course
-    # so release/ is never touched by grading.
+    record_assignment(root, db_url, assignment)
+
+
+def record_assignment(root: Path, db_url: str, assignment: str) -> None:
+    """Record (or update) the assignment's notebook and cells in the gradebook at db_url. nbgrader's own way
+    of doing that is generate_assignment: it runs into a scratch course, so release/ is never touched."""
     import shutil
     import tempfile
 
@@ -127,14 +158,17 @@ def ensure_assignment_in_gradebook(root: Path, db_url: str, assignment: str, sou
 class GradebookWriter:
     """One open gradebook for a whole batch: each student's scores are committed as they arrive."""
 
-    def __init__(self, root: Path, db_url: str, assignment: str, source_notebook: Path) -> None:
+    def __init__(self, root: Path, db_url: str, assignment: str, source_notebook: Path,
+                 due: datetime | None = None) -> None:
         ensure_assignment_in_gradebook(root, db_url, assignment, source_notebook)
         from nbgrader.api import Gradebook
 
         _tools_on_path()
         self.assignment, self.notebook = assignment, source_notebook.stem
         self.gradebook = Gradebook(db_url)
-        self.pending: list[tuple[str, dict[str, float]]] = []  # recorded since the last commit
+        self.pending: list[tuple] = []  # what record() was given since the last commit
+        if due is not None:  # the course YAML's due date, so nbgrader's own late accounting agrees with ours
+            self.gradebook.update_or_create_assignment(assignment, duedate=due)
         if db_url.startswith("sqlite"):
             from sqlalchemy import text
 
@@ -143,32 +177,44 @@ class GradebookWriter:
             self.gradebook.db.execute(text("PRAGMA journal_mode=WAL"))
             self.gradebook.db.execute(text("PRAGMA synchronous=NORMAL"))
 
-    def record(self, student: str, scores: dict[str, float], *, commit: bool = True) -> None:
-        """Write one student's autograded scores (grade cell id -> points)."""
+    def record(self, student: str, scores: dict[str, float], *, commit: bool = True,
+               timestamp: datetime | None = None, late_penalty: float = 0.0, extension_hours: float = 0.0) -> None:
+        """Write one student's autograded scores (grade cell id -> points), the submission's time, the
+        late penalty (nbgrader's late_submission_penalty, which `nbgrader export` subtracts) and extension."""
+        entry = (student, scores, timestamp, late_penalty, extension_hours)
         try:
-            self._record_quietly(student, scores)
+            self._record_quietly(*entry)
         except Exception:
             # A rollback takes back every row since the last commit: record the other students again, so a
             # failure costs this student's rows only.
             self.gradebook.db.rollback()
-            for earlier, earlier_scores in self.pending:
-                self._record_quietly(earlier, earlier_scores)
+            for earlier in self.pending:
+                self._record_quietly(*earlier)
             raise
-        self.pending.append((student, scores))
+        self.pending.append(entry)
         if commit:
             self.commit()
 
-    def _record_quietly(self, student: str, scores: dict[str, float]) -> None:
+    def _record_quietly(self, student: str, scores: dict[str, float], timestamp: datetime | None,
+                        late_penalty: float, extension_hours: float) -> None:
         with warnings.catch_warnings():
             # nbgrader's add_submission trips SQLAlchemy autoflush warnings that are harmless here
             warnings.simplefilter("ignore")
-            self._record(student, scores)
+            self._record(student, scores, timestamp)
+            notebook = self.gradebook.find_submission_notebook(self.notebook, self.assignment, student)
+            notebook.late_submission_penalty = late_penalty or None
+            notebook.assignment.extension = timedelta(hours=extension_hours) if extension_hours else None
 
     def commit(self) -> None:
         self.gradebook.db.commit()
         self.pending.clear()
 
-    def _record(self, student: str, scores: dict[str, float]) -> None:
+    def add_students(self, ids: list[str]) -> None:
+        """Make sure each student exists in the gradebook (a roster student who submitted nothing)."""
+        for student in ids:
+            self.gradebook.update_or_create_student(student)
+
+    def _record(self, student: str, scores: dict[str, float], timestamp: datetime | None) -> None:
         from nbgrader.api import MissingEntry
 
         gradebook = self.gradebook
@@ -179,10 +225,15 @@ class GradebookWriter:
                 gradebook.update_or_create_student(student)
                 gradebook.add_submission(self.assignment, student)
                 submitted = gradebook.find_submission_notebook(self.notebook, self.assignment, student)
+            # formgrader calls a submission autograded only when this equals submitted/'s timestamp.txt
+            submitted.assignment.timestamp = timestamp
             # One query for all of the notebook's grades, instead of one lookup per grade cell.
             for grade in submitted.grades:
                 if grade.name in scores:
                     grade.auto_score = scores[grade.name]
+                    # nbgrader's own rule (SaveAutoGrades): a cell needs a human only when one already
+                    # graded it by hand; a cell we do not score (a manually graded one) keeps its flag.
+                    grade.needs_manual_grade = grade.manual_score is not None
         gradebook.db.flush()
 
     def close(self) -> None:

@@ -8,9 +8,8 @@ untouched release earns zero.
 from __future__ import annotations
 
 import copy
-import csv
-import io
 import json
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 
-from course import nbgrader_bridge
+from course import nbgrader_bridge, roster
 from course.assignment import (
     HIDDEN_BEGIN,
     HIDDEN_END,
@@ -32,7 +31,7 @@ from course.assignment import (
 from course.config import CourseConfig
 from course.errors import ReleaseError
 from course.files import atomic_write_text
-from course.submission import NUMBERS_CELL, student_id_problem
+from course.submission import NUMBERS_CELL
 from course.variants import fill_text, numbers_source
 
 SOLUTIONS_STUDENT = "__source_solutions__"
@@ -72,23 +71,56 @@ def find_leaks(source_path: Path, release_path: Path) -> list[str]:
     return leaks
 
 
-def _autograde_scores(config: CourseConfig, assignment: Assignment, release_path: Path) -> dict[str, float]:
-    """Total nbgrader autograde score of the source solutions and of the untouched release."""
+def _autograde_scores(config: CourseConfig, assignment: Assignment,
+                      release_path: Path) -> dict[str, dict[str, float]]:
+    """nbgrader autograde's score per grade cell of the source solutions and of the untouched release."""
     notebook_name = assignment.notebook_path.name
     with tempfile.TemporaryDirectory(prefix="autograd-course-release-") as scratch:
         root = Path(scratch)
         db_url = f"sqlite:///{root / 'gradebook.db'}"
         shutil.copytree(config.root / "source" / assignment.name, root / "source" / assignment.name)
         nbgrader_bridge.generate_assignment(root, db_url, assignment.name)
-        totals = {}
+        scores = {}
         for student, notebook in ((SOLUTIONS_STUDENT, assignment.notebook_path), (UNTOUCHED_STUDENT, release_path)):
             target = root / "submitted" / student / assignment.name / notebook_name
             target.parent.mkdir(parents=True)
             shutil.copy(notebook, target)
             nbgrader_bridge.autograde(root, db_url, assignment.name, student)
-            scores = nbgrader_bridge.grade_cell_scores(db_url, assignment.name, student)
-            totals[student] = sum(scores.values())
-        return totals
+            scores[student] = nbgrader_bridge.grade_cell_scores(db_url, assignment.name, student)
+        return scores
+
+
+def _cells_off(assignment: Assignment, scores: dict[str, float], *, full: bool) -> list[str]:
+    """One line per question whose grade cell did not earn full marks (full=True) or earned points (False)."""
+    lines = []
+    for question in assignment.questions:
+        earned = scores.get(question.test_cell_id, 0.0)
+        if (earned != question.points) if full else (earned != 0):
+            lines.append(f"{question.test_cell_id} (question {question.title!r}): {earned:g} of {question.points:g}")
+    return lines
+
+
+def _verify(config: CourseConfig, assignment: Assignment, source_path: Path, release_path: Path) -> tuple[float, float]:
+    """The release proof under nbgrader autograde; a failure names each cell and question that is off."""
+    scores = _autograde_scores(config, assignment, release_path)
+    solutions, untouched = scores[SOLUTIONS_STUDENT], scores[UNTOUCHED_STUDENT]
+    solution_score, untouched_score = sum(solutions.values()), sum(untouched.values())
+    if solution_score != assignment.max_score:
+        raise ReleaseError(
+            f"{source_path}: the source notebook's own solutions earn {solution_score:g} of "
+            f"{assignment.max_score:g} points under nbgrader autograde:\n  "
+            + "\n  ".join(_cells_off(assignment, solutions, full=True))
+            + "\nFix the answer key (between ### BEGIN SOLUTION / ### END SOLUTION) or the hidden tests of "
+            "those cells; release/ was left as it was."
+        )
+    if untouched_score != 0:
+        raise ReleaseError(
+            f"{source_path}: the untouched student notebook earns {untouched_score:g} points under "
+            "nbgrader autograde (a hidden test passes without any answer):\n  "
+            + "\n  ".join(_cells_off(assignment, untouched, full=False))
+            + "\nMake those hidden tests award points only for answers; release/ was left as it was."
+        )
+    return solution_score, untouched_score
 
 
 def personalise(notebook: dict, params: dict, student_id: str | None = None) -> dict:
@@ -114,21 +146,7 @@ def _text(cell: dict) -> str:
 
 def read_roster(path: Path) -> list[str]:
     """Student ids from a roster CSV with a `student_id` column (or one id per line without a header)."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as error:
-        raise ReleaseError(f"{path}: cannot read the roster ({error.strerror})") from None
-    rows = list(csv.reader(io.StringIO(text)))
-    header = [cell.strip() for cell in rows[0]] if rows else []
-    column = header.index("student_id") if "student_id" in header else None
-    body = rows[1:] if column is not None else rows
-    ids = [row[column or 0].strip() for row in body if row and row[column or 0].strip()]
-    problems = [student_id_problem(sid) for sid in ids if student_id_problem(sid)]
-    if problems:
-        raise ReleaseError(f"{path}: {problems[0]}")
-    if not ids:
-        raise ReleaseError(f"{path}: no student ids (expected a student_id column)")
-    return ids
+    return [student.student_id for student in roster.read_roster(path)]
 
 
 def _write_notebook(path: Path, notebook: dict) -> None:
@@ -144,7 +162,11 @@ def _release_for_students(config: CourseConfig, release_path: Path, template: di
 
 def release(config: CourseConfig, assignment_name: str | None = None, *, verify: bool = True,
             students: list[str] | None = None) -> ReleaseReport:
-    """Regenerate release/<assignment>/ from source/ and prove the release sound."""
+    """Regenerate release/<assignment>/ from source/ and prove the release sound.
+
+    Atomic: everything is generated and proven in a scratch course; release/<assignment>/ (and the
+    course gradebook's record of the cells) change only once every check has passed.
+    """
     settings = config.assignment(assignment_name)
     source_path = config.source_notebook(settings.name)
     assignment = load_assignment(source_path, settings.name)
@@ -152,37 +174,59 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
         if not config.variants:
             raise ReleaseError("release --students needs variants: true in source/course.yaml (and a course secret)")
         config.params_for(students[0], {})  # a missing secret stops here, before anything is written
-    nbgrader_bridge.generate_assignment(config.root, config.gradebook_url, settings.name)
-    release_path = config.release_notebook(settings.name)
-    if not release_path.exists():
-        raise ReleaseError(f"nbgrader wrote no {release_path}; check source/{settings.name}/")
-    # nbgrader's output keeps the {{placeholders}}: it is the template of every personalised copy.
-    template_path = config.release_template(settings.name)
-    shutil.move(release_path, template_path)
-    template = json.loads(template_path.read_text(encoding="utf-8"))
-    _write_notebook(release_path, personalise(template, assignment.default_params))
-    leaks = find_leaks(source_path, release_path)
-    if leaks:
-        raise ReleaseError(
-            f"{release_path} is not safe to give to students:\n  " + "\n  ".join(leaks)
-            + "\nPut answers between ### BEGIN SOLUTION / ### END SOLUTION and tests between "
-            "### BEGIN HIDDEN TESTS / ### END HIDDEN TESTS in the source notebook."
-        )
-    solution_score = untouched_score = None
-    if verify:
-        totals = _autograde_scores(config, assignment, release_path)
-        solution_score, untouched_score = totals[SOLUTIONS_STUDENT], totals[UNTOUCHED_STUDENT]
-        if solution_score != assignment.max_score:
+    final_path = config.release_notebook(settings.name)
+    with tempfile.TemporaryDirectory(prefix="autograd-course-staging-") as scratch:
+        staging = Path(scratch)
+        shutil.copytree(config.root / "source" / settings.name, staging / "source" / settings.name)
+        nbgrader_bridge.generate_assignment(staging, f"sqlite:///{staging / 'gradebook.db'}", settings.name)
+        release_path = staging / "release" / settings.name / settings.notebook
+        if not release_path.exists():
+            raise ReleaseError(f"nbgrader wrote no {final_path.name} for {settings.name!r}; "
+                               f"check source/{settings.name}/")
+        # nbgrader's output keeps the {{placeholders}}: it is the template of every personalised copy.
+        template_text = release_path.read_text(encoding="utf-8")
+        template = json.loads(template_text)
+        _write_notebook(release_path, personalise(template, assignment.default_params))
+        leaks = [_with_question(assignment, leak) for leak in find_leaks(source_path, release_path)]
+        if leaks:
             raise ReleaseError(
-                f"{source_path}: the source notebook's own solutions earn {solution_score:g} of "
-                f"{assignment.max_score:g} points under nbgrader autograde; fix the answer key or the hidden tests"
+                f"{final_path} would not be safe to give to students (release/ was left as it was):\n  "
+                + "\n  ".join(leaks)
+                + "\nPut answers between ### BEGIN SOLUTION / ### END SOLUTION and tests between "
+                "### BEGIN HIDDEN TESTS / ### END HIDDEN TESTS in the source notebook."
             )
-        if untouched_score != 0:
-            raise ReleaseError(
-                f"{release_path}: the untouched student notebook earns {untouched_score:g} points under "
-                "nbgrader autograde; a hidden test passes without any answer"
-            )
-    if students:
-        _release_for_students(config, release_path, template, students)
-    return ReleaseReport(release_path, len(assignment.questions), assignment.max_score, solution_score,
+        solution_score = untouched_score = None
+        if verify:
+            solution_score, untouched_score = _verify(config, assignment, source_path, release_path)
+        if students:
+            _release_for_students(config, release_path, template, students)
+        # Every check passed: record the cells in the course gradebook, then put the release in place.
+        nbgrader_bridge.record_assignment(config.root, config.gradebook_url, settings.name)
+        _install(release_path.parent, final_path.parent)
+        atomic_write_text(config.release_template(settings.name), template_text)
+    return ReleaseReport(final_path, len(assignment.questions), assignment.max_score, solution_score,
                          untouched_score, len(students or []))
+
+
+def _with_question(assignment: Assignment, leak: str) -> str:
+    """A leak line `<cell id>: ...` with the question its cell belongs to."""
+    cell_id = leak.split(":", 1)[0]
+    for question in assignment.questions:
+        if cell_id in (question.answer_cell_id, question.form_cell_id, question.test_cell_id):
+            return f"{cell_id} (question {question.title!r}):{leak.split(':', 1)[1]}"
+    return leak
+
+
+def _install(staged: Path, target: Path) -> None:
+    """Swap the staged release folder in for release/<assignment>/: copied beside it first, then two renames
+    on one filesystem, so release/ never holds half a release."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    incoming = target.parent / f".{target.name}.new-{os.getpid()}"
+    outgoing = target.parent / f".{target.name}.old-{os.getpid()}"
+    for leftover in (incoming, outgoing):
+        shutil.rmtree(leftover, ignore_errors=True)
+    shutil.copytree(staged, incoming)
+    if target.exists():
+        target.rename(outgoing)
+    incoming.rename(target)
+    shutil.rmtree(outgoing, ignore_errors=True)

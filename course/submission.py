@@ -43,6 +43,7 @@ class Submission:
     answer_sources: dict[str, str]
     deleted_answer_cells: tuple[str, ...]
     personalised_for: str | None = None
+    edited_locked_cells: tuple[str, ...] = ()  # locked or test cells whose text differs from the release
 
 
 def _source_text(cell: dict, index: int, path: Path) -> str:
@@ -159,6 +160,7 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
              Cell(-1, "your numbers (from the course)", own_numbers)]
     answer_sources: dict[str, str] = {}
     claimed_student = None
+    edited: list[str] = []
     for index, raw in enumerate(raw_cells):
         if type(raw) is not dict:
             raise SubmissionError(f"{_name(path)}: cell {index} is not a notebook cell")
@@ -173,6 +175,9 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
                 continue
         if grade_id in assignment.locked_sources and source == assignment.released_sources.get(grade_id):
             continue  # the grader's own cell, untouched: its source/ version is what counts
+        personalised_numbers = grade_id == NUMBERS_CELL and personalised_for(raw) is not None
+        if grade_id in assignment.locked_sources and grade_id not in edited and not personalised_numbers:
+            edited.append(grade_id)
         if grade_id in answer_ids and grade_id not in answer_sources:
             answer_sources[grade_id] = source
             label = f"your answer cell for {assignment.question_by_answer_cell(grade_id).title}"
@@ -186,4 +191,4 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
             "with your answers"
         )
     deleted = tuple(sorted(answer_ids - set(answer_sources)))
-    return Submission(student_id, path, tuple(cells), answer_sources, deleted, claimed_student)
+    return Submission(student_id, path, tuple(cells), answer_sources, deleted, claimed_student, tuple(edited))

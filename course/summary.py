@@ -24,10 +24,12 @@ def read_class_feedback(out_dir: Path, assignment: str) -> list[dict[str, Any]]:
     return feedback
 
 
-def class_summary(feedback: list[dict[str, Any]]) -> dict[str, Any]:
-    """Plain data: counts, a histogram of scores, per-question success and misconception counts."""
+def class_summary(feedback: list[dict[str, Any]], *, missing: list[str] = ()) -> dict[str, Any]:
+    """Plain data: counts, a histogram of scores, per-question success and misconception counts; `missing`
+    are the roster's students who submitted nothing (not counted in the score statistics)."""
     if not feedback:
-        return {"students": 0, "statuses": {}, "histogram": [], "questions": [], "misconceptions": []}
+        return {"students": 0, "statuses": {}, "histogram": [], "questions": [], "misconceptions": [],
+                "missing": list(missing)}
     max_score = max(f["max_score"] for f in feedback)
     histogram = [0] * BUCKETS
     for student in feedback:
@@ -60,6 +62,7 @@ def class_summary(feedback: list[dict[str, Any]]) -> dict[str, Any]:
         ],
         "questions": questions,
         "misconceptions": [{"id": key, "students": count, **examples[key]} for key, count in seen.most_common()],
+        "missing": list(missing),
     }
 
 
@@ -72,12 +75,16 @@ def render_summary_html(summary: dict[str, Any], assignment: str) -> str:
         ".bar { background: #1a73e8; height: 1rem; border-radius: 2px; }</style></head><body><main>",
         f"<header class=summary><div>Class summary, assignment <strong>{e(assignment)}</strong></div>",
     ]
+    missing = summary.get("missing", [])
+    missing_html = (f"<section class=card><h2>Did not submit ({len(missing)})</h2><p>{e(', '.join(missing))}</p>"
+                    "</section>") if missing else ""
     if not summary["students"]:
-        parts.append("<div>No graded submissions yet.</div></header></main></body></html>")
+        parts.append(f"<div>No graded submissions yet.</div></header>{missing_html}</main></body></html>")
         return "\n".join(parts)
     statuses = ", ".join(f"{n} {e(s.replace('_', ' '))}" for s, n in sorted(summary["statuses"].items()))
     parts.append(f"<div class=score>{summary['students']} students</div><div>mean score "
                  f"{summary['mean_score']:.1f} / {summary['max_score']:g}; {statuses}</div></header>")
+    parts.append(missing_html)
     widest = max(b["students"] for b in summary["histogram"]) or 1
     parts.append("<section class=card><h2>Score distribution</h2><div class=table-wrap><table><thead><tr>"
                  "<th>score</th><th>students</th><th></th></tr></thead><tbody>")
@@ -99,5 +106,25 @@ def render_summary_html(summary: dict[str, Any], assignment: str) -> str:
         parts.append(f'<div class="misconception"><strong>{item["students"]} student'
                      f'{"s" if item["students"] != 1 else ""}</strong> ({e(item["question"])}): {e(item["diagnosis"])}'
                      f'<div class=idea>The idea: {e(item["idea"])}</div></div>')
-    parts.append("</section></main></body></html>")
+    parts.append("</section>")
+    parts.append(_integrity_html(summary.get("integrity", {})))
+    parts.append("</main></body></html>")
     return "\n".join(parts)
+
+
+def _integrity_html(integrity: dict[str, list[str]]) -> str:
+    """What the grader saw in submissions that tried to game it: for the instructor; scores are unaffected."""
+    e = html.escape
+    parts = ["<section class=card><h2>Integrity report (instructor only)</h2>"]
+    if not integrity:
+        parts.append("<p>Nothing seen: no submission patched torch or builtins, defined a rigged number type, "
+                     "edited a locked cell or came personalised for someone else.</p></section>")
+        return "".join(parts)
+    parts.append("<p>None of this changed a score (the grader recomputes every reference itself) and none of it "
+                 "is in the students' feedback.</p><div class=table-wrap><table><thead><tr><th>student</th>"
+                 "<th>what was seen</th></tr></thead><tbody>")
+    for student, findings in integrity.items():
+        items = "".join(f"<li>{e(str(finding))}</li>" for finding in findings)
+        parts.append(f"<tr><td>{e(str(student))}</td><td><ul>{items}</ul></td></tr>")
+    parts.append("</tbody></table></div></section>")
+    return "".join(parts)

@@ -17,6 +17,17 @@ def test_every_command_has_help_and_is_in_the_readme(command, capsys):
     assert f"autograd-course {command}" in (ROOT / "README.md").read_text()
 
 
+def test_top_level_help_reads_as_user_documentation(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "CourseError" not in out
+    assert "a term, step by step:" in out
+    for step in ("autograd-course release", "nbgrader collect autograd", "autograd-course grade --roster",
+                 "nbgrader release_feedback autograd", "autograd-course export --format canvas"):
+        assert step in out
+
+
 def test_a_course_error_is_one_line_without_traceback(tmp_path, capsys):
     assert main(["--course", str(tmp_path), "grade"]) == 1
     err = capsys.readouterr().err
@@ -41,6 +52,15 @@ def test_grade_with_no_submissions_says_what_it_expected(course_root, capsys):
     (course_root / "empty").mkdir()
     assert main(["--course", str(course_root), "grade", str(course_root / "empty")]) == 1
     assert "no submissions found" in capsys.readouterr().err
+
+
+def test_a_path_that_does_not_exist_is_an_error_and_writes_nothing(course_root, capsys):
+    before = sorted(p.relative_to(course_root) for p in course_root.rglob("*"))
+    assert main(["--course", str(course_root), "grade", "nope/"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("autograd-course grade: nope: no such file or folder; nothing was graded or written")
+    assert len(err.strip().splitlines()) == 1
+    assert sorted(p.relative_to(course_root) for p in course_root.rglob("*")) == before  # no csv, no gradebook
 
 
 def test_check_on_the_untouched_release_lists_what_is_missing(capsys):

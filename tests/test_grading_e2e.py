@@ -1,4 +1,4 @@
-"""End to end: submit, grade, and read the results back from grades.csv, feedback and nbgrader's gradebook."""
+"""End to end: submit, grade, and read the results back from the grades CSV, feedback and nbgrader's gradebook."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from course import nbgrader_bridge
+from course.cli import main
 from course.grading import grade_batch
 from helpers import ALL_VALUES, CORRECT_CODE, ROOT, submitted_notebook, write, wrong_literal
 
@@ -32,25 +33,25 @@ def graded_samples(tmp_path_factory):
     from course.config import load_config
 
     config = load_config(root)
-    summary = grade_batch(config, [], root / "out")
+    summary = grade_batch(config, [], root / "out", record_gradebook=True)
     return config, root, summary
 
 
 def test_sample_class_scores(graded_samples):
     _, root, summary = graded_samples
-    rows = read_csv(root / "out" / "grades.csv")
+    rows = read_csv(root / "out" / "grades-autograd.csv")
     assert {student: float(row["score"]) for student, row in rows.items()} == EXPECTED_SAMPLE_SCORES
     assert rows["frank"]["status"] == "failed"
     assert all(rows[s]["status"] == "graded" for s in EXPECTED_SAMPLE_SCORES if s != "frank")
     assert set(rows["alice"]) == {"student_id", "slopes", "graph_walk", "tiny_net", "closed_relu", "retain_grad",
                                   "accumulation", "no_grad_detach", "one_call", "cubic", "w2_net", "predict_twice",
-                                  "score", "max_score", "status"}
+                                  "raw_score", "late_penalty", "score", "max_score", "status"}
     assert summary.lines()[0] == "6 submissions: 5 graded, 1 failed, 0 timed out, 0 autograder errors"
 
 
 def test_gradebook_matches_grades_csv(graded_samples):
     config, root, _ = graded_samples
-    rows = read_csv(root / "out" / "grades.csv")
+    rows = read_csv(root / "out" / "grades-autograd.csv")
     for student, row in rows.items():
         scores = nbgrader_bridge.grade_cell_scores(config.gradebook_url, "autograd", student)
         assert sum(scores.values()) == float(row["score"])
@@ -63,7 +64,7 @@ def test_feedback_files_for_every_student(graded_samples):
         folder = root / "out" / "feedback" / student / "autograd"
         feedback = json.loads((folder / "feedback.json").read_text())
         assert feedback["score"] == EXPECTED_SAMPLE_SCORES[student]
-        page = (folder / "feedback.html").read_text()
+        page = (folder / "autograd.html").read_text()
         assert page.startswith("<!DOCTYPE html>")
         assert "<script" not in page
         assert "http" not in page
@@ -88,11 +89,58 @@ def test_tampering_adds_nothing(graded_samples):
     assert values["net_dL_dw"]["status"] == "wrong_form"
 
 
+def test_one_off_grading_stays_out_of_the_course_gradebook(course_config, course_root, tmp_path, capsys):
+    alice = SAMPLES / "alice" / "autograd" / "autograd.ipynb"
+    assert main(["--course", str(course_root), "grade", str(alice), "--out", str(tmp_path / "trial"),
+                 "--jobs", "0"]) == 0
+    assert "gradebook: not recorded" in capsys.readouterr().out
+    assert (tmp_path / "trial" / "grades-autograd.csv").exists()
+    assert not (course_root / "gradebook.db").exists()
+    # asked for, it is recorded; and --no-gradebook keeps even a course-root run out
+    assert main(["--course", str(course_root), "grade", str(alice), "--out", str(tmp_path / "trial"),
+                 "--jobs", "0", "--gradebook"]) == 0
+    assert sum(nbgrader_bridge.grade_cell_scores(course_config.gradebook_url, "autograd", "alice").values()) == 57
+
+
+def test_roster_students_without_a_submission_are_listed_as_missing(course_root, tmp_path, capsys):
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,name\nalice,Alice A.\nzoe,Zoe Z.\n")
+    alice = SAMPLES / "alice" / "autograd" / "autograd.ipynb"
+    out = tmp_path / "trial"
+    assert main(["--course", str(course_root), "grade", str(alice), "--out", str(out), "--jobs", "0",
+                 "--roster", str(roster)]) == 0
+    assert "1 missing (on the roster, nothing submitted): zoe" in capsys.readouterr().out
+    rows = read_csv(out / "grades-autograd.csv")
+    assert (rows["zoe"]["status"], rows["zoe"]["score"], rows["zoe"]["max_score"]) == ("missing", "0", "57")
+    assert rows["alice"]["status"] == "graded"
+    summary = json.loads((out / "class-summary.json").read_text())
+    assert summary["missing"] == ["zoe"]
+    assert summary["students"] == 1  # the score statistics are over the submissions
+    assert "Did not submit (1)" in (out / "class-summary.html").read_text()
+    assert not (out / "feedback" / "zoe").exists()
+
+
+def test_integrity_report_is_for_the_instructor_only(graded_samples):
+    _, root, _ = graded_samples
+    report = json.loads((root / "out" / "integrity-autograd.json").read_text())
+    assert set(report) == {"erin"}
+    assert "cell 65: patches torch.allclose = ..." in report["erin"]
+    assert set(json.loads((root / "out" / "class-summary.json").read_text())["integrity"]) == {"erin"}
+    summary = (root / "out" / "class-summary.html").read_text()
+    assert "Integrity report (instructor only)" in summary
+    assert "class AlwaysEqual(float) overriding __eq__, __sub__" in summary
+    for name in ("feedback.json", "autograd.html"):  # the student's own feedback stays neutral
+        text = (root / "out" / "feedback" / "erin" / "autograd" / name).read_text()
+        assert "patches" not in text
+        assert "rigged" not in text
+        assert "ntegrity" not in text
+
+
 def test_regrading_is_idempotent(graded_samples):
     config, root, _ = graded_samples
-    before = (root / "out" / "grades.csv").read_text()
+    before = (root / "out" / "grades-autograd.csv").read_text()
     grade_batch(config, [root / "submitted" / "alice", root / "submitted" / "carol"], root / "out")
-    assert (root / "out" / "grades.csv").read_text() == before
+    assert (root / "out" / "grades-autograd.csv").read_text() == before
 
 
 def test_feedback_json_is_deterministic(graded_samples, tmp_path):

@@ -104,7 +104,8 @@ def test_hand_work_deduction_costs_only_flagged_values(assignment):
 def test_hidden_test_errors_become_a_visible_autograder_error(assignment):
     from dataclasses import replace
 
-    broken = replace(assignment.questions[0], test_source="marks = Marks()\nraise RuntimeError('bug')\n")
+    broken = replace(assignment.questions[0], test_source=(
+        "### BEGIN HIDDEN TESTS\nmarks = Marks()\nraise RuntimeError('bug')\n### END HIDDEN TESTS\n"))
     from course.judge import judge_question
 
     result = judge_question(broken, contract_answers(assignment), tolerance=TOL)

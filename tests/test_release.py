@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from course.errors import ReleaseError
+from course.errors import CourseError, ReleaseError
 from course.release import find_leaks, release
 from helpers import RELEASE_NOTEBOOK, SOURCE_NOTEBOOK
 
@@ -47,9 +47,12 @@ def test_a_solution_outside_its_region_is_caught(course_config, course_root, tmp
 
 
 @pytest.mark.slow
-def test_release_is_verified_with_nbgrader_autograde(course_config):
+def test_release_is_verified_with_nbgrader_autograde(course_config, capfd):
     report = release(course_config)
     assert (report.solution_score, report.untouched_score, report.max_score) == (57, 0, 57)
+    noise = capfd.readouterr()
+    # nbgrader's kernels use unix sockets (configured), so ipykernel has no TCP warning to give
+    assert "without encryption" not in noise.out + noise.err
 
 
 @pytest.mark.slow
@@ -66,8 +69,57 @@ def test_instructor_changes_a_number_consistently(course_config, course_root):
     assert "(y − 6)²" in report.release_notebook.read_text()  # the text shows the new number too
 
 
+def snapshot(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 @pytest.mark.slow
 def test_an_answer_key_that_disagrees_with_torch_stops_the_release(course_config, course_root):
+    before = snapshot(course_root / "release")
     _edit_source(course_root, {'\\"call_target\\": 5': '\\"call_target\\": 6'})
-    with pytest.raises(ReleaseError, match="own solutions earn 54 of 57 points"):
+    with pytest.raises(ReleaseError, match="own solutions earn 54 of 57 points") as failure:
         release(course_config)
+    assert "test_one_call (question '8. One `backward()` fills every parameter'): 0 of 3" in str(failure.value)
+    assert snapshot(course_root / "release") == before  # the unverified notebook never reached release/
+
+
+def test_a_missing_end_solution_names_the_cell_and_question_and_leaves_release_alone(course_root, capsys):
+    from course.cli import main
+
+    before = snapshot(course_root / "release")
+    path = course_root / "source" / "autograd" / "autograd.ipynb"
+    notebook = json.loads(path.read_text())
+    for cell in notebook["cells"]:
+        if cell["metadata"].get("nbgrader", {}).get("grade_id") == "answer_tiny_net":
+            cell["source"] = [line for line in cell["source"] if "END SOLUTION" not in line]
+    path.write_text(json.dumps(notebook, indent=1))
+    assert main(["--course", str(course_root), "release"]) == 1
+    err = capsys.readouterr().err
+    assert "(answer_tiny_net, question '3. A whole (tiny) network by hand'): ### BEGIN SOLUTION on line 8 has no " \
+           "### END SOLUTION; put ### END SOLUTION after the region's last line" in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert snapshot(course_root / "release") == before
+
+
+def test_a_solution_region_outside_a_solution_cell_is_named_before_nbgrader_runs(course_config, course_root):
+    before = snapshot(course_root / "release")
+    path = course_root / "source" / "autograd" / "autograd.ipynb"
+    notebook = json.loads(path.read_text())
+    for cell in notebook["cells"]:
+        if cell["metadata"].get("nbgrader", {}).get("grade_id") == "form_tiny_net":
+            cell["source"] = [*cell["source"], "\n### BEGIN SOLUTION\n", "secret_hint = 12\n", "### END SOLUTION\n"]
+    path.write_text(json.dumps(notebook, indent=1))
+    with pytest.raises(CourseError) as failure:  # nbgrader itself would stop with a traceback
+        release(course_config, verify=False)
+    assert ("(form_tiny_net, question '3. A whole (tiny) network by hand'): its ### BEGIN SOLUTION region is in a "
+            "cell that is not a solution cell, which nbgrader refuses; move the region into the question's answer "
+            "cell, then release again") in str(failure.value)
+    assert snapshot(course_root / "release") == before
+
+
+def test_a_leak_is_reported_with_its_question(assignment):
+    from course.release import _with_question
+
+    assert _with_question(assignment, "answer_tiny_net: the release still contains 'net_dL_dw = 12'") == (
+        "answer_tiny_net (question '3. A whole (tiny) network by hand'): the release still contains 'net_dL_dw = 12'")

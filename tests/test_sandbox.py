@@ -93,7 +93,7 @@ def test_the_graders_files_are_absent_from_the_view(target, tmp_path):
 
 @needs_isolation
 def test_writing_results_or_feedback_fails(tmp_path):
-    victim = tmp_path / "graded" / "grades.csv"
+    victim = tmp_path / "graded" / "grades-autograd.csv"
     victim.parent.mkdir()
     victim.write_text("student_id,score\nalice,57\n")
     code = (

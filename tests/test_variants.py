@@ -161,4 +161,26 @@ def test_personalised_release_and_the_wrong_student_id(course_root, monkeypatch,
     torch_value = next(v for q in as_bob.feedback["questions"] for v in q["values"] if v["name"] == "net_h")
     bob = derive(SECRET, "bob")
     assert torch_value["torch_value"] == str(bob["net_w"] * bob["net_x"] + bob["net_b"])  # bob's own numbers
+    # the instructor's integrity report names whose numbers bob's answers fit; everyone's own answers fit nobody else
+    from course.integrity import borrowed_numbers
+
+    found = borrowed_numbers([as_alice.feedback, as_bob.feedback])
+    assert list(found) == ["bob"]
+    assert "wrong answers are right for 'alice''s numbers" in found["bob"][0]
+    assert borrowed_numbers([as_alice.feedback]) == {}
+    # formgrader's autograded/ copy shows the numbers alice was given, not the article's
+    from course.nbgrader_layout import write_autograded
+    from course.term import released_to
+
+    given = released_to(config, config.assignment(), "alice")
+    assert given == alice_path
+    written = write_autograded(course_root, "autograd", "autograd.ipynb", "alice", submitted, given,
+                               as_alice.feedback)
+    numbers = next(c for c in json.loads(written.read_text())["cells"]
+                   if c["metadata"].get("nbgrader", {}).get("grade_id") == "numbers")
+    from course.variants import numbers_source
+
+    assert numbers_source(alice) != numbers_source(assignment.default_params)  # the check can fail
+    assert "".join(numbers["source"]) == numbers_source(alice)
+    assert released_to(config, config.assignment(), "carol") == config.release_notebook()
     shutil.rmtree(course_root / "release" / "autograd" / "students")

@@ -22,7 +22,7 @@ SAMPLES = ROOT / "tests" / "samples" / "submitted"
 
 
 def feedback_files(out):
-    return {p.relative_to(out): p.read_text() for p in sorted(out.glob("feedback/*/autograd/feedback.*"))}
+    return {p.relative_to(out): p.read_text() for p in sorted(out.glob("feedback/*/autograd/[!.]*"))}
 
 
 def comparable(text: str, suffix: str):
@@ -36,7 +36,8 @@ def comparable(text: str, suffix: str):
 
 
 def grade_cli(root, out, *extra):
-    return [sys.executable, "-m", "course", "--course", str(root), "grade", "--out", str(out), "--quiet", *extra]
+    return [sys.executable, "-m", "course", "--course", str(root), "grade", "--out", str(out), "--quiet",
+            "--gradebook", *extra]
 
 
 def test_sigkill_mid_batch_then_rerun(tmp_path):
@@ -47,7 +48,7 @@ def test_sigkill_mid_batch_then_rerun(tmp_path):
     out = root / "out"
     subprocess.run(grade_cli(root, out), check=True, capture_output=True)
     old = feedback_files(out)
-    old_csv = (out / "grades.csv").read_text()
+    old_csv = (out / "grades-autograd.csv").read_text()
 
     # bob resubmits alice's notebook; grading starts again and is killed half-way
     shutil.copy(SAMPLES / "alice" / "autograd" / "autograd.ipynb", root / "submitted" / "bob" / "autograd")
@@ -62,7 +63,7 @@ def test_sigkill_mid_batch_then_rerun(tmp_path):
 
     middle = feedback_files(out)
     assert set(middle) == set(old)
-    with (out / "grades.csv").open(newline="") as stream:
+    with (out / "grades-autograd.csv").open(newline="") as stream:
         rows = {row["student_id"]: row for row in csv.DictReader(stream)}
     assert set(rows) == {"alice", "bob", "carol", "dave", "erin", "frank"}
 
@@ -74,7 +75,7 @@ def test_sigkill_mid_batch_then_rerun(tmp_path):
             assert state in (comparable(old[name], ".json"), comparable(new[name], ".json")), name
         else:
             assert text.endswith("</html>")
-    final = {row["student_id"]: row for row in csv.DictReader((out / "grades.csv").open(newline=""))}
+    final = {row["student_id"]: row for row in csv.DictReader((out / "grades-autograd.csv").open(newline=""))}
     before = {row["student_id"]: row for row in csv.DictReader(old_csv.splitlines())}
     assert final["bob"]["score"] == "57"
     assert {k: v for k, v in final.items() if k != "bob"} == {k: v for k, v in before.items() if k != "bob"}

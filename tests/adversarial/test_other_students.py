@@ -20,7 +20,7 @@ import pytest
 from course.config import Limits
 from course.gradescope import to_results
 from course.grading import grade_batch
-from course.handwork import computed_answers
+from course.handwork import computed_answers, parse_cells
 from course.render import render_html
 from course.submission import Cell
 from helpers import ROOT, write
@@ -63,13 +63,13 @@ def test_text_that_cannot_be_written_stays_one_students_problem(jobs, tmp_path, 
     summary = grade_batch(replace(fast_config(), root=course_root), [folder], tmp_path / "out", jobs=jobs)
     assert len(summary.graded) == len(TEXT_ATTACKS) + 1
     assert {g.status for g in summary.graded} == {"graded"}
-    rows = (tmp_path / "out" / "grades.csv").read_text(encoding="utf-8").splitlines()
+    rows = (tmp_path / "out" / "grades-autograd.csv").read_text(encoding="utf-8").splitlines()
     assert len(rows) == len(TEXT_ATTACKS) + 2
     assert (tmp_path / "out" / "class-summary.html").exists()
     for graded in summary.graded:
         folder = tmp_path / "out" / "feedback" / graded.student_id / "autograd"
         text = (folder / "feedback.json").read_text(encoding="utf-8")  # strict UTF-8: no surrogate got in
-        html = (folder / "feedback.html").read_text(encoding="utf-8")
+        html = (folder / "autograd.html").read_text(encoding="utf-8")
         for raw in ("\x1b", "\x07", "\u202e"):
             assert raw not in text
             assert raw not in html
@@ -94,7 +94,7 @@ def test_a_failure_while_recording_one_student_costs_only_that_student(tmp_path,
     statuses = {g.student_id: (g.status, g.feedback["score"]) for g in summary.graded}
     assert statuses == {"alice": ("graded", 57), "bob": ("autograder_error", 0), "carol": ("graded", 0)}
     assert "disk said no" in next(g for g in summary.graded if g.student_id == "bob").internal_error
-    rows = (tmp_path / "out" / "grades.csv").read_text(encoding="utf-8").splitlines()
+    rows = (tmp_path / "out" / "grades-autograd.csv").read_text(encoding="utf-8").splitlines()
     assert [row.split(",")[0] for row in rows[1:]] == ["alice", "bob", "carol"]
 
 
@@ -106,7 +106,7 @@ def test_the_hand_work_check_does_bounded_work_on_hostile_text():
     shell_lines = "\n".join("!a" for _ in range(40_000))  # 120 KB of shell escapes in one cell
     cells = tuple(Cell(i, f"cell {i}", shell_lines + "\nnet_dL_dw = torch.tensor(1.0).item()") for i in range(30))
     started = time.process_time()
-    result = computed_answers(cells, ("net_dL_dw",))
+    result = computed_answers(parse_cells(cells), ("net_dL_dw",))
     assert time.process_time() - started < 30  # minutes before; about a second here
     assert result.computed == {"net_dL_dw"}  # the cells that were read were read correctly
     assert not result.complete  # 3.6 MB is over the bound, and the check says so
@@ -123,7 +123,7 @@ def test_hand_work_is_judged_per_value():
     )
     names = ("net_dL_dw", "cubic_grad", "slope", "twice_w_grad", "net_dL_db", "listing", "cubic_derivative",
              "torch_slope")
-    result = computed_answers(cells, names)
+    result = computed_answers(parse_cells(cells), names)
     assert result.computed == {"cubic_grad", "twice_w_grad", "net_dL_db", "torch_slope"}
     assert result.complete
 

@@ -50,7 +50,7 @@ READ_TARGETS = {
 @pytest.fixture(scope="module")
 def graders_folder(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("graders-files")
-    for relative in ("gradebook.db", "graded/feedback/alice/autograd/feedback.json", "graded/grades.csv",
+    for relative in ("gradebook.db", "graded/feedback/alice/autograd/feedback.json", "graded/grades-autograd.csv",
                      "results/results.json", "home/.bash_history"):
         (folder / relative).parent.mkdir(parents=True, exist_ok=True)
         (folder / relative).write_text("the grader's own data\n")
@@ -98,7 +98,7 @@ def test_proc_of_the_parent_and_other_processes(attempt):
 
 WRITE_TARGETS = {
     "results.json": "results/results.json",
-    "grades.csv": "graded/grades.csv",
+    "grades-autograd.csv": "graded/grades-autograd.csv",
     "feedback": "graded/feedback/alice/autograd/feedback.json",
     "gradebook": "gradebook.db",
     "the package": ROOT / "course" / "judge.py",

@@ -80,7 +80,8 @@ def run_ours(root: Path, limits_seconds: float, jobs: int | None):
     config = load_config(root)
     config = replace(config, limits=replace(config.limits, cell_seconds=limits_seconds))
     started = time.monotonic()
-    summary = grade_batch(config, [], root / "out", jobs=jobs)
+    # record_gradebook: measured as an instructor grades a term, gradebook and autograded/ included
+    summary = grade_batch(config, [], root / "out", jobs=jobs, record_gradebook=True)
     return time.monotonic() - started, summary
 
 

@@ -26,7 +26,7 @@ def graded(tmp_path_factory):
 
 
 def test_feedback_page_renders_with_the_chain_table(graded, page):
-    page.goto((graded / "feedback" / "bob" / "autograd" / "feedback.html").as_uri())
+    page.goto((graded / "feedback" / "bob" / "autograd" / "autograd.html").as_uri())
     assert page.locator(".score").inner_text() == "45 / 57"
     assert page.locator("section.card").count() == 11
     chain = page.locator("#q-tiny_net table.chain")
@@ -43,7 +43,7 @@ def test_feedback_page_renders_with_the_chain_table(graded, page):
 def test_feedback_page_is_readable_on_a_phone(graded, browser):
     context = browser.new_context(viewport={"width": 375, "height": 740}, device_scale_factor=2, is_mobile=True)
     page = context.new_page()
-    page.goto((graded / "feedback" / "bob" / "autograd" / "feedback.html").as_uri())
+    page.goto((graded / "feedback" / "bob" / "autograd" / "autograd.html").as_uri())
     page_width = page.evaluate("document.documentElement.scrollWidth")
     assert page_width <= 375, "the page itself must not scroll sideways; wide tables scroll inside their card"
     font = page.evaluate("parseFloat(getComputedStyle(document.body).fontSize)")

@@ -1,0 +1,121 @@
+"""What the instructor should look at: code that patched torch or builtins, rigged number types, edited
+locked cells, a notebook personalised for someone else. None of it changes a score (the judge is immune by
+design) and none of it reaches the student's feedback: it goes to the class summary only, with what was seen.
+
+A static look at the submitted text in the grader: the code is parsed (once, within the hand-work
+check's budget, `handwork.parse_cells`), never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from course.handwork import ParsedCells
+from course.submission import Submission
+
+PATCHED_ROOTS = {"torch": "torch", "builtins": "builtins", "__builtins__": "builtins"}
+NUMBER_TYPES = {"float", "int", "complex", "bool", "list", "tuple", "str", "Tensor"}
+MAX_FINDINGS = 20
+
+
+def _root_name(node: ast.AST) -> tuple[str | None, str]:
+    """For `torch.Tensor.item` the root `torch` and the dotted text."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return node.id, ".".join(reversed(parts))
+    return None, ""
+
+
+def _patches(tree: ast.AST) -> list[str]:
+    seen = []
+    for node in ast.walk(tree):
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = node.targets
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr")
+              and node.args):
+            root, dotted = _root_name(node.args[0])
+            if root in PATCHED_ROOTS:
+                seen.append(f"{node.func.id}({dotted}, ...)")
+        for target in targets:
+            if isinstance(target, ast.Attribute):
+                root, dotted = _root_name(target)
+                if root in PATCHED_ROOTS:
+                    seen.append(f"{dotted} = ...")
+            elif isinstance(target, ast.Subscript):  # __builtins__["abs"] = ...
+                root, dotted = _root_name(target.value)
+                if root in PATCHED_ROOTS:
+                    seen.append(f"{dotted}[...] = ...")
+    return seen
+
+
+def _rigged_types(tree: ast.AST) -> list[str]:
+    seen = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            bases = [_root_name(base)[1].rsplit(".", 1)[-1] for base in node.bases]
+            numeric = [base for base in bases if base in NUMBER_TYPES]
+            if numeric:
+                dunders = sorted(item.name for item in node.body if isinstance(item, ast.FunctionDef)
+                                 and item.name.startswith("__") and item.name != "__init__")
+                overriding = f" overriding {', '.join(dunders)}" if dunders else ""
+                seen.append(f"class {node.name}({', '.join(numeric)}){overriding}")
+    return seen
+
+
+def review(submission: Submission, graded_as: str, parsed: ParsedCells) -> tuple[str, ...]:
+    """One line per thing seen, each naming the cell: for the instructor, never for the student."""
+    findings = []
+    for cell, tree in parsed.trees:
+        where = cell.label.replace("your answer cell for", "the answer cell of")
+        findings += [f"{where}: patches {what}" for what in _patches(tree)]
+        findings += [f"{where}: defines a rigged number type, {what}" for what in _rigged_types(tree)]
+    findings += [f"edited the locked cell {grade_id} (it was run as the student's code; the grader used its own)"
+                 for grade_id in submission.edited_locked_cells]
+    if submission.personalised_for not in (None, graded_as):
+        findings.append(f"submitted a notebook personalised for {submission.personalised_for!r} "
+                        f"(graded with {graded_as!r}'s numbers)")
+    return tuple(findings[:MAX_FINDINGS])
+
+
+MIN_BORROWED = 3  # values that must match one classmate's references before it is worth an instructor's look
+
+
+def borrowed_numbers(class_feedback: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """With per-student numbers: students whose wrong answers are another student's right ones.
+
+    For each wrong value of A that equals torch's value for the same name under B's numbers, A and B are
+    counted; a pair with at least MIN_BORROWED such values (and more than half of A's wrong values) is
+    reported for A. With everyone on the same numbers nothing can match: a wrong answer is never
+    anyone's reference."""
+    references: dict[tuple[str, str], set[str]] = {}
+    for feedback in class_feedback:
+        for question in feedback.get("questions", []):
+            for value in question.get("values", []):
+                if value.get("status") == "value" and value.get("torch_value") is not None:
+                    references.setdefault((value["name"], value["torch_value"]), set()).add(feedback["student_id"])
+    found: dict[str, list[str]] = {}
+    for feedback in class_feedback:
+        student = feedback["student_id"]
+        wrong = [v for q in feedback.get("questions", []) for v in q.get("values", [])
+                 if v.get("status") == "value" and not v.get("correct") and v.get("your_value") is not None]
+        matches: dict[str, list[str]] = {}
+        for value in wrong:
+            for other in references.get((value["name"], value["your_value"]), set()) - {student}:
+                matches.setdefault(other, []).append(value["name"])
+        for other, names in sorted(matches.items(), key=lambda item: (-len(item[1]), item[0])):
+            if len(names) >= MIN_BORROWED and 2 * len(names) > len(wrong):
+                found.setdefault(student, []).append(
+                    f"{len(names)} of {len(wrong)} wrong answers are right for {other!r}'s numbers "
+                    f"({', '.join(names[:6])}{', …' if len(names) > 6 else ''})")
+                break
+    return found

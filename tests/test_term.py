@@ -1,0 +1,207 @@
+"""A whole term's assignment, run as an instructor runs it with nbgrader and our CLI.
+
+release (ours) -> nbgrader release_assignment -> students fetch and submit through the exchange -> nbgrader
+collect (timestamps: one on time, one late, one late but inside an extension, one roster student missing)
+-> autograd-course grade -> formgrader's API, nbgrader export, nbgrader release_feedback / fetch_feedback,
+nbgrader validate, and the Canvas CSV, all checked against our grades.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from course.cli import main
+from helpers import ALL_VALUES, CORRECT_CODE, ROOT, submitted_notebook, write, wrong_literal
+
+NBGRADER = str(Path(sys.executable).parent / "nbgrader")
+DUE = "2026-11-20 23:59:00 UTC"
+SUBMITTED_AT = {  # what nbgrader's clock said when each student submitted
+    "alice": "2026-11-20 20:00:00.000000 UTC",  # on time
+    "bob": "2026-11-22 01:00:00.000000 UTC",    # 1 day 1 hour late: two started days at 10% of 57
+    "dave": "2026-11-21 12:00:00.000000 UTC",   # 12 hours late, inside his 48-hour extension
+}
+ROSTER = [  # carol is on the roster and submits nothing
+    {"student_id": "alice", "name": "Alice Archer", "lms_id": "1001", "sis_user_id": "S-1", "sis_login_id": "aa1",
+     "section": "Autograd 101"},
+    {"student_id": "bob", "name": "Bob Baker", "lms_id": "1002", "sis_user_id": "S-2", "sis_login_id": "bb2",
+     "section": "Autograd 101"},
+    {"student_id": "carol", "name": "Carol Cole", "lms_id": "1003", "sis_user_id": "S-3", "sis_login_id": "cc3",
+     "section": "Autograd 101"},
+    {"student_id": "dave", "name": "Dave Doe", "lms_id": "1004", "sis_user_id": "S-4", "sis_login_id": "dd4",
+     "section": "Autograd 101"},
+]
+
+
+def nbgrader(cwd: Path, *args: str, exchange: Path) -> str:
+    command = [NBGRADER, *args, "--course=autograd-course", f"--Exchange.root={exchange}"]
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr
+
+
+def read_csv(path: Path) -> dict[str, dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as stream:
+        return {row.get("student_id") or row.get("Student"): row for row in csv.DictReader(stream)}
+
+
+@pytest.fixture(scope="module")
+def term(tmp_path_factory):
+    base = tmp_path_factory.mktemp("term")
+    root, exchange, homes = base / "course", base / "exchange", base / "students"
+    for folder in ("source", "release"):
+        shutil.copytree(ROOT / folder, root / folder)
+    shutil.copy(ROOT / "nbgrader_config.py", root)
+    exchange.mkdir(mode=0o777)
+    exchange.chmod(0o777)
+    settings = yaml.safe_load((root / "source" / "course.yaml").read_text())
+    settings["assignments"][0].update(due=DUE, extensions={"dave": 48})
+    settings["late_policy"] = {"mode": "penalty", "percent": 10, "per": "day"}
+    (root / "source" / "course.yaml").write_text(yaml.safe_dump(settings))
+    with (root / "roster.csv").open("w", newline="") as stream:
+        writer = csv.DictWriter(stream, fieldnames=list(ROSTER[0]))
+        writer.writeheader()
+        writer.writerows(ROSTER)
+
+    # The instructor releases (our proof, then nbgrader's exchange).
+    assert main(["--course", str(root), "release"]) == 0
+    nbgrader(root, "release_assignment", "autograd", exchange=exchange)
+
+    # Students fetch, answer and submit through the exchange.
+    answers = {
+        "alice": CORRECT_CODE,
+        "bob": {**CORRECT_CODE, "net_dL_dw": repr(wrong_literal(ALL_VALUES["net_dL_dw"]))},
+        "dave": {**CORRECT_CODE, "twice_w_grad": "12"},
+    }
+    for student, code in answers.items():
+        home = homes / student
+        home.mkdir(parents=True)
+        cache = f"--Exchange.cache={home / 'cache'}"
+        nbgrader(home, "fetch_assignment", "autograd", cache, exchange=exchange)
+        fetched = home / "autograd" / "autograd.ipynb"
+        assert "net_h = ..." in fetched.read_text()
+        write(submitted_notebook(code), fetched)
+        nbgrader(home, "submit", "autograd", f"--student={student}", cache, exchange=exchange)
+    for folder in (exchange / "autograd-course" / "inbound").iterdir():
+        (folder / "timestamp.txt").write_text(SUBMITTED_AT[folder.name.split("+")[0]])
+
+    # The instructor collects and grades with our CLI, in the README's default layout.
+    nbgrader(root, "collect", "autograd", exchange=exchange)
+    assert (root / "submitted" / "bob" / "autograd" / "timestamp.txt").read_text() == SUBMITTED_AT["bob"]
+    assert main(["--course", str(root), "grade", "--roster", str(root / "roster.csv"), "--jobs", "1"]) == 0
+    return root, exchange, homes
+
+
+@pytest.mark.slow
+def test_grades_csv_has_raw_score_penalty_and_missing_work(term):
+    root, _, _ = term
+    ours = read_csv(root / "grades-autograd.csv")
+    assert set(ours) == {"alice", "bob", "carol", "dave"}
+    assert (ours["alice"]["raw_score"], ours["alice"]["late_penalty"], ours["alice"]["score"]) == ("57", "0", "57")
+    assert (ours["bob"]["raw_score"], ours["bob"]["late_penalty"], ours["bob"]["score"]) == ("56", "11.4", "44.6")
+    assert (ours["dave"]["raw_score"], ours["dave"]["late_penalty"], ours["dave"]["score"]) == ("55", "0", "55")
+    assert (ours["carol"]["status"], ours["carol"]["score"]) == ("missing", "0")
+    summary = json.loads((root / "class-summary.json").read_text())
+    assert summary["missing"] == ["carol"]
+
+
+@pytest.mark.slow
+def test_feedback_says_how_late_and_what_it_cost(term):
+    root, _, _ = term
+    bob = json.loads((root / "feedback" / "bob" / "autograd" / "feedback.json").read_text())
+    assert (bob["raw_score"], bob["late_penalty"], bob["score"]) == (56, 11.4, 44.6)
+    assert any(m.startswith("Submitted 1 day 1 hour after the deadline") for m in bob["messages"])
+    dave = json.loads((root / "feedback" / "dave" / "autograd" / "feedback.json").read_text())
+    assert not any("deadline" in m for m in dave["messages"])
+
+
+@pytest.mark.slow
+def test_formgrader_shows_every_submission_autograded_with_our_scores(term):
+    from test_nbgrader_layout import formgrader_api
+
+    root, _, _ = term
+    ours = read_csv(root / "grades-autograd.csv")
+    api = formgrader_api(root)
+    submissions = {s["student"]: s for s in api.get_submissions("autograd")}
+    for student in ("alice", "bob", "dave"):
+        assert submissions[student]["autograded"], student
+        assert not submissions[student]["needs_manual_grade"], student
+        assert submissions[student]["score"] == float(ours[student]["raw_score"]), student
+    assert "carol" not in submissions  # on the roster: formgrader's Students view lists her, with nothing submitted
+    assert "carol" in {s["id"] for s in api.get_students()}
+    assert [s["submitted"] for s in api.get_student_submissions("carol")] == [False]
+    notebooks = api.get_notebook_submissions("autograd", "autograd")
+    assert {n["student"] for n in notebooks} == {"alice", "bob", "dave"}
+    assert not any(n["needs_manual_grade"] for n in notebooks)
+
+
+@pytest.mark.slow
+def test_nbgrader_export_agrees_with_our_grades_and_leaves_them_alone(term):
+    root, exchange, _ = term
+    ours_before = (root / "grades-autograd.csv").read_bytes()
+    nbgrader(root, "export", exchange=exchange)
+    assert (root / "grades-autograd.csv").read_bytes() == ours_before
+    theirs = read_csv(root / "grades.csv")
+    ours = read_csv(root / "grades-autograd.csv")
+    assert set(theirs) == set(ours)
+    for student, row in ours.items():
+        assert float(theirs[student]["raw_score"]) == float(row["raw_score"]), student
+        assert float(theirs[student]["late_submission_penalty"]) == float(row["late_penalty"]), student
+        assert float(theirs[student]["score"]) == float(row["score"]), student
+    assert theirs["bob"]["duedate"].startswith("2026-11-20 23:59:00")
+
+
+@pytest.mark.slow
+def test_feedback_is_released_and_fetched_through_the_exchange(term):
+    root, exchange, homes = term
+    nbgrader(root, "release_feedback", "autograd", exchange=exchange)
+    for student in ("alice", "bob", "dave"):
+        home = homes / student
+        nbgrader(home, "fetch_feedback", "autograd", f"--student={student}", f"--Exchange.cache={home / 'cache'}",
+                 exchange=exchange)
+        pages = list((home / "autograd" / "feedback").glob("*/autograd.html"))
+        assert len(pages) == 1, student
+        page = pages[0].read_text()
+        ours = (root / "feedback" / student / "autograd" / "autograd.html").read_text()
+        assert page == ours
+        for secret in ("BEGIN HIDDEN TESTS", "marks.value(", "BEGIN SOLUTION"):
+            assert secret not in page
+    bob_page = next((homes / "bob" / "autograd" / "feedback").glob("*/autograd.html")).read_text()
+    assert "11.4 of your 56 points were taken off" in bob_page
+
+
+@pytest.mark.slow
+def test_nbgrader_validate_fails_the_blank_release_and_passes_a_well_formed_notebook(term):
+    root, exchange, homes = term
+    blank = nbgrader(root / "release" / "autograd", "validate", "autograd.ipynb", exchange=exchange)
+    assert "VALIDATION FAILED" in blank
+    answered = nbgrader(homes / "bob" / "autograd", "validate", "autograd.ipynb", exchange=exchange)
+    assert "Success! Your notebook passes all the tests." in answered  # bob's wrong value is well formed
+
+
+@pytest.mark.slow
+def test_the_canvas_csv_has_the_right_rows(term):
+    root, _, _ = term
+    assert main(["--course", str(root), "export", "--format", "canvas", "--roster", str(root / "roster.csv")]) == 0
+    with (root / "canvas-autograd.csv").open(newline="") as stream:
+        rows = list(csv.reader(stream))
+    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "autograd"]
+    assert rows[1] == ["Points Possible", "", "", "", "", "57"]
+    ours = read_csv(root / "grades-autograd.csv")
+    assert rows[2:] == [[s["name"], s["lms_id"], s["sis_user_id"], s["sis_login_id"], s["section"],
+                         ours[s["student_id"]]["score"]] for s in ROSTER]
+    assert [r[5] for r in rows[2:]] == ["57", "44.6", "0", "55"]
+
+
+def test_nbgrader_config_names_the_course_of_course_yaml():
+    namespace = {"get_config": lambda: __import__("traitlets.config", fromlist=["Config"]).Config()}
+    exec((ROOT / "nbgrader_config.py").read_text(), namespace)  # noqa: S102 - the repository's own config file
+    course_id = yaml.safe_load((ROOT / "source" / "course.yaml").read_text())["course_id"]
+    assert namespace["c"].CourseDirectory.course_id == course_id
