@@ -128,7 +128,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from course.grading import grade_batch
+    from course.batch import grade_batch
     from course.roster import read_roster
 
     config = load_config(args.course)

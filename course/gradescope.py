@@ -17,9 +17,10 @@ from typing import Any
 
 from course.assignment import load_assignment
 from course.config import load_config
+from course.discovery import SubmissionRef
 from course.errors import CourseError, SubmissionError
 from course.files import atomic_write_json
-from course.grading import Graded, SubmissionRef, grade_submission
+from course.grading import Graded, grade_submission
 from course.render import question_markdown, summary_markdown
 from course.sandbox import ISOLATION_SUMMARY, choose_isolation
 from course.text import markdown_text, safe_text

@@ -2,7 +2,7 @@
 gradebook, the files nbgrader's tools read (autograded/, the exchange's feedback files), submission
 times and the late policy, the roster's missing work, and the instructor's integrity report.
 
-Kept beside grading.py (which runs the batch) so that each stays one idea; plain functions over the
+Kept beside batch.py (which runs the batch) so that each stays one idea; plain functions over the
 batch's results.
 """
 

@@ -9,8 +9,8 @@ import shutil
 import pytest
 
 from course import nbgrader_bridge
+from course.batch import grade_batch
 from course.cli import main
-from course.grading import grade_batch
 from helpers import ALL_VALUES, CORRECT_CODE, ROOT, submitted_notebook, write, wrong_literal
 
 SAMPLES = ROOT / "tests" / "samples" / "submitted"

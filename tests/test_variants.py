@@ -132,7 +132,8 @@ def test_variants_without_a_secret_stop_with_a_clear_message(course_root, monkey
 
 @pytest.mark.slow
 def test_personalised_release_and_the_wrong_student_id(course_root, monkeypatch, tmp_path):
-    from course.grading import SubmissionRef, grade_submission
+    from course.discovery import SubmissionRef
+    from course.grading import grade_submission
     from course.release import release
     from helpers import fill
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from course.config import DEFAULT_SANDBOX_UID, load_config
-from course.grading import SubmissionRef, grade_submission
+from course.discovery import SubmissionRef
+from course.grading import grade_submission
 from course.sandbox import choose_isolation
 from helpers import CORRECT_CODE, ROOT, add_cell, submitted_notebook, write
 

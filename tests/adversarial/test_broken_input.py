@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from course.grading import discover, grade_batch
+from course.batch import grade_batch
+from course.discovery import discover
 from helpers import load, write
 
 from .conftest import baseline_notebook, fast_config, grade, per_question
@@ -85,7 +86,8 @@ def test_a_symlink_to_the_answer_key_is_refused(tmp_path):
 
     (tmp_path / "student.ipynb").symlink_to(SOURCE_NOTEBOOK)
     from course.assignment import load_assignment
-    from course.grading import SubmissionRef, grade_submission
+    from course.discovery import SubmissionRef
+    from course.grading import grade_submission
 
     config = fast_config()
     graded = grade_submission(SubmissionRef("student", tmp_path / "student.ipynb"),

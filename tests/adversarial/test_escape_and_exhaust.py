@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from course.grading import grade_batch
+from course.batch import grade_batch
 from helpers import ROOT
 
 from .conftest import fast_config, needs_bwrap, per_question, with_cell

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from course.batch import grade_batch
 from course.config import Limits
 from course.gradescope import to_results
-from course.grading import grade_batch
 from course.handwork import computed_answers, parse_cells
 from course.render import render_html
 from course.submission import Cell
@@ -78,16 +78,16 @@ def test_text_that_cannot_be_written_stays_one_students_problem(jobs, tmp_path, 
 
 
 def test_a_failure_while_recording_one_student_costs_only_that_student(tmp_path, course_root, monkeypatch):
-    from course import grading
+    from course import batch
 
-    original = grading.write_feedback
+    original = batch.write_feedback
 
     def refuse_bob(out_dir, assignment, graded, **where):
         if graded.student_id == "bob" and graded.status != "autograder_error":
             raise OSError("disk said no")
         return original(out_dir, assignment, graded, **where)
 
-    monkeypatch.setattr(grading, "write_feedback", refuse_bob)
+    monkeypatch.setattr(batch, "write_feedback", refuse_bob)
     samples = ROOT / "tests" / "samples" / "submitted"
     summary = grade_batch(replace(fast_config(), root=course_root), [samples / "alice", samples / "bob",
                                                                     samples / "carol"], tmp_path / "out", jobs=0)
@@ -307,7 +307,8 @@ def test_feedback_that_reveals_only_verdicts_holds_no_torch_value(grader, tmp_pa
     """With `feedback_reveals: verdicts` (the default on Gradescope) neither the page, the JSON nor results.json
     carries torch's values: a wrong w2 chain shows where it breaks, not what the right numbers are."""
     from course.assignment import load_assignment
-    from course.grading import SubmissionRef, grade_submission
+    from course.discovery import SubmissionRef
+    from course.grading import grade_submission
 
     from .conftest import baseline_notebook
 

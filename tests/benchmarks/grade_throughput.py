@@ -28,8 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from course import nbgrader_bridge
+from course.batch import grade_batch
 from course.config import load_config
-from course.grading import grade_batch
 from course.release import release
 from helpers import ALL_VALUES, CORRECT_CODE, ROOT, add_cell, submitted_notebook, write, wrong_literal
 

@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
+from course.batch import grade_batch
 from course.config import load_config
-from course.grading import grade_batch
 from helpers import ROOT
 
 from .conftest import screenshot
