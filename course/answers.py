@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, TypeGuard, Union
 
 from course.text import MAX_SHORT_TEXT, safe_text
 
@@ -128,7 +128,7 @@ def decode_answers(
     return answers
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[int | float]:
     """A plain finite number (bool excluded)."""
     return type(value) in (int, float) and math.isfinite(value)
 

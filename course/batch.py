@@ -9,7 +9,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -141,6 +141,7 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         # Opening the gradebook (and, the first time, recording the assignment in it) takes seconds:
         # it happens beside the grading, and results wait for it only when they are recorded.
         opener = stack.enter_context(ThreadPoolExecutor(1))
+        opening: Future[GradebookWriter | NoGradebook]
         if record:
             opening = opener.submit(GradebookWriter, config.root, config.gradebook_url, settings.name,
                                     config.source_notebook(settings.name), settings.due)
@@ -153,7 +154,9 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         for future in as_completed(futures):
             graded = future.result()  # grade_submission never raises
             graded = with_late_policy(graded, paths_by_id.get(graded.student_id), due, settings, config)
-            graded = record_graded(graded, out_dir, config, settings, opening.result() if record else None,
+            gradebook = opening.result()
+            graded = record_graded(graded, out_dir, config, settings,
+                                   gradebook if isinstance(gradebook, GradebookWriter) else None,
                                    paths_by_id.get(graded.student_id))
             if graded.internal_error:
                 print(f"autograder error for {graded.student_id}:\n{safe_text(graded.internal_error, 20_000)}",
@@ -216,7 +219,8 @@ def write_class_summary(out_dir: Path, assignment: str, csv_path: Path | None = 
     atomic_write_text(out_dir / "class-summary.html", render_summary_html(summary, assignment))
 
 
-def _flush(csv_path: Path, question_ids: tuple[str, ...], rows: list[GradeRow], gradebook: GradebookWriter) -> None:
+def _flush(csv_path: Path, question_ids: tuple[str, ...], rows: list[GradeRow],
+           gradebook: GradebookWriter | NoGradebook) -> None:
     """The grades CSV and the gradebook catch up with what is graded so far (both replace, never append)."""
     if rows:
         write_grades_csv(csv_path, question_ids, rows)

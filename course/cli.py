@@ -187,7 +187,7 @@ class ProgressBar:
     WIDTH = 30
 
     def __init__(self, stream) -> None:
-        self.stream, self.counts = stream, {}
+        self.stream, self.counts = stream, dict[str, int]()
 
     def update(self, done: int, total: int, status: str) -> None:
         self.counts[status] = self.counts.get(status, 0) + 1

@@ -110,9 +110,10 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
         submission = _read(ref, assignment, config, params)
         parsed = handwork.parse_cells(submission.cells)  # once, bounded: for hand work and the integrity report
         findings = integrity.review(submission, ref.student_id, parsed)
-        if config.variants and submission.personalised_for not in (None, ref.student_id):
+        claim = submission.personalised_for
+        if config.variants and claim is not None and claim != ref.student_id:
             # The claimed id is the notebook's text: quoted, short and only ever a student id.
-            claimed = submission.personalised_for if not student_id_problem(submission.personalised_for) else "?"
+            claimed = claim if not student_id_problem(claim) else "?"
             messages.append(
                 f"This notebook was personalised for {claimed!r} but is graded as "
                 f"{ref.student_id!r}, so it was graded with {ref.student_id!r}'s numbers: answers worked out from "
@@ -121,11 +122,11 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
             )
         points = probe_points if probe_points is not None else choose_probe_points(
             assignment.function_names, config.function_probes)
-        run_cells = run or partial(sandbox.run_cells, isolation=config.sandbox, uid=config.sandbox_uid)
-        run = run_cells(list(submission.cells), assignment.answer_names + assignment.function_names, points,
-                        config.limits)
-        level = run.isolation
-        answers = dict(run.answers)
+        runner = run or partial(sandbox.run_cells, isolation=config.sandbox, uid=config.sandbox_uid)
+        ran = runner(list(submission.cells), assignment.answer_names + assignment.function_names, points,
+                     config.limits)
+        level = ran.isolation
+        answers = dict(ran.answers)
         for cell_id in submission.deleted_answer_cells:
             question = assignment.question_by_answer_cell(cell_id)
             for name in question.answer_names + question.function_names:
@@ -134,15 +135,15 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
         deduction = config.hand_work_deduction if config.hand_work == "deduct" else 0.0
         questions = judge(assignment, answers, tolerance=config.tolerance, computed=hand_work.computed,
                           deduction=deduction, params=params)
-        status = _status_of(run)
-        if run.ended_early:
-            messages.append(f"Your notebook did not run to the end: {run.ended_early}. "
+        status = _status_of(ran)
+        if ran.ended_early:
+            messages.append(f"Your notebook did not run to the end: {ran.ended_early}. "
                             "Answers set before that point were graded.")
-        messages += limit_messages(run, config)
+        messages += limit_messages(ran, config)
         if not hand_work.complete:
             messages.append("The notebook holds more code than the hand-work check reads, so only its first part "
                             "was checked for answers computed with torch.")
-        cell_errors = cell_errors_of(run, config.limits)
+        cell_errors = cell_errors_of(ran, config.limits)
     except SubmissionError as problem:
         status, questions = FAILED, _zero(assignment, "the notebook could not be read", config)
         messages.append(f"Your submission could not be graded: {problem}")

@@ -44,14 +44,15 @@ def python_text(source: str) -> str:
     for line in source.split("\n"):
         timed = _TIMING_MAGIC.match(line)
         assigned = _MAGIC_ASSIGNMENT.match(line)
+        ipython = _IPYTHON_LINE.match(line)
         if line.lstrip().startswith("%%"):
             lines.append("pass")
         elif timed:
             lines.append(f"{timed.group(1)}{timed.group(2) or 'pass'}")
         elif assigned:
             lines.append(f"{assigned.group(1)}{assigned.group(2).strip()} = None")
-        elif _IPYTHON_LINE.match(line):
-            lines.append(f"{_IPYTHON_LINE.match(line).group(1)}pass")
+        elif ipython:
+            lines.append(f"{ipython.group(1)}pass")
         else:
             lines.append(line)
     return "\n".join(lines)

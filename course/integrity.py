@@ -34,7 +34,7 @@ def _root_name(node: ast.AST) -> tuple[str | None, str]:
 def _patches(tree: ast.AST) -> list[str]:
     seen = []
     for node in ast.walk(tree):
-        targets: list[ast.AST] = []
+        targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
             targets = node.targets
         elif isinstance(node, ast.AugAssign | ast.AnnAssign):

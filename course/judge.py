@@ -85,7 +85,7 @@ def matches(student: PlainValue, expected: PlainValue, tolerance: float) -> bool
     if type(expected) is list:
         return (type(student) is list and len(student) == len(expected)
                 and all(matches(s, e, tolerance) for s, e in zip(student, expected, strict=True)))
-    return is_number(student) and math.isfinite(expected) and abs(student - expected) <= tolerance
+    return is_number(student) and is_number(expected) and abs(student - expected) <= tolerance
 
 
 def _unanswered_detail(answer: Answer) -> str:
@@ -101,7 +101,7 @@ def _unanswered_detail(answer: Answer) -> str:
 class _Marks:
     """The judge's implementation of the `Marks` the hidden tests call."""
 
-    def __init__(self, answers: dict[str, Answer], tolerance: float, computed: set[str], deduction: float,
+    def __init__(self, answers: dict[str, Answer], tolerance: float, computed: frozenset[str], deduction: float,
                  sink: list[ValueResult]) -> None:
         self.answers, self.tolerance, self.computed, self.deduction = answers, tolerance, computed, deduction
         self.sink = sink
@@ -174,13 +174,13 @@ def _hidden_test_namespace(answers: dict[str, Answer], marks_factory: Any, param
 
 
 def judge_question(question: Question, answers: dict[str, Answer], *, tolerance: float,
-                   computed: set[str] = frozenset(), deduction: float = 0.0,
+                   computed: frozenset[str] = frozenset(), deduction: float = 0.0,
                    params: dict | None = None) -> QuestionResult:
     """Score one question by running its hidden-test cell from source/ in this (trusted) process."""
     results: list[ValueResult] = []
 
     def marks_factory() -> _Marks:
-        return _Marks(answers, tolerance, set(computed), deduction, results)
+        return _Marks(answers, tolerance, computed, deduction, results)
 
     namespace = _hidden_test_namespace(answers, marks_factory, DEFAULTS if params is None else params)
     error = None
@@ -206,7 +206,7 @@ def judge_question(question: Question, answers: dict[str, Answer], *, tolerance:
 
 
 def judge(assignment: Assignment, answers: dict[str, Answer], *, tolerance: float,
-          computed: set[str] = frozenset(), deduction: float = 0.0,
+          computed: frozenset[str] = frozenset(), deduction: float = 0.0,
           params: dict | None = None) -> tuple[QuestionResult, ...]:
     """Score every question; `params` are the student's numbers (the article's when None)."""
     return tuple(judge_question(q, answers, tolerance=tolerance, computed=computed, deduction=deduction,

@@ -113,8 +113,8 @@ def autograded_notebook(release: dict, submitted: dict | None, feedback: dict[st
 def _clean(cell: dict) -> dict:
     """A cell in plain nbformat 4 shape: text source, no outputs of the student's run, no attachments."""
     kind = cell.get("cell_type") if cell.get("cell_type") in ("code", "markdown", "raw") else "raw"
-    clean = {"cell_type": kind, "metadata": cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {},
-             "source": _text(cell.get("source", ""))}
+    metadata = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
+    clean: dict[str, Any] = {"cell_type": kind, "metadata": metadata, "source": _text(cell.get("source", ""))}
     if "id" in cell and isinstance(cell["id"], str):
         clean["id"] = cell["id"]
     if kind == "code":

@@ -74,7 +74,7 @@ def _values_table(values: list[dict[str, Any]], reveal: bool) -> Table:
 
 
 def _chain_table(table: dict[str, Any], reveal: bool) -> Table:
-    rows = []
+    rows: list[tuple[Cell, ...]] = []
     for index, row in enumerate(table["rows"]):
         node = Cell(f"→ {row['node']}" if index == table["first_wrong"] else row["node"])
         if reveal:

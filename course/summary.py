@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ def read_class_feedback(out_dir: Path, assignment: str) -> list[dict[str, Any]]:
     return feedback
 
 
-def class_summary(feedback: list[dict[str, Any]], *, missing: list[str] = ()) -> dict[str, Any]:
+def class_summary(feedback: list[dict[str, Any]], *, missing: Sequence[str] = ()) -> dict[str, Any]:
     """Plain data: counts, a histogram of scores, per-question success and misconception counts; `missing`
     are the roster's students who submitted nothing (not counted in the score statistics)."""
     if not feedback:

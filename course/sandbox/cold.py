@@ -42,6 +42,7 @@ def _run_cold(cells: list[Cell], answer_names: tuple[str, ...], function_points:
               limits: Limits, level: str, note: str, uid: int) -> RunResult:
     channel_read, channel_write = os.pipe()
     scratch = None
+    env: dict[str, str]
     if level == "bwrap":
         command, cwd, env = bwrap_command(uid, limits.tmp_mb), "/", {}
     elif level == "userns":
@@ -69,8 +70,11 @@ def _run_cold(cells: list[Cell], answer_names: tuple[str, ...], function_points:
         os.close(channel_write)
         raise SandboxError(f"cannot start the sandbox: {error}") from None
     os.close(channel_write)
-    stdin_fd = os.dup(process.stdin.fileno())
-    process.stdin.close()
+    stdin, stdout = process.stdin, process.stdout
+    if stdin is None or stdout is None:  # both were asked for as pipes above
+        raise SandboxError("cannot start the sandbox: no pipes to it")
+    stdin_fd = os.dup(stdin.fileno())
+    stdin.close()
     write_in_background(stdin_fd, encode_request(cells, answer_names, function_points))
 
     cpu: list[float] = []
@@ -90,12 +94,12 @@ def _run_cold(cells: list[Cell], answer_names: tuple[str, ...], function_points:
         return process.returncode
 
     try:
-        return supervise(Supervised(process.stdout.fileno(), channel_read, lambda: _kill(process), exit_code,
+        return supervise(Supervised(stdout.fileno(), channel_read, lambda: _kill(process), exit_code,
                                     lambda: cpu[0] if cpu else None),
                          cells, answer_names, function_points, limits, level, note, started)
     finally:
         os.close(channel_read)
-        process.stdout.close()
+        stdout.close()
         if LEVELS[level].leased_uid and not reap_uid(uid):
             print(f"sandbox: uid {uid} still owns processes after a run", file=sys.stderr)
         if scratch:

@@ -109,7 +109,7 @@ class WarmPool:
         self.isolation = LEVELS[self.level]
         self.base_uid = base_uid
         self._leases = ExitStack()
-        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._idle: queue.Queue[_Worker | None] = queue.Queue()  # None: a worker that did not start
         self._lock = threading.Lock()
         self._workers: list[_Worker] = []
         self.start_failure = ""

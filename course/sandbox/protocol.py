@@ -41,7 +41,7 @@ class EventReader:
             self.broken = f"more than {self.max_total // 2**20} MB of messages"
             return []
         self.buffer += data
-        events = []
+        events: list[dict] = []
         while b"\n" in self.buffer:
             line, self.buffer = self.buffer.split(b"\n", 1)
             try:

@@ -160,7 +160,8 @@ def _error_text(result):
 def _flush():
     for stream in (sys.__stdout__, sys.__stderr__):
         try:
-            stream.flush()
+            if stream is not None:
+                stream.flush()
         except _BaseException:
             pass
 
@@ -257,10 +258,10 @@ def seccomp_program(machine):
         return None
     column, arch = _AUDIT_ARCH[machine]
     # Jumps name labels; they are resolved to relative offsets below.
-    program = [(_LD_ABS, 0, 0, 4), (_JEQ, "nr", "kill", arch), ("label", "nr"), (_LD_ABS, 0, 0, 0)]
+    program: list[tuple] = [(_LD_ABS, 0, 0, 4), (_JEQ, "nr", "kill", arch), ("label", "nr"), (_LD_ABS, 0, 0, 0)]
     if machine == "x86_64":
         program.append((_JGE, "eperm", 0, _X32_SYSCALL_BIT))  # the x32 ABI's numbers would dodge the list
-    for number in sorted({numbers[column] for numbers in _DENIED_CALLS.values()} - {None}):
+    for number in sorted({n for n in (numbers[column] for numbers in _DENIED_CALLS.values()) if n is not None}):
         program.append((_JEQ, "eperm", 0, number))
     program += [
         (_JEQ, "enosys", 0, _CLONE3[column]),
@@ -272,7 +273,8 @@ def seccomp_program(machine):
         ("label", "enosys"), (_RET, 0, 0, _RET_ERRNO | _ENOSYS),
         ("label", "kill"), (_RET, 0, 0, _RET_KILL_PROCESS),
     ]
-    labels, instructions = {}, []
+    labels: dict[str, int] = {}
+    instructions: list[tuple] = []
     for item in program:
         if item[0] == "label":
             labels[item[1]] = len(instructions)

@@ -150,9 +150,10 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
         returncode = run.exit_code(EXIT_GRACE_SECONDS)
     seconds = time.monotonic() - started
     current_cell = protocol.running_cell
+    current_label = labels.get(current_cell, "a cell") if current_cell is not None else "a cell"
     ended_early = None
     if limit_hit == "cell_seconds":
-        ended_early = (f"{labels.get(current_cell, 'a cell')} ran longer than the limit of "
+        ended_early = (f"{current_label} ran longer than the limit of "
                        f"{limits.cell_seconds:g} s per cell, so the run was stopped there")
     elif limit_hit == "submission_seconds":
         ended_early = (f"the notebook ran longer than the limit of {limits.submission_seconds:g} s, "
