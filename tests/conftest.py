@@ -31,3 +31,13 @@ def course_root(tmp_path: Path) -> Path:
 @pytest.fixture
 def course_config(course_root: Path):
     return load_config(course_root)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-goldens", action="store_true", default=False,
+                     help="rewrite the committed golden files in tests/goldens/ from this run's output")
+
+
+@pytest.fixture
+def update_goldens(request) -> bool:
+    return request.config.getoption("--update-goldens")
