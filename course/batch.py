@@ -209,8 +209,8 @@ def write_class_summary(out_dir: Path, assignment: str, csv_path: Path | None = 
     students whose CSV row says `missing` are listed as having submitted nothing."""
     rows = read_grades_csv(csv_path) if csv_path else {}
     missing = sorted(sid for sid, row in rows.items() if row.get("status") == MISSING_WORK)
-    feedback = read_class_feedback(out_dir, assignment)
-    summary = class_summary(feedback, missing=missing)
+    feedback, unreadable = read_class_feedback(out_dir, assignment)
+    summary = class_summary(feedback, missing=missing, unreadable=unreadable)
     seen = read_integrity(out_dir, assignment)
     for student, findings in integrity.borrowed_numbers(feedback).items():  # across students: the whole class
         seen[student] = [*seen.get(student, []), *findings]

@@ -15,22 +15,26 @@ from course.render import CSS
 BUCKETS = 10
 
 
-def read_class_feedback(out_dir: Path, assignment: str) -> list[dict[str, Any]]:
-    feedback = []
+def read_class_feedback(out_dir: Path, assignment: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every student's feedback.json under out_dir, and the students whose file could not be read (said in
+    the summary, never silently left out)."""
+    feedback, unreadable = [], []
     for path in sorted((out_dir / "feedback").glob(f"*/{assignment}/feedback.json")):
         try:
             feedback.append(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError):
-            continue
-    return feedback
+            unreadable.append(path.parent.parent.name)
+    return feedback, unreadable
 
 
-def class_summary(feedback: list[dict[str, Any]], *, missing: Sequence[str] = ()) -> dict[str, Any]:
+def class_summary(feedback: list[dict[str, Any]], *, missing: Sequence[str] = (),
+                  unreadable: Sequence[str] = ()) -> dict[str, Any]:
     """Plain data: counts, a histogram of scores, per-question success and misconception counts; `missing`
-    are the roster's students who submitted nothing (not counted in the score statistics)."""
+    are the roster's students who submitted nothing, `unreadable` those whose feedback file could not be
+    read (neither is counted in the score statistics)."""
     if not feedback:
         return {"students": 0, "statuses": {}, "histogram": [], "questions": [], "misconceptions": [],
-                "missing": list(missing)}
+                "missing": list(missing), "unreadable": list(unreadable)}
     max_score = max(f["max_score"] for f in feedback)
     histogram = [0] * BUCKETS
     for student in feedback:
@@ -64,6 +68,7 @@ def class_summary(feedback: list[dict[str, Any]], *, missing: Sequence[str] = ()
         "questions": questions,
         "misconceptions": [{"id": key, "students": count, **examples[key]} for key, count in seen.most_common()],
         "missing": list(missing),
+        "unreadable": list(unreadable),
     }
 
 
@@ -79,6 +84,11 @@ def render_summary_html(summary: dict[str, Any], assignment: str) -> str:
     missing = summary.get("missing", [])
     missing_html = (f"<section class=card><h2>Did not submit ({len(missing)})</h2><p>{e(', '.join(missing))}</p>"
                     "</section>") if missing else ""
+    unreadable = summary.get("unreadable", [])
+    if unreadable:
+        missing_html += (f'<section class=card><div class="note">The feedback of {len(unreadable)} student'
+                         f'{"s" if len(unreadable) != 1 else ""} could not be read and is not counted here: '
+                         f"{e(', '.join(unreadable))}. Grade them again.</div></section>")
     if not summary["students"]:
         parts.append(f"<div>No graded submissions yet.</div></header>{missing_html}</main></body></html>")
         return "\n".join(parts)
