@@ -2,6 +2,8 @@
 # Gradescope runs this once, as root, to build the autograder image from the uploaded zip.
 # Installs Python 3.11, bubblewrap and the course package (from wheels/ in this zip, dependencies from
 # PyPI; torch from the CPU wheel index so no CUDA is pulled) into $AUTOGRADER_ROOT/venv.
+# TORCH_INDEX_URL names another index with the CPU wheel (a local one, say); empty means plain PyPI's torch.
+# An index that cannot be reached stops this script at once (check-torch-index), before pip.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
@@ -14,6 +16,7 @@ if [ "${AUTOGRADER_SKIP_APT:-0}" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-
 fi
 PYTHON="$(command -v python3.11 || command -v python3)"
 "$PYTHON" -m venv "$ROOT/venv"
+"$PYTHON" "$HERE/check-torch-index" "$TORCH_INDEX_URL"
 extra=()
 if [ -n "$TORCH_INDEX_URL" ]; then
   extra=(--extra-index-url "$TORCH_INDEX_URL")
