@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from course import sandbox
 from course.assignment import load_assignment
 from course.config import load_config
 from course.errors import CourseError, SubmissionError
@@ -182,6 +183,9 @@ def run_autograder(root: Path) -> dict[str, Any]:
     threading.Thread(target=importlib.import_module, args=("torch",), daemon=True).start()
     try:
         config = load_config(root / "source")
+        # The grader's log says which isolation student code gets (probed once; grading reuses the answer).
+        level, note = sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
+        print(f"sandbox: {level}: {note or sandbox.ISOLATION_SUMMARY[level]}", file=sys.stderr)
         settings = config.assignment()
         assignment = load_assignment(config.source_notebook(settings.name), settings.name)
         notebook = find_notebook(root / "submission", settings.notebook)
