@@ -16,7 +16,7 @@ import pytest
 from course.bundle import build_bundle
 from course.config import load_config
 from course.gradescope import run_autograder
-from helpers import CORRECT_CODE, ROOT, submitted_notebook, write
+from helpers import CORRECT_CODE, ROOT, serve_folder, submitted_notebook, write
 
 SCHEMA = json.loads((ROOT / "tests" / "gradescope_results.schema.json").read_text())
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
@@ -208,23 +208,10 @@ def closed_loopback_url() -> str:
 
 
 def test_index_probe_passes_a_served_index_and_an_empty_url(tmp_path):
-    import http.server
-    import threading
-
     (tmp_path / "simple" / "torch").mkdir(parents=True)
     (tmp_path / "simple" / "torch" / "index.html").write_text('<a href="torch-2.13.0+cpu-x.whl">torch</a>')
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args, **kwargs) -> None:
-            super().__init__(*args, directory=str(tmp_path), **kwargs)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/simple"
+    with serve_folder(tmp_path) as base:
+        url = f"{base}/simple"
         for argument in (url, url + "/", ""):
             completed = subprocess.run([sys.executable, str(CHECK_INDEX), argument], capture_output=True,
                                        text=True, check=False)
@@ -234,9 +221,6 @@ def test_index_probe_passes_a_served_index_and_an_empty_url(tmp_path):
                                    check=False)
         assert completed.returncode == 1
         assert "lists no torch wheel" in completed.stderr
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_setup_stops_before_pip_when_the_torch_index_is_unreachable(tmp_path):

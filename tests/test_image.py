@@ -8,8 +8,6 @@ Skipped, with the reason, where podman or mmdebstrap cannot run or no CPU wheel 
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import re
@@ -17,7 +15,6 @@ import resource
 import shutil
 import subprocess
 import sys
-import threading
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +22,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, serve_folder
 
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
 SCHEMA = json.loads((ROOT / "tests" / "gradescope_results.schema.json").read_text())
@@ -113,28 +110,13 @@ def cpu_torch_wheel(into: Path) -> Path | str:
     return wheels[0]
 
 
-@functools.cache
-def _quiet_handler(directory: str) -> type[http.server.SimpleHTTPRequestHandler]:
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args, **kwargs) -> None:
-            super().__init__(*args, directory=directory, **kwargs)
-
-        def log_message(self, format: str, *args) -> None:
-            pass
-
-    return Handler
-
-
-def serve_index(wheel: Path, folder: Path) -> http.server.ThreadingHTTPServer:
-    """A PEP 503 index of one wheel on 127.0.0.1, for the image build (`--network host`)."""
+def write_index(wheel: Path, folder: Path) -> None:
+    """A PEP 503 index of one wheel: folder/simple/torch/."""
     project = folder / "simple" / "torch"
     project.mkdir(parents=True)
     wheel.rename(project / wheel.name)
     quoted = wheel.name.replace("+", "%2B")
     (project / "index.html").write_text(f'<!DOCTYPE html>\n<a href="{quoted}">{wheel.name}</a>\n')
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _quiet_handler(str(folder)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 def build_base(podman: Podman, folder: Path) -> None:
@@ -170,14 +152,10 @@ def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Podman]:
         pytest.skip(wheel)
     try:
         build_base(engine, folder)
-        server = serve_index(wheel, folder / "index")
-        try:
-            engine("build", "--from", BASE, "--network", "host", "--build-arg",
-                   f"TORCH_INDEX_URL=http://127.0.0.1:{server.server_address[1]}/simple",
+        write_index(wheel, folder / "index")
+        with serve_folder(folder / "index") as base:  # on loopback: the build runs with --network host
+            engine("build", "--from", BASE, "--network", "host", "--build-arg", f"TORCH_INDEX_URL={base}/simple",
                    "-f", "autograder/Dockerfile", "-t", IMAGE, str(ROOT), timeout=1800)
-        finally:
-            server.shutdown()
-            server.server_close()
         yield engine
     finally:
         engine("system", "reset", "--force", check=False)
