@@ -6,6 +6,7 @@ import copy
 import http.server
 import json
 import re
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -112,3 +113,11 @@ def serve_folder(folder: Path) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def closed_loopback_url() -> str:
+    """An index URL on 127.0.0.1 where nothing listens (the port is taken and released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/simple"

@@ -16,7 +16,7 @@ import pytest
 from course.bundle import build_bundle
 from course.config import load_config
 from course.gradescope import run_autograder
-from helpers import CORRECT_CODE, ROOT, serve_folder, submitted_notebook, write
+from helpers import CORRECT_CODE, ROOT, closed_loopback_url, serve_folder, submitted_notebook, write
 
 SCHEMA = json.loads((ROOT / "tests" / "gradescope_results.schema.json").read_text())
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
@@ -195,16 +195,6 @@ def test_bundle_installs_in_a_fresh_venv_and_grades(tmp_path):
 
 
 CHECK_INDEX = ROOT / "autograder" / "check-torch-index"
-
-
-def closed_loopback_url() -> str:
-    """An index URL on 127.0.0.1 where nothing listens (the port is taken and released)."""
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}/simple"
 
 
 def test_index_probe_passes_a_served_index_and_an_empty_url(tmp_path):

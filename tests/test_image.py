@@ -15,6 +15,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from helpers import ROOT, serve_folder
+from helpers import ROOT, closed_loopback_url, serve_folder
 
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
 SCHEMA = json.loads((ROOT / "tests" / "gradescope_results.schema.json").read_text())
@@ -216,6 +217,21 @@ def test_image_falls_back_to_the_uid_level_without_the_flags(podman, tmp_path, f
     assert report["score"] == 57, log
     assert sandbox_level(log) == "uid", log
 
+
+
+@pytest.mark.slow
+@pytest.mark.container
+def test_image_build_stops_at_once_when_the_torch_index_is_unreachable(podman):
+    url = closed_loopback_url()
+    started = time.monotonic()
+    completed = podman("build", "--from", BASE, "--network", "host", "--build-arg", f"TORCH_INDEX_URL={url}",
+                       "-f", "autograder/Dockerfile", "-t", "localhost/autograd-course-grader:unreachable", str(ROOT),
+                       check=False)
+    seconds = time.monotonic() - started
+    assert completed.returncode != 0
+    assert f"error: the torch index {url} cannot be reached" in completed.stdout + completed.stderr
+    assert "Collecting torch" not in completed.stdout + completed.stderr  # pip never started
+    assert seconds < 120, seconds  # the cached layers, then the probe: not minutes of pip retries
 
 
 def test_the_documented_flags_are_the_tested_ones():
