@@ -1,8 +1,8 @@
 """`autograd-course autograder build`: the zip to upload to Gradescope.
 
 Layout of the zip (Gradescope unpacks it to /autograder/source):
-  setup.sh, run_autograder,       executable, at the root
-  check-torch-index
+  setup.sh, run_autograder        executable, at the root (SCRIPTS)
+  check-torch-index               executable: setup.sh's probe of the torch index
   wheels/autograd_course-*.whl    this package, built from the checkout
   source/                         course.yaml and each assignment's source notebook (hidden tests)
 """
