@@ -39,6 +39,7 @@ USERNS = ("--uidmap", f"0:{USERNS_BASE}:65536", "--gidmap", f"0:{USERNS_BASE}:65
 # podman 4.3 runs conmon with at most 32768 processes; runc cannot set a container's limits above it
 PODMAN_ULIMIT_CAP = 32768
 
+
 def torch_pin() -> str:
     dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     return next(d.split("==")[1] for d in dependencies if d.startswith("torch=="))
