@@ -1,7 +1,8 @@
 """`autograd-course autograder build`: the zip to upload to Gradescope.
 
 Layout of the zip (Gradescope unpacks it to /autograder/source):
-  setup.sh, run_autograder        executable, at the root
+  setup.sh, run_autograder        executable, at the root (SCRIPTS)
+  check-torch-index               executable: setup.sh's probe of the torch index
   wheels/autograd_course-*.whl    this package, built from the checkout
   source/                         course.yaml and each assignment's source notebook (hidden tests)
 """
@@ -19,6 +20,7 @@ from course.errors import CourseError
 
 ZIP_NAME = "autograd-course-gradescope.zip"
 FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # reproducible zips
+SCRIPTS = ("setup.sh", "run_autograder", "check-torch-index")  # from autograder/, executable, at the zip's root
 
 
 def _add(archive: zipfile.ZipFile, name: str, data: bytes, *, mode: int = 0o644) -> None:
@@ -46,7 +48,7 @@ def build_bundle(config: CourseConfig, out_dir: Path) -> Path:
     """Write <out_dir>/autograd-course-gradescope.zip and return its path."""
     project = config.root
     scripts = project / "autograder"
-    for script in ("setup.sh", "run_autograder"):
+    for script in SCRIPTS:
         if not (scripts / script).exists():
             raise CourseError(f"{scripts / script}: missing; it belongs in the repository's autograder/ folder")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -55,7 +57,7 @@ def build_bundle(config: CourseConfig, out_dir: Path) -> Path:
         wheel = build_wheel(project, Path(scratch))
         temporary = out_dir / f".{ZIP_NAME}.tmp"
         with zipfile.ZipFile(temporary, "w") as archive:
-            for script in ("setup.sh", "run_autograder"):
+            for script in SCRIPTS:
                 _add(archive, script, (scripts / script).read_bytes(), mode=0o755)
             _add(archive, f"wheels/{wheel.name}", wheel.read_bytes())
             _add(archive, str(CONFIG_RELATIVE_PATH), (project / CONFIG_RELATIVE_PATH).read_bytes())

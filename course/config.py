@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
+import sys
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
@@ -14,6 +17,26 @@ from course.late import ACCEPT, PENALTY, UNIT_SECONDS, ZERO, LatePolicy
 
 CONFIG_RELATIVE_PATH = Path("source") / "course.yaml"
 DEFAULT_SANDBOX_UID = 61000
+# limits.memory_mb is an address-space limit (RLIMIT_AS), which counts every mapped library. Importing the
+# CPU build of torch maps about 0.6 GiB; the CUDA build (PyPI's torch on Linux) about 3.1 GiB, more than
+# the whole default, so every notebook's `import torch` would fail. With that build the default grows by
+# the difference, rounded up, leaving a notebook's own data the same room.
+DEFAULT_MEMORY_MB = 2048
+CUDA_TORCH_EXTRA_MB = 3072
+
+
+@functools.cache
+def torch_is_cuda_build() -> bool:
+    """Whether the installed torch is a CUDA build, from its metadata (torch itself is not imported)."""
+    try:
+        requires = importlib.metadata.distribution("torch").requires or []
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return sys.platform == "linux" and any(r.startswith(("nvidia-", "cuda-")) for r in requires)
+
+
+def default_memory_mb() -> int:
+    return DEFAULT_MEMORY_MB + (CUDA_TORCH_EXTRA_MB if torch_is_cuda_build() else 0)
 
 
 @dataclass(frozen=True)
@@ -22,7 +45,7 @@ class Limits:
 
     cell_seconds: float = 10
     submission_seconds: float = 60
-    memory_mb: int = 2048
+    memory_mb: int = field(default_factory=default_memory_mb)
     processes: int = 64
     output_kb: int = 10240
     file_size_mb: int = 16
@@ -49,7 +72,7 @@ class CourseConfig:
     hand_work: str = "note"
     hand_work_deduction: float = 0.5
     function_probes: int = 5
-    limits: Limits = Limits()
+    limits: Limits = field(default_factory=Limits)
     sandbox: str = "auto"
     sandbox_uid: int = DEFAULT_SANDBOX_UID
     variants: bool = False

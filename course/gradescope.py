@@ -151,11 +151,12 @@ def run_autograder(root: Path) -> dict[str, Any]:
     threading.Thread(target=importlib.import_module, args=("torch",), daemon=True).start()
     try:
         config = load_config(root / "source")
-        settings = config.assignment()
-        assignment = load_assignment(config.source_notebook(settings.name), settings.name)
-        # The level is said in the log (and results.json's extra_data); none good enough stops here.
+        # The grader's log (and results.json's extra_data) says which isolation student code gets, probed once
+        # (grading reuses the answer); when none is good enough, grading stops here.
         level, note = choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
         print(f"sandbox: {level}: {ISOLATION_SUMMARY[level]}{' ' + note if note else ''}", file=sys.stderr)
+        settings = config.assignment()
+        assignment = load_assignment(config.source_notebook(settings.name), settings.name)
         if config.variants:
             # Refuses a secret that the sandbox's uid could read, before any student code runs.
             load_secret(config.variant_secret_env, config.variant_secret_file, config.root)

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import copy
+import http.server
 import json
 import re
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,3 +93,31 @@ def add_cell(notebook: dict, source: str, *, at: int | None = None, metadata: di
 def submitted_notebook(answers: dict[str, str] | None = None) -> dict:
     """The released notebook as a student would submit it, answered with `answers` (default: all correct)."""
     return fill(load(RELEASE_NOTEBOOK), CORRECT_CODE if answers is None else answers)
+
+
+@contextmanager
+def serve_folder(folder: Path) -> Iterator[str]:
+    """Serve `folder` over http on 127.0.0.1 (a free port) from a thread; yields the base URL."""
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, directory=str(folder), **kwargs)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def closed_loopback_url() -> str:
+    """An index URL on 127.0.0.1 where nothing listens (the port is taken and released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/simple"

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from course.config import load_config, parse_config
+from course import config as config_module
+from course.config import default_memory_mb, load_config, parse_config
 from course.errors import ConfigError
 from helpers import ROOT
 
@@ -17,7 +18,7 @@ def test_the_course_yaml_loads_with_documented_defaults():
     assert config.tolerance == 1e-6
     assert config.limits.cell_seconds == 10
     assert config.limits.submission_seconds == 60
-    assert config.limits.memory_mb == 2048
+    assert config.limits.memory_mb == default_memory_mb()
     assert config.limits.processes == 64
     assert config.limits.output_kb == 10240
 
@@ -75,4 +76,18 @@ def test_limits_override(tmp_path):
     config = load_config(tmp_path)
     assert config.limits.cell_seconds == 2.5
     assert config.limits.processes == 8
-    assert config.limits.memory_mb == 2048
+    assert config.limits.memory_mb == default_memory_mb()
+
+
+@pytest.mark.parametrize(("cuda", "memory_mb"), [(False, 2048), (True, 5120)])
+def test_memory_default_makes_room_for_a_cuda_build_of_torch(monkeypatch, cuda, memory_mb):
+    """RLIMIT_AS counts mapped libraries: the CUDA build maps about 3 GiB at `import torch`."""
+    monkeypatch.setattr(config_module, "torch_is_cuda_build", lambda: cuda)
+    assert default_memory_mb() == memory_mb
+    assert parse_config(BASE, Path(), "c.yaml").limits.memory_mb == memory_mb
+
+
+def test_the_installed_torch_build_is_recognised():
+    import torch
+
+    assert config_module.torch_is_cuda_build() == (torch.version.cuda is not None)

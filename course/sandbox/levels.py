@@ -17,13 +17,14 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from course.errors import SandboxError
 from course.sandbox.bubblewrap import bwrap_binary, bwrap_command, userns_command
-from course.sandbox.uids import drop_to
+from course.sandbox.uids import drop_to, lease_uid
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,13 @@ def _probe(command: list[str], preexec: Any = None) -> bool:
     return completed.returncode == 0
 
 
+def _probe_as_leased(base_uid: int, command_for: Callable[[int, int], list[str]], tmp_mb: int) -> bool:
+    """Probe under a leased uid: a probe as an unleased uid could be killed by another grader reaping the
+    processes of the uid it has leased, and then look like a sandbox that does not work."""
+    with lease_uid(base_uid) as leased:
+        return _probe(command_for(leased, tmp_mb))
+
+
 @cache
 def choose_isolation(requested: str, uid: int, tmp_mb: int) -> tuple[str, str]:
     """(level, note): the isolation to run student code at, probed once per process. `auto` and `bwrap`
@@ -75,7 +83,7 @@ def choose_isolation(requested: str, uid: int, tmp_mb: int) -> tuple[str, str]:
     is_root = os.geteuid() == 0
     if requested in ("auto", "bwrap"):
         binary = bwrap_binary()
-        if binary and is_root and shutil.which("setpriv") and _probe(bwrap_command(uid, tmp_mb)):
+        if binary and is_root and shutil.which("setpriv") and _probe_as_leased(uid, bwrap_command, tmp_mb):
             return "bwrap", ""
         if binary and _probe(userns_command(tmp_mb)):
             return "userns", ""
@@ -92,7 +100,9 @@ def choose_isolation(requested: str, uid: int, tmp_mb: int) -> tuple[str, str]:
         if not is_root:
             raise SandboxError("sandbox: uid needs the grader to run as root (it switches student code to "
                                f"uid {uid}); run as root, or set sandbox: auto")
-        if not _probe([], preexec=lambda: drop_to(uid)):
+        with lease_uid(uid) as leased:  # another grader reaping its own uid must not kill this probe
+            started = _probe([], preexec=lambda: drop_to(leased))
+        if not started:
             raise SandboxError(f"sandbox: uid {uid} cannot start this Python (is it installed in a private home?); "
                                "install the course into a virtual environment every user can read")
         return "uid", ("As course.yaml asks (sandbox: uid), student code runs as an unprivileged uid with rlimits, "
