@@ -166,11 +166,14 @@ def _title_before(cells: list, index: int) -> str:
     return ""
 
 
+NUMBERS_CELL = "numbers"  # the grade id of the locked cell that holds the exercises' numbers, `P = {...}`
+
+
 def _numbers(by_id: dict, path: Path) -> dict:
     """The exercises' numbers: the literal dict `P = {...}` of the locked `numbers` cell ({} without one)."""
-    if "numbers" not in by_id:
+    if NUMBERS_CELL not in by_id:
         return {}
-    index, cell = by_id["numbers"]
+    index, cell = by_id[NUMBERS_CELL]
     where = f"{path}: cell {index} (numbers)"
     try:
         tree = ast.parse(_source(cell))

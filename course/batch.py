@@ -39,6 +39,7 @@ from course.term import (
     write_integrity,
 )
 from course.text import safe_text
+from course.variants import course_secret
 
 
 @dataclass
@@ -121,8 +122,7 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         )
     jobs = sandbox.default_jobs() if jobs is None else jobs
     if config.variants:
-        # A missing course secret stops the batch before anything is graded.
-        config.params_for("probe", assignment.default_params)
+        course_secret(config)  # a missing or readable course secret stops the batch before anything is graded
     question_ids = tuple(q.id for q in assignment.questions)
     level, note = sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
     summary = BatchSummary(out_dir=out_dir, csv_path=grades_csv_path(out_dir, settings.name),

@@ -89,16 +89,6 @@ class CourseConfig:
             return not gradescope
         return self.feedback_reveals == "torch_values"
 
-    def params_for(self, student_id: str, defaults: dict) -> dict:
-        """The numbers a student's exercises use: their own when variants are on, else `defaults` (those of
-        the source notebook's numbers cell)."""
-        from course import variants
-
-        if not self.variants:
-            return dict(defaults)
-        secret = variants.load_secret(self.variant_secret_env, self.variant_secret_file, self.root)
-        return variants.derive(secret, student_id)
-
     def assignment(self, name: str | None = None) -> AssignmentSettings:
         """The named assignment, or the only one when name is None."""
         if name is None:

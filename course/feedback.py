@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from course.answers import VALUE, describe, is_number
+from course.config import CourseConfig, Limits
 from course.judge import QuestionResult, ValueResult
 from course.misconceptions import diagnose
+from course.sandbox import RunResult
 
 
 @dataclass(frozen=True)
@@ -156,3 +158,49 @@ def build_feedback(student_id: str, assignment: str, questions: tuple[QuestionRe
         "reveals_torch_values": reveal_torch_values,
         "questions": entries,
     }
+
+
+# ----------------------------------------------------------------------------- what a run's limits say
+
+# What a limit looks like in an error the notebook reported, and how the feedback names it. The error
+# text comes from the student's process, so this is only a hint shown beside that error, in the section of
+# the notebook's own errors: never a statement in the grader's voice.
+LIMIT_SIGNS = (
+    (("MemoryError", "can't allocate memory", "Cannot allocate memory"),
+     "This looks like the memory limit ({memory_mb} MB)."),
+    (("Resource temporarily unavailable", "BlockingIOError"),
+     "This looks like the limit on processes and threads ({processes})."),
+    (("File too large",), "This looks like the limit on the size of a file ({file_size_mb} MB)."),
+    (("No space left on device",), "This looks like the limit on scratch space ({tmp_mb} MB)."),
+    (("Too many open files",), "This looks like the limit on open files ({open_files})."),
+)
+
+
+def limit_hint(error: str, limits: Limits) -> str:
+    """The hint for one reported error ("" when it names no limit)."""
+    return " ".join(template.format(**vars(limits)) for signs, template in LIMIT_SIGNS
+                    if any(sign in error for sign in signs))
+
+
+def cell_errors_of(run: RunResult, limits: Limits) -> list[dict[str, str]]:
+    """The errors the notebook reported, each labelled with its cell and, where it fits, a limit hint."""
+    errors = []
+    for cell in run.cells:
+        if cell.error:
+            entry = {"cell": cell.label, "error": cell.error}
+            hint = limit_hint(cell.error, limits)
+            if hint:
+                entry["hint"] = hint
+            errors.append(entry)
+    return errors
+
+
+def limit_messages(run: RunResult, config: CourseConfig) -> list[str]:
+    """The limits the grader saw hit itself (time limits are told by `ended_early`)."""
+    messages = []
+    if run.limit_hit == "output_kb":
+        messages.append(f"Your notebook printed more than {config.limits.output_kb} KB; the rest was discarded.")
+    if run.limit_hit == "cpu_seconds":
+        messages.append(f"The notebook used more CPU time than allowed ({config.limits.submission_seconds:g} s "
+                        "in all), so the system stopped it.")
+    return messages

@@ -13,12 +13,13 @@ from functools import partial
 from course import handwork, integrity, sandbox
 from course.answers import MISSING, Answer
 from course.assignment import Assignment
-from course.config import CourseConfig, Limits
+from course.config import CourseConfig
 from course.discovery import SubmissionRef
 from course.errors import SubmissionError
-from course.feedback import build_feedback
+from course.feedback import build_feedback, cell_errors_of, limit_messages
 from course.judge import QuestionResult, choose_probe_points, judge
 from course.submission import Submission, read_submission, student_id_problem
+from course.variants import numbers_for
 
 GRADED, TIMED_OUT, FAILED, ERROR = "graded", "timed_out", "failed", "autograder_error"
 
@@ -43,50 +44,6 @@ def _zero(assignment: Assignment, answers_reason: str, config: CourseConfig) -> 
     return judge(assignment, answers, tolerance=config.tolerance)
 
 
-# What a limit looks like in an error the notebook reported, and how the feedback names it. The error
-# text comes from the student's process, so this is only a hint shown beside that error, in the section of
-# the notebook's own errors: never a statement in the grader's voice.
-LIMIT_SIGNS = (
-    (("MemoryError", "can't allocate memory", "Cannot allocate memory"),
-     "This looks like the memory limit ({memory_mb} MB)."),
-    (("Resource temporarily unavailable", "BlockingIOError"),
-     "This looks like the limit on processes and threads ({processes})."),
-    (("File too large",), "This looks like the limit on the size of a file ({file_size_mb} MB)."),
-    (("No space left on device",), "This looks like the limit on scratch space ({tmp_mb} MB)."),
-    (("Too many open files",), "This looks like the limit on open files ({open_files})."),
-)
-
-
-def limit_hint(error: str, limits: Limits) -> str:
-    """The hint for one reported error ("" when it names no limit)."""
-    return " ".join(template.format(**vars(limits)) for signs, template in LIMIT_SIGNS
-                    if any(sign in error for sign in signs))
-
-
-def cell_errors_of(run: sandbox.RunResult, limits: Limits) -> list[dict[str, str]]:
-    """The errors the notebook reported, each labelled with its cell and, where it fits, a limit hint."""
-    errors = []
-    for cell in run.cells:
-        if cell.error:
-            entry = {"cell": cell.label, "error": cell.error}
-            hint = limit_hint(cell.error, limits)
-            if hint:
-                entry["hint"] = hint
-            errors.append(entry)
-    return errors
-
-
-def limit_messages(run: sandbox.RunResult, config: CourseConfig) -> list[str]:
-    """The limits the grader saw hit itself (time limits are told by `ended_early`)."""
-    messages = []
-    if run.limit_hit == "output_kb":
-        messages.append(f"Your notebook printed more than {config.limits.output_kb} KB; the rest was discarded.")
-    if run.limit_hit == "cpu_seconds":
-        messages.append(f"The notebook used more CPU time than allowed ({config.limits.submission_seconds:g} s "
-                        "in all), so the system stopped it.")
-    return messages
-
-
 def _status_of(run: sandbox.RunResult) -> str:
     return TIMED_OUT if run.limit_hit in ("cell_seconds", "submission_seconds") else GRADED
 
@@ -106,7 +63,7 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
     try:
         if ref.problem:
             raise SubmissionError(ref.problem)
-        params = config.params_for(ref.student_id, assignment.default_params)
+        params = numbers_for(config, ref.student_id, assignment.default_params)
         submission = _read(ref, assignment, config, params)
         parsed = handwork.parse_cells(submission.cells)  # once, bounded: for hand work and the integrity report
         findings = integrity.review(submission, ref.student_id, parsed)

@@ -17,7 +17,6 @@ from typing import Any
 
 from course.answers import FUNCTION, VALUE, Answer, PlainValue, describe, is_number
 from course.assignment import HIDDEN_BEGIN, HIDDEN_END, Assignment, Question, region_lines
-from course.variants import DEFAULTS
 
 
 @dataclass(frozen=True)
@@ -175,14 +174,15 @@ def _hidden_test_namespace(answers: dict[str, Answer], marks_factory: Any, param
 
 def judge_question(question: Question, answers: dict[str, Answer], *, tolerance: float,
                    computed: frozenset[str] = frozenset(), deduction: float = 0.0,
-                   params: dict | None = None) -> QuestionResult:
-    """Score one question by running its hidden-test cell from source/ in this (trusted) process."""
+                   params: dict) -> QuestionResult:
+    """Score one question by running its hidden-test cell from source/ in this (trusted) process, with the
+    student's numbers `params`."""
     results: list[ValueResult] = []
 
     def marks_factory() -> _Marks:
         return _Marks(answers, tolerance, computed, deduction, results)
 
-    namespace = _hidden_test_namespace(answers, marks_factory, DEFAULTS if params is None else params)
+    namespace = _hidden_test_namespace(answers, marks_factory, params)
     error = None
     try:
         # Only the hidden region scores: the visible part of a test cell is the public form check that makes
@@ -208,9 +208,10 @@ def judge_question(question: Question, answers: dict[str, Answer], *, tolerance:
 def judge(assignment: Assignment, answers: dict[str, Answer], *, tolerance: float,
           computed: frozenset[str] = frozenset(), deduction: float = 0.0,
           params: dict | None = None) -> tuple[QuestionResult, ...]:
-    """Score every question; `params` are the student's numbers (the article's when None)."""
+    """Score every question; `params` are the student's numbers (the source notebook's when None)."""
+    numbers = assignment.default_params if params is None else params
     return tuple(judge_question(q, answers, tolerance=tolerance, computed=computed, deduction=deduction,
-                                params=params) for q in assignment.questions)
+                                params=numbers) for q in assignment.questions)
 
 
 def choose_probe_points(function_names: tuple[str, ...], count: int) -> dict[str, list[float]]:

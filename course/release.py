@@ -21,6 +21,7 @@ from course import nbgrader_bridge, roster
 from course.assignment import (
     HIDDEN_BEGIN,
     HIDDEN_END,
+    NUMBERS_CELL,
     SOLUTION_BEGIN,
     SOLUTION_END,
     Assignment,
@@ -31,8 +32,7 @@ from course.assignment import (
 from course.config import CourseConfig
 from course.errors import ReleaseError
 from course.files import atomic_write_text
-from course.submission import NUMBERS_CELL
-from course.variants import fill_text, numbers_source
+from course.variants import course_secret, fill_text, numbers_for, numbers_source
 
 SOLUTIONS_STUDENT = "__source_solutions__"
 UNTOUCHED_STUDENT = "__untouched_release__"
@@ -156,7 +156,7 @@ def _write_notebook(path: Path, notebook: dict) -> None:
 def _release_for_students(config: CourseConfig, release_path: Path, template: dict, ids: list[str]) -> None:
     """release/<assignment>/students/<id>/<notebook> for each student, with their own numbers."""
     for student_id in ids:
-        notebook = personalise(template, config.params_for(student_id, {}), student_id)
+        notebook = personalise(template, numbers_for(config, student_id, {}), student_id)
         _write_notebook(release_path.parent / "students" / student_id / release_path.name, notebook)
 
 
@@ -173,7 +173,7 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
     if students:
         if not config.variants:
             raise ReleaseError("release --students needs variants: true in source/course.yaml (and a course secret)")
-        config.params_for(students[0], {})  # a missing secret stops here, before anything is written
+        course_secret(config)  # a missing secret stops here, before anything is written
     final_path = config.release_notebook(settings.name)
     with tempfile.TemporaryDirectory(prefix="autograd-course-staging-") as scratch:
         staging = Path(scratch)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from course.assignment import Assignment, nbgrader_meta
+from course.assignment import NUMBERS_CELL, Assignment, nbgrader_meta
 from course.errors import SubmissionError
 from course.text import safe_text
 from course.variants import numbers_source
@@ -114,7 +114,6 @@ def read_notebook_json(path: Path, max_bytes: int) -> dict[str, Any]:
     return notebook
 
 
-NUMBERS_CELL = "numbers"
 # A student id becomes a folder name, a CSV cell and a gradebook key: letters (any script), digits and
 # . _ @ + -, starting with a letter or digit (so never `..`, a hidden file or a spreadsheet formula).
 STUDENT_ID = re.compile(r"[^\W_][\w.@+-]{0,99}")

@@ -17,6 +17,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from course.config import CourseConfig
 from course.errors import ConfigError
 
 Params = dict[str, Any]
@@ -151,3 +152,16 @@ def load_secret(env_name: str, file_name: str | None, root: Path) -> bytes:
         f"variants: true needs a course secret: set the environment variable {env_name} or name a file in "
         "variant_secret_file (keep it out of the repository)"
     )
+
+
+def course_secret(config: CourseConfig) -> bytes:
+    """The course's variants secret, from where its settings say (refused when others could read it)."""
+    return load_secret(config.variant_secret_env, config.variant_secret_file, config.root)
+
+
+def numbers_for(config: CourseConfig, student_id: str, defaults: Params) -> Params:
+    """The numbers a student's exercises use: their own when variants are on, else `defaults` (those of the
+    source notebook's numbers cell)."""
+    if not config.variants:
+        return dict(defaults)
+    return derive(course_secret(config), student_id)

@@ -108,6 +108,6 @@ def test_hidden_test_errors_become_a_visible_autograder_error(assignment):
         "### BEGIN HIDDEN TESTS\nmarks = Marks()\nraise RuntimeError('bug')\n### END HIDDEN TESTS\n"))
     from course.judge import judge_question
 
-    result = judge_question(broken, contract_answers(assignment), tolerance=TOL)
+    result = judge_question(broken, contract_answers(assignment), tolerance=TOL, params=assignment.default_params)
     assert result.earned == 0
     assert "RuntimeError: bug" in result.error

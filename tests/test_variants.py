@@ -15,7 +15,7 @@ from course.answers import FUNCTION, VALUE, Answer, Probe
 from course.config import load_config
 from course.errors import ConfigError
 from course.judge import judge
-from course.variants import DEFAULTS, constraint_violations, derive, fill_text, numbers_source
+from course.variants import DEFAULTS, constraint_violations, derive, fill_text, numbers_for, numbers_source
 from helpers import ALL_VALUES
 
 SECRET = b"a course secret for the tests"
@@ -127,7 +127,7 @@ def test_variants_without_a_secret_stop_with_a_clear_message(course_root, monkey
     monkeypatch.delenv("AUTOGRAD_COURSE_SECRET", raising=False)
     config = replace(load_config(course_root), variants=True)
     with pytest.raises(ConfigError, match="variants: true needs a course secret"):
-        config.params_for("alice", {})
+        numbers_for(config, "alice", {})
 
 
 @pytest.mark.slow
