@@ -36,6 +36,7 @@ class CheckReport:
     questions: tuple[QuestionCheck, ...]
     ended_early: str | None
     cell_errors: tuple[tuple[str, str], ...]
+    isolation: str = ""  # how the notebook was run, said on the last line
 
     @property
     def ready(self) -> bool:
@@ -64,6 +65,8 @@ class CheckReport:
             lines.append(f"the notebook did not run to the end: {self.ended_early}")
         lines.append("Ready to submit: every answer has the right form." if self.ready else
                      "Not ready yet: fix the items marked todo (this check never says whether a value is right).")
+        if self.isolation:
+            lines.append(f"sandbox: {self.isolation}")
         return lines
 
 
@@ -90,4 +93,5 @@ def check_notebook(config: CourseConfig, path: Path, assignment_name: str | None
         answers = {name: run.answers[name] for name in question.answer_names + question.function_names}
         questions.append(QuestionCheck(question.title, answers, error))
     cell_errors = tuple((c.label, c.error) for c in run.cells if c.error and c.index < FORM_CHECK_OFFSET)
-    return CheckReport(tuple(questions), run.ended_early, cell_errors)
+    return CheckReport(tuple(questions), run.ended_early, cell_errors,
+                       f"{run.isolation}: {sandbox.ISOLATION_SUMMARY[run.isolation]}")

@@ -68,6 +68,7 @@ def test_check_on_the_untouched_release_lists_what_is_missing(capsys):
     out = capsys.readouterr().out
     assert "[todo] 3. A whole (tiny) network by hand: net_h missing (still `...`)" in out
     assert "Not ready yet" in out
+    assert out.strip().splitlines()[-1].startswith("sandbox: ")  # every entry point says how student code ran
 
 
 def test_check_on_a_complete_notebook_is_ready_and_reveals_no_hidden_value(tmp_path, capsys):
