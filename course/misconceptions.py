@@ -123,6 +123,16 @@ RULES: tuple[Rule, ...] = (
          _expected(v, "y_grad_without_retain") is None and is_number(_student(v, "y_grad_without_retain")),
          "Without retain_grad() an intermediate's gradient is used on the way back and then discarded: "
          "y.grad is None.", LEAVES),
+    # Exercise 11 asks for .grad after two backward() calls: a student who gives one call's gradient (the
+    # tiny network's, from exercise 3) read the second call as replacing the first.
+    Rule("second_backward_overwrites", "twice_w_grad",
+         lambda v: _wrong(v, "twice_w_grad") and _student_equals(v, "twice_w_grad", _expected(v, "net_dL_dw")),
+         "You gave the gradient of one backward() call. The second call adds the same gradient again, so .grad "
+         "holds twice as much.", ACCUMULATE),
+    Rule("second_backward_overwrites_b", "twice_b_grad",
+         lambda v: _wrong(v, "twice_b_grad") and _student_equals(v, "twice_b_grad", _expected(v, "net_dL_db")),
+         "You gave the bias gradient of one backward() call. The second call adds the same gradient again, so "
+         ".grad holds twice as much.", ACCUMULATE),
     Rule("backward_order", "local_slopes", lambda v: type(_expected(v, "local_slopes")) is list and
          _student_equals(v, "local_slopes", list(reversed(_expected(v, "local_slopes")))),
          "You listed the local slopes in forward order. The backward pass meets the nodes right to left: "

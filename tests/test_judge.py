@@ -111,3 +111,16 @@ def test_hidden_test_errors_become_a_visible_autograder_error(assignment):
     result = judge_question(broken, contract_answers(assignment), tolerance=TOL, params=assignment.default_params)
     assert result.earned == 0
     assert "RuntimeError: bug" in result.error
+
+
+def test_one_backward_call_for_two_is_diagnosed_as_overwriting(assignment):
+    """Exercise 11 answered with a single step's gradients (what exercise 3 computes) is the same reading of
+    accumulation as overwriting that exercise 6 catches."""
+    from course.misconceptions import diagnose
+
+    single_step = {"twice_w_grad": ALL_VALUES["net_dL_dw"], "twice_b_grad": ALL_VALUES["net_dL_db"]}
+    found = diagnose(judge(assignment, contract_answers(assignment, {**ALL_VALUES, **single_step}), tolerance=TOL))
+    ids = {d.id for diagnoses in found.values() for d in diagnoses}
+    assert {"second_backward_overwrites", "second_backward_overwrites_b"} <= ids
+    honest = diagnose(judge(assignment, contract_answers(assignment), tolerance=TOL))
+    assert not any(d.id.startswith("second_backward") for diagnoses in honest.values() for d in diagnoses)
