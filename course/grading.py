@@ -93,6 +93,9 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
         questions = judge(assignment, answers, tolerance=config.tolerance, computed=hand_work.computed,
                           deduction=deduction, params=params)
         status = _status_of(ran)
+        # A syntax error first: every answer its cell sets is missing because of it, not because of the answers.
+        messages[:0] = [f"{where[:1].upper()}{where[1:]} has a syntax error, so nothing in that cell ran and its "
+                        "answers are missing. Fix it first." for where in parsed.syntax_errors]
         if ran.ended_early:
             messages.append(f"Your notebook did not run to the end: {ran.ended_early}. "
                             "Answers set before that point were graded.")

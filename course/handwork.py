@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from course.submission import Cell
+from course.text import safe_text
 
 TORCH_ATTRIBUTES = {"backward", "grad", "item", "retain_grad", "detach", "tolist", "numpy"}
 MAX_PARSE_CHARS = 200_000
@@ -129,11 +130,12 @@ class ParsedCells:
 
     trees: tuple[tuple[Cell, ast.Module], ...]
     complete: bool = True
+    syntax_errors: tuple[str, ...] = ()  # "<cell label>, line N: <what Python says>", in the cells' order
 
 
 def parse_cells(cells: tuple[Cell, ...]) -> ParsedCells:
     """Parse each student cell once, within the budget (see the module's docstring)."""
-    trees = []
+    trees, syntax_errors = [], []
     started, analysed, complete = time.monotonic(), 0, True
     for cell in cells:
         if cell.index < 0:
@@ -147,9 +149,12 @@ def parse_cells(cells: tuple[Cell, ...]) -> ParsedCells:
             continue
         try:
             trees.append((cell, ast.parse(python_text(cell.source))))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        except SyntaxError as error:
+            if not cell.source.lstrip().startswith("%%"):  # a cell magic's body need not be Python
+                syntax_errors.append(f"{cell.label}, line {error.lineno}: {safe_text(error.msg, 200, one_line=True)}")
+        except (ValueError, RecursionError, MemoryError):
             continue
-    return ParsedCells(tuple(trees), complete)
+    return ParsedCells(tuple(trees), complete, tuple(syntax_errors))
 
 
 def computed_answers(parsed: ParsedCells, answer_names: tuple[str, ...]) -> HandWork:

@@ -13,6 +13,7 @@ from course import sandbox
 from course.answers import FUNCTION, MISSING, VALUE, WRONG_FORM, Answer
 from course.assignment import load_assignment
 from course.config import CourseConfig
+from course.handwork import parse_cells
 from course.judge import choose_probe_points
 from course.submission import Cell, read_submission
 
@@ -37,13 +38,15 @@ class CheckReport:
     ended_early: str | None
     cell_errors: tuple[tuple[str, str], ...]
     isolation: str = ""  # how the notebook was run, said on the last line
+    syntax_errors: tuple[str, ...] = ()  # said first: they explain the missing answers below them
 
     @property
     def ready(self) -> bool:
-        return self.ended_early is None and all(q.ready for q in self.questions)
+        return not self.syntax_errors and self.ended_early is None and all(q.ready for q in self.questions)
 
     def lines(self) -> list[str]:
-        lines = []
+        lines = [f"syntax error in {where}: nothing in that cell ran, so its answers are missing; fix it first"
+                 for where in self.syntax_errors]
         for question in self.questions:
             mark = "ok  " if question.ready else "todo"
             states = []
@@ -94,4 +97,5 @@ def check_notebook(config: CourseConfig, path: Path, assignment_name: str | None
         questions.append(QuestionCheck(question.title, answers, error))
     cell_errors = tuple((c.label, c.error) for c in run.cells if c.error and c.index < FORM_CHECK_OFFSET)
     return CheckReport(tuple(questions), run.ended_early, cell_errors,
-                       f"{run.isolation}: {sandbox.ISOLATION_SUMMARY[run.isolation]}")
+                       f"{run.isolation}: {sandbox.ISOLATION_SUMMARY[run.isolation]}",
+                       parse_cells(submission.cells).syntax_errors)

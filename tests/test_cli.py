@@ -81,3 +81,15 @@ def test_check_on_a_complete_notebook_is_ready_and_reveals_no_hidden_value(tmp_p
     assert "Ready to submit" in out
     assert "[ok  ] 3. A whole (tiny) network by hand" in out
     assert "12" not in out  # torch's value of net_dL_dw is never shown by the self-check
+
+
+def test_check_names_a_syntax_error_first(tmp_path, capsys):
+    """A syntax error in an answer cell reads as the cause of its missing answers, not as missing answers."""
+    from helpers import CORRECT_CODE
+
+    broken = {**CORRECT_CODE, "net_dL_dw": "12 +* 3"}  # the tiny network's answer cell no longer parses
+    path = write(submitted_notebook(broken), tmp_path / "me.ipynb")
+    assert main(["--course", str(ROOT), "check", str(path)]) == 1
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("syntax error in your answer cell for 3. A whole (tiny) network by hand, line ")
+    assert "fix it first" in first

@@ -137,3 +137,15 @@ def test_duplicate_student_ids_and_unusable_names_in_a_batch(tmp_path, course_ro
     printed = "\n".join(summary.lines())
     assert "\x1b" not in printed
     assert "\\x1b[2Kevil" in printed
+
+
+def test_a_syntax_error_is_named_before_the_answers_it_cost(tmp_path, grader):
+    from helpers import CORRECT_CODE, submitted_notebook
+
+    graded, _ = grader(submitted_notebook({**CORRECT_CODE, "net_dL_dw": "12 +* 3"}), tmp_path)
+    first = graded.feedback["messages"][0]
+    assert first.startswith("Your answer cell for 3. A whole (tiny) network by hand, line ")
+    assert "has a syntax error" in first
+    tiny = next(q for q in graded.feedback["questions"] if q["id"] == "tiny_net")
+    assert tiny["earned"] == 0
+    assert graded.feedback["score"] == 57 - tiny["points"]
