@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,6 +150,12 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
+def course_text_html(text: str) -> str:
+    """The course's own text (a question's title, from the instructor's notebook): escaped, with its
+    `backticked` names shown as code rather than as literal backticks. Never for a student's text."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", _e(text))
+
+
 def _cell_html(cell: Cell, label: str) -> str:
     if cell.kind == "mark":
         css = "ok" if cell.text.startswith("✓") else "bad"
@@ -201,7 +208,7 @@ def render_html(feedback: dict[str, Any]) -> str:
     parts.append("</header>")
     for question in feedback["questions"]:
         view = question_view(question, reveal)
-        parts.append(f'<section class=card id="q-{_e(view.id)}"><h2><span>{_e(view.title)}</span>'
+        parts.append(f'<section class=card id="q-{_e(view.id)}"><h2><span>{course_text_html(view.title)}</span>'
                      f"<span class=points>{_e(view.score)}</span></h2>")
         if view.error:
             parts.append(f'<div class="error">{_e(view.error)}</div>')

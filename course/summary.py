@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from course.render import CSS
+from course.render import CSS, course_text_html
 
 BUCKETS = 10
 
@@ -107,7 +107,7 @@ def render_summary_html(summary: dict[str, Any], assignment: str) -> str:
     parts.append("<section class=card><h2>Questions</h2><div class=table-wrap><table><thead><tr><th>question</th>"
                  "<th>full marks</th><th>mean points</th></tr></thead><tbody>")
     for question in summary["questions"]:
-        parts.append(f"<tr><td>{e(question['title'])}</td><td>{100 * question['success_rate']:.0f}% "
+        parts.append(f"<tr><td>{course_text_html(question['title'])}</td><td>{100 * question['success_rate']:.0f}% "
                      f"({question['full_marks']})</td><td>{question['mean']:.2f} / {question['points']:g}</td></tr>")
     parts.append("</tbody></table></div></section>")
     parts.append("<section class=card><h2>Most common misconceptions</h2>")
@@ -115,7 +115,8 @@ def render_summary_html(summary: dict[str, Any], assignment: str) -> str:
         parts.append("<p>None recognised.</p>")
     for item in summary["misconceptions"][:10]:
         parts.append(f'<div class="misconception"><strong>{item["students"]} student'
-                     f'{"s" if item["students"] != 1 else ""}</strong> ({e(item["question"])}): {e(item["diagnosis"])}'
+                     f'{"s" if item["students"] != 1 else ""}</strong> ({course_text_html(item["question"])}): '
+                     f'{e(item["diagnosis"])}'
                      f'<div class=idea>The idea: {e(item["idea"])}</div></div>')
     parts.append("</section>")
     parts.append(_integrity_html(summary.get("integrity", {})))
