@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -10,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from course.assignment import load_assignment
 from course.config import load_config
-from helpers import ROOT
+from helpers import ROOT, copy_course
 
 
 @pytest.fixture(scope="session")
@@ -23,8 +22,7 @@ def assignment():
 def course_root(tmp_path: Path) -> Path:
     """A private copy of the course (source/ and release/) to release and grade in."""
     root = tmp_path / "course"
-    for folder in ("source", "release"):
-        shutil.copytree(ROOT / folder, root / folder)
+    copy_course(root)
     return root
 
 

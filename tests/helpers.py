@@ -121,3 +121,12 @@ def closed_loopback_url() -> str:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     return f"http://127.0.0.1:{port}/simple"
+
+
+def copy_course(root: Path) -> Path:
+    """A private copy of the course (source/ and release/) at `root`, to release and grade in."""
+    import shutil
+
+    for folder in ("source", "release"):
+        shutil.copytree(ROOT / folder, root / folder)
+    return root

@@ -11,7 +11,7 @@ import pytest
 from course import nbgrader_bridge
 from course.batch import grade_batch
 from course.cli import main
-from helpers import ALL_VALUES, CORRECT_CODE, ROOT, submitted_notebook, write, wrong_literal
+from helpers import ALL_VALUES, CORRECT_CODE, ROOT, copy_course, submitted_notebook, write, wrong_literal
 
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
 EXPECTED_SAMPLE_SCORES = {"alice": 57, "bob": 45, "carol": 0, "dave": 57, "erin": 4, "frank": 0}
@@ -27,8 +27,7 @@ def read_csv(path):
 @pytest.fixture(scope="module")
 def graded_samples(tmp_path_factory):
     root = tmp_path_factory.mktemp("samples") / "course"
-    for folder in ("source", "release"):
-        shutil.copytree(ROOT / folder, root / folder)
+    copy_course(root)
     shutil.copytree(SAMPLES, root / "submitted")
     from course.config import load_config
 
@@ -162,8 +161,7 @@ def test_feedback_json_is_deterministic(graded_samples, tmp_path):
 def test_our_scores_equal_nbgrader_autograde_on_honest_notebooks(tmp_path):
     """Question by question, on notebooks nbgrader grades correctly (no tampering)."""
     root = tmp_path / "course"
-    for folder in ("source", "release"):
-        shutil.copytree(ROOT / folder, root / folder)
+    copy_course(root)
     honest = {
         "alice": SAMPLES / "alice" / "autograd" / "autograd.ipynb",
         "bob": SAMPLES / "bob" / "autograd" / "autograd.ipynb",

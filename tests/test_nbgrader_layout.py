@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from course.cli import main
-from helpers import ROOT
+from helpers import ROOT, copy_course
 
 pytestmark = pytest.mark.slow
 
@@ -32,8 +32,7 @@ def formgrader_api(root):
 @pytest.fixture(scope="module")
 def graded_course(tmp_path_factory):
     root = tmp_path_factory.mktemp("term") / "course"
-    for folder in ("source", "release"):
-        shutil.copytree(ROOT / folder, root / folder)
+    copy_course(root)
     shutil.copytree(SAMPLES, root / "submitted")
     for student, stamp in TIMESTAMPS.items():
         (root / "submitted" / student / "autograd" / "timestamp.txt").write_text(stamp)

@@ -87,12 +87,8 @@ def test_a_missing_end_solution_names_the_cell_and_question_and_leaves_release_a
     from course.cli import main
 
     before = snapshot(course_root / "release")
-    path = course_root / "source" / "autograd" / "autograd.ipynb"
-    notebook = json.loads(path.read_text())
-    for cell in notebook["cells"]:
-        if cell["metadata"].get("nbgrader", {}).get("grade_id") == "answer_tiny_net":
-            cell["source"] = [line for line in cell["source"] if "END SOLUTION" not in line]
-    path.write_text(json.dumps(notebook, indent=1))
+    edit_source_cell(course_root, "answer_tiny_net",
+                     lambda lines: [line for line in lines if "END SOLUTION" not in line])
     assert main(["--course", str(course_root), "release"]) == 1
     err = capsys.readouterr().err
     assert "(answer_tiny_net, question '3. A whole (tiny) network by hand'): ### BEGIN SOLUTION on line 8 has no " \
@@ -104,12 +100,8 @@ def test_a_missing_end_solution_names_the_cell_and_question_and_leaves_release_a
 
 def test_a_solution_region_outside_a_solution_cell_is_named_before_nbgrader_runs(course_config, course_root):
     before = snapshot(course_root / "release")
-    path = course_root / "source" / "autograd" / "autograd.ipynb"
-    notebook = json.loads(path.read_text())
-    for cell in notebook["cells"]:
-        if cell["metadata"].get("nbgrader", {}).get("grade_id") == "form_tiny_net":
-            cell["source"] = [*cell["source"], "\n### BEGIN SOLUTION\n", "secret_hint = 12\n", "### END SOLUTION\n"]
-    path.write_text(json.dumps(notebook, indent=1))
+    edit_source_cell(course_root, "form_tiny_net",
+                     lambda lines: [*lines, "\n### BEGIN SOLUTION\n", "secret_hint = 12\n", "### END SOLUTION\n"])
     with pytest.raises(CourseError) as failure:  # nbgrader itself would stop with a traceback
         release(course_config, verify=False)
     assert ("(form_tiny_net, question '3. A whole (tiny) network by hand'): its ### BEGIN SOLUTION region is in a "
@@ -123,3 +115,13 @@ def test_a_leak_is_reported_with_its_question(assignment):
 
     assert _with_question(assignment, "answer_tiny_net: the release still contains 'net_dL_dw = 12'") == (
         "answer_tiny_net (question '3. A whole (tiny) network by hand'): the release still contains 'net_dL_dw = 12'")
+
+
+def edit_source_cell(course_root, grade_id: str, change) -> None:
+    """Rewrite the source lines of one cell of the course copy's source notebook."""
+    path = course_root / "source" / "autograd" / "autograd.ipynb"
+    notebook = json.loads(path.read_text())
+    for cell in notebook["cells"]:
+        if cell["metadata"].get("nbgrader", {}).get("grade_id") == grade_id:
+            cell["source"] = change(cell["source"])
+    path.write_text(json.dumps(notebook, indent=1))

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from course.cli import main
-from helpers import ALL_VALUES, CORRECT_CODE, ROOT, submitted_notebook, write, wrong_literal
+from helpers import ALL_VALUES, CORRECT_CODE, ROOT, copy_course, submitted_notebook, write, wrong_literal
 
 NBGRADER = str(Path(sys.executable).parent / "nbgrader")
 DUE = "2026-11-20 23:59:00 UTC"
@@ -56,8 +56,7 @@ def read_csv(path: Path) -> dict[str, dict[str, str]]:
 def term(tmp_path_factory):
     base = tmp_path_factory.mktemp("term")
     root, exchange, homes = base / "course", base / "exchange", base / "students"
-    for folder in ("source", "release"):
-        shutil.copytree(ROOT / folder, root / folder)
+    copy_course(root)
     shutil.copy(ROOT / "nbgrader_config.py", root)
     exchange.mkdir(mode=0o777)
     exchange.chmod(0o777)

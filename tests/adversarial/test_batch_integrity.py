@@ -14,7 +14,7 @@ import pytest
 
 from course import nbgrader_bridge
 from course.config import load_config
-from helpers import ROOT
+from helpers import ROOT, copy_course
 
 pytestmark = pytest.mark.slow
 
@@ -42,8 +42,7 @@ def grade_cli(root, out, *extra):
 
 def test_sigkill_mid_batch_then_rerun(tmp_path):
     root = tmp_path / "course"
-    for folder in ("source", "release"):
-        shutil.copytree(ROOT / folder, root / folder)
+    copy_course(root)
     shutil.copytree(SAMPLES, root / "submitted")
     out = root / "out"
     subprocess.run(grade_cli(root, out), check=True, capture_output=True)

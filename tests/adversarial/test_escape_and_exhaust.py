@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from course.batch import grade_batch
-from helpers import ROOT
+from helpers import ROOT, copy_course
 
 from .conftest import fast_config, needs_bwrap, per_question, with_cell
 
@@ -101,8 +101,7 @@ def test_attacks_that_need_the_namespace_sandbox(name, baseline, tmp_path, grade
 
 def test_the_batch_goes_on_after_a_hostile_submission(tmp_path):
     root = tmp_path / "course"
-    for folder in ("source", "release"):
-        shutil.copytree(ROOT / folder, root / folder)
+    copy_course(root)
     submitted = root / "submitted"
     from helpers import write
 

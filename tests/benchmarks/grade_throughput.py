@@ -31,7 +31,7 @@ from course import nbgrader_bridge
 from course.batch import grade_batch
 from course.config import load_config
 from course.release import release
-from helpers import ALL_VALUES, CORRECT_CODE, ROOT, add_cell, submitted_notebook, write, wrong_literal
+from helpers import ALL_VALUES, CORRECT_CODE, ROOT, add_cell, copy_course, submitted_notebook, write, wrong_literal
 
 MISCONCEPTIONS = [
     {"accumulated_grads": "[6, 6, 6]"}, {"net_dL_dw": "6"}, {"w2_dL_da": "1.0", "w2_dL_dw": "2.0"},
@@ -68,8 +68,7 @@ def make_course(base: Path, mix: dict[str, tuple[str, dict]]) -> Path:
     """A course as an instructor has it when grading: released (so the gradebook knows the assignment,
     as nbgrader autograde also requires) and with the class's submissions in submitted/."""
     root = base / "course"
-    for folder in ("source", "release"):
-        shutil.copytree(ROOT / folder, root / folder)
+    copy_course(root)
     release(load_config(root), verify=False)
     for student, (_, notebook) in mix.items():
         write(notebook, root / "submitted" / student / "autograd" / "autograd.ipynb")

@@ -8,7 +8,7 @@ import pytest
 
 from course.batch import grade_batch
 from course.config import load_config
-from helpers import ROOT
+from helpers import ROOT, copy_course
 
 from .conftest import screenshot
 
@@ -18,8 +18,7 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("graded") / "course"
-    for folder in ("source", "release"):
-        shutil.copytree(ROOT / folder, root / folder)
+    copy_course(root)
     shutil.copytree(ROOT / "tests" / "samples" / "submitted", root / "submitted")
     grade_batch(load_config(root), [], root / "out")
     return root / "out"

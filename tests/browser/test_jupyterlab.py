@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import socket
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from helpers import ROOT
+from helpers import copy_course
 
 from .conftest import screenshot
 
@@ -36,8 +35,7 @@ def jupyterlab(tmp_path_factory):
     if reason:
         pytest.skip(reason)
     root = tmp_path_factory.mktemp("lab") / "course"
-    for folder in ("source", "release"):
-        shutil.copytree(ROOT / folder, root / folder)
+    copy_course(root)
     port, token = free_port(), secrets.token_hex(16)
     log = (root.parent / "jupyterlab.log").open("w")
     # Render every cell (JupyterLab 4 otherwise only keeps cells near the viewport in the page).
