@@ -87,13 +87,24 @@ def matches(student: PlainValue, expected: PlainValue, tolerance: float) -> bool
     return is_number(student) and is_number(expected) and abs(student - expected) <= tolerance
 
 
-def _unanswered_detail(answer: Answer) -> str:
+def form_in_words(expected: PlainValue) -> str:
+    """What form an answer must have, said as the public checks say it (never the value itself)."""
+    if expected is None:
+        return "None"
+    if type(expected) is bool:
+        return "True or False"
+    if type(expected) is list:
+        return f"a list of {len(expected)} values"
+    return "a number"
+
+
+def _unanswered_detail(answer: Answer, expected: PlainValue = 0) -> str:
     if answer.status == "missing":
         return f"no answer ({answer.detail})"
     if answer.status == "wrong_form":
-        return f"wrong form: a {answer.detail}, not a plain number, list, True/False or None"
+        return f"wrong form: a value of type {answer.detail}, where {form_in_words(expected)} was expected"
     if answer.status == FUNCTION:
-        return "a function, where a value was expected"
+        return f"a function, where {form_in_words(expected)} was expected"
     return answer.detail or answer.status
 
 
@@ -127,7 +138,7 @@ class _Marks:
                                          hand_work_note=flagged))
         else:
             self.sink.append(ValueResult(name, found.status, None, expected, False, float(points), 0.0, hint,
-                                         detail=_unanswered_detail(found)))
+                                         detail=_unanswered_detail(found, expected)))
 
     def function(self, name: str, answer: Any, reference: Any, hint: str, points: float = 1) -> None:
         del answer

@@ -80,7 +80,7 @@ def _chain_table(table: dict[str, Any], reveal: bool) -> Table:
         node = Cell(f"→ {row['node']}" if index == table["first_wrong"] else row["node"])
         if reveal:
             rows.append((node, Cell(row["your_forward"], "num"), Cell(row["torch_forward"], "num"),
-                         Cell(f"{row['local_derivative']} = {row['torch_local_derivative']}"),
+                         Cell(f"{row['local_derivative']} (here {row['torch_local_derivative']})"),
                          Cell(row["your_gradient"], "num"), Cell(row["torch_gradient"], "num"), _mark(row["correct"])))
         else:
             rows.append((node, Cell(row["your_forward"], "num"), Cell(row["local_derivative"]),

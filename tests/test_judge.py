@@ -49,7 +49,7 @@ def test_function_that_raised_at_a_point(assignment):
     ("answer", "detail"),
     [
         (Answer(MISSING, detail="still `...`"), "no answer (still `...`)"),
-        (Answer(WRONG_FORM, detail="Tensor"), "wrong form: a Tensor"),
+        (Answer(WRONG_FORM, detail="Tensor"), "wrong form: a value of type Tensor, where a number was expected"),
         (Answer(UNREADABLE, detail="the grader could not read this answer (list too long)"), "could not read"),
     ],
 )
