@@ -98,13 +98,14 @@ def form_in_words(expected: PlainValue) -> str:
     return "a number"
 
 
-def _unanswered_detail(answer: Answer, expected: PlainValue = 0) -> str:
+def _unanswered_detail(answer: Answer, form: str) -> str:
+    """Why an answer scored nothing before any comparison; `form` says in words what was expected."""
     if answer.status == "missing":
         return f"no answer ({answer.detail})"
     if answer.status == "wrong_form":
-        return f"wrong form: a value of type {answer.detail}, where {form_in_words(expected)} was expected"
+        return f"wrong form: a value of type {answer.detail}, where {form} was expected"
     if answer.status == FUNCTION:
-        return f"a function, where {form_in_words(expected)} was expected"
+        return f"a function, where {form} was expected"
     return answer.detail or answer.status
 
 
@@ -138,14 +139,14 @@ class _Marks:
                                          hand_work_note=flagged))
         else:
             self.sink.append(ValueResult(name, found.status, None, expected, False, float(points), 0.0, hint,
-                                         detail=_unanswered_detail(found, expected)))
+                                         detail=_unanswered_detail(found, form_in_words(expected))))
 
     def function(self, name: str, answer: Any, reference: Any, hint: str, points: float = 1) -> None:
         del answer
         found = self._answer(name)
         if found.status != FUNCTION or not found.probes:
             detail = ("your function was not called: the notebook stopped before grading reached it"
-                      if found.status == FUNCTION else _unanswered_detail(found))
+                      if found.status == FUNCTION else _unanswered_detail(found, "a function of x"))
             self.sink.append(ValueResult(name, found.status, None, None, False, float(points), 0.0, hint,
                                          detail=detail))
             return

@@ -124,3 +124,11 @@ def test_one_backward_call_for_two_is_diagnosed_as_overwriting(assignment):
     assert {"second_backward_overwrites", "second_backward_overwrites_b"} <= ids
     honest = diagnose(judge(assignment, contract_answers(assignment), tolerance=TOL))
     assert not any(d.id.startswith("second_backward") for diagnoses in honest.values() for d in diagnoses)
+
+
+def test_a_function_answer_of_the_wrong_form_says_a_function_was_expected(assignment):
+    answers = contract_answers(assignment)
+    answers["cubic_derivative"] = Answer(WRONG_FORM, detail="int")
+    cubic = judge(assignment, answers, tolerance=TOL)[8]
+    derivative = next(v for v in cubic.values if v.name == "cubic_derivative")
+    assert derivative.detail == "wrong form: a value of type int, where a function of x was expected"
