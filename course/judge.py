@@ -72,15 +72,17 @@ def to_plain(reference: Any) -> PlainValue:
         return reference.detach().tolist()
     if type(reference) in (list, tuple):
         return [to_plain(item) for item in reference]
-    if reference is None or type(reference) in (bool, int, float):
+    if reference is None or type(reference) in (bool, int, float, str):
         return reference
     raise TypeError(f"a hidden test gave a reference of type {type(reference).__name__}; use tensors or plain values")
 
 
 def matches(student: PlainValue, expected: PlainValue, tolerance: float) -> bool:
-    """The one comparison of the course: exact for None/bools, within `tolerance` for numbers."""
+    """The one comparison of the course: exact for None/bools/strings, within `tolerance` for numbers."""
     if expected is None or type(expected) is bool:
         return student is expected
+    if type(expected) is str:
+        return type(student) is str and student == expected
     if type(expected) is list:
         return (type(student) is list and len(student) == len(expected)
                 and all(matches(s, e, tolerance) for s, e in zip(student, expected, strict=True)))
@@ -95,6 +97,8 @@ def form_in_words(expected: PlainValue) -> str:
         return "True or False"
     if type(expected) is list:
         return f"a list of {len(expected)} values"
+    if type(expected) is str:
+        return "a name in quotes (a string)"
     return "a number"
 
 
