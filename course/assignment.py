@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from course.config import CourseConfig
+from course.content import EXERCISES_FILE, NO_CONTENT, Content, load_content
 from course.errors import SourceNotebookError
 
 SOLUTION_BEGIN = "### BEGIN SOLUTION"
@@ -45,6 +47,7 @@ class Assignment:
     questions: tuple[Question, ...]
     locked_sources: dict[str, str]
     default_params: dict
+    content: Content = NO_CONTENT  # numbers' variants, chain tables, misconceptions: source/<name>/exercises.py
 
     @property
     def max_score(self) -> float:
@@ -186,8 +189,9 @@ def _numbers(by_id: dict, path: Path) -> dict:
     return numbers
 
 
-def load_assignment(path: Path, name: str) -> Assignment:
-    """Read and check the source notebook of assignment `name`."""
+def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Assignment:
+    """Read and check the source notebook of assignment `name`, and its exercises module (`exercises`, by
+    default exercises.py beside the notebook; none is fine)."""
     try:
         notebook = json.loads(path.read_text(encoding="utf-8"))
         cells = notebook["cells"]
@@ -261,11 +265,23 @@ def load_assignment(path: Path, name: str) -> Assignment:
                     f"and {question.answer_cell_id}"
                 )
             seen[answer_name] = question.answer_cell_id
+    content = load_content(exercises or path.parent / EXERCISES_FILE)
+    default_params = _numbers(by_id, path)
+    problems = content.constraint_violations(default_params) if default_params else []
+    if problems:
+        raise SourceNotebookError(f"{path}: the numbers cell's P does not fit the exercises ({'; '.join(problems)})")
     return Assignment(
         name=name,
         notebook_path=path,
-        default_params=_numbers(by_id, path),
+        default_params=default_params,
+        content=content,
         setup_source=_source(by_id["setup"][1]),
         questions=tuple(questions),
         locked_sources=locked_sources,
     )
+
+
+def load_course_assignment(config: CourseConfig, name: str | None = None) -> Assignment:
+    """The course's assignment `name` (the first when None): its source notebook and exercises module."""
+    settings = config.assignment(name)
+    return load_assignment(config.source_notebook(settings.name), settings.name, config.exercises_module(settings.name))

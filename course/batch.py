@@ -13,14 +13,15 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from course import integrity, nbgrader_layout, sandbox
-from course.assignment import load_assignment
+from course.assignment import load_course_assignment
 from course.config import AssignmentSettings, CourseConfig
 from course.discovery import SubmissionRef, check_paths_exist, discover
 from course.errors import CourseError
 from course.files import atomic_write_json, atomic_write_text
-from course.gradebook import GradeRow, grades_csv_path, read_grades_csv, write_grades_csv
+from course.gradebook import GradeRow, grades_csv_path, read_grades_csv, write_course_totals, write_grades_csv
 from course.grading import ERROR, FAILED, GRADED, TIMED_OUT, Graded, grade_submission
 from course.nbgrader_bridge import GradebookWriter, assignment_due
 from course.render import render_html
@@ -44,6 +45,7 @@ from course.variants import course_secret
 
 @dataclass
 class BatchSummary:
+    assignment: str = ""
     graded: list[Graded] = field(default_factory=list)
     refused: list[SubmissionRef] = field(default_factory=list)
     out_dir: Path = Path()
@@ -70,8 +72,8 @@ class BatchSummary:
         slowest = sorted(self.graded, key=lambda g: g.seconds, reverse=True)[:3]
         if slowest:
             lines.append("slowest: " + ", ".join(f"{g.student_id} {g.seconds:.1f} s" for g in slowest))
-        lines.append(f"grades: {self.csv_path}; class summary: {self.out_dir / 'class-summary.html'}; "
-                     f"feedback: {self.out_dir / 'feedback'}/<student>/")
+        lines.append(f"grades: {self.csv_path}; class summary: {class_summary_path(self.out_dir, self.assignment)}; "
+                     f"feedback: {self.out_dir / 'feedback'}/<student>/{self.assignment}/")
         if self.gradebook_note:
             lines.append(f"gradebook: {self.gradebook_note}")
         if self.isolation:
@@ -113,7 +115,7 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         roster = gradebook_students(config.gradebook_url, config.root / "gradebook.db")
     settings = config.assignment(assignment_name)
     due = settings.due or assignment_due(config.gradebook_url, config.root / "gradebook.db", settings.name)
-    assignment = load_assignment(config.source_notebook(settings.name), settings.name)
+    assignment = load_course_assignment(config, settings.name)
     refs = discover(paths or [config.root / "submitted"], settings.name, settings.notebook)
     if not refs:
         raise CourseError(
@@ -125,7 +127,7 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         course_secret(config)  # a missing or readable course secret stops the batch before anything is graded
     question_ids = tuple(q.id for q in assignment.questions)
     level, note = sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
-    summary = BatchSummary(out_dir=out_dir, csv_path=grades_csv_path(out_dir, settings.name),
+    summary = BatchSummary(assignment=settings.name, out_dir=out_dir, csv_path=grades_csv_path(out_dir, settings.name),
                            isolation=note or sandbox.ISOLATION_SUMMARY[level],
                            gradebook_note=gradebook_note(config, record))
     rows: list[GradeRow] = []
@@ -180,6 +182,40 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
     return summary
 
 
+def assignments_in(config: CourseConfig, paths: list[Path], assignment_name: str | None) -> list[AssignmentSettings]:
+    """Which assignments a grading run covers: the one named; else the course's only one; else every one with
+    a submission in nbgrader's layout under PATHs (loose notebooks say no assignment: then it must be named)."""
+    if assignment_name is not None:
+        return [config.assignment(assignment_name)]
+    if len(config.assignments) == 1:
+        return [config.assignments[0]]
+    folders = paths or [config.root / "submitted"]
+    names = ", ".join(a.name for a in config.assignments)
+    for path in folders:
+        says = path.resolve().parent.name if path.is_file() else path.name  # .../<assignment>/<notebook>
+        loose = [path] if path.is_file() else [c for c in path.iterdir() if c.suffix == ".ipynb"]
+        if loose and says not in {a.name for a in config.assignments}:
+            raise CourseError(f"{loose[0]}: the course has several assignments ({names}) and a loose notebook does "
+                              "not say which one it answers; grade it with --assignment NAME")
+    found = [a for a in config.assignments
+             if any(ref for path in folders if path.is_dir() for ref in discover([path], a.name, a.notebook))]
+    if not found:
+        raise CourseError(f"no submissions of any assignment ({names}) found in {', '.join(map(str, folders))}: "
+                          "expected submitted/<student>/<assignment>/<notebook>, or name one with --assignment")
+    return found
+
+
+def grade_course(config: CourseConfig, paths: list[Path], out_dir: Path, *, assignment_name: str | None = None,
+                 **options: Any) -> list[BatchSummary]:
+    """Grade every assignment the run covers (see `assignments_in`), each apart (its own CSV, feedback folder,
+    class summary and gradebook records), then course-totals.csv: every student's score per assignment."""
+    check_paths_exist(paths)
+    summaries = [grade_batch(config, paths, out_dir, assignment_name=settings.name, **options)
+                 for settings in assignments_in(config, paths, assignment_name)]
+    write_course_totals(out_dir, tuple(a.name for a in config.assignments))
+    return summaries
+
+
 def record_graded(graded: Graded, out_dir: Path, config: CourseConfig, settings: AssignmentSettings,
                   gradebook: GradebookWriter | None, submitted: Path | None) -> Graded:
     """Write one student's feedback (and, with a gradebook, nbgrader's records). A failure here stays this
@@ -204,9 +240,14 @@ def record_graded(graded: Graded, out_dir: Path, config: CourseConfig, settings:
         return failed
 
 
+def class_summary_path(out_dir: Path, assignment: str, suffix: str = ".html") -> Path:
+    """The instructor's page of one assignment: class-summary-<assignment>.html (and .json)."""
+    return out_dir / f"class-summary-{assignment}{suffix}"
+
+
 def write_class_summary(out_dir: Path, assignment: str, csv_path: Path | None = None) -> None:
-    """class-summary.html (and .json) next to the grades CSV, over every student graded into out_dir; the
-    students whose CSV row says `missing` are listed as having submitted nothing."""
+    """class-summary-<assignment>.html (and .json) next to the grades CSV, over every student graded into
+    out_dir; the students whose CSV row says `missing` are listed as having submitted nothing."""
     rows = read_grades_csv(csv_path) if csv_path else {}
     missing = sorted(sid for sid, row in rows.items() if row.get("status") == MISSING_WORK)
     feedback, unreadable = read_class_feedback(out_dir, assignment)
@@ -215,8 +256,8 @@ def write_class_summary(out_dir: Path, assignment: str, csv_path: Path | None = 
     for student, findings in integrity.borrowed_numbers(feedback).items():  # across students: the whole class
         seen[student] = [*seen.get(student, []), *findings]
     summary["integrity"] = dict(sorted(seen.items()))
-    atomic_write_json(out_dir / "class-summary.json", summary)
-    atomic_write_text(out_dir / "class-summary.html", render_summary_html(summary, assignment))
+    atomic_write_json(class_summary_path(out_dir, assignment, ".json"), summary)
+    atomic_write_text(class_summary_path(out_dir, assignment), render_summary_html(summary, assignment))
 
 
 def _flush(csv_path: Path, question_ids: tuple[str, ...], rows: list[GradeRow],

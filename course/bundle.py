@@ -4,7 +4,9 @@ Layout of the zip (Gradescope unpacks it to /autograder/source):
   setup.sh, run_autograder        executable, at the root (SCRIPTS)
   check-torch-index               executable: setup.sh's probe of the torch index
   wheels/autograd_course-*.whl    this package, built from the checkout
-  source/                         course.yaml and each assignment's source notebook (hidden tests)
+  source/course.yaml              the course's settings, with this zip's one assignment
+  source/<assignment>/            its source notebook (hidden tests) and exercises module
+One zip per assignment: a Gradescope assignment runs one autograder.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+import yaml
+
 from course.config import CONFIG_RELATIVE_PATH, CourseConfig
 from course.errors import CourseError
 
-ZIP_NAME = "autograd-course-gradescope.zip"
+ZIP_NAME = "autograd-course-{assignment}-gradescope.zip"
 FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # reproducible zips
 SCRIPTS = ("setup.sh", "run_autograder", "check-torch-index")  # from autograder/, executable, at the zip's root
 
@@ -44,26 +48,38 @@ def build_wheel(project: Path, into: Path) -> Path:
     return wheels[-1]
 
 
-def build_bundle(config: CourseConfig, out_dir: Path) -> Path:
-    """Write <out_dir>/autograd-course-gradescope.zip and return its path."""
+def _one_assignment_config(project: Path, name: str) -> bytes:
+    """The course YAML with only assignment `name` left in its list (run_autograder grades the first)."""
+    data = yaml.safe_load((project / CONFIG_RELATIVE_PATH).read_text(encoding="utf-8"))
+    data["assignments"] = [item for item in data["assignments"] if item.get("name") == name]
+    header = f"# The course's settings for the Gradescope autograder of {name!r} (made by autograder build).\n"
+    return (header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)).encode("utf-8")
+
+
+def build_bundle(config: CourseConfig, out_dir: Path, assignment_name: str | None = None) -> Path:
+    """Write <out_dir>/autograd-course-<assignment>-gradescope.zip for one assignment (default: the first)
+    and return its path."""
+    settings = config.assignment(assignment_name)
     project = config.root
     scripts = project / "autograder"
     for script in SCRIPTS:
         if not (scripts / script).exists():
             raise CourseError(f"{scripts / script}: missing; it belongs in the repository's autograder/ folder")
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / ZIP_NAME
+    target = out_dir / ZIP_NAME.format(assignment=settings.name)
     with tempfile.TemporaryDirectory() as scratch:
         wheel = build_wheel(project, Path(scratch))
-        temporary = out_dir / f".{ZIP_NAME}.tmp"
+        temporary = out_dir / f".{target.name}.tmp"
         with zipfile.ZipFile(temporary, "w") as archive:
             for script in SCRIPTS:
                 _add(archive, script, (scripts / script).read_bytes(), mode=0o755)
             _add(archive, f"wheels/{wheel.name}", wheel.read_bytes())
-            _add(archive, str(CONFIG_RELATIVE_PATH), (project / CONFIG_RELATIVE_PATH).read_bytes())
-            for settings in config.assignments:
-                notebook = config.source_notebook(settings.name)
-                _add(archive, f"source/{settings.name}/{notebook.name}", notebook.read_bytes())
+            _add(archive, str(CONFIG_RELATIVE_PATH), _one_assignment_config(project, settings.name))
+            notebook = config.source_notebook(settings.name)
+            _add(archive, f"source/{settings.name}/{notebook.name}", notebook.read_bytes())
+            exercises = config.exercises_module(settings.name)
+            if exercises.is_file():
+                _add(archive, f"source/{settings.name}/{exercises.name}", exercises.read_bytes())
             if config.variants and config.variant_secret_file:
                 # Gradescope's graders need the course secret to recompute each student's numbers; the zip
                 # goes only to the instructors' Gradescope course. The entry is mode 600 and setup.sh makes

@@ -10,6 +10,7 @@ from pathlib import Path
 from course import __version__
 from course.config import load_config
 from course.errors import CourseError
+from course.gradebook import COURSE_TOTALS
 from course.lms import FORMATS
 
 COMMAND_HELP = {
@@ -50,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     release = commands.add_parser("release", help=COMMAND_HELP["release"], description=COMMAND_HELP["release"])
-    release.add_argument("--assignment", help="which assignment (default: the first in the course YAML)")
+    release.add_argument("--assignment", help="which assignment (default: every assignment of the course YAML)")
     release.add_argument("--no-verify", action="store_true",
                          help="skip the nbgrader autograde proof (solutions earn full marks, the release zero)")
     release.add_argument("--students", type=Path, metavar="ROSTER",
@@ -66,7 +67,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="submitted/ in nbgrader's layout (the default), a folder of <student>.ipynb, or notebooks")
     grade.add_argument("--out", type=Path, default=None,
                        help="where grades-<assignment>.csv and feedback/ go (default: the course root)")
-    grade.add_argument("--assignment", help="which assignment (default: the first in the course YAML)")
+    grade.add_argument("--assignment", help="which assignment (default: the course's only one, else every one "
+                                            "with submissions in nbgrader's submitted/ layout)")
     grade.add_argument("--gradebook", action=argparse.BooleanOptionalAction, default=None,
                        help="record the scores in the course's nbgrader gradebook (default: only when --out is "
                             "the course root; --no-gradebook keeps a trial run out of it)")
@@ -96,7 +98,8 @@ def _parser() -> argparse.ArgumentParser:
     actions = autograder.add_subparsers(dest="action", required=True, metavar="ACTION")
     build = actions.add_parser("build", help=COMMAND_HELP["autograder build"],
                                description=COMMAND_HELP["autograder build"])
-    build.add_argument("--out", type=Path, default=Path("dist"), help="where the zip goes (default: dist/)")
+    build.add_argument("--out", type=Path, default=Path("dist"), help="where the zips go (default: dist/)")
+    build.add_argument("--assignment", help="which assignment (default: one zip for each assignment)")
     run = actions.add_parser("run", help=COMMAND_HELP["autograder run"], description=COMMAND_HELP["autograder run"])
     run.add_argument("--root", type=Path, default=None,
                      help="the Gradescope root (default: $AUTOGRADER_ROOT, else /autograder)")
@@ -106,15 +109,18 @@ def _parser() -> argparse.ArgumentParser:
 def _release(args: argparse.Namespace) -> int:
     from course.release import read_roster, release
 
+    config = load_config(args.course)
     students = read_roster(args.students) if args.students else None
-    report = release(load_config(args.course), args.assignment, verify=not args.no_verify, students=students)
-    print(f"released {report.release_notebook} ({report.questions} questions, {report.max_score:g} points)")
-    if report.personalised:
-        print(f"personalised copies for {report.personalised} students in "
-              f"{report.release_notebook.parent / 'students'}")
-    if report.solution_score is not None:
-        print(f"verified with nbgrader autograde: source solutions {report.solution_score:g}/{report.max_score:g}, "
-              f"untouched release {report.untouched_score:g}/{report.max_score:g}")
+    names = [args.assignment] if args.assignment else [a.name for a in config.assignments]
+    for name in names:
+        report = release(config, name, verify=not args.no_verify, students=students)
+        print(f"released {report.release_notebook} ({report.questions} questions, {report.max_score:g} points)")
+        if report.personalised:
+            print(f"personalised copies for {report.personalised} students in "
+                  f"{report.release_notebook.parent / 'students'}")
+        if report.solution_score is not None:
+            print(f"verified with nbgrader autograde: source solutions {report.solution_score:g}/"
+                  f"{report.max_score:g}, untouched release {report.untouched_score:g}/{report.max_score:g}")
     return 0
 
 
@@ -128,7 +134,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from course.batch import grade_batch
+    from course.batch import grade_course
     from course.roster import read_roster
 
     config = load_config(args.course)
@@ -146,12 +152,17 @@ def _grade(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 0:
         raise CourseError("--jobs must be 0 or more")
     roster = read_roster(args.roster) if args.roster else None
-    summary = grade_batch(config, list(args.paths), out_dir, assignment_name=args.assignment, jobs=args.jobs,
-                          report=report, record_gradebook=args.gradebook, roster=roster)
+    summaries = grade_course(config, list(args.paths), out_dir, assignment_name=args.assignment, jobs=args.jobs,
+                             report=report, record_gradebook=args.gradebook, roster=roster)
     if progress:
         progress.finish()
-    for line in summary.lines():
-        print(line)
+    for summary in summaries:
+        if len(summaries) > 1:
+            print(f"{summary.assignment}:")
+        for line in summary.lines():
+            print(f"  {line}" if len(summaries) > 1 else line)
+    if len(config.assignments) > 1:
+        print(f"course totals: {out_dir / COURSE_TOTALS}")
     return 0
 
 
@@ -170,8 +181,12 @@ def _autograder(args: argparse.Namespace) -> int:
     if args.action == "build":
         from course.bundle import build_bundle
 
-        path = build_bundle(load_config(args.course), args.out)
-        print(f"built {path} ({path.stat().st_size / 2**20:.1f} MB): upload it as the Gradescope autograder")
+        config = load_config(args.course)
+        names = [args.assignment] if args.assignment else [a.name for a in config.assignments]
+        for name in names:
+            path = build_bundle(config, args.out, name)
+            print(f"built {path} ({path.stat().st_size / 2**20:.1f} MB): upload it as the Gradescope autograder "
+                  f"of {name}")
         return 0
     from course.gradescope import run_autograder
 

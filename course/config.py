@@ -61,6 +61,7 @@ class AssignmentSettings:
     notebook: str
     due: datetime | None = None  # naive UTC, as nbgrader keeps it; None: nbgrader's gradebook decides
     extensions: dict[str, float] = field(default_factory=dict)  # student id -> extra hours
+    exercises: str = "exercises.py"  # the assignment's content module, beside its notebook (optional)
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,11 @@ class CourseConfig:
     def source_notebook(self, name: str | None = None) -> Path:
         settings = self.assignment(name)
         return self.root / "source" / settings.name / settings.notebook
+
+    def exercises_module(self, name: str | None = None) -> Path:
+        """The assignment's content module: numbers' variants, chain tables, misconceptions (may not exist)."""
+        settings = self.assignment(name)
+        return self.root / "source" / settings.name / settings.exercises
 
     def release_notebook(self, name: str | None = None) -> Path:
         settings = self.assignment(name)
@@ -194,17 +200,21 @@ def parse_config(data: Any, root: Path, where: str) -> CourseConfig:
     raw_assignments = data["assignments"]
     if not isinstance(raw_assignments, list) or not raw_assignments:
         raise ConfigError(f"{where}: assignments must be a non-empty list of {{name, notebook}}")
-    assignments = []
+    assignments: list[AssignmentSettings] = []
     for index, item in enumerate(raw_assignments):
         item_where = f"{where}: assignments[{index}]"
         if not isinstance(item, dict):
             raise ConfigError(f"{item_where} must be a mapping with name and notebook")
-        _check_keys(item_where, item, {"name", "notebook", "due", "extensions"}, {"name", "notebook"})
-        for key in ("name", "notebook"):
-            if not isinstance(item[key], str) or not item[key] or "/" in item[key] or item[key].startswith("."):
+        _check_keys(item_where, item, {"name", "notebook", "due", "extensions", "exercises"}, {"name", "notebook"})
+        for key in ("name", "notebook", "exercises"):
+            if key in item and (not isinstance(item[key], str) or not item[key] or "/" in item[key]
+                                or item[key].startswith(".")):
                 raise ConfigError(f"{item_where}.{key} must be a plain file or folder name, got {item[key]!r}")
+        if any(known.name == item["name"] for known in assignments):
+            raise ConfigError(f"{item_where}: the assignment name {item['name']!r} is used twice")
         assignments.append(AssignmentSettings(item["name"], item["notebook"], _due(item_where, item.get("due")),
-                                              _extensions(item_where, item.get("extensions"))))
+                                              _extensions(item_where, item.get("extensions")),
+                                              item.get("exercises", "exercises.py")))
 
     settings: dict[str, Any] = {}
     for key, choices in _CHOICES.items():

@@ -6,43 +6,14 @@ and as Gradescope's Markdown.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from course.answers import VALUE, describe, is_number
 from course.config import CourseConfig, Limits
+from course.content import NO_CONTENT, ChainStep, Content
 from course.judge import QuestionResult, ValueResult
 from course.misconceptions import diagnose
 from course.sandbox import RunResult
-
-
-@dataclass(frozen=True)
-class ChainStep:
-    """One step of the backward walk: the gradient `gradient` arrives via the node `node`."""
-
-    node: str
-    local: str
-    forward: str | None
-    gradient: str
-    upstream: str | None
-
-
-CHAINS: dict[str, tuple[ChainStep, ...]] = {
-    "tiny_net": (
-        ChainStep("L = (a − target)²", "∂L/∂a = 2(a − target)", "net_loss", "net_dL_da", None),
-        ChainStep("a = ReLU(h)", "∂a/∂h = 1 if h > 0, else 0", "net_a", "net_dL_dh", "net_dL_da"),
-        ChainStep("h = w·x + b (to w)", "∂h/∂w = x", "net_h", "net_dL_dw", "net_dL_dh"),
-        ChainStep("h = w·x + b (to b)", "∂h/∂b = 1", "net_h", "net_dL_db", "net_dL_dh"),
-    ),
-    "w2_net": (
-        ChainStep("L = (out − 2)²", "∂L/∂out = 2(out − 2)", "w2_loss", "w2_dL_dout", None),
-        ChainStep("out = w2·a (to w2)", "∂out/∂w2 = a", "w2_out", "w2_dL_dw2", "w2_dL_dout"),
-        ChainStep("out = w2·a (to a)", "∂out/∂a = w2", "w2_out", "w2_dL_da", "w2_dL_dout"),
-        ChainStep("a = ReLU(h)", "∂a/∂h = 1 if h > 0, else 0", None, "w2_dL_dh", "w2_dL_da"),
-        ChainStep("h = w·x + b (to w)", "∂h/∂w = x", None, "w2_dL_dw", "w2_dL_dh"),
-        ChainStep("h = w·x + b (to b)", "∂h/∂b = 1", None, "w2_dL_db", "w2_dL_dh"),
-    ),
-}
 
 
 def _shown(result: ValueResult | None) -> str:
@@ -62,9 +33,8 @@ def _local_value(values: dict[str, ValueResult], step: ChainStep) -> str:
     return describe(leaving / arriving)
 
 
-def chain_table(question_id: str, values: dict[str, ValueResult], reveal: bool) -> dict[str, Any] | None:
+def chain_table(steps: tuple[ChainStep, ...], values: dict[str, ValueResult], reveal: bool) -> dict[str, Any] | None:
     """The backward walk node by node; torch's numbers (forward, local derivative, gradient) only if `reveal`."""
-    steps = CHAINS.get(question_id)
     if not steps or not all(step.gradient in values for step in steps):
         return None
     rows, first_wrong = [], None
@@ -119,7 +89,8 @@ def _value_entry(result: ValueResult, reveal: bool) -> dict[str, Any]:
     return entry
 
 
-def question_entry(question: QuestionResult, diagnoses: list, reveal: bool = True) -> dict[str, Any]:
+def question_entry(question: QuestionResult, diagnoses: list, reveal: bool = True,
+                   chain: tuple[ChainStep, ...] = ()) -> dict[str, Any]:
     values = {value.name: value for value in question.values}
     entry: dict[str, Any] = {
         "id": question.id,
@@ -134,7 +105,7 @@ def question_entry(question: QuestionResult, diagnoses: list, reveal: bool = Tru
     if question.error:
         entry["error"] = ("The autograder could not score this question (a problem on our side, not in your "
                           "notebook). Your instructor has been told; you do not need to do anything.")
-    table = chain_table(question.id, values, reveal)
+    table = chain_table(chain, values, reveal)
     if table:
         entry["chain_table"] = table
     return entry
@@ -142,11 +113,13 @@ def question_entry(question: QuestionResult, diagnoses: list, reveal: bool = Tru
 
 def build_feedback(student_id: str, assignment: str, questions: tuple[QuestionResult, ...], *, status: str,
                    messages: list[str], cell_errors: list[dict[str, str]],
-                   reveal_torch_values: bool = True) -> dict[str, Any]:
-    """The complete feedback of one submission as plain data (what feedback.json holds). Without
-    `reveal_torch_values` it holds no torch value at all: verdicts, chain-table verdicts and notes only."""
-    diagnoses = diagnose(questions)
-    entries = [question_entry(q, diagnoses.get(q.id, []), reveal_torch_values) for q in questions]
+                   reveal_torch_values: bool = True, content: Content = NO_CONTENT) -> dict[str, Any]:
+    """The complete feedback of one submission as plain data (what feedback.json holds), with the chain tables
+    and misconception notes of the assignment's `content`. Without `reveal_torch_values` it holds no torch
+    value at all: verdicts, chain-table verdicts and notes only."""
+    diagnoses = diagnose(questions, content.rules)
+    entries = [question_entry(q, diagnoses.get(q.id, []), reveal_torch_values, content.chains.get(q.id, ()))
+               for q in questions]
     return {
         "student_id": student_id,
         "assignment": assignment,

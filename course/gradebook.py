@@ -60,3 +60,28 @@ def write_grades_csv(path: Path, question_ids: tuple[str, ...], rows: list[Grade
     for student_id in sorted(merged):
         writer.writerow(merged[student_id])
     atomic_write_text(path, buffer.getvalue())
+
+
+COURSE_TOTALS = "course-totals.csv"
+
+
+def write_course_totals(out_dir: Path, assignments: tuple[str, ...]) -> Path | None:
+    """course-totals.csv: per student, the score of each assignment graded into out_dir (read from its
+    grades-<assignment>.csv; blank where the student has none), their total and the total possible. None
+    when no assignment has been graded here yet."""
+    graded = {name: read_grades_csv(grades_csv_path(out_dir, name)) for name in assignments}
+    graded = {name: rows for name, rows in graded.items() if rows}
+    if not graded:
+        return None
+    maxima = {name: max(float(row["max_score"]) for row in rows.values()) for name, rows in graded.items()}
+    students = sorted({student for rows in graded.values() for student in rows})
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["student_id", *graded, "total", "max_total"])
+    for student in students:
+        scores = [graded[name].get(student, {}).get("score", "") for name in graded]
+        total = sum(float(score) for score in scores if score)
+        writer.writerow([student, *scores, f"{total:g}", f"{sum(maxima.values()):g}"])
+    path = out_dir / COURSE_TOTALS
+    atomic_write_text(path, buffer.getvalue())
+    return path

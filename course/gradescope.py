@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from course.assignment import load_assignment
+from course.assignment import load_course_assignment
 from course.config import load_config
 from course.discovery import SubmissionRef
 from course.errors import CourseError, SubmissionError
@@ -156,7 +156,7 @@ def run_autograder(root: Path) -> dict[str, Any]:
         level, note = choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
         print(f"sandbox: {level}: {ISOLATION_SUMMARY[level]}{' ' + note if note else ''}", file=sys.stderr)
         settings = config.assignment()
-        assignment = load_assignment(config.source_notebook(settings.name), settings.name)
+        assignment = load_course_assignment(config, settings.name)
         if config.variants:
             # Refuses a secret that the sandbox's uid could read, before any student code runs.
             load_secret(config.variant_secret_env, config.variant_secret_file, config.root)

@@ -63,7 +63,7 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
     try:
         if ref.problem:
             raise SubmissionError(ref.problem)
-        params = numbers_for(config, ref.student_id, assignment.default_params)
+        params = numbers_for(config, assignment.content, ref.student_id, assignment.default_params)
         submission = _read(ref, assignment, config, params)
         parsed = handwork.parse_cells(submission.cells)  # once, bounded: for hand work and the integrity report
         findings = integrity.review(submission, ref.student_id, parsed)
@@ -115,7 +115,8 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
     if reveal_torch_values is None:
         reveal_torch_values = config.reveals_torch_values(gradescope=False)
     feedback = build_feedback(ref.student_id, assignment.name, questions, status=status, messages=messages,
-                              cell_errors=cell_errors, reveal_torch_values=reveal_torch_values)
+                              cell_errors=cell_errors, reveal_torch_values=reveal_torch_values,
+                              content=assignment.content)
     return Graded(ref.student_id, status, questions, feedback, time.monotonic() - started, internal_error,
                   sandbox=level, integrity=findings)
 

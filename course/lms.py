@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from course.assignment import load_assignment
+from course.assignment import load_course_assignment
 from course.config import CourseConfig
 from course.errors import CourseError
 from course.files import atomic_write_text
@@ -123,6 +123,6 @@ def export_course(config: CourseConfig, fmt: str, roster: list[Student], out_dir
                   assignment_name: str | None = None, column: str | None = None) -> Path:
     """<out_dir>/<format>-<assignment>.csv from <out_dir>/grades-<assignment>.csv and the roster."""
     settings = config.assignment(assignment_name)
-    assignment = load_assignment(config.source_notebook(settings.name), settings.name)
+    assignment = load_course_assignment(config, settings.name)
     return export(fmt, grades_csv_path(out_dir, settings.name), roster, out_dir / f"{fmt}-{settings.name}.csv",
                   column or settings.name, assignment.max_score)

@@ -25,11 +25,12 @@ from course.assignment import (
     SOLUTION_BEGIN,
     SOLUTION_END,
     Assignment,
-    load_assignment,
+    load_course_assignment,
     nbgrader_meta,
     region_lines,
 )
 from course.config import CourseConfig
+from course.content import NO_CONTENT, Content
 from course.errors import ReleaseError
 from course.files import atomic_write_text
 from course.variants import course_secret, fill_text, numbers_for, numbers_source
@@ -123,7 +124,7 @@ def _verify(config: CourseConfig, assignment: Assignment, source_path: Path, rel
     return solution_score, untouched_score
 
 
-def personalise(notebook: dict, params: dict, student_id: str | None = None) -> dict:
+def personalise(notebook: dict, params: dict, student_id: str | None = None, content: Content = NO_CONTENT) -> dict:
     """A copy of a released notebook showing `params`: {{placeholders}} in the text filled in, and (for a
     student's own copy) the numbers cell rewritten and marked with the student's id."""
     from nbgrader.utils import compute_checksum
@@ -133,7 +134,7 @@ def personalise(notebook: dict, params: dict, student_id: str | None = None) -> 
         if cell.get("cell_type") == "markdown" and "{{" in _text(cell):
             cell["source"] = fill_text(_text(cell), params)
         if student_id is not None and nbgrader_meta(cell).get("grade_id") == NUMBERS_CELL:
-            cell["source"] = numbers_source(params)
+            cell["source"] = numbers_source(params, content)
             cell["metadata"]["autograd_course"] = {"student_id": student_id}
             cell["metadata"]["nbgrader"]["checksum"] = compute_checksum(nbformat.from_dict(cell))
     return personal
@@ -153,10 +154,12 @@ def _write_notebook(path: Path, notebook: dict) -> None:
     atomic_write_text(path, json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
 
 
-def _release_for_students(config: CourseConfig, release_path: Path, template: dict, ids: list[str]) -> None:
+def _release_for_students(config: CourseConfig, assignment: Assignment, release_path: Path, template: dict,
+                          ids: list[str]) -> None:
     """release/<assignment>/students/<id>/<notebook> for each student, with their own numbers."""
     for student_id in ids:
-        notebook = personalise(template, numbers_for(config, student_id, {}), student_id)
+        params = numbers_for(config, assignment.content, student_id, assignment.default_params)
+        notebook = personalise(template, params, student_id, assignment.content)
         _write_notebook(release_path.parent / "students" / student_id / release_path.name, notebook)
 
 
@@ -169,7 +172,7 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
     """
     settings = config.assignment(assignment_name)
     source_path = config.source_notebook(settings.name)
-    assignment = load_assignment(source_path, settings.name)
+    assignment = load_course_assignment(config, settings.name)
     if students:
         if not config.variants:
             raise ReleaseError("release --students needs variants: true in source/course.yaml (and a course secret)")
@@ -177,7 +180,10 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
     final_path = config.release_notebook(settings.name)
     with tempfile.TemporaryDirectory(prefix="autograd-course-staging-") as scratch:
         staging = Path(scratch)
-        shutil.copytree(config.root / "source" / settings.name, staging / "source" / settings.name)
+        # The exercises module is the instructor's (it says how numbers vary and how wrong answers are read):
+        # nbgrader would copy it into the release with every other file of the folder.
+        shutil.copytree(config.root / "source" / settings.name, staging / "source" / settings.name,
+                        ignore=shutil.ignore_patterns(settings.exercises, "__pycache__", "*.pyc"))
         nbgrader_bridge.generate_assignment(staging, f"sqlite:///{staging / 'gradebook.db'}", settings.name)
         release_path = staging / "release" / settings.name / settings.notebook
         if not release_path.exists():
@@ -199,7 +205,7 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
         if verify:
             solution_score, untouched_score = _verify(config, assignment, source_path, release_path)
         if students:
-            _release_for_students(config, release_path, template, students)
+            _release_for_students(config, assignment, release_path, template, students)
         # Every check passed: record the cells in the course gradebook, then put the release in place.
         nbgrader_bridge.record_assignment(config.root, config.gradebook_url, settings.name)
         _install(release_path.parent, final_path.parent)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from course import sandbox
 from course.answers import FUNCTION, MISSING, VALUE, WRONG_FORM, Answer
-from course.assignment import load_assignment
+from course.assignment import load_course_assignment
 from course.config import CourseConfig
 from course.handwork import parse_cells
 from course.judge import choose_probe_points
@@ -75,7 +75,7 @@ class CheckReport:
 
 def check_notebook(config: CourseConfig, path: Path, assignment_name: str | None = None) -> CheckReport:
     settings = config.assignment(assignment_name)
-    assignment = load_assignment(config.source_notebook(settings.name), settings.name)
+    assignment = load_course_assignment(config, settings.name)
     # The form checks do not depend on whose numbers these are: a personalised notebook's own numbers
     # cell runs after the course's and sets the student's.
     submission = read_submission(path, "self-check", assignment, params=assignment.default_params,

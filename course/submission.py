@@ -154,9 +154,10 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
             "start again from the released notebook and copy your answers in"
         )
     answer_ids = {q.answer_cell_id for q in assignment.questions}
-    own_numbers = numbers_source(params)
-    cells = [Cell(-2, "setup (from the course)", assignment.setup_source),
-             Cell(-1, "your numbers (from the course)", own_numbers)]
+    own_numbers = numbers_source(params, assignment.content)
+    cells = [Cell(-2, "setup (from the course)", assignment.setup_source)]
+    if params:
+        cells.append(Cell(-1, "your numbers (from the course)", own_numbers))
     answer_sources: dict[str, str] = {}
     claimed_student = None
     edited: list[str] = []

@@ -112,10 +112,10 @@ def test_roster_students_without_a_submission_are_listed_as_missing(course_root,
     rows = read_csv(out / "grades-autograd.csv")
     assert (rows["zoe"]["status"], rows["zoe"]["score"], rows["zoe"]["max_score"]) == ("missing", "0", "57")
     assert rows["alice"]["status"] == "graded"
-    summary = json.loads((out / "class-summary.json").read_text())
+    summary = json.loads((out / "class-summary-autograd.json").read_text())
     assert summary["missing"] == ["zoe"]
     assert summary["students"] == 1  # the score statistics are over the submissions
-    assert "Did not submit (1)" in (out / "class-summary.html").read_text()
+    assert "Did not submit (1)" in (out / "class-summary-autograd.html").read_text()
     assert not (out / "feedback" / "zoe").exists()
 
 
@@ -124,8 +124,8 @@ def test_integrity_report_is_for_the_instructor_only(graded_samples):
     report = json.loads((root / "out" / "integrity-autograd.json").read_text())
     assert set(report) == {"erin"}
     assert "cell 65: patches torch.allclose = ..." in report["erin"]
-    assert set(json.loads((root / "out" / "class-summary.json").read_text())["integrity"]) == {"erin"}
-    summary = (root / "out" / "class-summary.html").read_text()
+    assert set(json.loads((root / "out" / "class-summary-autograd.json").read_text())["integrity"]) == {"erin"}
+    summary = (root / "out" / "class-summary-autograd.html").read_text()
     assert "Integrity report (instructor only)" in summary
     assert "class AlwaysEqual(float) overriding __eq__, __sub__" in summary
     for name in ("feedback.json", "autograd.html"):  # the student's own feedback stays neutral

@@ -119,10 +119,11 @@ def test_one_backward_call_for_two_is_diagnosed_as_overwriting(assignment):
     from course.misconceptions import diagnose
 
     single_step = {"twice_w_grad": ALL_VALUES["net_dL_dw"], "twice_b_grad": ALL_VALUES["net_dL_db"]}
-    found = diagnose(judge(assignment, contract_answers(assignment, {**ALL_VALUES, **single_step}), tolerance=TOL))
+    found = diagnose(judge(assignment, contract_answers(assignment, {**ALL_VALUES, **single_step}), tolerance=TOL),
+                     assignment.content.rules)
     ids = {d.id for diagnoses in found.values() for d in diagnoses}
     assert {"second_backward_overwrites", "second_backward_overwrites_b"} <= ids
-    honest = diagnose(judge(assignment, contract_answers(assignment), tolerance=TOL))
+    honest = diagnose(judge(assignment, contract_answers(assignment), tolerance=TOL), assignment.content.rules)
     assert not any(d.id.startswith("second_backward") for diagnoses in honest.values() for d in diagnoses)
 
 

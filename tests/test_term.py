@@ -107,7 +107,7 @@ def test_grades_csv_has_raw_score_penalty_and_missing_work(term):
     assert (ours["bob"]["raw_score"], ours["bob"]["late_penalty"], ours["bob"]["score"]) == ("56", "11.4", "44.6")
     assert (ours["dave"]["raw_score"], ours["dave"]["late_penalty"], ours["dave"]["score"]) == ("55", "0", "55")
     assert (ours["carol"]["status"], ours["carol"]["score"]) == ("missing", "0")
-    summary = json.loads((root / "class-summary.json").read_text())
+    summary = json.loads((root / "class-summary-autograd.json").read_text())
     assert summary["missing"] == ["carol"]
 
 

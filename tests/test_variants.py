@@ -14,9 +14,25 @@ from hypothesis import strategies as st
 from course.answers import FUNCTION, VALUE, Answer, Probe
 from course.config import load_config
 from course.errors import ConfigError
+from course import variants
+from course.assignment import load_course_assignment
 from course.judge import judge
-from course.variants import DEFAULTS, constraint_violations, derive, fill_text, numbers_for, numbers_source
-from helpers import ALL_VALUES
+from course.variants import fill_text, numbers_for
+from helpers import ALL_VALUES, ROOT
+
+AUTOGRAD = load_course_assignment(load_config(ROOT), "autograd")
+CONTENT = AUTOGRAD.content  # source/autograd/exercises.py
+DEFAULTS = AUTOGRAD.default_params  # the source notebook's numbers cell
+constraint_violations = CONTENT.constraint_violations
+
+
+def derive(secret: bytes, student_id: str) -> dict:
+    return variants.derive(CONTENT, secret, student_id)
+
+
+def numbers_source(params: dict) -> str:
+    return variants.numbers_source(params, CONTENT)
+
 
 SECRET = b"a course secret for the tests"
 student_ids = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789._-", min_size=1, max_size=24)
@@ -69,8 +85,7 @@ def test_the_article_is_the_default_variant():
 
 
 def test_the_source_notebook_shows_the_default_numbers(assignment):
-    assert assignment.locked_sources["numbers"] == numbers_source(DEFAULTS)
-    assert assignment.default_params == DEFAULTS
+    assert assignment.locked_sources["numbers"] == numbers_source(DEFAULTS)  # laid out in exercises.py's groups
 
 
 @settings(max_examples=200, deadline=None)
@@ -127,7 +142,7 @@ def test_variants_without_a_secret_stop_with_a_clear_message(course_root, monkey
     monkeypatch.delenv("AUTOGRAD_COURSE_SECRET", raising=False)
     config = replace(load_config(course_root), variants=True)
     with pytest.raises(ConfigError, match="variants: true needs a course secret"):
-        numbers_for(config, "alice", {})
+        numbers_for(config, CONTENT, "alice", DEFAULTS)
 
 
 @pytest.mark.slow
@@ -150,9 +165,7 @@ def test_personalised_release_and_the_wrong_student_id(course_root, monkeypatch,
     answers["cubic_derivative"] = "def cubic_derivative(x):\n    return 3 * x ** 2 - 2\n"
     submitted = tmp_path / "alice.ipynb"
     submitted.write_text(json.dumps(fill(alice_notebook, answers)))
-    from course.assignment import load_assignment
-
-    assignment = load_assignment(config.source_notebook(), "autograd")
+    assignment = load_course_assignment(config, "autograd")
     as_alice = grade_submission(SubmissionRef("alice", submitted), assignment, config)
     assert as_alice.feedback["score"] == 57
     assert not any("personalised for" in m for m in as_alice.feedback["messages"])
@@ -179,8 +192,6 @@ def test_personalised_release_and_the_wrong_student_id(course_root, monkeypatch,
                                as_alice.feedback)
     numbers = next(c for c in json.loads(written.read_text())["cells"]
                    if c["metadata"].get("nbgrader", {}).get("grade_id") == "numbers")
-    from course.variants import numbers_source
-
     assert numbers_source(alice) != numbers_source(assignment.default_params)  # the check can fail
     assert "".join(numbers["source"]) == numbers_source(alice)
     assert released_to(config, config.assignment(), "carol") == config.release_notebook()

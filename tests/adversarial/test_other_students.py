@@ -65,7 +65,7 @@ def test_text_that_cannot_be_written_stays_one_students_problem(jobs, tmp_path, 
     assert {g.status for g in summary.graded} == {"graded"}
     rows = (tmp_path / "out" / "grades-autograd.csv").read_text(encoding="utf-8").splitlines()
     assert len(rows) == len(TEXT_ATTACKS) + 2
-    assert (tmp_path / "out" / "class-summary.html").exists()
+    assert (tmp_path / "out" / "class-summary-autograd.html").exists()
     for graded in summary.graded:
         folder = tmp_path / "out" / "feedback" / graded.student_id / "autograd"
         text = (folder / "feedback.json").read_text(encoding="utf-8")  # strict UTF-8: no surrogate got in
