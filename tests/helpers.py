@@ -34,6 +34,26 @@ CONTRACT = {
 }
 CONTRACT_FUNCTIONS = {"cubic": {"cubic_derivative": "def cubic_derivative(x):\n    return 3 * x ** 2 - 2\n"}}
 ALL_VALUES = {name: value for values in CONTRACT.values() for name, value in values.items()}
+
+# The second assignment's contract (README, "The second assignment"): exercise -> {variable: expected value}.
+TRAINING_SOURCE = ROOT / "source" / "training" / "training.ipynb"
+TRAINING_RELEASE = ROOT / "release" / "training" / "training.ipynb"
+TRAINING_CONTRACT = {
+    "leaves": {"x_is_leaf": True, "y_is_leaf": False, "data_is_leaf": True, "x_grad_fn": None,
+               "y_grad_fn": "PowBackward0", "doubled_grad_fn": "MulBackward0", "z_grad_fn": "AddBackward0"},
+    "saved_values": {"square_saved": 3, "double_saved": 2, "double_keeps_input": False, "square_local_slope": 6,
+                     "kept_after_backward": False},
+    "leaky_relu": {"leaky_h": -4, "leaky_a": -0.04, "leaky_loss": 4.1616, "leaky_dL_da": -4.08,
+                   "leaky_dL_dh": -0.0408, "leaky_dL_dw": 0.0408, "leaky_dL_db": -0.0408},
+    "detach": {"detach_value": 9, "detach_grad": 3, "full_grad": 6, "cube_detach_grad": 18},
+    "training_loop": {"sgd_losses": [9, 0.5625, 0.03515625], "sgd_w": [1.5, 1.875, 1.78125],
+                      "sgd_b": [-1.75, -1.5625, -1.609375], "nozero_losses": [9, 0.5625, 4],
+                      "nozero_w": [1.5, 0.375, -0.75], "nozero_b": [-1.75, -2.3125, -2.875]},
+    "accumulate_on_purpose": {"batch_a_w_grad": 12, "batch_b_w_grad": -4, "accumulated_w_grad": 8,
+                              "accumulated_b_grad": 2, "summed_w_grad": 8, "summed_b_grad": 2, "averaged_w_grad": 4,
+                              "averaged_b_grad": 1},
+}
+TRAINING_VALUES = {name: value for values in TRAINING_CONTRACT.values() for name, value in values.items()}
 CORRECT_CODE = {name: repr(value) for name, value in ALL_VALUES.items()} | {
     name: code for functions in CONTRACT_FUNCTIONS.values() for name, code in functions.items()
 }

@@ -1,4 +1,4 @@
-"""The public answer contract (issue 2's table) against the source notebook."""
+"""The public answer contracts (the README's tables) against the source notebooks."""
 
 from __future__ import annotations
 
@@ -70,3 +70,79 @@ def test_points_add_up(assignment):
     challenges = {q.id: q.points for q in assignment.questions if q.id in ("cubic", "w2_net")}
     others = [q.points for q in assignment.questions if q.id not in challenges]
     assert min(challenges.values()) > max(others), "the challenge exercises weigh most"
+
+
+# ----------------------------------------------------------------------------- the second assignment
+
+
+@pytest.fixture(scope="module")
+def training():
+    from course.assignment import load_course_assignment
+    from course.config import load_config
+    from helpers import ROOT
+
+    return load_course_assignment(load_config(ROOT), "training")
+
+
+def _readme_table(heading: str) -> dict[int, list[str]]:
+    """The answer names of a README exercise table: row number -> the backticked names of its last column."""
+    import re
+
+    from helpers import ROOT
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split(heading, 1)[1].split("\n#", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].isdigit():
+            rows[int(cells[0])] = [re.sub(r"\(x\)$", "", name) for name in re.findall(r"`([^`]+)`", cells[2])]
+    return rows
+
+
+@pytest.mark.parametrize(("heading", "name"), [("## The exercises", "autograd"),
+                                               ("### The second assignment", "training")])
+def test_the_readme_tables_name_every_answer_in_order(heading, name, assignment, training):
+    chosen = {"autograd": assignment, "training": training}[name]
+    table = _readme_table(heading)
+    assert list(table) == list(range(1, len(chosen.questions) + 1))
+    for number, question in enumerate(chosen.questions, start=1):
+        assert table[number] == list(question.answer_names + question.function_names), question.id
+
+
+def test_training_questions_and_names_are_the_contract(training):
+    from helpers import TRAINING_CONTRACT
+
+    assert [q.id for q in training.questions] == list(TRAINING_CONTRACT)
+    for question in training.questions:
+        assert list(question.answer_names) == list(TRAINING_CONTRACT[question.id])
+        assert question.function_names == ()
+        for answer in question.answer_names:
+            assert f'"{answer}", {answer},' in question.test_source, f"no hidden test scores {answer}"
+            assert answer in question.form_source, f"no public form check for {answer}"
+
+
+def test_training_answer_key_equals_the_contract():
+    import json
+
+    from helpers import TRAINING_SOURCE, TRAINING_VALUES
+
+    key = {}
+    for cell in json.loads(TRAINING_SOURCE.read_text())["cells"]:
+        if cell["metadata"].get("nbgrader", {}).get("solution"):
+            solution = "\n".join(region_lines("".join(cell["source"]), SOLUTION_BEGIN, SOLUTION_END))
+            for node in ast.parse(solution).body:
+                if isinstance(node, ast.Assign):
+                    key[node.targets[0].id] = ast.literal_eval(node.value)
+    assert key == TRAINING_VALUES
+
+
+def test_training_contract_values_earn_full_marks_and_the_challenges_weigh_most(training):
+    from helpers import TRAINING_VALUES
+
+    results = judge(training, {n: Answer(VALUE, v) for n, v in TRAINING_VALUES.items()}, tolerance=1e-6)
+    assert [r.error for r in results] == [None] * len(results)
+    assert sum(r.earned for r in results) == training.max_score == 58
+    challenges = [q.points for q in training.questions if q.id in ("training_loop", "accumulate_on_purpose")]
+    others = [q.points for q in training.questions if q.id not in ("training_loop", "accumulate_on_purpose")]
+    assert min(challenges) > max(others)

@@ -86,7 +86,8 @@ def training_run(numbers: dict, zero_grad: bool) -> dict[str, list[Fraction]]:
 
 
 def _small_or_half(value: object) -> bool:
-    return type(value) in (int, float) and value * 2 == int(value * 2) and abs(value) <= 10  # type: ignore[operator]
+    return type(value) in (int, float) and isinstance(value, int | float) and value * 2 == int(value * 2) \
+        and abs(value) <= 10
 
 
 def constraint_violations(numbers: dict) -> list[str]:
@@ -179,13 +180,20 @@ def _scaled(values, name: str, of: str, factor) -> bool:
 def _wrote_forward_name(values, name: str) -> bool:
     """A grad_fn answered with the operation's name ("Pow", "pow", "PowBackward") instead of the class."""
     answer, reference = student(values, name), expected(values, name)
-    return (wrong(values, name) and type(answer) is str and type(reference) is str and bool(answer.strip())
+    return (wrong(values, name) and type(answer) is str and type(reference) is str and len(answer.strip()) >= 3
             and reference.lower().startswith(answer.strip().lower()[:3]))
 
 
 def _piled_up(values, name: str, other: str) -> bool:
     """The student's list `name` equals torch's list `other` (the loop of the other version)."""
     return student_equals(values, name, expected(values, other))
+
+
+def _operation_name_rule(name: str) -> Rule:
+    return Rule(f"operation_name_{name}", name, lambda v: _wrote_forward_name(v, name),
+                "Your answer names the operation (or almost its class), but grad_fn holds an object of the class "
+                "torch made to reverse it, spelled exactly as type(t.grad_fn).__name__ prints it: the operation's "
+                "name followed by Backward0.", HISTORY)
 
 
 LEAF = "A leaf is a tensor made directly, not computed from others: it has no history, so its grad_fn is None."
@@ -208,10 +216,7 @@ MISCONCEPTIONS = (
          and "accumulate" in str(student(v, "x_grad_fn")).lower(),
          "AccumulateGrad is the node backward() uses to write into x.grad (you find it in y.grad_fn.next_functions), "
          "but x itself was not computed by anything: x.grad_fn is None.", LEAF),
-    *(Rule(f"operation_name_{name}", name, lambda v, name=name: _wrote_forward_name(v, name),
-           f"{name} names the operation, but grad_fn is an object of the class torch makes for undoing it: "
-           "the operation's name followed by Backward0, exactly as type(t.grad_fn).__name__ prints it.", HISTORY)
-      for name in ("y_grad_fn", "doubled_grad_fn", "z_grad_fn")),
+    *(_operation_name_rule(name) for name in ("y_grad_fn", "doubled_grad_fn", "z_grad_fn")),
     Rule("saved_the_output", "square_saved",
          lambda v: _scaled(v, "square_saved", "square_saved", expected(v, "square_saved")),
          "You gave the square's output. Its local slope is 2x, so the node keeps its input x.", SAVED),
