@@ -197,8 +197,12 @@ def assignments_in(config: CourseConfig, paths: list[Path], assignment_name: str
         if loose and says not in {a.name for a in config.assignments}:
             raise CourseError(f"{loose[0]}: the course has several assignments ({names}) and a loose notebook does "
                               "not say which one it answers; grade it with --assignment NAME")
-    found = [a for a in config.assignments
-             if any(ref for path in folders if path.is_dir() for ref in discover([path], a.name, a.notebook))]
+    def holds(path: Path, settings: AssignmentSettings) -> bool:  # a notebook in its layout, or a folder of them
+        if path.is_file():
+            return path.resolve().parent.name == settings.name
+        return any(discover([path], settings.name, settings.notebook))
+
+    found = [a for a in config.assignments if any(holds(path, a) for path in folders)]
     if not found:
         raise CourseError(f"no submissions of any assignment ({names}) found in {', '.join(map(str, folders))}: "
                           "expected submitted/<student>/<assignment>/<notebook>, or name one with --assignment")

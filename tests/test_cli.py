@@ -48,10 +48,14 @@ def test_release_for_students_needs_variants(course_root, capsys):
     assert "'../evil' is not a usable student id" in capsys.readouterr().err
 
 
-def test_grade_with_no_submissions_says_what_it_expected(course_root, capsys):
+@pytest.mark.parametrize(("which", "said"), [
+    ([], "no submissions of any assignment (autograd, training) found"),  # the course has two
+    (["--assignment", "autograd"], "no submissions found"),
+])
+def test_grade_with_no_submissions_says_what_it_expected(course_root, capsys, which, said):
     (course_root / "empty").mkdir()
-    assert main(["--course", str(course_root), "grade", str(course_root / "empty")]) == 1
-    assert "no submissions found" in capsys.readouterr().err
+    assert main(["--course", str(course_root), "grade", str(course_root / "empty"), *which]) == 1
+    assert said in capsys.readouterr().err
 
 
 def test_a_path_that_does_not_exist_is_an_error_and_writes_nothing(course_root, capsys):

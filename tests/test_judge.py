@@ -79,6 +79,13 @@ def test_unanswered_values_score_zero_with_a_reason(assignment, answer, detail):
         (float("nan"), 1.0, False),
         (float("inf"), float("inf"), False),
         ("12", 12.0, False),
+        ("PowBackward0", "PowBackward0", True),  # a class name, compared exactly
+        ("powbackward0", "PowBackward0", False),
+        ("PowBackward0 ", "PowBackward0", False),
+        (None, "PowBackward0", False),
+        ("None", None, False),
+        (0, "0", False),
+        ([None, "AddBackward0"], [None, "AddBackward0"], True),
     ],
 )
 def test_matches(student, expected, ok):
@@ -90,6 +97,7 @@ def test_to_plain_turns_tensors_into_numbers():
 
     assert to_plain(torch.tensor(3.0)) == 3.0
     assert to_plain([torch.tensor(1.0), None, True]) == [1.0, None, True]
+    assert to_plain(type(torch.tensor(1.0, requires_grad=True).exp().grad_fn).__name__) == "ExpBackward0"
     with pytest.raises(TypeError):
         to_plain(object())
 

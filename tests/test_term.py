@@ -135,7 +135,9 @@ def test_formgrader_shows_every_submission_autograded_with_our_scores(term):
         assert submissions[student]["score"] == float(ours[student]["raw_score"]), student
     assert "carol" not in submissions  # on the roster: formgrader's Students view lists her, with nothing submitted
     assert "carol" in {s["id"] for s in api.get_students()}
-    assert [s["submitted"] for s in api.get_student_submissions("carol")] == [False]
+    # one entry per assignment of the course (autograd and training), none submitted
+    assert [(s["name"], s["submitted"]) for s in api.get_student_submissions("carol")] == [
+        ("autograd", False), ("training", False)]
     notebooks = api.get_notebook_submissions("autograd", "autograd")
     assert {n["student"] for n in notebooks} == {"alice", "bob", "dave"}
     assert not any(n["needs_manual_grade"] for n in notebooks)

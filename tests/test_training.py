@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from course import variants
-from course.answers import VALUE, Answer
+from course.answers import VALUE, WRONG_FORM, Answer
 from course.assignment import load_course_assignment
 from course.config import load_config
 from course.judge import judge, matches
@@ -323,3 +323,12 @@ def test_a_personalised_training_notebook_grades_with_its_students_numbers(cours
     assert graded.feedback["score"] == 58
     as_bob = grade_submission(SubmissionRef("bob", submitted), assignment, config)
     assert as_bob.feedback["score"] < 58
+
+
+def test_a_grad_fn_object_instead_of_its_name_is_a_wrong_form_that_says_what_was_wanted():
+    answers = {name: Answer(VALUE, value) for name, value in TRAINING_VALUES.items()}
+    answers["y_grad_fn"] = Answer(WRONG_FORM, detail="PowBackward0")  # `y_grad_fn = y.grad_fn`: not plain data
+    leaves = next(q for q in judge(TRAINING, answers, tolerance=1e-6, params=DEFAULTS) if q.id == "leaves")
+    result = next(v for v in leaves.values if v.name == "y_grad_fn")
+    assert result.earned == 0
+    assert result.detail == "wrong form: a value of type PowBackward0, where a name in quotes (a string) was expected"
