@@ -62,7 +62,7 @@ def find_leaks(source_path: Path, release_path: Path) -> list[str]:
         secret += region_lines(cell.source, HIDDEN_BEGIN, HIDDEN_END)
         released_lines = set(release_text.get(grade_id, "").splitlines())
         for line in secret:
-            # A line that the visible part of the cell also has (e.g. `cubic_grad = ...`) is no leak.
+            # A line that the visible part of the cell also has (e.g. `answer = ...`) is no leak.
             visible = line in cell.source.replace(line, "", 1)
             if line.strip() and not visible and line in released_lines:
                 leaks.append(f"{grade_id}: the release still contains {line.strip()!r}")

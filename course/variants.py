@@ -30,17 +30,22 @@ def _rng(secret: bytes, student_id: str) -> random.Random:
     return random.Random(int.from_bytes(digest, "big"))  # noqa: S311 - a seeded draw, not a secret
 
 
-def derive(content: Content, secret: bytes, student_id: str) -> Params:
+def derive(content: Content, secret: bytes, student_id: str, names: set[str] | None = None) -> Params:
     """The numbers of one student: the assignment's `derive`, drawn from a generator seeded by an HMAC of the
     course secret and the student's id, so deterministic in (secret, id) and unguessable without the secret.
-    A set of numbers the assignment's own constraints refuse is an error in its exercises module."""
+    Numbers that are not exactly `names` (the numbers cell's), or that the assignment's own constraints
+    refuse, are an error in its exercises module."""
+    where = content.path or "the assignment's exercises.py"
     if content.derive is None:
-        where = content.path or "the assignment's exercises.py"
         raise ConfigError(f"variants: true, but {where} defines no derive(rng) to give each student numbers")
     numbers = content.derive(_rng(secret, student_id))
+    if not isinstance(numbers, dict) or (names is not None and set(numbers) != names):
+        given = sorted(numbers) if isinstance(numbers, dict) else type(numbers).__name__
+        raise ConfigError(f"{where}: derive() must return the numbers cell's names {sorted(names or [])}, "
+                          f"returned {given}")
     problems = content.constraint_violations(numbers)
     if problems:
-        raise ConfigError(f"{content.path}: derive() gave numbers its own constraints refuse: {'; '.join(problems)}")
+        raise ConfigError(f"{where}: derive() gave numbers its own constraints refuse: {'; '.join(problems)}")
     return numbers
 
 
@@ -109,4 +114,4 @@ def numbers_for(config: CourseConfig, content: Content, student_id: str, default
     else `defaults` (those of the source notebook's numbers cell)."""
     if not config.variants or (not defaults and content.derive is None):
         return dict(defaults)
-    return derive(content, course_secret(config), student_id)
+    return derive(content, course_secret(config), student_id, set(defaults))

@@ -173,7 +173,7 @@ def test_bundle_layout(tmp_path):
         names = archive.namelist()
         modes = {info.filename: info.external_attr >> 16 for info in archive.infolist()}
     assert {"setup.sh", "run_autograder", "check-torch-index", "source/course.yaml",
-            "source/autograd/autograd.ipynb"} <= set(names)
+            "source/autograd/autograd.ipynb", "source/autograd/exercises.py"} <= set(names)
     assert any(n.startswith("wheels/autograd_course-0.1.0-") for n in names)
     for script in ("setup.sh", "run_autograder", "check-torch-index"):
         assert modes[script] & 0o111
