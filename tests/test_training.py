@@ -332,3 +332,16 @@ def test_a_grad_fn_object_instead_of_its_name_is_a_wrong_form_that_says_what_was
     result = next(v for v in leaves.values if v.name == "y_grad_fn")
     assert result.earned == 0
     assert result.detail == "wrong form: a value of type PowBackward0, where a name in quotes (a string) was expected"
+
+
+def test_the_engine_names_no_answer_and_no_number_of_the_training_assignment():
+    import re
+
+    names = set(TRAINING.answer_names) | set(DEFAULTS)
+    assert {"sgd_w", "leaky_dL_dh", "lr"} <= names  # the list is real: the grep below can find something
+    found = []
+    for path in sorted((ROOT / "course").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        found += [f"{path.name}: {name}" for name in names if re.search(rf"\b{re.escape(name)}\b", text)]
+        found += [f"{path.name}: {word}" for word in ("LeakyReLU", "Backward0") if word in text]
+    assert found == []
