@@ -3,6 +3,7 @@ at once in sentences (in a real kernel too, without a traceback), and nbgrader's
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import nbformat
@@ -142,3 +143,39 @@ def test_in_a_kernel_a_form_check_shows_its_sentences_and_no_traceback():
     ]
     # Run All stopped there (documented in the README): the next cells never ran.
     assert cell_of(ran, "test_graph_walk").get("execution_count") is None
+
+
+# ------------------------------------------------------------------- the judge's Marks, not the notebook's
+
+def test_hidden_tests_never_bring_their_own_marks_or_checks(assignment):
+    """The judge runs only the hidden region, with its own `Marks` in the namespace; nothing there may
+    import or rebind the notebook's (which would score with the student's kernel's arithmetic)."""
+    import ast
+
+    from course.assignment import HIDDEN_BEGIN, HIDDEN_END, region_lines
+
+    for question in assignment.questions:
+        tree = ast.parse("\n".join(region_lines(question.test_source, HIDDEN_BEGIN, HIDDEN_END)))
+        for node in ast.walk(tree):
+            assert not isinstance(node, ast.Import | ast.ImportFrom), question.test_cell_id
+            if isinstance(node, ast.Name) and node.id in ("Marks", "check_form", "course"):
+                assert isinstance(node.ctx, ast.Load), question.test_cell_id
+
+
+def test_the_judges_marks_wins_over_the_notebooks(assignment, monkeypatch):
+    """Even with course.notebook imported in the grader's process and its Marks broken, the judge scores
+    every question with its own Marks (ValueResults come only from it) and never runs the setup cell."""
+    import course.notebook
+    from course.judge import judge
+    from test_contract import contract_answers
+
+    class Sabotaged:
+        def __init__(self, *args, **kwargs) -> None:
+            raise AssertionError("the notebook's Marks was used by the judge")
+
+    monkeypatch.setattr(course.notebook, "Marks", Sabotaged)
+    broken_setup = dataclasses.replace(assignment, setup_source="raise SystemExit('setup ran')")
+    results = judge(broken_setup, contract_answers(assignment), tolerance=1e-6)
+    assert all(r.error is None for r in results), [r.error for r in results]
+    assert sum(r.earned for r in results) == assignment.max_score
+    assert sum(len(r.values) for r in results) == len(assignment.answer_names) + len(assignment.function_names)
