@@ -319,6 +319,10 @@ def load_assignment(path: Path, name: str) -> Assignment:
     )
 
 
+def _is_text(source: object) -> bool:
+    return type(source) is str or (type(source) is list and all(type(line) is str for line in source))
+
+
 def released_assignment(notebook: dict, path: Path, name: str) -> Assignment:
     """The assignment as a released notebook (or a student's copy of one) shows it, for the self-check.
 
@@ -329,13 +333,10 @@ def released_assignment(notebook: dict, path: Path, name: str) -> Assignment:
     cells = notebook.get("cells")
     if type(cells) is not list:
         raise SubmissionError(f"{path.name}: not a notebook ('cells' is not a list)")
+    # A cell that is not a mapping with text is left out here: reading the submission names it.
+    cells = [cell if type(cell) is dict and _is_text(cell.get("source", "")) else {} for cell in cells]
     by_id: dict[str, tuple[int, dict]] = {}
     for index, cell in enumerate(cells):
-        if type(cell) is not dict:
-            continue
-        source = cell.get("source", "")
-        if not (type(source) is str or (type(source) is list and all(type(line) is str for line in source))):
-            continue  # not text: reading the submission names the cell
         grade_id = nbgrader_meta(cell).get("grade_id")
         if type(grade_id) is str and grade_id not in by_id:
             by_id[grade_id] = (index, cell)

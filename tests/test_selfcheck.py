@@ -104,6 +104,14 @@ def test_check_of_something_else_is_one_clear_line(tmp_path, monkeypatch, capsys
                            "from the released notebook and copy your answers in")
 
 
+def test_check_of_a_mangled_notebook_names_the_cell(tmp_path, monkeypatch, capsys):
+    notebook = submitted_notebook(CORRECT_CODE)
+    notebook["cells"][7] = ["not", "a", "cell"]
+    in_an_empty_folder(tmp_path, monkeypatch, notebook)
+    assert main(["check", "autograd.ipynb"]) == 1
+    assert capsys.readouterr().err.strip() == "autograd-course check: autograd.ipynb: cell 7 is not a notebook cell"
+
+
 def test_check_in_the_course_folder_uses_the_course_settings(tmp_path, monkeypatch, capsys):
     """In a course folder the course YAML's settings apply (here a cell time limit too short for torch)."""
     root = tmp_path / "course"
