@@ -3,8 +3,12 @@
 Conventions (checked here, with the cell named in every error):
 - a locked code cell `setup` with the imports the exercises need;
 - per question `<stem>`: a solution cell `answer_<stem>` that assigns the answer names (and defines any
-  function answers), a locked public check cell `form_<stem>`, and a grade cell `test_<stem>` whose
-  hidden tests score the answers with `Marks`.
+  function answers), a locked public check cell `form_<stem>` that names every answer and its form
+  (`check_form(name="number", ...)`), and a grade cell `test_<stem>` whose visible part repeats that check
+  and whose hidden tests score the answers with `Marks`.
+
+`load_assignment` reads the instructor's source; `released_assignment` builds the same model (without the
+answer key and hidden tests, which it never has) from a released notebook, for the student's self-check.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from pathlib import Path
 
 from course.config import CourseConfig
 from course.content import EXERCISES_FILE, NO_CONTENT, Content, load_content
-from course.errors import SourceNotebookError
+from course.errors import SourceNotebookError, SubmissionError
 
 SOLUTION_BEGIN = "### BEGIN SOLUTION"
 SOLUTION_END = "### END SOLUTION"
@@ -119,6 +123,38 @@ def _assigned_names(source: str, where: str) -> tuple[tuple[str, ...], tuple[str
         elif isinstance(node, ast.FunctionDef) and node.name not in functions:
             functions.append(node.name)
     return tuple(names), tuple(functions)
+
+
+FORM_CHECK = "check_form"
+
+
+def form_checks(source: str, where: str) -> dict[str, str]:
+    """The answers a form cell checks, in order: name -> form ("" when the form is computed, as in an
+    f-string). The names are the keywords of its top-level `check_form(...)` calls."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as error:
+        raise SourceNotebookError(f"{where}: not valid Python ({error.msg}, line {error.lineno})") from None
+    forms: dict[str, str] = {}
+    for node in tree.body:
+        call = node.value if isinstance(node, ast.Expr) else None
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == FORM_CHECK):
+            continue
+        if call.args:
+            raise SourceNotebookError(f"{where}: {FORM_CHECK} takes the answers as keywords, "
+                                      f"e.g. {FORM_CHECK}(slope_at_3=\"number\")")
+        for keyword in call.keywords:
+            if keyword.arg is None or keyword.arg == "quiet":
+                continue
+            value = keyword.value
+            forms[keyword.arg] = value.value if isinstance(value, ast.Constant) and type(value.value) is str else ""
+    return forms
+
+
+def _checked_names(forms: dict[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(value answers, function answers) of a form cell's checks."""
+    return (tuple(name for name, form in forms.items() if form != "function"),
+            tuple(name for name, form in forms.items() if form == "function"))
 
 
 def _source(cell: dict) -> str:
@@ -242,6 +278,18 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
         names, functions = _assigned_names(_source(answer_cell), f"{path}: cell {answer_index} ({answer_id})")
         if not names and not functions:
             raise SourceNotebookError(f"{path}: cell {answer_index} ({answer_id}): assigns no answer variable")
+        # The self-check knows a question's answers only from its checks (students have no answer key):
+        # both checks must name exactly the answers the answer cell assigns.
+        form_index, form_cell = by_id[form_id]
+        for checked_id, checked_index, checked_source in ((form_id, form_index, _source(form_cell)),
+                                                         (grade_id, index, _source(cell))):
+            checked_where = f"{path}: cell {checked_index} ({checked_id})"
+            checked = form_checks(strip_region(checked_source, HIDDEN_BEGIN, HIDDEN_END), checked_where)
+            if _checked_names(checked) != (names, functions):
+                raise SourceNotebookError(
+                    f"{checked_where}: its {FORM_CHECK}(...) must name the answers of {answer_id} in order, as "
+                    f"keywords with their form (\"function\" for a function): expected "
+                    f"{', '.join(names + functions)}; found {', '.join(checked) or 'none'}")
         questions.append(Question(
             id=stem,
             title=_title_before(cells, answer_index) or stem,
@@ -285,3 +333,70 @@ def load_course_assignment(config: CourseConfig, name: str | None = None) -> Ass
     """The course's assignment `name` (the first when None): its source notebook and exercises module."""
     settings = config.assignment(name)
     return load_assignment(config.source_notebook(settings.name), settings.name, config.exercises_module(settings.name))
+
+
+def _is_text(source: object) -> bool:
+    return type(source) is str or (type(source) is list and all(type(line) is str for line in source))
+
+
+def released_assignment(notebook: dict, path: Path, name: str) -> Assignment:
+    """The assignment as a released notebook (or a student's copy of one) shows it, for the self-check.
+
+    Built from the notebook's nbgrader metadata and locked cells alone: the setup and numbers cells, the
+    questions' test cells (their points; the release holds no hidden test), and each question's answers
+    as its form cell names them (the test cell's visible check when the form cell is gone). It has no
+    answer key and never needs one; `test_source` is the visible part only."""
+    cells = notebook.get("cells")
+    if type(cells) is not list:
+        raise SubmissionError(f"{path.name}: not a notebook ('cells' is not a list)")
+    # A cell that is not a mapping with text is left out here: reading the submission names it.
+    cells = [cell if type(cell) is dict and _is_text(cell.get("source", "")) else {} for cell in cells]
+    by_id: dict[str, tuple[int, dict]] = {}
+    for index, cell in enumerate(cells):
+        grade_id = nbgrader_meta(cell).get("grade_id")
+        if type(grade_id) is str and grade_id not in by_id:
+            by_id[grade_id] = (index, cell)
+    if "setup" not in by_id:
+        raise SubmissionError(f"{path.name}: the course's setup cell is missing; start again from the released "
+                                  "notebook and copy your answers in")
+    questions = []
+    for grade_id, (index, cell) in by_id.items():
+        meta = nbgrader_meta(cell)
+        if not grade_id.startswith("test_") or not meta.get("grade") or cell.get("cell_type") != "code":
+            continue
+        stem = grade_id.removeprefix("test_")
+        form_id, answer_id = f"form_{stem}", f"answer_{stem}"
+        checks_at = by_id.get(form_id, (index, cell))
+        where = f"{path.name}: cell {checks_at[0] + 1} ({form_id if form_id in by_id else grade_id})"
+        try:
+            names, functions = _checked_names(form_checks(_source(checks_at[1]), where))
+        except SourceNotebookError:
+            names, functions = (), ()
+        if not names and not functions:
+            raise SubmissionError(f"{where}: no {FORM_CHECK}(...) naming the answers; was the cell edited? "
+                                      "Start again from the released notebook and copy your answers in")
+        title_at = by_id.get(answer_id, (index, cell))[0]
+        points = meta.get("points", 0)
+        questions.append(Question(
+            id=stem,
+            title=_title_before(cells, title_at) or stem,
+            points=float(points) if type(points) in (int, float) else 0.0,
+            answer_cell_id=answer_id,
+            form_cell_id=form_id,
+            test_cell_id=grade_id,
+            answer_names=names,
+            function_names=functions,
+            test_source=_source(cell),
+            form_source=_source(by_id[form_id][1]) if form_id in by_id else "",
+        ))
+    if not questions:
+        raise SubmissionError(f"{path.name}: no graded question in this notebook (no cell with a grade_id "
+                                  "starting with 'test_'); is it the notebook released for the course?")
+    locked_sources = {grade_id: _source(cell) for grade_id, (_, cell) in by_id.items()
+                      if nbgrader_meta(cell).get("locked") or nbgrader_meta(cell).get("grade")}
+    try:
+        numbers = _numbers(by_id, path)
+    except SourceNotebookError:
+        numbers = {}  # an edited numbers cell: it runs as the student's own code
+    return Assignment(name=name, notebook_path=path, setup_source=_source(by_id["setup"][1]),
+                      questions=tuple(questions), locked_sources=locked_sources, default_params=numbers)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from course import __version__
-from course.config import load_config
+from course.config import find_config, load_config
 from course.errors import CourseError
 from course.gradebook import COURSE_TOTALS
 from course.lms import FORMATS
@@ -127,7 +127,7 @@ def _release(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from course.selfcheck import check_notebook
 
-    report = check_notebook(load_config(args.course), args.notebook, args.assignment)
+    report = check_notebook(args.notebook, find_config(args.course), args.assignment)
     for line in report.lines():
         print(line)
     return 0 if report.ready else 1

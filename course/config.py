@@ -256,6 +256,14 @@ def parse_config(data: Any, root: Path, where: str) -> CourseConfig:
     return CourseConfig(root=root, course_id=data["course_id"], assignments=tuple(assignments), **settings)
 
 
+def find_config(root: Path | str = ".") -> CourseConfig | None:
+    """The course's settings when `root` holds source/course.yaml, else None (a student's folder: the
+    self-check then uses the defaults)."""
+    if not (Path(root) / CONFIG_RELATIVE_PATH).exists():
+        return None
+    return load_config(root)
+
+
 def load_config(root: Path | str = ".") -> CourseConfig:
     """Read `source/course.yaml` under the course root."""
     root = Path(root).resolve()

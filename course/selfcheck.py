@@ -1,21 +1,25 @@
 """The student's self-check: run the notebook in the sandbox, then the public form checks.
 
 Reports, per question, which answers are answered, missing or of the wrong form, and whether the public
-checks pass. It never runs or reveals a hidden test.
+checks pass. It needs nothing but the notebook and the installed package: the questions come from the
+notebook's own locked cells (`released_assignment`), the settings from the course YAML when there is one
+and the defaults otherwise. It has no answer key or hidden test to run or reveal.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from course import sandbox
 from course.answers import FUNCTION, MISSING, VALUE, WRONG_FORM, Answer
-from course.assignment import load_course_assignment
-from course.config import CourseConfig
+from course.assignment import released_assignment
+from course.config import DEFAULT_SANDBOX_UID, CourseConfig, Limits
 from course.handwork import parse_cells
 from course.judge import choose_probe_points
-from course.submission import Cell, read_submission
+from course.submission import Cell, read_notebook_json, read_submission
+from course.text import safe_text
 
 FORM_CHECK_OFFSET = 1_000_000  # cell indexes of the public checks, past any real cell
 
@@ -61,7 +65,8 @@ class CheckReport:
                     states.append(f"{name} unreadable")
             lines.append(f"[{mark}] {question.title}: " + ", ".join(states))
             if question.public_check_error:
-                lines.append(f"       public check: {question.public_check_error}")
+                said = {name for name, answer in question.answers.items() if answer.status == MISSING}
+                lines += public_check_lines(question.public_check_error, said)
         for label, error in self.cell_errors:
             lines.append(f"error in {label}: {error}")
         if self.ended_early:
@@ -73,21 +78,42 @@ class CheckReport:
         return lines
 
 
-def check_notebook(config: CourseConfig, path: Path, assignment_name: str | None = None) -> CheckReport:
-    settings = config.assignment(assignment_name)
-    assignment = load_course_assignment(config, settings.name)
+FORM_ERROR = "FormError: "  # how the sandbox reports a failed check_form: its problems, one a line
+
+
+def public_check_lines(error: str, said: set[str]) -> list[str]:
+    """A failed public check as report lines: each problem check_form found (but those of the answers `said`
+    to be missing already), or the error as it came."""
+    if not error.startswith(FORM_ERROR):
+        return [f"       public check: {safe_text(error, 500, one_line=True)}"]
+    problems = [line for line in error.removeprefix(FORM_ERROR).splitlines() if line.strip()]
+    return [f"       form: {safe_text(line, 300, one_line=True)}" for line in problems
+            if re.split(r"[\s(]", line, maxsplit=1)[0] not in said]
+
+
+def check_notebook(path: Path, config: CourseConfig | None = None, assignment_name: str | None = None) -> CheckReport:
+    """Check a student's notebook; `config` is the course's when the check runs in a course folder (None:
+    the default settings; the notebook alone says what its questions are)."""
+    limits = config.limits if config else Limits()
+    if config and assignment_name is None:  # the assignment whose notebook this is named like, else the first
+        named = [a.name for a in config.assignments if a.notebook == path.name]
+        assignment_name = named[0] if named else None
+    name = config.assignment(assignment_name).name if config else (assignment_name or path.stem)
+    notebook = read_notebook_json(path, limits.notebook_mb * 1024 * 1024)
+    assignment = released_assignment(notebook, path, name)
     # The form checks do not depend on whose numbers these are: a personalised notebook's own numbers
     # cell runs after the course's and sets the student's.
     submission = read_submission(path, "self-check", assignment, params=assignment.default_params,
-                                 max_bytes=config.limits.notebook_mb * 1024 * 1024, max_cells=config.limits.max_cells)
+                                 max_bytes=limits.notebook_mb * 1024 * 1024, max_cells=limits.max_cells)
     checks = [
-        Cell(FORM_CHECK_OFFSET + i, f"public check of {q.title}", q.form_source)
+        Cell(FORM_CHECK_OFFSET + i, f"public check of {q.title}", q.form_source or q.test_source)
         for i, q in enumerate(assignment.questions)
     ]
     names = assignment.answer_names + assignment.function_names
     run = sandbox.run_cells([*submission.cells, *checks], names,
-                            choose_probe_points(assignment.function_names, 1), config.limits,
-                            isolation=config.sandbox, uid=config.sandbox_uid)
+                            choose_probe_points(assignment.function_names, 1), limits,
+                            isolation=config.sandbox if config else "auto",
+                            uid=config.sandbox_uid if config else DEFAULT_SANDBOX_UID)
     outcome = {cell.index: cell for cell in run.cells}
     questions = []
     for i, question in enumerate(assignment.questions):

@@ -1,7 +1,8 @@
 """Read and validate a submitted notebook; decide which of its cells are the student's code.
 
 Rules (the grader never runs a submitted cell as grader code):
-- the source's `setup` cell always runs first, taken from source/;
+- the source's `setup` cell always runs first, taken from source/, after a cell that makes the student's
+  helper module `course.notebook` importable in the sandbox (which sees no course files);
 - a submitted cell whose grade_id names a locked or test cell of the source, and whose text is still the
   released text, is the grader's cell: it is not run (hidden tests run in the judge, from source/);
 - every other code cell, edited metadata or not, is the student's code and runs in the sandbox;
@@ -11,6 +12,7 @@ Rules (the grader never runs a submitted cell as grader code):
 from __future__ import annotations
 
 import errno
+import importlib.resources
 import json
 import os
 import re
@@ -24,6 +26,28 @@ from course.assignment import NUMBERS_CELL, Assignment, nbgrader_meta
 from course.errors import SubmissionError
 from course.text import safe_text
 from course.variants import numbers_source
+
+NOTEBOOK_MODULE = "course.notebook"
+
+
+def notebook_module_cell() -> str:
+    """A cell that defines the module `course.notebook` (the setup cell imports check_form and Marks from it)
+    from this package's own file, handed in as text: the sandbox sees no course files, and an editable
+    install's package is not even on its disk. Only the names it is run as are left behind."""
+    text = importlib.resources.files("course").joinpath("notebook.py").read_text(encoding="utf-8")
+    return (
+        "def _course_notebook_module(text):\n"
+        "    import sys, types\n"
+        "    package = types.ModuleType('course')\n"
+        "    package.__path__ = []\n"
+        f"    module = types.ModuleType({NOTEBOOK_MODULE!r})\n"
+        "    module.__file__ = 'course/notebook.py'\n"
+        f"    sys.modules['course'], sys.modules[{NOTEBOOK_MODULE!r}] = package, module\n"
+        "    package.notebook = module\n"
+        "    exec(compile(text, module.__file__, 'exec'), module.__dict__)\n"
+        f"_course_notebook_module({text!r})\n"
+        "del _course_notebook_module\n"
+    )
 
 
 @dataclass(frozen=True)
@@ -155,7 +179,8 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
         )
     answer_ids = {q.answer_cell_id for q in assignment.questions}
     own_numbers = numbers_source(params, assignment.content)
-    cells = [Cell(-2, "setup (from the course)", assignment.setup_source)]
+    cells = [Cell(-3, "helpers (from the course)", notebook_module_cell()),
+             Cell(-2, "setup (from the course)", assignment.setup_source)]
     if params:
         cells.append(Cell(-1, "your numbers (from the course)", own_numbers))
     answer_sources: dict[str, str] = {}

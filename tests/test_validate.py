@@ -31,6 +31,11 @@ def test_the_untouched_release_fails_validation(tmp_path):
     assert FAILED in output
     assert PASSED not in output
     assert "slope_at_3 is still `...`" in output
+    # every problem of the question at once, in sentences, not a traceback through the course's code
+    assert "Not ready yet: 3 answers here need your attention." in output
+    assert "slope_at_0 is still `...`" in output
+    assert "Traceback" not in output
+    assert "notebook.py" not in output
 
 
 def test_a_tensor_left_as_an_answer_fails_validation(tmp_path):

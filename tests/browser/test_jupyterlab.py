@@ -105,12 +105,17 @@ def test_a_student_answers_and_runs_the_released_notebook(jupyterlab, page):
     ok_line = page.locator(".jp-OutputArea-output", has_text="ok   slope_at_minus_2: right form (number)")
     ok_line.first.wait_for(timeout=120_000)
     # Outputs arrive one by one: wait for this one too instead of counting what is there already.
-    expect(page.locator(".jp-OutputArea-output", has_text="ok   forward_values: right form (list)")).to_have_count(
-        1, timeout=120_000)
+    well_formed = "ok   forward_values: right form (list of 3 numbers)"
+    expect(page.locator(".jp-OutputArea-output", has_text=well_formed)).to_have_count(1, timeout=120_000)
     blank = page.locator(".jp-OutputArea-output",
-                         has_text="local_slopes is still `...`: replace it with the value you derived by hand.")
+                         has_text="- local_slopes is still `...`: replace it with the value you derived by hand.")
     blank.first.wait_for(timeout=120_000)
     blank.first.scroll_into_view_if_needed()
+    # The form check speaks in sentences: no traceback through the course's code, no exception name.
+    message = blank.first.inner_text()
+    assert message.startswith("Not ready yet: one answer here needs your attention.")
+    for noise in ("Traceback", "FormError", "AssertionError", "notebook.py", "check_form"):
+        assert noise not in message
     screenshot(page, "jupyterlab-public-checks")
     # The hidden tests are not in the student's notebook: the graded cells hold only their comment.
     assert page.locator(".jp-Notebook", has_text="marks.value(").count() == 0

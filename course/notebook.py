@@ -1,0 +1,183 @@
+"""What a student's notebook imports: `check_form`, the public form checks, and `Marks`, nbgrader's scoring.
+
+It knows no exercise and no answer (it ships in the package students install). The form cell of a
+question names its answers and the form each must have; `check_form` looks them up in the notebook and
+reports every problem of the question at once, in sentences, never a traceback through this module:
+
+    check_form(slope_at_3="number", forward_values="list of 3 numbers", cubic_derivative="function")
+
+Forms: "number", "number or None", "True or False", "list of N numbers", "function" (of x, returning a
+number). Under plain `nbgrader autograde` the hidden tests score with `Marks`; the course's own grader
+never runs this module's `Marks`: it injects its own into the hidden tests (course/judge.py).
+
+The grader hands this file's text to the sandbox, where it becomes the module `course.notebook`
+(course/submission.py), so it imports nothing of the course, and nothing but torch beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import sys
+import textwrap
+
+import torch
+
+TOLERANCE = 1e-6  # hand values are exact; the tolerance only absorbs float rounding
+FORMS = ("number", "number or None", "True or False", "function")
+LIST_FORM = re.compile(r"list of (\d+) numbers?")
+FUNCTION_PROBE = 1.5  # where the form check calls a function answer (the grader picks its own points)
+WIDTH = 84  # nbgrader validate cuts its lines at 87 characters
+
+
+class FormError(AssertionError):
+    """Some answers of a question do not have their form yet. IPython shows `_render_traceback_`'s lines
+    in place of a traceback, so a student reads the problems and nothing else."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(self.problems))
+
+    def _render_traceback_(self) -> list[str]:
+        count = len(self.problems)
+        heading = ("Not ready yet: one answer here needs your attention." if count == 1 else
+                   f"Not ready yet: {count} answers here need your attention.")
+        lines = [heading]
+        for problem in self.problems:
+            lines += textwrap.wrap(problem, WIDTH, initial_indent="  - ", subsequent_indent="    ")
+        lines.append("(This checks only the form of your answers, never whether a value is right.)")
+        return lines
+
+
+def _is_number(value: object) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)  # type: ignore[arg-type]
+
+
+def _shown(value: object) -> str:
+    """A value as a student would type it, cut short."""
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<a {type(value).__name__}>"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _a(value: object) -> str:
+    """'a float: 2.5', 'a tensor', ... : what the value is, in words."""
+    if isinstance(value, torch.Tensor):
+        return "a tensor"
+    kind = type(value).__name__
+    article = "an" if kind[:1] in "aeiou" else "a"
+    return f"{article} {kind}: {_shown(value)}"
+
+
+def _form_problem(name: str, value: object, form: str) -> str | None:
+    """What is wrong with the form of one answer (None when nothing is)."""
+    if value is ...:
+        return f"{name} is still `...`: replace it with the value you derived by hand."
+    if isinstance(value, torch.Tensor):
+        return f"{name} is a tensor: write down the plain number you derived, e.g. {name} = 7.5"
+    if form == "number":
+        return None if _is_number(value) else f"{name} should be a number, but it is {_a(value)}."
+    if form == "number or None":
+        well_formed = value is None or _is_number(value)
+        return None if well_formed else f"{name} should be a number or None, but it is {_a(value)}."
+    if form == "True or False":
+        return None if type(value) is bool else f"{name} should be True or False, but it is {_a(value)}."
+    if form == "function":
+        return _function_problem(name, value)
+    length = int(LIST_FORM.fullmatch(form).group(1))  # type: ignore[union-attr]  # forms are checked first
+    wanted = f"{name} should be a list of {length} numbers"
+    if type(value) is not list:
+        return f"{wanted}, but it is {_a(value)}."
+    if len(value) != length:
+        return f"{wanted}, but it has {len(value)}."
+    for position, item in enumerate(value, start=1):
+        if item is ... or not _is_number(item):
+            return f"{wanted}, but item {position} is {'still `...`' if item is ... else _a(item)}."
+    return None
+
+
+def _function_problem(name: str, value: object) -> str | None:
+    if not callable(value):
+        return f"{name} should be a function of x, but it is {_a(value)}."
+    call = f"{name}({FUNCTION_PROBE})"
+    try:
+        result = value(FUNCTION_PROBE)
+    except Exception as error:
+        return f"{call} raised {type(error).__name__}: {error}"
+    if result is ...:
+        return f"{call} returns `...`: replace `return ...` with your derivative."
+    if not _is_number(result):
+        return f"{name} should return a number, but {call} returned {_a(result)}."
+    return None
+
+
+def check_form(*, quiet: bool = False, **forms: str) -> None:
+    """Check the *form* of each named answer (never whether it is right); say every problem at once.
+
+    The answers are looked up by name in the notebook (the caller's globals), so an answer whose line
+    was deleted is reported as such instead of stopping the check at the first NameError."""
+    for name, form in forms.items():
+        if form not in FORMS and not LIST_FORM.fullmatch(form):
+            raise ValueError(f"check_form: {name}={form!r} is not a form; use one of {', '.join(FORMS)} "
+                             "or 'list of N numbers'")
+    namespace = sys._getframe(1).f_globals
+    problems = []
+    for name, form in forms.items():
+        if name not in namespace:
+            problem: str | None = f"{name} is not defined: run its answer cell (keep the line `{name} = ...`)."
+        else:
+            problem = _form_problem(name, namespace[name], form)
+        if problem:
+            problems.append(problem)
+        elif not quiet:
+            print(f"ok   {name}: right form ({form})")
+    if problems:
+        raise FormError(problems)
+
+
+def _plain(reference: object) -> object:
+    """Turn torch's reference (a tensor, a list of tensors, None or a bool) into plain Python."""
+    if isinstance(reference, torch.Tensor):
+        return reference.item()
+    if isinstance(reference, list):
+        return [_plain(r) for r in reference]
+    return reference
+
+
+def _matches(answer: object, expected: object) -> bool:
+    if expected is None or type(expected) is bool:
+        return answer is expected
+    if type(expected) is list:
+        return (type(answer) is list and len(answer) == len(expected)
+                and all(_matches(a, e) for a, e in zip(answer, expected, strict=True)))
+    return _is_number(answer) and abs(answer - expected) <= TOLERANCE  # type: ignore[operator]
+
+
+class Marks:
+    """Scores one question value by value, for the hidden tests when plain nbgrader grades."""
+
+    def __init__(self) -> None:
+        self.earned: float = 0
+        self.notes: list[str] = []
+
+    def value(self, name: str, answer: object, reference: object, hint: str, points: float = 1) -> None:
+        if _matches(answer, _plain(reference)):
+            self.earned += points
+        else:
+            self.notes.append(f"{name} does not match torch. {hint}")
+
+    def function(self, name: str, answer, reference, hint: str, points: float = 1) -> None:
+        xs = [random.randint(-6, 6) + random.choice([0.0, 0.5]) for _ in range(5)]  # noqa: S311 - not a secret
+        try:
+            ok = all(_matches(answer(x), _plain(reference(x))) for x in xs)
+        except Exception:
+            ok = False
+        self.value(name, True if ok else None, True, hint, points)
+
+    def total(self) -> float:
+        for note in self.notes:
+            print(note)
+        return self.earned
