@@ -6,9 +6,10 @@ reports every problem of the question at once, in sentences, never a traceback t
 
     check_form(slope_at_3="number", forward_values="list of 3 numbers", cubic_derivative="function")
 
-Forms: "number", "number or None", "True or False", "list of N numbers", "function" (of x, returning a
-number). Under plain `nbgrader autograde` the hidden tests score with `Marks`; the course's own grader
-never runs this module's `Marks`: it injects its own into the hidden tests (course/judge.py).
+Forms: "number", "number or None", "True or False", "class name or None" (a class's name in quotes), "list of
+N numbers", "function" (of x, returning a number). Under plain `nbgrader autograde` the hidden tests score
+with `Marks`; the course's own grader never runs this module's `Marks`: it injects its own into the hidden
+tests (course/judge.py).
 
 The grader hands this file's text to the sandbox, where it becomes the module `course.notebook`
 (course/submission.py), so it imports nothing of the course, and nothing but torch beyond the standard library.
@@ -25,7 +26,7 @@ import textwrap
 import torch
 
 TOLERANCE = 1e-6  # hand values are exact; the tolerance only absorbs float rounding
-FORMS = ("number", "number or None", "True or False", "function")
+FORMS = ("number", "number or None", "True or False", "class name or None", "function")
 LIST_FORM = re.compile(r"list of (\d+) numbers?")
 FUNCTION_PROBE = 1.5  # where the form check calls a function answer (the grader picks its own points)
 WIDTH = 84  # nbgrader validate cuts its lines at 87 characters
@@ -85,6 +86,10 @@ def _form_problem(name: str, value: object, form: str) -> str | None:
         return None if well_formed else f"{name} should be a number or None, but it is {_a(value)}."
     if form == "True or False":
         return None if type(value) is bool else f"{name} should be True or False, but it is {_a(value)}."
+    if form == "class name or None":
+        well_formed = value is None or (type(value) is str and value.isidentifier())
+        return None if well_formed else (f"{name} should be the name of a class in quotes (a string), "
+                                         f"or None, but it is {_a(value)}.")
     if form == "function":
         return _function_problem(name, value)
     length = int(LIST_FORM.fullmatch(form).group(1))  # type: ignore[union-attr]  # forms are checked first
@@ -148,8 +153,12 @@ def _plain(reference: object) -> object:
 
 
 def _matches(answer: object, expected: object) -> bool:
+    """The judge's comparison (course/judge.py `matches`), for plain nbgrader: exact for None, booleans and
+    text (a class name), within TOLERANCE for numbers, item by item for lists."""
     if expected is None or type(expected) is bool:
         return answer is expected
+    if type(expected) is str:
+        return type(answer) is str and answer == expected
     if type(expected) is list:
         return (type(answer) is list and len(answer) == len(expected)
                 and all(_matches(a, e) for a, e in zip(answer, expected, strict=True)))

@@ -58,6 +58,9 @@ def test_every_problem_of_a_question_is_reported_at_once():
     ("function", lambda x: ..., "x(1.5) returns `...`: replace `return ...` with your derivative."),
     ("function", lambda x: 1 / 0, "x(1.5) raised ZeroDivisionError: division by zero"),
     ("function", lambda x: torch.tensor(x), "x should return a number, but x(1.5) returned a tensor."),
+    ("class name or None", "Add Backward", "x should be the name of a class in quotes (a string), or None, but it "
+                                           "is a str: 'Add Backward'."),
+    ("class name or None", 0, "x should be the name of a class in quotes (a string), or None, but it is an int: 0."),
 ])
 def test_each_wrong_form_is_said_in_a_sentence(form, value, problem):
     assert run_check(f"check_form(x={form!r})", x=value)[0] == [problem]
@@ -66,6 +69,7 @@ def test_each_wrong_form_is_said_in_a_sentence(form, value, problem):
 @pytest.mark.parametrize(("form", "value"), [
     ("number", 2), ("number", -0.5), ("number or None", None), ("True or False", False),
     ("list of 3 numbers", [1, 2.5, -3]), ("function", lambda x: 3 * x ** 2 - 2),
+    ("class name or None", "AddBackward0"), ("class name or None", None),
 ])
 def test_a_well_formed_answer_passes(form, value):
     assert run_check(f"check_form(x={form!r})", x=value) == ([], f"ok   x: right form ({form})\n")
@@ -100,8 +104,12 @@ def test_marks_scores_value_by_value_for_plain_nbgrader(capsys):
     marks.value("b", [1, 2], [torch.tensor(1.0), torch.tensor(3.0)], "hint b", points=2)
     marks.value("c", None, None, "hint c")
     marks.function("f", lambda x: 2 * x, lambda x: torch.tensor(2.0 * x), "hint f", points=3)
-    assert marks.total() == 5
-    assert capsys.readouterr().out == "b does not match torch. hint b\n"
+    marks.value("g", "PowBackward0", "PowBackward0", "hint g")
+    marks.value("h", "AddBackward0", "MulBackward0", "hint h")
+    marks.value("i", None, "MulBackward0", "hint i")
+    assert marks.total() == 6
+    assert capsys.readouterr().out == "b does not match torch. hint b\nh does not match torch. hint h\n" \
+                                      "i does not match torch. hint i\n"
 
 
 # ----------------------------------------------------------------------------------- in a real kernel
