@@ -142,7 +142,7 @@ def form_checks(source: str, where: str) -> dict[str, str]:
             continue
         if call.args:
             raise SourceNotebookError(f"{where}: {FORM_CHECK} takes the answers as keywords, "
-                                      f"e.g. {FORM_CHECK}(slope_at_3=\"number\")")
+                                      f"e.g. {FORM_CHECK}(answer_name=\"number\")")
         for keyword in call.keywords:
             if keyword.arg is None or keyword.arg == "quiet":
                 continue

@@ -4,7 +4,7 @@ It knows no exercise and no answer (it ships in the package students install). T
 question names its answers and the form each must have; `check_form` looks them up in the notebook and
 reports every problem of the question at once, in sentences, never a traceback through this module:
 
-    check_form(slope_at_3="number", forward_values="list of 3 numbers", cubic_derivative="function")
+    check_form(slope="number", values="list of 3 numbers", derivative="function")
 
 Forms: "number", "number or None", "True or False", "class name or None" (a class's name in quotes), "list of
 N numbers", "function" (of x, returning a number). Under plain `nbgrader autograde` the hidden tests score
