@@ -204,7 +204,8 @@ def _students_html(summary: dict[str, Any]) -> str:
         if late:
             cells.append(f"<td class=num data-sort={student['late_penalty']:g}>{_points(student['late_penalty'])}</td>")
         slips = student["misconceptions"]
-        cells.append(f'<td class=num data-sort={len(slips)} title="{_e(", ".join(slips))}">{len(slips)}</td>')
+        cells.append(f'<td class=num data-sort={len(slips)} title="{_e(", ".join(slips))}">{len(slips)}</td>'
+                     if counted else "<td class=num data-sort=-1>—</td>")
         for question in questions:
             earned = student["questions"].get(question["id"]) if counted else None
             cells.append(f"<td class=\"num q\" data-sort={-1 if earned is None else f'{earned:g}'}>"
@@ -241,7 +242,8 @@ def render_summary_html(summary: dict[str, Any], assignment: str) -> str:
     ]
     if summary["students"]:
         parts.append("<section class=card id=distribution><h2>Score distribution</h2><p>Students per score, in "
-                     "whole points (a score counts in the bar of its whole part); hover a bar for the names.</p>"
+                     "whole points (a score counts in the bar of its whole part). Hover a bar for the names, or sort "
+                     "the students by score.</p>"
                      f"{_histogram_svg(summary['histogram'], summary['max_score'])}</section>")
         parts.append(_questions_html(summary))
         parts.append(_misconceptions_html(summary))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from html.parser import HTMLParser
+from typing import ClassVar
 
 import pytest
 
@@ -111,7 +112,7 @@ def test_feedback_links_are_relative_and_encoded():
 class _WellFormed(HTMLParser):
     """Every element closed in order (void elements aside), ids unique, nothing loaded from elsewhere."""
 
-    VOID = {"meta", "br", "img", "input", "link", "hr", "col", "wbr", "source"}
+    VOID: ClassVar[set[str]] = {"meta", "br", "img", "input", "link", "hr", "col", "wbr", "source"}
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
