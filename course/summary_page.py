@@ -12,6 +12,7 @@ from course.render import CSS, course_text_html
 
 SUMMARY_CSS = """
 .stats { color: var(--muted); }
+header nav { margin-top: .5rem; font-size: .95rem; }
 svg.histogram { display: block; width: 100%; max-width: 400px; height: auto; }
 svg.histogram text { font: 14px system-ui, sans-serif; fill: #202124; }
 svg.histogram text.bin-label { fill: var(--muted); }
@@ -19,7 +20,7 @@ svg.histogram rect { fill: #1a73e8; }
 svg.histogram rect.empty { fill: var(--line); }
 .rate { background: #e8f0fe; height: .5rem; border-radius: 2px; min-width: 4rem; margin-top: .25rem; }
 .rate > div { background: #1a73e8; height: 100%; border-radius: 2px; }
-.names a, .names span { white-space: nowrap; }
+.names a, .names span, table.questions td + td { white-space: nowrap; }
 table.students td, table.students th { white-space: nowrap; }
 table.students th button { font: inherit; font-weight: 700; color: inherit; background: none; border: 0;
                            padding: 0; cursor: pointer; text-align: left; }
@@ -130,6 +131,11 @@ def _header(summary: dict[str, Any], assignment: str) -> str:
     apart += [f"{len(away['unreadable'])} unreadable feedback"] if away["unreadable"] else []
     if apart:
         parts.append(f"<div class=stats>Not counted in these numbers: {', '.join(apart)} (listed below).</div>")
+    sections = [("distribution", "distribution"), ("questions", "questions"), ("misconceptions", "misconceptions")
+                ] if counted else []
+    sections += [("students", "students")] if summary["roster"] else []
+    sections += [("integrity", "integrity")]
+    parts.append("<nav>" + " · ".join(f'<a href="#{anchor}">{name}</a>' for anchor, name in sections) + "</nav>")
     parts.append("</header>")
     return "".join(parts)
 
@@ -215,7 +221,7 @@ def _students_html(summary: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def _integrity_html(integrity: dict[str, list[str]]) -> str:
+def _integrity_html(integrity: dict[str, list[str]], pages: dict[str, str]) -> str:
     """What the grader saw in submissions that tried to game it: for the instructor; scores are unaffected."""
     parts = ["<section class=card id=integrity><h2>Integrity report (instructor only)</h2>"]
     if not integrity:
@@ -227,7 +233,7 @@ def _integrity_html(integrity: dict[str, list[str]]) -> str:
                  "<th>what was seen</th></tr></thead><tbody>")
     for student, findings in integrity.items():
         items = "".join(f"<li>{_e(finding)}</li>" for finding in findings)
-        parts.append(f"<tr><td>{_e(student)}</td><td><ul>{items}</ul></td></tr>")
+        parts.append(f"<tr><td>{_student(student, pages.get(student, ''))}</td><td><ul>{items}</ul></td></tr>")
     parts.append("</tbody></table></div></section>")
     return "".join(parts)
 
@@ -251,6 +257,7 @@ def render_summary_html(summary: dict[str, Any], assignment: str) -> str:
         parts.append("<section class=card><p>No graded submissions yet.</p></section>")
     if summary["roster"]:
         parts.append(_students_html(summary))
-    parts.append(_integrity_html(summary.get("integrity", {})))
+    pages = {student["student_id"]: student["page"] for student in summary["roster"]}
+    parts.append(_integrity_html(summary.get("integrity", {}), pages))
     parts.append(f"</main><script>{SORT_SCRIPT}</script></body></html>")
     return "\n".join(parts)

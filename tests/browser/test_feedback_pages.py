@@ -183,9 +183,11 @@ def test_class_summary_sorts_by_a_click_on_a_column(summary_page):
 
 def test_every_student_link_opens_their_feedback_page(summary_page, graded):
     page = summary_page
-    links = page.locator("main a").evaluate_all("links => links.map(a => [a.textContent, a.href])")
+    links = page.locator("main section a").evaluate_all("links => links.map(a => [a.textContent, a.href])")
     students = {text for text, _ in links}
     assert students == set(SAMPLES)  # zoe has no feedback page to open
+    for anchor in page.locator("header nav a").evaluate_all("links => links.map(a => a.hash)"):
+        assert page.locator(anchor).count() == 1
     for student, href in links:
         page.goto(href)
         expect(page.locator("header.summary")).to_contain_text(f"Feedback for {student}, assignment autograd")
