@@ -26,7 +26,8 @@ from course.grading import ERROR, FAILED, GRADED, TIMED_OUT, Graded, grade_submi
 from course.nbgrader_bridge import GradebookWriter, assignment_due
 from course.render import render_html
 from course.roster import Student, gradebook_students
-from course.summary import class_summary, read_class_feedback, render_summary_html
+from course.summary import class_summary, read_class_feedback
+from course.summary_page import render_summary_html
 from course.term import (
     MISSING_WORK,
     NoGradebook,
@@ -178,7 +179,7 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
                 summary.csv_path, question_ids, assignment.max_score, roster,
                 [g.student_id for g in summary.graded], opening.result())
     write_integrity(out_dir, settings.name, summary.graded)
-    write_class_summary(out_dir, settings.name, summary.csv_path)
+    write_class_summary(out_dir, settings.name, summary.csv_path, page=feedback_page(settings))
     return summary
 
 
@@ -249,13 +250,14 @@ def class_summary_path(out_dir: Path, assignment: str, suffix: str = ".html") ->
     return out_dir / f"class-summary-{assignment}{suffix}"
 
 
-def write_class_summary(out_dir: Path, assignment: str, csv_path: Path | None = None) -> None:
+def write_class_summary(out_dir: Path, assignment: str, csv_path: Path | None = None, *, page: str = "") -> None:
     """class-summary-<assignment>.html (and .json) next to the grades CSV, over every student graded into
-    out_dir; the students whose CSV row says `missing` are listed as having submitted nothing."""
+    out_dir; the students whose CSV row says `missing` are listed as having submitted nothing; page: the
+    feedback page's name, which the summary links for every student."""
     rows = read_grades_csv(csv_path) if csv_path else {}
     missing = sorted(sid for sid, row in rows.items() if row.get("status") == MISSING_WORK)
     feedback, unreadable = read_class_feedback(out_dir, assignment)
-    summary = class_summary(feedback, missing=missing, unreadable=unreadable)
+    summary = class_summary(feedback, missing=missing, unreadable=unreadable, page=page)
     seen = read_integrity(out_dir, assignment)
     for student, findings in integrity.borrowed_numbers(feedback).items():  # across students: the whole class
         seen[student] = [*seen.get(student, []), *findings]

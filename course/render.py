@@ -33,6 +33,7 @@ class Table:
     highlighted: int | None = None  # the row where a chain first breaks
     title: str = ""
     caption: str = ""
+    first: tuple[int, ...] = ()  # the columns a phone shows first, under the row's name and verdict
 
 
 @dataclass(frozen=True)
@@ -90,8 +91,10 @@ def _chain_table(table: dict[str, Any], reveal: bool) -> Table:
             ("node", "your forward value", "local derivative", "your gradient", ""))
     caption = ("Your chain matches torch at every node." if table["first_wrong"] is None else
                "Your chain first breaks at the node marked →; every gradient behind it inherits the error.")
+    # On a phone the gradients (yours, and torch's when shown) come first: they show where the chain broke.
+    first = (len(head) - 3, len(head) - 2) if reveal else (len(head) - 2,)
     return Table("chain", head, tuple(rows), table["first_wrong"], "Chain table (backward pass, right to left)",
-                 caption)
+                 caption, first)
 
 
 def question_view(question: dict[str, Any], reveal: bool) -> QuestionView:
@@ -141,7 +144,18 @@ tr.first-wrong td { background: #fdecea; }
   table.values, table.values tbody, table.values tr, table.values td { display: block; width: 100%; }
   table.values tr { border-bottom: 1px solid var(--line); padding: .4rem 0; }
   table.values td { border: 0; padding: .1rem 0; }
-  table.values td[data-label]::before { content: attr(data-label) ": "; color: var(--muted); }
+  td[data-label]::before { content: attr(data-label) ": "; color: var(--muted); font-family: system-ui, sans-serif; }
+  /* The chain table: a card per node, its verdict beside its name and the gradients right under them (where
+     the chain breaks is what a student looks for), then the forward values and the local derivative. */
+  table.chain thead { display: none; }
+  table.chain, table.chain tbody { display: block; width: 100%; }
+  table.chain tr { display: flex; flex-wrap: wrap; column-gap: 1rem; border-bottom: 1px solid var(--line);
+                   padding: .4rem .25rem; }
+  table.chain tr.first-wrong { background: #fdecea; }
+  table.chain td { border: 0; padding: .1rem 0; flex: 1 1 100%; order: 3; }
+  table.chain td:first-child { order: 0; flex: 1 1 calc(100% - 3rem); font-weight: 600; }
+  table.chain td.mark { order: 1; flex: 0 0 auto; }
+  table.chain td.first { order: 2; flex: 1 1 40%; }
 }
 """
 
@@ -156,7 +170,7 @@ def course_text_html(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", _e(text))
 
 
-def _cell_html(cell: Cell, label: str) -> str:
+def _cell_html(cell: Cell, label: str, first: bool = False) -> str:
     if cell.kind == "mark":
         css = "ok" if cell.text.startswith("✓") else "bad"
         mark, _, rest = cell.text.partition(" ")
@@ -167,17 +181,27 @@ def _cell_html(cell: Cell, label: str) -> str:
         inner = _e(cell.text)
     for style, text in cell.notes:
         inner += f'<div class="{style}">{_e(text)}</div>' if style else f"<div>{_e(text)}</div>"
-    attributes = (" class=num" if cell.kind == "num" else "") + (f" data-label='{_e(label)}'" if label else "")
+    classes = " ".join(name for name, wanted in (("num", cell.kind == "num"), ("mark", cell.kind == "mark"),
+                                                 ("first", first)) if wanted)
+    attributes = ((f' class="{classes}"' if " " in classes else f" class={classes}") if classes else "") + (
+        f" data-label='{_e(label)}'" if label else "")
     return f"<td{attributes}>{inner}</td>"
 
 
+def _label(table: Table, column: int) -> str:
+    """What the phone layout calls a cell: the values table names the parts between an answer's name and its
+    explanation; the chain table every part but the node's name and its verdict (beside the name)."""
+    last = len(table.head) - 1
+    if column == 0 or (column == last and (table.kind == "values" or not table.head[column])):
+        return ""
+    return table.head[column]
+
+
 def _table_html(table: Table) -> str:
-    labelled = table.kind == "values"  # the phone layout names each value's parts
     rows = []
     for index, row in enumerate(table.rows):
         css = ' class="first-wrong"' if index == table.highlighted else ""
-        cells = "".join(_cell_html(cell, table.head[i] if labelled and 0 < i < len(row) - 1 else "")
-                        for i, cell in enumerate(row))
+        cells = "".join(_cell_html(cell, _label(table, i), i in table.first) for i, cell in enumerate(row))
         rows.append(f"<tr{css}>{cells}</tr>")
     head = "".join(f"<th>{_e(name)}</th>" for name in table.head)
     parts = []

@@ -1,18 +1,24 @@
-"""The class summary an instructor reads after grading: score distribution, per-question success, and
-the most common misconceptions. Built from the feedback of every graded student in the output folder."""
+"""The class summary an instructor keeps open after grading: the score distribution, who was not counted and
+why, per-question success, who showed each misconception, and every student with a link to their feedback.
+
+Built from the feedback of every student in the output folder (`class_summary`, plain data, written as
+class-summary-<assignment>.json) and laid out once as a page (`course.summary_page`). It names students, so it is the
+instructor's only: nothing of it goes into a student's feedback or Gradescope results.
+"""
 
 from __future__ import annotations
 
-import html
 import json
-from collections import Counter
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from course.render import CSS, course_text_html
+from course.grading import ERROR, FAILED, GRADED, TIMED_OUT
 
-BUCKETS = 10
+COUNTED = (GRADED, TIMED_OUT)  # notebooks that were read and run: their scores are the class's statistics
+MAX_BINS = 20  # the histogram's bins are whole points wide, as few points as keep it to this many bars
 
 
 def read_class_feedback(out_dir: Path, assignment: str) -> tuple[list[dict[str, Any]], list[str]]:
@@ -27,116 +33,118 @@ def read_class_feedback(out_dir: Path, assignment: str) -> tuple[list[dict[str, 
     return feedback, unreadable
 
 
+def feedback_link(student_id: str, assignment: str, page: str) -> str:
+    """The student's feedback page relative to the summary (both are written into the same output folder)."""
+    return "/".join(quote(part, safe="") for part in ("feedback", student_id, assignment, page))
+
+
+def score_bins(max_score: float, scores: Sequence[tuple[str, float]]) -> list[dict[str, Any]]:
+    """Whole-point bins from 0 to max_score, each with the students (name, score) whose score is in it:
+    `from` and `to` are the first and last whole point of a bin (a score counts in the bin of its whole
+    part, so 44.6 is in the bin holding 44); the bins are as narrow as keep their number at most MAX_BINS."""
+    top = max(0, math.floor(max_score))
+    width = max(1, math.ceil((top + 1) / MAX_BINS))
+    bins: list[dict[str, Any]] = [{"from": start, "to": min(start + width - 1, top), "students": []}
+                                  for start in range(0, top + 1, width)]
+    for student, score in scores:
+        point = min(top, max(0, math.floor(score))) if math.isfinite(score) else 0
+        bins[point // width]["students"].append(student)
+    return bins
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else 0.0
+
+
 def class_summary(feedback: list[dict[str, Any]], *, missing: Sequence[str] = (),
-                  unreadable: Sequence[str] = ()) -> dict[str, Any]:
-    """Plain data: counts, a histogram of scores, per-question success and misconception counts; `missing`
-    are the roster's students who submitted nothing, `unreadable` those whose feedback file could not be
-    read (neither is counted in the score statistics)."""
-    if not feedback:
-        return {"students": 0, "statuses": {}, "histogram": [], "questions": [], "misconceptions": [],
-                "missing": list(missing), "unreadable": list(unreadable)}
-    max_score = max(f["max_score"] for f in feedback)
-    histogram = [0] * BUCKETS
-    for student in feedback:
-        bucket = min(BUCKETS - 1, int(BUCKETS * student["score"] / max_score)) if max_score else 0
-        histogram[bucket] += 1
+                  unreadable: Sequence[str] = (), page: str = "") -> dict[str, Any]:
+    """Plain data for the page and class-summary-<assignment>.json.
+
+    Only submissions that were read and run (status graded or timed_out) count in the score statistics;
+    a notebook that could not be read (failed), an autograder error, a roster student who submitted nothing
+    (`missing`) and a feedback file that could not be read (`unreadable`) are each listed apart.
+    page: the feedback page's file name (e.g. autograd.html): each student links to
+    feedback/<student>/<assignment>/<page>; "" links nobody.
+    """
+    feedback = sorted(feedback, key=lambda f: str(f.get("student_id", "")))
+    counted = [f for f in feedback if f.get("status") in COUNTED]
+    max_score = max((_number(f.get("max_score")) for f in feedback), default=0.0)
+    scores = [_number(f.get("score")) for f in counted]
+    link = {str(f["student_id"]): feedback_link(str(f["student_id"]), str(f.get("assignment", "")), page)
+            for f in feedback if page}
+
+    bins = score_bins(max_score, [(str(f["student_id"]), _number(f.get("score"))) for f in counted]) if counted else []
+
     questions = []
-    for index, question in enumerate(feedback[0]["questions"]):
-        earned = [f["questions"][index]["earned"] for f in feedback if len(f["questions"]) > index]
-        full = sum(1 for e in earned if e == question["points"])
+    template = counted[0]["questions"] if counted else []
+    for index, question in enumerate(template):
+        earned = [_number(f["questions"][index]["earned"]) for f in counted if len(f["questions"]) > index]
+        full = [str(f["student_id"]) for f in counted if len(f["questions"]) > index
+                and _number(f["questions"][index]["earned"]) >= _number(question["points"])]
         questions.append({
             "id": question["id"], "title": question["title"], "points": question["points"],
-            "full_marks": full, "success_rate": full / len(earned), "mean": sum(earned) / len(earned),
+            "full_marks": len(full), "success_rate": len(full) / len(earned) if earned else 0.0,
+            "mean": sum(earned) / len(earned) if earned else 0.0,
         })
-    seen: Counter[str] = Counter()
-    examples: dict[str, dict[str, str]] = {}
-    for student in feedback:
+
+    misconceptions: dict[str, dict[str, Any]] = {}
+    for student in counted:
         for question in student["questions"]:
             for diagnosis in question["misconceptions"]:
-                seen[diagnosis["id"]] += 1
-                examples.setdefault(diagnosis["id"], {"diagnosis": diagnosis["diagnosis"], "idea": diagnosis["idea"],
-                                                      "question": question["title"]})
+                item = misconceptions.setdefault(diagnosis["id"], {
+                    "id": diagnosis["id"], "diagnosis": diagnosis["diagnosis"], "idea": diagnosis["idea"],
+                    "questions": [], "students": [], "where": {}})
+                if question["title"] not in item["questions"]:
+                    item["questions"].append(question["title"])
+                if student["student_id"] not in item["where"]:
+                    item["students"].append(student["student_id"])
+                    item["where"][student["student_id"]] = question["id"]
+    ranked = sorted(misconceptions.values(), key=lambda item: -len(item["students"]))
+
+    not_counted = {
+        "failed": [str(f["student_id"]) for f in feedback if f.get("status") == FAILED],
+        "autograder_error": [str(f["student_id"]) for f in feedback if f.get("status") == ERROR],
+        "missing": sorted(missing),
+        "unreadable": sorted(unreadable),
+    }
+    roster = []
+    for student in feedback:
+        sid = str(student["student_id"])
+        roster.append({
+            "student_id": sid, "status": student.get("status", ""), "counted": student.get("status") in COUNTED,
+            "score": _number(student.get("score")), "max_score": _number(student.get("max_score")),
+            "late_penalty": _number(student.get("late_penalty")),
+            "questions": {q["id"]: _number(q["earned"]) for q in student.get("questions", [])},
+            "misconceptions": sorted({d["id"] for q in student.get("questions", []) for d in q["misconceptions"]}),
+            "reason": (student.get("messages") or [""])[0] if student.get("status") not in COUNTED else "",
+            "page": link.get(sid, ""),
+        })
+    roster += [{"student_id": sid, "status": status, "counted": False, "score": 0.0, "max_score": max_score,
+                "late_penalty": 0.0, "questions": {}, "misconceptions": [], "reason": reason, "page": ""}
+               for status, names, reason in (
+                   ("missing", not_counted["missing"], "nothing submitted"),
+                   ("unreadable", not_counted["unreadable"], "the feedback file could not be read: grade again"))
+               for sid in names]
     return {
-        "students": len(feedback),
+        "students": len(counted),
         "max_score": max_score,
-        "mean_score": sum(f["score"] for f in feedback) / len(feedback),
-        "statuses": dict(Counter(f["status"] for f in feedback)),
-        "histogram": [
-            {"from": max_score * i / BUCKETS, "to": max_score * (i + 1) / BUCKETS, "students": n}
-            for i, n in enumerate(histogram)
-        ],
+        "mean_score": sum(scores) / len(scores) if scores else None,
+        "median_score": _median(scores),
+        "statuses": {status: sum(1 for f in feedback if f.get("status") == status)
+                     for status in sorted({str(f.get("status")) for f in feedback})},
+        "histogram": bins,
         "questions": questions,
-        "misconceptions": [{"id": key, "students": count, **examples[key]} for key, count in seen.most_common()],
-        "missing": list(missing),
-        "unreadable": list(unreadable),
+        "misconceptions": ranked,
+        "not_counted": not_counted,
+        "roster": roster,
+        "missing": not_counted["missing"],
+        "unreadable": not_counted["unreadable"],
     }
 
 
-def render_summary_html(summary: dict[str, Any], assignment: str) -> str:
-    e = html.escape
-    parts = [
-        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
-        '<meta name=viewport content="width=device-width, initial-scale=1">',
-        f"<title>Class summary: {e(assignment)}</title><style>{CSS}",
-        ".bar { background: #1a73e8; height: 1rem; border-radius: 2px; }</style></head><body><main>",
-        f"<header class=summary><div>Class summary, assignment <strong>{e(assignment)}</strong></div>",
-    ]
-    missing = summary.get("missing", [])
-    missing_html = (f"<section class=card><h2>Did not submit ({len(missing)})</h2><p>{e(', '.join(missing))}</p>"
-                    "</section>") if missing else ""
-    unreadable = summary.get("unreadable", [])
-    if unreadable:
-        missing_html += (f'<section class=card><div class="note">The feedback of {len(unreadable)} student'
-                         f'{"s" if len(unreadable) != 1 else ""} could not be read and is not counted here: '
-                         f"{e(', '.join(unreadable))}. Grade them again.</div></section>")
-    if not summary["students"]:
-        parts.append(f"<div>No graded submissions yet.</div></header>{missing_html}</main></body></html>")
-        return "\n".join(parts)
-    statuses = ", ".join(f"{n} {e(s.replace('_', ' '))}" for s, n in sorted(summary["statuses"].items()))
-    parts.append(f"<div class=score>{summary['students']} students</div><div>mean score "
-                 f"{summary['mean_score']:.1f} / {summary['max_score']:g}; {statuses}</div></header>")
-    parts.append(missing_html)
-    widest = max(b["students"] for b in summary["histogram"]) or 1
-    parts.append("<section class=card><h2>Score distribution</h2><div class=table-wrap><table><thead><tr>"
-                 "<th>score</th><th>students</th><th></th></tr></thead><tbody>")
-    for bucket in summary["histogram"]:
-        width = 100 * bucket["students"] / widest
-        parts.append(f"<tr><td>{bucket['from']:.1f}–{bucket['to']:.1f}</td><td>{bucket['students']}</td>"
-                     f'<td style="width:60%"><div class=bar style="width:{width:.0f}%"></div></td></tr>')
-    parts.append("</tbody></table></div></section>")
-    parts.append("<section class=card><h2>Questions</h2><div class=table-wrap><table><thead><tr><th>question</th>"
-                 "<th>full marks</th><th>mean points</th></tr></thead><tbody>")
-    for question in summary["questions"]:
-        parts.append(f"<tr><td>{course_text_html(question['title'])}</td><td>{100 * question['success_rate']:.0f}% "
-                     f"({question['full_marks']})</td><td>{question['mean']:.2f} / {question['points']:g}</td></tr>")
-    parts.append("</tbody></table></div></section>")
-    parts.append("<section class=card><h2>Most common misconceptions</h2>")
-    if not summary["misconceptions"]:
-        parts.append("<p>None recognised.</p>")
-    for item in summary["misconceptions"][:10]:
-        parts.append(f'<div class="misconception"><strong>{item["students"]} student'
-                     f'{"s" if item["students"] != 1 else ""}</strong> ({course_text_html(item["question"])}): '
-                     f'{e(item["diagnosis"])}'
-                     f'<div class=idea>The idea: {e(item["idea"])}</div></div>')
-    parts.append("</section>")
-    parts.append(_integrity_html(summary.get("integrity", {})))
-    parts.append("</main></body></html>")
-    return "\n".join(parts)
-
-
-def _integrity_html(integrity: dict[str, list[str]]) -> str:
-    """What the grader saw in submissions that tried to game it: for the instructor; scores are unaffected."""
-    e = html.escape
-    parts = ["<section class=card><h2>Integrity report (instructor only)</h2>"]
-    if not integrity:
-        parts.append("<p>Nothing seen: no submission patched torch or builtins, defined a rigged number type, "
-                     "edited a locked cell or came personalised for someone else.</p></section>")
-        return "".join(parts)
-    parts.append("<p>None of this changed a score (the grader recomputes every reference itself) and none of it "
-                 "is in the students' feedback.</p><div class=table-wrap><table><thead><tr><th>student</th>"
-                 "<th>what was seen</th></tr></thead><tbody>")
-    for student, findings in integrity.items():
-        items = "".join(f"<li>{e(str(finding))}</li>" for finding in findings)
-        parts.append(f"<tr><td>{e(str(student))}</td><td><ul>{items}</ul></td></tr>")
-    parts.append("</tbody></table></div></section>")
-    return "".join(parts)
+def _median(scores: Sequence[float]) -> float | None:
+    ordered = sorted(scores)
+    if not ordered:
+        return None
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2

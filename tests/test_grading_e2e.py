@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 
 import pytest
@@ -133,6 +134,24 @@ def test_integrity_report_is_for_the_instructor_only(graded_samples):
         assert "patches" not in text
         assert "rigged" not in text
         assert "ntegrity" not in text
+
+
+def test_the_class_summary_names_students_for_the_instructor_only(graded_samples):
+    """The summary says who showed each misconception and links every page; no student's feedback folder
+    (what nbgrader release_feedback hands out) and no Gradescope result names another student."""
+    _, root, _ = graded_samples
+    summary = json.loads((root / "out" / "class-summary-autograd.json").read_text())
+    assert {m["id"]: m["students"] for m in summary["misconceptions"]}["forgot_times_x"] == ["bob"]
+    assert summary["not_counted"]["failed"] == ["frank"]
+    assert summary["students"] == 5
+    for student in EXPECTED_SAMPLE_SCORES:
+        others = re.compile(r"\b(" + "|".join(s for s in EXPECTED_SAMPLE_SCORES if s != student) + r")\b")
+        for path in (root / "out" / "feedback" / student).rglob("*"):
+            if path.is_file():
+                assert not others.search(path.read_text(encoding="utf-8", errors="replace")), path
+    others = re.compile(r"\b(alice|carol|dave|erin|frank)\b")
+    for golden in (ROOT / "tests" / "goldens").glob("bob.*"):  # bob's feedback and Gradescope results
+        assert not others.search(golden.read_text(encoding="utf-8")), golden
 
 
 def test_regrading_is_idempotent(graded_samples):
