@@ -10,6 +10,7 @@ Conventions (checked here, with the cell named in every error):
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ class Assignment:
     def function_names(self) -> tuple[str, ...]:
         return tuple(name for q in self.questions for name in q.function_names)
 
-    @property
+    @functools.cached_property
     def released_sources(self) -> dict[str, str]:
         """The text students receive for each locked or test cell (hidden tests removed)."""
         return {
