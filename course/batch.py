@@ -141,11 +141,12 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         level, note = sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
         summary.isolation = note or sandbox.ISOLATION_SUMMARY[level]
         run: sandbox.Runner | None = None
+        threads = max(1, jobs)
         if jobs > 0 and refs:
             pool = stack.enter_context(sandbox.WarmPool(min(jobs, len(refs)), config.limits, isolation=config.sandbox,
                                                 base_uid=config.sandbox_uid))
-            run = pool.run
-        executor = stack.enter_context(ThreadPoolExecutor(max(1, jobs)))
+            run, threads = pool.run, pool.threads  # more runs waiting than workers: long runs get stand-ins
+        executor = stack.enter_context(ThreadPoolExecutor(threads))
         futures = [executor.submit(grade_submission, ref, assignment, config, run=run) for ref in refs]
         paths_by_id = {ref.student_id: ref.path for ref in refs}
         writes = SyncedWrites()
