@@ -136,10 +136,11 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         # results wait for these only where they need them.
         background = stack.enter_context(ThreadPoolExecutor(2))
         background.submit(warm_imports)
-        opening = background.submit(_open_records, config, settings, record, roster)
-        stack.callback(lambda: opening.result().gradebook.close())
+        # no sandbox, no grading: refused before the gradebook is opened (or the assignment recorded in it)
         level, note = sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
         summary.isolation = note or sandbox.ISOLATION_SUMMARY[level]
+        opening = background.submit(_open_records, config, settings, record, roster)
+        stack.callback(lambda: opening.result().gradebook.close())
         run: sandbox.Runner | None = None
         threads = max(1, jobs)
         if jobs > 0 and refs:
