@@ -14,6 +14,7 @@ answer key and hidden tests, which it never has) from a released notebook, for t
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -65,7 +66,7 @@ class Assignment:
     def function_names(self) -> tuple[str, ...]:
         return tuple(name for q in self.questions for name in q.function_names)
 
-    @property
+    @functools.cached_property
     def released_sources(self) -> dict[str, str]:
         """The text students receive for each locked or test cell (hidden tests removed)."""
         return {

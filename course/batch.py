@@ -9,9 +9,10 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,11 @@ from course.assignment import load_course_assignment
 from course.config import AssignmentSettings, CourseConfig
 from course.discovery import SubmissionRef, check_paths_exist, discover
 from course.errors import CourseError
-from course.files import atomic_write_json, atomic_write_text
+from course.files import SyncedWrites, atomic_write_json, atomic_write_text, compact_json
 from course.gradebook import GradeRow, grades_csv_path, read_grades_csv, write_course_totals, write_grades_csv
-from course.grading import ERROR, FAILED, GRADED, TIMED_OUT, Graded, grade_submission
-from course.nbgrader_bridge import GradebookWriter, assignment_due
+from course.gradebook_writer import GradebookWriter
+from course.grading import ERROR, FAILED, GRADED, TIMED_OUT, Graded, grade_submission, warm_imports
+from course.nbgrader_bridge import assignment_due, light_nbgrader_imports
 from course.render import render_html
 from course.roster import Student, gradebook_students
 from course.summary import class_summary, read_class_feedback
@@ -83,13 +85,15 @@ class BatchSummary:
 
 
 def write_feedback(out_dir: Path, assignment: str, graded: Graded, *, page: str = "feedback.html",
-                   submitted: Path | None = None) -> Path:
+                   submitted: Path | None = None, writes: SyncedWrites | None = None) -> Path:
     """feedback/<student>/<assignment>/: feedback.json and the page, in nbgrader's feedback layout: named
     like the notebook (page) and beside nbgrader's timestamp.txt and submission_secret.txt from the
-    submission, `nbgrader release_feedback` hands the page to the student through the exchange."""
+    submission, `nbgrader release_feedback` hands the page to the student through the exchange.
+    writes: the batch's synced writes (the files land at its next commit); else each is synced now."""
     folder = out_dir / "feedback" / graded.student_id / assignment
-    atomic_write_json(folder / "feedback.json", graded.feedback)
-    atomic_write_text(folder / page, render_html(graded.feedback))
+    write = writes.write_text if writes is not None else atomic_write_text
+    write(folder / "feedback.json", compact_json(graded.feedback))
+    write(folder / page, render_html(graded.feedback))
     if submitted is not None:
         nbgrader_layout.copy_submission_files(submitted, folder)
     return folder
@@ -112,10 +116,7 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
     """
     check_paths_exist(paths)
     record = records_in_gradebook(config, out_dir, record_gradebook)
-    if roster is None and record:
-        roster = gradebook_students(config.gradebook_url, config.root / "gradebook.db")
     settings = config.assignment(assignment_name)
-    due = settings.due or assignment_due(config.gradebook_url, config.root / "gradebook.db", settings.name)
     assignment = load_course_assignment(config, settings.name)
     refs = discover(paths or [config.root / "submitted"], settings.name, settings.notebook)
     if not refs:
@@ -127,57 +128,56 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
     if config.variants:
         course_secret(config)  # a missing or readable course secret stops the batch before anything is graded
     question_ids = tuple(q.id for q in assignment.questions)
-    level, note = sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
     summary = BatchSummary(assignment=settings.name, out_dir=out_dir, csv_path=grades_csv_path(out_dir, settings.name),
-                           isolation=note or sandbox.ISOLATION_SUMMARY[level],
                            gradebook_note=gradebook_note(config, record))
-    rows: list[GradeRow] = []
     last_flush = time.monotonic()
     summary.refused = [ref for ref in refs if ref.problem]
     refs = [ref for ref in refs if not ref.problem]
     with ExitStack() as stack:
+        # Start-up overlaps: the workers import torch while this process imports its own (for the judge) and
+        # nbgrader's, reads the roster and the due date and opens the gradebook, each in a thread of its own;
+        # results wait for these only where they need them.
+        background = stack.enter_context(ThreadPoolExecutor(2))
+        background.submit(warm_imports)
+        # no sandbox, no grading: refused before the gradebook is opened (or the assignment recorded in it)
+        level, note = sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
+        summary.isolation = note or sandbox.ISOLATION_SUMMARY[level]
+        opening = background.submit(_open_records, config, settings, record, roster)
+        stack.callback(lambda: opening.result().gradebook.close())
         run: sandbox.Runner | None = None
+        threads = max(1, jobs)
         if jobs > 0 and refs:
             pool = stack.enter_context(sandbox.WarmPool(min(jobs, len(refs)), config.limits, isolation=config.sandbox,
                                                 base_uid=config.sandbox_uid))
-            run = pool.run
-        # Opening the gradebook (and, the first time, recording the assignment in it) takes seconds:
-        # it happens beside the grading, and results wait for it only when they are recorded.
-        opener = stack.enter_context(ThreadPoolExecutor(1))
-        opening: Future[GradebookWriter | NoGradebook]
-        if record:
-            opening = opener.submit(GradebookWriter, config.root, config.gradebook_url, settings.name,
-                                    config.source_notebook(settings.name), settings.due)
-        else:
-            opening = opener.submit(NoGradebook)
-        stack.callback(lambda: opening.result().close())
-        executor = stack.enter_context(ThreadPoolExecutor(max(1, jobs)))
+            run, threads = pool.run, pool.threads  # more runs waiting than workers: long runs get stand-ins
+        executor = stack.enter_context(ThreadPoolExecutor(threads))
         futures = [executor.submit(grade_submission, ref, assignment, config, run=run) for ref in refs]
         paths_by_id = {ref.student_id: ref.path for ref in refs}
+        writes = SyncedWrites()
+        stack.callback(writes.discard)  # what an interrupted batch had not committed never lands half-way
+        flush = _Flush(summary, question_ids, writes, out_dir, settings)
         for future in as_completed(futures):
             graded = future.result()  # grade_submission never raises
-            graded = with_late_policy(graded, paths_by_id.get(graded.student_id), due, settings, config)
-            gradebook = opening.result()
+            records = opening.result()
+            graded = with_late_policy(graded, paths_by_id.get(graded.student_id), records.due, settings, config)
+            gradebook = records.gradebook
             graded = record_graded(graded, out_dir, config, settings,
                                    gradebook if isinstance(gradebook, GradebookWriter) else None,
-                                   paths_by_id.get(graded.student_id))
+                                   paths_by_id.get(graded.student_id), writes=writes)
             if graded.internal_error:
-                print(f"autograder error for {graded.student_id}:\n{safe_text(graded.internal_error, 20_000)}",
-                      file=sys.stderr)
-            rows.append(GradeRow(graded.student_id, {q.id: q.earned for q in graded.questions},
-                                 graded.feedback["score"], graded.feedback["max_score"], graded.status,
-                                 graded.late_penalty))
-            summary.graded.append(graded)
+                _print_internal_error(graded)
+            flush.add(graded)
             if time.monotonic() - last_flush > CSV_FLUSH_SECONDS:
-                _flush(summary.csv_path, question_ids, rows, opening.result())
+                flush(gradebook)
                 last_flush = time.monotonic()
             if report:
                 report(graded, len(summary.graded), len(refs))
-        _flush(summary.csv_path, question_ids, rows, opening.result())
-        if roster:
+        records = opening.result()
+        flush(records.gradebook)
+        if records.roster:
             summary.missing, summary.not_on_roster = mark_missing(
-                summary.csv_path, question_ids, assignment.max_score, roster,
-                [g.student_id for g in summary.graded], opening.result())
+                summary.csv_path, question_ids, assignment.max_score, records.roster,
+                [g.student_id for g in summary.graded], records.gradebook)
     write_integrity(out_dir, settings.name, summary.graded)
     write_class_summary(out_dir, settings.name, summary.csv_path, page=feedback_page(settings))
     return summary
@@ -221,28 +221,60 @@ def grade_course(config: CourseConfig, paths: list[Path], out_dir: Path, *, assi
     return summaries
 
 
+@dataclass
+class _Records:
+    """What a batch reads from and writes to the course's records beside the grading."""
+
+    gradebook: GradebookWriter | NoGradebook
+    due: datetime | None
+    roster: list[Student] | None
+
+
+def _open_records(config: CourseConfig, settings: AssignmentSettings, record: bool,
+                  roster: list[Student] | None) -> _Records:
+    """The roster (default, for a course-root run: the gradebook's students), the due date (the YAML's, else
+    the gradebook's) and the open gradebook. Opening it (and, the first time, recording the assignment in it)
+    takes seconds, so it runs beside the grading."""
+    light_nbgrader_imports()
+    gradebook_path = config.root / "gradebook.db"
+    if roster is None and record:
+        roster = gradebook_students(config.gradebook_url, gradebook_path)
+    due = settings.due or assignment_due(config.gradebook_url, gradebook_path, settings.name)
+    if not record:
+        return _Records(NoGradebook(), due, roster)
+    return _Records(GradebookWriter(config.root, config.gradebook_url, settings.name,
+                                    config.source_notebook(settings.name), settings.due), due, roster)
+
+
 def record_graded(graded: Graded, out_dir: Path, config: CourseConfig, settings: AssignmentSettings,
-                  gradebook: GradebookWriter | None, submitted: Path | None) -> Graded:
+                  gradebook: GradebookWriter | None, submitted: Path | None,
+                  writes: SyncedWrites | None = None) -> Graded:
     """Write one student's feedback (and, with a gradebook, nbgrader's records). A failure here stays this
     student's: they become an autograder error (score 0, a message, the details in the log), and the batch
     goes on."""
     try:
-        write_feedback(out_dir, settings.name, graded, page=feedback_page(settings), submitted=submitted)
+        write_feedback(out_dir, settings.name, graded, page=feedback_page(settings), submitted=submitted,
+                       writes=writes)
         if gradebook is not None and submitted is not None:
-            record_for_nbgrader(config, settings, gradebook, graded, submitted)
+            record_for_nbgrader(config, settings, gradebook, graded, submitted, writes)
         return graded
     except Exception:
-        failed = replace(graded, status=ERROR, questions=tuple(replace(q, earned=0.0) for q in graded.questions),
-                         internal_error=f"{graded.internal_error}\nwhile recording the results:\n"
-                                        f"{traceback.format_exc()}")
-        failed = replace(failed, feedback={
-            **graded.feedback, "status": ERROR, "score": 0, "questions": [], "cell_errors": [],
-            "messages": ["The autograder could not record the results of this notebook (a problem on our side, "
-                         "not in your notebook). Your instructor can see the details; you do not need to resubmit."],
-        })
-        with contextlib.suppress(Exception):
-            write_feedback(out_dir, settings.name, failed, page=feedback_page(settings))
-        return failed
+        return unrecorded(graded, out_dir, settings, traceback.format_exc(), writes)
+
+
+def unrecorded(graded: Graded, out_dir: Path, settings: AssignmentSettings, why: str,
+               writes: SyncedWrites | None = None) -> Graded:
+    """A student whose results could not be recorded: an autograder error, with feedback that says so."""
+    failed = replace(graded, status=ERROR, questions=tuple(replace(q, earned=0.0) for q in graded.questions),
+                     internal_error=f"{graded.internal_error}\nwhile recording the results:\n{why}")
+    failed = replace(failed, feedback={
+        **graded.feedback, "status": ERROR, "score": 0, "questions": [], "cell_errors": [],
+        "messages": ["The autograder could not record the results of this notebook (a problem on our side, "
+                     "not in your notebook). Your instructor can see the details; you do not need to resubmit."],
+    })
+    with contextlib.suppress(Exception):
+        write_feedback(out_dir, settings.name, failed, page=feedback_page(settings), writes=writes)
+    return failed
 
 
 def class_summary_path(out_dir: Path, assignment: str, suffix: str = ".html") -> Path:
@@ -266,10 +298,39 @@ def write_class_summary(out_dir: Path, assignment: str, csv_path: Path | None = 
     atomic_write_text(class_summary_path(out_dir, assignment), render_summary_html(summary, assignment))
 
 
-def _flush(csv_path: Path, question_ids: tuple[str, ...], rows: list[GradeRow],
-           gradebook: GradebookWriter | NoGradebook) -> None:
-    """The grades CSV and the gradebook catch up with what is graded so far (both replace, never append)."""
-    if rows:
-        write_grades_csv(csv_path, question_ids, rows)
-        rows.clear()
-    gradebook.commit()
+def _print_internal_error(graded: Graded) -> None:
+    print(f"autograder error for {graded.student_id}:\n{safe_text(graded.internal_error, 20_000)}", file=sys.stderr)
+
+
+class _Flush:
+    """The results graded since the last flush; calling it makes the gradebook, the grades CSV and the
+    files catch up with them (all replace, never append). The gradebook goes first: a student it could not
+    record becomes an autograder error before their row and feedback are written."""
+
+    def __init__(self, summary: BatchSummary, question_ids: tuple[str, ...], writes: SyncedWrites, out_dir: Path,
+                 settings: AssignmentSettings) -> None:
+        self.summary, self.question_ids, self.writes = summary, question_ids, writes
+        self.out_dir, self.settings = out_dir, settings
+        self.recent: dict[str, int] = {}  # student -> index in summary.graded, since the last flush
+
+    def add(self, graded: Graded) -> None:
+        self.recent[graded.student_id] = len(self.summary.graded)
+        self.summary.graded.append(graded)
+
+    def __call__(self, gradebook: GradebookWriter | NoGradebook) -> None:
+        for student, why in gradebook.commit().items():
+            index = self.recent[student]
+            failed = unrecorded(self.summary.graded[index], self.out_dir, self.settings,
+                                f"the gradebook refused the scores: {why}", self.writes)
+            self.summary.graded[index] = failed
+            _print_internal_error(failed)
+        rows = [_row(self.summary.graded[index]) for index in self.recent.values()]
+        if rows:
+            write_grades_csv(self.summary.csv_path, self.question_ids, rows, writes=self.writes)
+        self.writes.commit()
+        self.recent.clear()
+
+
+def _row(graded: Graded) -> GradeRow:
+    return GradeRow(graded.student_id, {q.id: q.earned for q in graded.questions}, graded.feedback["score"],
+                    graded.feedback["max_score"], graded.status, graded.late_penalty)

@@ -1,7 +1,18 @@
-"""Atomic file writes: a reader sees the old complete file or the new complete file, never half of one."""
+"""Atomic file writes: a reader sees the old complete file or the new complete file, never half of one.
+
+What an fsync buys: `write` and `rename` return once the kernel has the data in memory; a crash of the
+grader's process loses nothing from then on, but a power cut or a kernel crash may, and on ext4 and XFS a
+file renamed into place before its data reached the disk can come back empty. Syncing the data before the
+rename closes that: under its final name a file is always complete, old or new. `atomic_write_text` pays one
+fsync per file (~3 ms on this project's machines); a batch writes its results through `SyncedWrites`, which
+renames many files after one shared sync of their filesystem (`syncfs`), so the same guarantee costs one
+sync per flush instead of one per file.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import json
 import os
 import tempfile
@@ -10,14 +21,9 @@ from typing import Any
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    temporary = _write_temporary(path, text)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, 0o644)
+        _fsync_path(temporary)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -26,3 +32,94 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+
+
+def compact_json(data: Any) -> str:
+    """JSON without indentation: the C encoder (indentation falls back to the pure-Python one), a third the size."""
+    return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+
+
+class SyncedWrites:
+    """Atomic writes that share their sync: each file goes to a hidden temporary beside its target; `commit`
+    syncs the filesystems they are on once, renames each into place and syncs again (the renames), so when it
+    returns every file is on disk, complete, under its final name. Until then the targets keep their old
+    content; a crash leaves only hidden `.<name>.*.tmp` files, never a half-written result."""
+
+    def __init__(self) -> None:
+        self._pending: dict[Path, str] = {}  # target -> its temporary
+
+    def write_text(self, path: Path, text: str) -> None:
+        temporary = _write_temporary(path, text)
+        earlier = self._pending.pop(path, None)
+        if earlier is not None:
+            Path(earlier).unlink(missing_ok=True)
+        self._pending[path] = temporary
+
+    def write_json(self, path: Path, data: Any) -> None:
+        self.write_text(path, compact_json(data))
+
+    def commit(self) -> None:
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, {}
+        try:
+            _sync_filesystems(pending.values())
+            for path, temporary in pending.items():
+                os.replace(temporary, path)
+        except BaseException:
+            for temporary in pending.values():
+                Path(temporary).unlink(missing_ok=True)
+            raise
+        _sync_filesystems(str(path.parent) for path in pending)
+
+    def discard(self) -> None:
+        pending, self._pending = self._pending, {}
+        for temporary in pending.values():
+            Path(temporary).unlink(missing_ok=True)
+
+
+def _write_temporary(path: Path, text: str) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
+            stream.write(text)
+        os.chmod(temporary, 0o644)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return temporary
+
+
+def _fsync_path(path: str) -> None:
+    handle = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+@functools.cache
+def _syncfs() -> Any:
+    return getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+
+
+def _sync_filesystems(paths: Any) -> None:
+    """One syncfs per filesystem the paths are on (an fsync of each where the C library has no syncfs)."""
+    seen: set[int] = set()
+    syncfs = _syncfs()
+    for path in paths:
+        if syncfs is None:
+            _fsync_path(path)
+            continue
+        device = os.stat(path).st_dev
+        if device in seen:
+            continue
+        seen.add(device)
+        handle = os.open(path, os.O_RDONLY)
+        try:
+            if syncfs(handle) != 0:
+                error = ctypes.get_errno()
+                raise OSError(error, f"syncing the filesystem of {path}: {os.strerror(error)}")
+        finally:
+            os.close(handle)

@@ -10,7 +10,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from course.files import atomic_write_text
+from course.files import SyncedWrites, atomic_write_text
 from course.text import csv_cell
 
 CSV_FIXED_COLUMNS = ("student_id",)
@@ -40,8 +40,10 @@ def read_grades_csv(path: Path) -> dict[str, dict[str, str]]:
         return {row["student_id"]: row for row in csv.DictReader(stream)}
 
 
-def write_grades_csv(path: Path, question_ids: tuple[str, ...], rows: list[GradeRow]) -> None:
-    """Merge rows into grades.csv by student id (other students' rows stay) and replace it atomically."""
+def write_grades_csv(path: Path, question_ids: tuple[str, ...], rows: list[GradeRow],
+                     writes: SyncedWrites | None = None) -> None:
+    """Merge rows into grades.csv by student id (other students' rows stay) and replace it atomically (at the
+    next commit of `writes`, when given)."""
     columns = [*CSV_FIXED_COLUMNS, *question_ids, *CSV_TAIL_COLUMNS]
     merged = read_grades_csv(path)
     for row in rows:
@@ -59,7 +61,8 @@ def write_grades_csv(path: Path, question_ids: tuple[str, ...], rows: list[Grade
     writer.writeheader()
     for student_id in sorted(merged):
         writer.writerow(merged[student_id])
-    atomic_write_text(path, buffer.getvalue())
+    (writes.write_text if writes is not None else atomic_write_text)(path, buffer.getvalue())
+
 
 
 COURSE_TOTALS = "course-totals.csv"

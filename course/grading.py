@@ -38,6 +38,12 @@ class Graded:
     integrity: tuple[str, ...] = ()  # for the instructor's class summary only, never the feedback
 
 
+def warm_imports() -> None:
+    """Import what the judge needs (torch) ahead of the first result: a batch calls this in a thread of its
+    own while the sandbox's workers start."""
+    import torch  # noqa: F401
+
+
 def _zero(assignment: Assignment, answers_reason: str, config: CourseConfig) -> tuple[QuestionResult, ...]:
     names = assignment.answer_names + assignment.function_names
     answers = {name: Answer(MISSING, detail=answers_reason) for name in names}

@@ -12,6 +12,7 @@ submission stops after MAX_ANALYSED_CHARS or ANALYSIS_SECONDS, saying so.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import time
 from collections.abc import Iterable
@@ -148,13 +149,24 @@ def parse_cells(cells: tuple[Cell, ...]) -> ParsedCells:
             complete = False
             continue
         try:
-            trees.append((cell, ast.parse(python_text(cell.source))))
+            source = python_text(cell.source)
+            trees.append((cell, _parsed(source) if len(source) <= CACHED_PARSE_CHARS else ast.parse(source)))
         except SyntaxError as error:
             if not cell.source.lstrip().startswith("%%"):  # a cell magic's body need not be Python
                 syntax_errors.append(f"{cell.label}, line {error.lineno}: {safe_text(error.msg, 200, one_line=True)}")
         except (ValueError, RecursionError, MemoryError):
             continue
     return ParsedCells(tuple(trees), complete, tuple(syntax_errors))
+
+
+CACHED_PARSE_CHARS = 2000  # small cells (nearly all answer cells) are parsed once per distinct text
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(source: str) -> ast.Module:
+    """A small cell's syntax tree, parsed once per batch for every student whose cell has this very text
+    (the trees are only read, never changed; a SyntaxError is not cached)."""
+    return ast.parse(source)
 
 
 def computed_answers(parsed: ParsedCells, answer_names: tuple[str, ...]) -> HandWork:

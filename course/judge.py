@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import builtins
 import copy
+import functools
+import json
 import math
 import random
+import threading
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass, field
+from types import CodeType
 from typing import Any
 
-from course.answers import FUNCTION, VALUE, Answer, PlainValue, describe, is_number
+from course.answers import FUNCTION, MISSING, VALUE, Answer, PlainValue, describe, is_number
 from course.assignment import HIDDEN_BEGIN, HIDDEN_END, Assignment, Question, region_lines
+from course.hidden_tests import reads_no_answer
 
 
 @dataclass(frozen=True)
@@ -190,26 +196,21 @@ def _hidden_test_namespace(answers: dict[str, Answer], marks_factory: Any, param
 
 def judge_question(question: Question, answers: dict[str, Answer], *, tolerance: float,
                    computed: frozenset[str] = frozenset(), deduction: float = 0.0,
-                   params: dict) -> QuestionResult:
+                   params: dict, _params_key: str | None = None) -> QuestionResult:
     """Score one question by running its hidden-test cell from source/ in this (trusted) process, with the
-    student's numbers `params`."""
+    student's numbers `params` (or replaying what that cell gave Marks for the same numbers, when the cell
+    reads nothing of the student's: see course/hidden_tests.py)."""
     results: list[ValueResult] = []
 
     def marks_factory() -> _Marks:
         return _Marks(answers, tolerance, computed, deduction, results)
 
-    namespace = _hidden_test_namespace(answers, marks_factory, params)
-    error = None
-    try:
-        # Only the hidden region scores: the visible part of a test cell is the public form check that makes
-        # nbgrader validate fail on a missing answer, and here a missing answer is the judge's to score.
-        hidden = "\n".join(region_lines(question.test_source, HIDDEN_BEGIN, HIDDEN_END))
-        code = compile(hidden, f"<hidden tests of {question.test_cell_id}>", "exec")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            exec(code, namespace)  # noqa: S102 - the instructor's hidden tests from source/, never student code
-    except Exception as failure:
-        error = f"{type(failure).__name__}: {failure}"
+    recorded = _recorded(question, answers, params, _params_key or _key_of(params))
+    if recorded is not None and _replay(recorded, marks_factory()):
+        error = recorded.error
+    else:
+        results.clear()
+        error = _run_hidden_tests(question, _hidden_test_namespace(answers, marks_factory, params))
     awarded = sum(r.points for r in results)
     if error is None and abs(awarded - question.points) > 1e-9:
         error = f"the hidden tests award {awarded:g} points but the cell is worth {question.points:g}"
@@ -221,13 +222,131 @@ def judge_question(question: Question, answers: dict[str, Answer], *, tolerance:
                           tuple(results))
 
 
+def _run_hidden_tests(question: Question, namespace: dict[str, Any]) -> str | None:
+    """Run the question's hidden tests in `namespace`; what they raised, as text (None: nothing)."""
+    try:
+        code = _hidden_code(question.test_source, question.test_cell_id)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exec(code, namespace)  # noqa: S102 - the instructor's hidden tests from source/, never student code
+    except Exception as failure:
+        return f"{type(failure).__name__}: {failure}"
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _hidden_region(test_source: str) -> str:
+    # Only the hidden region scores: the visible part of a test cell is the public form check that makes
+    # nbgrader validate fail on a missing answer, and here a missing answer is the judge's to score.
+    return "\n".join(region_lines(test_source, HIDDEN_BEGIN, HIDDEN_END))
+
+
+@functools.lru_cache(maxsize=256)
+def _hidden_code(test_source: str, cell_id: str) -> CodeType:
+    """The hidden tests compiled once per batch, not once per student."""
+    return compile(_hidden_region(test_source), f"<hidden tests of {cell_id}>", "exec")
+
+
+# ------------------------------------------------------------------- references once per parameter set
+
+@dataclass(frozen=True)
+class _Recorded:
+    """What a hidden-test cell that reads nothing of the student's handed to Marks, in order (method,
+    answer name, torch's reference as plain data or a memoised reference function, hint, points), and what
+    it raised after that."""
+
+    calls: tuple[tuple[str, str, Any, Any, Any], ...]
+    error: str | None
+
+
+class _Recorder:
+    """Stands for Marks while such a cell runs once: keeps the arguments of each call (a reference is made
+    plain data at once, as the judge's Marks does, so a tensor changed later in the cell is seen as it was)."""
+
+    def __init__(self, calls: list[tuple[str, str, Any, Any, Any]]) -> None:
+        self.calls = calls
+
+    def value(self, name: str, answer: Any, reference: Any, hint: str, points: float = 1) -> None:
+        del answer
+        self.calls.append(("value", name, to_plain(reference), hint, points))
+
+    def function(self, name: str, answer: Any, reference: Any, hint: str, points: float = 1) -> None:
+        del answer
+        self.calls.append(("function", name, _Memoised(reference), hint, points))
+
+    def total(self) -> float:
+        return 0.0  # only ever a bare statement in a cell that is recorded: its value is never used
+
+
+class _Memoised:
+    """A reference function evaluated once per point (and type of point) for every student of a parameter
+    set; each caller gets its own copy of the plain result."""
+
+    def __init__(self, reference: Any) -> None:
+        self.reference = reference
+        self.seen: dict[tuple[type, Any], PlainValue] = {}
+
+    def __call__(self, x: Any) -> PlainValue:
+        key = (type(x), x)
+        if key not in self.seen:
+            self.seen[key] = to_plain(self.reference(x))
+        return to_plain(self.seen[key])
+
+
+_RECORDED: OrderedDict[tuple, _Recorded] = OrderedDict()
+_RECORDED_LOCK = threading.Lock()
+RECORDED_PARAMETER_SETS = 512  # question x parameter set entries kept (a class with variants has one set each)
+
+
+def _key_of(params: dict) -> str:
+    """The parameter set as a key ("" when it is not plain data: then nothing is recorded)."""
+    try:
+        return json.dumps(params, sort_keys=True)
+    except (TypeError, ValueError):
+        return ""
+
+
+def _recorded(question: Question, answers: dict[str, Answer], params: dict, params_key: str) -> _Recorded | None:
+    """The cell's calls for these parameters, recorded on first use; None when the cell must run per student."""
+    names = frozenset(answers)
+    if not params_key or not reads_no_answer(_hidden_region(question.test_source), names):
+        return None
+    key = (question.test_cell_id, question.test_source, names, params_key)
+    with _RECORDED_LOCK:
+        found = _RECORDED.get(key)
+        if found is not None:
+            _RECORDED.move_to_end(key)
+            return found
+    calls: list[tuple[str, str, Any, Any, Any]] = []
+    placeholders = {name: Answer(MISSING, detail="not read by these hidden tests") for name in names}
+    error = _run_hidden_tests(question, _hidden_test_namespace(placeholders, lambda: _Recorder(calls), params))
+    found = _Recorded(tuple(calls), error)
+    with _RECORDED_LOCK:
+        _RECORDED[key] = found
+        while len(_RECORDED) > RECORDED_PARAMETER_SETS:
+            _RECORDED.popitem(last=False)
+    return found
+
+
+def _replay(recorded: _Recorded, marks: _Marks) -> bool:
+    """Hand this student's Marks what the cell handed it; False (run the cell itself) if anything raises,
+    since the cell might have caught it and gone on differently."""
+    try:
+        for method, name, reference, hint, points in recorded.calls:
+            getattr(marks, method)(name, None, reference, hint, points)
+    except Exception:
+        return False
+    return True
+
+
 def judge(assignment: Assignment, answers: dict[str, Answer], *, tolerance: float,
           computed: frozenset[str] = frozenset(), deduction: float = 0.0,
           params: dict | None = None) -> tuple[QuestionResult, ...]:
     """Score every question; `params` are the student's numbers (the source notebook's when None)."""
     numbers = assignment.default_params if params is None else params
+    key = _key_of(numbers)
     return tuple(judge_question(q, answers, tolerance=tolerance, computed=computed, deduction=deduction,
-                                params=numbers) for q in assignment.questions)
+                                params=numbers, _params_key=key) for q in assignment.questions)
 
 
 def choose_probe_points(function_names: tuple[str, ...], count: int) -> dict[str, list[float]]:

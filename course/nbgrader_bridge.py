@@ -11,7 +11,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 from traitlets.config import Config
@@ -43,6 +43,15 @@ def _runtime_dir() -> Path:
     path = Path(jupyter_runtime_dir())
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
+
+
+def light_nbgrader_imports() -> None:
+    """Import nbgrader in about half the time: nbgrader imports nbformat, which imports jsonschema, which at
+    import time builds a parser for RFC 3987 (IRI) syntax when the optional `rfc3987_syntax` is installed
+    (over a second of CPU here). Nothing a grader does validates IRIs, so where jsonschema is not yet loaded
+    this process goes without that optional checker (jsonschema skips the `iri` formats it would check)."""
+    if "jsonschema" not in sys.modules:
+        sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # None: "not installed"
 
 
 def _tools_on_path() -> None:
@@ -153,94 +162,3 @@ def record_assignment(root: Path, db_url: str, assignment: str) -> None:
         scratch_root = Path(scratch)
         shutil.copytree(root / "source" / assignment, scratch_root / "source" / assignment)
         generate_assignment(scratch_root, db_url, assignment)
-
-
-class GradebookWriter:
-    """One open gradebook for a whole batch: each student's scores are committed as they arrive."""
-
-    def __init__(self, root: Path, db_url: str, assignment: str, source_notebook: Path,
-                 due: datetime | None = None) -> None:
-        ensure_assignment_in_gradebook(root, db_url, assignment, source_notebook)
-        from nbgrader.api import Gradebook
-
-        _tools_on_path()
-        self.assignment, self.notebook = assignment, source_notebook.stem
-        self.gradebook = Gradebook(db_url)
-        self.pending: list[tuple] = []  # what record() was given since the last commit
-        if due is not None:  # the course YAML's due date, so nbgrader's own late accounting agrees with ours
-            self.gradebook.update_or_create_assignment(assignment, duedate=due)
-        if db_url.startswith("sqlite"):
-            from sqlalchemy import text
-
-            # Write-ahead logging: a batch commits hundreds of times; WAL makes each commit one append
-            # instead of a rewrite with two fsyncs, and readers (formgrader, nbgrader export) never block.
-            self.gradebook.db.execute(text("PRAGMA journal_mode=WAL"))
-            self.gradebook.db.execute(text("PRAGMA synchronous=NORMAL"))
-
-    def record(self, student: str, scores: dict[str, float], *, commit: bool = True,
-               timestamp: datetime | None = None, late_penalty: float = 0.0, extension_hours: float = 0.0) -> None:
-        """Write one student's autograded scores (grade cell id -> points), the submission's time, the
-        late penalty (nbgrader's late_submission_penalty, which `nbgrader export` subtracts) and extension."""
-        entry = (student, scores, timestamp, late_penalty, extension_hours)
-        try:
-            self._record_quietly(*entry)
-        except Exception:
-            # A rollback takes back every row since the last commit: record the other students again, so a
-            # failure costs this student's rows only.
-            self.gradebook.db.rollback()
-            for earlier in self.pending:
-                self._record_quietly(*earlier)
-            raise
-        self.pending.append(entry)
-        if commit:
-            self.commit()
-
-    def _record_quietly(self, student: str, scores: dict[str, float], timestamp: datetime | None,
-                        late_penalty: float, extension_hours: float) -> None:
-        with warnings.catch_warnings():
-            # nbgrader's add_submission trips SQLAlchemy autoflush warnings that are harmless here
-            warnings.simplefilter("ignore")
-            self._record(student, scores, timestamp)
-            notebook = self.gradebook.find_submission_notebook(self.notebook, self.assignment, student)
-            notebook.late_submission_penalty = late_penalty or None
-            notebook.assignment.extension = timedelta(hours=extension_hours) if extension_hours else None
-
-    def commit(self) -> None:
-        self.gradebook.db.commit()
-        self.pending.clear()
-
-    def add_students(self, ids: list[str]) -> None:
-        """Make sure each student exists in the gradebook (a roster student who submitted nothing)."""
-        for student in ids:
-            self.gradebook.update_or_create_student(student)
-
-    def _record(self, student: str, scores: dict[str, float], timestamp: datetime | None) -> None:
-        from nbgrader.api import MissingEntry
-
-        gradebook = self.gradebook
-        with gradebook.db.no_autoflush:
-            try:
-                submitted = gradebook.find_submission_notebook(self.notebook, self.assignment, student)
-            except MissingEntry:
-                gradebook.update_or_create_student(student)
-                gradebook.add_submission(self.assignment, student)
-                submitted = gradebook.find_submission_notebook(self.notebook, self.assignment, student)
-            # formgrader calls a submission autograded only when this equals submitted/'s timestamp.txt
-            submitted.assignment.timestamp = timestamp
-            # One query for all of the notebook's grades, instead of one lookup per grade cell.
-            for grade in submitted.grades:
-                if grade.name in scores:
-                    grade.auto_score = scores[grade.name]
-                    # nbgrader's own rule (SaveAutoGrades): a cell needs a human only when one already
-                    # graded it by hand; a cell we do not score (a manually graded one) keeps its flag.
-                    grade.needs_manual_grade = grade.manual_score is not None
-        gradebook.db.flush()
-
-    def close(self) -> None:
-        self.gradebook.close()
-
-    def __enter__(self) -> GradebookWriter:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()

@@ -15,6 +15,7 @@ It is only data for formgrader: nothing here runs the student's code.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import shutil
 from datetime import datetime
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from course.assignment import nbgrader_meta
-from course.files import atomic_write_text
+from course.files import SyncedWrites, atomic_write_text, compact_json
 
 TIMESTAMP = "timestamp.txt"
 SECRET = "submission_secret.txt"  # noqa: S105 - the name of nbgrader's file, not a secret
@@ -124,16 +125,16 @@ def _clean(cell: dict) -> dict:
 
 
 def write_autograded(root: Path, assignment: str, notebook_name: str, student: str, submitted_path: Path,
-                     release_path: Path, feedback: dict[str, Any]) -> Path:
+                     release_path: Path, feedback: dict[str, Any], *, writes: SyncedWrites | None = None) -> Path:
     """autograded/<student>/<assignment>/<notebook>, with the submission's timestamp.txt when it has one."""
     folder = root / "autograded" / student / assignment
-    release = json.loads(release_path.read_text(encoding="utf-8"))
+    release = _released(release_path)
     submitted = _read_notebook(submitted_path) if submitted_path.is_file() and not submitted_path.is_symlink() else None
     note = "" if submitted is not None else (
         "**autograd-course could not read this submission**; the released notebook is shown in its place. "
         "See the student's feedback for the reason.")
     notebook = autograded_notebook(release, submitted, feedback, note)
-    atomic_write_text(folder / notebook_name, json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+    (writes.write_text if writes is not None else atomic_write_text)(folder / notebook_name, compact_json(notebook))
     _copy_beside(submission_folder(submitted_path), folder, (TIMESTAMP,))
     return folder / notebook_name
 
@@ -143,6 +144,19 @@ def copy_submission_files(submitted_path: Path, folder: Path) -> None:
     them `nbgrader release_feedback` finds the page and files it under the hash only that student's
     `nbgrader fetch_feedback` computes."""
     _copy_beside(submission_folder(submitted_path), folder, (TIMESTAMP, SECRET))
+
+
+def _released(path: Path) -> dict:
+    """The released notebook, parsed once per batch rather than once per student (never changed by the
+    callers: autograded_notebook copies what it keeps)."""
+    stat = path.stat()
+    return _parse_notebook(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_notebook(path: Path, mtime_ns: int, size: int) -> dict:
+    del mtime_ns, size  # part of the cache key only: an edited release is read again
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def _copy_beside(source: Path, target: Path, names: tuple[str, ...]) -> None:

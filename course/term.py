@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 from course import late, nbgrader_layout
 from course.config import AssignmentSettings, CourseConfig
-from course.files import atomic_write_json
+from course.files import SyncedWrites, atomic_write_json
 from course.gradebook import GradeRow, read_grades_csv, write_grades_csv
-from course.nbgrader_bridge import GradebookWriter
+from course.gradebook_writer import GradebookWriter
 from course.roster import Student
 from course.submission import student_id_problem
 
@@ -45,8 +45,8 @@ def gradebook_note(config: CourseConfig, record: bool) -> str:
 class NoGradebook:
     """Stands in for GradebookWriter when a batch is kept out of the course's gradebook."""
 
-    def commit(self) -> None:
-        pass
+    def commit(self) -> dict[str, str]:
+        return {}
 
     def add_students(self, ids: list[str]) -> None:
         pass
@@ -90,13 +90,15 @@ def with_late_policy(graded: Graded, path: Path | None, due: datetime | None, se
 
 
 def record_for_nbgrader(config: CourseConfig, settings: AssignmentSettings, gradebook: GradebookWriter,
-                        graded: Graded, submitted_path: Path) -> None:
-    """The gradebook's scores and timestamp, and autograded/<student>/ for formgrader (course-root runs only)."""
-    gradebook.record(graded.student_id, {q.grade_id: q.earned for q in graded.questions}, commit=False,
+                        graded: Graded, submitted_path: Path, writes: SyncedWrites | None = None) -> None:
+    """The gradebook's scores and timestamp (queued until its next commit), and autograded/<student>/ for
+    formgrader (course-root runs only)."""
+    gradebook.record(graded.student_id, {q.grade_id: q.earned for q in graded.questions},
                      timestamp=graded.submitted, late_penalty=graded.late_penalty,
                      extension_hours=settings.extensions.get(graded.student_id, 0.0))
     nbgrader_layout.write_autograded(config.root, settings.name, settings.notebook, graded.student_id,
-                                     submitted_path, released_to(config, settings, graded.student_id), graded.feedback)
+                                     submitted_path, released_to(config, settings, graded.student_id), graded.feedback,
+                                     writes=writes)
 
 
 def released_to(config: CourseConfig, settings: AssignmentSettings, student_id: str) -> Path:

@@ -141,3 +141,90 @@ def test_a_function_answer_of_the_wrong_form_says_a_function_was_expected(assign
     cubic = judge(assignment, answers, tolerance=TOL)[8]
     derivative = next(v for v in cubic.values if v.name == "cubic_derivative")
     assert derivative.detail == "wrong form: a value of type int, where a function of x was expected"
+
+
+# ----------------------------------------------------------------------------- references once per parameter set
+
+def _hidden(body: str) -> str:
+    return f"### BEGIN HIDDEN TESTS\n{body}\n### END HIDDEN TESTS\n"
+
+
+def _every_kind_of_class(assignment):
+    """Answers of every kind a class hands in: right, wrong, missing, of the wrong form, functions right,
+    wrong, raising and at other points."""
+    yield contract_answers(assignment)
+    for name in sorted(ALL_VALUES)[::3]:
+        answers = contract_answers(assignment)
+        answers[name] = Answer(VALUE, wrong_literal(ALL_VALUES[name]))
+        yield answers
+    answers = contract_answers(assignment, cubic=lambda x: 3 * x**2)
+    answers["net_h"] = Answer(MISSING, detail="still `...`")
+    answers["slope_at_3"] = Answer(WRONG_FORM, detail="Tensor")
+    yield answers
+    answers = contract_answers(assignment)
+    answers["cubic_derivative"] = Answer(FUNCTION, probes=(Probe(3.5, 34.75),
+                                                           Probe(1, error="raised ZeroDivisionError")))
+    yield answers
+
+
+def test_replayed_references_score_exactly_as_running_the_hidden_tests_per_student(assignment, monkeypatch):
+    from course import judge as judge_module
+    from course.assignment import HIDDEN_BEGIN, HIDDEN_END, region_lines
+    from course.hidden_tests import reads_no_answer
+
+    names = frozenset(assignment.answer_names + assignment.function_names)
+    for question in assignment.questions:  # the course's own cells are all of the kind that is replayed
+        assert reads_no_answer("\n".join(region_lines(question.test_source, HIDDEN_BEGIN, HIDDEN_END)), names)
+    params = [assignment.default_params, {**assignment.default_params, "net_x": 3, "cubic_x": -1, "accum_steps": 4}]
+    replayed = [judge(assignment, answers, tolerance=TOL, computed=frozenset({"net_dL_dw"}), deduction=0.5,
+                      params=numbers)
+                for numbers in params for answers in _every_kind_of_class(assignment)]
+    assert judge_module._RECORDED  # the replay was used
+    monkeypatch.setattr(judge_module, "_recorded", lambda *_: None)  # every cell run for every student
+    per_student = [judge(assignment, answers, tolerance=TOL, computed=frozenset({"net_dL_dw"}), deduction=0.5,
+                         params=numbers)
+                   for numbers in params for answers in _every_kind_of_class(assignment)]
+    assert replayed == per_student
+    assert replayed[0] != replayed[len(replayed) // 2]  # the parameters changed the references
+
+
+@pytest.mark.parametrize(
+    ("body", "replayed"),
+    [
+        ("marks = Marks()\nmarks.value('a', a, torch.tensor(P['x']) * 2, 'h')\nmarks.total()", True),
+        ("marks = Marks()\nmarks.value('a', a, torch.tensor(a) * 2, 'h')\nmarks.total()", False),
+        ("marks = Marks()\nmarks.value('b', b, a, 'h')\nmarks.total()", False),
+        ("marks = Marks()\nmarks.value('a', a, 1, 'h')\nif marks.total() > 0:\n    marks.value('b', b, 2, 'h')", False),
+        ("marks = Marks()\nmarks.value('a', a, globals()['b'], 'h')", False),
+        ("marks = Marks()\ng = (i for i in ())\nmarks.value('a', a, g.gi_frame.f_globals['b'], 'h')", False),
+        ("marks = Marks()\nmarks.value('a', a, torch.rand(1), 'h')", False),
+        ("marks = Marks()\nmarks = a\nmarks.value('a', a, 1, 'h')", False),
+        ("import sys\nmarks = Marks()\nmarks.value('a', a, 1, 'h')", False),
+        ("marks = Marks()\nmarks.value('a', answer=a, reference=1, hint='h')", False),
+        ("marks = Marks()\ndef f(x):\n    return a * x\nmarks.function('f', f, f, 'h')", False),
+        ("marks = Marks()\ndef ref(x):\n    return torch.tensor(float(x)) ** 2\nmarks.function('f', f, ref, 'h')",
+         True),
+    ],
+)
+def test_only_cells_that_read_nothing_of_the_student_are_replayed(body, replayed):
+    from course.hidden_tests import reads_no_answer
+
+    assert reads_no_answer(body, frozenset({"a", "b", "f"})) is replayed
+
+
+def test_a_cell_that_reads_an_answer_is_run_for_each_student(assignment):
+    from dataclasses import replace
+
+    from course.judge import judge_question
+
+    echo = replace(assignment.questions[0], test_source=_hidden(
+        "marks = Marks()\n"
+        "marks.value('slope_at_3', slope_at_3, torch.tensor(float(slope_at_minus_2)), 'h')\n"
+        "marks.value('slope_at_minus_2', slope_at_minus_2, -4, 'h')\n"
+        "marks.value('slope_at_0', slope_at_0, 0, 'h')\nmarks.total()"))
+    for value in (-4, 7):
+        answers = contract_answers(assignment)
+        answers["slope_at_3"] = answers["slope_at_minus_2"] = Answer(VALUE, value)
+        result = judge_question(echo, answers, tolerance=TOL, params=assignment.default_params)
+        assert result.values[0].correct
+        assert result.values[0].expected == value

@@ -56,3 +56,22 @@ def test_a_student_who_kills_their_process_leaves_the_worker_usable(pool):
     gone = run(pool, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
     assert "killed by SIGKILL" in gone.ended_early
     assert run(pool, "result = 'fine'").answers["result"].value == "fine"
+
+
+def test_a_sleeping_notebook_does_not_hold_a_worker_from_the_rest_of_the_class():
+    """A run that waits out its time limit gets a stand-in worker: the next student is graded meanwhile."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as threads:
+        with WarmPool(1, Limits(cell_seconds=300, submission_seconds=600)) as pool:
+            sleeper = threads.submit(pool.run, [Cell(0, "cell", "import time\ntime.sleep(600)")], ("result",), {})
+            deadline = time.monotonic() + 120
+            while not pool._busy and time.monotonic() < deadline:  # the sleeper has the only worker
+                time.sleep(0.05)
+            assert pool._busy
+            quick = run(pool, "result = 41 + 1")
+            assert quick.answers["result"].value == 42
+            assert not sleeper.done()  # graded while the sleeper still held its worker
+        ended = sleeper.result(timeout=60)  # closing the pool ends the sleeper too
+    assert ended.answers["result"].status == "missing"

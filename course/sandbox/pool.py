@@ -36,6 +36,8 @@ from course.sandbox.uids import kill_descendants, lease_uid, reap_uid
 from course.submission import Cell
 
 WORKER_START_SECONDS = 60
+LONG_RUN_SECONDS = 2.0  # a run this long, with others waiting, gets a stand-in worker (see WarmPool)
+STAND_IN_CHECK_SECONDS = 0.25
 WORKER_COMMAND_START = (sys.executable, "-I", "-c")  # how a worker's command line (and its forks') begins
 STUDENT_NICENESS = 5
 
@@ -73,8 +75,8 @@ class _Worker:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self.events.broken:
                 return None
-            self.control.settimeout(remaining)
             try:
+                self.control.settimeout(remaining)  # raises too once the pool has closed the socket
                 data = self.control.recv(4096)
             except (TimeoutError, OSError):
                 return None
@@ -100,11 +102,18 @@ class _Worker:
 
 
 class WarmPool:
-    """`size` warm workers; `run(...)` has the signature and result of `run_cells` (a `Runner`)."""
+    """`size` warm workers; `run(...)` has the signature and result of `run_cells` (a `Runner`).
+
+    A run that has gone on for LONG_RUN_SECONDS (a notebook sleeping or spinning towards its time limit;
+    an honest one takes a fraction of a second) while other runs wait for a worker gets a stand-in: one more
+    worker starts, so the class goes on beside it rather than a worker short for the whole limit. The
+    stand-in has a uid of its own; when the long run ends its worker retires and the pool is `size` again.
+    Callers that want this give the pool more threads than workers (`threads`)."""
 
     def __init__(self, size: int, limits: Limits, *, isolation: str = "auto",
                  base_uid: int = DEFAULT_SANDBOX_UID) -> None:
         self.limits = limits
+        self.size = size
         self.level, self.note = choose_isolation(isolation, base_uid, limits.tmp_mb)
         self.isolation = LEVELS[self.level]
         self.base_uid = base_uid
@@ -112,6 +121,10 @@ class WarmPool:
         self._idle: queue.Queue[_Worker | None] = queue.Queue()  # None: a worker that did not start
         self._lock = threading.Lock()
         self._workers: list[_Worker] = []
+        self._busy: dict[int, float] = {}  # id of a worker -> when its run started
+        self._stood_in: set[int] = set()  # ids of workers whose long run has a stand-in
+        self._spare_uids: list[int] = []  # leased uids of retired workers, owning no process
+        self._closed = False
         self.start_failure = ""
         try:
             spawned = [self._spawn(self._lease()) for _ in range(size)]
@@ -121,11 +134,74 @@ class WarmPool:
         # Workers import torch in parallel with whatever the grader does next; each joins the idle
         # queue when it is ready (None stands for one that failed to start).
         for worker in spawned:
-            threading.Thread(target=lambda w=worker: self._idle.put(w if self._ready(w) else None),
-                             daemon=True).start()
+            self._start_in_background(worker)
+
+    @property
+    def threads(self) -> int:
+        """How many runs a caller may have waiting on the pool at once so that stand-ins are used."""
+        return 2 * self.size
+
+    def _start_in_background(self, worker: _Worker, *, stand_in: bool = False) -> None:
+        def start() -> None:
+            if self._ready(worker):
+                self._idle.put(worker)
+            elif not stand_in:  # a stand-in that does not start is only a missing stand-in
+                self._idle.put(None)
+
+        threading.Thread(target=start, daemon=True).start()
 
     def _lease(self) -> int:
-        return self._leases.enter_context(lease_uid(self.base_uid)) if self.isolation.leased_uid else os.getuid()
+        with self._lock:
+            if self._spare_uids:
+                return self._spare_uids.pop()
+            return self._leases.enter_context(lease_uid(self.base_uid)) if self.isolation.leased_uid else os.getuid()
+
+    def _acquire(self) -> _Worker | None:
+        """An idle worker; while waiting, a stand-in for a long run (see the class)."""
+        deadline = time.monotonic() + WORKER_START_SECONDS + 30
+        while True:
+            try:
+                return self._idle.get(timeout=STAND_IN_CHECK_SECONDS)
+            except queue.Empty:
+                if time.monotonic() > deadline:
+                    return None
+                self._stand_in_for_a_long_run()
+
+    def _stand_in_for_a_long_run(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            long = [key for key, started in self._busy.items()
+                    if now - started > LONG_RUN_SECONDS and key not in self._stood_in]
+            if not long or len(self._stood_in) >= self.size:
+                return
+            self._stood_in.add(long[0])
+        self._start_in_background(self._spawn(self._lease()), stand_in=True)
+
+    def _release(self, worker: _Worker, healthy: bool) -> None:
+        with self._lock:
+            self._busy.pop(id(worker), None)
+            stood_in = id(worker) in self._stood_in
+            self._stood_in.discard(id(worker))
+        if not healthy:
+            self._replace(worker, keep=not stood_in)
+        elif stood_in:
+            self._retire(worker)
+        else:
+            self._idle.put(worker)
+
+    def _retire(self, worker: _Worker) -> None:
+        """A worker whose long run had a stand-in leaves: the pool is back to its size."""
+        worker.stop()
+        with self._lock:
+            if worker in self._workers:
+                self._workers.remove(worker)
+        if not self.isolation.leased_uid or self._closed:
+            return
+        if reap_uid(worker.uid):
+            with self._lock:
+                self._spare_uids.append(worker.uid)
+        else:
+            print(f"sandbox: uid {worker.uid} still owns processes after a run; it is retired", file=sys.stderr)
 
     def _spawn(self, uid: int) -> _Worker:
         grader_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -154,13 +230,18 @@ class WarmPool:
         worker.stop()
         return False
 
-    def _replace(self, worker: _Worker) -> None:
-        """A worker that died or misbehaved gives way to a fresh one. It keeps the leased uid only when that
-        uid owns no process any more; otherwise the uid stays leased (to nobody) and the fresh worker gets
-        another, so nothing left of one student can ever share a uid with the next."""
+    def _replace(self, worker: _Worker, keep: bool = True) -> None:
+        """A worker that died or misbehaved gives way to a fresh one (unless keep is False: a worker whose
+        long run had a stand-in just retires). It keeps the leased uid only when that uid owns no process any
+        more; otherwise the uid stays leased (to nobody) and the fresh worker gets another, so nothing left of
+        one student can ever share a uid with the next."""
+        if not keep or self._closed:
+            self._retire(worker)
+            return
         worker.stop()
         with self._lock:
-            self._workers.remove(worker)
+            if worker in self._workers:
+                self._workers.remove(worker)
         uid = worker.uid
         if self.isolation.leased_uid and not reap_uid(uid):
             print(f"sandbox: uid {uid} still owns processes after a run; it is retired", file=sys.stderr)
@@ -171,22 +252,18 @@ class WarmPool:
     def run(self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]],
             limits: Limits | None = None, **_: object) -> RunResult:
         limits = limits or self.limits
-        try:
-            worker = self._idle.get(timeout=WORKER_START_SECONDS + 30)
-        except queue.Empty:
-            worker = None
+        worker = self._acquire()
         if worker is None:
             raise SandboxError("a warm grading worker did not start; run with --jobs 0 to grade without the pool "
                                f"(its last words: {self.start_failure or 'none'})")
         healthy = False
+        with self._lock:
+            self._busy[id(worker)] = time.monotonic()
         try:
             result, healthy = self._run_on(worker, cells, answer_names, function_points, limits)
             return result
         finally:
-            if healthy:
-                self._idle.put(worker)
-            else:
-                self._replace(worker)
+            self._release(worker, healthy)
 
     def _run_on(self, worker: _Worker, cells, answer_names, function_points, limits) -> tuple[RunResult, bool]:
         request_read, request_write = os.pipe()
@@ -270,6 +347,7 @@ class WarmPool:
         shutil.rmtree(folder, ignore_errors=True)
 
     def close(self) -> None:
+        self._closed = True
         with self._lock:
             workers, self._workers = self._workers, []
         for worker in workers:
