@@ -57,15 +57,22 @@ LEVELS = {
 ISOLATION_SUMMARY = {name: level.summary for name, level in LEVELS.items()}
 
 
-def _probe(command: list[str], preexec: Any = None) -> bool:
-    try:
-        completed = subprocess.run(  # noqa: S603 - fixed argument list
-            [*command, sys.executable, "-I", "-c", "import IPython"],
-            capture_output=True, timeout=30, preexec_fn=preexec, check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return completed.returncode == 0
+def _probe(command: list[str], preexec: Any = None, attempts: int = 2) -> bool:
+    """Whether this Python starts (and imports IPython) under `command`. A second attempt, with more time,
+    keeps a machine that is briefly overloaded from looking like one that cannot isolate at all."""
+    for attempt in range(attempts):
+        try:
+            completed = subprocess.run(  # noqa: S603 - fixed argument list
+                [*command, sys.executable, "-I", "-c", "import IPython"],
+                capture_output=True, timeout=30 * (attempt + 1), preexec_fn=preexec, check=False,
+            )
+        except OSError:
+            return False
+        except subprocess.TimeoutExpired:
+            continue
+        if completed.returncode == 0:
+            return True
+    return False
 
 
 def _probe_as_leased(base_uid: int, command_for: Callable[[int, int], list[str]], tmp_mb: int) -> bool:
