@@ -190,3 +190,64 @@ def notebook_bytes(notebook: dict) -> bytes:
 
 
 __all__ = ["ROOT", "STUDENTS", "Reply", "Server", "course_for_service", "multipart", "notebook_bytes", "request"]
+
+
+# ----------------------------------------------------------------------------- a real PostgreSQL server
+
+def _postgres_bin() -> Path | None:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    return found[-1].parent if found else None
+
+
+def _unprivileged_user() -> tuple[int, int] | None:
+    """Who runs postgres when the tests run as root (postgres refuses to run as root)."""
+    import pwd
+
+    for name in ("postgres", "nobody"):
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            continue
+        return entry.pw_uid, entry.pw_gid
+    return None
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL server of its own in a temporary folder (Debian's postgresql package: initdb, pg_ctl);
+    skipped, saying why, where there is none."""
+    import shutil
+    import tempfile
+
+    binaries = _postgres_bin()
+    if binaries is None:
+        pytest.skip("no PostgreSQL here (apt-get install postgresql provides initdb and pg_ctl); "
+                    "the service's PostgreSQL tests are skipped")
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("psycopg is not installed (pip install -e '.[test]')")
+    folder = Path(tempfile.mkdtemp(prefix="autograd-postgres-"))
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        user = _unprivileged_user()
+        if user is None:
+            pytest.skip("running as root with no unprivileged user (postgres or nobody) to run PostgreSQL as")
+        os.chown(folder, *user)
+        as_user = ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups", "--"]
+    data, port = folder / "data", free_port()
+    try:
+        subprocess.run([*as_user, str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", "autograd",
+                        "--no-sync", "-E", "UTF8"], check=True, capture_output=True)
+        subprocess.run([*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-w", "-l", str(folder / "log"), "-o",
+                        f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off", "start"],
+                       check=True, capture_output=True)
+    except subprocess.CalledProcessError as error:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise AssertionError(f"PostgreSQL did not start: {error.stderr.decode(errors='replace')}") from None
+    try:
+        yield f"postgresql+psycopg://autograd@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run([*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True, check=False)
+        shutil.rmtree(folder, ignore_errors=True)

@@ -136,3 +136,18 @@ def test_submit_command_prints_the_score_and_the_feedback_link(server, tmp_path)
     assert bad.returncode == 1
     assert bad.stderr.strip() == ("autograd-course submit: the server did not accept the token: use the one from "
                                   "your personal link")
+
+
+def test_the_service_runs_on_postgresql(tmp_path, postgres_url):
+    server = Server(course_for_service(tmp_path / "course"), database=postgres_url, jobs=1)
+    server.issue_tokens(["alice", "bob"])
+    server.start()
+    try:
+        reply = server.submit("alice", notebook_bytes(submitted_notebook()))
+        assert (reply.status, reply.json["score"]) == (200, 57)
+        assert server.get("bob", reply.json["id"]).status == 404
+        assert not (server.root / "service.db").exists()  # nothing went to SQLite
+        grades = request(f"{server.url}/i/{server.instructor}/export/grades.csv").text
+        assert grades.splitlines()[1].startswith("alice,") and ",57,57,graded" in grades
+    finally:
+        server.stop()

@@ -1,0 +1,143 @@
+"""The service's storage and policies, on SQLite and on a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+import pytest
+from sqlalchemy import select
+
+from course.config import load_config
+from course.errors import ConfigError
+from course.service import store as store_module
+from course.service.policy import ServicePolicy, attempt_numbers, counted, refusal, service_policy
+from course.service.store import GRADING, QUEUED, Store, hash_token, new_token
+from course.variants import numbers_for
+from helpers import ROOT
+
+from .conftest import course_for_service
+
+RESULTS = {"status": "graded", "score": 5.0, "raw_score": 5.0, "late_penalty": 0.0, "max_score": 57.0,
+           "feedback": {"score": 5}, "integrity": [], "seconds": 0.1}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
+def store(request, tmp_path):
+    url = f"sqlite:///{tmp_path / 'service.db'}" if request.param == "sqlite" else request.getfixturevalue(
+        "postgres_url")
+    opened = Store(url)
+    yield opened
+    store_module.metadata.drop_all(opened.engine)
+    opened.close()
+
+
+def test_tokens_are_stored_only_as_hashes_and_found_again(store, tmp_path):
+    token = new_token()
+    store.set_student("alice", token, {"lms_id": "7"})
+    assert store.student_for(token) == "alice"
+    assert store.student_for(token[:-1]) is None and store.student_for("") is None and store.student_for(None) is None
+    with store.engine.connect() as db:
+        rows = list(db.execute(select(store_module.students)))
+    assert rows[0].token_hash == hash_token(token) and token not in repr(rows)
+    if store.engine.dialect.name == "sqlite":
+        assert token.encode() not in (tmp_path / "service.db").read_bytes()
+        assert (tmp_path / "service.db").stat().st_mode & 0o077 == 0
+    fresh = new_token()
+    store.set_student("alice", fresh, {})
+    assert store.student_for(token) is None and store.student_for(fresh) == "alice"
+    instructor = new_token()
+    store.add_instructor(instructor)
+    assert store.is_instructor(instructor) and not store.is_instructor(fresh) and store.student_for(instructor) is None
+
+
+def test_attempts_are_claimed_in_order_and_recorded_once(store):
+    store.set_student("alice", new_token(), {})
+    store.set_student("bob", new_token(), {})
+    policy = ServicePolicy()
+    first = store.submit("alice", "autograd", b'{"cells": []}', policy)
+    second = store.submit("bob", "autograd", b"{}", policy)
+    assert (first.number, second.number, first.status) == (1, 1, QUEUED)
+    claimed, notebook = store.claim_next()
+    assert (claimed.id, notebook) == (first.id, b'{"cells": []}')
+    assert store.attempt(first.id).status == GRADING
+    assert store.record(first.id, **RESULTS)
+    assert not store.record(first.id, **RESULTS)  # a second run cannot record the same attempt again
+    assert store.attempt(first.id).results_written == 1
+    claimed, _ = store.claim_next()
+    assert claimed.id == second.id
+    assert store.claim_next() is None
+    assert store.requeue_interrupted() == 1  # the server stopped while bob's attempt was being graded
+    assert store.claim_next()[0].id == second.id
+
+
+def test_concurrent_claims_never_take_the_same_attempt(store):
+    store.set_student("alice", new_token(), {})
+    ids = [store.submit("alice", "autograd", b"{}", ServicePolicy()).id for _ in range(20)]
+    taken: list[int] = []
+    lock = threading.Lock()
+
+    def take() -> None:
+        while (claimed := store.claim_next()) is not None:
+            with lock:
+                taken.append(claimed[0].id)
+
+    threads = [threading.Thread(target=take) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(taken) == ids
+
+
+def test_the_policy_refuses_with_when_to_retry():
+    now = datetime(2026, 11, 30, 12, 0, 0)
+    policy = ServicePolicy(attempts=3, cooldown_minutes=10)
+    assert refusal(policy, [], now) is None
+    wait = refusal(policy, [now - timedelta(minutes=4)], now)
+    assert wait is not None and wait.retry_after == 360 and "cooldown of 10 minutes" in wait.message
+    assert refusal(policy, [now - timedelta(minutes=11)], now) is None
+    spent = refusal(policy, [now - timedelta(hours=h) for h in (1, 2, 3)], now)
+    assert spent is not None and spent.retry_after is None and "all 3 attempts" in spent.message
+
+
+def test_best_or_last_attempt_counts():
+    scores = [(1, 40.0), (2, 57.0), (3, 50.0), (4, 57.0)]
+    assert counted(ServicePolicy(counts="best"), scores) == 2  # the first of the best
+    assert counted(ServicePolicy(counts="last"), scores) == 4
+    assert counted(ServicePolicy(), []) is None
+
+
+@pytest.mark.parametrize(("policy", "message"), [
+    ({"attempts": 0}, "service.attempts must be a whole number of at least 1"),
+    ({"cooldown_minutes": -1}, "service.cooldown_minutes must be a number of minutes"),
+    ({"counts": "first"}, "service.counts must be best or last"),
+    ({"upload_kb": 10**9}, "larger than limits.notebook_mb"),
+    ({"fresh_numbers_per_attempt": True}, "needs variants: true"),
+    ({"atempts": 3}, "unknown key 'atempts'"),
+])
+def test_a_bad_policy_is_named_with_its_file_and_key(tmp_path, policy, message):
+    root = course_for_service(tmp_path / "course", **policy)
+    with pytest.raises(ConfigError, match="course.yaml: service") as error:
+        service_policy(load_config(root))
+    assert message in str(error.value)
+
+
+def test_a_policy_that_is_not_a_mapping_is_refused(tmp_path):
+    path = course_for_service(tmp_path / "course") / "source" / "course.yaml"
+    path.write_text(path.read_text() + "\nservice: 3\n")
+    with pytest.raises(ConfigError, match="service must be a mapping"):
+        load_config(tmp_path / "course")
+
+
+def test_fresh_numbers_per_attempt_keep_the_first_attempts_release_numbers(monkeypatch):
+    monkeypatch.setenv("AUTOGRAD_COURSE_SECRET", "a test secret")
+    config = replace(load_config(ROOT), variants=True)
+    fresh = ServicePolicy(fresh_numbers_per_attempt=True)
+    own = numbers_for(config, "alice", {})
+    assert attempt_numbers(config, fresh, "alice", 1, {}) == own
+    later = [attempt_numbers(config, fresh, "alice", n, {}) for n in (2, 3, 4)]
+    assert all(numbers != own for numbers in later) and later[0] != later[1]
+    assert attempt_numbers(config, fresh, "alice", 2, {}) == later[0]  # the same attempt, the same numbers
+    assert attempt_numbers(config, ServicePolicy(), "alice", 3, {}) == own
