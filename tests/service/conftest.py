@@ -4,6 +4,7 @@ pool, SQLite or PostgreSQL), reached over loopback HTTP with the standard librar
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
 import signal
@@ -23,6 +24,7 @@ import yaml
 from helpers import ROOT, copy_course
 
 STUDENTS = ["alice", "bob", "carol", "dave"]
+_DATABASES = itertools.count()
 START_SECONDS = 120  # the server is up once it answers; its warm workers import torch meanwhile
 
 
@@ -48,7 +50,7 @@ def request(url: str, *, method: str = "GET", token: str | None = None, data: by
         sent["Authorization"] = f"Bearer {token}"
     if content_type:
         sent["Content-Type"] = content_type
-    req = urllib.request.Request(url, data=data, method=method, headers=sent)
+    req = urllib.request.Request(url, data=data, method=method, headers=sent)  # noqa: S310 - the test server
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args, **kwargs):
@@ -213,7 +215,7 @@ def _unprivileged_user() -> tuple[int, int] | None:
 
 
 @pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
+def postgres_server() -> Iterator[str]:
     """A PostgreSQL server of its own in a temporary folder (Debian's postgresql package: initdb, pg_ctl);
     skipped, saying why, where there is none."""
     import shutil
@@ -246,8 +248,22 @@ def postgres_url() -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
         raise AssertionError(f"PostgreSQL did not start: {error.stderr.decode(errors='replace')}") from None
     try:
-        yield f"postgresql+psycopg://autograd@127.0.0.1:{port}/postgres"
+        yield f"postgresql+psycopg://autograd@127.0.0.1:{port}"
     finally:
         subprocess.run([*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
                        capture_output=True, check=False)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> str:
+    """A fresh, empty database on the test's PostgreSQL server."""
+    import psycopg
+
+    name = f"service_{next(_DATABASES)}"
+    with psycopg.connect(postgres_server.replace("postgresql+psycopg", "postgresql") + "/postgres",
+                         autocommit=True) as connection:
+        connection.execute(f"CREATE DATABASE {name}")
+    return f"{postgres_server}/{name}"
+
+

@@ -27,7 +27,8 @@ def test_an_upload_is_answered_with_its_grade_and_the_same_json_later(server):
     assert server.get("alice", body["id"]).json == body
     page = request(server.url + body["feedback_url"])
     assert page.status == 200
-    assert "57" in page.text and "alice" in page.text
+    assert "57" in page.text
+    assert "alice" in page.text
     # the service shows verdicts, not torch's values (students can resubmit at once)
     assert '"reveals_torch_values": false' not in page.text  # the page is HTML, not the JSON
     assert "torch says" not in page.text.lower()
@@ -68,7 +69,8 @@ def test_an_oversized_notebook_is_refused_with_413_as_body_or_form(server):
 
 
 def test_what_is_not_a_notebook_is_refused_with_a_reason_before_it_counts(server):
-    cases = [(b"hello", "application/json", 400, "not JSON"), (b'{"a": 1}', "application/json", 400, "no list of cells"),
+    cases = [(b"hello", "application/json", 400, "not JSON"),
+             (b'{"a": 1}', "application/json", 400, "no list of cells"),
              (notebook_bytes(submitted_notebook()), "text/plain", 415, "Content-Type: application/json")]
     for data, kind, status, words in cases:
         reply = request(f"{server.url}/api/submissions", method="POST", token=server.tokens["dave"], data=data,
@@ -109,14 +111,16 @@ def test_the_attempt_policy_answers_429_with_when_to_retry(tmp_path):
         refused = server.submit("frank", notebook)
         assert refused.status == 429
         assert 1 <= int(refused.headers["retry-after"]) <= 6
-        assert "cooldown" in refused.json["error"] and refused.json["retry_after"] > 0
+        assert "cooldown" in refused.json["error"]
+        assert refused.json["retry_after"] > 0
         deadline = time.monotonic() + 30
         while (reply := server.submit("frank", notebook)).status == 429 and time.monotonic() < deadline:
             time.sleep(float(reply.headers.get("retry-after", "1")))
         assert reply.status == 200
         spent = server.submit("frank", notebook)
         assert spent.status == 429
-        assert "retry-after" not in spent.headers and spent.json["retry_after"] is None
+        assert "retry-after" not in spent.headers
+        assert spent.json["retry_after"] is None
         assert "all 2 attempts" in spent.json["error"]
     finally:
         server.stop()
@@ -130,7 +134,8 @@ def test_submit_command_prints_the_score_and_the_feedback_link(server, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "graded, score 57 of 57" in done.stdout
     link = done.stdout.split("feedback: ")[1].strip()
-    assert link.startswith(f"{server.url}/s/") and request(link).status == 200
+    assert link.startswith(f"{server.url}/s/")
+    assert request(link).status == 200
     bad = subprocess.run([sys.executable, "-m", "course", "submit", str(path), "--server", server.url,
                           "--token", "wrong"], capture_output=True, text=True, check=False)
     assert bad.returncode == 1
@@ -148,6 +153,7 @@ def test_the_service_runs_on_postgresql(tmp_path, postgres_url):
         assert server.get("bob", reply.json["id"]).status == 404
         assert not (server.root / "service.db").exists()  # nothing went to SQLite
         grades = request(f"{server.url}/i/{server.instructor}/export/grades.csv").text
-        assert grades.splitlines()[1].startswith("alice,") and ",57,57,graded" in grades
+        assert grades.splitlines()[1].startswith("alice,")
+        assert ",57,57,graded" in grades
     finally:
         server.stop()
