@@ -480,6 +480,24 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+ROUTES = [
+    Route("/api/submissions", post_submission, methods=["POST"]),
+    Route("/api/submissions/{attempt_id:int}", get_submission, methods=["GET"]),
+    Route("/s/{token}/", student_home, methods=["GET"]),
+    Route("/s/{token}/upload", student_upload, methods=["POST"]),
+    Route("/s/{token}/attempts/{attempt_id:int}", student_attempt, methods=["GET"]),
+    Route("/s/{token}/notebook", student_notebook, methods=["GET"]),
+    Route("/i/{token}/", dashboard, methods=["GET"]),
+    Route("/i/{token}/version", dashboard_version, methods=["GET"]),
+    Route("/i/{token}/summary", class_summary_page, methods=["GET"]),
+    Route("/i/{token}/students/{student_id}", instructor_student, methods=["GET"]),
+    Route("/i/{token}/attempts/{attempt_id:int}", instructor_attempt, methods=["GET"]),
+    Route("/i/{token}/export/{format}.csv", export_csv, methods=["GET"]),
+    Route("/i/{token}/export/gradebook", export_gradebook, methods=["POST"]),
+    Route("/static/dashboard.js", dashboard_js, methods=["GET"]),
+]
+
+
 def create_app(service: Service) -> Any:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -491,21 +509,6 @@ def create_app(service: Service) -> Any:
         finally:
             await run_in_threadpool(service.grader.stop)
 
-    app = Starlette(routes=[
-        Route("/api/submissions", post_submission, methods=["POST"]),
-        Route("/api/submissions/{attempt_id:int}", get_submission, methods=["GET"]),
-        Route("/s/{token}/", student_home, methods=["GET"]),
-        Route("/s/{token}/upload", student_upload, methods=["POST"]),
-        Route("/s/{token}/attempts/{attempt_id:int}", student_attempt, methods=["GET"]),
-        Route("/s/{token}/notebook", student_notebook, methods=["GET"]),
-        Route("/i/{token}/", dashboard, methods=["GET"]),
-        Route("/i/{token}/version", dashboard_version, methods=["GET"]),
-        Route("/i/{token}/summary", class_summary_page, methods=["GET"]),
-        Route("/i/{token}/students/{student_id}", instructor_student, methods=["GET"]),
-        Route("/i/{token}/attempts/{attempt_id:int}", instructor_attempt, methods=["GET"]),
-        Route("/i/{token}/export/{format}.csv", export_csv, methods=["GET"]),
-        Route("/i/{token}/export/gradebook", export_gradebook, methods=["POST"]),
-        Route("/static/dashboard.js", dashboard_js, methods=["GET"]),
-    ], lifespan=lifespan)
+    app = Starlette(routes=ROUTES, lifespan=lifespan)
     app.state.service = service
     return SecurityHeaders(app)
