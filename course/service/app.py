@@ -55,9 +55,12 @@ CSRF_MAX_AGE = 12 * 3600
 MULTIPART_SLACK = 64 * 1024  # the form's own bytes around the notebook
 DRAIN_LIMIT = 16 * 2**20  # an oversized body is read (and dropped) up to this much before 413, so the client hears it
 SECURITY_HEADERS = {
-    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; script-src 'self'; img-src 'self' "
-                               "data:; form-action 'self'; frame-src 'self'; frame-ancestors 'self'; base-uri 'none'",
-    "Referrer-Policy": "no-referrer",  # the personal link is a secret: never sent on to another site
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; script-src 'self'; connect-src 'self'; "
+                               "img-src 'self' data:; form-action 'self'; frame-src 'self'; frame-ancestors 'self'; "
+                               "base-uri 'none'",
+    # The personal link is a secret: never sent on to another site. (Not no-referrer: with it, Chromium sends
+    # `Origin: null` on the form's own posts, which the CSRF check refuses.)
+    "Referrer-Policy": "same-origin",
     "X-Content-Type-Options": "nosniff",
     "Cache-Control": "no-store",
 }
@@ -454,6 +457,10 @@ async def export_gradebook(request: Request, service: Service) -> Response:
                              f"{service.config.root / 'gradebook.db'} (nbgrader export, formgrader).")
 
 
+async def favicon(request: Request) -> Response:
+    return Response(status_code=204)
+
+
 async def dashboard_js(request: Request) -> Response:
     return Response(pages.DASHBOARD_JS, media_type="text/javascript")
 
@@ -495,6 +502,7 @@ ROUTES = [
     Route("/i/{token}/export/{format}.csv", export_csv, methods=["GET"]),
     Route("/i/{token}/export/gradebook", export_gradebook, methods=["POST"]),
     Route("/static/dashboard.js", dashboard_js, methods=["GET"]),
+    Route("/favicon.ico", favicon, methods=["GET"]),
 ]
 
 
@@ -503,7 +511,10 @@ def create_app(service: Service) -> Any:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         service.loop = asyncio.get_running_loop()
         service.grader.listeners.append(service.graded)
-        await run_in_threadpool(service.grader.start)
+        # Started on the server's own (main) thread, not a worker thread of the thread pool: bubblewrap's
+        # --die-with-parent follows the thread that started it, and the pool's threads end when idle, which
+        # would kill every warm worker (and the students' runs in them) at once.
+        service.grader.start()
         try:
             yield
         finally:

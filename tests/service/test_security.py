@@ -48,8 +48,8 @@ def test_every_route_with_another_students_token_and_ids_shows_nothing_of_theirs
     before = len(server.get("alice", attempts["alice"]).json)
     for template, method, url in _every_route(server, alice, attempts["bob"], "bob"):
         reply = _call(server, method, url, alice)
-        if template == "/static/dashboard.js":
-            assert reply.status == 200
+        if template in ("/static/dashboard.js", "/favicon.ico"):
+            assert reply.status in (200, 204)
             continue
         if template in ("/api/submissions", "/s/{token}/upload", "/s/{token}/", "/s/{token}/notebook"):
             # alice's own: her token, no id of anyone's in the path (the upload is refused without a valid csrf)
