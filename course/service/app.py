@@ -361,14 +361,21 @@ async def student_notebook(request: Request, service: Service, student: str) -> 
     def make() -> bytes:
         config, grader = service.config, service.grader
         template_path = config.release_template(grader.settings.name)
-        if not config.variants or not template_path.is_file():
+        if not config.variants:
             return config.release_notebook(grader.settings.name).read_bytes()
+        if not template_path.is_file():
+            raise CourseError(f"{template_path} is missing: run autograd-course release (variants: true needs it "
+                              "to personalise each student's notebook)")
         following = len(service.store.attempts_of(student)) + 1
         params = attempt_numbers(config, service.policy, student, following, grader.assignment.default_params)
         notebook = personalise(json.loads(template_path.read_text(encoding="utf-8")), params, student)
         return (json.dumps(notebook, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
 
-    body = await run_in_threadpool(make)
+    try:
+        body = await run_in_threadpool(make)
+    except (CourseError, OSError) as problem:
+        return PlainTextResponse(f"Your notebook cannot be made right now ({problem}); tell your instructor.",
+                                 status_code=503)
     name = service.grader.settings.notebook
     return Response(body, media_type="application/x-ipynb+json",
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
