@@ -151,3 +151,50 @@ def test_fresh_numbers_per_attempt_keep_the_first_attempts_release_numbers(monke
     assert later[0] != later[1]
     assert attempt_numbers(config, fresh, "alice", 2, {}) == later[0]  # the same attempt, the same numbers
     assert attempt_numbers(config, ServicePolicy(), "alice", 3, {}) == own
+
+
+def test_serve_tokens_writes_one_private_token_per_student_and_keeps_only_hashes(tmp_path, capsys):
+    from course.cli import main
+
+    root = course_for_service(tmp_path / "course")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,name,lms_id\nalice,Alice A,101\nbob,Bob B,102\n", encoding="utf-8")
+    out = tmp_path / "tokens.csv"
+    assert main(["--course", str(root), "serve", "tokens", str(roster), "--out", str(out)]) == 0
+    assert "wrote 2 student tokens" in capsys.readouterr().out
+    lines = out.read_text().splitlines()
+    assert lines[0] == "student_id,token"
+    tokens = dict(line.split(",") for line in lines[1:])
+    assert list(tokens) == ["alice", "bob"]
+    assert len(set(tokens.values())) == 2
+    instructor = (tmp_path / "tokens-instructor.txt").read_text().strip()
+    for path in (out, tmp_path / "tokens-instructor.txt", root / "service.db"):
+        assert path.stat().st_mode & 0o077 == 0, path
+    store = Store(f"sqlite:///{root / 'service.db'}")
+    try:
+        assert store.student_for(tokens["bob"]) == "bob"
+        assert store.is_instructor(instructor)
+        assert store.students()["alice"] == {"name": "Alice A", "lms_id": "101"}
+    finally:
+        store.close()
+    database = (root / "service.db").read_bytes()
+    assert not any(token.encode() in database for token in [*tokens.values(), instructor])
+
+
+def test_serve_and_submit_say_what_is_wrong_in_one_line(tmp_path, capsys):
+    from course.cli import main
+
+    root = course_for_service(tmp_path / "course")
+    assert main(["--course", str(root), "serve", "tokens", str(tmp_path / "none.csv"), "--out",
+                 str(tmp_path / "t.csv")]) == 1
+    assert "cannot read the roster" in capsys.readouterr().err
+    notebook = tmp_path / "autograd.ipynb"
+    notebook.write_text("{}")
+    assert main(["submit", str(notebook), "--server", "ftp://example", "--token", "t"]) == 1
+    assert "--server must be an http:// or https:// address" in capsys.readouterr().err
+    assert main(["submit", str(notebook), "--server", "http://127.0.0.1:9", "--token", "t"]) == 1
+    assert "cannot reach the server http://127.0.0.1:9/api/submissions" in capsys.readouterr().err
+    assert main(["submit", str(tmp_path / "missing.ipynb"), "--server", "http://127.0.0.1:9", "--token", "t"]) == 1
+    assert "missing.ipynb: cannot read the notebook" in capsys.readouterr().err
+    assert main(["--course", str(root), "serve", "--database", "nosuchdb://x"]) == 1
+    assert "database URL cannot be used" in capsys.readouterr().err
