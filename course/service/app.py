@@ -17,10 +17,12 @@ import asyncio
 import hashlib
 import hmac
 import json
+import tempfile
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -307,8 +309,7 @@ def _same_origin(request: Request) -> bool:
     return urlsplit(origin).netloc == request.headers.get("host", "")
 
 
-async def _student_page(request: Request, service: Service, student: str, message: str = "",
-                        status: int = 200) -> Response:
+async def _student_page(service: Service, student: str, message: str = "", status: int = 200) -> Response:
     record = await run_in_threadpool(service.record_of, student)
     note = ""
     if service.policy.fresh_numbers_per_attempt:
@@ -320,28 +321,28 @@ async def _student_page(request: Request, service: Service, student: str, messag
 
 @student_route
 async def student_home(request: Request, service: Service, student: str) -> Response:
-    return await _student_page(request, service, student)
+    return await _student_page(service, student)
 
 
 @student_route
 async def student_upload(request: Request, service: Service, student: str) -> Response:
     refused_csrf = "The form was out of date or came from another page: reload this page and submit again."
     if not _same_origin(request):
-        return await _student_page(request, service, student, refused_csrf, 403)
+        return await _student_page(service, student, refused_csrf, 403)
     received = await _receive_notebook(service, request)
     if isinstance(received, Response):
         message = json.loads(bytes(received.body)).get("error", "the upload was refused")
-        return await _student_page(request, service, student, f"Not submitted: {message}.", received.status_code)
+        return await _student_page(service, student, f"Not submitted: {message}.", received.status_code)
     notebook, fields = received
     csrf = fields.get("csrf")
     if not isinstance(csrf, str) or not service.csrf_ok(f"student:{student}", csrf):
-        return await _student_page(request, service, student, refused_csrf, 403)
+        return await _student_page(service, student, refused_csrf, 403)
     problem = _notebook_problem(notebook)
     if problem:
-        return await _student_page(request, service, student, f"Not submitted: {problem}.", 400)
+        return await _student_page(service, student, f"Not submitted: {problem}.", 400)
     stored = await _store_attempt(service, student, notebook)
     if isinstance(stored, Refusal):
-        return await _student_page(request, service, student, f"Not submitted: {stored.message}.", 429)
+        return await _student_page(service, student, f"Not submitted: {stored.message}.", 429)
     attempt = await service.wait_for(stored)
     return RedirectResponse(f"attempts/{attempt.id}" if attempt.done else "./", status_code=303)
 
@@ -385,11 +386,11 @@ async def student_notebook(request: Request, service: Service, student: str) -> 
 
 
 @instructor_route
-async def dashboard(request: Request, service: Service, message: str = "") -> Response:
+async def dashboard(request: Request, service: Service) -> Response:
     records = await run_in_threadpool(service.records)
     version = await run_in_threadpool(service.store.version)
     return HTMLResponse(pages.dashboard_page(records, service.assignment, service.policy, version,
-                                             service.csrf_token("instructor"), message))
+                                             service.csrf_token("instructor")))
 
 
 @instructor_route
@@ -430,9 +431,6 @@ async def export_csv(request: Request, service: Service) -> Response:
     def make() -> str:
         records = service.records()
         if fmt == "grades":
-            import tempfile
-            from pathlib import Path
-
             with tempfile.TemporaryDirectory(prefix="autograd-serve-export-") as folder:
                 return grades_csv(records, assignment, Path(folder)).read_text(encoding="utf-8")
         return lms_csv(fmt, records, service.store.students(), assignment)

@@ -90,7 +90,7 @@ def waiting_page(attempt: Attempt) -> str:
 
 
 def dashboard_page(records: list[StudentRecord], assignment: str, policy: ServicePolicy, version: str,
-                   csrf: str, message: str = "") -> str:
+                   csrf: str) -> str:
     rows = []
     for record in records:
         last = record.attempts[-1] if record.attempts else None
@@ -99,12 +99,11 @@ def dashboard_page(records: list[StudentRecord], assignment: str, policy: Servic
                     f"<td>{_score(record.counted) if record.counted else '—'}</td>"
                     f"<td>{e(last.status.replace('_', ' ')) if last else 'nothing submitted'}</td>"
                     f"<td>{len(record.integrity) or ''}</td></tr>")
-    note = f'<div class="note" role=status>{e(message)}</div>' if message else ""
     graded = sum(1 for r in records for a in r.attempts if a.done)
     body = (f"<header class=summary><div>Dashboard, assignment <strong>{e(assignment)}</strong></div>"
             f"<div class=score id=graded-count>{graded} graded attempts</div>"
             f"<div>{len(records)} students; the {policy.counts} attempt counts; updates as attempts arrive</div>"
-            f"</header>{note}"
+            "</header>"
             '<section class=card><h2>Export</h2><p><a href="export/grades.csv">grades CSV</a> · '
             '<a href="export/canvas.csv">Canvas CSV</a> · <a href="export/moodle.csv">Moodle CSV</a></p>'
             '<form method=post action="export/gradebook">'

@@ -157,3 +157,28 @@ def test_the_service_runs_on_postgresql(tmp_path, postgres_url):
         assert ",57,57,graded" in grades
     finally:
         server.stop()
+
+
+def test_the_instructor_exports_grades_canvas_and_into_nbgrader(server):
+    import re
+
+    from nbgrader.api import Gradebook
+
+    assert server.submit("dave", notebook_bytes(submitted_notebook({**CORRECT_CODE, "net_dL_dw": "0"}))).status == 200
+    assert server.submit("dave", notebook_bytes(submitted_notebook())).status == 200  # the best counts
+    base = f"{server.url}/i/{server.instructor}"
+    grades = request(f"{base}/export/grades.csv").text.splitlines()
+    assert grades[0].startswith("student_id,slopes,")
+    dave = next(line for line in grades if line.startswith("dave,"))
+    assert dave.endswith(",57,0,57,57,graded")
+    canvas = request(f"{base}/export/canvas.csv").text.splitlines()
+    assert canvas[0] == "Student,ID,SIS User ID,SIS Login ID,Section,autograd"
+    assert "Dave,103,,,,57" in canvas
+    dashboard = request(f"{base}/").text
+    csrf = re.search(r'name=csrf value="([^"]+)"', dashboard).group(1)
+    body, kind = multipart({"csrf": csrf})
+    reply = request(f"{base}/export/gradebook", method="POST", data=body, content_type=kind)
+    assert reply.status == 200, reply.text
+    assert "Recorded" in reply.text
+    with Gradebook(f"sqlite:///{server.root / 'gradebook.db'}") as gradebook:
+        assert gradebook.find_submission("autograd", "dave").score == 57
