@@ -21,7 +21,7 @@ import tempfile
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -118,7 +118,11 @@ class Service:
         return current
 
     def records(self) -> list[StudentRecord]:
-        return student_records(self.policy, list(self.store.students()), self.store.attempts_of())
+        """Every student's attempts; only the counted attempts carry their feedback (the class's is large)."""
+        records = student_records(self.policy, list(self.store.students()), self.store.attempts_of(feedback=False))
+        feedback = self.store.feedback_of([r.counted.id for r in records if r.counted is not None])
+        return [replace(r, counted=replace(r.counted, feedback=feedback.get(r.counted.id)))
+                if r.counted is not None else r for r in records]
 
     def record_of(self, student_id: str) -> StudentRecord:
         return student_records(self.policy, [student_id], self.store.attempts_of(student_id))[0]
@@ -367,7 +371,7 @@ async def student_notebook(request: Request, service: Service, student: str) -> 
         if not template_path.is_file():
             raise CourseError(f"{template_path} is missing: run autograd-course release (variants: true needs it "
                               "to personalise each student's notebook)")
-        following = len(service.store.attempts_of(student)) + 1
+        following = len(service.store.attempts_of(student, feedback=False)) + 1
         params = attempt_numbers(config, service.policy, student, following, grader.assignment.default_params)
         notebook = personalise(json.loads(template_path.read_text(encoding="utf-8")), params, student)
         return (json.dumps(notebook, indent=1, ensure_ascii=False) + "\n").encode("utf-8")

@@ -119,12 +119,14 @@ class Attempt:
 
 
 def _attempt(row: Any) -> Attempt:
+    feedback = row._mapping.get("feedback")
     return Attempt(row.id, row.student_id, row.assignment, row.number, row.submitted_at, row.status, row.score,
-                   row.max_score, row.late_penalty, json.loads(row.feedback) if row.feedback else None,
+                   row.max_score, row.late_penalty, json.loads(feedback) if feedback else None,
                    json.loads(row.integrity) if row.integrity else [], row.seconds, row.results_written)
 
 
 SUMMARY_COLUMNS = [c for c in attempts.c if c.name != "notebook"]
+LIST_COLUMNS = [c for c in SUMMARY_COLUMNS if c.name != "feedback"]  # a class's worth of attempts, feedback apart
 
 
 def database_url(url: str | None, course_root: Path) -> str:
@@ -225,12 +227,20 @@ class Store:
             row = db.execute(select(*SUMMARY_COLUMNS).where(attempts.c.id == attempt_id)).first()
         return _attempt(row) if row else None
 
-    def attempts_of(self, student_id: str | None = None) -> list[Attempt]:
-        query = select(*SUMMARY_COLUMNS).order_by(attempts.c.id)
+    def attempts_of(self, student_id: str | None = None, *, feedback: bool = True) -> list[Attempt]:
+        """Attempts in order (of one student, or all); without their feedback unless asked for."""
+        query = select(*(SUMMARY_COLUMNS if feedback else LIST_COLUMNS)).order_by(attempts.c.id)
         if student_id is not None:
             query = query.where(attempts.c.student_id == student_id)
         with self.engine.connect() as db:
             return [_attempt(row) for row in db.execute(query)]
+
+    def feedback_of(self, attempt_ids: list[int]) -> dict[int, dict[str, Any]]:
+        if not attempt_ids:
+            return {}
+        with self.engine.connect() as db:
+            rows = db.execute(select(attempts.c.id, attempts.c.feedback).where(attempts.c.id.in_(attempt_ids)))
+            return {row.id: json.loads(row.feedback) for row in rows if row.feedback}
 
     def notebook(self, attempt_id: int) -> bytes:
         with self.engine.connect() as db:
