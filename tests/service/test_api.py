@@ -96,6 +96,13 @@ def test_a_slow_notebook_is_acknowledged_with_202_then_graded(tmp_path):
         assert reply.json["status"] in ("queued", "grading")
         graded = server.wait_graded("erin", reply.json["id"])
         assert (graded["status"], graded["score"]) == ("graded", 57)
+        # the submit command polls after a 202 until the attempt is graded
+        path = tmp_path / "autograd.ipynb"
+        path.write_bytes(notebook_bytes(slow))
+        done = subprocess.run([sys.executable, "-m", "course", "submit", str(path), "--server", server.url,
+                               "--token", server.tokens["erin"]], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        assert f"submission {reply.json['id'] + 1}: graded, score 57 of 57" in done.stdout
     finally:
         server.stop()
 
