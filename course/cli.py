@@ -19,7 +19,7 @@ COMMAND_HELP = {
     "export": "Write the grades as the CSV an LMS gradebook imports (Canvas, Moodle), matched through the roster.",
     "autograder build": "Build the Gradescope autograder zip (setup.sh, run_autograder, the package, the course).",
     "autograder run": "Grade the one notebook in ROOT/submission and write ROOT/results/results.json (Gradescope).",
-    "serve": "Run the instant-feedback service: students upload and read their feedback in a second.",
+    "serve": "Run the instant-feedback service: students upload a notebook and read its feedback once graded.",
     "serve tokens": "Write one secret token per roster student (student_id,token) and an instructor token.",
     "submit": "Submit a notebook to the course's feedback service and print the score and the feedback link.",
 }
