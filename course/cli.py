@@ -20,6 +20,9 @@ COMMAND_HELP = {
     "export": "Write the grades as the CSV an LMS gradebook imports (Canvas, Moodle), matched through the roster.",
     "autograder build": "Build the Gradescope autograder zip (setup.sh, run_autograder, the package, the course).",
     "autograder run": "Grade the one notebook in ROOT/submission and write ROOT/results/results.json (Gradescope).",
+    "serve": "Run the instant-feedback service: students upload a notebook and read its feedback once graded.",
+    "serve tokens": "Write one secret token per roster student (student_id,token) and an instructor token.",
+    "submit": "Submit a notebook to the course's feedback service and print the score and the feedback link.",
 }
 
 
@@ -103,7 +106,67 @@ def _parser() -> argparse.ArgumentParser:
     run = actions.add_parser("run", help=COMMAND_HELP["autograder run"], description=COMMAND_HELP["autograder run"])
     run.add_argument("--root", type=Path, default=None,
                      help="the Gradescope root (default: $AUTOGRADER_ROOT, else /autograder)")
+    _service_parsers(commands)
     return parser
+
+
+def _service_parsers(commands) -> None:
+    serve = commands.add_parser("serve", help=COMMAND_HELP["serve"], description=COMMAND_HELP["serve"])
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="the port (default: 8000)")
+    serve.add_argument("--database", metavar="URL", default=os.environ.get("AUTOGRAD_SERVICE_DATABASE"),
+                       help="SQLAlchemy URL of the service's database, e.g. postgresql+psycopg://user@host/db "
+                            "(default: $AUTOGRAD_SERVICE_DATABASE, else sqlite service.db in the course root)")
+    serve.add_argument("--assignment", help="which assignment (default: the first in the course YAML)")
+    serve.add_argument("--jobs", type=int, default=None, metavar="N",
+                       help="warm sandboxed workers (default: one per core)")
+    serve.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
+                       help="how long an upload waits for its grade before answering 202 (default: 30)")
+    serve.add_argument("--forwarded-allow-ips", metavar="IPS",
+                       help="behind a reverse proxy: the proxy's address(es), whose X-Forwarded-* headers are "
+                            "trusted")
+    actions = serve.add_subparsers(dest="action", metavar="ACTION")
+    tokens = actions.add_parser("tokens", help=COMMAND_HELP["serve tokens"], description=COMMAND_HELP["serve tokens"])
+    tokens.add_argument("roster", type=Path, metavar="ROSTER", help="CSV with a student_id column (and LMS ids)")
+    tokens.add_argument("--out", type=Path, required=True, metavar="FILE",
+                        help="where the student_id,token rows go (mode 600; the database keeps only hashes); the "
+                             "instructor token goes to FILE's name with -instructor.txt")
+    tokens.add_argument("--database", metavar="URL", default=os.environ.get("AUTOGRAD_SERVICE_DATABASE"),
+                        help="as for serve")
+
+    submit = commands.add_parser("submit", help=COMMAND_HELP["submit"], description=COMMAND_HELP["submit"])
+    submit.add_argument("notebook", type=Path, help="the notebook to submit")
+    submit.add_argument("--server", required=True, metavar="URL", help="the service's address, e.g. https://host/")
+    submit.add_argument("--token", default=os.environ.get("AUTOGRAD_TOKEN"), metavar="T",
+                        help="your token, from your personal link (default: $AUTOGRAD_TOKEN)")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from course.service.run import issue_tokens, serve
+
+    config = load_config(args.course)
+    if args.action == "tokens":
+        from course.roster import read_roster
+
+        count, instructor = issue_tokens(config, read_roster(args.roster), args.out, database=args.database)
+        print(f"wrote {count} student tokens to {args.out}; each student's link is <server>/s/<token>/")
+        print(f"instructor token in {instructor}; the dashboard is <server>/i/<token>/")
+        return 0
+    if args.jobs is not None and args.jobs < 1:
+        raise CourseError("--jobs must be 1 or more")
+    serve(config, host=args.host, port=args.port, database=args.database, jobs=args.jobs, assignment=args.assignment,
+          wait_seconds=args.wait, forwarded_allow_ips=args.forwarded_allow_ips)
+    return 0
+
+
+def _submit(args: argparse.Namespace) -> int:
+    from course.service.client import submit
+
+    if not args.token:
+        raise CourseError("--token is needed (the token of your personal link), or set AUTOGRAD_TOKEN")
+    for line in submit(args.notebook, args.server, args.token).lines():
+        print(line)
+    return 0
 
 
 def _release(args: argparse.Namespace) -> int:
@@ -217,7 +280,8 @@ class ProgressBar:
         self.stream.flush()
 
 
-HANDLERS = {"release": _release, "check": _check, "grade": _grade, "export": _export, "autograder": _autograder}
+HANDLERS = {"release": _release, "check": _check, "grade": _grade, "export": _export, "autograder": _autograder,
+            "serve": _serve, "submit": _submit}
 
 
 def main(argv: list[str] | None = None) -> int:

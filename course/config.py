@@ -81,6 +81,7 @@ class CourseConfig:
     variant_secret_file: str | None = None
     feedback_reveals: str = "auto"
     late_policy: LatePolicy = field(default_factory=LatePolicy)
+    service: dict[str, Any] = field(default_factory=dict)  # `autograd-course serve`'s policies (course/service/)
 
     def reveals_torch_values(self, *, gradescope: bool) -> bool:
         """Whether feedback shows torch's value beside each answer. `auto`: yes for local grading (the
@@ -243,6 +244,10 @@ def parse_config(data: Any, root: Path, where: str) -> CourseConfig:
             settings[key] = data[key]
     if "late_policy" in data:
         settings["late_policy"] = _late_policy(f"{where}: late_policy", data["late_policy"])
+    if "service" in data:
+        if not isinstance(data["service"], dict):
+            raise ConfigError(f"{where}: service must be a mapping (attempts, cooldown_minutes, counts, ...)")
+        settings["service"] = data["service"]
     if "limits" in data:
         raw_limits = data["limits"]
         if not isinstance(raw_limits, dict):

@@ -56,10 +56,11 @@ def _status_of(run: sandbox.RunResult) -> str:
 
 def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseConfig,
                      probe_points: dict[str, list[float]] | None = None, *, run: sandbox.Runner | None = None,
-                     reveal_torch_values: bool | None = None) -> Graded:
+                     reveal_torch_values: bool | None = None, params: dict | None = None) -> Graded:
     """Grade one notebook. Never raises: every failure becomes a status, a reason and score 0.
     reveal_torch_values: whether the feedback shows torch's values (default: the course's setting for
-    local grading)."""
+    local grading). params: the numbers to grade with (default: the student's own, `variants.numbers_for`;
+    the submission service passes an attempt's fresh numbers)."""
     started = time.monotonic()
     messages: list[str] = []
     cell_errors: list[dict[str, str]] = []
@@ -69,7 +70,8 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
     try:
         if ref.problem:
             raise SubmissionError(ref.problem)
-        params = numbers_for(config, assignment.content, ref.student_id, assignment.default_params)
+        if params is None:
+            params = numbers_for(config, assignment.content, ref.student_id, assignment.default_params)
         submission = _read(ref, assignment, config, params)
         parsed = handwork.parse_cells(submission.cells)  # once, bounded: for hand work and the integrity report
         findings = integrity.review(submission, ref.student_id, parsed)

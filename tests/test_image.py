@@ -254,3 +254,46 @@ def test_the_documented_flags_are_the_tested_ones():
     job = (ROOT / "autograder" / "k8s-job.yaml").read_text()
     assert 'capabilities: { add: ["SYS_ADMIN", "NET_ADMIN"] }' in job
     assert "Unconfined" not in re.sub(r"#.*", "", job)
+
+
+@pytest.mark.slow
+@pytest.mark.container
+def test_image_runs_the_submission_service(podman, tmp_path):
+    """`autograd-course serve` from the image, as the README runs it (a course folder mounted, the documented
+    flags; the host's network stands in for a published port), grades an upload in the sandbox."""
+    import csv
+    import urllib.request
+
+    from helpers import copy_course
+
+    course = copy_course(tmp_path / "course")
+    (course / "roster.csv").write_text("student_id\nalice\n")
+    for path in [course, *course.rglob("*")]:
+        os.chown(path, USERNS_BASE, USERNS_BASE)  # the container's root owns the course, as on a real host
+    run = ("run", "--rm", *USERNS, *DOCUMENTED_FLAGS, "-v", f"{course}:/course", "--entrypoint", "autograd-course")
+    podman(*run, IMAGE, "--course", "/course", "serve", "tokens", "/course/roster.csv", "--out", "/course/tokens.csv")
+    with (course / "tokens.csv").open() as stream:
+        token = next(csv.DictReader(stream))["token"]
+    port = closed_loopback_url().split(":")[2].split("/")[0]
+    podman(*run[:1], "-d", "--name", "autograd-serve", *run[2:], "--network", "host", IMAGE, "--course", "/course",
+           "serve", "--host", "127.0.0.1", "--port", port, timeout=120)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/static/dashboard.js", timeout=5)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, podman("logs", "autograd-serve", check=False).stderr
+                time.sleep(0.5)
+        notebook = (SAMPLES / "alice" / "autograd" / "autograd.ipynb").read_bytes()
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/submissions", data=notebook,
+                                         headers={"Authorization": f"Bearer {token}",
+                                                  "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310
+            body = json.loads(response.read())
+        assert (response.status, body["status"], body["score"]) == (200, "graded", 57)
+    finally:
+        logs = podman("logs", "autograd-serve", check=False)
+        podman("rm", "-f", "autograd-serve", check=False)
+    assert "serve: assignment autograd on http://127.0.0.1:" in logs.stdout + logs.stderr

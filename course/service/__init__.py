@@ -1,0 +1,12 @@
+"""The instant-feedback submission service (`autograd-course serve`): students upload a notebook and read
+its feedback as soon as the warm pool has graded it; instructors watch a live dashboard and export grades.
+
+  policy.py   the course YAML's `service:` policies (attempts, cooldown, best/last, upload size, numbers)
+  store.py    storage through SQLAlchemy (SQLite by default, PostgreSQL by URL): tokens as hashes, attempts
+  worker.py   grading threads over one warm pool, through `grading.grade_submission`
+  results.py  the class summary, integrity, grades CSV, LMS CSV and nbgrader gradebook from the attempts
+  pages.py    the student's page and the instructor's dashboard (HTML)
+  app.py      the ASGI application (Starlette): the HTTP contract and the pages
+  run.py      serving it with uvicorn; issuing tokens
+  client.py   `autograd-course submit`: the API from the command line (standard library only)
+"""

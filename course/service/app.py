@@ -1,0 +1,536 @@
+"""The ASGI application (Starlette): the HTTP contract of the submission API, the student's pages behind
+their personal link, the instructor's dashboard behind theirs.
+
+API (tools and `autograd-course submit`):
+  POST /api/submissions        Authorization: Bearer <student token>; the notebook as the body
+                               (application/json) or as multipart field `notebook`. 200 with
+                               {id, student_id, status, score, max_score, feedback_url} once graded (waits up
+                               to `wait_seconds`, then 202 with status queued); 401, 413, 429 (+ Retry-After).
+  GET  /api/submissions/<id>   the same JSON (same token; another student's id is 404).
+Pages (the token is the personal link): /s/<token>/ (upload, history), /s/<token>/attempts/<id> (the
+feedback page), /s/<token>/notebook (the notebook for the next attempt); /i/<token>/ the dashboard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import tempfile
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers, UploadFile
+from starlette.formparsers import MultiPartException, MultiPartParser
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from course.config import CourseConfig
+from course.errors import CourseError
+from course.release import personalise
+from course.render import render_html
+from course.service import pages
+from course.service.policy import Refusal, ServicePolicy, attempt_numbers
+from course.service.results import (
+    StudentRecord,
+    grades_csv,
+    into_gradebook,
+    lms_csv,
+    student_records,
+    summary_of,
+)
+from course.service.store import Attempt, Store
+from course.service.worker import Grader
+from course.summary import render_summary_html
+
+WAIT_SECONDS = 30.0
+CSRF_MAX_AGE = 12 * 3600
+MULTIPART_SLACK = 64 * 1024  # the form's own bytes around the notebook
+DRAIN_LIMIT = 16 * 2**20  # an oversized body is read (and dropped) up to this much before 413, so the client hears it
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; script-src 'self'; connect-src 'self'; "
+                               "img-src 'self' data:; form-action 'self'; frame-src 'self'; frame-ancestors 'self'; "
+                               "base-uri 'none'",
+    # The personal link is a secret: never sent on to another site. (Not no-referrer: with it, Chromium sends
+    # `Origin: null` on the form's own posts, which the CSRF check refuses.)
+    "Referrer-Policy": "same-origin",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+}
+
+
+class TooLarge(Exception):
+    pass
+
+
+@dataclass
+class Service:
+    config: CourseConfig
+    store: Store
+    policy: ServicePolicy
+    grader: Grader
+    wait_seconds: float = WAIT_SECONDS
+    waiters: dict[int, list[asyncio.Future]] = field(default_factory=dict)
+    loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def assignment(self) -> str:
+        return self.grader.settings.name
+
+    def graded(self, attempt_id: int) -> None:
+        """Called from a grading thread: wake every request waiting for this attempt."""
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self._resolve, attempt_id)
+
+    def _resolve(self, attempt_id: int) -> None:
+        for future in self.waiters.pop(attempt_id, []):
+            if not future.done():
+                future.set_result(None)
+
+    async def wait_for(self, attempt: Attempt) -> Attempt:
+        """The attempt once graded, or as it is after `wait_seconds`."""
+        future = asyncio.get_running_loop().create_future()
+        self.waiters.setdefault(attempt.id, []).append(future)
+        try:
+            current = await run_in_threadpool(self.store.attempt, attempt.id)  # graded before we listened?
+            if current is not None and not current.done:
+                try:
+                    await asyncio.wait_for(future, self.wait_seconds)
+                except TimeoutError:
+                    pass
+                current = await run_in_threadpool(self.store.attempt, attempt.id)
+        finally:
+            listeners = self.waiters.get(attempt.id, [])
+            if future in listeners:
+                listeners.remove(future)
+                if not listeners:
+                    self.waiters.pop(attempt.id, None)
+        assert current is not None  # noqa: S101 - attempts are never deleted
+        return current
+
+    def records(self) -> list[StudentRecord]:
+        """Every student's attempts; only the counted attempts carry their feedback (the class's is large)."""
+        records = student_records(self.policy, list(self.store.students()), self.store.attempts_of(feedback=False))
+        feedback = self.store.feedback_of([r.counted.id for r in records if r.counted is not None])
+        return [replace(r, counted=replace(r.counted, feedback=feedback.get(r.counted.id)))
+                if r.counted is not None else r for r in records]
+
+    def record_of(self, student_id: str) -> StudentRecord:
+        return student_records(self.policy, [student_id], self.store.attempts_of(student_id))[0]
+
+    # ----------------------------------------------------------------- CSRF (the HTML forms)
+    def csrf_token(self, who: str) -> str:
+        issued = str(int(time.time()))
+        return f"{issued}.{self._csrf_mac(who, issued)}"
+
+    def csrf_ok(self, who: str, token: str) -> bool:
+        issued, _, mac = token.partition(".")
+        if not issued.isdigit() or time.time() - int(issued) > CSRF_MAX_AGE:
+            return False
+        return hmac.compare_digest(mac, self._csrf_mac(who, issued))
+
+    def _csrf_mac(self, who: str, issued: str) -> str:
+        return hmac.new(self.store.secret("csrf"), f"{who}|{issued}".encode(), hashlib.sha256).hexdigest()
+
+
+def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def _bearer(request: Request) -> str | None:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+def submission_json(attempt: Attempt, token: str) -> dict[str, Any]:
+    return {"id": attempt.id, "student_id": attempt.student_id, "status": attempt.status,
+            "score": attempt.score if attempt.done else None, "max_score": attempt.max_score,
+            "feedback_url": f"/s/{token}/attempts/{attempt.id}"}
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    length = request.headers.get("content-length", "")
+    too_large = length.isdigit() and int(length) > limit
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            too_large = True
+        if too_large:
+            if size > DRAIN_LIMIT:
+                break
+            continue
+        chunks.append(chunk)
+    if too_large:
+        raise TooLarge
+    return b"".join(chunks)
+
+
+async def _form(headers: Headers, body: bytes, limit: int) -> dict[str, Any]:
+    async def stream() -> AsyncGenerator[bytes, None]:
+        yield body
+
+    parser = MultiPartParser(headers, stream(), max_files=2, max_fields=10, max_part_size=limit)
+    form = await parser.parse()
+    return {key: value for key, value in form.multi_items()}
+
+
+async def _notebook_field(form: dict[str, Any]) -> bytes | None:
+    value = form.get("notebook")
+    if isinstance(value, UploadFile):
+        return await value.read()
+    return value.encode("utf-8") if isinstance(value, str) else None
+
+
+def _notebook_problem(notebook: bytes) -> str:
+    """Why this upload is not a notebook at all ("" when it may be one; the grader reads it properly)."""
+    try:
+        data = json.loads(notebook)
+    except (ValueError, UnicodeDecodeError):
+        return "the upload is not a Jupyter notebook (.ipynb): it is not JSON"
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        return "the upload is not a Jupyter notebook (.ipynb): it has no list of cells"
+    return ""
+
+
+async def _receive_notebook(service: Service, request: Request) -> tuple[bytes, dict[str, Any]] | Response:
+    """The uploaded notebook and the form's other fields (none for a JSON body), or the error response."""
+    limit = service.policy.upload_bytes
+    try:
+        body = await _read_body(request, limit + MULTIPART_SLACK)
+    except TooLarge:
+        return _json_error(413, f"the notebook is larger than the limit of {service.policy.upload_kb} KB; clear "
+                                "its outputs (Edit > Clear Outputs of All Cells) and submit again")
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    fields: dict[str, Any] = {}
+    if kind == "multipart/form-data":
+        try:
+            fields = await _form(request.headers, body, limit + 1)
+            notebook = await _notebook_field(fields)
+        except MultiPartException as problem:
+            return _json_error(400, f"the form could not be read: {problem.message}")
+        if notebook is None:
+            return _json_error(400, "the form has no field named notebook")
+    elif kind in ("application/json", "application/x-ipynb+json"):
+        notebook = body
+    else:
+        return _json_error(415, "send the notebook as the body (Content-Type: application/json) or as the "
+                                "multipart form field notebook")
+    if len(notebook) > limit:
+        return _json_error(413, f"the notebook is larger than the limit of {service.policy.upload_kb} KB")
+    return notebook, fields
+
+
+async def _store_attempt(service: Service, student: str, notebook: bytes) -> Attempt | Refusal:
+    stored = await run_in_threadpool(service.store.submit, student, service.assignment, notebook, service.policy)
+    if isinstance(stored, Attempt):
+        service.grader.wake()
+    return stored
+
+
+def _refused(refused: Refusal) -> JSONResponse:
+    headers = {"Retry-After": str(max(1, int(refused.retry_after + 0.999)))} if refused.retry_after else None
+    return JSONResponse({"error": refused.message, "retry_after": refused.retry_after}, status_code=429,
+                        headers=headers)
+
+
+# --------------------------------------------------------------------------------------------- the API
+
+
+async def post_submission(request: Request) -> Response:
+    service: Service = request.app.state.service
+    token = _bearer(request)
+    student = await run_in_threadpool(service.store.student_for, token)
+    if student is None or token is None:
+        return _json_error(401, "a valid student token is needed: Authorization: Bearer <token>",
+                           {"WWW-Authenticate": "Bearer"})
+    received = await _receive_notebook(service, request)
+    if isinstance(received, Response):
+        return received
+    problem = _notebook_problem(received[0])
+    if problem:
+        return _json_error(400, problem)
+    stored = await _store_attempt(service, student, received[0])
+    if isinstance(stored, Refusal):
+        return _refused(stored)
+    attempt = await service.wait_for(stored)
+    return JSONResponse(submission_json(attempt, token), status_code=200 if attempt.done else 202)
+
+
+async def get_submission(request: Request) -> Response:
+    service: Service = request.app.state.service
+    token = _bearer(request)
+    student = await run_in_threadpool(service.store.student_for, token)
+    if student is None or token is None:
+        return _json_error(401, "a valid student token is needed: Authorization: Bearer <token>",
+                           {"WWW-Authenticate": "Bearer"})
+    attempt = await run_in_threadpool(service.store.attempt, request.path_params["attempt_id"])
+    if attempt is None or attempt.student_id != student:
+        return _json_error(404, "no such submission of yours")
+    return JSONResponse(submission_json(attempt, token))
+
+
+# --------------------------------------------------------------------------------------------- students
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _not_found() -> Response:
+    return PlainTextResponse("Not found. Check the link you were given.", status_code=404)
+
+
+def student_route(handler: Callable[[Request, Service, str], Awaitable[Response]]) -> Handler:
+    async def route(request: Request) -> Response:
+        service: Service = request.app.state.service
+        student = await run_in_threadpool(service.store.student_for, request.path_params["token"])
+        return _not_found() if student is None else await handler(request, service, student)
+    return route
+
+
+def instructor_route(handler: Callable[[Request, Service], Awaitable[Response]]) -> Handler:
+    async def route(request: Request) -> Response:
+        service: Service = request.app.state.service
+        if not await run_in_threadpool(service.store.is_instructor, request.path_params["token"]):
+            return _not_found()
+        return await handler(request, service)
+    return route
+
+
+def _same_origin(request: Request) -> bool:
+    """A browser's form post names its page's origin; one from another site is refused (with the token)."""
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":
+        return origin is None
+    return urlsplit(origin).netloc == request.headers.get("host", "")
+
+
+async def _student_page(service: Service, student: str, message: str = "", status: int = 200) -> Response:
+    record = await run_in_threadpool(service.record_of, student)
+    note = ""
+    if service.policy.fresh_numbers_per_attempt:
+        note = f" (with fresh numbers for attempt {len(record.attempts) + 1}: answer with the numbers it shows)"
+    return HTMLResponse(pages.student_page(record, service.assignment, service.policy, service.grader.due,
+                                           service.csrf_token(f"student:{student}"), message, note),
+                        status_code=status)
+
+
+@student_route
+async def student_home(request: Request, service: Service, student: str) -> Response:
+    return await _student_page(service, student)
+
+
+@student_route
+async def student_upload(request: Request, service: Service, student: str) -> Response:
+    refused_csrf = "The form was out of date or came from another page: reload this page and submit again."
+    if not _same_origin(request):
+        return await _student_page(service, student, refused_csrf, 403)
+    received = await _receive_notebook(service, request)
+    if isinstance(received, Response):
+        message = json.loads(bytes(received.body)).get("error", "the upload was refused")
+        return await _student_page(service, student, f"Not submitted: {message}.", received.status_code)
+    notebook, fields = received
+    csrf = fields.get("csrf")
+    if not isinstance(csrf, str) or not service.csrf_ok(f"student:{student}", csrf):
+        return await _student_page(service, student, refused_csrf, 403)
+    problem = _notebook_problem(notebook)
+    if problem:
+        return await _student_page(service, student, f"Not submitted: {problem}.", 400)
+    stored = await _store_attempt(service, student, notebook)
+    if isinstance(stored, Refusal):
+        return await _student_page(service, student, f"Not submitted: {stored.message}.", 429)
+    attempt = await service.wait_for(stored)
+    return RedirectResponse(f"attempts/{attempt.id}" if attempt.done else "./", status_code=303)
+
+
+@student_route
+async def student_attempt(request: Request, service: Service, student: str) -> Response:
+    attempt = await run_in_threadpool(service.store.attempt, request.path_params["attempt_id"])
+    if attempt is None or attempt.student_id != student:
+        return _not_found()
+    if not attempt.done or attempt.feedback is None:
+        return HTMLResponse(pages.waiting_page(attempt))
+    return HTMLResponse(render_html(attempt.feedback))
+
+
+@student_route
+async def student_notebook(request: Request, service: Service, student: str) -> Response:
+    def make() -> bytes:
+        config, grader = service.config, service.grader
+        template_path = config.release_template(grader.settings.name)
+        if not config.variants:
+            return config.release_notebook(grader.settings.name).read_bytes()
+        if not template_path.is_file():
+            raise CourseError(f"{template_path} is missing: run autograd-course release (variants: true needs it "
+                              "to personalise each student's notebook)")
+        following = len(service.store.attempts_of(student, feedback=False)) + 1
+        params = attempt_numbers(config, service.policy, grader.assignment.content, student, following,
+                                 grader.assignment.default_params)
+        notebook = personalise(json.loads(template_path.read_text(encoding="utf-8")), params, student,
+                               grader.assignment.content)
+        return (json.dumps(notebook, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+    try:
+        body = await run_in_threadpool(make)
+    except (CourseError, OSError) as problem:
+        return PlainTextResponse(f"Your notebook cannot be made right now ({problem}); tell your instructor.",
+                                 status_code=503)
+    name = service.grader.settings.notebook
+    return Response(body, media_type="application/x-ipynb+json",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+# --------------------------------------------------------------------------------------------- instructors
+
+
+@instructor_route
+async def dashboard(request: Request, service: Service) -> Response:
+    records = await run_in_threadpool(service.records)
+    version = await run_in_threadpool(service.store.version)
+    return HTMLResponse(pages.dashboard_page(records, service.assignment, service.policy, version,
+                                             service.csrf_token("instructor")))
+
+
+@instructor_route
+async def dashboard_version(request: Request, service: Service) -> Response:
+    return PlainTextResponse(await run_in_threadpool(service.store.version))
+
+
+@instructor_route
+async def class_summary_page(request: Request, service: Service) -> Response:
+    records = await run_in_threadpool(service.records)
+    return HTMLResponse(render_summary_html(summary_of(records), service.assignment))
+
+
+@instructor_route
+async def instructor_student(request: Request, service: Service) -> Response:
+    student = request.path_params["student_id"]
+    if student not in await run_in_threadpool(service.store.students):
+        return _not_found()
+    record = await run_in_threadpool(service.record_of, student)
+    return HTMLResponse(pages.instructor_student_page(record, service.assignment))
+
+
+@instructor_route
+async def instructor_attempt(request: Request, service: Service) -> Response:
+    attempt = await run_in_threadpool(service.store.attempt, request.path_params["attempt_id"])
+    if attempt is None:
+        return _not_found()
+    if not attempt.done or attempt.feedback is None:
+        return HTMLResponse(pages.waiting_page(attempt))
+    return HTMLResponse(render_html(attempt.feedback))
+
+
+@instructor_route
+async def export_csv(request: Request, service: Service) -> Response:
+    fmt = request.path_params["format"]
+    assignment = service.grader.assignment
+
+    def make() -> str:
+        records = service.records()
+        if fmt == "grades":
+            with tempfile.TemporaryDirectory(prefix="autograd-serve-export-") as folder:
+                return grades_csv(records, assignment, Path(folder)).read_text(encoding="utf-8")
+        return lms_csv(fmt, records, service.store.students(), assignment)
+
+    if fmt not in ("grades", "canvas", "moodle"):
+        return _not_found()
+    try:
+        text = await run_in_threadpool(make)
+    except CourseError as problem:
+        return PlainTextResponse(f"Cannot export: {problem}", status_code=409)
+    return Response(text, media_type="text/csv; charset=utf-8",
+                    headers={"Content-Disposition": f'attachment; filename="{fmt}-{service.assignment}.csv"'})
+
+
+@instructor_route
+async def export_gradebook(request: Request, service: Service) -> Response:
+    form = await request.form(max_files=0, max_fields=5, max_part_size=4096)
+    csrf = form.get("csrf")
+    if not _same_origin(request) or not isinstance(csrf, str) or not service.csrf_ok("instructor", csrf):
+        return PlainTextResponse("The form was out of date or came from another page: reload the dashboard.",
+                                 status_code=403)
+    records = await run_in_threadpool(service.records)
+    try:
+        written = await run_in_threadpool(into_gradebook, service.config, service.grader.settings,
+                                          service.grader.assignment, records)
+    except CourseError as problem:
+        return PlainTextResponse(f"Cannot record into nbgrader's gradebook: {problem}", status_code=409)
+    return PlainTextResponse(f"Recorded {written} students' counted scores in "
+                             f"{service.config.root / 'gradebook.db'} (nbgrader export, formgrader).")
+
+
+async def favicon(request: Request) -> Response:
+    return Response(status_code=204)
+
+
+async def dashboard_js(request: Request) -> Response:
+    return Response(pages.DASHBOARD_JS, media_type="text/javascript")
+
+
+# --------------------------------------------------------------------------------------------- the app
+
+
+class SecurityHeaders:
+    """Pure ASGI middleware: the same protective headers on every response."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {name.lower() for name, _ in headers}
+                headers += [(name.lower().encode(), value.encode()) for name, value in SECURITY_HEADERS.items()
+                            if name.lower().encode() not in present]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+ROUTES = [
+    Route("/api/submissions", post_submission, methods=["POST"]),
+    Route("/api/submissions/{attempt_id:int}", get_submission, methods=["GET"]),
+    Route("/s/{token}/", student_home, methods=["GET"]),
+    Route("/s/{token}/upload", student_upload, methods=["POST"]),
+    Route("/s/{token}/attempts/{attempt_id:int}", student_attempt, methods=["GET"]),
+    Route("/s/{token}/notebook", student_notebook, methods=["GET"]),
+    Route("/i/{token}/", dashboard, methods=["GET"]),
+    Route("/i/{token}/version", dashboard_version, methods=["GET"]),
+    Route("/i/{token}/summary", class_summary_page, methods=["GET"]),
+    Route("/i/{token}/students/{student_id}", instructor_student, methods=["GET"]),
+    Route("/i/{token}/attempts/{attempt_id:int}", instructor_attempt, methods=["GET"]),
+    Route("/i/{token}/export/{format}.csv", export_csv, methods=["GET"]),
+    Route("/i/{token}/export/gradebook", export_gradebook, methods=["POST"]),
+    Route("/static/dashboard.js", dashboard_js, methods=["GET"]),
+    Route("/favicon.ico", favicon, methods=["GET"]),
+]
+
+
+def create_app(service: Service) -> Any:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        service.loop = asyncio.get_running_loop()
+        service.grader.listeners.append(service.graded)
+        # Started on the server's own (main) thread, not a worker thread of the thread pool: bubblewrap's
+        # --die-with-parent follows the thread that started it, and the pool's threads end when idle, which
+        # would kill every warm worker (and the students' runs in them) at once.
+        service.grader.start()
+        try:
+            yield
+        finally:
+            await run_in_threadpool(service.grader.stop)
+
+    app = Starlette(routes=ROUTES, lifespan=lifespan)
+    app.state.service = service
+    return SecurityHeaders(app)

@@ -1,0 +1,108 @@
+"""What the instructor reads from the service's attempts, through the engine's own writers: the class
+summary (`summary.class_summary`), the integrity report, our grades CSV (`gradebook.write_grades_csv`),
+an LMS's CSV (`lms.export`) and nbgrader's gradebook (`nbgrader_bridge.GradebookWriter`)."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from course import integrity
+from course.assignment import Assignment
+from course.config import AssignmentSettings, CourseConfig
+from course.gradebook import GradeRow, write_grades_csv
+from course.lms import export
+from course.nbgrader_bridge import GradebookWriter
+from course.roster import Student
+from course.service.policy import ServicePolicy, counted
+from course.service.store import Attempt
+from course.summary import class_summary
+from course.term import MISSING_WORK
+
+
+@dataclass(frozen=True)
+class StudentRecord:
+    student_id: str
+    attempts: list[Attempt]
+    counted: Attempt | None  # the attempt whose score is the grade (best or last, by the policy)
+
+    @property
+    def integrity(self) -> list[str]:
+        seen: list[str] = []
+        for attempt in self.attempts:
+            seen += [finding for finding in attempt.integrity if finding not in seen]
+        return seen
+
+
+def student_records(policy: ServicePolicy, roster: list[str], all_attempts: list[Attempt]) -> list[StudentRecord]:
+    by_student: dict[str, list[Attempt]] = {student: [] for student in roster}
+    for attempt in all_attempts:
+        by_student.setdefault(attempt.student_id, []).append(attempt)
+    records = []
+    for student, attempts in sorted(by_student.items()):
+        graded = [(a.id, a.score or 0.0) for a in attempts if a.done]
+        chosen = counted(policy, graded)
+        records.append(StudentRecord(student, attempts, next((a for a in attempts if a.id == chosen), None)))
+    return records
+
+
+def summary_of(records: list[StudentRecord]) -> dict[str, Any]:
+    """The class summary over each student's counted attempt, with the integrity report of every attempt."""
+    feedback = [r.counted.feedback for r in records if r.counted is not None and r.counted.feedback]
+    summary = class_summary(feedback, missing=[r.student_id for r in records if not r.attempts])
+    seen = {r.student_id: r.integrity for r in records if r.integrity}
+    for student, findings in integrity.borrowed_numbers(feedback).items():
+        seen[student] = [*seen.get(student, []), *findings]
+    summary["integrity"] = dict(sorted(seen.items()))
+    return summary
+
+
+def grade_rows(records: list[StudentRecord], max_score: float) -> list[GradeRow]:
+    rows = []
+    for record in records:
+        chosen = record.counted
+        if chosen is None or chosen.feedback is None:
+            rows.append(GradeRow(record.student_id, {}, 0.0, max_score, MISSING_WORK))
+            continue
+        rows.append(GradeRow(record.student_id, {q["id"]: q["earned"] for q in chosen.feedback["questions"]},
+                             chosen.score or 0.0, chosen.max_score or max_score, chosen.status,
+                             chosen.late_penalty or 0.0))
+    return rows
+
+
+def grades_csv(records: list[StudentRecord], assignment: Assignment, folder: Path) -> Path:
+    path = folder / f"grades-{assignment.name}.csv"
+    write_grades_csv(path, tuple(q.id for q in assignment.questions), grade_rows(records, assignment.max_score))
+    return path
+
+
+def lms_csv(fmt: str, records: list[StudentRecord], lms_ids: dict[str, dict[str, str]], assignment: Assignment) -> str:
+    """The LMS's import CSV (raises CourseError, with what is missing, when a student cannot be matched)."""
+    with tempfile.TemporaryDirectory(prefix="autograd-serve-export-") as folder:
+        grades = grades_csv(records, assignment, Path(folder))
+        roster = [Student(r.student_id, lms_ids.get(r.student_id, {})) for r in records]
+        target = export(fmt, grades, roster, Path(folder) / f"{fmt}.csv", assignment.name, assignment.max_score)
+        return target.read_text(encoding="utf-8")
+
+
+def into_gradebook(config: CourseConfig, settings: AssignmentSettings, assignment: Assignment,
+                   records: list[StudentRecord]) -> int:
+    """Each student's counted attempt into the course's nbgrader gradebook; returns how many were recorded."""
+    grade_ids = {q.id: q.test_cell_id for q in assignment.questions}
+    written = 0
+    with GradebookWriter(config.root, config.gradebook_url, settings.name, config.source_notebook(settings.name),
+                         settings.due) as gradebook:
+        gradebook.add_students([r.student_id for r in records])
+        for record in records:
+            chosen = record.counted
+            if chosen is None or chosen.feedback is None:
+                continue
+            gradebook.record(record.student_id, {grade_ids[q["id"]]: q["earned"] for q in chosen.feedback["questions"]
+                                                 if q["id"] in grade_ids},
+                             commit=False, timestamp=chosen.submitted_at, late_penalty=chosen.late_penalty or 0.0,
+                             extension_hours=settings.extensions.get(record.student_id, 0.0))
+            written += 1
+        gradebook.commit()
+    return written

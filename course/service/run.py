@@ -1,0 +1,73 @@
+"""Starting the service (uvicorn, one process: the warm pool and the attempt counter live in it) and
+issuing the secret tokens of a roster."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import sys
+from pathlib import Path
+
+from course.config import CourseConfig
+from course.errors import CourseError
+from course.files import atomic_write_text
+from course.roster import Student
+from course.service.app import WAIT_SECONDS, Service, create_app
+from course.service.policy import service_policy
+from course.service.store import Store, database_url, new_token
+from course.service.worker import Grader
+
+
+def make_service(config: CourseConfig, *, database: str | None = None, jobs: int | None = None,
+                 assignment: str | None = None, wait_seconds: float = WAIT_SECONDS) -> Service:
+    policy = service_policy(config)
+    store = Store(database_url(database, config.root))
+    grader = Grader(config, store, policy, jobs=jobs, assignment_name=assignment)
+    return Service(config, store, policy, grader, wait_seconds=wait_seconds)
+
+
+def serve(config: CourseConfig, *, host: str, port: int, database: str | None = None, jobs: int | None = None,
+          assignment: str | None = None, wait_seconds: float = WAIT_SECONDS, forwarded_allow_ips: str | None = None,
+          announce: bool = True) -> None:
+    import uvicorn
+
+    service = make_service(config, database=database, jobs=jobs, assignment=assignment, wait_seconds=wait_seconds)
+    if announce:
+        print(f"serve: assignment {service.assignment} on http://{host}:{port}/ ({service.grader.jobs} warm "
+              f"workers); students open /s/<token>/, instructors /i/<token>/", file=sys.stderr)
+    # No access log: the personal links carry the tokens in their paths.
+    uvicorn.run(create_app(service), host=host, port=port, access_log=False, log_level="warning",
+                proxy_headers=forwarded_allow_ips is not None, forwarded_allow_ips=forwarded_allow_ips,
+                timeout_graceful_shutdown=5)
+
+
+def _private_write(path: Path, text: str) -> None:
+    atomic_write_text(path, text)
+    os.chmod(path, 0o600)
+
+
+def issue_tokens(config: CourseConfig, roster: list[Student], out: Path, *, database: str | None = None,
+                 instructor_out: Path | None = None) -> tuple[int, Path]:
+    """A fresh secret token for every roster student (a student's earlier token stops working), written to
+    `out` as student_id,token rows (mode 600; the database keeps only hashes), and a new instructor token
+    written beside it. Returns (how many students, where the instructor token is)."""
+    if out.exists() and out.is_dir():
+        raise CourseError(f"{out} is a folder: name the CSV file to write the tokens to")
+    store = Store(database_url(database, config.root))
+    try:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(["student_id", "token"])
+        for student in roster:
+            token = new_token()
+            store.set_student(student.student_id, token, student.lms)
+            writer.writerow([student.student_id, token])
+        _private_write(out, buffer.getvalue())
+        instructor = new_token()
+        store.add_instructor(instructor)
+        instructor_path = instructor_out or out.with_name(f"{out.stem}-instructor.txt")
+        _private_write(instructor_path, instructor + "\n")
+    finally:
+        store.close()
+    return len(roster), instructor_path

@@ -1,0 +1,291 @@
+"""The service's storage, through SQLAlchemy: SQLite in the course folder by default, PostgreSQL by URL.
+
+Students (a hash of their token, never the token), instructors (the same), and attempts: the notebook's
+bytes, when it came, its status, score and feedback. An attempt is committed before the student hears
+of it, and its results are written only by the one grading run that claimed it, so an acknowledged
+attempt is graded exactly once even across a crash (see `claim_next`, `record`, `requeue_interrupted`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    func,
+    select,
+    update,
+)
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import ArgumentError, OperationalError
+
+from course.errors import CourseError
+from course.service.policy import Refusal, ServicePolicy, refusal
+
+QUEUED, GRADING = "queued", "grading"
+TOKEN_BYTES = 32
+
+metadata = MetaData()
+students = Table(
+    "students", metadata,
+    Column("student_id", String(100), primary_key=True),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("lms", Text, nullable=False, default="{}"),  # the roster's LMS columns, for the Canvas export
+)
+instructors = Table(
+    "instructors", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("token_hash", String(64), nullable=False, unique=True),
+)
+attempts = Table(
+    "attempts", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("student_id", String(100), ForeignKey("students.student_id"), nullable=False, index=True),
+    Column("assignment", String(100), nullable=False),
+    Column("number", Integer, nullable=False),  # 1, 2, ... per student and assignment
+    Column("submitted_at", DateTime, nullable=False),  # naive UTC, as nbgrader keeps times
+    Column("notebook", LargeBinary, nullable=False),
+    Column("status", String(20), nullable=False, index=True),
+    Column("score", Float), Column("raw_score", Float), Column("late_penalty", Float), Column("max_score", Float),
+    Column("feedback", Text),  # the feedback JSON the student's page is rendered from
+    Column("integrity", Text),  # JSON list: what the grader saw (instructor only)
+    Column("graded_at", DateTime),
+    Column("seconds", Float),
+    Column("results_written", Integer, nullable=False, default=0),  # how many grading runs recorded results
+    UniqueConstraint("student_id", "assignment", "number"),
+)
+settings = Table(
+    "settings", metadata,
+    Column("name", String(50), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+
+def hash_token(token: str) -> str:
+    """A token's SHA-256 (tokens are 256 random bits, so a fast hash is enough: nothing to brute-force)."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    id: int
+    student_id: str
+    assignment: str
+    number: int
+    submitted_at: datetime
+    status: str
+    score: float | None
+    max_score: float | None
+    late_penalty: float | None
+    feedback: dict[str, Any] | None
+    integrity: list[str]
+    seconds: float | None
+    results_written: int
+
+    @property
+    def done(self) -> bool:
+        return self.status not in (QUEUED, GRADING)
+
+
+def _attempt(row: Any) -> Attempt:
+    feedback = row._mapping.get("feedback")
+    return Attempt(row.id, row.student_id, row.assignment, row.number, row.submitted_at, row.status, row.score,
+                   row.max_score, row.late_penalty, json.loads(feedback) if feedback else None,
+                   json.loads(row.integrity) if row.integrity else [], row.seconds, row.results_written)
+
+
+SUMMARY_COLUMNS = [c for c in attempts.c if c.name != "notebook"]
+LIST_COLUMNS = [c for c in SUMMARY_COLUMNS if c.name != "feedback"]  # a class's worth of attempts, feedback apart
+
+
+def database_url(url: str | None, course_root: Path) -> str:
+    return url or f"sqlite:///{course_root / 'service.db'}"
+
+
+class Store:
+    def __init__(self, url: str) -> None:
+        try:
+            self.engine: Engine = create_engine(url, pool_pre_ping=True)
+        except (ArgumentError, ImportError) as error:
+            raise CourseError(f"the service's database URL cannot be used: {error}") from None
+        if self.engine.dialect.name == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        try:
+            metadata.create_all(self.engine)
+        except OperationalError as error:
+            raise CourseError(f"cannot open the service's database: {error.orig}") from None
+        database = self.engine.url.database
+        if self.engine.dialect.name == "sqlite" and database and database != ":memory:":
+            os.chmod(database, 0o600)  # notebooks and token hashes: the grader's user only (its -wal file follows)
+        self._submit_lock = threading.Lock()  # one serve process per database: attempts are counted under it
+
+    @contextmanager
+    def begin(self) -> Iterator[Connection]:
+        with self.engine.begin() as connection:
+            yield connection
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # ------------------------------------------------------------------ tokens
+    def set_student(self, student_id: str, token: str, lms: dict[str, str]) -> None:
+        """Add the student, or give them a new token (the old one stops working)."""
+        with self.begin() as db:
+            values = {"token_hash": hash_token(token), "lms": json.dumps(lms, sort_keys=True)}
+            if db.execute(update(students).where(students.c.student_id == student_id).values(**values)).rowcount == 0:
+                db.execute(students.insert().values(student_id=student_id, **values))
+
+    def add_instructor(self, token: str) -> None:
+        with self.begin() as db:
+            db.execute(instructors.insert().values(token_hash=hash_token(token)))
+
+    def student_for(self, token: str | None) -> str | None:
+        """The student whose token this is, or None. The hash found is compared again in constant time."""
+        if not token:
+            return None
+        digest = hash_token(token)
+        with self.engine.connect() as db:
+            row = db.execute(select(students.c.student_id, students.c.token_hash)
+                             .where(students.c.token_hash == digest)).first()
+        return row.student_id if row and hmac.compare_digest(row.token_hash, digest) else None
+
+    def is_instructor(self, token: str | None) -> bool:
+        if not token:
+            return False
+        digest = hash_token(token)
+        with self.engine.connect() as db:
+            row = db.execute(select(instructors.c.token_hash).where(instructors.c.token_hash == digest)).first()
+        return row is not None and hmac.compare_digest(row.token_hash, digest)
+
+    def students(self) -> dict[str, dict[str, str]]:
+        with self.engine.connect() as db:
+            return {row.student_id: json.loads(row.lms) for row in db.execute(select(students))}
+
+    def secret(self, name: str) -> bytes:
+        """A server-side random secret (the CSRF key), made once and kept in the database."""
+        with self.begin() as db:
+            row = db.execute(select(settings.c.value).where(settings.c.name == name)).first()
+            if row:
+                return bytes.fromhex(row.value)
+            value = secrets.token_hex(32)
+            db.execute(settings.insert().values(name=name, value=value))
+            return bytes.fromhex(value)
+
+    # ------------------------------------------------------------------ attempts
+    def submit(self, student_id: str, assignment: str, notebook: bytes, policy: ServicePolicy) -> Attempt | Refusal:
+        """Store a new attempt (committed when this returns), or say why the policy refuses it."""
+        with self._submit_lock, self.begin() as db:
+            earlier = [row.submitted_at for row in db.execute(
+                select(attempts.c.submitted_at).where(attempts.c.student_id == student_id,
+                                                      attempts.c.assignment == assignment))]
+            now = now_utc()
+            refused = refusal(policy, earlier, now)
+            if refused:
+                return refused
+            inserted = db.execute(attempts.insert().values(
+                student_id=student_id, assignment=assignment, number=len(earlier) + 1, submitted_at=now,
+                notebook=notebook, status=QUEUED, results_written=0)).inserted_primary_key
+            assert inserted is not None  # noqa: S101 - an insert has a key
+            new_id = inserted[0]
+        found = self.attempt(new_id)
+        assert found is not None  # noqa: S101 - committed just above
+        return found
+
+    def attempt(self, attempt_id: int) -> Attempt | None:
+        with self.engine.connect() as db:
+            row = db.execute(select(*SUMMARY_COLUMNS).where(attempts.c.id == attempt_id)).first()
+        return _attempt(row) if row else None
+
+    def attempts_of(self, student_id: str | None = None, *, feedback: bool = True) -> list[Attempt]:
+        """Attempts in order (of one student, or all); without their feedback unless asked for."""
+        query = select(*(SUMMARY_COLUMNS if feedback else LIST_COLUMNS)).order_by(attempts.c.id)
+        if student_id is not None:
+            query = query.where(attempts.c.student_id == student_id)
+        with self.engine.connect() as db:
+            return [_attempt(row) for row in db.execute(query)]
+
+    def feedback_of(self, attempt_ids: list[int]) -> dict[int, dict[str, Any]]:
+        if not attempt_ids:
+            return {}
+        with self.engine.connect() as db:
+            rows = db.execute(select(attempts.c.id, attempts.c.feedback).where(attempts.c.id.in_(attempt_ids)))
+            return {row.id: json.loads(row.feedback) for row in rows if row.feedback}
+
+    def notebook(self, attempt_id: int) -> bytes:
+        with self.engine.connect() as db:
+            return db.execute(select(attempts.c.notebook).where(attempts.c.id == attempt_id)).scalar_one()
+
+    def version(self) -> str:
+        """Changes whenever an attempt is added or graded (the dashboard polls it)."""
+        with self.engine.connect() as db:
+            row = db.execute(select(func.count(), func.max(attempts.c.id), func.max(attempts.c.graded_at))).one()
+        return f"{row[0]}-{row[1]}-{row[2]}"
+
+    def claim_next(self) -> tuple[Attempt, bytes] | None:
+        """The oldest queued attempt, now marked as being graded by the caller (None: nothing queued)."""
+        while True:
+            with self.begin() as db:
+                row = db.execute(select(attempts.c.id).where(attempts.c.status == QUEUED)
+                                 .order_by(attempts.c.id).limit(1)).first()
+                if row is None:
+                    return None
+                claimed = db.execute(update(attempts).where(attempts.c.id == row.id, attempts.c.status == QUEUED)
+                                     .values(status=GRADING)).rowcount
+            if claimed:
+                found = self.attempt(row.id)
+                assert found is not None  # noqa: S101 - attempts are never deleted
+                return found, self.notebook(row.id)
+
+    def record(self, attempt_id: int, *, status: str, score: float, raw_score: float, late_penalty: float,
+               max_score: float, feedback: dict[str, Any], integrity: list[str], seconds: float) -> bool:
+        """Write the results of the grading run that claimed the attempt; False when it was not being graded."""
+        with self.begin() as db:
+            return db.execute(update(attempts).where(attempts.c.id == attempt_id, attempts.c.status == GRADING).values(
+                status=status, score=score, raw_score=raw_score, late_penalty=late_penalty, max_score=max_score,
+                feedback=json.dumps(feedback), integrity=json.dumps(integrity), graded_at=now_utc(), seconds=seconds,
+                results_written=attempts.c.results_written + 1)).rowcount == 1
+
+    def requeue_interrupted(self) -> int:
+        """At start: attempts a stopped server was grading go back to the queue (none had results written)."""
+        with self.begin() as db:
+            return db.execute(update(attempts).where(attempts.c.status == GRADING).values(status=QUEUED)).rowcount
+
+
+def _sqlite_pragmas(connection: Any, _record: Any) -> None:
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")  # readers never wait for the grader's writes
+    cursor.execute("PRAGMA synchronous=FULL")  # a commit is on disk before the student hears of it
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()

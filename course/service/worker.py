@@ -1,0 +1,117 @@
+"""The service's grading: threads that take queued attempts oldest first and grade each through
+`grading.grade_submission` on one warm pool kept up for the server's life, with the late policy of
+`term.with_late_policy`. The same engine as `autograd-course grade`: nothing of the batch's guarantees is
+redone or loosened here."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from course import sandbox
+from course.assignment import load_course_assignment
+from course.config import CourseConfig
+from course.discovery import SubmissionRef
+from course.grading import grade_submission
+from course.nbgrader_bridge import assignment_due
+from course.nbgrader_layout import TIMESTAMP
+from course.service.policy import ServicePolicy, attempt_numbers
+from course.service.store import Attempt, Store
+from course.term import with_late_policy
+from course.text import safe_text
+from course.variants import course_secret
+
+IDLE_POLL_SECONDS = 2.0  # a worker with nothing to do looks at the queue again this often (or when woken)
+
+
+class Grader:
+    """`jobs` grading threads on a warm pool of `jobs` workers; `wake()` after storing an attempt,
+    `listeners` are called with each attempt id whose results were recorded."""
+
+    def __init__(self, config: CourseConfig, store: Store, policy: ServicePolicy, *, jobs: int | None = None,
+                 assignment_name: str | None = None) -> None:
+        self.config, self.store, self.policy = config, store, policy
+        self.settings = config.assignment(assignment_name)
+        self.assignment = load_course_assignment(config, self.settings.name)
+        if config.variants:
+            course_secret(config)  # a missing or readable secret stops the server before it takes any work
+        self.due = self.settings.due or assignment_due(config.gradebook_url, config.root / "gradebook.db",
+                                                       self.settings.name)
+        self.jobs = sandbox.default_jobs() if jobs is None else jobs
+        self.listeners: list[Callable[[int], None]] = []
+        self._wake = threading.Condition()
+        self._pending_wakes = 0
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.pool: sandbox.WarmPool | None = None
+
+    def start(self) -> None:
+        requeued = self.store.requeue_interrupted()
+        if requeued:
+            print(f"serve: {requeued} attempt{'s' if requeued != 1 else ''} interrupted by the last stop "
+                  "are graded again", file=sys.stderr)
+        self.pool = sandbox.WarmPool(self.jobs, self.config.limits, isolation=self.config.sandbox,
+                                     base_uid=self.config.sandbox_uid)
+        for index in range(self.jobs):
+            thread = threading.Thread(target=self._loop, name=f"grader-{index}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def wake(self) -> None:
+        with self._wake:
+            self._pending_wakes += 1
+            self._wake.notify()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._wake:
+            self._wake.notify_all()
+        for thread in self._threads:
+            thread.join()
+        if self.pool is not None:
+            self.pool.close()
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            claimed = self.store.claim_next()
+            if claimed is None:
+                with self._wake:
+                    if not self._pending_wakes:
+                        self._wake.wait(IDLE_POLL_SECONDS)
+                    self._pending_wakes = max(0, self._pending_wakes - 1)
+                continue
+            attempt, notebook = claimed
+            try:
+                self.grade(attempt, notebook)
+            except Exception as error:  # the database went away: the attempt stays claimed until a restart
+                print(f"serve: could not record attempt {attempt.id}: {safe_text(str(error), 2000)}", file=sys.stderr)
+                continue
+            for listener in self.listeners:
+                listener(attempt.id)
+
+    def grade(self, attempt: Attempt, notebook: bytes) -> None:
+        """Grade one claimed attempt and record its results (grade_submission never raises)."""
+        assert self.pool is not None  # noqa: S101 - started
+        settings = self.settings
+        params = attempt_numbers(self.config, self.policy, self.assignment.content, attempt.student_id,
+                                 attempt.number, self.assignment.default_params)
+        with tempfile.TemporaryDirectory(prefix="autograd-serve-") as folder:
+            # nbgrader's submitted/ layout, with the time the service received the notebook as timestamp.txt
+            path = Path(folder) / attempt.student_id / settings.name / settings.notebook
+            path.parent.mkdir(parents=True)
+            path.write_bytes(notebook)
+            (path.parent / TIMESTAMP).write_text(f"{attempt.submitted_at:%Y-%m-%d %H:%M:%S.%f} UTC\n")
+            graded = grade_submission(SubmissionRef(attempt.student_id, path), self.assignment, self.config,
+                                      run=self.pool.run, reveal_torch_values=self.config.reveals_torch_values(
+                                          gradescope=True), params=params)
+            graded = with_late_policy(graded, path, self.due, settings, self.config)
+        if graded.internal_error:
+            print(f"serve: autograder error for attempt {attempt.id} ({attempt.student_id}):\n"
+                  f"{safe_text(graded.internal_error, 20_000)}", file=sys.stderr)
+        feedback = graded.feedback
+        self.store.record(attempt.id, status=graded.status, score=feedback["score"], raw_score=feedback["raw_score"],
+                          late_penalty=graded.late_penalty, max_score=feedback["max_score"], feedback=feedback,
+                          integrity=list(graded.integrity), seconds=graded.seconds)

@@ -1,0 +1,167 @@
+"""Benchmark: the submission service under a class's load, on loopback.
+
+Run:  .venv/bin/python tests/benchmarks/serve_load.py [--students 200] [--attempts 3] [--concurrency 20]
+
+A real `autograd-course serve` (SQLite, the warm pool) in its own process; simulated students, `concurrency`
+at a time, each uploading `attempts` notebooks one after another through POST /api/submissions (and
+polling GET /api/submissions/<id> after a 202). The mix: honest notebooks (correct, or with wrong answers)
+and a few hostile ones (killing every process it can, exhausting memory, forking, reading the grader's
+files, one endless loop). It reports, for honest uploads, p50 and p95 latency from the upload to the graded
+response, against a baseline taken in the same run (one student alone, one upload at a time); every 5xx;
+and any acknowledged attempt that was lost or graded more than once (read back from the database). The
+issue's target is p95 <= 1 s for honest notebooks at 20 concurrent submitters on 2 cores; the figures are
+printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sqlalchemy import create_engine, text
+
+from helpers import ALL_VALUES, CORRECT_CODE, add_cell, submitted_notebook, wrong_literal
+from service.conftest import Server, course_for_service, notebook_bytes
+
+HOSTILE = [
+    "import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept Exception:\n    pass",
+    "x = bytearray(10 ** 11)",
+    "import os\nfor _ in range(200):\n    try:\n        os.fork()\n    except OSError:\n        break",
+    "print(open('/etc/shadow').read())",
+]
+ENDLESS = "while True:\n    pass"
+
+
+def make_students(n: int, attempts: int, seed: int = 18) -> dict[str, list[tuple[str, bytes]]]:
+    """student -> [(kind, notebook bytes)] per attempt: about 90% honest, the rest hostile, one endless."""
+    rng = random.Random(seed)
+    names = sorted(ALL_VALUES)
+    correct = notebook_bytes(submitted_notebook())
+    plan = {}
+    for i in range(n):
+        hostile = rng.random() < 0.1
+        tries = []
+        for attempt in range(attempts):
+            if i == n // 2 and attempt == 0:
+                tries.append(("hostile", notebook_bytes(add_cell(submitted_notebook(), ENDLESS))))
+            elif hostile:
+                tries.append(("hostile", notebook_bytes(add_cell(submitted_notebook(), rng.choice(HOSTILE)))))
+            elif attempt == attempts - 1 or rng.random() < 0.4:
+                tries.append(("correct", correct))
+            else:
+                wrong = {name: repr(wrong_literal(ALL_VALUES[name])) for name in rng.sample(names, rng.randint(1, 4))}
+                tries.append(("wrong", notebook_bytes(submitted_notebook({**CORRECT_CODE, **wrong}))))
+        plan[f"s{i:04d}"] = tries
+    return plan
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.latency: dict[str, list[float]] = {"correct": [], "wrong": [], "hostile": []}
+        self.acknowledged: list[int] = []
+        self.server_errors: list[str] = []
+        self.refused: list[str] = []
+
+    def upload(self, server: Server, student: str, kind: str, notebook: bytes) -> None:
+        started = time.monotonic()
+        reply = server.submit(student, notebook)
+        if reply.status >= 500 or reply.status not in (200, 202):
+            with self.lock:
+                (self.server_errors if reply.status >= 500 else self.refused).append(f"{student}: {reply.status}")
+            return
+        body = reply.json
+        with self.lock:
+            self.acknowledged.append(body["id"])
+        while body["status"] in ("queued", "grading"):
+            time.sleep(0.1)
+            polled = server.get(student, body["id"])
+            if polled.status >= 500:
+                with self.lock:
+                    self.server_errors.append(f"{student}: GET {polled.status}")
+                return
+            body = polled.json
+        with self.lock:
+            self.latency[kind].append(time.monotonic() - started)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else float("nan")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--students", type=int, default=200)
+    parser.add_argument("--attempts", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument("--jobs", type=int, default=None, help="the server's warm workers (default: one per core)")
+    parser.add_argument("--baseline", type=int, default=10, help="uploads of the one-student baseline")
+    args = parser.parse_args()
+
+    folder = Path(tempfile.mkdtemp(prefix="autograd-serve-load-"))
+    root = course_for_service(folder / "course")
+    plan = make_students(args.students, args.attempts)
+    server = Server(root, jobs=args.jobs or len(os.sched_getaffinity(0)))
+    server.issue_tokens(["baseline", *plan])
+    server.start()
+    tally = Tally()
+    try:
+        correct = notebook_bytes(submitted_notebook())
+        server.submit("baseline", correct)  # the pool is warm
+        alone = []
+        for _ in range(args.baseline):
+            started = time.monotonic()
+            reply = server.submit("baseline", correct)
+            assert reply.status == 200, reply.text
+            alone.append(time.monotonic() - started)
+
+        def student(name: str) -> None:
+            for kind, notebook in plan[name]:
+                tally.upload(server, name, kind, notebook)
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(args.concurrency) as pool:
+            list(pool.map(student, plan))
+        elapsed = time.monotonic() - started
+    finally:
+        server.stop()
+
+    engine = create_engine(f"sqlite:///{root / 'service.db'}")
+    with engine.connect() as db:
+        rows = {row.id: row for row in db.execute(text("SELECT id, status, results_written FROM attempts"))}
+    engine.dispose()
+    lost = [i for i in tally.acknowledged if i not in rows or rows[i].status in ("queued", "grading")]
+    twice = [i for i in tally.acknowledged if i in rows and rows[i].results_written != 1]
+    honest = tally.latency["correct"] + tally.latency["wrong"]
+    uploads = sum(len(tries) for tries in plan.values())
+    base = statistics.median(alone)
+    print(f"{args.students} students x {args.attempts} attempts = {uploads} uploads, {args.concurrency} at a time, "
+          f"{server.jobs} warm workers, {elapsed:.1f} s ({uploads / elapsed:.1f} uploads/s)")
+    print(f"acknowledged {len(tally.acknowledged)}; lost {len(lost)}; graded more than once {len(twice)}; "
+          f"5xx {len(tally.server_errors)}; other refusals {len(tally.refused)}")
+    print(f"baseline (one student alone): p50 {base:.3f} s")
+    p50, p95 = percentile(honest, 0.5), percentile(honest, 0.95)
+    print(f"honest under load ({len(honest)}): p50 {p50:.3f} s, p95 {p95:.3f} s (p95 / baseline p50 = "
+          f"{p95 / base:.1f}x); target p95 <= 1 s: {'met' if p95 <= 1 else 'NOT met'}")
+    hostile = tally.latency["hostile"]
+    print(f"hostile ({len(hostile)}): p50 {percentile(hostile, 0.5):.3f} s, max {max(hostile, default=0):.1f} s")
+    for line in (tally.server_errors + tally.refused)[:10]:
+        print(f"  {line}")
+    shutil.rmtree(folder, ignore_errors=True)
+    return 1 if lost or twice or tally.server_errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

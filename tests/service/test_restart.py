@@ -1,0 +1,64 @@
+"""An acknowledged submission is never lost: SIGKILL the server while it grades, start it again, and every
+acknowledged attempt is graded exactly once."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from helpers import add_cell, submitted_notebook
+
+from .conftest import Server, course_for_service, notebook_bytes
+
+pytestmark = pytest.mark.slow
+
+STUDENTS = [f"s{index}" for index in range(6)]
+
+
+def _rows(root) -> list:
+    engine = create_engine(f"sqlite:///{root / 'service.db'}")
+    try:
+        with engine.connect() as db:
+            return list(db.execute(text("SELECT id, student_id, status, score, results_written FROM attempts "
+                                        "ORDER BY id")))
+    finally:
+        engine.dispose()
+
+
+def test_sigkill_mid_grading_then_restart_grades_every_acknowledged_attempt_exactly_once(tmp_path):
+    root = course_for_service(tmp_path / "course")
+    server = Server(root, wait=0.2, jobs=1)
+    server.issue_tokens(STUDENTS)
+    server.start()
+    slow = notebook_bytes(add_cell(submitted_notebook(), "import time\ntime.sleep(2)"))
+    acknowledged = {}
+    try:
+        for student in STUDENTS:
+            reply = server.submit(student, slow)
+            assert reply.status in (200, 202), reply.text
+            acknowledged[reply.json["id"]] = student
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # kill while one attempt is being graded
+            if any(server.get(s, i).json["status"] == "grading" for i, s in acknowledged.items()):
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("no attempt was ever being graded")
+        server.kill()
+        before = _rows(root)
+        assert {row.id for row in before} == set(acknowledged)  # stored before they were acknowledged
+        assert any(row.status == "grading" for row in before)  # one was cut off mid-grading
+        assert any(row.status == "queued" for row in before)
+
+        server.start()
+        for attempt_id, student in acknowledged.items():
+            graded = server.wait_graded(student, attempt_id, timeout=180)
+            assert (graded["status"], graded["score"]) == ("graded", 57)
+    finally:
+        server.stop()
+    after = _rows(root)
+    assert [row.id for row in after] == sorted(acknowledged)
+    assert all(row.results_written == 1 for row in after), [tuple(row) for row in after]
+    assert "interrupted by the last stop are graded again" in server.log.read_text()

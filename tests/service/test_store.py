@@ -1,0 +1,203 @@
+"""The service's storage and policies, on SQLite and on a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+import pytest
+from sqlalchemy import select
+
+from course.assignment import load_course_assignment
+from course.config import load_config
+from course.errors import ConfigError
+from course.service import store as store_module
+from course.service.policy import ServicePolicy, attempt_numbers, counted, refusal, service_policy
+from course.service.store import GRADING, QUEUED, Store, hash_token, new_token
+from course.variants import numbers_for
+from helpers import ROOT
+
+from .conftest import course_for_service
+
+RESULTS = {"status": "graded", "score": 5.0, "raw_score": 5.0, "late_penalty": 0.0, "max_score": 57.0,
+           "feedback": {"score": 5}, "integrity": [], "seconds": 0.1}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
+def store(request, tmp_path):
+    url = f"sqlite:///{tmp_path / 'service.db'}" if request.param == "sqlite" else request.getfixturevalue(
+        "postgres_url")
+    opened = Store(url)
+    yield opened
+    opened.close()
+
+
+def test_tokens_are_stored_only_as_hashes_and_found_again(store, tmp_path):
+    token = new_token()
+    store.set_student("alice", token, {"lms_id": "7"})
+    assert store.student_for(token) == "alice"
+    assert store.student_for(token[:-1]) is None
+    assert store.student_for("") is None
+    assert store.student_for(None) is None
+    with store.engine.connect() as db:
+        rows = list(db.execute(select(store_module.students)))
+    assert rows[0].token_hash == hash_token(token)
+    assert token not in repr(rows)
+    if store.engine.dialect.name == "sqlite":
+        assert token.encode() not in (tmp_path / "service.db").read_bytes()
+        assert (tmp_path / "service.db").stat().st_mode & 0o077 == 0
+    fresh = new_token()
+    store.set_student("alice", fresh, {})
+    assert store.student_for(token) is None
+    assert store.student_for(fresh) == "alice"
+    instructor = new_token()
+    store.add_instructor(instructor)
+    assert store.is_instructor(instructor)
+    assert not store.is_instructor(fresh)
+    assert store.student_for(instructor) is None
+
+
+def test_attempts_are_claimed_in_order_and_recorded_once(store):
+    store.set_student("alice", new_token(), {})
+    store.set_student("bob", new_token(), {})
+    policy = ServicePolicy()
+    first = store.submit("alice", "autograd", b'{"cells": []}', policy)
+    second = store.submit("bob", "autograd", b"{}", policy)
+    assert (first.number, second.number, first.status) == (1, 1, QUEUED)
+    claimed, notebook = store.claim_next()
+    assert (claimed.id, notebook) == (first.id, b'{"cells": []}')
+    assert store.attempt(first.id).status == GRADING
+    assert store.record(first.id, **RESULTS)
+    assert not store.record(first.id, **RESULTS)  # a second run cannot record the same attempt again
+    assert store.attempt(first.id).results_written == 1
+    claimed, _ = store.claim_next()
+    assert claimed.id == second.id
+    assert store.claim_next() is None
+    assert store.requeue_interrupted() == 1  # the server stopped while bob's attempt was being graded
+    assert store.claim_next()[0].id == second.id
+
+
+def test_concurrent_claims_never_take_the_same_attempt(store):
+    store.set_student("alice", new_token(), {})
+    ids = [store.submit("alice", "autograd", b"{}", ServicePolicy()).id for _ in range(20)]
+    taken: list[int] = []
+    lock = threading.Lock()
+
+    def take() -> None:
+        while (claimed := store.claim_next()) is not None:
+            with lock:
+                taken.append(claimed[0].id)
+
+    threads = [threading.Thread(target=take) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(taken) == ids
+
+
+def test_the_policy_refuses_with_when_to_retry():
+    now = datetime(2026, 11, 30, 12, 0, 0)
+    policy = ServicePolicy(attempts=3, cooldown_minutes=10)
+    assert refusal(policy, [], now) is None
+    wait = refusal(policy, [now - timedelta(minutes=4)], now)
+    assert wait is not None
+    assert wait.retry_after == 360
+    assert "cooldown of 10 minutes" in wait.message
+    assert refusal(policy, [now - timedelta(minutes=11)], now) is None
+    spent = refusal(policy, [now - timedelta(hours=h) for h in (1, 2, 3)], now)
+    assert spent is not None
+    assert spent.retry_after is None
+    assert "all 3 attempts" in spent.message
+
+
+def test_best_or_last_attempt_counts():
+    scores = [(1, 40.0), (2, 57.0), (3, 50.0), (4, 57.0)]
+    assert counted(ServicePolicy(counts="best"), scores) == 2  # the first of the best
+    assert counted(ServicePolicy(counts="last"), scores) == 4
+    assert counted(ServicePolicy(), []) is None
+
+
+@pytest.mark.parametrize(("policy", "message"), [
+    ({"attempts": 0}, "service.attempts must be a whole number of at least 1"),
+    ({"cooldown_minutes": -1}, "service.cooldown_minutes must be a number of minutes"),
+    ({"counts": "first"}, "service.counts must be best or last"),
+    ({"upload_kb": 10**9}, "larger than limits.notebook_mb"),
+    ({"fresh_numbers_per_attempt": True}, "needs variants: true"),
+    ({"atempts": 3}, "unknown key 'atempts'"),
+])
+def test_a_bad_policy_is_named_with_its_file_and_key(tmp_path, policy, message):
+    root = course_for_service(tmp_path / "course", **policy)
+    with pytest.raises(ConfigError, match=r"course\.yaml: service") as error:
+        service_policy(load_config(root))
+    assert message in str(error.value)
+
+
+def test_a_policy_that_is_not_a_mapping_is_refused(tmp_path):
+    path = course_for_service(tmp_path / "course") / "source" / "course.yaml"
+    path.write_text(path.read_text() + "\nservice: 3\n")
+    with pytest.raises(ConfigError, match="service must be a mapping"):
+        load_config(tmp_path / "course")
+
+
+def test_fresh_numbers_per_attempt_keep_the_first_attempts_release_numbers(monkeypatch):
+    monkeypatch.setenv("AUTOGRAD_COURSE_SECRET", "a test secret")
+    config = replace(load_config(ROOT), variants=True)
+    fresh = ServicePolicy(fresh_numbers_per_attempt=True)
+    assignment = load_course_assignment(config, "autograd")
+    content, defaults = assignment.content, assignment.default_params
+    own = numbers_for(config, content, "alice", defaults)
+    assert attempt_numbers(config, fresh, content, "alice", 1, defaults) == own
+    later = [attempt_numbers(config, fresh, content, "alice", n, defaults) for n in (2, 3, 4)]
+    assert all(numbers != own for numbers in later)
+    assert later[0] != later[1]
+    assert attempt_numbers(config, fresh, content, "alice", 2, defaults) == later[0]  # same attempt
+    assert attempt_numbers(config, ServicePolicy(), content, "alice", 3, defaults) == own
+
+
+def test_serve_tokens_writes_one_private_token_per_student_and_keeps_only_hashes(tmp_path, capsys):
+    from course.cli import main
+
+    root = course_for_service(tmp_path / "course")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,name,lms_id\nalice,Alice A,101\nbob,Bob B,102\n", encoding="utf-8")
+    out = tmp_path / "tokens.csv"
+    assert main(["--course", str(root), "serve", "tokens", str(roster), "--out", str(out)]) == 0
+    assert "wrote 2 student tokens" in capsys.readouterr().out
+    lines = out.read_text().splitlines()
+    assert lines[0] == "student_id,token"
+    tokens = dict(line.split(",") for line in lines[1:])
+    assert list(tokens) == ["alice", "bob"]
+    assert len(set(tokens.values())) == 2
+    instructor = (tmp_path / "tokens-instructor.txt").read_text().strip()
+    for path in (out, tmp_path / "tokens-instructor.txt", root / "service.db"):
+        assert path.stat().st_mode & 0o077 == 0, path
+    store = Store(f"sqlite:///{root / 'service.db'}")
+    try:
+        assert store.student_for(tokens["bob"]) == "bob"
+        assert store.is_instructor(instructor)
+        assert store.students()["alice"] == {"name": "Alice A", "lms_id": "101"}
+    finally:
+        store.close()
+    database = (root / "service.db").read_bytes()
+    assert not any(token.encode() in database for token in [*tokens.values(), instructor])
+
+
+def test_serve_and_submit_say_what_is_wrong_in_one_line(tmp_path, capsys):
+    from course.cli import main
+
+    root = course_for_service(tmp_path / "course")
+    assert main(["--course", str(root), "serve", "tokens", str(tmp_path / "none.csv"), "--out",
+                 str(tmp_path / "t.csv")]) == 1
+    assert "cannot read the roster" in capsys.readouterr().err
+    notebook = tmp_path / "autograd.ipynb"
+    notebook.write_text("{}")
+    assert main(["submit", str(notebook), "--server", "ftp://example", "--token", "t"]) == 1
+    assert "--server must be an http:// or https:// address" in capsys.readouterr().err
+    assert main(["submit", str(notebook), "--server", "http://127.0.0.1:9", "--token", "t"]) == 1
+    assert "cannot reach the server http://127.0.0.1:9/api/submissions" in capsys.readouterr().err
+    assert main(["submit", str(tmp_path / "missing.ipynb"), "--server", "http://127.0.0.1:9", "--token", "t"]) == 1
+    assert "missing.ipynb: cannot read the notebook" in capsys.readouterr().err
+    assert main(["--course", str(root), "serve", "--database", "nosuchdb://x"]) == 1
+    assert "database URL cannot be used" in capsys.readouterr().err
