@@ -50,7 +50,7 @@ from course.service.results import (
 )
 from course.service.store import Attempt, Store
 from course.service.worker import Grader
-from course.summary import render_summary_html
+from course.summary_page import render_summary_html
 
 WAIT_SECONDS = 30.0
 CSRF_MAX_AGE = 12 * 3600

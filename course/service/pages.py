@@ -1,5 +1,5 @@
 """The service's own HTML: the student's page (upload form, attempt history) and the instructor's dashboard.
-The feedback page itself is `render.render_html`, the class summary `summary.render_summary_html`.
+The feedback page itself is `render.render_html`, the class summary `summary_page.render_summary_html`.
 Everything shown is escaped; the only script is the dashboard's poller, served from /static."""
 
 from __future__ import annotations

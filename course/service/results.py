@@ -1,6 +1,6 @@
 """What the instructor reads from the service's attempts, through the engine's own writers: the class
 summary (`summary.class_summary`), the integrity report, our grades CSV (`gradebook.write_grades_csv`),
-an LMS's CSV (`lms.export`) and nbgrader's gradebook (`nbgrader_bridge.GradebookWriter`)."""
+an LMS's CSV (`lms.export`) and nbgrader's gradebook (`gradebook_writer.GradebookWriter`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from typing import Any
 from course import integrity
 from course.assignment import Assignment
 from course.config import AssignmentSettings, CourseConfig
+from course.errors import CourseError
 from course.gradebook import GradeRow, write_grades_csv
+from course.gradebook_writer import GradebookWriter
 from course.lms import export
-from course.nbgrader_bridge import GradebookWriter
 from course.roster import Student
 from course.service.policy import ServicePolicy, counted
 from course.service.store import Attempt
@@ -101,8 +102,11 @@ def into_gradebook(config: CourseConfig, settings: AssignmentSettings, assignmen
                 continue
             gradebook.record(record.student_id, {grade_ids[q["id"]]: q["earned"] for q in chosen.feedback["questions"]
                                                  if q["id"] in grade_ids},
-                             commit=False, timestamp=chosen.submitted_at, late_penalty=chosen.late_penalty or 0.0,
+                             timestamp=chosen.submitted_at, late_penalty=chosen.late_penalty or 0.0,
                              extension_hours=settings.extensions.get(record.student_id, 0.0))
             written += 1
-        gradebook.commit()
+        refused = gradebook.commit()
+    if refused:
+        raise CourseError("the gradebook refused the scores of " + ", ".join(f"{s} ({why})" for s, why in
+                                                                           sorted(refused.items())))
     return written
