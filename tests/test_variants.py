@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from course import variants
 from course.answers import FUNCTION, VALUE, Answer, Probe
+from course.assignment import load_course_assignment
 from course.config import load_config
 from course.errors import ConfigError
-from course import variants
-from course.assignment import load_course_assignment
 from course.judge import judge
 from course.variants import fill_text, numbers_for
 from helpers import ALL_VALUES, ROOT
