@@ -345,3 +345,35 @@ def test_the_engine_names_no_answer_and_no_number_of_the_training_assignment():
         found += [f"{path.name}: {name}" for name in names if re.search(rf"\b{re.escape(name)}\b", text)]
         found += [f"{path.name}: {word}" for word in ("LeakyReLU", "Backward0") if word in text]
     assert found == []
+
+
+@pytest.mark.slow
+def test_the_training_zip_grades_on_gradescope_with_its_chain_table_and_notes(tmp_path):
+    import shutil
+    import zipfile
+
+    import yaml
+
+    from course.bundle import build_bundle
+    from course.gradescope import run_autograder
+    from helpers import copy_course
+
+    root = copy_course(tmp_path / "course")
+    for part in ("pyproject.toml", "README.md", "LICENSE", "course", "autograder"):  # the zip packs the package
+        (shutil.copytree if (ROOT / part).is_dir() else shutil.copy)(ROOT / part, root / part)
+    zip_path = build_bundle(load_config(root), tmp_path / "dist", "training")
+    gradescope = tmp_path / "autograder"
+    with zipfile.ZipFile(zip_path) as archive:
+        archive.extractall(gradescope / "source")
+    course_yaml = yaml.safe_load((gradescope / "source" / "source" / "course.yaml").read_text())
+    assert [a["name"] for a in course_yaml["assignments"]] == ["training"]
+    assert (gradescope / "source" / "source" / "training" / "exercises.py").is_file()
+    slipped = {**TRAINING_VALUES, "leaky_dL_dh": -4.08}
+    write(_student_notebook(slipped), gradescope / "submission" / "training.ipynb")
+    results = run_autograder(gradescope)
+    assert results["score"] == 56
+    leaky = next(test for test in results["tests"] if "LeakyReLU" in test["name"])
+    output = leaky["output"].replace("\\", "")  # Markdown-escaped
+    assert "| **→ a = LeakyReLU(h)** | -0.04 | ∂a/∂h = 1 if h &gt; 0, else 0.01 | -4.08 | ✗ |" in output  # chain table
+    assert "as if its slope were 1" in output  # the misconception note
+    assert "torch" not in output.split("**Chain table")[0].splitlines()[0]  # verdicts only (feedback_reveals: auto)
