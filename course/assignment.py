@@ -359,7 +359,7 @@ def released_assignment(notebook: dict, path: Path, name: str) -> Assignment:
             by_id[grade_id] = (index, cell)
     if "setup" not in by_id:
         raise SubmissionError(f"{path.name}: the course's setup cell is missing; start again from the released "
-                                  "notebook and copy your answers in")
+                              "notebook and copy your answers in")
     questions = []
     for grade_id, (index, cell) in by_id.items():
         meta = nbgrader_meta(cell)
@@ -375,7 +375,7 @@ def released_assignment(notebook: dict, path: Path, name: str) -> Assignment:
             names, functions = (), ()
         if not names and not functions:
             raise SubmissionError(f"{where}: no {FORM_CHECK}(...) naming the answers; was the cell edited? "
-                                      "Start again from the released notebook and copy your answers in")
+                                  "Start again from the released notebook and copy your answers in")
         title_at = by_id.get(answer_id, (index, cell))[0]
         points = meta.get("points", 0)
         questions.append(Question(
@@ -392,7 +392,7 @@ def released_assignment(notebook: dict, path: Path, name: str) -> Assignment:
         ))
     if not questions:
         raise SubmissionError(f"{path.name}: no graded question in this notebook (no cell with a grade_id "
-                                  "starting with 'test_'); is it the notebook released for the course?")
+                              "starting with 'test_'); is it the notebook released for the course?")
     locked_sources = {grade_id: _source(cell) for grade_id, (_, cell) in by_id.items()
                       if nbgrader_meta(cell).get("locked") or nbgrader_meta(cell).get("grade")}
     try:

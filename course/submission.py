@@ -12,6 +12,7 @@ Rules (the grader never runs a submitted cell as grader code):
 from __future__ import annotations
 
 import errno
+import functools
 import importlib.resources
 import json
 import os
@@ -30,10 +31,11 @@ from course.variants import numbers_source
 NOTEBOOK_MODULE = "course.notebook"
 
 
+@functools.cache
 def notebook_module_cell() -> str:
     """A cell that defines the module `course.notebook` (the setup cell imports check_form and Marks from it)
     from this package's own file, handed in as text: the sandbox sees no course files, and an editable
-    install's package is not even on its disk. Only the names it is run as are left behind."""
+    install's package is not even on its disk. It leaves no name in the notebook's namespace."""
     text = importlib.resources.files("course").joinpath("notebook.py").read_text(encoding="utf-8")
     return (
         "def _course_notebook_module(text):\n"

@@ -187,3 +187,26 @@ def test_the_judges_marks_wins_over_the_notebooks(assignment, monkeypatch):
     assert all(r.error is None for r in results), [r.error for r in results]
     assert sum(r.earned for r in results) == assignment.max_score
     assert sum(len(r.values) for r in results) == len(assignment.answer_names) + len(assignment.function_names)
+
+
+def test_the_grader_hands_the_module_to_the_sandbox_as_text(tmp_path):
+    """The cell the grader runs before the setup defines course.notebook from the package file's text (the
+    sandbox sees no course files) and leaves no name in the notebook's namespace."""
+    import subprocess
+    import sys
+
+    from course.submission import notebook_module_cell
+
+    program = (
+        "import json, sys\n"
+        "namespace = {}\n"
+        f"exec({notebook_module_cell()!r}, namespace)\n"
+        "before = sorted(k for k in namespace if k != '__builtins__')\n"
+        "exec('from course.notebook import Marks, check_form', namespace)\n"
+        "import course.notebook\n"
+        "print(json.dumps([before, course.notebook.__file__, namespace['check_form'].__module__]))\n"
+    )
+    done = subprocess.run([sys.executable, "-I", "-c", program], cwd=tmp_path, capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [[], "course/notebook.py", "course.notebook"]
