@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import uuid
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,8 +33,11 @@ def nbgrader_config(root: Path, db_url: str, *, cell_timeout: int = 120) -> Conf
     # The kernels nbgrader starts talk to it over unix sockets in Jupyter's private runtime folder rather
     # than unencrypted TCP on localhost (which ipykernel rightly warns about). An absolute path: nbgrader
     # starts each kernel in the notebook's folder, and a relative one would point somewhere else there.
+    # A prefix of this call's own: jupyter_client numbers the sockets from 1 upwards, taking the first name
+    # not on disk, so two graders sharing a prefix race for the same sockets and one talks to the other's
+    # kernel ("Invalid Signature").
     config.KernelManager.transport = "ipc"
-    config.KernelManager.ip = str(_runtime_dir() / "autograd-course-kernel")
+    config.KernelManager.ip = str(_runtime_dir() / f"autograd-course-kernel-{os.getpid()}-{uuid.uuid4().hex[:12]}")
     return config
 
 
