@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +125,14 @@ def test_nbgrader_generate_feedback_keeps_our_page_or_shows_no_hidden_test(grade
     assert "autograd-course: 6 / 7 points" in page  # nbgrader's own rendering of our autograded notebook
     for secret in ("BEGIN HIDDEN TESTS", "marks.value(", "BEGIN SOLUTION", "net_dL_dw = 12"):
         assert secret not in page
+
+
+def test_each_nbgrader_run_gets_kernel_sockets_of_its_own(tmp_path):
+    """jupyter_client numbers ipc sockets from 1 under one prefix: graders sharing a prefix race for the same
+    socket files and nbgrader autograde fails with 'Invalid Signature'."""
+    from course.nbgrader_bridge import nbgrader_config
+
+    first, second = (nbgrader_config(tmp_path, "sqlite://") for _ in range(2))
+    assert first.KernelManager.transport == second.KernelManager.transport == "ipc"
+    assert first.KernelManager.ip != second.KernelManager.ip
+    assert Path(first.KernelManager.ip).parent == Path(second.KernelManager.ip).parent  # Jupyter's runtime folder
