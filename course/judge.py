@@ -13,6 +13,7 @@ import functools
 import json
 import math
 import random
+import re
 import threading
 import warnings
 from collections import OrderedDict
@@ -21,7 +22,8 @@ from types import CodeType
 from typing import Any
 
 from course.answers import FUNCTION, MISSING, VALUE, Answer, PlainValue, describe, is_number
-from course.assignment import HIDDEN_BEGIN, HIDDEN_END, Assignment, Question, region_lines
+from course.assignment import HIDDEN_BEGIN, HIDDEN_END, Assignment, Question, form_checks, region_lines
+from course.errors import SourceNotebookError
 from course.hidden_tests import reads_no_answer
 
 
@@ -95,10 +97,31 @@ def matches(student: PlainValue, expected: PlainValue, tolerance: float) -> bool
     return is_number(student) and is_number(expected) and abs(student - expected) <= tolerance
 
 
+DECLARED_FORMS = {"number": "a number", "number or None": "a number or None", "True or False": "True or False",
+                  "class name or None": "a name in quotes (a string) or None", "function": "a function of x"}
+
+
+@functools.lru_cache(maxsize=256)
+def declared_forms(form_source: str) -> dict[str, str]:
+    """name -> the form its question's public check asks for, in words ({} when the cell says none)."""
+    try:
+        forms = form_checks(form_source, "the form cell")
+    except SourceNotebookError:
+        return {}
+    words = {}
+    for name, form in forms.items():
+        listed = re.fullmatch(r"list of (\d+) numbers?", form)
+        said = DECLARED_FORMS.get(form) or (f"a list of {listed.group(1)} numbers" if listed else None)
+        if said:
+            words[name] = said
+    return words
+
+
 def form_in_words(expected: PlainValue) -> str:
-    """What form an answer must have, said as the public checks say it (never the value itself)."""
+    """What form an answer must have, judged from torch's value when its public check declares none. Never the
+    value itself: an expected None is said as one of the plain forms, not as None."""
     if expected is None:
-        return "None"
+        return "a plain value (a number, True or False, a list, or None)"
     if type(expected) is bool:
         return "True or False"
     if type(expected) is list:
@@ -123,9 +146,9 @@ class _Marks:
     """The judge's implementation of the `Marks` the hidden tests call."""
 
     def __init__(self, answers: dict[str, Answer], tolerance: float, computed: frozenset[str], deduction: float,
-                 sink: list[ValueResult]) -> None:
+                 sink: list[ValueResult], forms: dict[str, str] | None = None) -> None:
         self.answers, self.tolerance, self.computed, self.deduction = answers, tolerance, computed, deduction
-        self.sink = sink
+        self.sink, self.forms = sink, forms or {}
 
     def _answer(self, name: str) -> Answer:
         if name not in self.answers:
@@ -149,7 +172,8 @@ class _Marks:
                                          hand_work_note=flagged))
         else:
             self.sink.append(ValueResult(name, found.status, None, expected, False, float(points), 0.0, hint,
-                                         detail=_unanswered_detail(found, form_in_words(expected))))
+                                         detail=_unanswered_detail(found, self.forms.get(name)
+                                                                   or form_in_words(expected))))
 
     def function(self, name: str, answer: Any, reference: Any, hint: str, points: float = 1) -> None:
         del answer
@@ -202,8 +226,10 @@ def judge_question(question: Question, answers: dict[str, Answer], *, tolerance:
     reads nothing of the student's: see course/hidden_tests.py)."""
     results: list[ValueResult] = []
 
+    forms = declared_forms(question.form_source)
+
     def marks_factory() -> _Marks:
-        return _Marks(answers, tolerance, computed, deduction, results)
+        return _Marks(answers, tolerance, computed, deduction, results, forms)
 
     recorded = _recorded(question, answers, params, _params_key or _key_of(params))
     if recorded is not None and _replay(recorded, marks_factory()):

@@ -63,6 +63,18 @@ def test_unanswered_values_score_zero_with_a_reason(assignment, answer, detail):
     assert result.earned == 6
 
 
+def test_a_wrong_form_says_the_form_the_public_check_asks_for_never_the_answer(assignment):
+    """y_grad_without_retain's answer is None: a wrong form must not say that None was expected."""
+    answers = contract_answers(assignment)
+    answers["y_grad_without_retain"] = Answer(WRONG_FORM, detail="Tensor")
+    answers["forward_values"] = Answer(WRONG_FORM, detail="tuple")
+    values = {v.name: v for q in judge(assignment, answers, tolerance=TOL) for v in q.values}
+    assert values["y_grad_without_retain"].detail == ("wrong form: a value of type Tensor, where a number or None "
+                                                      "was expected")
+    assert values["forward_values"].detail == ("wrong form: a value of type tuple, where a list of 3 numbers "
+                                               "was expected")
+
+
 @pytest.mark.parametrize(
     ("student", "expected", "ok"),
     [
