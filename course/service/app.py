@@ -250,13 +250,22 @@ def _refused(refused: Refusal) -> JSONResponse:
 # --------------------------------------------------------------------------------------------- the API
 
 
-async def post_submission(request: Request) -> Response:
+async def _api_student(request: Request) -> tuple[Service, str, str] | Response:
+    """(service, token, student id) of an API request, or the 401 for a missing or unknown bearer token."""
     service: Service = request.app.state.service
     token = _bearer(request)
     student = await run_in_threadpool(service.store.student_for, token)
     if student is None or token is None:
         return _json_error(401, "a valid student token is needed: Authorization: Bearer <token>",
                            {"WWW-Authenticate": "Bearer"})
+    return service, token, student
+
+
+async def post_submission(request: Request) -> Response:
+    caller = await _api_student(request)
+    if isinstance(caller, Response):
+        return caller
+    service, token, student = caller
     received = await _receive_notebook(service, request)
     if isinstance(received, Response):
         return received
@@ -271,12 +280,10 @@ async def post_submission(request: Request) -> Response:
 
 
 async def get_submission(request: Request) -> Response:
-    service: Service = request.app.state.service
-    token = _bearer(request)
-    student = await run_in_threadpool(service.store.student_for, token)
-    if student is None or token is None:
-        return _json_error(401, "a valid student token is needed: Authorization: Bearer <token>",
-                           {"WWW-Authenticate": "Bearer"})
+    caller = await _api_student(request)
+    if isinstance(caller, Response):
+        return caller
+    service, token, student = caller
     attempt = await run_in_threadpool(service.store.attempt, request.path_params["attempt_id"])
     if attempt is None or attempt.student_id != student:
         return _json_error(404, "no such submission of yours")
