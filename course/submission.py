@@ -198,9 +198,12 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
         grade_id = grade_id if type(grade_id) is str else None
         if grade_id == NUMBERS_CELL:
             claimed_student = claimed_student or personalised_for(raw)
-            if source == own_numbers:
+            if source.rstrip() == own_numbers.rstrip():
                 continue
-        if grade_id in assignment.locked_sources and source == assignment.released_sources.get(grade_id):
+        # Trailing whitespace aside (nbgrader and our own region stripping may end a cell with or without a
+        # newline, and it changes no code):
+        if grade_id in assignment.locked_sources and \
+                source.rstrip() == assignment.released_sources.get(grade_id, "\0").rstrip():
             continue  # the grader's own cell, untouched: its source/ version is what counts
         personalised_numbers = grade_id == NUMBERS_CELL and personalised_for(raw) is not None
         if grade_id in assignment.locked_sources and grade_id not in edited and not personalised_numbers:

@@ -43,22 +43,23 @@ def _markdown(source: str, meta: dict | None = None) -> dict:
 
 def minimal_notebook() -> dict:
     """One question, two points, no `numbers` cell; the setup cell is the course's own (whatever the house
-    convention for it is), so the fixture follows it."""
+    convention for it is), so the fixture follows it. Its locked cells end in a newline, as a notebook written
+    by a script does (nbgrader keeps it; the autograd notebook's cells have none)."""
     autograd = json.loads(SOURCE_NOTEBOOK.read_text())
     setup = next(c for c in autograd["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "setup")
     cells = [
         _markdown("# A minimal assignment\n\nOne slope, by hand.", _meta("intro")),
-        _code("".join(setup["source"]), _meta("setup")),
+        _code("".join(setup["source"]).rstrip("\n") + "\n", _meta("setup")),
         _markdown("## The slope of `2x`\n\nWhat is d(2x)/dx?"),
         _code("double_slope = ...\n### BEGIN SOLUTION\ndouble_slope = 2\n### END SOLUTION",
               _meta("answer_double", solution=True, locked=False)),
-        _code('check_form("double_slope", double_slope, "number")', _meta("form_double")),
-        _code('check_form("double_slope", double_slope, "number", quiet=True)\n'
+        _code('check_form(double_slope="number")\n', _meta("form_double")),
+        _code('check_form(double_slope="number", quiet=True)\n'
               "### BEGIN HIDDEN TESTS\n"
               "x = torch.tensor(3.0, requires_grad=True)\n(2 * x).backward()\n"
               "marks = Marks()\n"
               'marks.value("double_slope", double_slope, x.grad, "The slope of c·x is the constant c.", 2)\n'
-              "marks.total()\n### END HIDDEN TESTS",
+              "marks.total()\n### END HIDDEN TESTS\n",
               _meta("test_double", grade=True, points=2)),
     ]
     for number, cell in enumerate(cells):
@@ -235,6 +236,9 @@ def test_a_minimal_assignment_releases_grades_and_runs_on_gradescope(tmp_path):
     assert "chain_table" not in feedback["questions"][0]
     assert feedback["questions"][0]["misconceptions"] == []
     assert (root / "graded" / "class-summary-minimal.html").exists()
+    untouched = json.loads((root / "graded" / "feedback" / "carol" / "minimal" / "feedback.json").read_text())
+    assert untouched["cell_errors"] == []  # the locked cells, newline and all, are the grader's own
+    assert not (root / "graded" / "integrity-minimal.json").exists()  # nobody is said to have edited them
     with (root / "graded" / "course-totals.csv").open() as stream:
         totals = list(csv.reader(stream))
     assert totals[0] == ["student_id", "minimal", "total", "max_total"]
