@@ -144,10 +144,11 @@ def check_form(*, quiet: bool = False, **forms: str) -> None:
 
 
 def _plain(reference: object) -> object:
-    """Turn torch's reference (a tensor, a list of tensors, None or a bool) into plain Python."""
+    """Turn torch's reference (a tensor of any shape, a list or tuple of them, None, a bool, a number, a name)
+    into plain Python, as the grader's `judge.to_plain` does."""
     if isinstance(reference, torch.Tensor):
-        return reference.item()
-    if isinstance(reference, list):
+        return reference.detach().tolist()
+    if isinstance(reference, list | tuple):
         return [_plain(r) for r in reference]
     return reference
 

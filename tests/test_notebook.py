@@ -105,9 +105,11 @@ def test_marks_scores_value_by_value_for_plain_nbgrader(capsys):
     marks.value("c", None, None, "hint c")
     marks.function("f", lambda x: 2 * x, lambda x: torch.tensor(2.0 * x), "hint f", points=3)
     marks.value("g", "PowBackward0", "PowBackward0", "hint g")
+    marks.value("v", [2.0, 4.0], torch.tensor([2.0, 4.0]), "hint v")  # a vector reference, as judge.to_plain reads it
+    marks.value("t", [1, 2], (torch.tensor(1.0), torch.tensor(2.0)), "hint t")
     marks.value("h", "AddBackward0", "MulBackward0", "hint h")
     marks.value("i", None, "MulBackward0", "hint i")
-    assert marks.total() == 6
+    assert marks.total() == 8
     assert capsys.readouterr().out == "b does not match torch. hint b\nh does not match torch. hint h\n" \
                                       "i does not match torch. hint i\n"
 
