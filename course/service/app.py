@@ -199,6 +199,8 @@ def _notebook_problem(notebook: bytes) -> str:
     """Why this upload is not a notebook at all ("" when it may be one; the grader reads it properly)."""
     try:
         data = json.loads(notebook)
+    except RecursionError:
+        return "the upload is not a Jupyter notebook (.ipynb): its JSON is nested too deeply"
     except (ValueError, UnicodeDecodeError):
         return "the upload is not a Jupyter notebook (.ipynb): it is not JSON"
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):

@@ -22,7 +22,7 @@ from course.service.worker import Grader
 def make_service(config: CourseConfig, *, database: str | None = None, jobs: int | None = None,
                  assignment: str | None = None, wait_seconds: float = WAIT_SECONDS) -> Service:
     policy = service_policy(config)
-    store = Store(database_url(database, config.root))
+    store = Store(database_url(database, config.root), config.assignment(assignment).name)
     grader = Grader(config, store, policy, jobs=jobs, assignment_name=assignment)
     return Service(config, store, policy, grader, wait_seconds=wait_seconds)
 

@@ -134,7 +134,11 @@ def database_url(url: str | None, course_root: Path) -> str:
 
 
 class Store:
-    def __init__(self, url: str) -> None:
+    """The service's database. With `assignment`, every attempt it reads, claims or requeues is that
+    assignment's: servers of different assignments can share one database without seeing each other's work."""
+
+    def __init__(self, url: str, assignment: str | None = None) -> None:
+        self.assignment = assignment
         try:
             self.engine: Engine = create_engine(url, pool_pre_ping=True)
         except (ArgumentError, ImportError) as error:
@@ -222,14 +226,20 @@ class Store:
         assert found is not None  # noqa: S101 - committed just above
         return found
 
+    def _mine(self, query: Any) -> Any:
+        """The query kept to this store's assignment (when it has one)."""
+        return query.where(attempts.c.assignment == self.assignment) if self.assignment is not None else query
+
     def attempt(self, attempt_id: int) -> Attempt | None:
+        if not 0 < attempt_id < 2**63:  # beyond the database's integers: no such attempt
+            return None
         with self.engine.connect() as db:
-            row = db.execute(select(*SUMMARY_COLUMNS).where(attempts.c.id == attempt_id)).first()
+            row = db.execute(self._mine(select(*SUMMARY_COLUMNS).where(attempts.c.id == attempt_id))).first()
         return _attempt(row) if row else None
 
     def attempts_of(self, student_id: str | None = None, *, feedback: bool = True) -> list[Attempt]:
         """Attempts in order (of one student, or all); without their feedback unless asked for."""
-        query = select(*(SUMMARY_COLUMNS if feedback else LIST_COLUMNS)).order_by(attempts.c.id)
+        query = self._mine(select(*(SUMMARY_COLUMNS if feedback else LIST_COLUMNS)).order_by(attempts.c.id))
         if student_id is not None:
             query = query.where(attempts.c.student_id == student_id)
         with self.engine.connect() as db:
@@ -239,7 +249,8 @@ class Store:
         if not attempt_ids:
             return {}
         with self.engine.connect() as db:
-            rows = db.execute(select(attempts.c.id, attempts.c.feedback).where(attempts.c.id.in_(attempt_ids)))
+            rows = db.execute(self._mine(select(attempts.c.id, attempts.c.feedback)
+                                         .where(attempts.c.id.in_(attempt_ids))))
             return {row.id: json.loads(row.feedback) for row in rows if row.feedback}
 
     def notebook(self, attempt_id: int) -> bytes:
@@ -249,14 +260,15 @@ class Store:
     def version(self) -> str:
         """Changes whenever an attempt is added or graded (the dashboard polls it)."""
         with self.engine.connect() as db:
-            row = db.execute(select(func.count(), func.max(attempts.c.id), func.max(attempts.c.graded_at))).one()
+            row = db.execute(self._mine(select(func.count(), func.max(attempts.c.id),
+                                               func.max(attempts.c.graded_at)))).one()
         return f"{row[0]}-{row[1]}-{row[2]}"
 
     def claim_next(self) -> tuple[Attempt, bytes] | None:
         """The oldest queued attempt, now marked as being graded by the caller (None: nothing queued)."""
         while True:
             with self.begin() as db:
-                row = db.execute(select(attempts.c.id).where(attempts.c.status == QUEUED)
+                row = db.execute(self._mine(select(attempts.c.id).where(attempts.c.status == QUEUED))
                                  .order_by(attempts.c.id).limit(1)).first()
                 if row is None:
                     return None
@@ -279,7 +291,8 @@ class Store:
     def requeue_interrupted(self) -> int:
         """At start: attempts a stopped server was grading go back to the queue (none had results written)."""
         with self.begin() as db:
-            return db.execute(update(attempts).where(attempts.c.status == GRADING).values(status=QUEUED)).rowcount
+            return db.execute(self._mine(update(attempts).where(attempts.c.status == GRADING))
+                              .values(status=QUEUED)).rowcount
 
 
 def _sqlite_pragmas(connection: Any, _record: Any) -> None:

@@ -28,7 +28,7 @@ IDLE_POLL_SECONDS = 2.0  # a worker with nothing to do looks at the queue again 
 
 
 class Grader:
-    """`jobs` grading threads on a warm pool of `jobs` workers; `wake()` after storing an attempt,
+    """Grading threads (twice `jobs`) on a warm pool of `jobs` workers; `wake()` after storing an attempt,
     `listeners` are called with each attempt id whose results were recorded."""
 
     def __init__(self, config: CourseConfig, store: Store, policy: ServicePolicy, *, jobs: int | None = None,
@@ -55,7 +55,9 @@ class Grader:
                   "are graded again", file=sys.stderr)
         self.pool = sandbox.WarmPool(self.jobs, self.config.limits, isolation=self.config.sandbox,
                                      base_uid=self.config.sandbox_uid)
-        for index in range(self.jobs):
+        # More grading threads than workers, as the batch grader has: a run that sits out its time limit gets a
+        # stand-in worker (course/sandbox/pool.py), so one student's sleeping notebook holds up nobody else.
+        for index in range(self.pool.threads):
             thread = threading.Thread(target=self._loop, name=f"grader-{index}", daemon=True)
             thread.start()
             self._threads.append(thread)

@@ -1,0 +1,38 @@
+"""Inputs that must get an answer, never a 500: a notebook nested too deeply, an attempt id past the
+database's integers, and one assignment's server asked about another assignment's attempts."""
+
+from __future__ import annotations
+
+from course.service.app import _notebook_problem
+from course.service.policy import ServicePolicy
+from course.service.store import Store
+
+
+def test_a_deeply_nested_upload_is_refused_with_a_message():
+    assert _notebook_problem(b"[" * 100_000 + b"]" * 100_000) == (
+        "the upload is not a Jupyter notebook (.ipynb): its JSON is nested too deeply")
+    nested = b'{"cells": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    assert "nested too deeply" in _notebook_problem(nested)
+
+
+def test_an_attempt_id_beyond_the_databases_integers_is_no_attempt(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'service.db'}")
+    assert store.attempt(2**63) is None
+    assert store.attempt(2**64 + 5) is None
+    assert store.attempt(0) is None
+
+
+def test_servers_of_two_assignments_sharing_a_database_see_only_their_own(tmp_path):
+    url = f"sqlite:///{tmp_path / 'service.db'}"
+    Store(url).set_student("alice", "a-token", {})
+    autograd, training = Store(url, "autograd"), Store(url, "training")
+    first = training.submit("alice", "training", b"{}", ServicePolicy())
+    assert autograd.claim_next() is None  # the autograd server never grades a training attempt
+    assert autograd.attempt(first.id) is None
+    assert autograd.attempts_of("alice") == []
+    assert [a.id for a in training.attempts_of("alice")] == [first.id]
+    claimed = training.claim_next()
+    assert claimed is not None
+    assert claimed[0].id == first.id
+    assert autograd.requeue_interrupted() == 0  # nor puts another server's running attempt back in the queue
+    assert training.requeue_interrupted() == 1
