@@ -303,9 +303,10 @@ def _print_internal_error(graded: Graded) -> None:
 
 
 class _Flush:
-    """The results graded since the last flush; calling it makes the gradebook, the grades CSV and the
-    files catch up with them (all replace, never append). The gradebook goes first: a student it could not
-    record becomes an autograder error before their row and feedback are written."""
+    """The results graded since the last flush; calling it makes the grades CSV, the files and the gradebook
+    catch up with them (all replace, never append). The files go first, the gradebook last, so that a batch
+    killed in between has the gradebook behind the files, never ahead of them; a student the gradebook then
+    refuses becomes an autograder error, and their row and feedback are written again to say so."""
 
     def __init__(self, summary: BatchSummary, question_ids: tuple[str, ...], writes: SyncedWrites, out_dir: Path,
                  settings: AssignmentSettings) -> None:
@@ -317,17 +318,23 @@ class _Flush:
         self.recent[graded.student_id] = len(self.summary.graded)
         self.summary.graded.append(graded)
 
+    def _files(self, students: list[str]) -> None:
+        rows = [_row(self.summary.graded[self.recent[student]]) for student in students]
+        if rows:
+            write_grades_csv(self.summary.csv_path, self.question_ids, rows, writes=self.writes)
+        self.writes.commit()
+
     def __call__(self, gradebook: GradebookWriter | NoGradebook) -> None:
-        for student, why in gradebook.commit().items():
+        self._files(list(self.recent))
+        refused = gradebook.commit()
+        for student, why in refused.items():
             index = self.recent[student]
             failed = unrecorded(self.summary.graded[index], self.out_dir, self.settings,
                                 f"the gradebook refused the scores: {why}", self.writes)
             self.summary.graded[index] = failed
             _print_internal_error(failed)
-        rows = [_row(self.summary.graded[index]) for index in self.recent.values()]
-        if rows:
-            write_grades_csv(self.summary.csv_path, self.question_ids, rows, writes=self.writes)
-        self.writes.commit()
+        if refused:
+            self._files(list(refused))
         self.recent.clear()
 
 

@@ -166,3 +166,38 @@ def test_a_student_the_gradebook_refuses_costs_only_that_student(empty_gradebook
     assert "refused" in failed["mallory"]
     with open_gradebook(f"sqlite:///{db}") as gradebook:
         assert sorted(s.student_id for s in gradebook.assignment_submissions("autograd")) == ["alice", "bob"]
+
+
+def test_a_batch_whose_gradebook_refuses_a_student_makes_only_them_an_autograder_error(tmp_path):
+    """The files of a flush go first, the gradebook last: a refused student's row and feedback are then
+    written again to say so, and everyone else is graded and recorded."""
+    import csv
+    import json
+
+    from course.batch import grade_course
+    from course.config import load_config
+    from helpers import copy_course, submitted_notebook, write
+
+    root = copy_course(tmp_path / "course")
+    config = load_config(root)
+    for student in ("alice", "mallory"):
+        write(submitted_notebook(), root / "submitted" / student / "autograd" / "autograd.ipynb")
+    db = root / "gradebook.db"
+    ensure_assignment_in_gradebook(root, f"sqlite:///{db}", "autograd", SOURCE)
+    with open_gradebook(f"sqlite:///{db}") as gradebook:
+        from sqlalchemy import text
+
+        gradebook.db.execute(text("CREATE TRIGGER refuse BEFORE INSERT ON student WHEN NEW.id = 'mallory' "
+                                  "BEGIN SELECT RAISE(ABORT, 'refused'); END"))
+        gradebook.db.commit()
+    grade_course(config, [], root, assignment_name="autograd", record_gradebook=True, jobs=1)
+    with (root / "grades-autograd.csv").open(newline="") as stream:
+        rows = {row["student_id"]: row for row in csv.DictReader(stream)}
+    assert (rows["alice"]["status"], rows["alice"]["score"]) == ("graded", "57")
+    assert (rows["mallory"]["status"], rows["mallory"]["score"]) == ("autograder_error", "0")
+    said = json.loads((root / "feedback" / "mallory" / "autograd" / "feedback.json").read_text())
+    assert said["status"] == "autograder_error"
+    assert "could not record the results" in said["messages"][0]
+    with open_gradebook(f"sqlite:///{db}") as gradebook:
+        assert [s.student_id for s in gradebook.assignment_submissions("autograd")] == ["alice"]
+        assert gradebook.find_submission("autograd", "alice").score == 57
