@@ -137,7 +137,9 @@ def _probe(function, points, seconds):
             try:
                 results.append({"x": x, "value": _scalar(value)})
             except TypeError:
-                results.append({"x": x, "error": f"returned a {_describe(value)}, not a plain number"})
+                said = "`...` (replace `return ...` with your derivative)" if value is ... else \
+                    f"a value of type {_describe(value)}"
+                results.append({"x": x, "error": f"returned {said}, not a plain number"})
         except _CallTimeout:
             results.append({"x": x, "error": f"did not return within {seconds:g} s"})
         except BaseException as error:

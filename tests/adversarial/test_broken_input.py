@@ -149,3 +149,14 @@ def test_a_syntax_error_is_named_before_the_answers_it_cost(tmp_path, grader):
     tiny = next(q for q in graded.feedback["questions"] if q["id"] == "tiny_net")
     assert tiny["earned"] == 0
     assert graded.feedback["score"] == 57 - tiny["points"]
+
+
+def test_a_function_answer_still_returning_the_stub_is_said_so(sandbox_run):
+    from course.config import Limits
+    from course.submission import Cell
+
+    cells = [Cell(0, "answers", "def slope(x):\n    return ...\n\ndef other(x):\n    return object()\n")]
+    ran = sandbox_run(cells, ("slope", "other"), {"slope": [1.0], "other": [2.0]}, Limits())
+    assert ran.answers["slope"].probes[0].error == ("returned `...` (replace `return ...` with your derivative), "
+                                                    "not a plain number")
+    assert ran.answers["other"].probes[0].error == "returned a value of type object, not a plain number"
