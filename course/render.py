@@ -181,10 +181,9 @@ def _cell_html(cell: Cell, label: str, first: bool = False) -> str:
         inner = _e(cell.text)
     for style, text in cell.notes:
         inner += f'<div class="{style}">{_e(text)}</div>' if style else f"<div>{_e(text)}</div>"
-    classes = " ".join(name for name, wanted in (("num", cell.kind == "num"), ("mark", cell.kind == "mark"),
-                                                 ("first", first)) if wanted)
-    attributes = ((f' class="{classes}"' if " " in classes else f" class={classes}") if classes else "") + (
-        f" data-label='{_e(label)}'" if label else "")
+    classes = [cell.kind] if cell.kind in ("num", "mark") else []
+    classes += ["first"] if first else []
+    attributes = (f' class="{" ".join(classes)}"' if classes else "") + (f" data-label='{_e(label)}'" if label else "")
     return f"<td{attributes}>{inner}</td>"
 
 
