@@ -42,6 +42,18 @@ class Question:
     function_names: tuple[str, ...]
     test_source: str
     form_source: str
+    forms: tuple[tuple[str, str], ...] = ()  # (answer, the form its public check asks for), in order
+
+
+def _question(stem: str, title: str, points: float, forms: dict[str, str], test_source: str,
+              form_source: str) -> Question:
+    """The question of the cells `answer_<stem>`, `form_<stem>` and `test_<stem>`, whose answers are those its
+    public check names (`forms`)."""
+    names, functions = _checked_names(forms)
+    return Question(id=stem, title=title, points=points, answer_cell_id=f"answer_{stem}",
+                    form_cell_id=f"form_{stem}", test_cell_id=f"test_{stem}", answer_names=names,
+                    function_names=functions, test_source=test_source, form_source=form_source,
+                    forms=tuple(forms.items()))
 
 
 @dataclass(frozen=True)
@@ -282,6 +294,7 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
         # The self-check knows a question's answers only from its checks (students have no answer key):
         # both checks must name exactly the answers the answer cell assigns.
         form_index, form_cell = by_id[form_id]
+        declared: dict[str, str] = {}
         for checked_id, checked_index, checked_source in ((form_id, form_index, _source(form_cell)),
                                                          (grade_id, index, _source(cell))):
             checked_where = f"{path}: cell {checked_index} ({checked_id})"
@@ -291,18 +304,9 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
                     f"{checked_where}: its {FORM_CHECK}(...) must name the answers of {answer_id} in order, as "
                     f"keywords with their form (\"function\" for a function): expected "
                     f"{', '.join(names + functions)}; found {', '.join(checked) or 'none'}")
-        questions.append(Question(
-            id=stem,
-            title=_title_before(cells, answer_index) or stem,
-            points=float(meta.get("points", 0)),
-            answer_cell_id=answer_id,
-            form_cell_id=form_id,
-            test_cell_id=grade_id,
-            answer_names=names,
-            function_names=functions,
-            test_source=_source(cell),
-            form_source=_source(by_id[form_id][1]),
-        ))
+            declared = declared or checked  # the form cell's
+        questions.append(_question(stem, _title_before(cells, answer_index) or stem, float(meta.get("points", 0)),
+                                   declared, _source(cell), _source(form_cell)))
     if not questions:
         raise SourceNotebookError(f"{path}: no graded question (no cell with a grade_id starting with 'test_')")
     seen: dict[str, str] = {}
@@ -370,26 +374,17 @@ def released_assignment(notebook: dict, path: Path, name: str) -> Assignment:
         checks_at = by_id.get(form_id, (index, cell))
         where = f"{path.name}: cell {checks_at[0] + 1} ({form_id if form_id in by_id else grade_id})"
         try:
-            names, functions = _checked_names(form_checks(_source(checks_at[1]), where))
+            declared = form_checks(_source(checks_at[1]), where)
         except SourceNotebookError:
-            names, functions = (), ()
-        if not names and not functions:
+            declared = {}
+        if not declared:
             raise SubmissionError(f"{where}: no {FORM_CHECK}(...) naming the answers; was the cell edited? "
                                   "Start again from the released notebook and copy your answers in")
         title_at = by_id.get(answer_id, (index, cell))[0]
         points = meta.get("points", 0)
-        questions.append(Question(
-            id=stem,
-            title=_title_before(cells, title_at) or stem,
-            points=float(points) if type(points) in (int, float) else 0.0,
-            answer_cell_id=answer_id,
-            form_cell_id=form_id,
-            test_cell_id=grade_id,
-            answer_names=names,
-            function_names=functions,
-            test_source=_source(cell),
-            form_source=_source(by_id[form_id][1]) if form_id in by_id else "",
-        ))
+        questions.append(_question(stem, _title_before(cells, title_at) or stem,
+                                   float(points) if type(points) in (int, float) else 0.0, declared,
+                                   _source(cell), _source(by_id[form_id][1]) if form_id in by_id else ""))
     if not questions:
         raise SubmissionError(f"{path.name}: no graded question in this notebook (no cell with a grade_id "
                               "starting with 'test_'); is it the notebook released for the course?")

@@ -22,8 +22,7 @@ from types import CodeType
 from typing import Any
 
 from course.answers import FUNCTION, MISSING, VALUE, Answer, PlainValue, describe, is_number
-from course.assignment import HIDDEN_BEGIN, HIDDEN_END, Assignment, Question, form_checks, region_lines
-from course.errors import SourceNotebookError
+from course.assignment import HIDDEN_BEGIN, HIDDEN_END, Assignment, Question, region_lines
 from course.hidden_tests import reads_no_answer
 
 
@@ -101,15 +100,10 @@ DECLARED_FORMS = {"number": "a number", "number or None": "a number or None", "T
                   "class name or None": "a name in quotes (a string) or None", "function": "a function of x"}
 
 
-@functools.lru_cache(maxsize=256)
-def declared_forms(form_source: str) -> dict[str, str]:
-    """name -> the form its question's public check asks for, in words ({} when the cell says none)."""
-    try:
-        forms = form_checks(form_source, "the form cell")
-    except SourceNotebookError:
-        return {}
+def declared_forms(question: Question) -> dict[str, str]:
+    """name -> the form the question's public check asks for, in words (where it names one the judge knows)."""
     words = {}
-    for name, form in forms.items():
+    for name, form in question.forms:
         listed = re.fullmatch(r"list of (\d+) numbers?", form)
         said = DECLARED_FORMS.get(form) or (f"a list of {listed.group(1)} numbers" if listed else None)
         if said:
@@ -226,7 +220,7 @@ def judge_question(question: Question, answers: dict[str, Answer], *, tolerance:
     reads nothing of the student's: see course/hidden_tests.py)."""
     results: list[ValueResult] = []
 
-    forms = declared_forms(question.form_source)
+    forms = declared_forms(question)
 
     def marks_factory() -> _Marks:
         return _Marks(answers, tolerance, computed, deduction, results, forms)
