@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import sys
@@ -37,9 +38,43 @@ def bwrap_binary() -> str | None:
     return str(path)
 
 
+SANDBOX_PACKAGES = ("IPython", "torch")  # what the sandboxed Python imports: the runner, and every notebook
+
+
+def _prefixes() -> set[str]:
+    return {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
+
+
+@cache
+def package_paths() -> tuple[str, ...]:
+    """Folders outside the interpreter's prefixes that hold SANDBOX_PACKAGES: a user site (`pip install
+    --user`), or a folder a .pth file puts on the path. The view binds them read-only, and the sandboxed
+    Python, which runs isolated (`-I`: no user site, no PYTHONPATH), is told of them by `path_prelude`."""
+    folders = set()
+    for name in SANDBOX_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            folder = os.path.realpath(Path(location).parent)
+            outers = (*_prefixes(), "/usr")
+            if not any(folder == outer or folder.startswith(outer.rstrip("/") + "/") for outer in outers):
+                folders.add(folder)
+    return tuple(sorted(folders))
+
+
+def path_prelude() -> str:
+    """Python source that puts `package_paths()` on sys.path: the first lines of what the sandbox runs."""
+    if not package_paths():
+        return ""
+    return f"import sys as _sys; _sys.path.extend(p for p in {list(package_paths())!r} if p not in _sys.path)\n"
+
+
 def _interpreter_paths() -> list[str]:
-    """Folders the interpreter needs: its prefix and, for a virtual environment, the venv."""
-    paths = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
+    """Folders the interpreter needs: its prefix and, for a virtual environment, the venv; and the folders
+    of `package_paths()`."""
+    paths = _prefixes() | set(package_paths())
     return sorted(p for p in paths if not p.startswith("/usr/") and p != "/usr")
 
 

@@ -23,7 +23,7 @@ from functools import cache
 from typing import Any
 
 from course.errors import SandboxError
-from course.sandbox.bubblewrap import bwrap_binary, bwrap_command, userns_command
+from course.sandbox.bubblewrap import bwrap_binary, bwrap_command, path_prelude, userns_command
 from course.sandbox.uids import drop_to, lease_uid
 
 
@@ -63,7 +63,7 @@ def _probe(command: list[str], preexec: Any = None, attempts: int = 2) -> bool:
     for attempt in range(attempts):
         try:
             completed = subprocess.run(  # noqa: S603 - fixed argument list
-                [*command, sys.executable, "-I", "-c", "import IPython"],
+                [*command, sys.executable, "-I", "-c", f"{path_prelude()}import IPython"],
                 capture_output=True, timeout=30 * (attempt + 1), preexec_fn=preexec, check=False,
             )
         except OSError:
