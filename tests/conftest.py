@@ -39,3 +39,17 @@ def pytest_addoption(parser):
 @pytest.fixture
 def update_goldens(request) -> bool:
     return request.config.getoption("--update-goldens")
+
+
+def pytest_collection_finish(session):
+    """The container image takes minutes to build, mostly downloading: when the image tests are to run, the
+    build starts now, in the background, and their fixture waits for it (tests/image_build.py)."""
+    if not session.config.option.collectonly and any(item.path.name == "test_image.py" for item in session.items):
+        import image_build
+
+        image_build.start_in_background()
+
+
+def pytest_sessionfinish(session):
+    if "image_build" in sys.modules:  # a build no test waited for (the run stopped early) is removed too
+        sys.modules["image_build"].remove()

@@ -11,24 +11,20 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import shutil
-import subprocess
-import sys
 import time
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
+import image_build
 import jsonschema
 import pytest
+from image_build import BASE, IMAGE, Podman
 
-from helpers import ROOT, closed_loopback_url, serve_folder
+from helpers import ROOT, closed_loopback_url
 
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
 SCHEMA = json.loads((ROOT / "tests" / "gradescope_results.schema.json").read_text())
-IMAGE = "localhost/autograd-course-grader:test"
-BASE = "localhost/autograd-course-base:bookworm"
 # What the README, the Dockerfile and k8s-job.yaml tell users to grant: bubblewrap creates its namespaces
 # with CAP_SYS_ADMIN and brings up the loopback of its network namespace with CAP_NET_ADMIN.
 DOCUMENTED_FLAGS = ("--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN")
@@ -36,132 +32,15 @@ DOCUMENTED_FLAGS = ("--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN")
 # the host's: another grader on the host (a developer's test run) neither kills nor is killed by ours.
 USERNS_BASE = 524288
 USERNS = ("--uidmap", f"0:{USERNS_BASE}:65536", "--gidmap", f"0:{USERNS_BASE}:65536")
-# podman 4.3 runs conmon with at most 32768 processes; runc cannot set a container's limits above it
-PODMAN_ULIMIT_CAP = 32768
-
-
-def torch_pin() -> str:
-    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    return next(d.split("==")[1] for d in dependencies if d.startswith("torch=="))
-
-
-def containers_conf(folder: Path) -> Path:
-    """runc and cgroupfs (crun and systemd cgroups need what CI machines may lack), events in a file,
-    and ulimits no higher than root may set here (podman's defaults exceed them)."""
-    limits = []
-    for name, kind in (("nofile", resource.RLIMIT_NOFILE), ("nproc", resource.RLIMIT_NPROC)):
-        hard = resource.getrlimit(kind)[1]
-        value = PODMAN_ULIMIT_CAP if hard == resource.RLIM_INFINITY else min(hard, PODMAN_ULIMIT_CAP)
-        limits.append(f'"{name}={value}:{value}"')
-    path = folder / "containers.conf"
-    path.write_text(
-        f"[containers]\ndefault_ulimits = [{', '.join(limits)}]\n\n"
-        f'[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n'
-        f'events_logfile_path = "{folder / "events.log"}"\n'
-    )
-    return path
-
-
-class Podman:
-    """podman with its own storage and configuration under one folder, removed afterwards."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                    "CONTAINERS_CONF": str(containers_conf(folder)), "HOME": str(folder)}
-        self.prefix = ["podman", "--root", str(folder / "storage"), "--runroot", str(folder / "run"),
-                       "--tmpdir", str(folder / "libpod")]
-
-    def __call__(self, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
-        completed = subprocess.run([*self.prefix, *args], env=self.env, capture_output=True, text=True,
-                                   timeout=timeout, check=False)
-        if check and completed.returncode != 0:
-            pytest.fail(f"podman {' '.join(args[:2])} failed ({completed.returncode}):\n"
-                        f"{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}")
-        return completed
-
-
-def skip_reason(podman: Podman) -> str | None:
-    if sys.platform != "linux" or not hasattr(resource, "RLIMIT_NPROC"):
-        return "the image test needs Linux"
-    if os.geteuid() != 0:
-        return "the image test needs root (mmdebstrap and rootful podman)"
-    missing = [tool for tool in ("podman", "runc", "mmdebstrap") if not shutil.which(tool)]
-    if missing:
-        return f"{', '.join(missing)} not installed (apt-get install podman buildah runc mmdebstrap uidmap)"
-    info = podman("info", check=False, timeout=120)
-    if info.returncode != 0:
-        return f"podman cannot run here: podman info failed: {info.stderr.strip()[-500:]}"
-    return None
-
-
-def cpu_torch_wheel(into: Path) -> Path | str:
-    """The CPU wheel of the pinned torch for the image's Python (3.11), as pip on this machine finds it,
-    or why there is none. Asking for the +cpu version never downloads the CUDA build."""
-    into.mkdir(parents=True)
-    completed = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-         "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "-d", str(into),
-         f"torch=={torch_pin()}+cpu"],
-        capture_output=True, text=True, timeout=600, check=False,
-    )
-    wheels = sorted(into.glob("torch-*+cpu-*.whl"))
-    if completed.returncode != 0 or not wheels:
-        return (f"pip finds no CPU wheel of torch=={torch_pin()} for Python 3.11 here (the CPU index is "
-                "unreachable and PyPI's torch is the multi-GB CUDA build)")
-    return wheels[0]
-
-
-def write_index(wheel: Path, folder: Path) -> None:
-    """A PEP 503 index of one wheel: folder/simple/torch/."""
-    project = folder / "simple" / "torch"
-    project.mkdir(parents=True)
-    wheel.rename(project / wheel.name)
-    quoted = wheel.name.replace("+", "%2B")
-    (project / "index.html").write_text(f'<!DOCTYPE html>\n<a href="{quoted}">{wheel.name}</a>\n')
-
-
-def build_base(podman: Podman, folder: Path) -> None:
-    """Debian bookworm with Python 3.11 and pip, standing in for python:3.11-slim."""
-    tarball = folder / "base.tar"
-    hooks = [
-        # pip inside the build must trust what the host trusts (a proxy's CA, say)
-        "upload /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt",
-        # like python:3.11-slim, the image's pip installs into the system Python
-        'rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED',
-    ]
-    command = ["mmdebstrap", "--quiet", "--variant=minbase",
-               "--include=python3,python3-pip,python-is-python3,ca-certificates"]
-    command += [f"--customize-hook={hook}" for hook in hooks]
-    completed = subprocess.run([*command, "bookworm", str(tarball)], capture_output=True, text=True,
-                               timeout=900, check=False)
-    if completed.returncode != 0:
-        pytest.fail(f"mmdebstrap failed:\n{completed.stderr[-3000:]}")
-    podman("import", "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-           str(tarball), BASE)
-    tarball.unlink()
-
-
 @pytest.fixture(scope="module")
-def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Podman]:
-    folder = tmp_path_factory.mktemp("podman")
-    engine = Podman(folder)
-    reason = skip_reason(engine)
-    if reason:
-        pytest.skip(reason)
-    wheel = cpu_torch_wheel(folder / "wheel")
-    if isinstance(wheel, str):
-        pytest.skip(wheel)
+def podman() -> Iterator[Podman]:
+    """The image, built once per run: the build began in the background when the run started (see
+    conftest.py), so its minutes of downloading overlap the other tests; here we wait for it."""
+    engine = image_build.built_image()
     try:
-        build_base(engine, folder)
-        write_index(wheel, folder / "index")
-        with serve_folder(folder / "index") as base:  # on loopback: the build runs with --network host
-            engine("build", "--from", BASE, "--network", "host", "--build-arg", f"TORCH_INDEX_URL={base}/simple",
-                   "-f", "autograder/Dockerfile", "-t", IMAGE, str(ROOT), timeout=1800)
         yield engine
     finally:
-        engine("system", "reset", "--force", check=False)
-        shutil.rmtree(folder, ignore_errors=True)
+        image_build.remove(engine)
 
 
 def grade_in_image(podman: Podman, notebook: Path, folder: Path, flags: tuple[str, ...]) -> tuple[dict, str]:

@@ -1,0 +1,175 @@
+"""Building the container image for tests/test_image.py, in the background from the start of the run.
+
+The build takes minutes, most of them waiting on downloads (mmdebstrap's Debian packages, pip's inside
+the build), so conftest.py starts it when the run's tests are known to include the image tests, and the
+tests' fixture waits for it (`built_image`). Failures and skips raised here reach that fixture unchanged.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT, serve_folder
+
+IMAGE = "localhost/autograd-course-grader:test"
+BASE = "localhost/autograd-course-base:bookworm"
+
+# podman 4.3 runs conmon with at most 32768 processes; runc cannot set a container's limits above it
+PODMAN_ULIMIT_CAP = 32768
+
+
+def torch_pin() -> str:
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    return next(d.split("==")[1] for d in dependencies if d.startswith("torch=="))
+
+
+def containers_conf(folder: Path) -> Path:
+    """runc and cgroupfs (crun and systemd cgroups need what CI machines may lack), events in a file,
+    and ulimits no higher than root may set here (podman's defaults exceed them)."""
+    limits = []
+    for name, kind in (("nofile", resource.RLIMIT_NOFILE), ("nproc", resource.RLIMIT_NPROC)):
+        hard = resource.getrlimit(kind)[1]
+        value = PODMAN_ULIMIT_CAP if hard == resource.RLIM_INFINITY else min(hard, PODMAN_ULIMIT_CAP)
+        limits.append(f'"{name}={value}:{value}"')
+    path = folder / "containers.conf"
+    path.write_text(
+        f"[containers]\ndefault_ulimits = [{', '.join(limits)}]\n\n"
+        f'[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n'
+        f'events_logfile_path = "{folder / "events.log"}"\n'
+    )
+    return path
+
+
+class Podman:
+    """podman with its own storage and configuration under one folder, removed afterwards."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                    "CONTAINERS_CONF": str(containers_conf(folder)), "HOME": str(folder)}
+        self.prefix = ["podman", "--root", str(folder / "storage"), "--runroot", str(folder / "run"),
+                       "--tmpdir", str(folder / "libpod")]
+
+    def __call__(self, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
+        completed = subprocess.run([*self.prefix, *args], env=self.env, capture_output=True, text=True,
+                                   timeout=timeout, check=False)
+        if check and completed.returncode != 0:
+            pytest.fail(f"podman {' '.join(args[:2])} failed ({completed.returncode}):\n"
+                        f"{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}")
+        return completed
+
+
+def skip_reason(podman: Podman) -> str | None:
+    if sys.platform != "linux" or not hasattr(resource, "RLIMIT_NPROC"):
+        return "the image test needs Linux"
+    if os.geteuid() != 0:
+        return "the image test needs root (mmdebstrap and rootful podman)"
+    missing = [tool for tool in ("podman", "runc", "mmdebstrap") if not shutil.which(tool)]
+    if missing:
+        return f"{', '.join(missing)} not installed (apt-get install podman buildah runc mmdebstrap uidmap)"
+    info = podman("info", check=False, timeout=120)
+    if info.returncode != 0:
+        return f"podman cannot run here: podman info failed: {info.stderr.strip()[-500:]}"
+    return None
+
+
+def cpu_torch_wheel(into: Path) -> Path | str:
+    """The CPU wheel of the pinned torch for the image's Python (3.11), as pip on this machine finds it,
+    or why there is none. Asking for the +cpu version never downloads the CUDA build."""
+    into.mkdir(parents=True)
+    completed = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+         "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "-d", str(into),
+         f"torch=={torch_pin()}+cpu"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )
+    wheels = sorted(into.glob("torch-*+cpu-*.whl"))
+    if completed.returncode != 0 or not wheels:
+        return (f"pip finds no CPU wheel of torch=={torch_pin()} for Python 3.11 here (the CPU index is "
+                "unreachable and PyPI's torch is the multi-GB CUDA build)")
+    return wheels[0]
+
+
+def write_index(wheel: Path, folder: Path) -> None:
+    """A PEP 503 index of one wheel: folder/simple/torch/."""
+    project = folder / "simple" / "torch"
+    project.mkdir(parents=True)
+    wheel.rename(project / wheel.name)
+    quoted = wheel.name.replace("+", "%2B")
+    (project / "index.html").write_text(f'<!DOCTYPE html>\n<a href="{quoted}">{wheel.name}</a>\n')
+
+
+def build_base(podman: Podman, folder: Path) -> None:
+    """Debian bookworm with Python 3.11 and pip, standing in for python:3.11-slim."""
+    tarball = folder / "base.tar"
+    hooks = [
+        # pip inside the build must trust what the host trusts (a proxy's CA, say)
+        "upload /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt",
+        # like python:3.11-slim, the image's pip installs into the system Python
+        'rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED',
+    ]
+    command = ["mmdebstrap", "--quiet", "--variant=minbase",
+               "--include=python3,python3-pip,python-is-python3,ca-certificates"]
+    command += [f"--customize-hook={hook}" for hook in hooks]
+    completed = subprocess.run([*command, "bookworm", str(tarball)], capture_output=True, text=True,
+                               timeout=900, check=False)
+    if completed.returncode != 0:
+        pytest.fail(f"mmdebstrap failed:\n{completed.stderr[-3000:]}")
+    podman("import", "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+           str(tarball), BASE)
+    tarball.unlink()
+
+
+def build(folder: Path) -> Podman:
+    """mmdebstrap's base, then `podman build` of autograder/Dockerfile, with podman's storage in `folder`;
+    skips (with the reason) where podman or mmdebstrap cannot run or no CPU wheel of torch is at hand."""
+    engine = Podman(folder)
+    reason = skip_reason(engine)
+    if reason:
+        pytest.skip(reason)
+    wheel = cpu_torch_wheel(folder / "wheel")
+    if isinstance(wheel, str):
+        pytest.skip(wheel)
+    build_base(engine, folder)
+    write_index(wheel, folder / "index")
+    with serve_folder(folder / "index") as base:  # on loopback: the build runs with --network host
+        engine("build", "--from", BASE, "--network", "host", "--build-arg", f"TORCH_INDEX_URL={base}/simple",
+               "-f", "autograder/Dockerfile", "-t", IMAGE, str(ROOT), timeout=1800)
+    return engine
+
+
+_builds = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="image-build")
+_started: dict[str, tuple[Path, concurrent.futures.Future[Podman]]] = {}
+
+
+def start_in_background() -> None:
+    """Begin the build (once per run)."""
+    if "image" not in _started:
+        folder = Path(tempfile.mkdtemp(prefix="autograd-image-"))
+        _started["image"] = (folder, _builds.submit(build, folder))
+
+
+def built_image() -> Podman:
+    """The built image's engine, waiting for the build (started now if it was not yet)."""
+    start_in_background()
+    return _started["image"][1].result()
+
+
+def remove(engine: Podman | None = None) -> None:
+    """Podman's storage and the build folder, gone; waits for a build still running."""
+    if "image" not in _started:
+        return
+    folder, build_done = _started.pop("image")
+    concurrent.futures.wait([build_done])
+    (engine or Podman(folder))("system", "reset", "--force", check=False)
+    shutil.rmtree(folder, ignore_errors=True)
