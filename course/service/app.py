@@ -450,9 +450,9 @@ async def export_csv(request: Request, service: Service) -> Response:
     def make() -> str:
         records = service.records()
         if fmt == "grades":
-            with tempfile.TemporaryDirectory(prefix="autograd-serve-export-") as folder:
+            with tempfile.TemporaryDirectory(prefix="export-", dir=service.grader.scratch) as folder:
                 return grades_csv(records, assignment, Path(folder)).read_text(encoding="utf-8")
-        return lms_csv(fmt, records, service.store.students(), assignment)
+        return lms_csv(fmt, records, service.store.students(), assignment, service.grader.scratch)
 
     if fmt not in ("grades", "canvas", "moodle"):
         return _not_found()

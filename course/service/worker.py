@@ -5,8 +5,8 @@ redone or loosened here."""
 
 from __future__ import annotations
 
+import shutil
 import sys
-import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +25,14 @@ from course.text import safe_text
 from course.variants import course_secret
 
 IDLE_POLL_SECONDS = 2.0  # a worker with nothing to do looks at the queue again this often (or when woken)
+SCRATCH = "service-work"  # in the course root: each attempt's notebook in nbgrader's layout while it is graded
+
+
+def scratch_folder(config: CourseConfig, assignment: str) -> Path:
+    """Where the server of `assignment` lays out the attempts it grades: in the course root beside its
+    database, never in /tmp, so a server that is killed leaves nothing behind that its next start does not
+    clear (`Grader.start`)."""
+    return config.root / SCRATCH / assignment
 
 
 class Grader:
@@ -41,6 +49,7 @@ class Grader:
         self.due = self.settings.due or assignment_due(config.gradebook_url, config.root / "gradebook.db",
                                                        self.settings.name)
         self.jobs = sandbox.default_jobs() if jobs is None else jobs
+        self.scratch = scratch_folder(config, self.settings.name)
         self.listeners: list[Callable[[int], None]] = []
         self._wake = threading.Condition()
         self._pending_wakes = 0
@@ -49,6 +58,10 @@ class Grader:
         self.pool: sandbox.WarmPool | None = None
 
     def start(self) -> None:
+        # What a killed server left of the attempts it was grading (they are graded again, from the database).
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        self.scratch.parent.mkdir(mode=0o700, exist_ok=True)  # the students' notebooks: the grader's user only
+        self.scratch.mkdir(mode=0o700, exist_ok=True)
         requeued = self.store.requeue_interrupted()
         if requeued:
             print(f"serve: {requeued} attempt{'s' if requeued != 1 else ''} interrupted by the last stop "
@@ -100,9 +113,12 @@ class Grader:
         settings = self.settings
         params = attempt_numbers(self.config, self.policy, self.assignment.content, attempt.student_id,
                                  attempt.number, self.assignment.default_params)
-        with tempfile.TemporaryDirectory(prefix="autograd-serve-") as folder:
-            # nbgrader's submitted/ layout, with the time the service received the notebook as timestamp.txt
-            path = Path(folder) / attempt.student_id / settings.name / settings.notebook
+        # nbgrader's submitted/ layout, with the time the service received the notebook as timestamp.txt; one
+        # folder per attempt (only this thread grades it), removed when it is graded
+        folder = self.scratch / f"attempt-{attempt.id}"
+        shutil.rmtree(folder, ignore_errors=True)
+        try:
+            path = folder / attempt.student_id / settings.name / settings.notebook
             path.parent.mkdir(parents=True)
             path.write_bytes(notebook)
             (path.parent / TIMESTAMP).write_text(f"{attempt.submitted_at:%Y-%m-%d %H:%M:%S.%f} UTC\n")
@@ -110,6 +126,8 @@ class Grader:
                                       run=self.pool.run, reveal_torch_values=self.config.reveals_torch_values(
                                           gradescope=True), params=params)
             graded = with_late_policy(graded, path, self.due, settings, self.config)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
         if graded.internal_error:
             print(f"serve: autograder error for attempt {attempt.id} ({attempt.student_id}):\n"
                   f"{safe_text(graded.internal_error, 20_000)}", file=sys.stderr)
