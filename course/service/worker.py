@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -15,11 +16,13 @@ from course import sandbox
 from course.assignment import load_course_assignment
 from course.config import CourseConfig
 from course.discovery import SubmissionRef
+from course.errors import SubmissionError
 from course.grading import grade_submission
 from course.nbgrader_bridge import assignment_due
 from course.nbgrader_layout import TIMESTAMP
 from course.service.policy import ServicePolicy, attempt_numbers
 from course.service.store import Attempt, Store
+from course.submission import read_submission
 from course.term import with_late_policy
 from course.text import safe_text
 from course.variants import course_secret
@@ -106,6 +109,23 @@ class Grader:
                 continue
             for listener in self.listeners:
                 listener(attempt.id)
+
+    def upload_problem(self, student_id: str, notebook: bytes) -> str:
+        """Why an upload cannot be graded as this assignment's notebook at all ("" when it can): not the
+        notebook's format, or none of its answer cells. Read as the grader will read it (the same checks and
+        messages), so an upload refused here never uses up an attempt, and one accepted here is graded."""
+        folder = Path(tempfile.mkdtemp(prefix="upload-", dir=self.scratch))
+        try:
+            path = folder / self.settings.notebook
+            path.write_bytes(notebook)
+            read_submission(path, student_id, self.assignment, params=self.assignment.default_params,
+                            max_bytes=self.config.limits.notebook_mb * 1024 * 1024,
+                            max_cells=self.config.limits.max_cells)
+        except SubmissionError as problem:
+            return str(problem)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return ""
 
     def grade(self, attempt: Attempt, notebook: bytes) -> None:
         """Grade one claimed attempt and record its results (grade_submission never raises)."""
