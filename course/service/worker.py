@@ -1,4 +1,5 @@
-"""The service's grading: threads that take queued attempts oldest first and grade each through
+"""The service's grading: threads that take queued attempts in the scheduler's order (fair between students,
+honest work first: course/service/schedule.py) and grade each through
 `grading.grade_submission` on one warm pool kept up for the server's life, with the late policy of
 `term.with_late_policy`. The same engine as `autograd-course grade`: nothing of the batch's guarantees is
 redone or loosened here."""
@@ -17,10 +18,11 @@ from course.assignment import load_course_assignment
 from course.config import CourseConfig
 from course.discovery import SubmissionRef
 from course.errors import SubmissionError
-from course.grading import grade_submission
+from course.grading import TIMED_OUT, grade_submission
 from course.nbgrader_bridge import assignment_due
 from course.nbgrader_layout import TIMESTAMP
 from course.service.policy import ServicePolicy, attempt_numbers
+from course.service.schedule import LONG_GRADING_SECONDS, Scheduler
 from course.service.store import Attempt, Store
 from course.submission import read_submission
 from course.term import with_late_policy
@@ -54,6 +56,8 @@ class Grader:
         self.jobs = sandbox.default_jobs() if jobs is None else jobs
         self.scratch = scratch_folder(config, self.settings.name)
         self.listeners: list[Callable[[int], None]] = []
+        self.scheduler = Scheduler()
+        self._claiming = threading.Lock()  # one claim at a time: the scheduler sees every attempt being graded
         self._wake = threading.Condition()
         self._pending_wakes = 0
         self._stopping = threading.Event()
@@ -94,7 +98,8 @@ class Grader:
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
-            claimed = self.store.claim_next()
+            with self._claiming:
+                claimed = self.store.claim_next(self.scheduler.pick)
             if claimed is None:
                 with self._wake:
                     if not self._pending_wakes:
@@ -107,6 +112,7 @@ class Grader:
             except Exception as error:  # the database went away: the attempt stays claimed until a restart
                 print(f"serve: could not record attempt {attempt.id}: {safe_text(str(error), 2000)}", file=sys.stderr)
                 continue
+            self.wake()  # the student's next attempt, held back while this one was graded, may start now
             for listener in self.listeners:
                 listener(attempt.id)
 
@@ -151,6 +157,8 @@ class Grader:
         if graded.internal_error:
             print(f"serve: autograder error for attempt {attempt.id} ({attempt.student_id}):\n"
                   f"{safe_text(graded.internal_error, 20_000)}", file=sys.stderr)
+        self.scheduler.graded(attempt.student_id,
+                              went_long=graded.status == TIMED_OUT or graded.seconds >= LONG_GRADING_SECONDS)
         feedback = graded.feedback
         self.store.record(attempt.id, status=graded.status, score=feedback["score"], raw_score=feedback["raw_score"],
                           late_penalty=graded.late_penalty, max_score=feedback["max_score"], feedback=feedback,

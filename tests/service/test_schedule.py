@@ -1,0 +1,75 @@
+"""The order queued attempts are graded in: fair between students, honest work first (schedule.py), and the
+store claiming in that order."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from course.service.policy import ServicePolicy
+from course.service.schedule import SUSPECT_WAIT_SECONDS, Queued, Scheduler
+from course.service.store import GRADING, Store, new_token
+
+NOW = datetime(2026, 11, 30, 12, 0, 0)
+
+
+def _queue(*students: str) -> list[Queued]:
+    return [Queued(index, student, NOW) for index, student in enumerate(students, start=1)]
+
+
+def test_one_student_uploading_many_takes_turns_with_the_others():
+    scheduler = Scheduler()
+    queue = _queue("mallory", "mallory", "mallory", "mallory", "alice", "bob")
+    first = scheduler.pick(queue, [], NOW)
+    assert first == 1
+    # while mallory's first attempt is graded, her others wait and everyone else goes in order of arrival
+    rest = [q for q in queue if q.id != first]
+    second = scheduler.pick(rest, ["mallory"], NOW)
+    third = scheduler.pick([q for q in rest if q.id != second], ["mallory", "alice"], NOW)
+    assert (second, third) == (5, 6)
+    assert scheduler.pick([q for q in queue if q.id in (2, 3, 4)], ["mallory"], NOW) is None
+
+
+def test_the_student_served_least_recently_goes_first():
+    scheduler = Scheduler()
+    assert scheduler.pick(_queue("alice"), [], NOW) == 1
+    assert scheduler.pick(_queue("bob"), [], NOW) == 1
+    assert scheduler.pick(_queue("bob", "alice"), [], NOW) == 2  # alice's turn was longer ago than bob's
+    assert scheduler.pick(_queue("alice", "bob"), [], NOW) == 2  # now bob's is
+    assert scheduler.pick(_queue("alice", "carol"), [], NOW) == 2  # never served: first of all
+
+
+def test_a_student_whose_last_attempt_went_long_waits_behind_the_others_for_a_while():
+    scheduler = Scheduler()
+    assert scheduler.pick(_queue("mallory"), [], NOW) == 1
+    assert scheduler.pick(_queue("alice"), [], NOW) == 1  # served after mallory
+    scheduler.graded("mallory", went_long=True)
+    queue = [Queued(1, "mallory", NOW), Queued(2, "alice", NOW)]
+    assert scheduler.pick(queue, [], NOW) == 2  # her turn is older, but her last attempt went long
+    assert scheduler.pick(queue[:1], [], NOW) == 1  # nobody else waiting: no grading run stays idle
+    scheduler.graded("mallory", went_long=True)
+    assert scheduler.pick(_queue("alice"), [], NOW) == 1  # alice served after mallory again
+    later = NOW + timedelta(seconds=SUSPECT_WAIT_SECONDS + 1)
+    queue = [Queued(3, "alice", later), Queued(4, "mallory", NOW)]
+    assert scheduler.pick(queue, [], later) == 4  # she has waited long enough: taken in her turn
+    scheduler.graded("mallory", went_long=False)
+    assert scheduler.pick(_queue("alice"), [], NOW) == 1
+    assert scheduler.pick([Queued(5, "alice", NOW), Queued(6, "mallory", NOW)], [], NOW) == 6  # in turn again
+
+
+def test_the_store_claims_in_the_schedulers_order(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'service.db'}", "autograd")
+    for student in ("mallory", "alice"):
+        store.set_student(student, new_token(), {})
+    ids = [store.submit(student, "autograd", b"{}", ServicePolicy()).id
+           for student in ("mallory", "mallory", "mallory", "alice")]
+    scheduler = Scheduler()
+    claimed = store.claim_next(scheduler.pick)
+    assert claimed is not None
+    assert claimed[0].id == ids[0]
+    assert store.attempt(ids[0]).status == GRADING
+    claimed = store.claim_next(scheduler.pick)
+    assert claimed is not None
+    assert claimed[0].id == ids[3]  # alice's, before mallory's second
+    assert store.claim_next(scheduler.pick) is None  # mallory's next waits for her first
+    assert store.claim_next() is not None  # (the store's own order would take it)
+    store.close()
