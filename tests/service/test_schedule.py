@@ -1,13 +1,21 @@
-"""The order queued attempts are graded in: fair between students, honest work first (schedule.py), and the
-store claiming in that order."""
+"""The order queued attempts are graded in: fair between students, honest work first (schedule.py), the
+store claiming in that order, and a running service keeping one student's burst from holding up another."""
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
+
+import pytest
+from sqlalchemy import create_engine, text
 
 from course.service.policy import ServicePolicy
 from course.service.schedule import SUSPECT_WAIT_SECONDS, Queued, Scheduler
 from course.service.store import GRADING, Store, new_token
+from helpers import add_cell, submitted_notebook
+
+from .conftest import Server, course_for_service, notebook_bytes
 
 NOW = datetime(2026, 11, 30, 12, 0, 0)
 
@@ -73,3 +81,34 @@ def test_the_store_claims_in_the_schedulers_order(tmp_path):
     assert store.claim_next(scheduler.pick) is None  # mallory's next waits for her first
     assert store.claim_next() is not None  # (the store's own order would take it)
     store.close()
+
+
+@pytest.mark.slow
+def test_a_student_uploading_many_at_once_does_not_hold_up_another(tmp_path):
+    """mallory fires four slow uploads at once; alice's one upload, sent while mallory's first is graded, is
+    graded before mallory's next: first come, first served would have graded all of mallory's first."""
+    server = Server(course_for_service(tmp_path / "course"), wait=0.2, jobs=1)
+    server.issue_tokens(["mallory", "alice"])
+    server.start()
+    try:
+        slow = notebook_bytes(add_cell(submitted_notebook(), "import time\ntime.sleep(1.5)"))
+        with ThreadPoolExecutor(4) as pool:
+            replies = list(pool.map(lambda _: server.submit("mallory", slow), range(4)))
+        assert all(reply.status in (200, 202) for reply in replies), [reply.text for reply in replies]
+        mallorys = sorted(reply.json["id"] for reply in replies)
+        deadline = time.monotonic() + 120
+        while server.get("mallory", mallorys[0]).json["status"] == "queued":
+            assert time.monotonic() < deadline, "mallory's first upload was never graded"
+            time.sleep(0.05)
+        reply = server.submit("alice", notebook_bytes(submitted_notebook()))
+        assert reply.status in (200, 202), reply.text
+        server.wait_graded("alice", reply.json["id"])
+        for attempt_id in mallorys:
+            server.wait_graded("mallory", attempt_id)
+    finally:
+        server.stop()
+    engine = create_engine(f"sqlite:///{server.root / 'service.db'}")
+    with engine.connect() as db:
+        order = [row.student_id for row in db.execute(text("SELECT student_id FROM attempts ORDER BY graded_at"))]
+    engine.dispose()
+    assert order.index("alice") <= 1, order  # behind mallory's first at most, never behind her others
