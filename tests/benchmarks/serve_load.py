@@ -189,8 +189,8 @@ def main() -> int:
     print(f"load average (1 min) at the start {load_before:.2f}, at the end {os.getloadavg()[0]:.2f}")
     print(f"{args.students} students x {args.attempts} attempts = {uploads} uploads, {args.concurrency} at a time, "
           f"{server.jobs} warm workers, {elapsed:.1f} s ({uploads / elapsed:.1f} uploads/s)")
-    print(f"CPU seconds since the server started: the server process {server_cpu:.1f}, its workers "
-          f"{workers_cpu:.1f} (of {2 * elapsed:.0f} core-seconds the load ran on 2 cores)")
+    print(f"CPU seconds since the server started: the server process {server_cpu:.1f}, its workers at least "
+          f"{workers_cpu:.1f} (processes killed before they were reaped are not counted)")
     print(f"acknowledged {len(tally.acknowledged)}; lost {len(lost)}; graded more than once {len(twice)}; "
           f"5xx {len(tally.server_errors)}; other refusals {len(tally.refused)}")
     print(f"baseline (one student alone): p50 {base:.3f} s")
