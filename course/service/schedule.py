@@ -4,8 +4,9 @@ First come, first served lets one student crowd out the class: a script that upl
 once fills the queue, and a notebook that sits out its time limit again and again holds a grading run each
 time. So:
 - a student has at most one attempt being graded at a time (their next waits for it; nobody else's does);
-- among students with work queued, the one served least recently goes first (round-robin), oldest first
-  among those never served;
+- students take turns: an attempt's place is the later of when it joined the queue and when its student
+  was last served, so one upload each keeps the order of arrival, a newcomer joins at the back, and a student
+  with many queued gets one turn per round of the others (fair queueing, one unit of work per attempt);
 - a student whose last attempt went long (it hit the time limit, or took LONG_GRADING_SECONDS) waits behind
   the others, but never longer than SUSPECT_WAIT_SECONDS: then they take their turn as anyone would.
 Plain state kept in the server's memory: a restart starts every student afresh, which is only fair.
@@ -36,6 +37,7 @@ class Scheduler:
         self._lock = threading.Lock()
         self._turn = 0
         self._served: dict[str, int] = {}  # student -> the turn their last attempt was taken in
+        self._joined: dict[int, int] = {}  # attempt id -> the turn it was first seen in the queue
         self._went_long: set[str] = set()
 
     def pick(self, queued: list[Queued], grading: list[str], now: datetime) -> int | None:
@@ -46,6 +48,7 @@ class Scheduler:
             busy = {student: grading.count(student) for student in set(grading)}
             heads: dict[str, Queued] = {}
             for attempt in queued:
+                self._joined.setdefault(attempt.id, self._turn)
                 if busy.get(attempt.student_id, 0) < IN_FLIGHT_PER_STUDENT:
                     heads.setdefault(attempt.student_id, attempt)
             if not heads:
@@ -54,11 +57,13 @@ class Scheduler:
             def order(attempt: Queued) -> tuple[bool, int, int]:
                 waited = (now - attempt.submitted_at).total_seconds()
                 behind = attempt.student_id in self._went_long and waited < SUSPECT_WAIT_SECONDS
-                return behind, self._served.get(attempt.student_id, 0), attempt.id
+                place = max(self._joined[attempt.id], self._served.get(attempt.student_id, 0))
+                return behind, place, attempt.id
 
             chosen = min(heads.values(), key=order)
             self._turn += 1
             self._served[chosen.student_id] = self._turn
+            del self._joined[chosen.id]
             return chosen.id
 
     def graded(self, student_id: str, *, went_long: bool) -> None:

@@ -20,8 +20,8 @@ from .conftest import Server, course_for_service, notebook_bytes
 NOW = datetime(2026, 11, 30, 12, 0, 0)
 
 
-def _queue(*students: str) -> list[Queued]:
-    return [Queued(index, student, NOW) for index, student in enumerate(students, start=1)]
+def _queue(*students: str, first: int = 1) -> list[Queued]:
+    return [Queued(index, student, NOW) for index, student in enumerate(students, start=first)]
 
 
 def test_one_student_uploading_many_takes_turns_with_the_others():
@@ -37,31 +37,39 @@ def test_one_student_uploading_many_takes_turns_with_the_others():
     assert scheduler.pick([q for q in queue if q.id in (2, 3, 4)], ["mallory"], NOW) is None
 
 
-def test_the_student_served_least_recently_goes_first():
+def _drain(scheduler: Scheduler, queue: list[Queued]) -> list[str]:
+    """The order the queue is graded in, one attempt at a time."""
+    order = []
+    while queue:
+        chosen = scheduler.pick(queue, [], NOW)
+        order.append(next(q.student_id for q in queue if q.id == chosen))
+        queue = [q for q in queue if q.id != chosen]
+    return order
+
+
+def test_students_with_many_queued_take_turns_and_newcomers_join_at_the_back():
     scheduler = Scheduler()
-    assert scheduler.pick(_queue("alice"), [], NOW) == 1
-    assert scheduler.pick(_queue("bob"), [], NOW) == 1
-    assert scheduler.pick(_queue("bob", "alice"), [], NOW) == 2  # alice's turn was longer ago than bob's
-    assert scheduler.pick(_queue("alice", "bob"), [], NOW) == 2  # now bob's is
-    assert scheduler.pick(_queue("alice", "carol"), [], NOW) == 2  # never served: first of all
+    assert _drain(scheduler, _queue("mallory", "mallory", "mallory", "alice", "alice", "alice")) == [
+        "mallory", "alice", "mallory", "alice", "mallory", "alice"]
+    assert scheduler.pick(_queue("bob", first=10), [], NOW) == 10
+    # bob's next joins the queue while his first is graded; dave's is taken meanwhile
+    assert scheduler.pick(_queue("bob", "dave", first=11), ["bob"], NOW) == 12
+    # carol, never served, arrives after bob's next joined: she does not jump ahead of him
+    assert scheduler.pick([Queued(11, "bob", NOW), Queued(13, "carol", NOW)], [], NOW) == 11
 
 
 def test_a_student_whose_last_attempt_went_long_waits_behind_the_others_for_a_while():
     scheduler = Scheduler()
-    assert scheduler.pick(_queue("mallory"), [], NOW) == 1
-    assert scheduler.pick(_queue("alice"), [], NOW) == 1  # served after mallory
     scheduler.graded("mallory", went_long=True)
-    queue = [Queued(1, "mallory", NOW), Queued(2, "alice", NOW)]
-    assert scheduler.pick(queue, [], NOW) == 2  # her turn is older, but her last attempt went long
+    queue = _queue("mallory", "alice")
+    assert scheduler.pick(queue, [], NOW) == 2  # mallory came first, but her last attempt went long
     assert scheduler.pick(queue[:1], [], NOW) == 1  # nobody else waiting: no grading run stays idle
     scheduler.graded("mallory", went_long=True)
-    assert scheduler.pick(_queue("alice"), [], NOW) == 1  # alice served after mallory again
     later = NOW + timedelta(seconds=SUSPECT_WAIT_SECONDS + 1)
-    queue = [Queued(3, "alice", later), Queued(4, "mallory", NOW)]
-    assert scheduler.pick(queue, [], later) == 4  # she has waited long enough: taken in her turn
+    queue = [Queued(3, "mallory", NOW), Queued(4, "alice", later)]
+    assert scheduler.pick(queue, [], later) == 3  # she has waited long enough: taken in her turn
     scheduler.graded("mallory", went_long=False)
-    assert scheduler.pick(_queue("alice"), [], NOW) == 1
-    assert scheduler.pick([Queued(5, "alice", NOW), Queued(6, "mallory", NOW)], [], NOW) == 6  # in turn again
+    assert scheduler.pick(_queue("mallory", "alice", first=5), [], NOW) == 5  # in turn again
 
 
 def test_the_store_claims_in_the_schedulers_order(tmp_path):
