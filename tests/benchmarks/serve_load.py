@@ -73,6 +73,7 @@ class Tally:
         self.latency: dict[str, list[float]] = {"correct": [], "wrong": [], "hostile": []}
         self.acknowledged: list[int] = []
         self.honest_ids: dict[int, float] = {}  # attempt id -> latency seen by the student
+        self.hostile_ids: list[int] = []
         self.server_errors: list[str] = []
         self.refused: list[str] = []
 
@@ -98,6 +99,8 @@ class Tally:
             self.latency[kind].append(time.monotonic() - started)
             if kind != "hostile":
                 self.honest_ids[body["id"]] = time.monotonic() - started
+            else:
+                self.hostile_ids.append(body["id"])
 
 
 def _cpu(pid: int) -> tuple[float, float]:
@@ -210,6 +213,9 @@ def main() -> int:
         print(f"  honest {name:>6}: p50 {percentile(values, 0.5):.3f} s, p95 {percentile(values, 0.95):.3f} s")
     hostile = tally.latency["hostile"]
     print(f"hostile ({len(hostile)}): p50 {percentile(hostile, 0.5):.3f} s, max {max(hostile, default=0):.1f} s")
+    graded_hostile = [rows[i].seconds for i in tally.hostile_ids]
+    print(f"  hostile graded: p50 {percentile(graded_hostile, 0.5):.3f} s, p95 "
+          f"{percentile(graded_hostile, 0.95):.3f} s, {sum(1 for value in graded_hostile if value > 2)} over 2 s")
     for line in (tally.server_errors + tally.refused)[:10]:
         print(f"  {line}")
     shutil.rmtree(folder, ignore_errors=True)
