@@ -17,7 +17,7 @@ from course import sandbox
 from course.assignment import load_course_assignment
 from course.config import CourseConfig
 from course.discovery import SubmissionRef
-from course.errors import SubmissionError
+from course.errors import CourseError, SubmissionError
 from course.grading import TIMED_OUT, grade_submission
 from course.nbgrader_bridge import assignment_due
 from course.nbgrader_layout import TIMESTAMP
@@ -36,7 +36,7 @@ SCRATCH = "service-work"  # in the course root: each attempt's notebook in nbgra
 def scratch_folder(config: CourseConfig, assignment: str) -> Path:
     """Where the server of `assignment` lays out the attempts it grades: in the course root beside its
     database, never in /tmp, so a server that is killed leaves nothing behind that its next start does not
-    clear (`Grader.start`)."""
+    clear (`Grader`)."""
     return config.root / SCRATCH / assignment
 
 
@@ -55,6 +55,14 @@ class Grader:
                                                        self.settings.name)
         self.jobs = sandbox.default_jobs() if jobs is None else jobs
         self.scratch = scratch_folder(config, self.settings.name)
+        # What a killed server left of the attempts it was grading goes (they are graded again, from the database).
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        try:
+            self.scratch.parent.mkdir(mode=0o700, exist_ok=True)  # the students' notebooks: the grader's user only
+            self.scratch.mkdir(mode=0o700, exist_ok=True)
+        except OSError as error:
+            raise CourseError(f"cannot make {self.scratch}, where the service lays out the notebooks it grades: "
+                              f"{error.strerror}; the service needs to write in the course folder") from None
         self.listeners: list[Callable[[int], None]] = []
         self.scheduler = Scheduler()
         self._claiming = threading.Lock()  # one claim at a time: the scheduler sees every attempt being graded
@@ -65,10 +73,6 @@ class Grader:
         self.pool: sandbox.WarmPool | None = None
 
     def start(self) -> None:
-        # What a killed server left of the attempts it was grading (they are graded again, from the database).
-        shutil.rmtree(self.scratch, ignore_errors=True)
-        self.scratch.parent.mkdir(mode=0o700, exist_ok=True)  # the students' notebooks: the grader's user only
-        self.scratch.mkdir(mode=0o700, exist_ok=True)
         requeued = self.store.requeue_interrupted()
         if requeued:
             print(f"serve: {requeued} attempt{'s' if requeued != 1 else ''} interrupted by the last stop "
