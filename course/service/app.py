@@ -208,6 +208,16 @@ def _notebook_problem(notebook: bytes) -> str:
     return ""
 
 
+async def _upload_problem(service: Service, student: str, notebook: bytes) -> str:
+    """Why the upload is refused before it is stored ("" when it is not): not a notebook at all, or not one
+    the grader can read as the assignment's. A refused upload uses up no attempt (the 400 says why)."""
+    problem = _notebook_problem(notebook)
+    if problem:
+        return problem
+    problem = await run_in_threadpool(service.grader.upload_problem, student, notebook)
+    return f"the upload cannot be graded: {problem}" if problem else ""
+
+
 async def _receive_notebook(service: Service, request: Request) -> tuple[bytes, dict[str, Any]] | Response:
     """The uploaded notebook and the form's other fields (none for a JSON body), or the error response."""
     limit = service.policy.upload_bytes
@@ -271,7 +281,7 @@ async def post_submission(request: Request) -> Response:
     received = await _receive_notebook(service, request)
     if isinstance(received, Response):
         return received
-    problem = _notebook_problem(received[0])
+    problem = await _upload_problem(service, student, received[0])
     if problem:
         return _json_error(400, problem)
     stored = await _store_attempt(service, student, received[0])
@@ -354,7 +364,7 @@ async def student_upload(request: Request, service: Service, student: str) -> Re
     csrf = fields.get("csrf")
     if not isinstance(csrf, str) or not service.csrf_ok(f"student:{student}", csrf):
         return await _student_page(service, student, refused_csrf, 403)
-    problem = _notebook_problem(notebook)
+    problem = await _upload_problem(service, student, notebook)
     if problem:
         return await _student_page(service, student, f"Not submitted: {problem}.", 400)
     stored = await _store_attempt(service, student, notebook)
@@ -450,9 +460,9 @@ async def export_csv(request: Request, service: Service) -> Response:
     def make() -> str:
         records = service.records()
         if fmt == "grades":
-            with tempfile.TemporaryDirectory(prefix="autograd-serve-export-") as folder:
+            with tempfile.TemporaryDirectory(prefix="export-", dir=service.grader.scratch) as folder:
                 return grades_csv(records, assignment, Path(folder)).read_text(encoding="utf-8")
-        return lms_csv(fmt, records, service.store.students(), assignment)
+        return lms_csv(fmt, records, service.store.students(), assignment, service.grader.scratch)
 
     if fmt not in ("grades", "canvas", "moodle"):
         return _not_found()

@@ -79,9 +79,11 @@ def grades_csv(records: list[StudentRecord], assignment: Assignment, folder: Pat
     return path
 
 
-def lms_csv(fmt: str, records: list[StudentRecord], lms_ids: dict[str, dict[str, str]], assignment: Assignment) -> str:
-    """The LMS's import CSV (raises CourseError, with what is missing, when a student cannot be matched)."""
-    with tempfile.TemporaryDirectory(prefix="autograd-serve-export-") as folder:
+def lms_csv(fmt: str, records: list[StudentRecord], lms_ids: dict[str, dict[str, str]], assignment: Assignment,
+            scratch: Path) -> str:
+    """The LMS's import CSV (raises CourseError, with what is missing, when a student cannot be matched),
+    made in a folder of its own under `scratch`."""
+    with tempfile.TemporaryDirectory(prefix="export-", dir=scratch) as folder:
         grades = grades_csv(records, assignment, Path(folder))
         roster = [Student(r.student_id, lms_ids.get(r.student_id, {})) for r in records]
         target = export(fmt, grades, roster, Path(folder) / f"{fmt}.csv", assignment.name, assignment.max_score)

@@ -1,10 +1,12 @@
-"""The service's grading: threads that take queued attempts oldest first and grade each through
+"""The service's grading: threads that take queued attempts in the scheduler's order (fair between students,
+honest work first: course/service/schedule.py) and grade each through
 `grading.grade_submission` on one warm pool kept up for the server's life, with the late policy of
 `term.with_late_policy`. The same engine as `autograd-course grade`: nothing of the batch's guarantees is
 redone or loosened here."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 import tempfile
 import threading
@@ -15,16 +17,27 @@ from course import sandbox
 from course.assignment import load_course_assignment
 from course.config import CourseConfig
 from course.discovery import SubmissionRef
-from course.grading import grade_submission
+from course.errors import CourseError, SubmissionError
+from course.grading import TIMED_OUT, grade_submission
 from course.nbgrader_bridge import assignment_due
 from course.nbgrader_layout import TIMESTAMP
 from course.service.policy import ServicePolicy, attempt_numbers
+from course.service.schedule import LONG_GRADING_SECONDS, Scheduler
 from course.service.store import Attempt, Store
+from course.submission import read_submission
 from course.term import with_late_policy
 from course.text import safe_text
 from course.variants import course_secret
 
 IDLE_POLL_SECONDS = 2.0  # a worker with nothing to do looks at the queue again this often (or when woken)
+SCRATCH = "service-work"  # in the course root: each attempt's notebook in nbgrader's layout while it is graded
+
+
+def scratch_folder(config: CourseConfig, assignment: str) -> Path:
+    """Where the server of `assignment` lays out the attempts it grades: in the course root beside its
+    database, never in /tmp, so a server that is killed leaves nothing behind that its next start does not
+    clear (`Grader`)."""
+    return config.root / SCRATCH / assignment
 
 
 class Grader:
@@ -41,7 +54,18 @@ class Grader:
         self.due = self.settings.due or assignment_due(config.gradebook_url, config.root / "gradebook.db",
                                                        self.settings.name)
         self.jobs = sandbox.default_jobs() if jobs is None else jobs
+        self.scratch = scratch_folder(config, self.settings.name)
+        # What a killed server left of the attempts it was grading goes (they are graded again, from the database).
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        try:
+            self.scratch.parent.mkdir(mode=0o700, exist_ok=True)  # the students' notebooks: the grader's user only
+            self.scratch.mkdir(mode=0o700, exist_ok=True)
+        except OSError as error:
+            raise CourseError(f"cannot make {self.scratch}, where the service lays out the notebooks it grades: "
+                              f"{error.strerror}; the service needs to write in the course folder") from None
         self.listeners: list[Callable[[int], None]] = []
+        self.scheduler = Scheduler()
+        self._claiming = threading.Lock()  # one claim at a time: the scheduler sees every attempt being graded
         self._wake = threading.Condition()
         self._pending_wakes = 0
         self._stopping = threading.Event()
@@ -78,7 +102,8 @@ class Grader:
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
-            claimed = self.store.claim_next()
+            with self._claiming:
+                claimed = self.store.claim_next(self.scheduler.pick)
             if claimed is None:
                 with self._wake:
                     if not self._pending_wakes:
@@ -91,8 +116,26 @@ class Grader:
             except Exception as error:  # the database went away: the attempt stays claimed until a restart
                 print(f"serve: could not record attempt {attempt.id}: {safe_text(str(error), 2000)}", file=sys.stderr)
                 continue
+            self.wake()  # the student's next attempt, held back while this one was graded, may start now
             for listener in self.listeners:
                 listener(attempt.id)
+
+    def upload_problem(self, student_id: str, notebook: bytes) -> str:
+        """Why an upload cannot be graded as this assignment's notebook at all ("" when it can): not the
+        notebook's format, or none of its answer cells. Read as the grader will read it (the same checks and
+        messages), so an upload refused here never uses up an attempt, and one accepted here is graded."""
+        folder = Path(tempfile.mkdtemp(prefix="upload-", dir=self.scratch))
+        try:
+            path = folder / self.settings.notebook
+            path.write_bytes(notebook)
+            read_submission(path, student_id, self.assignment, params=self.assignment.default_params,
+                            max_bytes=self.config.limits.notebook_mb * 1024 * 1024,
+                            max_cells=self.config.limits.max_cells)
+        except SubmissionError as problem:
+            return str(problem)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return ""
 
     def grade(self, attempt: Attempt, notebook: bytes) -> None:
         """Grade one claimed attempt and record its results (grade_submission never raises)."""
@@ -100,9 +143,12 @@ class Grader:
         settings = self.settings
         params = attempt_numbers(self.config, self.policy, self.assignment.content, attempt.student_id,
                                  attempt.number, self.assignment.default_params)
-        with tempfile.TemporaryDirectory(prefix="autograd-serve-") as folder:
-            # nbgrader's submitted/ layout, with the time the service received the notebook as timestamp.txt
-            path = Path(folder) / attempt.student_id / settings.name / settings.notebook
+        # nbgrader's submitted/ layout, with the time the service received the notebook as timestamp.txt; one
+        # folder per attempt (only this thread grades it), removed when it is graded
+        folder = self.scratch / f"attempt-{attempt.id}"
+        shutil.rmtree(folder, ignore_errors=True)
+        try:
+            path = folder / attempt.student_id / settings.name / settings.notebook
             path.parent.mkdir(parents=True)
             path.write_bytes(notebook)
             (path.parent / TIMESTAMP).write_text(f"{attempt.submitted_at:%Y-%m-%d %H:%M:%S.%f} UTC\n")
@@ -110,9 +156,13 @@ class Grader:
                                       run=self.pool.run, reveal_torch_values=self.config.reveals_torch_values(
                                           gradescope=True), params=params)
             graded = with_late_policy(graded, path, self.due, settings, self.config)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
         if graded.internal_error:
             print(f"serve: autograder error for attempt {attempt.id} ({attempt.student_id}):\n"
                   f"{safe_text(graded.internal_error, 20_000)}", file=sys.stderr)
+        self.scheduler.graded(attempt.student_id,
+                              went_long=graded.status == TIMED_OUT or graded.seconds >= LONG_GRADING_SECONDS)
         feedback = graded.feedback
         self.store.record(attempt.id, status=graded.status, score=feedback["score"], raw_score=feedback["raw_score"],
                           late_penalty=graded.late_penalty, max_score=feedback["max_score"], feedback=feedback,

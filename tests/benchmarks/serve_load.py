@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -71,6 +72,8 @@ class Tally:
         self.lock = threading.Lock()
         self.latency: dict[str, list[float]] = {"correct": [], "wrong": [], "hostile": []}
         self.acknowledged: list[int] = []
+        self.honest_ids: dict[int, float] = {}  # attempt id -> latency seen by the student
+        self.hostile_ids: list[int] = []
         self.server_errors: list[str] = []
         self.refused: list[str] = []
 
@@ -94,6 +97,41 @@ class Tally:
             body = polled.json
         with self.lock:
             self.latency[kind].append(time.monotonic() - started)
+            if kind != "hostile":
+                self.honest_ids[body["id"]] = time.monotonic() - started
+            else:
+                self.hostile_ids.append(body["id"])
+
+
+def _cpu(pid: int) -> tuple[float, float]:
+    """(CPU seconds of the process itself, of its children: those it reaped and those still running)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    times: dict[int, tuple[float, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(fields[1])
+        utime, stime, cutime, cstime = (int(value) for value in fields[11:15])
+        times[int(entry.name)] = ((utime + stime) / tick, (cutime + cstime) / tick)
+
+    def descends(child: int) -> bool:
+        while child in parents and child > 1:
+            child = parents[child]
+            if child == pid:
+                return True
+        return False
+
+    own, reaped = times.get(pid, (0.0, 0.0))
+    return own, reaped + sum(sum(times[p]) for p in times if descends(p))
+
+
+def _when(value: object) -> datetime:
+    return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -110,6 +148,7 @@ def main() -> int:
     parser.add_argument("--baseline", type=int, default=10, help="uploads of the one-student baseline")
     args = parser.parse_args()
 
+    load_before = os.getloadavg()[0]
     folder = Path(tempfile.mkdtemp(prefix="autograd-serve-load-"))
     root = course_for_service(folder / "course")
     plan = make_students(args.students, args.attempts)
@@ -121,11 +160,16 @@ def main() -> int:
         correct = notebook_bytes(submitted_notebook())
         server.submit("baseline", correct)  # the pool is warm
         alone = []
+        assert server.process is not None
+        cpu_before = _cpu(server.process.pid)
         for _ in range(args.baseline):
             started = time.monotonic()
             reply = server.submit("baseline", correct)
             assert reply.status == 200, reply.text
             alone.append(time.monotonic() - started)
+        # What one honest upload costs, one at a time (nothing is killed, so the workers' figure is whole).
+        cpu_after = _cpu(server.process.pid)
+        cost = [(after - before) / args.baseline for after, before in zip(cpu_after, cpu_before, strict=True)]
 
         def student(name: str) -> None:
             for kind, notebook in plan[name]:
@@ -135,28 +179,49 @@ def main() -> int:
         with ThreadPoolExecutor(args.concurrency) as pool:
             list(pool.map(student, plan))
         elapsed = time.monotonic() - started
+        assert server.process is not None
+        server_cpu, workers_cpu = _cpu(server.process.pid)
     finally:
         server.stop()
 
     engine = create_engine(f"sqlite:///{root / 'service.db'}")
     with engine.connect() as db:
-        rows = {row.id: row for row in db.execute(text("SELECT id, status, results_written FROM attempts"))}
+        rows = {row.id: row for row in db.execute(text(
+            "SELECT id, status, results_written, submitted_at, graded_at, seconds FROM attempts"))}
     engine.dispose()
     lost = [i for i in tally.acknowledged if i not in rows or rows[i].status in ("queued", "grading")]
     twice = [i for i in tally.acknowledged if i in rows and rows[i].results_written != 1]
     honest = tally.latency["correct"] + tally.latency["wrong"]
     uploads = sum(len(tries) for tries in plan.values())
     base = statistics.median(alone)
+    print(f"load average (1 min) at the start {load_before:.2f}, at the end {os.getloadavg()[0]:.2f}")
     print(f"{args.students} students x {args.attempts} attempts = {uploads} uploads, {args.concurrency} at a time, "
           f"{server.jobs} warm workers, {elapsed:.1f} s ({uploads / elapsed:.1f} uploads/s)")
+    print(f"CPU seconds since the server started: the server process {server_cpu:.1f}, its workers at least "
+          f"{workers_cpu:.1f} (processes killed before they were reaped are not counted)")
     print(f"acknowledged {len(tally.acknowledged)}; lost {len(lost)}; graded more than once {len(twice)}; "
           f"5xx {len(tally.server_errors)}; other refusals {len(tally.refused)}")
-    print(f"baseline (one student alone): p50 {base:.3f} s")
+    print(f"baseline (one student alone): p50 {base:.3f} s; CPU an upload: {1000 * cost[0]:.1f} ms in the server "
+          f"process (HTTP, storing, grading), {1000 * cost[1]:.1f} ms in the sandbox (the run)")
     p50, p95 = percentile(honest, 0.5), percentile(honest, 0.95)
     print(f"honest under load ({len(honest)}): p50 {p50:.3f} s, p95 {p95:.3f} s (p95 / baseline p50 = "
           f"{p95 / base:.1f}x); target p95 <= 1 s: {'met' if p95 <= 1 else 'NOT met'}")
+    # Where an honest upload's time went, from the database: queued (stored -> its grading run began), graded
+    # (the run, as grade_submission timed it) and the rest (HTTP, the token and policy checks, storing, waking).
+    queued, graded, rest = [], [], []
+    for attempt_id, seen in tally.honest_ids.items():
+        row = rows[attempt_id]
+        stored_to_recorded = (_when(row.graded_at) - _when(row.submitted_at)).total_seconds()
+        queued.append(max(0.0, stored_to_recorded - row.seconds))
+        graded.append(row.seconds)
+        rest.append(max(0.0, seen - stored_to_recorded))
+    for name, values in (("queued", queued), ("graded", graded), ("rest", rest)):
+        print(f"  honest {name:>6}: p50 {percentile(values, 0.5):.3f} s, p95 {percentile(values, 0.95):.3f} s")
     hostile = tally.latency["hostile"]
     print(f"hostile ({len(hostile)}): p50 {percentile(hostile, 0.5):.3f} s, max {max(hostile, default=0):.1f} s")
+    graded_hostile = [rows[i].seconds for i in tally.hostile_ids]
+    print(f"  hostile graded: p50 {percentile(graded_hostile, 0.5):.3f} s, p95 "
+          f"{percentile(graded_hostile, 0.95):.3f} s, {sum(1 for value in graded_hostile if value > 2)} over 2 s")
     for line in (tally.server_errors + tally.refused)[:10]:
         print(f"  {line}")
     shutil.rmtree(folder, ignore_errors=True)

@@ -99,6 +99,7 @@ class Server:
     process: subprocess.Popen | None = None
     port: int = 0
     log: Path = Path()
+    options: tuple[str, ...] = ()  # more `serve` options
 
     @property
     def url(self) -> str:
@@ -123,7 +124,8 @@ class Server:
         self.log = self.root / f"server-{self.port}.log"
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
-                self.command("--port", str(self.port), "--jobs", str(self.jobs), "--wait", str(self.wait)),
+                self.command("--port", str(self.port), "--jobs", str(self.jobs), "--wait", str(self.wait),
+                             *self.options),
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:

@@ -107,6 +107,19 @@ def test_a_slow_notebook_is_acknowledged_with_202_then_graded(tmp_path):
         server.stop()
 
 
+def _unreadable_uploads() -> list[tuple[bytes, str]]:
+    old_format = submitted_notebook() | {"nbformat": 3}
+    other = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                        "source": "x = 1"}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    not_a_cell = other | {"cells": [1]}
+    odd_source = other | {"cells": [other["cells"][0] | {"source": 42}]}
+    return [(notebook_bytes(old_format), "notebook format 3 is not supported"),
+            (notebook_bytes(other), "none of the answer cells of assignment 'autograd'"),
+            (notebook_bytes(not_a_cell), "cell 0 is not a notebook cell"),
+            (notebook_bytes(odd_source), "cell 0 has a source that is neither text nor a list of lines"),
+            (b"\xff\xfe not text", "not JSON")]
+
+
 def test_the_attempt_policy_answers_429_with_when_to_retry(tmp_path):
     server = Server(course_for_service(tmp_path / "course", attempts=2, cooldown_minutes=0.1), jobs=1)
     server.issue_tokens(["frank", "warmup"])
@@ -114,6 +127,13 @@ def test_the_attempt_policy_answers_429_with_when_to_retry(tmp_path):
     try:
         notebook = notebook_bytes(submitted_notebook())
         assert server.submit("warmup", notebook).status == 200  # the pool is warm: frank's attempts are quick
+        # Uploads the grader could not read as this assignment's notebook are refused with why, and use up no
+        # attempt: frank still has both below.
+        for upload, words in _unreadable_uploads():
+            refused = server.submit("frank", upload)
+            assert refused.status == 400, refused.text
+            assert words in refused.json["error"]
+            assert "Traceback" not in refused.text
         assert server.submit("frank", notebook).status == 200
         refused = server.submit("frank", notebook)
         assert refused.status == 429

@@ -1,11 +1,20 @@
 """Inputs that must get an answer, never a 500: a notebook nested too deeply, an attempt id past the
-database's integers, and one assignment's server asked about another assignment's attempts."""
+database's integers, one assignment's server asked about another assignment's attempts, and a course folder
+the service cannot lay out notebooks in; and a start clears what a killed server left there."""
 
 from __future__ import annotations
 
+import pytest
+
+from course.config import load_config
+from course.errors import CourseError
 from course.service.app import _notebook_problem
 from course.service.policy import ServicePolicy
+from course.service.run import make_service
 from course.service.store import Store
+from course.service.worker import SCRATCH
+
+from .conftest import course_for_service
 
 
 def test_a_deeply_nested_upload_is_refused_with_a_message():
@@ -36,3 +45,22 @@ def test_servers_of_two_assignments_sharing_a_database_see_only_their_own(tmp_pa
     assert claimed[0].id == first.id
     assert autograd.requeue_interrupted() == 0  # nor puts another server's running attempt back in the queue
     assert training.requeue_interrupted() == 1
+
+
+def test_a_course_folder_the_service_cannot_lay_out_notebooks_in_is_said_before_it_starts(tmp_path):
+    root = course_for_service(tmp_path / "course")
+    (root / SCRATCH).write_text("a file where the service's folder would go\n")
+    with pytest.raises(CourseError, match=r"cannot make .*service-work/autograd, where the service lays out the "
+                                          r"notebooks it grades: .*; the service needs to write in the course folder"):
+        make_service(load_config(root), database="sqlite://", jobs=1)
+
+
+def test_a_start_clears_what_a_killed_server_left_behind(tmp_path):
+    root = course_for_service(tmp_path / "course")
+    leftover = root / SCRATCH / "autograd" / "attempt-7" / "alice" / "autograd" / "autograd.ipynb"
+    leftover.parent.mkdir(parents=True)
+    leftover.write_text("{}")
+    service = make_service(load_config(root), database="sqlite://", jobs=1)
+    assert service.grader.scratch == root / SCRATCH / "autograd"
+    assert list(service.grader.scratch.iterdir()) == []
+    assert service.grader.scratch.stat().st_mode & 0o077 == 0

@@ -1,0 +1,127 @@
+"""The README's HTTPS setup, run: nginx terminates TLS (a self-signed certificate made here) in front of
+`autograd-course serve --forwarded-allow-ips`, with the README's own `location` block, and a student submits
+through it by the API and by the upload form (whose CSRF check compares the browser's Origin with the Host
+the proxy passes on)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT, submitted_notebook
+
+from .conftest import Reply, Server, course_for_service, free_port, multipart, notebook_bytes
+
+# /usr/sbin is not on every user's PATH
+NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(NGINX is None, reason="nginx is not installed (Debian: nginx-light)"),
+              pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")]
+
+
+def readme_location_block() -> str:
+    """The nginx `location` block the README gives, as it is written there."""
+    found = re.search(r"or nginx: `(location / \{.*?\})`", (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
+    assert found, "the README's nginx example is gone"
+    return " ".join(found.group(1).split())
+
+
+def https(url: str, context: ssl.SSLContext, *, method: str = "GET", data: bytes | None = None,
+          headers: dict[str, str] | None = None) -> Reply:
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context), NoRedirect)
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})  # noqa: S310 - the test proxy
+    try:
+        with opener.open(req, timeout=120) as response:
+            return Reply(response.status, response.read(), {k.lower(): v for k, v in response.headers.items()})
+    except urllib.error.HTTPError as error:
+        return Reply(error.code, error.read(), {k.lower(): v for k, v in error.headers.items()})
+
+
+def start_nginx(folder: Path, upstream: int) -> tuple[subprocess.Popen, int]:
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost", "-keyout", str(folder / "key.pem"),
+                    "-out", str(folder / "cert.pem")], check=True, capture_output=True)
+    port = free_port()
+    location = readme_location_block().replace("http://127.0.0.1:8000", f"http://127.0.0.1:{upstream}")
+    temp = "".join(f"{kind}_temp_path {folder / kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi",
+                                                                         "scgi"))
+    # As root, nginx's workers would become `nobody`, who cannot write request bodies into this test's folder.
+    (folder / "nginx.conf").write_text(f"""
+daemon off;
+user root root;
+pid {folder / 'nginx.pid'};
+error_log {folder / 'error.log'};
+events {{}}
+http {{
+    access_log off;
+    {temp}
+    server {{
+        listen 127.0.0.1:{port} ssl;
+        server_name localhost;
+        ssl_certificate {folder / 'cert.pem'};
+        ssl_certificate_key {folder / 'key.pem'};
+        {location}
+    }}
+}}
+""", encoding="utf-8")
+    assert NGINX is not None
+    process = subprocess.Popen([NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return process, port
+
+
+def test_a_student_submits_through_the_readmes_https_reverse_proxy(tmp_path):
+    server = Server(course_for_service(tmp_path / "course"), options=("--forwarded-allow-ips", "127.0.0.1"))
+    server.issue_tokens(["alice"])
+    server.start()
+    proxy_folder = tmp_path / "nginx"
+    proxy_folder.mkdir()
+    nginx, port = start_nginx(proxy_folder, server.port)
+    try:
+        context = ssl.create_default_context(cafile=str(proxy_folder / "cert.pem"))
+        site = f"https://localhost:{port}"
+        deadline = time.monotonic() + 30
+        while True:  # nginx is up once it answers
+            try:
+                https(f"{site}/static/dashboard.js", context)
+                break
+            except OSError:
+                assert nginx.poll() is None, nginx.stderr.read() if nginx.stderr else ""
+                assert time.monotonic() < deadline, "nginx did not answer"
+                time.sleep(0.1)
+
+        token = server.tokens["alice"]
+        notebook = notebook_bytes(submitted_notebook())
+        reply = https(f"{site}/api/submissions", context, method="POST", data=notebook,
+                      headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        assert reply.status == 200, reply.text
+        assert (reply.json["status"], reply.json["score"]) == ("graded", 57)
+        assert https(site + reply.json["feedback_url"], context).status == 200
+
+        page = f"{site}/s/{token}/"
+        csrf = re.search(r'name=csrf value="([^"]+)"', https(page, context).text)
+        assert csrf, "the upload form has no CSRF token"
+        body, kind = multipart({"notebook": notebook, "csrf": csrf.group(1)})
+        for origin, status in ((f"https://evil.example:{port}", 403), (site, 303)):  # as a browser sends it
+            reply = https(page + "upload", context, method="POST", data=body,
+                          headers={"Content-Type": kind, "Origin": origin})
+            assert reply.status == status, reply.text
+        assert re.fullmatch(r"attempts/\d+", reply.headers["location"])
+        assert "57" in https(page + reply.headers["location"], context).text
+    finally:
+        nginx.terminate()
+        nginx.wait(30)
+        server.stop()
