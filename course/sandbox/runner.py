@@ -6,6 +6,7 @@ IPython, and reports on the channel fd (argv[1]) one JSON line per event. Everyt
 claim made from inside the student's process: the grader validates it as untrusted plain data.
 """
 
+import ast as _ast
 import json
 import math
 import os
@@ -175,7 +176,71 @@ def _stdin_from_devnull():
     sys.stdin = open(os.devnull)
 
 
+def run_cell(shell, source):
+    """Run one cell as IPython's `shell.run_cell(source, store_history=False)` does, and return its
+    ExecutionResult; without IPython's per-cell overhead when the cell is plain Python.
+
+    IPython's transformers (magics, `!` commands, `?` help, pasted prompts, a cell magic) only ever change
+    text that is not valid Python, or that starts with prompts or indentation, and `await` at the top level
+    does not compile as plain Python: such a cell, or one that does not compile, goes to IPython's own
+    run_cell, which reports its errors as a notebook would. A plain cell is compiled once (IPython compiles
+    each statement apart, and every cell twice more to find out whether it is async) and run through the
+    shell's own `run_code`, with the same builtins, display hook for the last expression, events,
+    `__future__` flags, traceback display and error reporting."""
+    if not source or source.isspace():
+        return shell.run_cell(source, store_history=False)
+    compiler = shell.compile
+    flags = compiler.flags
+    text = source if source.endswith("\n") else source + "\n"
+    try:
+        lines = text.splitlines(keepends=True)
+        manager = shell.input_transformer_manager
+        for transform in manager.cleanup_transforms + manager.line_transforms:
+            lines = transform(lines)
+        if "".join(lines) != text or shell.ast_transformers:
+            raise ValueError("IPython would change this cell")
+        tree = compiler.ast_parse(text)
+        cell_name = compiler.cache(text, shell.execution_count, raw_code=source)
+        body = tree.body
+        last = body[-1:] if body and _type(body[-1]) is _ast.Expr else []
+        codes = []
+        if body[: _len(body) - _len(last)]:
+            codes.append(compiler(_ast.Module(body[: _len(body) - _len(last)], []), cell_name, "exec"))
+        if last:
+            codes.append(compiler(_ast.Interactive(last), cell_name, "single"))
+    except Exception:
+        compiler.flags = flags  # a `from __future__` of a statement before the one that failed
+        return shell.run_cell(source, store_history=False)
+    info = _ExecutionInfo(source, False, False, True, None, None, transformed_cell=text)
+    result = _ExecutionResult(info)
+    result.execution_count = shell.execution_count
+    try:
+        shell.events.trigger("pre_execute")
+        shell.events.trigger("pre_run_cell", info)
+        with shell.builtin_trap, shell.display_trap:
+            shell.displayhook.exec_result = result
+            raised = False
+            for code in codes:
+                if _pseudo_sync_runner(shell.run_code(code, result)):
+                    raised = True
+                    break
+            shell.last_execution_succeeded = not raised
+            shell.last_execution_result = result
+            shell.displayhook.exec_result = None
+    finally:
+        shell.events.trigger("post_execute")
+        shell.events.trigger("post_run_cell", result)
+    return result
+
+
+_ExecutionInfo = _ExecutionResult = _pseudo_sync_runner = None  # IPython's, bound by _new_shell
+
+
 def _new_shell():
+    global _ExecutionInfo, _ExecutionResult, _pseudo_sync_runner
+    from IPython.core.async_helpers import _pseudo_sync_runner
+    from IPython.core.interactiveshell import ExecutionInfo as _ExecutionInfo
+    from IPython.core.interactiveshell import ExecutionResult as _ExecutionResult
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
@@ -203,19 +268,20 @@ def run_request(request, channel, shell=None, *, confined):
     harvester = _Harvester(request["answers"], request["functions"], request["call_seconds"])
     _send(channel, {"event": "ready", "confined": confined})
 
+    sent = ""  # the answers as last sent: a `done` carries them only when they changed
     for cell in request["cells"]:
         try:
-            result = shell.run_cell(cell["source"], store_history=False)
+            result = run_cell(shell, cell["source"])
             error = _error_text(result)
         except BaseException as escaped:  # SystemExit or KeyboardInterrupt raised past IPython
             error = f"{_describe(escaped)} ended the cell"
         _flush()
-        _send(channel, {
-            "event": "done",
-            "cell": cell["index"],
-            "error": error,
-            "answers": harvester.harvest(shell.user_ns),
-        })
+        event = {"event": "done", "cell": cell["index"], "error": error}
+        answers = harvester.harvest(shell.user_ns)
+        text = _encode(answers)
+        if text != sent:
+            event["answers"], sent = answers, text
+        _send(channel, event)
 
     _send(channel, {"event": "finished", "answers": harvester.harvest(shell.user_ns)})
     _flush()
@@ -326,12 +392,26 @@ def _libc_call(function, *args):
         raise OSError(error, os.strerror(error))
 
 
+def _fork_in_new_pid_namespace(libc, own_pid_namespace):
+    """fork() whose child is pid 1 of a pid namespace of its own (the worker's later forks stay in the
+    worker's namespace). The child is the student's init: see _run_child and _init."""
+    _libc_call(libc.unshare, _CLONE_NEWPID)  # only the worker's children are born in the new namespace
+    try:
+        child = os.fork()
+    except BaseException:
+        _libc_call(libc.setns, own_pid_namespace, _CLONE_NEWPID)
+        raise
+    if child:  # the worker: back to its own namespace for its next children (the child stays in the new one)
+        _libc_call(libc.setns, own_pid_namespace, _CLONE_NEWPID)
+    return child
+
+
 def _private_namespaces(libc):
-    """In the worker's forked child, as root: a mount, pid and IPC namespace of the student's own.
-    The next fork becomes pid 1 there (see _init); when it ends the kernel kills everything left behind,
-    and the IPC namespace (shared memory, message queues) goes with it. Nothing of one student outlives
-    their run."""
-    _libc_call(libc.unshare, _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC)
+    """In pid 1 of the student's pid namespace, as root: a mount and an IPC namespace of the student's own.
+    The next fork is the student's process (see _init); when it ends the kernel kills everything left
+    behind, and the IPC namespace (shared memory, message queues) goes with it. Nothing of one student
+    outlives their run."""
+    _libc_call(libc.unshare, _CLONE_NEWNS | _CLONE_NEWIPC)
     _libc_call(libc.mount, b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
 
 
@@ -394,7 +474,7 @@ def _init(student):
     """pid 1 of the student's namespace (root, holding none of the run's pipes): reap whatever is orphaned
     to it until the student's process ends, then end too, which makes the kernel kill everything left in the
     namespace. A signal that ended the student is passed on as exit code 128 + its number (pid 1 cannot
-    send itself a signal)."""
+    send itself a signal): the worker reports it as that signal (see exit_code_of)."""
     while True:
         pid, status = os.wait()
         if pid == student:
@@ -402,16 +482,14 @@ def _init(student):
     os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status))
 
 
-def _pass_on(init):
-    """The namespace's parent, outside it: end the way the student's process ended, for the worker to report."""
-    _, status = os.waitpid(init, 0)
+def exit_code_of(status, namespaces):
+    """The code the worker reports for its child's wait status: negative for a signal, as subprocess has it.
+    With namespaces the child is the student's pid 1, which ends with 128 + n for the signal n that ended the
+    student (the student's own exit code 128 + n reads the same, as it does from a shell)."""
     code = os.waitstatus_to_exitcode(status)
-    number = -code if code < 0 else code - 128
-    if number > 0:
-        if number not in (signal.SIGKILL, signal.SIGSTOP):
-            signal.signal(number, signal.SIG_DFL)
-        os.kill(os.getpid(), number)
-    os._exit(code if 0 <= code < 256 else 70)
+    if namespaces and 128 < code < 128 + signal.NSIG:
+        return -(code - 128)
+    return code
 
 
 def _leave_run(fds):
@@ -432,12 +510,8 @@ def _run_child(job, fds, shell):
     os.dup2(output_fd, 2)
     os.close(output_fd)
     libc = ctypes.CDLL(None, use_errno=True)
-    if job["namespaces"]:
+    if job["namespaces"]:  # this process is pid 1 of the student's pid namespace (see serve)
         _private_namespaces(libc)
-        init = os.fork()
-        if init:
-            _leave_run((request_fd, channel_fd))
-            _pass_on(init)
         student = os.fork()
         if student:
             _leave_run((request_fd, channel_fd))
@@ -457,6 +531,7 @@ def serve(control_fd):
     channel, output) over the control socket, and only the child reads the request. So nothing of one
     student is in the worker's memory when the next student's child is forked from it.
     """
+    import ctypes
     import socket
 
     control = socket.socket(fileno=control_fd)
@@ -466,6 +541,8 @@ def serve(control_fd):
         pass
     # The shell is made before any submission is seen; each child gets its own copy by forking.
     shell = _new_shell()
+    libc = ctypes.CDLL(None, use_errno=True)
+    own_pid_namespace = None
 
     control.sendall(b'{"event": "ready"}\n')
     while True:
@@ -473,10 +550,17 @@ def serve(control_fd):
         if not message or len(fds) != 3:
             os._exit(0)
         job = json.loads(message)
-        child = os.fork()
+        if job["namespaces"]:
+            if own_pid_namespace is None:
+                own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY)
+            child = _fork_in_new_pid_namespace(libc, own_pid_namespace)
+        else:
+            child = os.fork()
         if child == 0:
             try:
                 control.close()
+                if own_pid_namespace is not None:
+                    os.close(own_pid_namespace)
                 _run_child(job, fds, shell)
             except BaseException:
                 import traceback
@@ -488,7 +572,7 @@ def serve(control_fd):
             os.close(fd)
         control.sendall(_encode({"event": "forked", "pid": child}).encode() + b"\n")
         _, status, usage = os.wait4(child, 0)  # the CPU time of the child and all it reaped, for the grader
-        control.sendall(_encode({"event": "exit", "code": os.waitstatus_to_exitcode(status),
+        control.sendall(_encode({"event": "exit", "code": exit_code_of(status, job["namespaces"]),
                                  "cpu": usage.ru_utime + usage.ru_stime}).encode() + b"\n")
 
 
