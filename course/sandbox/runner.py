@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 from json.encoder import encode_basestring_ascii as _quote
+from typing import Any
 
 # Captured before any student code runs, so that replacing builtins or module attributes in a
 # notebook does not change how answers are encoded and reported.
@@ -233,7 +234,10 @@ def run_cell(shell, source):
     return result
 
 
-_ExecutionInfo = _ExecutionResult = _pseudo_sync_runner = None  # IPython's, bound by _new_shell
+# IPython's, bound by _new_shell (before any student code runs)
+_ExecutionInfo: Any = None
+_ExecutionResult: Any = None
+_pseudo_sync_runner: Any = None
 
 
 def _new_shell():
@@ -355,24 +359,43 @@ def seccomp_program(machine):
     return [(code, offset(jt, at), offset(jf, at), k) for at, (code, jt, jf, k) in enumerate(instructions)]
 
 
+# (libc, the filter's program as prctl takes it, or None): built once, in a warm worker before it forks
+_FILTER: Any = None
+
+
+def _prepared_filter():
+    global _FILTER
+    if _FILTER is None:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        program = seccomp_program(os.uname().machine)
+        if program is None:
+            _FILTER = (libc, None)
+            return _FILTER
+
+        class SockFilter(ctypes.Structure):
+            _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
+                        ("k", ctypes.c_uint)]
+
+        class SockFprog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+        filters = (SockFilter * len(program))(*[SockFilter(*instruction) for instruction in program])
+        fprog = SockFprog(len(program), filters)
+        fprog._keep = filters  # the program's memory lives as long as its header
+        _FILTER = (libc, fprog)
+    return _FILTER
+
+
 def confine():
     """no_new_privs, then the system-call filter. True when the filter is in force."""
     import ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc, fprog = _prepared_filter()
     _libc_call(libc.prctl, _PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    program = seccomp_program(os.uname().machine)
-    if program is None:
+    if fprog is None:
         return False
-
-    class SockFilter(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
-
-    filters = (SockFilter * len(program))(*[SockFilter(*instruction) for instruction in program])
-    fprog = SockFprog(len(program), filters)
     _libc_call(libc.prctl, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0)
     return True
 
@@ -503,13 +526,11 @@ def _leave_run(fds):
 
 def _run_child(job, fds, shell):
     """The forked child of a warm worker: set up the student's process and run the submission."""
-    import ctypes
-
     request_fd, channel_fd, output_fd = fds
     os.dup2(output_fd, 1)
     os.dup2(output_fd, 2)
     os.close(output_fd)
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _prepared_filter()[0]
     if job["namespaces"]:  # this process is pid 1 of the student's pid namespace (see serve)
         _private_namespaces(libc)
         student = os.fork()
@@ -524,6 +545,23 @@ def _run_child(job, fds, shell):
     run_request(request, channel_fd, shell, confined=confined)
 
 
+def _warm_up(torch):
+    """What every notebook's first cells would otherwise do in each child: torch's first backward pass, a
+    retained gradient and printing a tensor initialise code and caches that then stay warm in the worker's
+    memory for every fork. Trusted code on the worker's own values; nothing of a student is involved."""
+    try:
+        x = torch.tensor(3.0, requires_grad=True)
+        y = x ** 3
+        y.retain_grad()
+        (2 * y).backward()
+        for value in (x.grad, y.grad, torch.tensor([1.0, 2.5]), x.grad.item()):
+            _str(value)
+        with torch.no_grad():
+            (x * 2).detach()
+    except _BaseException:
+        pass
+
+
 def serve(control_fd):
     """Warm worker: import the heavy modules once, then fork one child per submission.
 
@@ -531,17 +569,18 @@ def serve(control_fd):
     channel, output) over the control socket, and only the child reads the request. So nothing of one
     student is in the worker's memory when the next student's child is forked from it.
     """
-    import ctypes
     import socket
 
     control = socket.socket(fileno=control_fd)
     try:
-        import torch  # noqa: F401 - what nearly every notebook imports first
+        import torch  # what nearly every notebook imports first
     except ImportError:
         pass
+    else:
+        _warm_up(torch)
     # The shell is made before any submission is seen; each child gets its own copy by forking.
     shell = _new_shell()
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _prepared_filter()[0]
     own_pid_namespace = None
 
     control.sendall(b'{"event": "ready"}\n')
