@@ -200,8 +200,8 @@ def run_cell(shell, source):
             lines = transform(lines)
         if "".join(lines) != text or shell.ast_transformers:
             raise ValueError("IPython would change this cell")
-        tree = compiler.ast_parse(text)
         cell_name = compiler.cache(text, shell.execution_count, raw_code=source)
+        tree = compiler.ast_parse(text, filename=cell_name)  # a SyntaxWarning names the cell, as in IPython
         body = tree.body
         last = body[-1:] if body and _type(body[-1]) is _ast.Expr else []
         codes = []
