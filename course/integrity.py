@@ -9,6 +9,8 @@ check's budget, `handwork.parse_cells`), never run.
 from __future__ import annotations
 
 import ast
+from collections import deque
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from course.handwork import ParsedCells
@@ -31,9 +33,35 @@ def _root_name(node: ast.AST) -> tuple[str | None, str]:
     return None, ""
 
 
-def _patches(tree: ast.AST) -> list[str]:
+_BLOCK_ITEMS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _statements(tree: ast.Module) -> Iterator[ast.AST]:
+    """The statements of a tree (with the except and case clauses that hold some), in `ast.walk`'s order: a
+    statement is never inside an expression, so these are all the statements there are."""
+    pending: deque[ast.AST] = deque(tree.body)
+    while pending:
+        node = pending.popleft()
+        yield node
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if type(value) is list:
+                pending.extend(item for item in value if isinstance(item, _BLOCK_ITEMS))
+
+
+def _nodes(tree: ast.Module, source: str) -> Iterable[ast.AST]:
+    """What the checks below look at: the statements, which hold every assignment, deletion and class;
+    every node only when the text may call setattr or delattr (a name may be spelled in other Unicode
+    letters that Python reads as the same identifier, so any non-ASCII text counts too). The whole tree
+    costs several times as much to walk, for each student."""
+    if "setattr" in source or "delattr" in source or not source.isascii():
+        return ast.walk(tree)
+    return _statements(tree)
+
+
+def _patches(nodes: Iterable[ast.AST]) -> list[str]:
     seen = []
-    for node in ast.walk(tree):
+    for node in nodes:
         targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
             targets = node.targets
@@ -58,9 +86,9 @@ def _patches(tree: ast.AST) -> list[str]:
     return seen
 
 
-def _rigged_types(tree: ast.AST) -> list[str]:
+def _rigged_types(nodes: Iterable[ast.AST]) -> list[str]:
     seen = []
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.ClassDef):
             bases = [_root_name(base)[1].rsplit(".", 1)[-1] for base in node.bases]
             numeric = [base for base in bases if base in NUMBER_TYPES]
@@ -77,8 +105,9 @@ def review(submission: Submission, graded_as: str, parsed: ParsedCells) -> tuple
     findings = []
     for cell, tree in parsed.trees:
         where = cell.label.replace("your answer cell for", "the answer cell of")
-        findings += [f"{where}: patches {what}" for what in _patches(tree)]
-        findings += [f"{where}: defines a rigged number type, {what}" for what in _rigged_types(tree)]
+        nodes = list(_nodes(tree, cell.source))
+        findings += [f"{where}: patches {what}" for what in _patches(nodes)]
+        findings += [f"{where}: defines a rigged number type, {what}" for what in _rigged_types(nodes)]
     findings += [f"edited the locked cell {grade_id} (it was run as the student's code; the grader used its own)"
                  for grade_id in submission.edited_locked_cells]
     if submission.personalised_for not in (None, graded_as):

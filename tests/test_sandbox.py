@@ -163,3 +163,40 @@ def test_memory_is_limited():
     result = run("try:\n    block = bytearray(3 * 1024 ** 3)\n    result = 'allocated'\n"
                  "except MemoryError:\n    result = 'MemoryError'", limits=limits)
     assert result.answers["result"].value == "MemoryError"
+
+
+# Cells that IPython runs in its own ways: errors before and during a run, magics, shell commands, help,
+# `__future__`, exits, a custom traceback, warnings, an indented first line, an empty cell, a value displayed.
+IPYTHON_CELLS = [
+    "x = 1\ny = x + 1\ny", "1/0", "def f(:\n  pass", "%time z = 3", "!true", "x?",
+    "from __future__ import annotations\nq: undefined_name = 2", "import sys\nsys.exit(3)", "raise KeyboardInterrupt",
+    "w = [i for i in range(3)]\nw", "  # indented comment\nv = 1", "", "return 5", "a = '\\d'",
+    "class A(Exception):\n    def _render_traceback_(self):\n        return ['said nicely']\nraise A()",
+    "import warnings\nwarnings.warn('careful')\nu = 1", "get_ipython().ast_transformers\nn = 2",
+]
+
+
+def test_the_runner_runs_cells_as_ipython_does():
+    """The runner's `run_cell` (one compile per plain-Python cell) against IPython's own `run_cell`, each in a
+    fresh shell: the same error for every cell and the same values left in the namespace."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    runner = {"__name__": "runner"}
+    # the runner is handed to the sandbox's interpreter as text; here it is loaded the same way, in this process
+    exec(compile((ROOT / "course" / "sandbox" / "runner.py").read_text(), "runner.py", "exec"), runner)  # noqa: S102
+
+    def outcome(run_cell):
+        InteractiveShell.clear_instance()
+        shell = runner["_new_shell"]()
+        errors = [runner["_error_text"](run_cell(shell, source)) for source in IPYTHON_CELLS]
+        names = ("x", "y", "z", "q", "w", "v", "u", "a", "n")
+        return errors, {name: repr(shell.user_ns.get(name)) for name in names}
+
+    try:
+        ours = outcome(runner["run_cell"])
+        ipython = outcome(lambda shell, source: shell.run_cell(source, store_history=False))
+    finally:
+        InteractiveShell.clear_instance()
+    assert ours == ipython
+    assert ours[0][1] == "ZeroDivisionError: division by zero"
+    assert ours[1]["w"] == "[0, 1, 2]"

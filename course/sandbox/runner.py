@@ -6,12 +6,14 @@ IPython, and reports on the channel fd (argv[1]) one JSON line per event. Everyt
 claim made from inside the student's process: the grader validates it as untrusted plain data.
 """
 
+import ast as _ast
 import json
 import math
 import os
 import signal
 import sys
 from json.encoder import encode_basestring_ascii as _quote
+from typing import Any
 
 # Captured before any student code runs, so that replacing builtins or module attributes in a
 # notebook does not change how answers are encoded and reported.
@@ -175,7 +177,74 @@ def _stdin_from_devnull():
     sys.stdin = open(os.devnull)
 
 
+def run_cell(shell, source):
+    """Run one cell as IPython's `shell.run_cell(source, store_history=False)` does, and return its
+    ExecutionResult; without IPython's per-cell overhead when the cell is plain Python.
+
+    IPython's transformers (magics, `!` commands, `?` help, pasted prompts, a cell magic) only ever change
+    text that is not valid Python, or that starts with prompts or indentation, and `await` at the top level
+    does not compile as plain Python: such a cell, or one that does not compile, goes to IPython's own
+    run_cell, which reports its errors as a notebook would. A plain cell is compiled once (IPython compiles
+    each statement apart, and every cell twice more to find out whether it is async) and run through the
+    shell's own `run_code`, with the same builtins, display hook for the last expression, events,
+    `__future__` flags, traceback display and error reporting."""
+    if not source or source.isspace():
+        return shell.run_cell(source, store_history=False)
+    compiler = shell.compile
+    flags = compiler.flags
+    text = source if source.endswith("\n") else source + "\n"
+    try:
+        lines = text.splitlines(keepends=True)
+        manager = shell.input_transformer_manager
+        for transform in manager.cleanup_transforms + manager.line_transforms:
+            lines = transform(lines)
+        if "".join(lines) != text or shell.ast_transformers:
+            raise ValueError("IPython would change this cell")
+        cell_name = compiler.cache(text, shell.execution_count, raw_code=source)
+        tree = compiler.ast_parse(text, filename=cell_name)  # a SyntaxWarning names the cell, as in IPython
+        body = tree.body
+        last = body[-1:] if body and _type(body[-1]) is _ast.Expr else []
+        codes = []
+        if body[: _len(body) - _len(last)]:
+            codes.append(compiler(_ast.Module(body[: _len(body) - _len(last)], []), cell_name, "exec"))
+        if last:
+            codes.append(compiler(_ast.Interactive(last), cell_name, "single"))
+    except Exception:
+        compiler.flags = flags  # a `from __future__` of a statement before the one that failed
+        return shell.run_cell(source, store_history=False)
+    info = _ExecutionInfo(source, False, False, True, None, None, transformed_cell=text)
+    result = _ExecutionResult(info)
+    result.execution_count = shell.execution_count
+    try:
+        shell.events.trigger("pre_execute")
+        shell.events.trigger("pre_run_cell", info)
+        with shell.builtin_trap, shell.display_trap:
+            shell.displayhook.exec_result = result
+            raised = False
+            for code in codes:
+                if _pseudo_sync_runner(shell.run_code(code, result)):
+                    raised = True
+                    break
+            shell.last_execution_succeeded = not raised
+            shell.last_execution_result = result
+            shell.displayhook.exec_result = None
+    finally:
+        shell.events.trigger("post_execute")
+        shell.events.trigger("post_run_cell", result)
+    return result
+
+
+# IPython's, bound by _new_shell (before any student code runs)
+_ExecutionInfo: Any = None
+_ExecutionResult: Any = None
+_pseudo_sync_runner: Any = None
+
+
 def _new_shell():
+    global _ExecutionInfo, _ExecutionResult, _pseudo_sync_runner
+    from IPython.core.async_helpers import _pseudo_sync_runner
+    from IPython.core.interactiveshell import ExecutionInfo as _ExecutionInfo
+    from IPython.core.interactiveshell import ExecutionResult as _ExecutionResult
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
@@ -203,19 +272,20 @@ def run_request(request, channel, shell=None, *, confined):
     harvester = _Harvester(request["answers"], request["functions"], request["call_seconds"])
     _send(channel, {"event": "ready", "confined": confined})
 
+    sent = ""  # the answers as last sent: a `done` carries them only when they changed
     for cell in request["cells"]:
         try:
-            result = shell.run_cell(cell["source"], store_history=False)
+            result = run_cell(shell, cell["source"])
             error = _error_text(result)
         except BaseException as escaped:  # SystemExit or KeyboardInterrupt raised past IPython
             error = f"{_describe(escaped)} ended the cell"
         _flush()
-        _send(channel, {
-            "event": "done",
-            "cell": cell["index"],
-            "error": error,
-            "answers": harvester.harvest(shell.user_ns),
-        })
+        event = {"event": "done", "cell": cell["index"], "error": error}
+        answers = harvester.harvest(shell.user_ns)
+        text = _encode(answers)
+        if text != sent:
+            event["answers"], sent = answers, text
+        _send(channel, event)
 
     _send(channel, {"event": "finished", "answers": harvester.harvest(shell.user_ns)})
     _flush()
@@ -289,24 +359,43 @@ def seccomp_program(machine):
     return [(code, offset(jt, at), offset(jf, at), k) for at, (code, jt, jf, k) in enumerate(instructions)]
 
 
+# (libc, the filter's program as prctl takes it, or None): built once, in a warm worker before it forks
+_FILTER: Any = None
+
+
+def _prepared_filter():
+    global _FILTER
+    if _FILTER is None:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        program = seccomp_program(os.uname().machine)
+        if program is None:
+            _FILTER = (libc, None)
+            return _FILTER
+
+        class SockFilter(ctypes.Structure):
+            _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
+                        ("k", ctypes.c_uint)]
+
+        class SockFprog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+        filters = (SockFilter * len(program))(*[SockFilter(*instruction) for instruction in program])
+        fprog = SockFprog(len(program), filters)
+        fprog._keep = filters  # the program's memory lives as long as its header
+        _FILTER = (libc, fprog)
+    return _FILTER
+
+
 def confine():
     """no_new_privs, then the system-call filter. True when the filter is in force."""
     import ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc, fprog = _prepared_filter()
     _libc_call(libc.prctl, _PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    program = seccomp_program(os.uname().machine)
-    if program is None:
+    if fprog is None:
         return False
-
-    class SockFilter(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
-
-    filters = (SockFilter * len(program))(*[SockFilter(*instruction) for instruction in program])
-    fprog = SockFprog(len(program), filters)
     _libc_call(libc.prctl, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0)
     return True
 
@@ -326,12 +415,26 @@ def _libc_call(function, *args):
         raise OSError(error, os.strerror(error))
 
 
+def _fork_in_new_pid_namespace(libc, own_pid_namespace):
+    """fork() whose child is pid 1 of a pid namespace of its own (the worker's later forks stay in the
+    worker's namespace). The child is the student's init: see _run_child and _init."""
+    _libc_call(libc.unshare, _CLONE_NEWPID)  # only the worker's children are born in the new namespace
+    try:
+        child = os.fork()
+    except BaseException:
+        _libc_call(libc.setns, own_pid_namespace, _CLONE_NEWPID)
+        raise
+    if child:  # the worker: back to its own namespace for its next children (the child stays in the new one)
+        _libc_call(libc.setns, own_pid_namespace, _CLONE_NEWPID)
+    return child
+
+
 def _private_namespaces(libc):
-    """In the worker's forked child, as root: a mount, pid and IPC namespace of the student's own.
-    The next fork becomes pid 1 there (see _init); when it ends the kernel kills everything left behind,
-    and the IPC namespace (shared memory, message queues) goes with it. Nothing of one student outlives
-    their run."""
-    _libc_call(libc.unshare, _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC)
+    """In pid 1 of the student's pid namespace, as root: a mount and an IPC namespace of the student's own.
+    The next fork is the student's process (see _init); when it ends the kernel kills everything left
+    behind, and the IPC namespace (shared memory, message queues) goes with it. Nothing of one student
+    outlives their run."""
+    _libc_call(libc.unshare, _CLONE_NEWNS | _CLONE_NEWIPC)
     _libc_call(libc.mount, b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
 
 
@@ -394,7 +497,7 @@ def _init(student):
     """pid 1 of the student's namespace (root, holding none of the run's pipes): reap whatever is orphaned
     to it until the student's process ends, then end too, which makes the kernel kill everything left in the
     namespace. A signal that ended the student is passed on as exit code 128 + its number (pid 1 cannot
-    send itself a signal)."""
+    send itself a signal): the worker reports it as that signal (see exit_code_of)."""
     while True:
         pid, status = os.wait()
         if pid == student:
@@ -402,16 +505,14 @@ def _init(student):
     os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status))
 
 
-def _pass_on(init):
-    """The namespace's parent, outside it: end the way the student's process ended, for the worker to report."""
-    _, status = os.waitpid(init, 0)
+def exit_code_of(status, namespaces):
+    """The code the worker reports for its child's wait status: negative for a signal, as subprocess has it.
+    With namespaces the child is the student's pid 1, which ends with 128 + n for the signal n that ended the
+    student (the student's own exit code 128 + n reads the same, as it does from a shell)."""
     code = os.waitstatus_to_exitcode(status)
-    number = -code if code < 0 else code - 128
-    if number > 0:
-        if number not in (signal.SIGKILL, signal.SIGSTOP):
-            signal.signal(number, signal.SIG_DFL)
-        os.kill(os.getpid(), number)
-    os._exit(code if 0 <= code < 256 else 70)
+    if namespaces and 128 < code < 128 + signal.NSIG:
+        return -(code - 128)
+    return code
 
 
 def _leave_run(fds):
@@ -425,19 +526,13 @@ def _leave_run(fds):
 
 def _run_child(job, fds, shell):
     """The forked child of a warm worker: set up the student's process and run the submission."""
-    import ctypes
-
     request_fd, channel_fd, output_fd = fds
     os.dup2(output_fd, 1)
     os.dup2(output_fd, 2)
     os.close(output_fd)
-    libc = ctypes.CDLL(None, use_errno=True)
-    if job["namespaces"]:
+    libc = _prepared_filter()[0]
+    if job["namespaces"]:  # this process is pid 1 of the student's pid namespace (see serve)
         _private_namespaces(libc)
-        init = os.fork()
-        if init:
-            _leave_run((request_fd, channel_fd))
-            _pass_on(init)
         student = os.fork()
         if student:
             _leave_run((request_fd, channel_fd))
@@ -448,6 +543,23 @@ def _run_child(job, fds, shell):
         request = json.loads(stream.read())
     _stdin_from_devnull()
     run_request(request, channel_fd, shell, confined=confined)
+
+
+def _warm_up(torch):
+    """What every notebook's first cells would otherwise do in each child: torch's first backward pass, a
+    retained gradient and printing a tensor initialise code and caches that then stay warm in the worker's
+    memory for every fork. Trusted code on the worker's own values; nothing of a student is involved."""
+    try:
+        x = torch.tensor(3.0, requires_grad=True)
+        y = x ** 3
+        y.retain_grad()
+        (2 * y).backward()
+        for value in (x.grad, y.grad, torch.tensor([1.0, 2.5]), x.grad.item()):
+            _str(value)
+        with torch.no_grad():
+            (x * 2).detach()
+    except _BaseException:
+        pass
 
 
 def serve(control_fd):
@@ -461,11 +573,15 @@ def serve(control_fd):
 
     control = socket.socket(fileno=control_fd)
     try:
-        import torch  # noqa: F401 - what nearly every notebook imports first
+        import torch  # what nearly every notebook imports first
     except ImportError:
         pass
+    else:
+        _warm_up(torch)
     # The shell is made before any submission is seen; each child gets its own copy by forking.
     shell = _new_shell()
+    libc = _prepared_filter()[0]
+    own_pid_namespace = None
 
     control.sendall(b'{"event": "ready"}\n')
     while True:
@@ -473,10 +589,17 @@ def serve(control_fd):
         if not message or len(fds) != 3:
             os._exit(0)
         job = json.loads(message)
-        child = os.fork()
+        if job["namespaces"]:
+            if own_pid_namespace is None:
+                own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY)
+            child = _fork_in_new_pid_namespace(libc, own_pid_namespace)
+        else:
+            child = os.fork()
         if child == 0:
             try:
                 control.close()
+                if own_pid_namespace is not None:
+                    os.close(own_pid_namespace)
                 _run_child(job, fds, shell)
             except BaseException:
                 import traceback
@@ -488,7 +611,7 @@ def serve(control_fd):
             os.close(fd)
         control.sendall(_encode({"event": "forked", "pid": child}).encode() + b"\n")
         _, status, usage = os.wait4(child, 0)  # the CPU time of the child and all it reaped, for the grader
-        control.sendall(_encode({"event": "exit", "code": os.waitstatus_to_exitcode(status),
+        control.sendall(_encode({"event": "exit", "code": exit_code_of(status, job["namespaces"]),
                                  "cpu": usage.ru_utime + usage.ru_stime}).encode() + b"\n")
 
 

@@ -49,20 +49,28 @@ def drop_to(uid: int) -> None:
 
 
 def processes_of(uid: int) -> list[int]:
-    """Pids whose real uid is `uid` (read from /proc)."""
+    """Pids whose real uid is `uid` (read from /proc/<pid>/status: the owner of /proc/<pid> would be cheaper
+    to read, but a process that makes itself non-dumpable shows as root's there). Runs after every
+    submission, so it reads each file with two system calls and no text decoding."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/status", encoding="ascii", errors="replace") as status:
-                for line in status:
-                    if line.startswith("Uid:"):
-                        if int(line.split()[1]) == uid:
-                            pids.append(int(entry))
-                        break
-        except (OSError, ValueError):
+            fd = os.open(f"/proc/{entry}/status", os.O_RDONLY)
+        except OSError:
             continue
+        try:
+            status = os.read(fd, 4096)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        at = status.find(b"\nUid:")
+        if at >= 0:
+            fields = status[at + 5:status.find(b"\n", at + 5)].split()
+            if fields and fields[0] == str(uid).encode():
+                pids.append(int(entry))
     return pids
 
 
