@@ -86,3 +86,28 @@ def test_a_run_that_goes_long_yields_the_cpu_to_honest_runs():
         assert run(warm, "import os\nresult = os.getpriority(os.PRIO_PROCESS, 0)").answers["result"].value == 5
         assert run(warm, spin).answers["result"].value == 19
         assert run(warm, "import os\nresult = os.getpriority(os.PRIO_PROCESS, 0)").answers["result"].value == 5
+
+
+def worker_files() -> set[str]:
+    import tempfile
+    from pathlib import Path
+
+    return {path.name for path in Path(tempfile.gettempdir()).glob("autograd-worker-*")}
+
+
+def test_workers_leave_no_file_in_the_temporary_folder():
+    """A worker's output is kept in an unlinked file: a grader that is killed leaves nothing in /tmp."""
+    before = worker_files()
+    with WarmPool(1, LIMITS) as warm:
+        assert run(warm, "result = 1").answers["result"].value == 1
+        assert worker_files() - before == set()
+    assert worker_files() - before == set()
+
+
+def test_a_worker_that_cannot_start_is_reported_with_its_last_words(monkeypatch):
+    import course.sandbox.pool as pool_module
+    from course.errors import SandboxError
+
+    monkeypatch.setattr(pool_module, "RUNNER_SOURCE", "import sys\nsys.exit('the worker broke on purpose')")
+    with WarmPool(1, LIMITS) as warm, pytest.raises(SandboxError, match="the worker broke on purpose"):
+        run(warm, "result = 1")

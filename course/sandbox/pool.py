@@ -23,7 +23,6 @@ import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from course.config import DEFAULT_SANDBOX_UID, Limits
 from course.errors import SandboxError
@@ -65,7 +64,7 @@ class _Worker:
     process: subprocess.Popen
     control: socket.socket
     uid: int
-    log: Path
+    log: int  # a file descriptor of the worker's output: an unlinked file, so nothing is left behind on a crash
     events: EventReader = field(default_factory=lambda: EventReader(max_line=65536, max_total=2**62))
     pending: list[dict] = field(default_factory=list)
 
@@ -88,9 +87,11 @@ class _Worker:
 
     def log_tail(self) -> str:
         try:
-            return self.log.read_text(encoding="utf-8", errors="replace")[-2000:].strip()
+            size = os.fstat(self.log).st_size
+            data = os.pread(self.log, 8000, max(0, size - 8000))
         except OSError:
             return ""
+        return data.decode("utf-8", errors="replace")[-2000:].strip()
 
     def stop(self) -> None:
         try:
@@ -99,7 +100,8 @@ class _Worker:
             if self.process.poll() is None:
                 self.process.kill()
             self.process.wait()
-            self.log.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                os.close(self.log)
 
 
 class WarmPool:
@@ -211,15 +213,18 @@ class WarmPool:
         env = {} if self.isolation.namespaces else dict(SANDBOX_ENV)
         # What a worker prints (an import error, bubblewrap's complaint) is kept for the error message.
         log_fd, log_name = tempfile.mkstemp(prefix="autograd-worker-", suffix=".log")
+        os.unlink(log_name)  # kept open, read by log_tail; a grader that is killed leaves no file behind
         try:
             process = subprocess.Popen(  # noqa: S603 - fixed argument list, no shell
                 command, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
                 pass_fds=(worker_end.fileno(),), start_new_session=True, env=env, cwd="/",
             )
-        finally:
+        except BaseException:
             os.close(log_fd)
+            raise
+        finally:
             worker_end.close()
-        worker = _Worker(process, grader_end, uid, Path(log_name))
+        worker = _Worker(process, grader_end, uid, log_fd)
         with self._lock:
             self._workers.append(worker)
         return worker
