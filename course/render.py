@@ -60,10 +60,14 @@ def _mark(correct: bool, earned: float | None = None, points: float | None = Non
 def _values_table(values: list[dict[str, Any]], reveal: bool) -> Table:
     rows = []
     for value in values:
-        yours = value["your_value"] if value["your_value"] is not None else value.get("detail", value["status"])
-        notes: list[tuple[str, str]] = []
-        if value.get("detail") and (value["your_value"] is not None or value["status"] == "function"):
-            notes.append(("", value["detail"]))
+        # Said once, in one place: a missing value's cell says why there is none; a function's cell says
+        # "function" and what the grader found at its points goes under the explanation.
+        if value["your_value"] is None and value["status"] != "function":
+            yours, shown_below = value.get("detail", value["status"]), ""
+        else:
+            yours = value["your_value"] if value["your_value"] is not None else value["status"]
+            shown_below = value.get("detail", "")
+        notes: list[tuple[str, str]] = [("", shown_below)] if shown_below else []
         if value.get("hand_work_note"):
             notes.append(("note", value["hand_work_note"]))
         row = [Cell(value["name"], "name"), Cell(str(yours), "num")]
