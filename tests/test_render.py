@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from course.answers import FUNCTION, MISSING, Answer, Probe
+from course.answers import FUNCTION, MISSING, WRONG_FORM, Answer, Probe
 from course.feedback import build_feedback
 from course.judge import judge
 from course.render import question_markdown, render_html
@@ -62,3 +62,13 @@ def test_a_missing_value_says_why_once_in_its_own_cell(assignment):
     row = _html_row(render_html(feedback), "cubic_grad")
     assert row.count("no answer (still `...`)") == 1
     assert "<td class=\"num\" data-label='your value'>no answer (still `...`)</td>" in row
+
+
+@pytest.mark.parametrize("answer", [Answer(MISSING, detail="still `...`"), Answer(WRONG_FORM, detail="int")],
+                         ids=["still-as-released", "not-a-function"])
+def test_a_function_answer_without_a_function_is_shown_as_one(assignment, answer):
+    feedback, entry = _cubic_feedback(assignment, answer, reveal=True)
+    assert entry["torch_value"] == "torch's slope at each point"  # torch has no one value to show ("None")
+    row = _html_row(render_html(feedback), "cubic_derivative")
+    assert "<td class=\"num\" data-label='torch'>torch&#x27;s slope at each point</td>" in row
+    assert row.count(html.escape(entry["detail"], quote=True)) == 1
