@@ -1,4 +1,5 @@
-"""What a student's notebook imports: `check_form`, the public form checks, and `Marks`, nbgrader's scoring.
+"""What a student's notebook imports: `check_form`, the public form checks, `check_with_torch`, which says
+whether a hand value matches torch without saying torch's value, and `Marks`, nbgrader's scoring.
 
 It knows no exercise and no answer (it ships in the package students install). The form cell of a
 question names its answers and the form each must have; `check_form` looks them up in the notebook and
@@ -141,6 +142,50 @@ def check_form(*, quiet: bool = False, **forms: str) -> None:
             print(f"ok   {name}: right form ({form})")
     if problems:
         raise FormError(problems)
+
+
+def _direction(answer: object, expected: object) -> str:
+    """How one hand value stands against torch's, never torch's value itself."""
+    if _matches(answer, expected):
+        return "matches torch"
+    if _is_number(answer) and _is_number(expected):
+        return "not yet: yours is " + ("higher" if answer > expected else "lower") + " than torch's"  # type: ignore[operator]
+    return "not yet: torch disagrees"
+
+
+def _against_torch(name: str, answer: object, expected: object) -> tuple[bool, str]:
+    """(matches, what to say) for one hand value beside torch's."""
+    if answer is ...:
+        return False, f"{name} is still `...`: write your hand value first, then run this cell again."
+    if isinstance(answer, torch.Tensor):
+        return False, f"{name} is a tensor: write down the plain value you derived, not torch's."
+    if type(expected) is list:
+        if type(answer) is not list or len(answer) != len(expected):
+            return False, f"{name} should be a list of {len(expected)} numbers, as torch's is."
+        if _matches(answer, expected):
+            return True, f"{name} matches torch at every item."
+        wrong = [f"item {i}: {_direction(a, e).removeprefix('not yet: ')}"
+                 for i, (a, e) in enumerate(zip(answer, expected, strict=True), start=1) if not _matches(a, e)]
+        return False, f"{name} not yet ({'; '.join(wrong)})."
+    said = _direction(answer, expected)
+    return said == "matches torch", f"{name} {said}."
+
+
+def check_with_torch(**torch_values: object) -> None:
+    """The step after the hand work: for each named answer, whether the hand value in the notebook matches
+    torch's (and for a number, whether yours is higher or lower), never torch's value itself, so it cannot be
+    copied before it has been worked out. Lists are compared item by item."""
+    namespace = sys._getframe(1).f_globals
+    matched = 0
+    for name, reference in torch_values.items():
+        if name not in namespace:
+            print(f"{name} is not defined: run its answer cell first.")
+            continue
+        ok, said = _against_torch(name, namespace[name], _plain(reference))
+        matched += ok
+        print(("✓ " if ok else "✗ ") + said)
+    print(f"{matched} of {len(torch_values)} match torch."
+          + ("" if matched == len(torch_values) else " Find the slip on paper, then run this cell again."))
 
 
 def _plain(reference: object) -> object:

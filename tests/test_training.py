@@ -272,6 +272,53 @@ def test_the_committed_release_is_in_sync_with_source(course_config):
     )
 
 
+def _torch_cells(notebook: dict) -> list[tuple[str, list[str]]]:
+    """The code cells the student is given to run torch (not the course's cells, not the empty ones for their
+    own code), each with the answers its `check_with_torch(...)` compares."""
+    import ast
+
+    cells = []
+    for cell in notebook["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] != "code" or cell["metadata"].get("nbgrader") or not source.strip():
+            continue
+        calls = [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)]
+        named = [k.arg for c in calls if getattr(c.func, "id", "") == "check_with_torch" for k in c.keywords]
+        assert not [c for c in calls if getattr(c.func, "id", "") == "print"], f"a torch cell prints:\n{source}"
+        cells.append((source, named))
+    return cells
+
+
+def test_each_torch_cell_compares_the_hand_values_and_prints_none_of_torchs():
+    """By hand first, then torch: a given torch cell checks every answer of its exercise against torch and
+    shows no torch value to copy (the challenges give no torch code; their text asks for the same check)."""
+    cells = _torch_cells(load(TRAINING_RELEASE))
+    given = {q.id: list(q.answer_names) for q in TRAINING.questions[:4]}
+    assert [named for _, named in cells] == list(given.values())
+    text = json.dumps(load(TRAINING_RELEASE), ensure_ascii=False)
+    assert "check_with_torch(sgd_losses=" in text
+    assert "check_with_torch(batch_a_w_grad=" in text
+
+
+@pytest.mark.slow
+def test_in_a_kernel_the_torch_cells_say_match_or_not_yet_never_the_answer():
+    import nbformat
+    from nbclient import NotebookClient
+
+    slipped = {**TRAINING_VALUES, "leaky_dL_dh": -4.08, "y_is_leaf": True}
+    node = nbformat.reads(json.dumps(_student_notebook(slipped)), as_version=4)
+    NotebookClient(node, timeout=120, kernel_name="python3").execute()
+    said = ["".join(o.get("text", "") for o in cell.outputs) for cell in node.cells
+            if cell.cell_type == "code" and not cell.metadata.get("nbgrader") and "check_with_torch(" in cell.source]
+    assert len(said) == 4
+    assert said[0].splitlines()[1] == "✗ y_is_leaf not yet: torch disagrees."
+    assert said[0].splitlines()[-1] == "6 of 7 match torch. Find the slip on paper, then run this cell again."
+    assert said[1].splitlines()[-1] == said[3].splitlines()[-1].replace("4 of 4", "5 of 5") == "5 of 5 match torch."
+    assert "✗ leaky_dL_dh not yet: yours is lower than torch's." in said[2].splitlines()
+    assert "-0.0408" not in said[2]  # torch's value for the slipped answer is nowhere
+    assert all(line[:2] in ("✓ ", "✗ ") for text in said for line in text.splitlines()[:-1])
+
+
 @pytest.mark.slow
 def test_the_training_release_is_proven_with_nbgrader_autograde(course_config):
     report = release(course_config, "training")
