@@ -159,6 +159,8 @@ def _against_torch(name: str, answer: object, expected: object) -> tuple[bool, s
         return False, f"{name} is still `...`: write your hand value first, then run this cell again."
     if isinstance(answer, torch.Tensor):
         return False, f"{name} is a tensor: write down the plain value you derived, not torch's."
+    if callable(answer):
+        return False, f"{name} is a function: compare what it returns at a point with torch's slope there."
     if type(expected) is list:
         if type(answer) is not list or len(answer) != len(expected):
             return False, f"{name} should be a list of {len(expected)} numbers, as torch's is."

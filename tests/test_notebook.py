@@ -158,6 +158,8 @@ def test_check_with_torch_compares_lists_item_by_item_and_counts_a_whole_match()
     ]
     assert run_torch_check("check_with_torch(v=torch.tensor(0.1 + 0.2))", v=0.3) == [
         "✓ v matches torch.", "1 of 1 match torch."]
+    assert run_torch_check("check_with_torch(f=torch.tensor(46.0))", f=lambda x: 3 * x ** 2 - 2)[0] == (
+        "✗ f is a function: compare what it returns at a point with torch's slope there.")
 
 
 # ----------------------------------------------------------------------------------- in a real kernel

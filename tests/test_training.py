@@ -272,34 +272,6 @@ def test_the_committed_release_is_in_sync_with_source(course_config):
     )
 
 
-def _torch_cells(notebook: dict) -> list[tuple[str, list[str]]]:
-    """The code cells the student is given to run torch (not the course's cells, not the empty ones for their
-    own code), each with the answers its `check_with_torch(...)` compares."""
-    import ast
-
-    cells = []
-    for cell in notebook["cells"]:
-        source = "".join(cell["source"])
-        if cell["cell_type"] != "code" or cell["metadata"].get("nbgrader") or not source.strip():
-            continue
-        calls = [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)]
-        named = [k.arg for c in calls if getattr(c.func, "id", "") == "check_with_torch" for k in c.keywords]
-        assert not [c for c in calls if getattr(c.func, "id", "") == "print"], f"a torch cell prints:\n{source}"
-        cells.append((source, named))
-    return cells
-
-
-def test_each_torch_cell_compares_the_hand_values_and_prints_none_of_torchs():
-    """By hand first, then torch: a given torch cell checks every answer of its exercise against torch and
-    shows no torch value to copy (the challenges give no torch code; their text asks for the same check)."""
-    cells = _torch_cells(load(TRAINING_RELEASE))
-    given = {q.id: list(q.answer_names) for q in TRAINING.questions[:4]}
-    assert [named for _, named in cells] == list(given.values())
-    text = json.dumps(load(TRAINING_RELEASE), ensure_ascii=False)
-    assert "check_with_torch(sgd_losses=" in text
-    assert "check_with_torch(batch_a_w_grad=" in text
-
-
 @pytest.mark.slow
 def test_in_a_kernel_the_torch_cells_say_match_or_not_yet_never_the_answer():
     import nbformat
