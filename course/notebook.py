@@ -18,6 +18,7 @@ The grader hands this file's text to the sandbox, where it becomes the module `c
 
 from __future__ import annotations
 
+import inspect
 import math
 import random
 import re
@@ -65,13 +66,25 @@ def _shown(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
 def _a(value: object) -> str:
-    """'a float: 2.5', 'a tensor', ... : what the value is, in words."""
+    """'a float: 2.5', 'a tensor', 'None', ... : what the value is, in words (no memory address)."""
     if isinstance(value, torch.Tensor):
         return "a tensor"
+    if value is None:
+        return "None"
+    if isinstance(value, type):
+        return f"a class ({value.__name__})"
+    if inspect.isroutine(value):  # a function, or a method named without its call: `x.item` for `x.item()`
+        return f"a function ({getattr(value, '__name__', '?')})"
     kind = type(value).__name__
-    article = "an" if kind[:1] in "aeiou" else "a"
-    return f"{article} {kind}: {_shown(value)}"
+    shown = _shown(value)
+    if " at 0x" in shown:  # an object with no readable value of its own: a grad_fn node, say
+        return f"{_article(kind)} {kind} object" if kind != "object" else "an object"
+    return f"{_article(kind)} {kind}: {shown}"
 
 
 def _form_problem(name: str, value: object, form: str) -> str | None:
@@ -79,6 +92,10 @@ def _form_problem(name: str, value: object, form: str) -> str | None:
     if value is ...:
         return f"{name} is still `...`: replace it with the value you derived by hand."
     if isinstance(value, torch.Tensor):
+        listed = LIST_FORM.fullmatch(form)
+        if listed:
+            return (f"{name} is a tensor: write down the {listed.group(1)} plain numbers you derived as a list, "
+                    f"e.g. {name} = [7.5, ...]")
         return f"{name} is a tensor: write down the plain number you derived, e.g. {name} = 7.5"
     if form == "number":
         return None if _is_number(value) else f"{name} should be a number, but it is {_a(value)}."
