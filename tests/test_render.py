@@ -72,3 +72,18 @@ def test_a_function_answer_without_a_function_is_shown_as_one(assignment, answer
     row = _html_row(render_html(feedback), "cubic_derivative")
     assert "<td class=\"num\" data-label='torch'>torch&#x27;s slope at each point</td>" in row
     assert row.count(html.escape(entry["detail"], quote=True)) == 1
+
+
+def test_each_reported_error_starts_its_line_with_a_capital(assignment):
+    from course.render import summary_markdown
+
+    cell_errors = [{"cell": "your answer cell for 3. A whole (tiny) network by hand", "error": "NameError: name 'y'"},
+                   {"cell": "cell 12", "error": "ZeroDivisionError: division by zero"}]
+    feedback = build_feedback("s1", "autograd", tuple(judge(assignment, contract_answers(assignment), tolerance=TOL)),
+                              status="graded", messages=[], cell_errors=cell_errors)
+    page = render_html(feedback)
+    assert "<li>Your answer cell for 3. A whole (tiny) network by hand: <code>NameError" in page
+    assert "<li>Cell 12: <code>ZeroDivisionError" in page
+    markdown = summary_markdown(feedback)
+    assert "\n- Your answer cell for 3\\. A whole \\(tiny\\) network by hand: NameError" in markdown
+    assert "\n- Cell 12: ZeroDivisionError" in markdown
