@@ -61,7 +61,7 @@ def chain_table(steps: tuple[ChainStep, ...], values: dict[str, ValueResult], re
 
 def _value_entry(result: ValueResult, reveal: bool) -> dict[str, Any]:
     """One answer: the student's value, torch's (only if `reveal`), points and the reasoning."""
-    torch_value = describe(result.expected) if result.status != "function" else "torch's slope at each point"
+    torch_value = "torch's slope at each point" if result.function else describe(result.expected)
     entry: dict[str, Any] = {
         "name": result.name,
         "your_value": _shown(result) if result.status == VALUE else None,

@@ -48,6 +48,7 @@ class ValueResult:
     detail: str = ""
     hand_work_note: bool = False
     probes: tuple[ProbeCheck, ...] = field(default_factory=tuple)
+    function: bool = False  # a function answer (whatever the student left there): torch has no one value
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,7 @@ class _Marks:
             detail = ("your function was not called: the notebook stopped before grading reached it"
                       if found.status == FUNCTION else _unanswered_detail(found, "a function of x"))
             self.sink.append(ValueResult(name, found.status, None, None, False, float(points), 0.0, hint,
-                                         detail=detail))
+                                         detail=detail, function=True))
             return
         checks = []
         for probe in found.probes:
@@ -194,7 +195,7 @@ class _Marks:
                       f"(at x = {describe(first.x)} it {said})")
         earned, flagged = self._earned(name, correct, points)
         self.sink.append(ValueResult(name, FUNCTION, None, None, correct, float(points), earned, hint, detail,
-                                     flagged, tuple(checks)))
+                                     flagged, tuple(checks), function=True))
 
     def total(self) -> float:
         return sum(result.earned for result in self.sink)

@@ -1,4 +1,5 @@
-"""What a student's notebook imports: `check_form`, the public form checks, and `Marks`, nbgrader's scoring.
+"""What a student's notebook imports: `check_form`, the public form checks, `check_with_torch`, which says
+whether a hand value matches torch without saying torch's value, and `Marks`, nbgrader's scoring.
 
 It knows no exercise and no answer (it ships in the package students install). The form cell of a
 question names its answers and the form each must have; `check_form` looks them up in the notebook and
@@ -17,6 +18,7 @@ The grader hands this file's text to the sandbox, where it becomes the module `c
 
 from __future__ import annotations
 
+import inspect
 import math
 import random
 import re
@@ -64,13 +66,25 @@ def _shown(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
 def _a(value: object) -> str:
-    """'a float: 2.5', 'a tensor', ... : what the value is, in words."""
+    """'a float: 2.5', 'a tensor', 'None', ... : what the value is, in words (no memory address)."""
     if isinstance(value, torch.Tensor):
         return "a tensor"
+    if value is None:
+        return "None"
+    if isinstance(value, type):
+        return f"a class ({value.__name__})"
+    if inspect.isroutine(value):  # a function, or a method named without its call: `x.item` for `x.item()`
+        return f"a function ({getattr(value, '__name__', '?')})"
     kind = type(value).__name__
-    article = "an" if kind[:1] in "aeiou" else "a"
-    return f"{article} {kind}: {_shown(value)}"
+    shown = _shown(value)
+    if " at 0x" in shown:  # an object with no readable value of its own: a grad_fn node, say
+        return f"{_article(kind)} {kind} object" if kind != "object" else "an object"
+    return f"{_article(kind)} {kind}: {shown}"
 
 
 def _form_problem(name: str, value: object, form: str) -> str | None:
@@ -78,6 +92,10 @@ def _form_problem(name: str, value: object, form: str) -> str | None:
     if value is ...:
         return f"{name} is still `...`: replace it with the value you derived by hand."
     if isinstance(value, torch.Tensor):
+        listed = LIST_FORM.fullmatch(form)
+        if listed:
+            return (f"{name} is a tensor: write down the {listed.group(1)} plain numbers you derived as a list, "
+                    f"e.g. {name} = [7.5, ...]")
         return f"{name} is a tensor: write down the plain number you derived, e.g. {name} = 7.5"
     if form == "number":
         return None if _is_number(value) else f"{name} should be a number, but it is {_a(value)}."
@@ -141,6 +159,52 @@ def check_form(*, quiet: bool = False, **forms: str) -> None:
             print(f"ok   {name}: right form ({form})")
     if problems:
         raise FormError(problems)
+
+
+def _direction(answer: object, expected: object) -> str:
+    """How one hand value stands against torch's, never torch's value itself."""
+    if _matches(answer, expected):
+        return "matches torch"
+    if _is_number(answer) and _is_number(expected):
+        return "not yet: yours is " + ("higher" if answer > expected else "lower") + " than torch's"  # type: ignore[operator]
+    return "not yet: torch disagrees"
+
+
+def _against_torch(name: str, answer: object, expected: object) -> tuple[bool, str]:
+    """(matches, what to say) for one hand value beside torch's."""
+    if answer is ...:
+        return False, f"{name} is still `...`: write your hand value first, then run this cell again."
+    if isinstance(answer, torch.Tensor):
+        return False, f"{name} is a tensor: write down the plain value you derived, not torch's."
+    if callable(answer):
+        return False, f"{name} is a function: compare what it returns at a point with torch's slope there."
+    if type(expected) is list:
+        if type(answer) is not list or len(answer) != len(expected):
+            return False, f"{name} should be a list of {len(expected)} numbers, as torch's is."
+        if _matches(answer, expected):
+            return True, f"{name} matches torch at every item."
+        wrong = [f"item {i}: {_direction(a, e).removeprefix('not yet: ')}"
+                 for i, (a, e) in enumerate(zip(answer, expected, strict=True), start=1) if not _matches(a, e)]
+        return False, f"{name} not yet ({'; '.join(wrong)})."
+    said = _direction(answer, expected)
+    return said == "matches torch", f"{name} {said}."
+
+
+def check_with_torch(**torch_values: object) -> None:
+    """The step after the hand work: for each named answer, whether the hand value in the notebook matches
+    torch's (and for a number, whether yours is higher or lower), never torch's value itself, so it cannot be
+    copied before it has been worked out. Lists are compared item by item."""
+    namespace = sys._getframe(1).f_globals
+    matched = 0
+    for name, reference in torch_values.items():
+        if name not in namespace:
+            print(f"{name} is not defined: run its answer cell first.")
+            continue
+        ok, said = _against_torch(name, namespace[name], _plain(reference))
+        matched += ok
+        print(("✓ " if ok else "✗ ") + said)
+    print(f"{matched} of {len(torch_values)} match torch."
+          + ("" if matched == len(torch_values) else " Find the slip on paper, then run this cell again."))
 
 
 def _plain(reference: object) -> object:

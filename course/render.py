@@ -60,10 +60,14 @@ def _mark(correct: bool, earned: float | None = None, points: float | None = Non
 def _values_table(values: list[dict[str, Any]], reveal: bool) -> Table:
     rows = []
     for value in values:
-        yours = value["your_value"] if value["your_value"] is not None else value.get("detail", value["status"])
-        notes: list[tuple[str, str]] = []
-        if value.get("detail") and (value["your_value"] is not None or value["status"] == "function"):
-            notes.append(("", value["detail"]))
+        # Said once, in one place: a missing value's cell says why there is none; a function's cell says
+        # "function" and what the grader found at its points goes under the explanation.
+        if value["your_value"] is None and value["status"] != "function":
+            yours, shown_below = value.get("detail", value["status"]), ""
+        else:
+            yours = value["your_value"] if value["your_value"] is not None else value["status"]
+            shown_below = value.get("detail", "")
+        notes: list[tuple[str, str]] = [("", shown_below)] if shown_below else []
         if value.get("hand_work_note"):
             notes.append(("note", value["hand_work_note"]))
         row = [Cell(value["name"], "name"), Cell(str(yours), "num")]
@@ -160,6 +164,11 @@ tr.first-wrong td { background: #fdecea; }
 """
 
 
+def _at_line_start(label: str) -> str:
+    """A cell's label ("your answer cell for …", "cell 4") as the start of a list item."""
+    return label[:1].upper() + label[1:]
+
+
 def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
@@ -243,7 +252,7 @@ def render_html(feedback: dict[str, Any]) -> str:
         parts.append(f"<section class=card><h2>{_e(ERRORS_TITLE)}</h2><p>{_e(ERRORS_INTRO)}</p><ul>")
         for error in feedback["cell_errors"]:
             hint = f"<div class=idea>{_e(error['hint'])}</div>" if error.get("hint") else ""
-            parts.append(f"<li>{_e(error['cell'])}: <code>{_e(error['error'])}</code>{hint}</li>")
+            parts.append(f"<li>{_e(_at_line_start(error['cell']))}: <code>{_e(error['error'])}</code>{hint}</li>")
         parts.append("</ul></section>")
     parts.append("</main></body></html>")
     return "\n".join(parts)
@@ -295,6 +304,6 @@ def summary_markdown(feedback: dict[str, Any]) -> str:
         lines.append(_md(VERDICTS_ONLY))
     if feedback["cell_errors"]:
         lines.append(f"**{_md(ERRORS_TITLE)}.** {_md(ERRORS_INTRO)}")
-        lines += [f"- {_md(e['cell'])}: {_md(e['error'])}" + (f" ({_md(e['hint'])})" if e.get("hint") else "")
-                  for e in feedback["cell_errors"][:20]]
+        lines += [f"- {_md(_at_line_start(e['cell']))}: {_md(e['error'])}"
+                  + (f" ({_md(e['hint'])})" if e.get("hint") else "") for e in feedback["cell_errors"][:20]]
     return "\n\n".join(lines)

@@ -12,7 +12,7 @@ import torch
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from course.notebook import FormError, Marks, check_form
+from course.notebook import FormError, Marks, check_form, check_with_torch
 from helpers import CORRECT_CODE, RELEASE_NOTEBOOK, fill, load
 
 NBGRADER_VALIDATE_WIDTH = 87  # nbgrader validate cuts longer lines with "..."
@@ -61,6 +61,16 @@ def test_every_problem_of_a_question_is_reported_at_once():
     ("class name or None", "Add Backward", "x should be the name of a class in quotes (a string), or None, but it "
                                            "is a str: 'Add Backward'."),
     ("class name or None", 0, "x should be the name of a class in quotes (a string), or None, but it is an int: 0."),
+    # said in words, never a type's internal name or a memory address
+    ("number", None, "x should be a number, but it is None."),
+    ("function", lambda x: None, "x should return a number, but x(1.5) returned None."),
+    ("list of 2 numbers", [1, None], "x should be a list of 2 numbers, but item 2 is None."),
+    ("number", torch.tensor(2.0).item, "x should be a number, but it is a function (item)."),
+    ("class name or None", (torch.tensor(2.0, requires_grad=True) ** 2).grad_fn,
+     "x should be the name of a class in quotes (a string), or None, but it is a PowBackward0 object."),
+    ("number", object(), "x should be a number, but it is an object."),
+    ("list of 3 numbers", torch.tensor([1.0, 2.0, 3.0]),
+     "x is a tensor: write down the 3 plain numbers you derived as a list, e.g. x = [7.5, ...]"),
 ])
 def test_each_wrong_form_is_said_in_a_sentence(form, value, problem):
     assert run_check(f"check_form(x={form!r})", x=value)[0] == [problem]
@@ -112,6 +122,54 @@ def test_marks_scores_value_by_value_for_plain_nbgrader(capsys):
     assert marks.total() == 8
     assert capsys.readouterr().out == "b does not match torch. hint b\nh does not match torch. hint h\n" \
                                       "i does not match torch. hint i\n"
+
+
+def run_torch_check(code: str, **answers) -> list[str]:
+    """Run a torch cell's `check_with_torch(...)` with `answers` as the notebook's globals: the printed lines."""
+    import contextlib
+    import io
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(code, {"check_with_torch": check_with_torch, "torch": torch, **answers})  # noqa: S102 - a torch cell
+    return printed.getvalue().splitlines()
+
+
+def test_check_with_torch_says_match_or_not_yet_and_never_torchs_value():
+    lines = run_torch_check(
+        "check_with_torch(a=torch.tensor(6.0), b=torch.tensor(-0.0408, dtype=torch.float64), c=torch.tensor(2.5),"
+        " d=True, e='MulBackward0', f=[torch.tensor(9.0), torch.tensor(0.5625), torch.tensor(4.0)], g=None,"
+        " h=torch.tensor(1.0), i=torch.tensor(7.25), j=torch.tensor(3.0))",
+        a=6, b=-0.0408, c=3, d=False, e="AddBackward0", f=[9, 0.25, 5], g=None, h=..., i=torch.tensor(7.25))
+    assert lines == [
+        "✓ a matches torch.",
+        "✓ b matches torch.",
+        "✗ c not yet: yours is higher than torch's.",
+        "✗ d not yet: torch disagrees.",
+        "✗ e not yet: torch disagrees.",
+        "✗ f not yet (item 2: yours is lower than torch's; item 3: yours is higher than torch's).",
+        "✓ g matches torch.",
+        "✗ h is still `...`: write your hand value first, then run this cell again.",
+        "✗ i is a tensor: write down the plain value you derived, not torch's.",
+        "j is not defined: run its answer cell first.",
+        "3 of 10 match torch. Find the slip on paper, then run this cell again.",
+    ]
+    said = "\n".join(lines)
+    for number in ("2.5", "0.5625", "7.25", "Mul", "True"):  # torch's values, where the hand value differs
+        assert number not in said
+
+
+def test_check_with_torch_compares_lists_item_by_item_and_counts_a_whole_match():
+    assert run_torch_check("check_with_torch(v=[torch.tensor(1.0), torch.tensor(2.0)], w=torch.tensor([1.0, 2.0]))",
+                           v=[1, 2.0], w=[1, 2, 3]) == [
+        "✓ v matches torch at every item.",
+        "✗ w should be a list of 2 numbers, as torch's is.",
+        "1 of 2 match torch. Find the slip on paper, then run this cell again.",
+    ]
+    assert run_torch_check("check_with_torch(v=torch.tensor(0.1 + 0.2))", v=0.3) == [
+        "✓ v matches torch.", "1 of 1 match torch."]
+    assert run_torch_check("check_with_torch(f=torch.tensor(46.0))", f=lambda x: 3 * x ** 2 - 2)[0] == (
+        "✗ f is a function: compare what it returns at a point with torch's slope there.")
 
 
 # ----------------------------------------------------------------------------------- in a real kernel

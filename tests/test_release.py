@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import ast
 import json
 
 import pytest
 
+from course.assignment import load_course_assignment
+from course.config import load_config
 from course.errors import CourseError, ReleaseError
 from course.release import find_leaks, release
-from helpers import RELEASE_NOTEBOOK, SOURCE_NOTEBOOK
+from helpers import RELEASE_NOTEBOOK, ROOT, SOURCE_NOTEBOOK, TRAINING_RELEASE, load
 
 
 def _edit_source(course_root, replacements: dict[str, str]) -> None:
@@ -125,3 +128,39 @@ def edit_source_cell(course_root, grade_id: str, change) -> None:
         if cell["metadata"].get("nbgrader", {}).get("grade_id") == grade_id:
             cell["source"] = change(cell["source"])
     path.write_text(json.dumps(notebook, indent=1))
+
+
+# ----------------------------------------------------------------------------- by hand first, then torch
+
+def _torch_cells(notebook: dict) -> list[tuple[list[str], list[str]]]:
+    """The code cells a student is given to run torch (not the course's cells, not the empty ones for their
+    own code): the answers each `check_with_torch(...)` compares, and what each prints."""
+    cells = []
+    for cell in notebook["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] != "code" or cell["metadata"].get("nbgrader") or not source.strip():
+            continue
+        calls = [node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)]
+        named = [k.arg for c in calls if getattr(c.func, "id", "") == "check_with_torch" for k in c.keywords]
+        printed = [ast.unparse(c) for c in calls if getattr(c.func, "id", "") == "print"]
+        cells.append((named, printed))
+    return cells
+
+
+@pytest.mark.parametrize(("name", "released", "given"), [("autograd", RELEASE_NOTEBOOK, 8),
+                                                         ("training", TRAINING_RELEASE, 4)])
+def test_each_torch_cell_compares_the_hand_values_and_prints_none_of_torchs(name, released, given):
+    """The student writes the hand value first, then torch checks it: each torch cell given compares every
+    answer of its exercise with torch and prints no torch value to copy (only `z.grad_fn`, the node, which
+    answers nothing). In the challenges the student writes the torch code; the text asks for the same check."""
+    questions = load_course_assignment(load_config(ROOT), name).questions
+    cells = _torch_cells(load(released))
+    assert [named for named, _ in cells] == [list(q.answer_names) for q in questions[:given]]
+    assert [printed for _, printed in cells if printed] == ([["print(z.grad_fn)"]] if name == "autograd" else [])
+    notebook = load(released)["cells"]
+    own = [index for index, c in enumerate(notebook) if c["cell_type"] == "code" and not c["metadata"].get("nbgrader")
+           and not "".join(c["source"]).strip()]
+    assert len(own) == {"autograd": 3, "training": 2}[name]
+    for index in own:  # the text nearest above an empty cell for the student's torch code asks for the check
+        above = next(c for c in reversed(notebook[:index]) if c["cell_type"] == "markdown")
+        assert "check_with_torch(" in "".join(above["source"]), index

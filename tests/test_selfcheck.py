@@ -122,3 +122,26 @@ def test_check_in_the_course_folder_uses_the_course_settings(tmp_path, monkeypat
     monkeypatch.chdir(root)
     assert main(["check", "autograd.ipynb"]) == 1
     assert "more than the limit of 5" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    ("return ...", "cubic_derivative missing (still `...`)"),  # as released
+    ("raise NotImplementedError", "cubic_derivative missing (still raises NotImplementedError)"),
+])
+def test_check_says_a_function_still_as_released_is_not_answered(tmp_path, monkeypatch, capsys, body, said):
+    answers = {**CORRECT_CODE, "cubic_derivative": f"def cubic_derivative(x):\n    {body}\n"}
+    in_an_empty_folder(tmp_path, monkeypatch, submitted_notebook(answers))
+    assert main(["check", "autograd.ipynb"]) == 1
+    out = capsys.readouterr().out
+    assert f"[todo] 9. Challenge: y = x³ − 2x: cubic_grad answered, {said}" in out
+    assert "cubic_derivative answered" not in out
+    assert "form: cubic_derivative" not in out  # said once, as for a value still `...`
+
+
+def test_check_still_says_a_function_that_returns_something_else_is_answered(tmp_path, monkeypatch, capsys):
+    answers = {**CORRECT_CODE, "cubic_derivative": "def cubic_derivative(x):\n    return 'slope'\n"}
+    in_an_empty_folder(tmp_path, monkeypatch, submitted_notebook(answers))
+    assert main(["check", "autograd.ipynb"]) == 1
+    out = capsys.readouterr().out
+    assert "cubic_derivative answered" in out
+    assert "form: cubic_derivative should return a number, but cubic_derivative(1.5) returned a str: 'slope'." in out

@@ -273,6 +273,25 @@ def test_the_committed_release_is_in_sync_with_source(course_config):
 
 
 @pytest.mark.slow
+def test_in_a_kernel_the_torch_cells_say_match_or_not_yet_never_the_answer():
+    import nbformat
+    from nbclient import NotebookClient
+
+    slipped = {**TRAINING_VALUES, "leaky_dL_dh": -4.08, "y_is_leaf": True}
+    node = nbformat.reads(json.dumps(_student_notebook(slipped)), as_version=4)
+    NotebookClient(node, timeout=120, kernel_name="python3").execute()
+    said = ["".join(o.get("text", "") for o in cell.outputs) for cell in node.cells
+            if cell.cell_type == "code" and not cell.metadata.get("nbgrader") and "check_with_torch(" in cell.source]
+    assert len(said) == 4
+    assert said[0].splitlines()[1] == "✗ y_is_leaf not yet: torch disagrees."
+    assert said[0].splitlines()[-1] == "6 of 7 match torch. Find the slip on paper, then run this cell again."
+    assert said[1].splitlines()[-1] == said[3].splitlines()[-1].replace("4 of 4", "5 of 5") == "5 of 5 match torch."
+    assert "✗ leaky_dL_dh not yet: yours is lower than torch's." in said[2].splitlines()
+    assert "-0.0408" not in said[2]  # torch's value for the slipped answer is nowhere
+    assert all(line[:2] in ("✓ ", "✗ ") for text in said for line in text.splitlines()[:-1])
+
+
+@pytest.mark.slow
 def test_the_training_release_is_proven_with_nbgrader_autograde(course_config):
     report = release(course_config, "training")
     assert (report.solution_score, report.untouched_score, report.max_score) == (58, 0, 58)

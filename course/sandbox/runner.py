@@ -20,6 +20,7 @@ from typing import Any
 _write, _type, _callable, _isfinite, _len, _str = os.write, type, callable, math.isfinite, len, str
 _float_repr, _int_repr, _BaseException, _TypeError = float.__repr__, int.__repr__, BaseException, TypeError
 _list, _dict, _float, _int, _bool = list, dict, float, int, bool
+_NotImplementedError, _all = NotImplementedError, all
 _MAX_LIST = 1000
 _PR_SET_NO_NEW_PRIVS = 38
 _MAX_TEXT = 1000
@@ -85,7 +86,7 @@ class _Harvester:
 
     def __init__(self, names, functions, call_seconds):
         self.names, self.functions, self.call_seconds = names, functions, call_seconds
-        self.probed = {}  # name -> (function object, results)
+        self.probed = {}  # name -> (function object, results, why it is unfinished or "")
 
     def harvest(self, namespace):
         answers = {}
@@ -95,9 +96,11 @@ class _Harvester:
                 function = namespace[name]
                 seen = self.probed.get(name)
                 if seen is None or seen[0] is not function:
-                    seen = (function, _probe(function, self.functions[name], self.call_seconds))
+                    seen = (function, *_probe(function, self.functions[name], self.call_seconds))
                     self.probed[name] = seen
-                answer["probes"] = seen[1]
+                # A function still as released (every call returns `...` or raises NotImplementedError) is
+                # no answer yet, said in the words of a value still `...`.
+                answer = {"kind": "missing", "detail": seen[2]} if seen[2] else {**answer, "probes": seen[1]}
             answers[name] = answer
         return answers
 
@@ -129,7 +132,8 @@ def _on_alarm(signum, frame):
 
 
 def _probe(function, points, seconds):
-    results = []
+    """The function's result at each point, and why it is unfinished ("" unless every call is the template's)."""
+    results, unfinished = [], []
     for x in points:
         signal.signal(signal.SIGALRM, _on_alarm)
         signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -142,12 +146,15 @@ def _probe(function, points, seconds):
                 said = "`...` (replace `return ...` with your derivative)" if value is ... else \
                     f"a value of type {_describe(value)}"
                 results.append({"x": x, "error": f"returned {said}, not a plain number"})
+                unfinished.append("still `...`" if value is ... else "")
         except _CallTimeout:
             results.append({"x": x, "error": f"did not return within {seconds:g} s"})
         except BaseException as error:
             signal.setitimer(signal.ITIMER_REAL, 0)
             results.append({"x": x, "error": f"raised {_describe(error)}"})
-    return results
+            unfinished.append("still raises NotImplementedError" if _type(error) is _NotImplementedError else "")
+    whole = _len(unfinished) == _len(results) > 0 and _all(unfinished)
+    return results, (unfinished[0] if whole else "")
 
 
 def _error_text(result):

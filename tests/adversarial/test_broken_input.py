@@ -152,11 +152,21 @@ def test_a_syntax_error_is_named_before_the_answers_it_cost(tmp_path, grader):
 
 
 def test_a_function_answer_still_returning_the_stub_is_said_so(sandbox_run):
+    from course.answers import MISSING
     from course.config import Limits
     from course.submission import Cell
 
-    cells = [Cell(0, "answers", "def slope(x):\n    return ...\n\ndef other(x):\n    return object()\n")]
-    ran = sandbox_run(cells, ("slope", "other"), {"slope": [1.0], "other": [2.0]}, Limits())
-    assert ran.answers["slope"].probes[0].error == ("returned `...` (replace `return ...` with your derivative), "
-                                                    "not a plain number")
+    cells = [Cell(0, "answers", "def slope(x):\n    return ...\n\ndef other(x):\n    return object()\n\n"
+                                "def unwritten(x):\n    raise NotImplementedError\n\n"
+                                "def partly(x):\n    return ... if x < 0 else 2 * x\n")]
+    ran = sandbox_run(cells, ("slope", "other", "unwritten", "partly"),
+                      {"slope": [1.0, 2.0], "other": [2.0], "unwritten": [1.0], "partly": [-1.0, 1.0]}, Limits())
+    # Still as released at every point: no answer yet, in the words of a value still `...`.
+    assert (ran.answers["slope"].status, ran.answers["slope"].detail) == (MISSING, "still `...`")
+    assert (ran.answers["unwritten"].status, ran.answers["unwritten"].detail) == (
+        MISSING, "still raises NotImplementedError")
     assert ran.answers["other"].probes[0].error == "returned a value of type object, not a plain number"
+    # Written, but still `...` at some point: an answer, wrong there.
+    assert ran.answers["partly"].probes[0].error == ("returned `...` (replace `return ...` with your derivative), "
+                                                     "not a plain number")
+    assert ran.answers["partly"].probes[1].value == 2
