@@ -173,6 +173,13 @@ IPYTHON_CELLS = [
     "w = [i for i in range(3)]\nw", "  # indented comment\nv = 1", "", "return 5", "a = '\\d'",
     "class A(Exception):\n    def _render_traceback_(self):\n        return ['said nicely']\nraise A()",
     "import warnings\nwarnings.warn('careful')\nu = 1", "get_ipython().ast_transformers\nn = 2",
+    # a cell IPython rewrites runs with no exception of the runner's as its current one
+    "%time t = 1\nraise", "!true\nimport sys\nexc = repr(sys.exc_info()[1])",
+    # a leading string is an expression to IPython, not a docstring
+    "'hello'\ndoc = __doc__",
+    # the notebook's own settings: a transformer of its own, every expression displayed
+    "get_ipython().input_transformers_post.append(lambda lines: [l.replace('41', '42') for l in lines])",
+    "m = 41", "get_ipython().ast_node_interactivity = 'all'", "k = 5\nk\nk + 1\nshown = _",
 ]
 
 
@@ -189,7 +196,7 @@ def test_the_runner_runs_cells_as_ipython_does():
         InteractiveShell.clear_instance()
         shell = runner["_new_shell"]()
         errors = [runner["_error_text"](run_cell(shell, source)) for source in IPYTHON_CELLS]
-        names = ("x", "y", "z", "q", "w", "v", "u", "a", "n")
+        names = ("x", "y", "z", "q", "w", "v", "u", "a", "n", "t", "exc", "doc", "m", "shown")
         return errors, {name: repr(shell.user_ns.get(name)) for name in names}
 
     try:
@@ -200,3 +207,4 @@ def test_the_runner_runs_cells_as_ipython_does():
     assert ours == ipython
     assert ours[0][1] == "ZeroDivisionError: division by zero"
     assert ours[1]["w"] == "[0, 1, 2]"
+    assert (ours[1]["exc"], ours[1]["m"]) == ("'None'", "42")

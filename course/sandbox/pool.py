@@ -39,7 +39,6 @@ LONG_RUN_SECONDS = 2.0  # a run this long, with others waiting, gets a stand-in 
 STAND_IN_CHECK_SECONDS = 0.25
 WORKER_COMMAND_START = (sys.executable, "-I", "-c")  # how a worker's command line (and its forks') begins
 STUDENT_NICENESS = 5
-LONG_RUN_NICENESS = 19  # a run past LONG_RUN_SECONDS: the CPU goes to the honest runs first (see _run_on)
 
 
 def worker_command(level: str, tmp_mb: int) -> list[str]:
@@ -327,15 +326,7 @@ class WarmPool:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(child_pid, signal.SIGKILL)
 
-        def slow_down() -> None:
-            # Every process of the leased uid is this student's: lower them all (their later forks inherit it;
-            # the student cannot raise it back). Where student code keeps the grader's uid this is not done.
-            if self.isolation.leased_uid:
-                with contextlib.suppress(OSError):
-                    os.setpriority(os.PRIO_USER, worker.uid, LONG_RUN_NICENESS)
-
-        run = Supervised(output_read, channel_read, kill, exit_code, lambda: cpu[0] if cpu else None,
-                         slow_down=slow_down, slow_after=LONG_RUN_SECONDS)
+        run = Supervised(output_read, channel_read, kill, exit_code, lambda: cpu[0] if cpu else None)
         try:
             result = supervise(run, cells, answer_names, function_points, limits, self.level, self.note, started)
         finally:

@@ -205,11 +205,15 @@ def run_cell(shell, source):
         manager = shell.input_transformer_manager
         for transform in manager.cleanup_transforms + manager.line_transforms:
             lines = transform(lines)
-        if "".join(lines) != text or shell.ast_transformers:
-            raise ValueError("IPython would change this cell")
+        if ("".join(lines) != text or shell.ast_transformers or shell.input_transformers_post
+                or shell.ast_node_interactivity != "last_expr"):
+            raise ValueError("IPython would change this cell, or run it otherwise")
         cell_name = compiler.cache(text, shell.execution_count, raw_code=source)
         tree = compiler.ast_parse(text, filename=cell_name)  # a SyntaxWarning names the cell, as in IPython
         body = tree.body
+        if body and _type(body[0]) is _ast.Expr and _type(body[0].value) is _ast.Constant \
+                and _type(body[0].value.value) is _str:
+            raise ValueError("a leading string would be a docstring here, an expression in IPython")
         last = body[-1:] if body and _type(body[-1]) is _ast.Expr else []
         codes = []
         if body[: _len(body) - _len(last)]:
@@ -218,6 +222,8 @@ def run_cell(shell, source):
             codes.append(compiler(_ast.Interactive(last), cell_name, "single"))
     except Exception:
         compiler.flags = flags  # a `from __future__` of a statement before the one that failed
+        codes = None
+    if codes is None:  # outside the handler: the cell must not run with our exception as its current one
         return shell.run_cell(source, store_history=False)
     info = _ExecutionInfo(source, False, False, True, None, None, transformed_cell=text)
     result = _ExecutionResult(info)

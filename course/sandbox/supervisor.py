@@ -52,10 +52,6 @@ class Supervised:
     kill: Callable[[], None]
     exit_code: Callable[[float], int | None]  # waits up to the given seconds; None if still running
     cpu_seconds: Callable[[], float | None]  # the kernel's count for the ended run (None: not known)
-    # Called once if the run is still going `slow_after` seconds after it started: a warm pool lowers the CPU
-    # priority of a notebook that spins towards its limit, so that the honest runs beside it go first.
-    slow_down: Callable[[], None] | None = None
-    slow_after: float = float("inf")
 
 
 class _Protocol:
@@ -128,9 +124,6 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
         if protocol.running_cell is not None and now > protocol.clock + limits.cell_seconds:
             limit_hit = "cell_seconds"
             break
-        if run.slow_down is not None and now > started + run.slow_after:
-            run.slow_down()
-            run.slow_down = None
         for key, _ in selector.select(timeout=0.1):
             data = os.read(key.fd, 65536)
             if not data:
