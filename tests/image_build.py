@@ -11,9 +11,11 @@ import concurrent.futures
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import tomllib
 from pathlib import Path
 
@@ -50,6 +52,36 @@ def containers_conf(folder: Path) -> Path:
     return path
 
 
+
+_running: set[subprocess.Popen] = set()
+_cancelled = threading.Event()
+
+
+def _run(command: list[str], *, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
+    """subprocess.run(command, capture_output=True, text=True) in a session of its own, which `remove` can end
+    (a run stopped early does not wait out a build no test needs)."""
+    if _cancelled.is_set():
+        pytest.skip("the image build was stopped: the run ended first")
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    _running.add(process)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _end(process)
+        stdout, stderr = process.communicate()
+    finally:
+        _running.discard(process)
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def _end(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 class Podman:
     """podman with its own storage and configuration under one folder, removed afterwards."""
 
@@ -61,8 +93,7 @@ class Podman:
                        "--tmpdir", str(folder / "libpod")]
 
     def __call__(self, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
-        completed = subprocess.run([*self.prefix, *args], env=self.env, capture_output=True, text=True,
-                                   timeout=timeout, check=False)
+        completed = _run([*self.prefix, *args], env=self.env, timeout=timeout)
         if check and completed.returncode != 0:
             pytest.fail(f"podman {' '.join(args[:2])} failed ({completed.returncode}):\n"
                         f"{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}")
@@ -87,11 +118,11 @@ def cpu_torch_wheel(into: Path) -> Path | str:
     """The CPU wheel of the pinned torch for the image's Python (3.11), as pip on this machine finds it,
     or why there is none. Asking for the +cpu version never downloads the CUDA build."""
     into.mkdir(parents=True)
-    completed = subprocess.run(
+    completed = _run(
         [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
          "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "-d", str(into),
          f"torch=={torch_pin()}+cpu"],
-        capture_output=True, text=True, timeout=600, check=False,
+        timeout=600,
     )
     wheels = sorted(into.glob("torch-*+cpu-*.whl"))
     if completed.returncode != 0 or not wheels:
@@ -121,8 +152,7 @@ def build_base(podman: Podman, folder: Path) -> None:
     command = ["mmdebstrap", "--quiet", "--variant=minbase",
                "--include=python3,python3-pip,python-is-python3,ca-certificates"]
     command += [f"--customize-hook={hook}" for hook in hooks]
-    completed = subprocess.run([*command, "bookworm", str(tarball)], capture_output=True, text=True,
-                               timeout=900, check=False)
+    completed = _run([*command, "bookworm", str(tarball)], timeout=900)
     if completed.returncode != 0:
         pytest.fail(f"mmdebstrap failed:\n{completed.stderr[-3000:]}")
     podman("import", "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -170,6 +200,12 @@ def remove(engine: Podman | None = None) -> None:
     if "image" not in _started:
         return
     folder, build_done = _started.pop("image")
-    concurrent.futures.wait([build_done])
+    if not build_done.done():  # no test waited for it: stop it rather than wait out its downloads
+        _cancelled.set()
+        while not build_done.done():
+            for process in list(_running):
+                _end(process)
+            concurrent.futures.wait([build_done], timeout=1)
+    _cancelled.clear()
     (engine or Podman(folder))("system", "reset", "--force", check=False)
     shutil.rmtree(folder, ignore_errors=True)

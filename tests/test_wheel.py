@@ -105,6 +105,16 @@ def answered_release(change=None) -> dict:
     return notebook
 
 
+# Every requirement the installed wheel declares (its extras aside), met by what its Python imports.
+DEPENDENCIES_MET = """
+from importlib.metadata import requires, version
+from packaging.requirements import Requirement
+unmet = [str(r) for r in map(Requirement, requires("autograd-course"))
+         if not r.marker and not r.specifier.contains(version(r.name), prereleases=True)]
+assert requires("autograd-course") and not unmet, f"unmet: {unmet}"
+"""
+
+
 @pytest.fixture(scope="module")
 def student_venv(tmp_path_factory, wheel) -> Path:
     """A fresh venv holding the wheel, installed by pip as `pip install autograd-course` would install it.
@@ -125,6 +135,10 @@ def student_venv(tmp_path_factory, wheel) -> Path:
     done = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--no-deps", str(wheel)], env=env,
                           timeout=1200, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
+    # The wheel's declared dependencies are the ones it is given: a pin the wheel names wrong fails here.
+    checked = subprocess.run([str(venv / "bin" / "python"), "-c", DEPENDENCIES_MET], env=env, capture_output=True,
+                             text=True, timeout=300, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     return venv
 
 
