@@ -6,6 +6,8 @@ redone or loosened here."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 import sys
 import tempfile
@@ -40,6 +42,19 @@ def scratch_folder(config: CourseConfig, assignment: str) -> Path:
     return config.root / SCRATCH / assignment
 
 
+
+def _hold_lock(path: Path, assignment: str) -> int:
+    """An exclusive lock on `path`, held (by the returned descriptor) while this server runs: a second server of
+    the same assignment on this course would clear the first one's attempts and grade its queue twice."""
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise CourseError(f"another `autograd-course serve` of assignment {assignment!r} is running on this course "
+                          f"(it holds {path}); stop it first, or serve another assignment") from None
+    return descriptor
+
 class Grader:
     """Grading threads (twice `jobs`) on a warm pool of `jobs` workers; `wake()` after storing an attempt,
     `listeners` are called with each attempt id whose results were recorded."""
@@ -55,10 +70,16 @@ class Grader:
                                                        self.settings.name)
         self.jobs = sandbox.default_jobs() if jobs is None else jobs
         self.scratch = scratch_folder(config, self.settings.name)
-        # What a killed server left of the attempts it was grading goes (they are graded again, from the database).
-        shutil.rmtree(self.scratch, ignore_errors=True)
         try:
             self.scratch.parent.mkdir(mode=0o700, exist_ok=True)  # the students' notebooks: the grader's user only
+            for folder in (self.scratch.parent, self.scratch):
+                if folder.is_symlink():
+                    raise CourseError(f"{folder} is a symbolic link; the service lays out the notebooks it grades "
+                                      "there and clears it at start-up: make it a plain folder or remove it")
+            self._lock = _hold_lock(self.scratch.parent / f"{self.settings.name}.lock", self.settings.name)
+            # What a killed server left of the attempts it was grading goes (they are graded again, from the
+            # database); no other server of this assignment is using it (the lock above).
+            shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch.mkdir(mode=0o700, exist_ok=True)
         except OSError as error:
             raise CourseError(f"cannot make {self.scratch}, where the service lays out the notebooks it grades: "
@@ -99,6 +120,9 @@ class Grader:
             thread.join()
         if self.pool is not None:
             self.pool.close()
+        if self._lock >= 0:
+            os.close(self._lock)
+            self._lock = -1
 
     def _loop(self) -> None:
         while not self._stopping.is_set():

@@ -64,3 +64,29 @@ def test_a_start_clears_what_a_killed_server_left_behind(tmp_path):
     assert service.grader.scratch == root / SCRATCH / "autograd"
     assert list(service.grader.scratch.iterdir()) == []
     assert service.grader.scratch.stat().st_mode & 0o077 == 0
+    service.grader.stop()
+
+
+def test_a_second_server_of_the_same_assignment_is_refused_while_the_first_runs(tmp_path):
+    """It would clear the first server's attempts in grading and take from the same queue."""
+    root = course_for_service(tmp_path / "course")
+    first = make_service(load_config(root), database="sqlite://", jobs=1)
+    (first.grader.scratch / "attempt-3").mkdir()  # the first server at work
+    with pytest.raises(CourseError, match=r"another `autograd-course serve` of assignment 'autograd' is running on "
+                                          r"this course \(it holds .*service-work/autograd.lock\)"):
+        make_service(load_config(root), database="sqlite://", jobs=1)
+    assert (first.grader.scratch / "attempt-3").is_dir()
+    first.grader.stop()
+    make_service(load_config(root), database="sqlite://", jobs=1).grader.stop()  # once it has stopped: fine
+
+
+def test_a_service_folder_that_is_a_symbolic_link_is_refused(tmp_path):
+    root = course_for_service(tmp_path / "course")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("not the service's\n")
+    (root / SCRATCH).mkdir()
+    (root / SCRATCH / "autograd").symlink_to(elsewhere)
+    with pytest.raises(CourseError, match=r"service-work/autograd is a symbolic link"):
+        make_service(load_config(root), database="sqlite://", jobs=1)
+    assert (elsewhere / "keep.txt").read_text() == "not the service's\n"
