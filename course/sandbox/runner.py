@@ -442,13 +442,42 @@ def _fork_in_new_pid_namespace(libc, own_pid_namespace):
     return child
 
 
-def _private_namespaces(libc):
-    """In pid 1 of the student's pid namespace, as root: a mount and an IPC namespace of the student's own.
-    The next fork is the student's process (see _init); when it ends the kernel kills everything left
-    behind, and the IPC namespace (shared memory, message queues) goes with it. Nothing of one student
-    outlives their run."""
-    _libc_call(libc.unshare, _CLONE_NEWNS | _CLONE_NEWIPC)
+def _private_namespaces(libc, pid=False):
+    """In the worker's forked child, as root: a mount and an IPC namespace of the student's own, and with
+    `pid` a pid namespace whose pid 1 is the next fork (see _run_child). The student's process is a fork of
+    that pid 1 (see _init); when it ends the kernel kills everything left behind, and the IPC namespace
+    (shared memory, message queues) goes with it. Nothing of one student outlives their run."""
+    _libc_call(libc.unshare, _CLONE_NEWNS | _CLONE_NEWIPC | (_CLONE_NEWPID if pid else 0))
     _libc_call(libc.mount, b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
+
+
+def _pid_namespace_round_trip(libc, own_pid_namespace):
+    """Whether the worker may make a pid namespace for its next child and then return to its own (setns),
+    tried in a throwaway fork. Root in the worker's view may; in a user namespace bubblewrap made, the
+    worker's own pid namespace belongs to the user namespace outside, and setns back is refused."""
+    child = os.fork()
+    if child == 0:
+        try:
+            _libc_call(libc.unshare, _CLONE_NEWPID)
+            _libc_call(libc.setns, own_pid_namespace, _CLONE_NEWPID)
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def _pass_on(init):
+    """Outside the student's pid namespace (a worker that cannot return from one forks this process between
+    itself and pid 1): end the way the student's process ended, for the worker to report."""
+    _, status = os.waitpid(init, 0)
+    code = os.waitstatus_to_exitcode(status)
+    number = -code if code < 0 else code - 128
+    if number > 0:
+        if number not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+    os._exit(code if 0 <= code < 256 else 70)
 
 
 _PR_CAPBSET_DROP, _LINUX_CAPABILITY_VERSION_3, _LAST_CAPABILITY = 24, 0x20080522, 63
@@ -537,15 +566,20 @@ def _leave_run(fds):
         os.close(fd)
 
 
-def _run_child(job, fds, shell):
+def _run_child(job, fds, shell, is_pid_1):
     """The forked child of a warm worker: set up the student's process and run the submission."""
     request_fd, channel_fd, output_fd = fds
     os.dup2(output_fd, 1)
     os.dup2(output_fd, 2)
     os.close(output_fd)
     libc = _prepared_filter()[0]
-    if job["namespaces"]:  # this process is pid 1 of the student's pid namespace (see serve)
-        _private_namespaces(libc)
+    if job["namespaces"]:  # with is_pid_1, this process is pid 1 of the student's pid namespace (see serve)
+        _private_namespaces(libc, pid=not is_pid_1)
+        if not is_pid_1:
+            init = os.fork()
+            if init:
+                _leave_run((request_fd, channel_fd))
+                _pass_on(init)
         student = os.fork()
         if student:
             _leave_run((request_fd, channel_fd))
@@ -595,6 +629,7 @@ def serve(control_fd):
     shell = _new_shell()
     libc = _prepared_filter()[0]
     own_pid_namespace = None
+    round_trip = None  # whether a child can be born pid 1 of its own namespace (see _pid_namespace_round_trip)
 
     control.sendall(b'{"event": "ready"}\n')
     while True:
@@ -602,18 +637,19 @@ def serve(control_fd):
         if not message or len(fds) != 3:
             os._exit(0)
         job = json.loads(message)
-        if job["namespaces"]:
-            if own_pid_namespace is None:
-                own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY)
+        if job["namespaces"] and round_trip is None:
+            own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY)
+            round_trip = _pid_namespace_round_trip(libc, own_pid_namespace)
+        if job["namespaces"] and round_trip:
             child = _fork_in_new_pid_namespace(libc, own_pid_namespace)
-        else:
+        else:  # with namespaces, the child makes the pid namespace and forks its pid 1 (see _run_child)
             child = os.fork()
         if child == 0:
             try:
                 control.close()
                 if own_pid_namespace is not None:
                     os.close(own_pid_namespace)
-                _run_child(job, fds, shell)
+                _run_child(job, fds, shell, is_pid_1=bool(job["namespaces"] and round_trip))
             except BaseException:
                 import traceback
 
