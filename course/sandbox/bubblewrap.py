@@ -51,6 +51,7 @@ def package_paths() -> tuple[str, ...]:
     --user`), or a folder a .pth file puts on the path. The view binds them read-only, and the sandboxed
     Python, which runs isolated (`-I`: no user site, no PYTHONPATH), is told of them by `path_prelude`."""
     folders = set()
+    outers = (*_prefixes(), "/usr")
     for name in SANDBOX_PACKAGES:
         try:
             spec = importlib.util.find_spec(name)
@@ -58,7 +59,6 @@ def package_paths() -> tuple[str, ...]:
             continue
         for location in (spec.submodule_search_locations or []) if spec else []:
             folder = os.path.realpath(Path(location).parent)
-            outers = (*_prefixes(), "/usr")
             if not any(folder == outer or folder.startswith(outer.rstrip("/") + "/") for outer in outers):
                 folders.add(folder)
     return tuple(sorted(folders))
