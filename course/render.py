@@ -179,6 +179,22 @@ def course_text_html(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", _e(text))
 
 
+# The grader's words for an answer still as released name code: "still `...`", "returned `...` (replace
+# `return ...` with your derivative)". On the page these phrases, and only these, are code. They are matched
+# after escaping and replaced by fixed markup, so a notebook's own text (a type's name, an error it raised,
+# which reaches a cell through the same detail) stays text, backticks and all: at most it shows the same
+# <code>...</code> an honest notebook still as released gets.
+CODE_PHRASES = ("`...`", "`return ...`")
+
+
+def _text_html(text: str) -> str:
+    """A cell's text on the page: escaped, with the grader's fixed code phrases shown as code."""
+    escaped = _e(text)
+    for phrase in CODE_PHRASES:
+        escaped = escaped.replace(_e(phrase), f"<code>{_e(phrase[1:-1])}</code>")
+    return escaped
+
+
 def _cell_html(cell: Cell, label: str, first: bool = False) -> str:
     if cell.kind == "mark":
         css = "ok" if cell.text.startswith("✓") else "bad"
@@ -187,9 +203,9 @@ def _cell_html(cell: Cell, label: str, first: bool = False) -> str:
     elif cell.kind == "name":
         inner = f"<code>{_e(cell.text)}</code>"
     else:
-        inner = _e(cell.text)
+        inner = _text_html(cell.text)
     for style, text in cell.notes:
-        inner += f'<div class="{style}">{_e(text)}</div>' if style else f"<div>{_e(text)}</div>"
+        inner += f'<div class="{style}">{_text_html(text)}</div>' if style else f"<div>{_text_html(text)}</div>"
     classes = [cell.kind] if cell.kind in ("num", "mark") else []
     classes += ["first"] if first else []
     attributes = (f' class="{" ".join(classes)}"' if classes else "") + (f" data-label='{_e(label)}'" if label else "")

@@ -60,8 +60,45 @@ def test_a_missing_value_says_why_once_in_its_own_cell(assignment):
     feedback = build_feedback("s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded",
                               messages=[], cell_errors=[])
     row = _html_row(render_html(feedback), "cubic_grad")
-    assert row.count("no answer (still `...`)") == 1
-    assert "<td class=\"num\" data-label='your value'>no answer (still `...`)</td>" in row
+    assert row.count("no answer (still <code>...</code>)") == 1
+    assert "<td class=\"num\" data-label='your value'>no answer (still <code>...</code>)</td>" in row
+
+
+@pytest.mark.parametrize("reveal", [True, False], ids=["torch-values", "verdicts"])
+def test_the_code_a_value_still_as_released_names_is_code_on_the_page_and_literal_in_markdown(assignment, reveal):
+    answers = contract_answers(assignment)
+    answers["net_dL_dw"] = Answer(MISSING, detail="still `...`")  # a value cell, and a row of the chain table
+    answers["cubic_derivative"] = Answer(FUNCTION, probes=(
+        Probe(-2.5, error="returned `...` (replace `return ...` with your derivative), not a plain number"),
+        Probe(0.0, -2.0), Probe(1.5, 4.75), Probe(4.0, 46.0)))
+    feedback = build_feedback("s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded",
+                              messages=[], cell_errors=[], reveal_torch_values=reveal, content=assignment.content)
+    page = render_html(feedback)
+    body = page[page.index("<main>"):]
+    assert "`" not in re.sub(r"<h2>.*?</h2>", "", body)  # titles aside (course text, shown as code too)
+    assert _html_row(page, "net_dL_dw").count("no answer (still <code>...</code>)") == 1
+    chain = re.search(r"<table class=chain>.*?</table>", page[page.index('id="q-tiny_net"'):]).group(0)
+    assert "no answer (still <code>...</code>)" in chain
+    assert ("it returned <code>...</code> (replace <code>return ...</code> with your derivative), not a plain "
+            "number") in _html_row(page, "cubic_derivative")
+    # Gradescope's Markdown keeps every character literal: the backticks are shown, not Markdown.
+    net = next(q for q in feedback["questions"] if q["id"] == "tiny_net")
+    assert r"no answer \(still \`\.\.\.\`\)" in question_markdown(net, reveal)
+    function_row = _markdown_row(feedback, "cubic_derivative", reveal)
+    assert r"returned \`\.\.\.\` \(replace \`return \.\.\.\` with" in function_row
+
+
+def test_only_the_graders_own_phrases_become_code(assignment):
+    """A notebook's own text (a wrong form's type name, an error it raised) stays text on the page, backticks
+    and all: only the fixed phrases for an answer still as released are code."""
+    answers = contract_answers(assignment)
+    answers["net_dL_dw"] = Answer(WRONG_FORM, detail="`<b>x</b>`")
+    answers["cubic_derivative"] = Answer(FUNCTION, probes=(Probe(1.0, error="raised `Boom` <i>"),))
+    feedback = build_feedback("s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded",
+                              messages=[], cell_errors=[])
+    page = render_html(feedback)
+    assert "a value of type `&lt;b&gt;x&lt;/b&gt;`, where" in _html_row(page, "net_dL_dw")
+    assert "it raised `Boom` &lt;i&gt;)" in _html_row(page, "cubic_derivative")
 
 
 @pytest.mark.parametrize("answer", [Answer(MISSING, detail="still `...`"), Answer(WRONG_FORM, detail="int")],
@@ -71,7 +108,7 @@ def test_a_function_answer_without_a_function_is_shown_as_one(assignment, answer
     assert entry["torch_value"] == "torch's slope at each point"  # torch has no one value to show ("None")
     row = _html_row(render_html(feedback), "cubic_derivative")
     assert "<td class=\"num\" data-label='torch'>torch&#x27;s slope at each point</td>" in row
-    assert row.count(html.escape(entry["detail"], quote=True)) == 1
+    assert row.count(html.escape(entry["detail"], quote=True).replace("`...`", "<code>...</code>")) == 1
 
 
 def test_each_reported_error_starts_its_line_with_a_capital(assignment):
