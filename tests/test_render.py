@@ -11,6 +11,7 @@ from course.answers import FUNCTION, MISSING, WRONG_FORM, Answer, Probe
 from course.feedback import build_feedback
 from course.judge import judge
 from course.render import question_markdown, render_html
+from helpers import ALL_VALUES
 from test_contract import contract_answers
 
 TOL = 1e-6
@@ -124,3 +125,64 @@ def test_each_reported_error_starts_its_line_with_a_capital(assignment):
     markdown = summary_markdown(feedback)
     assert "\n- Your answer cell for 3\\. A whole \\(tiny\\) network by hand: NameError" in markdown
     assert "\n- Cell 12: ZeroDivisionError" in markdown
+
+
+# ----------------------------------------------------------------------------- misconception notes, verdicts only
+
+# Slips whose note, said whole, hands the answer over: the size is right and the sign wrong (the engine's sign
+# slip); "y.grad is None"; one backward() call's gradient where two were asked for ("twice as much").
+SLIPS = {"slope_at_minus_2": -ALL_VALUES["slope_at_minus_2"], "y_grad_without_retain": 7.0,
+         "twice_w_grad": ALL_VALUES["net_dL_dw"], "twice_b_grad": ALL_VALUES["net_dL_db"]}
+
+
+def _slipped_feedback(assignment, reveal: bool) -> dict:
+    answers = contract_answers(assignment, {**ALL_VALUES, **SLIPS})
+    return build_feedback("s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded",
+                          messages=[], cell_errors=[], reveal_torch_values=reveal, content=assignment.content)
+
+
+def _shown(feedback: dict, reveal: bool) -> tuple[str, str]:
+    """What a student reads: the page's text, and the questions' Markdown unescaped (as Gradescope shows it)."""
+    page = html.unescape(re.sub(r"<[^>]+>", "", render_html(feedback)))
+    markdown = "\n".join(question_markdown(q, reveal) for q in feedback["questions"])
+    return page, re.sub(r"\\(.)", r"\1", markdown)
+
+
+def test_notes_with_torch_values_say_the_slip_and_the_idea(assignment):
+    feedback = _slipped_feedback(assignment, reveal=True)
+    notes = [m for q in feedback["questions"] for m in q["misconceptions"]]
+    assert {m["id"] for m in notes} == {"sign_slip", "unretained_grad_kept", "second_backward_overwrites",
+                                        "second_backward_overwrites_b"}
+    for shown in _shown(feedback, reveal=True):
+        for note in notes:
+            assert note["diagnosis"] in shown
+            assert note["idea"] in shown
+        assert "right size but the wrong sign" in shown
+        assert "y.grad is None" in shown
+
+
+def test_verdicts_only_notes_give_the_idea_never_the_answer(assignment):
+    """Verdicts only: no note narrows the answer down. A catalogue note shows its idea (the concept the slip
+    violates, the same words for everyone), once per question, never its diagnosis (which relates the answer
+    to torch's); the sign slip, found from the numbers alone, is not shown at all."""
+    feedback = _slipped_feedback(assignment, reveal=False)
+    notes = {m["id"]: m for q in feedback["questions"] for m in q["misconceptions"]}
+    accumulate = notes["second_backward_overwrites"]["idea"]
+    assert accumulate == notes["second_backward_overwrites_b"]["idea"]  # two notes of one question, one idea
+    for shown in _shown(feedback, reveal=False):
+        for note in notes.values():
+            assert note["diagnosis"] not in shown, note["id"]
+        assert "wrong sign" not in shown
+        assert "is None" not in shown
+        assert "twice as much" not in shown
+        assert notes["sign_slip"]["idea"] not in shown
+        assert notes["unretained_grad_kept"]["idea"] in shown
+        assert shown.count(accumulate) == 1
+
+
+def test_verdicts_only_feedback_json_keeps_the_notes_whole_for_the_class_summary(assignment):
+    """feedback.json is the instructor's (nbgrader hands back the page, the service shows the page, Gradescope
+    gets results.json): the class summary counts every note, with its diagnosis, whatever students are shown."""
+    hidden = _slipped_feedback(assignment, reveal=False)
+    shown = _slipped_feedback(assignment, reveal=True)
+    assert [q["misconceptions"] for q in hidden["questions"]] == [q["misconceptions"] for q in shown["questions"]]
