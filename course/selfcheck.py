@@ -1,7 +1,7 @@
 """The student's self-check: run the notebook in the sandbox, then the public form checks.
 
 Reports, per question, which answers are answered, missing, of the wrong form, or there but not of the form
-the question's public check declares ("net_h not a number (it is None)"), and whether the public checks pass.
+the question's public check declares ("h not a number (it is None)"), and whether the public checks pass.
 It needs nothing but the notebook and the installed package: the questions come from the notebook's own
 locked cells (`released_assignment`), the settings from the course YAML when there is one and the defaults
 otherwise. It has no answer key or hidden test to run or reveal.
