@@ -48,7 +48,9 @@ class ChainStep:
 @dataclass(frozen=True)
 class Rule:
     """A misconception: `applies(values)` says whether the answer `value` shows it; `values` maps each answer
-    name to the judge's result for it (`student`, `expected`, `correct`, `status`)."""
+    name to the judge's result for it (`student`, `expected`, `correct`, `status`). `message` may say how the
+    answer stands against torch's: it is shown only in feedback that shows torch's values. `idea` is shown in
+    verdicts-only feedback too, so it names the concept the slip violates, never the answer."""
 
     id: str
     value: str

@@ -99,7 +99,8 @@ def question_entry(question: QuestionResult, diagnoses: list, reveal: bool = Tru
         "earned": question.earned,
         "values": [_value_entry(v, reveal) for v in question.values],
         "misconceptions": [
-            {"id": d.id, "value": d.value, "diagnosis": d.message, "idea": d.idea} for d in diagnoses
+            {"id": d.id, "value": d.value, "diagnosis": d.message, "idea": d.idea, "from_numbers": d.from_numbers}
+            for d in diagnoses
         ],
     }
     if question.error:
@@ -116,7 +117,8 @@ def build_feedback(student_id: str, assignment: str, questions: tuple[QuestionRe
                    reveal_torch_values: bool = True, content: Content = NO_CONTENT) -> dict[str, Any]:
     """The complete feedback of one submission as plain data (what feedback.json holds), with the chain tables
     and misconception notes of the assignment's `content`. Without `reveal_torch_values` it holds no torch
-    value at all: verdicts, chain-table verdicts and notes only."""
+    value at all: verdicts, chain-table verdicts and notes only. The notes are kept whole either way (the class
+    summary counts them); what a student is shown of them is `course.render.notes_shown`'s to decide."""
     diagnoses = diagnose(questions, content.rules)
     entries = [question_entry(q, diagnoses.get(q.id, []), reveal_torch_values, content.chains.get(q.id, ()))
                for q in questions]

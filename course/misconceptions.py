@@ -3,6 +3,12 @@
 The catalogue of rules is each assignment's own (`MISCONCEPTIONS` in its exercises module, see
 `course.content`); the sign slip, the right size with the wrong sign, is the engine's and holds for any
 exercise. Rules look only at plain values: the student's answers and torch's references from the judge.
+
+A diagnosis has two parts: its `message` relates this student's answer to torch's ("the right size but the
+wrong sign", "y.grad is None"), its `idea` names the concept the slip violates, in the same words for everyone.
+Feedback that shows torch's values shows both; verdicts-only feedback shows only the idea, and nothing of a
+diagnosis found from the numbers alone (`from_numbers`, the sign slip), whose being there tells the sign
+(`course.render.notes_shown`).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ class Diagnosis:
     value: str
     message: str
     idea: str
+    from_numbers: bool = False  # found from the values alone, naming no misunderstanding (the sign slip)
 
 
 def _sign_slips(values: dict[str, ValueResult], already: set[str]) -> list[Diagnosis]:
@@ -33,6 +40,7 @@ def _sign_slips(values: dict[str, ValueResult], already: set[str]) -> list[Diagn
                 "sign_slip", name,
                 f"{name} has the right size but the wrong sign: check the sign of each local slope on the way back.",
                 "A gradient's sign says which way the loss moves; each negative local slope flips it.",
+                from_numbers=True,
             ))
     return slips
 

@@ -43,7 +43,8 @@ class QuestionView:
     score: str
     error: str
     tables: tuple[Table, ...]
-    slips: tuple[tuple[str, str], ...] = field(default_factory=tuple)  # (diagnosis, the idea it violates)
+    # (diagnosis, the idea it violates); "" diagnosis: the idea alone (verdicts only, see notes_shown)
+    slips: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
 
 def _points(value: float) -> str:
@@ -101,17 +102,33 @@ def _chain_table(table: dict[str, Any], reveal: bool) -> Table:
                  caption, first)
 
 
+def notes_shown(misconceptions: list[dict[str, Any]], reveal: bool) -> tuple[tuple[str, str], ...]:
+    """The misconception notes a student is shown, as (diagnosis, idea). With torch's values, every note whole.
+
+    Verdicts only, no note may narrow the answer down (else a student resubmits their way to it): a note's
+    diagnosis relates the answer to torch's ("the right size but the wrong sign", "y.grad is None", "twice as
+    much") and is left out (""); its idea, the concept the slip violates in the same words for everyone, is
+    shown, each idea once per question. A note found from the numbers alone (the sign slip: the answer is
+    exactly minus torch's) names no misunderstanding, and its being there tells the sign: it is left out."""
+    if reveal:
+        return tuple((d["diagnosis"], d["idea"]) for d in misconceptions)
+    ideas = [d["idea"] for d in misconceptions if not d.get("from_numbers", False)]
+    return tuple(("", idea) for idea in dict.fromkeys(ideas))
+
+
 def question_view(question: dict[str, Any], reveal: bool) -> QuestionView:
     tables = [_values_table(question["values"], reveal)]
     if question.get("chain_table"):
         tables.append(_chain_table(question["chain_table"], reveal))
     return QuestionView(question["id"], question["title"],
                         f"{_points(question['earned'])} / {_points(question['points'])}", question.get("error", ""),
-                        tuple(tables), tuple((d["diagnosis"], d["idea"]) for d in question["misconceptions"]))
+                        tuple(tables), notes_shown(question["misconceptions"], reveal))
 
 
 VERDICTS_ONLY = "This feedback says which answers are right, not what torch computes: work out the ones marked ✗ " \
                 "again from the chain table and the notes."
+SLIP = "A common slip:"
+IDEA_TO_REVISIT = "An idea to revisit:"  # a note shown by its idea alone (verdicts only)
 ERRORS_TITLE = "Errors your notebook reported"
 ERRORS_INTRO = "What your code raised while it ran, as your notebook reported it:"
 
@@ -179,6 +196,22 @@ def course_text_html(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", _e(text))
 
 
+# The grader's words for an answer still as released name code: "still `...`", "returned `...` (replace
+# `return ...` with your derivative)". On the page these phrases, and only these, are code. They are matched
+# after escaping and replaced by fixed markup, so a notebook's own text (a type's name, an error it raised,
+# which reaches a cell through the same detail) stays text, backticks and all: at most it shows the same
+# <code>...</code> an honest notebook still as released gets.
+CODE_PHRASES = ("`...`", "`return ...`")
+
+
+def _text_html(text: str) -> str:
+    """A cell's text on the page: escaped, with the grader's fixed code phrases shown as code."""
+    escaped = _e(text)
+    for phrase in CODE_PHRASES:
+        escaped = escaped.replace(_e(phrase), f"<code>{_e(phrase[1:-1])}</code>")
+    return escaped
+
+
 def _cell_html(cell: Cell, label: str, first: bool = False) -> str:
     if cell.kind == "mark":
         css = "ok" if cell.text.startswith("✓") else "bad"
@@ -187,9 +220,9 @@ def _cell_html(cell: Cell, label: str, first: bool = False) -> str:
     elif cell.kind == "name":
         inner = f"<code>{_e(cell.text)}</code>"
     else:
-        inner = _e(cell.text)
+        inner = _text_html(cell.text)
     for style, text in cell.notes:
-        inner += f'<div class="{style}">{_e(text)}</div>' if style else f"<div>{_e(text)}</div>"
+        inner += f'<div class="{style}">{_text_html(text)}</div>' if style else f"<div>{_text_html(text)}</div>"
     classes = [cell.kind] if cell.kind in ("num", "mark") else []
     classes += ["first"] if first else []
     attributes = (f' class="{" ".join(classes)}"' if classes else "") + (f" data-label='{_e(label)}'" if label else "")
@@ -245,8 +278,10 @@ def render_html(feedback: dict[str, Any]) -> str:
         if view.error:
             parts.append(f'<div class="error">{_e(view.error)}</div>')
         parts += [_table_html(table) for table in view.tables]
-        parts += [f'<div class="misconception"><strong>A common slip:</strong> {_e(diagnosis)}'
-                  f"<div class=idea>The idea: {_e(idea)}</div></div>" for diagnosis, idea in view.slips]
+        parts += [f'<div class="misconception"><strong>{_e(SLIP)}</strong> {_e(diagnosis)}'
+                  f"<div class=idea>The idea: {_e(idea)}</div></div>" if diagnosis else
+                  f'<div class="misconception"><strong>{_e(IDEA_TO_REVISIT)}</strong> {_e(idea)}</div>'
+                  for diagnosis, idea in view.slips]
         parts.append("</section>")
     if feedback["cell_errors"]:
         parts.append(f"<section class=card><h2>{_e(ERRORS_TITLE)}</h2><p>{_e(ERRORS_INTRO)}</p><ul>")
@@ -292,7 +327,8 @@ def question_markdown(question: dict[str, Any], reveal: bool) -> str:
     for table in view.tables:
         lines += _table_markdown(table)
     for diagnosis, idea in view.slips:
-        lines += ["", f"**A common slip:** {_md(diagnosis)} *The idea: {_md(idea)}*"]
+        lines += ["", f"**{_md(SLIP)}** {_md(diagnosis)} *The idea: {_md(idea)}*" if diagnosis else
+                  f"**{_md(IDEA_TO_REVISIT)}** {_md(idea)}"]
     return "\n".join(lines)
 
 

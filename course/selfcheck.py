@@ -1,27 +1,57 @@
 """The student's self-check: run the notebook in the sandbox, then the public form checks.
 
-Reports, per question, which answers are answered, missing or of the wrong form, and whether the public
-checks pass. It needs nothing but the notebook and the installed package: the questions come from the
-notebook's own locked cells (`released_assignment`), the settings from the course YAML when there is one
-and the defaults otherwise. It has no answer key or hidden test to run or reveal.
+Reports, per question, which answers are answered, missing, of the wrong form, or there but not of the form
+the question's public check declares ("h not a number (it is None)"), and whether the public checks pass.
+It needs nothing but the notebook and the installed package: the questions come from the notebook's own
+locked cells (`released_assignment`), the settings from the course YAML when there is one and the defaults
+otherwise. It has no answer key or hidden test to run or reveal.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from course import sandbox
-from course.answers import FUNCTION, MISSING, VALUE, WRONG_FORM, Answer
+from course.answers import FUNCTION, MISSING, VALUE, WRONG_FORM, Answer, PlainValue, describe, is_number
 from course.assignment import released_assignment
 from course.config import DEFAULT_SANDBOX_UID, CourseConfig, Limits
 from course.handwork import parse_cells
-from course.judge import choose_probe_points
+from course.judge import DECLARED_FORMS, choose_probe_points
 from course.submission import Cell, read_notebook_json, read_submission
 from course.text import safe_text
 
 FORM_CHECK_OFFSET = 1_000_000  # cell indexes of the public checks, past any real cell
+
+
+def _what(value: PlainValue) -> str:
+    """What a plain answer is, in a few words (a student's text cut short, on one line)."""
+    if type(value) is str:
+        return f"a string: {safe_text(repr(value), 40, one_line=True)}"
+    if type(value) is list:
+        return f"a list of {len(value)}"
+    return describe(value)
+
+
+def form_gap(value: PlainValue, form: str) -> str:
+    """What keeps a plain answer from the form its public check declares, as the check's line says it
+    ("not a number (it is None)"); "" when it has the form, or when the form is none the check knows."""
+    listed = re.fullmatch(r"list of (\d+) numbers?", form)
+    if listed:
+        length, words = int(listed.group(1)), f"a list of {listed.group(1)} numbers"
+        if type(value) is not list:
+            return f"not {words} (it is {_what(value)})"
+        if len(value) != length:
+            return f"not {words} (it has {len(value)})"
+        bad = next((i for i, item in enumerate(value, start=1) if not is_number(item)), None)
+        return f"not {words} (item {bad} is {_what(value[bad - 1])})" if bad else ""
+    fits = {"number": is_number(value), "number or None": value is None or is_number(value),
+            "True or False": type(value) is bool,
+            "class name or None": value is None or (type(value) is str and value.isidentifier())}
+    if fits.get(form, True):
+        return ""
+    return f"not {DECLARED_FORMS[form]} (it is {_what(value)})"
 
 
 @dataclass(frozen=True)
@@ -29,10 +59,16 @@ class QuestionCheck:
     title: str
     answers: dict[str, Answer]
     public_check_error: str | None
+    forms: dict[str, str] = field(default_factory=dict)  # answer -> the form its public check declares
+
+    def gap(self, name: str) -> str:
+        """What keeps this answer from its form ("" when it has it or is no plain value)."""
+        answer = self.answers[name]
+        return form_gap(answer.value, self.forms.get(name, "")) if answer.status == VALUE else ""
 
     @property
     def ready(self) -> bool:
-        answered = all(a.status in (VALUE, FUNCTION) for a in self.answers.values())
+        answered = all(a.status in (VALUE, FUNCTION) and not self.gap(n) for n, a in self.answers.items())
         return answered and self.public_check_error is None
 
 
@@ -55,7 +91,9 @@ class CheckReport:
             mark = "ok  " if question.ready else "todo"
             states = []
             for name, answer in question.answers.items():
-                if answer.status in (VALUE, FUNCTION):
+                if question.gap(name):
+                    states.append(f"{name} {question.gap(name)}")
+                elif answer.status in (VALUE, FUNCTION):
                     states.append(f"{name} answered")
                 elif answer.status == MISSING:
                     states.append(f"{name} missing ({answer.detail})")
@@ -65,7 +103,8 @@ class CheckReport:
                     states.append(f"{name} unreadable")
             lines.append(f"[{mark}] {question.title}: " + ", ".join(states))
             if question.public_check_error:
-                said = {name for name, answer in question.answers.items() if answer.status == MISSING}
+                said = {name for name, answer in question.answers.items()
+                        if answer.status == MISSING or question.gap(name)}
                 lines += public_check_lines(question.public_check_error, said)
         for label, error in self.cell_errors:
             lines.append(f"error in {label}: {error}")
@@ -120,7 +159,7 @@ def check_notebook(path: Path, config: CourseConfig | None = None, assignment_na
         ran = outcome.get(FORM_CHECK_OFFSET + i)
         error = "did not run" if ran is None else ran.error
         answers = {name: run.answers[name] for name in question.answer_names + question.function_names}
-        questions.append(QuestionCheck(question.title, answers, error))
+        questions.append(QuestionCheck(question.title, answers, error, dict(question.forms)))
     cell_errors = tuple((c.label, c.error) for c in run.cells if c.error and c.index < FORM_CHECK_OFFSET)
     return CheckReport(tuple(questions), run.ended_early, cell_errors,
                        f"{run.isolation}: {sandbox.ISOLATION_SUMMARY[run.isolation]}",

@@ -108,7 +108,10 @@ def test_feedback_in_results_shows_the_chain_table_and_misconceptions(tmp_path):
     assert tiny["status"] == "failed"
     assert "**Chain table (backward pass, right to left)**" in unescape_markdown(tiny["output"])
     assert "**→ h = w·x + b (to w)**" in unescape_markdown(tiny["output"])
-    assert "the last step, × x" in unescape_markdown(tiny["output"])
+    # Gradescope shows verdicts only (feedback_reveals: auto): the slip's idea, not the diagnosis that hands
+    # the answer over (render.notes_shown)
+    assert "**An idea to revisit:** The chain rule, one node at a time" in unescape_markdown(tiny["output"])
+    assert "the last step, × x" not in unescape_markdown(tiny["output"])
     assert "marks.value" not in json.dumps(results)  # hidden test code never reaches students
 
 

@@ -11,6 +11,7 @@ from course.answers import FUNCTION, MISSING, WRONG_FORM, Answer, Probe
 from course.feedback import build_feedback
 from course.judge import judge
 from course.render import question_markdown, render_html
+from helpers import ALL_VALUES
 from test_contract import contract_answers
 
 TOL = 1e-6
@@ -60,8 +61,45 @@ def test_a_missing_value_says_why_once_in_its_own_cell(assignment):
     feedback = build_feedback("s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded",
                               messages=[], cell_errors=[])
     row = _html_row(render_html(feedback), "cubic_grad")
-    assert row.count("no answer (still `...`)") == 1
-    assert "<td class=\"num\" data-label='your value'>no answer (still `...`)</td>" in row
+    assert row.count("no answer (still <code>...</code>)") == 1
+    assert "<td class=\"num\" data-label='your value'>no answer (still <code>...</code>)</td>" in row
+
+
+@pytest.mark.parametrize("reveal", [True, False], ids=["torch-values", "verdicts"])
+def test_the_code_a_value_still_as_released_names_is_code_on_the_page_and_literal_in_markdown(assignment, reveal):
+    answers = contract_answers(assignment)
+    answers["net_dL_dw"] = Answer(MISSING, detail="still `...`")  # a value cell, and a row of the chain table
+    answers["cubic_derivative"] = Answer(FUNCTION, probes=(
+        Probe(-2.5, error="returned `...` (replace `return ...` with your derivative), not a plain number"),
+        Probe(0.0, -2.0), Probe(1.5, 4.75), Probe(4.0, 46.0)))
+    feedback = build_feedback("s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded",
+                              messages=[], cell_errors=[], reveal_torch_values=reveal, content=assignment.content)
+    page = render_html(feedback)
+    body = page[page.index("<main>"):]
+    assert "`" not in re.sub(r"<h2>.*?</h2>", "", body)  # titles aside (course text, shown as code too)
+    assert _html_row(page, "net_dL_dw").count("no answer (still <code>...</code>)") == 1
+    chain = re.search(r"<table class=chain>.*?</table>", page[page.index('id="q-tiny_net"'):]).group(0)
+    assert "no answer (still <code>...</code>)" in chain
+    assert ("it returned <code>...</code> (replace <code>return ...</code> with your derivative), not a plain "
+            "number") in _html_row(page, "cubic_derivative")
+    # Gradescope's Markdown keeps every character literal: the backticks are shown, not Markdown.
+    net = next(q for q in feedback["questions"] if q["id"] == "tiny_net")
+    assert r"no answer \(still \`\.\.\.\`\)" in question_markdown(net, reveal)
+    function_row = _markdown_row(feedback, "cubic_derivative", reveal)
+    assert r"returned \`\.\.\.\` \(replace \`return \.\.\.\` with" in function_row
+
+
+def test_only_the_graders_own_phrases_become_code(assignment):
+    """A notebook's own text (a wrong form's type name, an error it raised) stays text on the page, backticks
+    and all: only the fixed phrases for an answer still as released are code."""
+    answers = contract_answers(assignment)
+    answers["net_dL_dw"] = Answer(WRONG_FORM, detail="`<b>x</b>`")
+    answers["cubic_derivative"] = Answer(FUNCTION, probes=(Probe(1.0, error="raised `Boom` <i>"),))
+    feedback = build_feedback("s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded",
+                              messages=[], cell_errors=[])
+    page = render_html(feedback)
+    assert "a value of type `&lt;b&gt;x&lt;/b&gt;`, where" in _html_row(page, "net_dL_dw")
+    assert "it raised `Boom` &lt;i&gt;)" in _html_row(page, "cubic_derivative")
 
 
 @pytest.mark.parametrize("answer", [Answer(MISSING, detail="still `...`"), Answer(WRONG_FORM, detail="int")],
@@ -71,7 +109,7 @@ def test_a_function_answer_without_a_function_is_shown_as_one(assignment, answer
     assert entry["torch_value"] == "torch's slope at each point"  # torch has no one value to show ("None")
     row = _html_row(render_html(feedback), "cubic_derivative")
     assert "<td class=\"num\" data-label='torch'>torch&#x27;s slope at each point</td>" in row
-    assert row.count(html.escape(entry["detail"], quote=True)) == 1
+    assert row.count(html.escape(entry["detail"], quote=True).replace("`...`", "<code>...</code>")) == 1
 
 
 def test_each_reported_error_starts_its_line_with_a_capital(assignment):
@@ -87,3 +125,64 @@ def test_each_reported_error_starts_its_line_with_a_capital(assignment):
     markdown = summary_markdown(feedback)
     assert "\n- Your answer cell for 3\\. A whole \\(tiny\\) network by hand: NameError" in markdown
     assert "\n- Cell 12: ZeroDivisionError" in markdown
+
+
+# ----------------------------------------------------------------------------- misconception notes, verdicts only
+
+# Slips whose note, said whole, hands the answer over: the size is right and the sign wrong (the engine's sign
+# slip); "y.grad is None"; one backward() call's gradient where two were asked for ("twice as much").
+SLIPS = {"slope_at_minus_2": -ALL_VALUES["slope_at_minus_2"], "y_grad_without_retain": 7.0,
+         "twice_w_grad": ALL_VALUES["net_dL_dw"], "twice_b_grad": ALL_VALUES["net_dL_db"]}
+
+
+def _slipped_feedback(assignment, reveal: bool) -> dict:
+    answers = contract_answers(assignment, {**ALL_VALUES, **SLIPS})
+    return build_feedback("s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded",
+                          messages=[], cell_errors=[], reveal_torch_values=reveal, content=assignment.content)
+
+
+def _shown(feedback: dict, reveal: bool) -> tuple[str, str]:
+    """What a student reads: the page's text, and the questions' Markdown unescaped (as Gradescope shows it)."""
+    page = html.unescape(re.sub(r"<[^>]+>", "", render_html(feedback)))
+    markdown = "\n".join(question_markdown(q, reveal) for q in feedback["questions"])
+    return page, re.sub(r"\\(.)", r"\1", markdown)
+
+
+def test_notes_with_torch_values_say_the_slip_and_the_idea(assignment):
+    feedback = _slipped_feedback(assignment, reveal=True)
+    notes = [m for q in feedback["questions"] for m in q["misconceptions"]]
+    assert {m["id"] for m in notes} == {"sign_slip", "unretained_grad_kept", "second_backward_overwrites",
+                                        "second_backward_overwrites_b"}
+    for shown in _shown(feedback, reveal=True):
+        for note in notes:
+            assert note["diagnosis"] in shown
+            assert note["idea"] in shown
+        assert "right size but the wrong sign" in shown
+        assert "y.grad is None" in shown
+
+
+def test_verdicts_only_notes_give_the_idea_never_the_answer(assignment):
+    """Verdicts only: no note narrows the answer down. A catalogue note shows its idea (the concept the slip
+    violates, the same words for everyone), once per question, never its diagnosis (which relates the answer
+    to torch's); the sign slip, found from the numbers alone, is not shown at all."""
+    feedback = _slipped_feedback(assignment, reveal=False)
+    notes = {m["id"]: m for q in feedback["questions"] for m in q["misconceptions"]}
+    accumulate = notes["second_backward_overwrites"]["idea"]
+    assert accumulate == notes["second_backward_overwrites_b"]["idea"]  # two notes of one question, one idea
+    for shown in _shown(feedback, reveal=False):
+        for note in notes.values():
+            assert note["diagnosis"] not in shown, note["id"]
+        assert "wrong sign" not in shown
+        assert "is None" not in shown
+        assert "twice as much" not in shown
+        assert notes["sign_slip"]["idea"] not in shown
+        assert notes["unretained_grad_kept"]["idea"] in shown
+        assert shown.count(accumulate) == 1
+
+
+def test_verdicts_only_feedback_json_keeps_the_notes_whole_for_the_class_summary(assignment):
+    """feedback.json is the instructor's (nbgrader hands back the page, the service shows the page, Gradescope
+    gets results.json): the class summary counts every note, with its diagnosis, whatever students are shown."""
+    hidden = _slipped_feedback(assignment, reveal=False)
+    shown = _slipped_feedback(assignment, reveal=True)
+    assert [q["misconceptions"] for q in hidden["questions"]] == [q["misconceptions"] for q in shown["questions"]]

@@ -8,9 +8,11 @@ import shutil
 
 import pytest
 
+from course.answers import VALUE, Answer
 from course.assignment import load_assignment, released_assignment
 from course.cli import main
 from course.errors import SourceNotebookError, SubmissionError
+from course.selfcheck import CheckReport, QuestionCheck
 from helpers import CORRECT_CODE, RELEASE_NOTEBOOK, SOURCE_NOTEBOOK, load, submitted_notebook, write
 
 
@@ -74,8 +76,9 @@ def test_check_in_an_empty_folder_says_what_each_question_lacks(tmp_path, monkey
     assert main(["check", "autograd.ipynb"]) == 1
     out = capsys.readouterr().out
     assert "[ok  ] 1. A gradient is a slope: slope_at_3 answered" in out
-    assert "[todo] 2. Walking a computation graph: z = 2x² + 1: forward_values answered, local_slopes answered" in out
-    assert "       form: local_slopes should be a list of 3 numbers, but it has 2." in out
+    assert ("[todo] 2. Walking a computation graph: z = 2x² + 1: forward_values answered, local_slopes not a list "
+            "of 3 numbers (it has 2)") in out
+    assert "form: local_slopes" not in out  # said once, on its answer's line
     assert "[todo] 3. A whole (tiny) network by hand:" in out
     assert "net_dL_dw wrong form (Tensor)" in out
     assert "       form: net_dL_dw is a tensor: write down the plain number you derived, e.g. net_dL_dw = 7.5" in out
@@ -145,3 +148,46 @@ def test_check_still_says_a_function_that_returns_something_else_is_answered(tmp
     out = capsys.readouterr().out
     assert "cubic_derivative answered" in out
     assert "form: cubic_derivative should return a number, but cubic_derivative(1.5) returned a str: 'slope'." in out
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(("value", "form", "said"), [
+    (None, "number", "x not a number (it is None)"),
+    ("five", "number", "x not a number (it is a string: 'five')"),
+    (True, "number", "x not a number (it is True)"),
+    (NAN, "number", "x not a number (it is nan)"),
+    ([1, 2], "number", "x not a number (it is a list of 2)"),
+    (2.5, "number", "x answered"),
+    (None, "number or None", "x answered"),
+    ("None", "number or None", "x not a number or None (it is a string: 'None')"),
+    (1, "True or False", "x not True or False (it is 1)"),
+    (False, "True or False", "x answered"),
+    ("MulBackward0", "class name or None", "x answered"),
+    (3, "class name or None", "x not a name in quotes (a string) or None (it is 3)"),
+    ([1, None, 3], "list of 3 numbers", "x not a list of 3 numbers (item 2 is None)"),
+    ([1, 2], "list of 3 numbers", "x not a list of 3 numbers (it has 2)"),
+    (7.5, "list of 3 numbers", "x not a list of 3 numbers (it is 7.5)"),
+    ([1, 2, 3], "list of 3 numbers", "x answered"),
+    (None, "", "x answered"),  # a form the check does not declare: nothing to hold the answer to
+], ids=repr)
+def test_check_says_an_answer_without_its_form_is_not_answered(value, form, said):
+    """An answer that is there but not of its form (None where a number is asked for, above all) is said to be
+    so on its own line, as the feedback would show it (your value: None), and not as "answered"."""
+    question = QuestionCheck("1. Q", {"x": Answer(VALUE, value)}, None if said.endswith("answered") else
+                             "FormError: x should be something else.", {"x": form})
+    lines = CheckReport((question,), None, ()).lines()
+    assert lines[0] == f"[{'ok  ' if said.endswith('answered') else 'todo'}] 1. Q: {said}"
+    assert not any("form: x" in line for line in lines)  # said once, as for a missing answer
+    assert question.ready == said.endswith("answered")
+
+
+def test_check_says_none_where_a_number_is_asked_for_is_not_a_number(tmp_path, monkeypatch, capsys):
+    answers = {**CORRECT_CODE, "net_h": "None", "retain_y_grad": "None"}  # retain_y_grad may be None (its form)
+    in_an_empty_folder(tmp_path, monkeypatch, submitted_notebook(answers))
+    assert main(["check", "autograd.ipynb"]) == 1
+    out = capsys.readouterr().out
+    assert "[todo] 3. A whole (tiny) network by hand: net_h not a number (it is None), net_a answered" in out
+    assert "form: net_h" not in out
+    assert "retain_y_grad answered" in out

@@ -395,5 +395,7 @@ def test_the_training_zip_grades_on_gradescope_with_its_chain_table_and_notes(tm
     leaky = next(test for test in results["tests"] if "LeakyReLU" in test["name"])
     output = leaky["output"].replace("\\", "")  # Markdown-escaped
     assert "| **→ a = LeakyReLU(h)** | -0.04 | ∂a/∂h = 1 if h &gt; 0, else 0.01 | -4.08 | ✗ |" in output  # chain table
-    assert "as if its slope were 1" in output  # the misconception note
+    # the misconception note, verdicts only: its idea, not the diagnosis that says how the answer is off
+    assert "**An idea to revisit:** LeakyReLU never shuts" in output
+    assert "as if its slope were 1" not in output
     assert "torch" not in output.split("**Chain table")[0].splitlines()[0]  # verdicts only (feedback_reveals: auto)
