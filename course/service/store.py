@@ -132,6 +132,8 @@ def _attempt(row: Any) -> Attempt:
                    json.loads(row.integrity) if row.integrity else [], row.seconds, row.results_written)
 
 
+RESULT_COLUMNS = ("status", "score", "raw_score", "late_penalty", "max_score", "feedback", "integrity", "graded_at",
+                  "seconds")  # what a grading run records
 SUMMARY_COLUMNS = [c for c in attempts.c if c.name != "notebook"]
 LIST_COLUMNS = [c for c in SUMMARY_COLUMNS if c.name != "feedback"]  # a class's worth of attempts, feedback apart
 
@@ -181,6 +183,10 @@ class Store:
         self._claim = (update(attempts).where(attempts.c.id == bindparam("attempt_id"), attempts.c.status == QUEUED)
                        .values(status=GRADING))
         self._claimed = select(*LIST_COLUMNS, attempts.c.notebook).where(attempts.c.id == bindparam("attempt_id"))
+        self._record = (update(attempts)
+                        .where(attempts.c.id == bindparam("attempt_id"), attempts.c.status == GRADING)
+                        .values({**{name: bindparam(f"new_{name}") for name in RESULT_COLUMNS},
+                                 "results_written": attempts.c.results_written + 1}))
         self._token = select(students.c.student_id, students.c.token_hash).where(
             students.c.token_hash == bindparam("digest"))
 
@@ -320,11 +326,12 @@ class Store:
     def record(self, attempt_id: int, *, status: str, score: float, raw_score: float, late_penalty: float,
                max_score: float, feedback: dict[str, Any], integrity: list[str], seconds: float) -> bool:
         """Write the results of the grading run that claimed the attempt; False when it was not being graded."""
+        values = {"status": status, "score": score, "raw_score": raw_score, "late_penalty": late_penalty,
+                  "max_score": max_score, "feedback": json.dumps(feedback), "integrity": json.dumps(integrity),
+                  "graded_at": now_utc(), "seconds": seconds}
         with self._begin_unsynced() as db:
-            return db.execute(update(attempts).where(attempts.c.id == attempt_id, attempts.c.status == GRADING).values(
-                status=status, score=score, raw_score=raw_score, late_penalty=late_penalty, max_score=max_score,
-                feedback=json.dumps(feedback), integrity=json.dumps(integrity), graded_at=now_utc(), seconds=seconds,
-                results_written=attempts.c.results_written + 1)).rowcount == 1
+            return db.execute(self._record, {"attempt_id": attempt_id,
+                                             **{f"new_{name}": value for name, value in values.items()}}).rowcount == 1
 
     def requeue_interrupted(self) -> int:
         """At start: attempts a stopped server was grading go back to the queue (none had results written)."""
