@@ -88,7 +88,7 @@ class Grader:
         self.scheduler = Scheduler()
         self._claiming = threading.Lock()  # one claim at a time: the scheduler sees every attempt being graded
         self._wake = threading.Condition()
-        self._pending_wakes = 0
+        self._changes = 0  # counts wake(): the queue may have changed (an attempt stored, or one graded)
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self.pool: sandbox.WarmPool | None = None
@@ -109,7 +109,7 @@ class Grader:
 
     def wake(self) -> None:
         with self._wake:
-            self._pending_wakes += 1
+            self._changes += 1
             self._wake.notify()
 
     def stop(self) -> None:
@@ -126,13 +126,16 @@ class Grader:
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
+            with self._wake:
+                seen = self._changes  # taken before the queue is read: a change after it is never missed
             with self._claiming:
                 claimed = self.store.claim_next(self.scheduler.pick)
             if claimed is None:
+                # Nothing to take: wait for a change unless one came meanwhile. (A count of wakes to work off
+                # instead had idle threads query the queue once for every upload they had not been woken for.)
                 with self._wake:
-                    if not self._pending_wakes:
+                    if self._changes == seen:
                         self._wake.wait(IDLE_POLL_SECONDS)
-                    self._pending_wakes = max(0, self._pending_wakes - 1)
                 continue
             attempt, notebook = claimed
             try:
