@@ -102,7 +102,8 @@ class Service:
                 future.set_result(attempt)
 
     async def wait_for(self, attempt: Attempt) -> Attempt:
-        """The attempt once graded, or as it is after `wait_seconds` (without its feedback: that is the page's)."""
+        """The attempt once graded (as its grading run recorded it: nothing is read back), or as it is after
+        `wait_seconds` (read without its feedback, which only the feedback page needs)."""
         future: asyncio.Future[Attempt] = asyncio.get_running_loop().create_future()
         self.waiters.setdefault(attempt.id, []).append(future)
         try:
