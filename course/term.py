@@ -77,7 +77,13 @@ def with_late_policy(graded: Graded, path: Path | None, due: datetime | None, se
                      config: CourseConfig) -> Graded:
     """The submission time and the late policy applied: score, feedback and the penalty (a missing
     timestamp or due date means on time)."""
-    submitted = submission_time(path, graded.student_id)
+    return late_policy_at(graded, submission_time(path, graded.student_id), due, settings, config)
+
+
+def late_policy_at(graded: Graded, submitted: datetime | None, due: datetime | None, settings: AssignmentSettings,
+                   config: CourseConfig) -> Graded:
+    """`with_late_policy` for a submission time already known (naive UTC; None: on time), as the submission
+    service knows when it received each attempt."""
     raw, max_score = graded.feedback["score"], graded.feedback["max_score"]
     lateness = late.assess(raw, max_score, submitted, due, settings.extensions.get(graded.student_id, 0.0),
                            config.late_policy)

@@ -23,6 +23,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -83,35 +84,38 @@ class Service:
     policy: ServicePolicy
     grader: Grader
     wait_seconds: float = WAIT_SECONDS
-    waiters: dict[int, list[asyncio.Future]] = field(default_factory=dict)
+    waiters: dict[int, list[asyncio.Future[Attempt]]] = field(default_factory=dict)
     loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def assignment(self) -> str:
         return self.grader.settings.name
 
-    def graded(self, attempt_id: int) -> None:
-        """Called from a grading thread: wake every request waiting for this attempt."""
+    def graded(self, attempt: Attempt) -> None:
+        """Called from a grading thread with an attempt as recorded: wake every request waiting for it."""
         if self.loop is not None:
-            self.loop.call_soon_threadsafe(self._resolve, attempt_id)
+            self.loop.call_soon_threadsafe(self._resolve, attempt)
 
-    def _resolve(self, attempt_id: int) -> None:
-        for future in self.waiters.pop(attempt_id, []):
+    def _resolve(self, attempt: Attempt) -> None:
+        for future in self.waiters.pop(attempt.id, []):
             if not future.done():
-                future.set_result(None)
+                future.set_result(attempt)
 
     async def wait_for(self, attempt: Attempt) -> Attempt:
-        """The attempt once graded, or as it is after `wait_seconds`."""
-        future = asyncio.get_running_loop().create_future()
+        """The attempt once graded (as its grading run recorded it: nothing is read back), or as it is after
+        `wait_seconds` (read without its feedback, which only the feedback page needs)."""
+        future: asyncio.Future[Attempt] = asyncio.get_running_loop().create_future()
         self.waiters.setdefault(attempt.id, []).append(future)
         try:
-            current = await run_in_threadpool(self.store.attempt, attempt.id)  # graded before we listened?
+            # Graded before we listened?
+            current = await run_in_threadpool(partial(self.store.attempt, attempt.id, feedback=False))
             if current is not None and not current.done:
                 try:
-                    await asyncio.wait_for(future, self.wait_seconds)
+                    current = await asyncio.wait_for(future, self.wait_seconds)
                 except TimeoutError:
                     pass
-                current = await run_in_threadpool(self.store.attempt, attempt.id)
+                if not current.done:  # not graded in time (or not recorded by the run that graded it)
+                    current = await run_in_threadpool(partial(self.store.attempt, attempt.id, feedback=False))
         finally:
             listeners = self.waiters.get(attempt.id, [])
             if future in listeners:
@@ -208,14 +212,24 @@ def _notebook_problem(notebook: bytes) -> str:
     return ""
 
 
-async def _upload_problem(service: Service, student: str, notebook: bytes) -> str:
-    """Why the upload is refused before it is stored ("" when it is not): not a notebook at all, or not one
-    the grader can read as the assignment's. A refused upload uses up no attempt (the 400 says why)."""
+def _accept(service: Service, student: str, notebook: bytes) -> str | Attempt | Refusal:
+    """Why the upload is refused before it is stored (not a notebook at all, or not one the grader can read as
+    the assignment's: a refused upload uses up no attempt, the 400 says why), or the policy's refusal, or the
+    attempt as stored (committed). Blocking: the request's one trip to a worker thread for all of it."""
     problem = _notebook_problem(notebook)
     if problem:
         return problem
-    problem = await run_in_threadpool(service.grader.upload_problem, student, notebook)
-    return f"the upload cannot be graded: {problem}" if problem else ""
+    problem = service.grader.upload_problem(student, notebook)
+    if problem:
+        return f"the upload cannot be graded: {problem}"
+    return service.store.submit(student, service.assignment, notebook, service.policy)
+
+
+async def _accept_upload(service: Service, student: str, notebook: bytes) -> str | Attempt | Refusal:
+    accepted = await run_in_threadpool(_accept, service, student, notebook)
+    if isinstance(accepted, Attempt):
+        service.grader.wake()
+    return accepted
 
 
 async def _receive_notebook(service: Service, request: Request) -> tuple[bytes, dict[str, Any]] | Response:
@@ -246,13 +260,6 @@ async def _receive_notebook(service: Service, request: Request) -> tuple[bytes, 
     return notebook, fields
 
 
-async def _store_attempt(service: Service, student: str, notebook: bytes) -> Attempt | Refusal:
-    stored = await run_in_threadpool(service.store.submit, student, service.assignment, notebook, service.policy)
-    if isinstance(stored, Attempt):
-        service.grader.wake()
-    return stored
-
-
 def _refused(refused: Refusal) -> JSONResponse:
     headers = {"Retry-After": str(max(1, int(refused.retry_after + 0.999)))} if refused.retry_after else None
     return JSONResponse({"error": refused.message, "retry_after": refused.retry_after}, status_code=429,
@@ -281,13 +288,12 @@ async def post_submission(request: Request) -> Response:
     received = await _receive_notebook(service, request)
     if isinstance(received, Response):
         return received
-    problem = await _upload_problem(service, student, received[0])
-    if problem:
-        return _json_error(400, problem)
-    stored = await _store_attempt(service, student, received[0])
-    if isinstance(stored, Refusal):
-        return _refused(stored)
-    attempt = await service.wait_for(stored)
+    accepted = await _accept_upload(service, student, received[0])
+    if isinstance(accepted, str):
+        return _json_error(400, accepted)
+    if isinstance(accepted, Refusal):
+        return _refused(accepted)
+    attempt = await service.wait_for(accepted)
     return JSONResponse(submission_json(attempt, token), status_code=200 if attempt.done else 202)
 
 
@@ -364,13 +370,12 @@ async def student_upload(request: Request, service: Service, student: str) -> Re
     csrf = fields.get("csrf")
     if not isinstance(csrf, str) or not service.csrf_ok(f"student:{student}", csrf):
         return await _student_page(service, student, refused_csrf, 403)
-    problem = await _upload_problem(service, student, notebook)
-    if problem:
-        return await _student_page(service, student, f"Not submitted: {problem}.", 400)
-    stored = await _store_attempt(service, student, notebook)
-    if isinstance(stored, Refusal):
-        return await _student_page(service, student, f"Not submitted: {stored.message}.", 429)
-    attempt = await service.wait_for(stored)
+    accepted = await _accept_upload(service, student, notebook)
+    if isinstance(accepted, str):
+        return await _student_page(service, student, f"Not submitted: {accepted}.", 400)
+    if isinstance(accepted, Refusal):
+        return await _student_page(service, student, f"Not submitted: {accepted.message}.", 429)
+    attempt = await service.wait_for(accepted)
     return RedirectResponse(f"attempts/{attempt.id}" if attempt.done else "./", status_code=303)
 
 

@@ -38,13 +38,14 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    bindparam,
     create_engine,
     event,
     func,
     select,
     update,
 )
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 from course.errors import CourseError
@@ -131,6 +132,8 @@ def _attempt(row: Any) -> Attempt:
                    json.loads(row.integrity) if row.integrity else [], row.seconds, row.results_written)
 
 
+RESULT_COLUMNS = ("status", "score", "raw_score", "late_penalty", "max_score", "feedback", "integrity", "graded_at",
+                  "seconds")  # what a grading run records
 SUMMARY_COLUMNS = [c for c in attempts.c if c.name != "notebook"]
 LIST_COLUMNS = [c for c in SUMMARY_COLUMNS if c.name != "feedback"]  # a class's worth of attempts, feedback apart
 
@@ -151,13 +154,16 @@ class Store:
     def __init__(self, url: str, assignment: str | None = None) -> None:
         self.assignment = assignment
         try:
-            self.engine: Engine = create_engine(url, pool_pre_ping=True)
+            # A database server may drop idle connections: each is checked when taken from the pool. A SQLite
+            # file has no server to go away, and the check would be one more statement per request.
+            sqlite = make_url(url).get_backend_name() == "sqlite"
+            self.engine: Engine = create_engine(url, pool_pre_ping=not sqlite)
         except (ArgumentError, ImportError) as error:
             raise CourseError(f"the service's database URL cannot be used: {error}") from None
         self._unsynced = self.engine  # for the commits that need not wait for the disk (see the module)
-        if self.engine.dialect.name == "sqlite":
+        if sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
-            self._unsynced = create_engine(url, pool_pre_ping=True)
+            self._unsynced = create_engine(url)
             event.listen(self._unsynced, "connect", _sqlite_unsynced_pragmas)
         try:
             metadata.create_all(self.engine)
@@ -167,6 +173,22 @@ class Store:
         if self.engine.dialect.name == "sqlite" and database and database != ":memory:":
             os.chmod(database, 0o600)  # notebooks and token hashes: the grader's user only (its -wal file follows)
         self._submit_lock = threading.Lock()  # one serve process per database: attempts are counted under it
+        # The statements of every upload, built once (SQLAlchemy caches their compiled form by their shape).
+        self._by_id = {feedback: self._mine(select(*(SUMMARY_COLUMNS if feedback else LIST_COLUMNS))
+                                            .where(attempts.c.id == bindparam("attempt_id")))
+                       for feedback in (True, False)}
+        self._queue = self._mine(select(attempts.c.id, attempts.c.student_id, attempts.c.submitted_at,
+                                        attempts.c.status)
+                                 .where(attempts.c.status.in_((QUEUED, GRADING))).order_by(attempts.c.id))
+        self._claim = (update(attempts).where(attempts.c.id == bindparam("attempt_id"), attempts.c.status == QUEUED)
+                       .values(status=GRADING))
+        self._claimed = select(*LIST_COLUMNS, attempts.c.notebook).where(attempts.c.id == bindparam("attempt_id"))
+        self._record = (update(attempts)
+                        .where(attempts.c.id == bindparam("attempt_id"), attempts.c.status == GRADING)
+                        .values({**{name: bindparam(f"new_{name}") for name in RESULT_COLUMNS},
+                                 "results_written": attempts.c.results_written + 1}))
+        self._token = select(students.c.student_id, students.c.token_hash).where(
+            students.c.token_hash == bindparam("digest"))
 
     @contextmanager
     def begin(self) -> Iterator[Connection]:
@@ -202,8 +224,7 @@ class Store:
             return None
         digest = hash_token(token)
         with self.engine.connect() as db:
-            row = db.execute(select(students.c.student_id, students.c.token_hash)
-                             .where(students.c.token_hash == digest)).first()
+            row = db.execute(self._token, {"digest": digest}).first()
         return row.student_id if row and hmac.compare_digest(row.token_hash, digest) else None
 
     def is_instructor(self, token: str | None) -> bool:
@@ -243,20 +264,20 @@ class Store:
                 student_id=student_id, assignment=assignment, number=len(earlier) + 1, submitted_at=now,
                 notebook=notebook, status=QUEUED, results_written=0)).inserted_primary_key
             assert inserted is not None  # noqa: S101 - an insert has a key
-            new_id = inserted[0]
-        found = self.attempt(new_id)
-        assert found is not None  # noqa: S101 - committed just above
-        return found
+        # Committed: the attempt as stored (not read back; these are the values just written).
+        return Attempt(inserted[0], student_id, assignment, len(earlier) + 1, now, QUEUED, None, None, None, None,
+                       [], None, 0)
 
     def _mine(self, query: Any) -> Any:
         """The query kept to this store's assignment (when it has one)."""
         return query.where(attempts.c.assignment == self.assignment) if self.assignment is not None else query
 
-    def attempt(self, attempt_id: int) -> Attempt | None:
+    def attempt(self, attempt_id: int, *, feedback: bool = True) -> Attempt | None:
+        """One attempt (None: no such attempt of this store's assignment); without its feedback unless asked."""
         if not 0 < attempt_id < 2**63:  # beyond the database's integers: no such attempt
             return None
         with self.engine.connect() as db:
-            row = db.execute(self._mine(select(*SUMMARY_COLUMNS).where(attempts.c.id == attempt_id))).first()
+            row = db.execute(self._by_id[feedback], {"attempt_id": attempt_id}).first()
         return _attempt(row) if row else None
 
     def attempts_of(self, student_id: str | None = None, *, feedback: bool = True) -> list[Attempt]:
@@ -275,10 +296,6 @@ class Store:
                                          .where(attempts.c.id.in_(attempt_ids))))
             return {row.id: json.loads(row.feedback) for row in rows if row.feedback}
 
-    def notebook(self, attempt_id: int) -> bytes:
-        with self.engine.connect() as db:
-            return db.execute(select(attempts.c.notebook).where(attempts.c.id == attempt_id)).scalar_one()
-
     def version(self) -> str:
         """Changes whenever an attempt is added or graded (the dashboard polls it)."""
         with self.engine.connect() as db:
@@ -288,38 +305,33 @@ class Store:
 
     def claim_next(self, pick: Pick | None = None) -> tuple[Attempt, bytes] | None:
         """A queued attempt, now marked as being graded by the caller (None: nothing queued, or nothing `pick`
-        lets start now): the one `pick` chooses, or the oldest."""
+        lets start now): the one `pick` chooses, or the oldest. One transaction: the queue as it is, the
+        claim, and the claimed attempt with its notebook."""
         while True:
             with self._begin_unsynced() as db:
-                chosen: int | None
+                rows = db.execute(self._queue).all()
+                queued = [Queued(row.id, row.student_id, row.submitted_at) for row in rows if row.status == QUEUED]
+                if not queued:
+                    return None
                 if pick is None:
-                    row = db.execute(self._mine(select(attempts.c.id).where(attempts.c.status == QUEUED))
-                                     .order_by(attempts.c.id).limit(1)).first()
-                    chosen = row.id if row else None
+                    chosen: int | None = queued[0].id
                 else:
-                    queued = [Queued(row.id, row.student_id, row.submitted_at) for row in db.execute(self._mine(
-                        select(attempts.c.id, attempts.c.student_id, attempts.c.submitted_at)
-                        .where(attempts.c.status == QUEUED)).order_by(attempts.c.id))]
-                    grading: list[str] = list(db.execute(self._mine(select(attempts.c.student_id)
-                                                         .where(attempts.c.status == GRADING))).scalars())
-                    chosen = pick(queued, grading, now_utc()) if queued else None
+                    chosen = pick(queued, [row.student_id for row in rows if row.status == GRADING], now_utc())
                 if chosen is None:
                     return None
-                claimed = db.execute(update(attempts).where(attempts.c.id == chosen, attempts.c.status == QUEUED)
-                                     .values(status=GRADING)).rowcount
-            if claimed:
-                found = self.attempt(chosen)
-                assert found is not None  # noqa: S101 - attempts are never deleted
-                return found, self.notebook(chosen)
+                if db.execute(self._claim, {"attempt_id": chosen}).rowcount:
+                    row = db.execute(self._claimed, {"attempt_id": chosen}).one()
+                    return _attempt(row), row.notebook
 
     def record(self, attempt_id: int, *, status: str, score: float, raw_score: float, late_penalty: float,
                max_score: float, feedback: dict[str, Any], integrity: list[str], seconds: float) -> bool:
         """Write the results of the grading run that claimed the attempt; False when it was not being graded."""
+        values = {"status": status, "score": score, "raw_score": raw_score, "late_penalty": late_penalty,
+                  "max_score": max_score, "feedback": json.dumps(feedback), "integrity": json.dumps(integrity),
+                  "graded_at": now_utc(), "seconds": seconds}
         with self._begin_unsynced() as db:
-            return db.execute(update(attempts).where(attempts.c.id == attempt_id, attempts.c.status == GRADING).values(
-                status=status, score=score, raw_score=raw_score, late_penalty=late_penalty, max_score=max_score,
-                feedback=json.dumps(feedback), integrity=json.dumps(integrity), graded_at=now_utc(), seconds=seconds,
-                results_written=attempts.c.results_written + 1)).rowcount == 1
+            return db.execute(self._record, {"attempt_id": attempt_id,
+                                             **{f"new_{name}": value for name, value in values.items()}}).rowcount == 1
 
     def requeue_interrupted(self) -> int:
         """At start: attempts a stopped server was grading go back to the queue (none had results written)."""

@@ -1,8 +1,8 @@
 """The service's grading: threads that take queued attempts in the scheduler's order (fair between students,
 honest work first: course/service/schedule.py) and grade each through
 `grading.grade_submission` on one warm pool kept up for the server's life, with the late policy of
-`term.with_late_policy`. The same engine as `autograd-course grade`: nothing of the batch's guarantees is
-redone or loosened here."""
+`term.late_policy_at` (at the time the service received the notebook). The same engine as
+`autograd-course grade`: nothing of the batch's guarantees is redone or loosened here."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from course import sandbox
@@ -22,12 +23,11 @@ from course.discovery import SubmissionRef
 from course.errors import CourseError, SubmissionError
 from course.grading import TIMED_OUT, grade_submission
 from course.nbgrader_bridge import assignment_due
-from course.nbgrader_layout import TIMESTAMP
 from course.service.policy import ServicePolicy, attempt_numbers
 from course.service.schedule import LONG_GRADING_SECONDS, Scheduler
 from course.service.store import Attempt, Store
 from course.submission import read_submission
-from course.term import with_late_policy
+from course.term import late_policy_at
 from course.text import safe_text
 from course.variants import course_secret
 
@@ -57,7 +57,7 @@ def _hold_lock(path: Path, assignment: str) -> int:
 
 class Grader:
     """Grading threads (twice `jobs`) on a warm pool of `jobs` workers; `wake()` after storing an attempt,
-    `listeners` are called with each attempt id whose results were recorded."""
+    `listeners` are called with each attempt whose results were recorded, as recorded."""
 
     def __init__(self, config: CourseConfig, store: Store, policy: ServicePolicy, *, jobs: int | None = None,
                  assignment_name: str | None = None) -> None:
@@ -84,11 +84,11 @@ class Grader:
         except OSError as error:
             raise CourseError(f"cannot make {self.scratch}, where the service lays out the notebooks it grades: "
                               f"{error.strerror}; the service needs to write in the course folder") from None
-        self.listeners: list[Callable[[int], None]] = []
+        self.listeners: list[Callable[[Attempt], None]] = []
         self.scheduler = Scheduler()
         self._claiming = threading.Lock()  # one claim at a time: the scheduler sees every attempt being graded
         self._wake = threading.Condition()
-        self._pending_wakes = 0
+        self._changes = 0  # counts wake(): the queue may have changed (an attempt stored, or one graded)
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self.pool: sandbox.WarmPool | None = None
@@ -109,7 +109,7 @@ class Grader:
 
     def wake(self) -> None:
         with self._wake:
-            self._pending_wakes += 1
+            self._changes += 1
             self._wake.notify()
 
     def stop(self) -> None:
@@ -126,23 +126,26 @@ class Grader:
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
+            with self._wake:
+                seen = self._changes  # taken before the queue is read: a change after it is never missed
             with self._claiming:
                 claimed = self.store.claim_next(self.scheduler.pick)
             if claimed is None:
+                # Nothing to take: wait for a change unless one came meanwhile. (A count of wakes to work off
+                # instead had idle threads query the queue once for every upload they had not been woken for.)
                 with self._wake:
-                    if not self._pending_wakes:
+                    if self._changes == seen:
                         self._wake.wait(IDLE_POLL_SECONDS)
-                    self._pending_wakes = max(0, self._pending_wakes - 1)
                 continue
             attempt, notebook = claimed
             try:
-                self.grade(attempt, notebook)
+                recorded = self.grade(attempt, notebook)
             except Exception as error:  # the database went away: the attempt stays claimed until a restart
                 print(f"serve: could not record attempt {attempt.id}: {safe_text(str(error), 2000)}", file=sys.stderr)
                 continue
             self.wake()  # the student's next attempt, held back while this one was graded, may start now
             for listener in self.listeners:
-                listener(attempt.id)
+                listener(recorded or attempt)
 
     def upload_problem(self, student_id: str, notebook: bytes) -> str:
         """Why an upload cannot be graded as this assignment's notebook at all ("" when it can): not the
@@ -161,25 +164,25 @@ class Grader:
             shutil.rmtree(folder, ignore_errors=True)
         return ""
 
-    def grade(self, attempt: Attempt, notebook: bytes) -> None:
-        """Grade one claimed attempt and record its results (grade_submission never raises)."""
+    def grade(self, attempt: Attempt, notebook: bytes) -> Attempt | None:
+        """Grade one claimed attempt and record its results (grade_submission never raises); the attempt as
+        recorded (None: it was no longer this run's to record)."""
         assert self.pool is not None  # noqa: S101 - started
         settings = self.settings
         params = attempt_numbers(self.config, self.policy, self.assignment.content, attempt.student_id,
                                  attempt.number, self.assignment.default_params)
-        # nbgrader's submitted/ layout, with the time the service received the notebook as timestamp.txt; one
-        # folder per attempt (only this thread grades it), removed when it is graded
+        # nbgrader's submitted/ layout; one folder per attempt (only this thread grades it), removed when it is
+        # graded. The late policy applies at the time the service received (and stored) the notebook.
         folder = self.scratch / f"attempt-{attempt.id}"
         shutil.rmtree(folder, ignore_errors=True)
         try:
             path = folder / attempt.student_id / settings.name / settings.notebook
             path.parent.mkdir(parents=True)
             path.write_bytes(notebook)
-            (path.parent / TIMESTAMP).write_text(f"{attempt.submitted_at:%Y-%m-%d %H:%M:%S.%f} UTC\n")
             graded = grade_submission(SubmissionRef(attempt.student_id, path), self.assignment, self.config,
                                       run=self.pool.run, reveal_torch_values=self.config.reveals_torch_values(
                                           gradescope=True), params=params)
-            graded = with_late_policy(graded, path, self.due, settings, self.config)
+            graded = late_policy_at(graded, attempt.submitted_at, self.due, settings, self.config)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         if graded.internal_error:
@@ -188,6 +191,11 @@ class Grader:
         self.scheduler.graded(attempt.student_id,
                               went_long=graded.status == TIMED_OUT or graded.seconds >= LONG_GRADING_SECONDS)
         feedback = graded.feedback
-        self.store.record(attempt.id, status=graded.status, score=feedback["score"], raw_score=feedback["raw_score"],
-                          late_penalty=graded.late_penalty, max_score=feedback["max_score"], feedback=feedback,
-                          integrity=list(graded.integrity), seconds=graded.seconds)
+        if not self.store.record(attempt.id, status=graded.status, score=feedback["score"],
+                                 raw_score=feedback["raw_score"], late_penalty=graded.late_penalty,
+                                 max_score=feedback["max_score"], feedback=feedback, integrity=list(graded.integrity),
+                                 seconds=graded.seconds):
+            return None
+        return replace(attempt, status=graded.status, score=feedback["score"], max_score=feedback["max_score"],
+                       late_penalty=graded.late_penalty, feedback=feedback, integrity=list(graded.integrity),
+                       seconds=graded.seconds, results_written=attempt.results_written + 1)

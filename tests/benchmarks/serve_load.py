@@ -175,10 +175,10 @@ def main() -> int:
             for kind, notebook in plan[name]:
                 tally.upload(server, name, kind, notebook)
 
-        started = time.monotonic()
+        started, client_before = time.monotonic(), time.process_time()
         with ThreadPoolExecutor(args.concurrency) as pool:
             list(pool.map(student, plan))
-        elapsed = time.monotonic() - started
+        elapsed, client_cpu = time.monotonic() - started, time.process_time() - client_before
         assert server.process is not None
         server_cpu, workers_cpu = _cpu(server.process.pid)
     finally:
@@ -198,7 +198,8 @@ def main() -> int:
     print(f"{args.students} students x {args.attempts} attempts = {uploads} uploads, {args.concurrency} at a time, "
           f"{server.jobs} warm workers, {elapsed:.1f} s ({uploads / elapsed:.1f} uploads/s)")
     print(f"CPU seconds since the server started: the server process {server_cpu:.1f}, its workers at least "
-          f"{workers_cpu:.1f} (processes killed before they were reaped are not counted)")
+          f"{workers_cpu:.1f} (processes killed before they were reaped are not counted); this load generator "
+          f"{client_cpu:.1f} on the same cores")
     print(f"acknowledged {len(tally.acknowledged)}; lost {len(lost)}; graded more than once {len(twice)}; "
           f"5xx {len(tally.server_errors)}; other refusals {len(tally.refused)}")
     print(f"baseline (one student alone): p50 {base:.3f} s; CPU an upload: {1000 * cost[0]:.1f} ms in the server "
