@@ -5,6 +5,7 @@ the grader reads the notebook, then `ColdSandbox.run` hands it the cells. `run_c
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -21,7 +22,7 @@ from course.sandbox.bubblewrap import bwrap_command, userns_command
 from course.sandbox.levels import LEVELS, choose_isolation, first_choice
 from course.sandbox.limits import SANDBOX_ENV, set_limits
 from course.sandbox.protocol import RUNNER_SOURCE, encode_request, write_in_background
-from course.sandbox.supervisor import RunResult, Supervised, supervise
+from course.sandbox.supervisor import EXIT_GRACE_SECONDS, RunResult, Supervised, supervise
 from course.sandbox.uids import drop_to, lease_uid, reap_uid
 from course.submission import Cell
 
@@ -83,6 +84,9 @@ class ColdSandbox:
                 self.close()
                 raise
             # bubblewrap could not even be executed: `run` leaves the choice to the probe
+        except BaseException:
+            self.close()
+            raise
 
     def _spawn(self) -> None:
         channel_read, channel_write = os.pipe()
@@ -115,9 +119,12 @@ class ColdSandbox:
             raise SandboxError(f"cannot start the sandbox: {error}") from None
         finally:
             os.close(channel_write)
-        self._process, self._channel_read = process, channel_read
         if process.stdin is None:  # asked for as a pipe above
+            _kill(process)
+            process.wait()
+            os.close(channel_read)
             raise SandboxError("cannot start the sandbox: no pipe to it")
+        self._process, self._channel_read = process, channel_read
         self._stdin_fd = os.dup(process.stdin.fileno())  # the request goes in later, from a thread of its own
         process.stdin.close()
 
@@ -178,9 +185,10 @@ class ColdSandbox:
         process, self._process = self._process, None
         try:
             if process is not None:
-                if process.returncode is None:
+                if process.returncode is None:  # never run, or still there after the supervisor's kill
                     _kill(process)
-                    process.wait()
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        process.wait(timeout=EXIT_GRACE_SECONDS)
                 if self._stdin_fd >= 0:
                     os.close(self._stdin_fd)
                     self._stdin_fd = -1
