@@ -6,7 +6,6 @@ The same code runs in the container, in the uploaded zip and against a temporary
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 import threading
@@ -22,7 +21,7 @@ from course.errors import CourseError, SubmissionError
 from course.files import atomic_write_json
 from course.grading import Graded, grade_submission
 from course.render import question_markdown, summary_markdown
-from course.sandbox import ISOLATION_SUMMARY, choose_isolation
+from course.sandbox import ISOLATION_SUMMARY, choose_isolation, cold
 from course.text import markdown_text, safe_text
 from course.variants import load_secret
 
@@ -144,25 +143,43 @@ def error_results(message: str, seconds: float, *, ours: bool) -> dict[str, Any]
     }
 
 
+def _warm_torch() -> None:
+    """The judge's torch, imported and its autograd run once while the sandbox runs the notebook."""
+    import torch
+
+    x = torch.tensor(2.0, requires_grad=True)
+    (x ** 3).backward()
+
+
 def run_autograder(root: Path) -> dict[str, Any]:
     """Grade <root>/submission against the course in <root>/source; write <root>/results/results.json."""
     started = time.monotonic()
-    # The judge needs torch in this process; load it while the sandbox runs the notebook.
-    threading.Thread(target=importlib.import_module, args=("torch",), daemon=True).start()
     try:
         config = load_config(root / "source")
-        # The grader's log (and results.json's extra_data) says which isolation student code gets, probed once
-        # (grading reuses the answer); when none is good enough, grading stops here.
-        level, note = choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
-        print(f"sandbox: {level}: {ISOLATION_SUMMARY[level]}{' ' + note if note else ''}", file=sys.stderr)
-        settings = config.assignment()
-        assignment = load_course_assignment(config, settings.name)
-        if config.variants:
-            # Refuses a secret that the sandbox's uid could read, before any student code runs.
-            load_secret(config.variant_secret_env, config.variant_secret_file, config.root)
-        notebook = find_notebook(root / "submission", settings.notebook)
-        graded = grade_submission(SubmissionRef(student_id_from_metadata(root), notebook), assignment, config,
-                                  reveal_torch_values=config.reveals_torch_values(gradescope=True))
+        # The sandbox's interpreter starts first and imports torch and IPython while this process reads the
+        # notebook and imports its own torch for the judge (on the other core, where there is one).
+        with cold.start(config.limits, isolation=config.sandbox, uid=config.sandbox_uid) as sandbox:
+            threading.Thread(target=_warm_torch, daemon=True).start()
+            try:
+                settings = config.assignment()
+                assignment = load_course_assignment(config, settings.name)
+                if config.variants:
+                    # Refuses a secret that the sandbox's uid could read, before any student code runs.
+                    load_secret(config.variant_secret_env, config.variant_secret_file, config.root)
+                notebook = find_notebook(root / "submission", settings.notebook)
+                graded = grade_submission(SubmissionRef(student_id_from_metadata(root), notebook), assignment,
+                                          config, run=sandbox.run,
+                                          reveal_torch_values=config.reveals_torch_values(gradescope=True))
+                if sandbox.error:  # no isolation level works here: nothing of the notebook ran
+                    raise sandbox.error
+            finally:
+                if sandbox.error is None:
+                    # The grader's log (and results.json's extra_data) says which isolation student code gets: the
+                    # level the run proved or the probe chose. When nothing ran the probe chooses now, and when no
+                    # level works its SandboxError is the result, as if it had been probed before anything else.
+                    level, note = choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
+                    print(f"sandbox: {level}: {ISOLATION_SUMMARY[level]}{' ' + note if note else ''}",
+                          file=sys.stderr)
         if graded.internal_error:
             print(graded.internal_error, file=sys.stderr)  # the grader's log, hidden from students
         results = to_results(graded, time.monotonic() - started)

@@ -17,6 +17,7 @@ import pytest
 from course.bundle import build_bundle
 from course.config import load_config
 from course.gradescope import run_autograder
+from course.sandbox import ISOLATION_SUMMARY
 from helpers import CORRECT_CODE, ROOT, closed_loopback_url, serve_folder, submitted_notebook, write
 
 SCHEMA = json.loads((ROOT / "tests" / "gradescope_results.schema.json").read_text())
@@ -139,8 +140,14 @@ def test_the_shell_entry_point_grades_with_autograder_root(tmp_path):
     root = make_root(tmp_path, {"autograd.ipynb": submitted_notebook()})
     env = {**os.environ, "AUTOGRADER_ROOT": str(root),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    subprocess.run([str(ROOT / "autograder" / "run_autograder")], env=env, check=True, capture_output=True)
-    assert results_of(root)["score"] == 57
+    completed = subprocess.run([str(ROOT / "autograder" / "run_autograder")], env=env, check=True,
+                               capture_output=True, text=True)
+    results = results_of(root)
+    assert results["score"] == 57
+    # The grader's log names the level the notebook ran at, as results.json does.
+    level = results["extra_data"]["sandbox"]
+    assert level in ("bwrap", "userns")
+    assert f"sandbox: {level}: {ISOLATION_SUMMARY[level]}" in completed.stderr.splitlines()
 
 
 def test_student_id_comes_from_submission_metadata(tmp_path):

@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from course.cli import main
-from course.config import Limits, load_config
+from course.config import DEFAULT_SANDBOX_UID, Limits, load_config
 from course.errors import SandboxError
-from course.sandbox import bubblewrap, choose_isolation, run_cells
+from course.sandbox import bubblewrap, choose_isolation, levels, run_cells
 from course.sandbox.bubblewrap import bwrap_binary
+from course.sandbox.levels import first_choice
 from course.sandbox.uids import UID_RANGE
 from course.submission import Cell
 from helpers import ROOT
@@ -102,3 +103,50 @@ def test_the_course_yaml_accepts_the_four_levels(course_root):
         yaml_path.write_text(yaml_path.read_text().replace(f"sandbox: {config.sandbox}", f"sandbox: {level}"))
         config = replace(config, sandbox=load_config(course_root).sandbox)
         assert config.sandbox == level
+
+
+@pytest.fixture
+def probes(monkeypatch):
+    """Every probe that runs (the real one), by its command's first word."""
+    seen: list[str] = []
+    real = levels._probe
+
+    def counted(command, *args, **kwargs):
+        seen.append(os.path.basename(command[0]) if command else "python")
+        return real(command, *args, **kwargs)
+
+    monkeypatch.setattr(levels, "_probe", counted)
+    return seen
+
+
+def test_a_cold_run_proves_its_level_and_a_crashing_notebook_cannot_move_it(probes):
+    """Before any choice a cold run starts at the strongest level without a probe; its runner's `ready`, sent
+    before any student code, proves it. A notebook that kills its own interpreter is that run's result at that
+    level, never a reason to look for another."""
+    first = first_choice("auto")
+    assert first in ("bwrap", "userns")
+    cells = [Cell(0, "answer", "result = 1"),
+             Cell(1, "crash", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")]
+    run = run_cells(cells, ("result",), {}, LIMITS)
+    assert (run.isolation, run.ready) == (first, True)
+    assert run.answers["result"].value == 1  # set before the crash, and graded
+    assert run.ended_early == "the Python process ended during crash (exit code 137)"  # bwrap passes 128 + 9 on
+    assert probes == []
+    assert choose_isolation.known("auto", DEFAULT_SANDBOX_UID, LIMITS.tmp_mb) == (first, "")
+    assert choose_isolation("auto", DEFAULT_SANDBOX_UID, LIMITS.tmp_mb) == (first, "")
+    assert probes == []
+
+
+def test_a_sandbox_that_cannot_start_leaves_the_choice_to_the_probe(probes):
+    """An interpreter that cannot even start in its limits (here 16 MiB of address space) ends before `ready`,
+    so no student code ran: the probe then chooses the level as it always did, and the cells run once more at
+    its choice, where the same limits stop them again, reported as such."""
+    tiny = replace(LIMITS, memory_mb=16)
+    run = run_cells([Cell(0, "who", WHO_AM_I)], ("result",), {}, tiny)
+    first = first_choice("auto")
+    assert probes[:1] == ([os.path.basename(bwrap_binary() or "bwrap")] if first else [])
+    assert run.isolation == choose_isolation.known("auto", DEFAULT_SANDBOX_UID, tiny.tmp_mb)[0] == first
+    assert not run.ready
+    assert run.answers["result"].status == "missing"
+    assert (run.ended_early or "").startswith("the Python process ended")
+    assert "MemoryError" in run.output or "failed to map segment" in run.output

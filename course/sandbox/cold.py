@@ -1,7 +1,11 @@
-"""A cold run: a fresh sandboxed interpreter for one submission."""
+"""A cold run: a fresh sandboxed interpreter for one submission.
+
+The interpreter can be started before its submission is known (`start`): it imports torch and IPython while
+the grader reads the notebook, then `ColdSandbox.run` hands it the cells. `run_cells` does both at once."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -9,14 +13,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 
 from course.config import DEFAULT_SANDBOX_UID, Limits
 from course.errors import SandboxError
 from course.sandbox.bubblewrap import bwrap_command, userns_command
-from course.sandbox.levels import LEVELS, choose_isolation
+from course.sandbox.levels import LEVELS, choose_isolation, first_choice
 from course.sandbox.limits import SANDBOX_ENV, set_limits
 from course.sandbox.protocol import RUNNER_SOURCE, encode_request, write_in_background
-from course.sandbox.supervisor import RunResult, Supervised, supervise
+from course.sandbox.supervisor import EXIT_GRACE_SECONDS, RunResult, Supervised, supervise
 from course.sandbox.uids import drop_to, lease_uid, reap_uid
 from course.submission import Cell
 
@@ -31,79 +37,171 @@ def run_cells(
     uid: int = DEFAULT_SANDBOX_UID,
 ) -> RunResult:
     """Run the cells in a fresh sandboxed process (a cold start) and return the answers as plain data."""
-    level, note = choose_isolation(isolation, uid, limits.tmp_mb)
-    if not LEVELS[level].leased_uid:
-        return _run_cold(cells, answer_names, function_points, limits, level, note, uid)
-    with lease_uid(uid) as leased:
-        return _run_cold(cells, answer_names, function_points, limits, level, note, leased)
+    with start(limits, isolation=isolation, uid=uid) as sandbox:
+        return sandbox.run(cells, answer_names, function_points, limits)
 
 
-def _run_cold(cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]],
-              limits: Limits, level: str, note: str, uid: int) -> RunResult:
-    channel_read, channel_write = os.pipe()
-    scratch = None
-    env: dict[str, str]
-    if level == "bwrap":
-        command, cwd, env = bwrap_command(uid, limits.tmp_mb), "/", {}
-    elif level == "userns":
-        command, cwd, env = userns_command(limits.tmp_mb), "/", {}
-    else:
-        scratch = tempfile.mkdtemp(prefix="autograd-sandbox-")
-        if level == "uid":
-            os.chown(scratch, uid, uid)
-        command, cwd, env = [], scratch, {**SANDBOX_ENV, "HOME": scratch, "IPYTHONDIR": f"{scratch}/.ipython"}
-    command = [*command, sys.executable, "-I", "-c", RUNNER_SOURCE, str(channel_write)]
-
-    def prepare_child() -> None:
-        set_limits(limits)
-        if level == "uid":
-            drop_to(uid)
-
-    started = time.monotonic()
+@contextmanager
+def start(limits: Limits, *, isolation: str = "auto", uid: int = DEFAULT_SANDBOX_UID) -> Iterator[ColdSandbox]:
+    """A fresh sandboxed interpreter, started now, for one submission's cells later; ended on leaving."""
+    sandbox = ColdSandbox(limits, isolation, uid)
     try:
-        process = subprocess.Popen(  # noqa: S603 - fixed argument list, no shell
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            cwd=cwd, env=env, pass_fds=(channel_write,), start_new_session=True, preexec_fn=prepare_child,
-        )
-    except OSError as error:
-        os.close(channel_read)
-        os.close(channel_write)
-        raise SandboxError(f"cannot start the sandbox: {error}") from None
-    os.close(channel_write)
-    stdin, stdout = process.stdin, process.stdout
-    if stdin is None or stdout is None:  # both were asked for as pipes above
-        raise SandboxError("cannot start the sandbox: no pipes to it")
-    stdin_fd = os.dup(stdin.fileno())
-    stdin.close()
-    write_in_background(stdin_fd, encode_request(cells, answer_names, function_points))
-
-    cpu: list[float] = []
-
-    def exit_code(timeout: float) -> int | None:
-        """Reap the sandbox with wait4, which also gives the CPU time of it and everything it reaped."""
-        deadline = time.monotonic() + timeout
-        while process.returncode is None:
-            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-            if pid:
-                process.returncode = os.waitstatus_to_exitcode(status)
-                cpu.append(usage.ru_utime + usage.ru_stime)
-            elif time.monotonic() >= deadline:
-                return None
-            else:
-                time.sleep(0.01)
-        return process.returncode
-
-    try:
-        return supervise(Supervised(stdout.fileno(), channel_read, lambda: _kill(process), exit_code,
-                                    lambda: cpu[0] if cpu else None),
-                         cells, answer_names, function_points, limits, level, note, started)
+        yield sandbox
     finally:
-        os.close(channel_read)
-        stdout.close()
-        if LEVELS[level].leased_uid and not reap_uid(uid):
-            print(f"sandbox: uid {uid} still owns processes after a run", file=sys.stderr)
-        if scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
+        sandbox.close()
+
+
+class ColdSandbox:
+    """One fresh sandboxed interpreter, started before its cells are known; `run` (a `Runner`) runs them, once.
+
+    Its level is the one `choose_isolation` has made or, before any choice, `first_choice` unprobed (the probe
+    would otherwise sit on the critical path of every Gradescope run). A run that reaches its runner's `ready`,
+    which the runner sends before any student code, proves that level. One that ends before it ran no student
+    code, so nothing of the notebook can be the reason: then the probe chooses exactly as it would have, and the
+    cells run in a fresh sandbox at its choice. A notebook can never make the grader take a weaker level."""
+
+    def __init__(self, limits: Limits, isolation: str, uid: int) -> None:
+        self.limits, self.isolation, self.base_uid = limits, isolation, uid
+        known = choose_isolation.known(isolation, uid, limits.tmp_mb)
+        first = None if known else first_choice(isolation)
+        self.unproven = first is not None
+        self.level: str
+        self.note: str
+        self.level, self.note = known or ((first, "") if first else choose_isolation(isolation, uid, limits.tmp_mb))
+        self.error: SandboxError | None = None  # what ended `run`, for callers that catch every error of a run
+        self._leases = ExitStack()
+        self._process: subprocess.Popen | None = None
+        self._used = False
+        self._channel_read = self._stdin_fd = -1
+        self._scratch: str | None = None
+        self._uid = uid
+        try:
+            if LEVELS[self.level].leased_uid:
+                self._uid = self._leases.enter_context(lease_uid(uid))
+            self._spawn()
+        except SandboxError:
+            if not self.unproven:
+                self.close()
+                raise
+            # bubblewrap could not even be executed: `run` leaves the choice to the probe
+        except BaseException:
+            self.close()
+            raise
+
+    def _spawn(self) -> None:
+        channel_read, channel_write = os.pipe()
+        env: dict[str, str]
+        if self.level == "bwrap":
+            command, cwd, env = bwrap_command(self._uid, self.limits.tmp_mb), "/", {}
+        elif self.level == "userns":
+            command, cwd, env = userns_command(self.limits.tmp_mb), "/", {}
+        else:
+            self._scratch = cwd = tempfile.mkdtemp(prefix="autograd-sandbox-")
+            if self.level == "uid":
+                os.chown(cwd, self._uid, self._uid)
+            env = {**SANDBOX_ENV, "HOME": cwd, "IPYTHONDIR": f"{cwd}/.ipython"}
+            command = []
+        command = [*command, sys.executable, "-I", "-c", RUNNER_SOURCE, str(channel_write)]
+        level, uid, limits = self.level, self._uid, self.limits
+
+        def prepare_child() -> None:
+            set_limits(limits)
+            if level == "uid":
+                drop_to(uid)
+
+        try:
+            process = subprocess.Popen(  # noqa: S603 - fixed argument list, no shell
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                cwd=cwd, env=env, pass_fds=(channel_write,), start_new_session=True, preexec_fn=prepare_child,
+            )
+        except OSError as error:
+            os.close(channel_read)
+            raise SandboxError(f"cannot start the sandbox: {error}") from None
+        finally:
+            os.close(channel_write)
+        if process.stdin is None:  # asked for as a pipe above
+            _kill(process)
+            process.wait()
+            os.close(channel_read)
+            raise SandboxError("cannot start the sandbox: no pipe to it")
+        self._process, self._channel_read = process, channel_read
+        self._stdin_fd = os.dup(process.stdin.fileno())  # the request goes in later, from a thread of its own
+        process.stdin.close()
+
+    def run(self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]],
+            limits: Limits) -> RunResult:
+        """Run the cells in this sandbox and return the answers as plain data (SandboxError: no level works)."""
+        if self._used:
+            raise SandboxError("a cold sandbox runs one submission only")
+        self._used = True
+        try:
+            if self._process is not None and limits == self.limits:
+                result = self._supervise(cells, answer_names, function_points)
+                if result.ready or not self.unproven:
+                    if self.unproven:
+                        choose_isolation.confirm(self.isolation, self.base_uid, limits.tmp_mb, self.level)
+                    return result
+            self.close()
+            # Started with other limits, or ended before its runner's `ready` (no student code ran): the probe
+            # chooses the level as it would have before the run (or raises SandboxError), and the cells run
+            # afresh at its choice.
+            choose_isolation(self.isolation, self.base_uid, limits.tmp_mb)
+            return run_cells(cells, answer_names, function_points, limits, isolation=self.isolation,
+                             uid=self.base_uid)
+        except SandboxError as error:
+            self.error = error
+            raise
+
+    def _supervise(self, cells: list[Cell], answer_names: tuple[str, ...],
+                   function_points: dict[str, list[float]]) -> RunResult:
+        process = self._process
+        if process is None or process.stdout is None:  # _spawn made both
+            raise SandboxError("cannot start the sandbox: no pipes to it")
+        stdin_fd, self._stdin_fd = self._stdin_fd, -1
+        write_in_background(stdin_fd, encode_request(cells, answer_names, function_points))
+        started = time.monotonic()
+        cpu: list[float] = []
+
+        def exit_code(timeout: float) -> int | None:
+            """Reap the sandbox with wait4, which also gives the CPU time of it and everything it reaped."""
+            deadline = time.monotonic() + timeout
+            while process.returncode is None:
+                pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+                if pid:
+                    process.returncode = os.waitstatus_to_exitcode(status)
+                    cpu.append(usage.ru_utime + usage.ru_stime)
+                elif time.monotonic() >= deadline:
+                    return None
+                else:
+                    time.sleep(0.01)
+            return process.returncode
+
+        return supervise(Supervised(process.stdout.fileno(), self._channel_read, lambda: _kill(process), exit_code,
+                                    lambda: cpu[0] if cpu else None),
+                         cells, answer_names, function_points, self.limits, self.level, self.note, started)
+
+    def close(self) -> None:
+        """End the interpreter (if it still runs), what its uid left behind, its files and its uid's lease."""
+        process, self._process = self._process, None
+        try:
+            if process is not None:
+                if process.returncode is None:  # never run, or still there after the supervisor's kill
+                    _kill(process)
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        process.wait(timeout=EXIT_GRACE_SECONDS)
+                if self._stdin_fd >= 0:
+                    os.close(self._stdin_fd)
+                    self._stdin_fd = -1
+                os.close(self._channel_read)
+                if process.stdout is not None:
+                    process.stdout.close()
+                if LEVELS[self.level].leased_uid and not reap_uid(self._uid):
+                    print(f"sandbox: uid {self._uid} still owns processes after a run", file=sys.stderr)
+            if self._scratch:
+                shutil.rmtree(self._scratch, ignore_errors=True)
+                self._scratch = None
+        finally:
+            self._leases.close()
 
 
 def _kill(process: subprocess.Popen) -> None:

@@ -17,9 +17,9 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from course.errors import SandboxError
@@ -87,11 +87,52 @@ def _probe_as_leased(base_uid: int, command_for: Callable[[int, int], list[str]]
         return _probe(command_for(leased, tmp_mb))
 
 
-@cache
-def choose_isolation(requested: str, uid: int, tmp_mb: int) -> tuple[str, str]:
-    """(level, note): the isolation to run student code at, probed once per process. `auto` and `bwrap`
-    take the strongest namespace level that works here and raise SandboxError when none does: student code
-    never silently runs with less. `uid` and `rlimits` are weaker levels a course must ask for by name."""
+def first_choice(requested: str) -> str | None:
+    """The level `choose_isolation` would probe first for `requested`, when what it needs is there (the binary,
+    root and setpriv for bwrap); None for the weaker levels a course asks for by name, or without bubblewrap.
+    A cold run may start at it before any probe: a run that reaches its runner's `ready` (sent before any
+    student code) proves the level works, and one that does not leaves the choice to the probe."""
+    if requested not in ("auto", "bwrap") or not bwrap_binary():
+        return None
+    return "bwrap" if os.geteuid() == 0 and shutil.which("setpriv") else "userns"
+
+
+class _Choice:
+    """`choose_isolation`: the level for (requested, uid, tmp_mb), chosen once per process, by the probe or by a
+    cold run at `first_choice` that started (see cold.py). `cache_clear` forgets every choice."""
+
+    def __init__(self) -> None:
+        self._chosen: dict[tuple[str, int, int], tuple[str, str]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, requested: str, uid: int, tmp_mb: int) -> tuple[str, str]:
+        key = (requested, uid, tmp_mb)
+        with self._lock:
+            if key not in self._chosen:
+                self._chosen[key] = _choose(requested, uid, tmp_mb)
+            return self._chosen[key]
+
+    def known(self, requested: str, uid: int, tmp_mb: int) -> tuple[str, str] | None:
+        """The choice already made, if any (no probe)."""
+        with self._lock:
+            return self._chosen.get((requested, uid, tmp_mb))
+
+    def confirm(self, requested: str, uid: int, tmp_mb: int, level: str) -> None:
+        """Record that a run at `first_choice(requested)` reached its runner's `ready`: that level works here."""
+        if level != first_choice(requested):
+            raise ValueError(f"{level} is not the first choice for {requested}")
+        with self._lock:
+            self._chosen.setdefault((requested, uid, tmp_mb), (level, ""))
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._chosen.clear()
+
+
+def _choose(requested: str, uid: int, tmp_mb: int) -> tuple[str, str]:
+    """(level, note): the isolation to run student code at, probed. `auto` and `bwrap` take the strongest
+    namespace level that works here and raise SandboxError when none does: student code never silently runs
+    with less. `uid` and `rlimits` are weaker levels a course must ask for by name."""
     is_root = os.geteuid() == 0
     if requested in ("auto", "bwrap"):
         binary = bwrap_binary()
@@ -121,3 +162,6 @@ def choose_isolation(requested: str, uid: int, tmp_mb: int) -> tuple[str, str]:
                        "but shares the network and the machine's world-readable files.")
     return "rlimits", ("As course.yaml asks (sandbox: rlimits), student code runs with rlimits and timeouts only: "
                        "no namespaces, no uid change.")
+
+
+choose_isolation = _Choice()

@@ -41,6 +41,7 @@ class RunResult:
     isolation: str
     seconds: float
     notes: tuple[str, ...] = field(default_factory=tuple)
+    ready: bool = False  # the runner said `ready`, which it sends before any student code (see cold.py)
 
 
 @dataclass
@@ -192,6 +193,7 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
         isolation=level,
         seconds=seconds,
         notes=tuple(notes),
+        ready=protocol.confined is not None,
     )
 
 
