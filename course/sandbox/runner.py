@@ -276,8 +276,11 @@ def main():
     run_request(request, channel, confined=confine())
 
 
-def run_request(request, channel, shell=None, *, confined):
+def run_request(request, channel, shell=None, *, confined, preloaded=()):
     """Run the cells of one submission, reporting on the channel; never returns.
+
+    `preloaded`: the sources of the grader's cells a warm worker already ran in `shell` before it forked
+    (see serve); the request's first cells, while their text is exactly those, are not run again.
 
     `ready` is the only message sent before student code runs, so it is the only one the grader can
     believe; every later message is checked by the grader as a claim of the student's process."""
@@ -286,12 +289,17 @@ def run_request(request, channel, shell=None, *, confined):
     _send(channel, {"event": "ready", "confined": confined})
 
     sent = ""  # the answers as last sent: a `done` carries them only when they changed
-    for cell in request["cells"]:
-        try:
-            result = run_cell(shell, cell["source"])
-            error = _error_text(result)
-        except BaseException as escaped:  # SystemExit or KeyboardInterrupt raised past IPython
-            error = f"{_describe(escaped)} ended the cell"
+    ahead = _len(preloaded)  # how many of the first cells may still be ones the worker ran
+    for position, cell in enumerate(request["cells"]):
+        if position < ahead and cell["source"] == preloaded[position]:
+            error = None  # it ran without error in the worker (see _preload), and this process is its copy
+        else:
+            ahead = 0
+            try:
+                result = run_cell(shell, cell["source"])
+                error = _error_text(result)
+            except BaseException as escaped:  # SystemExit or KeyboardInterrupt raised past IPython
+                error = f"{_describe(escaped)} ended the cell"
         _flush()
         event = {"event": "done", "cell": cell["index"], "error": error}
         answers = harvester.harvest(shell.user_ns)
@@ -566,7 +574,7 @@ def _leave_run(fds):
         os.close(fd)
 
 
-def _run_child(job, fds, shell, is_pid_1):
+def _run_child(job, fds, shell, is_pid_1, preloaded):
     """The forked child of a warm worker: set up the student's process and run the submission."""
     request_fd, channel_fd, output_fd = fds
     os.dup2(output_fd, 1)
@@ -589,7 +597,27 @@ def _run_child(job, fds, shell, is_pid_1):
     with os.fdopen(request_fd, "rb") as stream:
         request = json.loads(stream.read())
     _stdin_from_devnull()
-    run_request(request, channel_fd, shell, confined=confined)
+    run_request(request, channel_fd, shell, confined=confined, preloaded=preloaded)
+
+
+def _preload(shell, sources):
+    """Run the grader's own first cells of every submission (the course's helper module, handed in on stdin)
+    once in the worker, before any submission is seen, rather than in every child: each child is a fork, so it
+    starts with its own copy of what they made, which nothing of another child can have touched. Returns the
+    sources that ran without error, in order (a cell that fails, and those after it, run in each child as
+    before). Their output, if any, goes to the worker's log: they are meant to print nothing."""
+    done = []
+    for source in sources:
+        if _type(source) is not _str:
+            break
+        try:
+            if _error_text(run_cell(shell, source)) is not None:
+                break
+        except _BaseException:
+            break
+        done.append(source)
+    _flush()
+    return tuple(done)
 
 
 def _warm_up(torch):
@@ -627,6 +655,12 @@ def serve(control_fd):
         _warm_up(torch)
     # The shell is made before any submission is seen; each child gets its own copy by forking.
     shell = _new_shell()
+    try:
+        prelude = json.loads(sys.stdin.buffer.read() or b"[]")
+    except ValueError:
+        prelude = []
+    _stdin_from_devnull()
+    preloaded = _preload(shell, prelude if _type(prelude) is _list else [])
     libc = _prepared_filter()[0]
     own_pid_namespace = None
     round_trip = None  # whether a child can be born pid 1 of its own namespace (see _pid_namespace_round_trip)
@@ -649,7 +683,7 @@ def serve(control_fd):
                 control.close()
                 if own_pid_namespace is not None:
                     os.close(own_pid_namespace)
-                _run_child(job, fds, shell, is_pid_1=bool(job["namespaces"] and round_trip))
+                _run_child(job, fds, shell, bool(job["namespaces"] and round_trip), preloaded)
             except BaseException:
                 import traceback
 
