@@ -137,3 +137,22 @@ def test_only_the_exact_prelude_text_is_skipped():
                           ("result",), {})
     assert same.answers["result"].value == 1
     assert edited.answers["result"].value == 2
+
+
+ORPHAN = """import os, subprocess, time
+# a process whose parent ends first is orphaned to the namespace's pid 1, a small program that never waits:
+# the kernel must reap it when it ends, or it would stay behind as a zombie, holding a pid of the allowance
+orphan = int(subprocess.run(['sh', '-c', 'sleep 0.2 & echo $!'], capture_output=True, text=True).stdout)
+deadline = time.monotonic() + 2
+while os.path.exists(f'/proc/{orphan}') and time.monotonic() < deadline:
+    time.sleep(0.05)
+result = [os.path.exists(f'/proc/{orphan}'), open('/proc/1/cmdline').read().split(chr(0))[0]]
+"""
+
+
+def test_what_a_student_orphans_is_reaped_by_their_pid_1(pool):
+    ran = run(pool, ORPHAN)
+    assert ran.cells[0].error is None, ran.output
+    left, init = ran.answers["result"].value
+    assert left is False
+    assert init.endswith("/sleep")  # pid 1 is the small exec'd program, not a fork of the worker
