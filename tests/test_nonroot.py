@@ -17,9 +17,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from test_pool import ORPHAN
 
 from helpers import ROOT, add_cell, submitted_notebook, write
-from test_pool import ORPHAN
 
 pytestmark = pytest.mark.slow
 
@@ -135,7 +135,8 @@ def test_the_user_namespace_level_keeps_students_apart_and_its_workers_warm(inst
     # The worker survives a student's run and even a student stopped at the time limit: it stays warm.
     assert first["worker"] == looper["worker"] == second["worker"] == orphaning["worker"]
     # pid 1 of the student's namespace is the small exec'd program, and it leaves no zombie behind
-    assert orphaning["result"][0] is False and orphaning["result"][1].endswith("/sleep")
+    assert orphaning["result"][0] is False
+    assert orphaning["result"][1].endswith("/sleep")
     # Only /tmp (fresh for each student) is writable; no capability is left, not even in the bounding set.
     for run in (first, second):
         assert run["result"][:4] == ["/planted 30", "/etc/planted 30", "/dev/shm/planted 30", "wrote /tmp/mine"]
