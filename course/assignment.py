@@ -23,6 +23,7 @@ from pathlib import Path
 from course.config import CourseConfig
 from course.content import EXERCISES_FILE, NO_CONTENT, Content, load_content
 from course.errors import SourceNotebookError, SubmissionError
+from course.syntax import parse_python
 
 SOLUTION_BEGIN = "### BEGIN SOLUTION"
 SOLUTION_END = "### END SOLUTION"
@@ -123,7 +124,7 @@ def region_lines(source: str, begin: str, end: str) -> list[str]:
 
 def _assigned_names(source: str, where: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError as error:
         raise SourceNotebookError(f"{where}: not valid Python ({error.msg}, line {error.lineno})") from None
     names: list[str] = []
@@ -145,7 +146,7 @@ def form_checks(source: str, where: str) -> dict[str, str]:
     """The answers a form cell checks, in order: name -> form ("" when the form is computed, as in an
     f-string). The names are the keywords of its top-level `check_form(...)` calls."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError as error:
         raise SourceNotebookError(f"{where}: not valid Python ({error.msg}, line {error.lineno})") from None
     forms: dict[str, str] = {}
@@ -228,7 +229,7 @@ def _numbers(by_id: dict, path: Path) -> dict:
     index, cell = by_id[NUMBERS_CELL]
     where = f"{path}: cell {index} (numbers)"
     try:
-        tree = ast.parse(_source(cell))
+        tree = parse_python(_source(cell))
         assignment = next(n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "P")
         numbers = ast.literal_eval(assignment.value)
     except (SyntaxError, StopIteration, ValueError) as error:

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from course.submission import Cell
+from course.syntax import parse_python
 from course.text import safe_text
 
 TORCH_ATTRIBUTES = {"backward", "grad", "item", "retain_grad", "detach", "tolist", "numpy"}
@@ -150,7 +151,7 @@ def parse_cells(cells: tuple[Cell, ...]) -> ParsedCells:
             continue
         try:
             source = python_text(cell.source)
-            trees.append((cell, _parsed(source) if len(source) <= CACHED_PARSE_CHARS else ast.parse(source)))
+            trees.append((cell, _parsed(source) if len(source) <= CACHED_PARSE_CHARS else parse_python(source)))
         except SyntaxError as error:
             if not cell.source.lstrip().startswith("%%"):  # a cell magic's body need not be Python
                 syntax_errors.append(f"{cell.label}, line {error.lineno}: {safe_text(error.msg, 200, one_line=True)}")
@@ -166,7 +167,7 @@ CACHED_PARSE_CHARS = 2000  # small cells (nearly all answer cells) are parsed on
 def _parsed(source: str) -> ast.Module:
     """A small cell's syntax tree, parsed once per batch for every student whose cell has this very text
     (the trees are only read, never changed; a SyntaxError is not cached)."""
-    return ast.parse(source)
+    return parse_python(source)
 
 
 def computed_answers(parsed: ParsedCells, answer_names: tuple[str, ...]) -> HandWork:

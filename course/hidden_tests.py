@@ -21,6 +21,8 @@ from __future__ import annotations
 import ast
 import functools
 
+from course.syntax import parse_python
+
 REFLECTION = frozenset({
     "globals", "locals", "vars", "eval", "exec", "compile", "__import__", "getattr", "setattr", "delattr",
     "hasattr", "dir", "breakpoint", "input", "open", "id", "memoryview", "Unanswered", "__builtins__",
@@ -37,7 +39,7 @@ def reads_no_answer(source: str, answer_names: frozenset[str]) -> bool:
     """True when the hidden-test code `source` provably hands every answer to Marks untouched and computes
     the same references for every student with the same parameters (see the module's docstring)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError:
         return False
     made = [node for node in ast.walk(tree) if _makes_marks(node)]

@@ -101,3 +101,58 @@ def test_a_worker_that_cannot_start_is_reported_with_its_last_words(monkeypatch)
     monkeypatch.setattr(pool_module, "RUNNER_SOURCE", "import sys\nsys.exit('the worker broke on purpose')")
     with WarmPool(1, LIMITS) as warm, pytest.raises(SandboxError, match="the worker broke on purpose"):
         run(warm, "result = 1")
+
+
+def test_the_helper_module_a_student_changes_is_fresh_for_the_next(pool):
+    """The course's helper module is made once in each worker (runner._preload), so each child starts with a
+    copy of it: what one student does to theirs never reaches the next student."""
+    from course.submission import notebook_module_cell
+
+    helpers = Cell(-3, "helpers (from the course)", notebook_module_cell())
+    tampered = pool.run([helpers, Cell(0, "cell", "import course.notebook as m\nm.TOLERANCE = 5.0\n"
+                                                  "m.check_form = None\nresult = m.TOLERANCE")], ("result",), {})
+    assert tampered.answers["result"].value == 5.0
+    assert [cell.error for cell in tampered.cells] == [None, None]
+    later = pool.run([helpers, Cell(0, "cell", "import course.notebook as m\n"
+                                               "result = m.TOLERANCE if callable(m.check_form) else -1.0")],
+                     ("result",), {})
+    assert later.answers["result"].value == 1e-6
+
+
+def test_a_prelude_cell_that_fails_in_the_worker_runs_and_fails_in_each_child():
+    """A prelude cell with an error is not taken as done: it runs in the student's child, which reports it."""
+    failing = "raise ValueError('the prelude broke on purpose')"
+    with WarmPool(1, LIMITS, prelude=(failing,)) as warm:
+        ran = warm.run([Cell(-1, "prelude", failing), Cell(0, "cell", "result = 7")], ("result",), {})
+    assert "the prelude broke on purpose" in (ran.cells[0].error or "")
+    assert ran.answers["result"].value == 7
+
+
+def test_only_the_exact_prelude_text_is_skipped():
+    """A first cell that differs from the prelude by a character runs as sent; the same text is not run twice."""
+    prelude = "runs = globals().get('runs', 0) + 1\n"
+    with WarmPool(1, LIMITS, prelude=(prelude,)) as warm:
+        same = warm.run([Cell(-1, "prelude", prelude), Cell(0, "cell", "result = runs")], ("result",), {})
+        edited = warm.run([Cell(-1, "prelude", prelude + "\n"), Cell(0, "cell", "result = runs")],
+                          ("result",), {})
+    assert same.answers["result"].value == 1
+    assert edited.answers["result"].value == 2
+
+
+ORPHAN = """import os, subprocess, time
+# a process whose parent ends first is orphaned to the namespace's pid 1, a small program that never waits:
+# the kernel must reap it when it ends, or it would stay behind as a zombie, holding a pid of the allowance
+orphan = int(subprocess.run(['sh', '-c', 'sleep 0.2 & echo $!'], capture_output=True, text=True).stdout)
+deadline = time.monotonic() + 2
+while os.path.exists(f'/proc/{orphan}') and time.monotonic() < deadline:
+    time.sleep(0.05)
+result = [os.path.exists(f'/proc/{orphan}'), open('/proc/1/cmdline').read().split(chr(0))[0]]
+"""
+
+
+def test_what_a_student_orphans_is_reaped_by_their_pid_1(pool):
+    ran = run(pool, ORPHAN)
+    assert ran.cells[0].error is None, ran.output
+    left, init = ran.answers["result"].value
+    assert left is False
+    assert init.endswith("/sleep")  # pid 1 is the small exec'd program, not a fork of the worker

@@ -32,7 +32,7 @@ from course.sandbox.limits import SANDBOX_ENV, rlimits_for
 from course.sandbox.protocol import RUNNER_SOURCE, EventReader, encode_request, write_in_background
 from course.sandbox.supervisor import RunResult, Supervised, supervise
 from course.sandbox.uids import kill_descendants, lease_uid, reap_uid
-from course.submission import Cell
+from course.submission import Cell, notebook_module_cell
 
 WORKER_START_SECONDS = 60
 LONG_RUN_SECONDS = 2.0  # a run this long, with others waiting, gets a stand-in worker (see WarmPool)
@@ -113,8 +113,11 @@ class WarmPool:
     Callers that want this give the pool more threads than workers (`threads`)."""
 
     def __init__(self, size: int, limits: Limits, *, isolation: str = "auto",
-                 base_uid: int = DEFAULT_SANDBOX_UID) -> None:
+                 base_uid: int = DEFAULT_SANDBOX_UID, prelude: tuple[str, ...] | None = None) -> None:
         self.limits = limits
+        # The grader's cells that begin every submission, run once in each worker before it forks (see
+        # runner._preload): by default the cell that makes the course's helper module.
+        self.prelude = (notebook_module_cell(),) if prelude is None else prelude
         self.size = size
         self.level, self.note = choose_isolation(isolation, base_uid, limits.tmp_mb)
         self.isolation = LEVELS[self.level]
@@ -213,16 +216,20 @@ class WarmPool:
         # What a worker prints (an import error, bubblewrap's complaint) is kept for the error message.
         log_fd, log_name = tempfile.mkstemp(prefix="autograd-worker-", suffix=".log")
         os.unlink(log_name)  # kept open, read by log_tail; a grader that is killed leaves no file behind
+        prelude_read, prelude_write = os.pipe()  # the prelude's sources, on the worker's stdin
         try:
             process = subprocess.Popen(  # noqa: S603 - fixed argument list, no shell
-                command, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
+                command, stdin=prelude_read, stdout=log_fd, stderr=log_fd,
                 pass_fds=(worker_end.fileno(),), start_new_session=True, env=env, cwd="/",
             )
         except BaseException:
             os.close(log_fd)
+            os.close(prelude_write)
             raise
         finally:
             worker_end.close()
+            os.close(prelude_read)
+        write_in_background(prelude_write, json.dumps(list(self.prelude)).encode())
         worker = _Worker(process, grader_end, uid, log_fd)
         with self._lock:
             self._workers.append(worker)

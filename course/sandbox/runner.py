@@ -286,8 +286,11 @@ def main():
     run_request(request, channel, shell, confined=confined)
 
 
-def run_request(request, channel, shell=None, *, confined):
+def run_request(request, channel, shell=None, *, confined, preloaded=()):
     """Run the cells of one submission, reporting on the channel; never returns.
+
+    `preloaded`: the sources of the grader's cells a warm worker already ran in `shell` before it forked
+    (see serve); the request's first cells, while their text is exactly those, are not run again.
 
     `ready` is the only message sent before student code runs, so it is the only one the grader can
     believe; every later message is checked by the grader as a claim of the student's process."""
@@ -296,12 +299,17 @@ def run_request(request, channel, shell=None, *, confined):
     _send(channel, {"event": "ready", "confined": confined})
 
     sent = ""  # the answers as last sent: a `done` carries them only when they changed
-    for cell in request["cells"]:
-        try:
-            result = run_cell(shell, cell["source"])
-            error = _error_text(result)
-        except BaseException as escaped:  # SystemExit or KeyboardInterrupt raised past IPython
-            error = f"{_describe(escaped)} ended the cell"
+    ahead = _len(preloaded)  # how many of the first cells may still be ones the worker ran
+    for position, cell in enumerate(request["cells"]):
+        if position < ahead and cell["source"] == preloaded[position]:
+            error = None  # it ran without error in the worker (see _preload), and this process is its copy
+        else:
+            ahead = 0
+            try:
+                result = run_cell(shell, cell["source"])
+                error = _error_text(result)
+            except BaseException as escaped:  # SystemExit or KeyboardInterrupt raised past IPython
+                error = f"{_describe(escaped)} ended the cell"
         _flush()
         event = {"event": "done", "cell": cell["index"], "error": error}
         answers = harvester.harvest(shell.user_ns)
@@ -438,25 +446,68 @@ def _libc_call(function, *args):
         raise OSError(error, os.strerror(error))
 
 
-def _fork_in_new_pid_namespace(libc, own_pid_namespace):
-    """fork() whose child is pid 1 of a pid namespace of its own (the worker's later forks stay in the
-    worker's namespace). The child is the student's init: see _run_child and _init."""
-    _libc_call(libc.unshare, _CLONE_NEWPID)  # only the worker's children are born in the new namespace
+# The student's pid 1: a small program that waits for ever, exec'd rather than forked (see _spawn_init)
+_INIT_PROGRAMS = ("/usr/bin/sleep", "/bin/sleep")
+_INIT_ARGUMENTS = ("2147483647",)  # seconds; busybox's sleep knows no `infinity`
+
+
+def _init_program():
+    for path in _INIT_PROGRAMS:
+        if os.access(path, os.X_OK):
+            return path
+    raise OSError(f"the sandbox's view has no {' or '.join(_INIT_PROGRAMS)} to be each student's pid 1")
+
+
+def _spawn_init(program):
+    """Start pid 1 of the pid namespace the caller's next children are born in: `sleep`, as root and holding
+    none of the run's pipes (they are not inheritable, and 0-2 are /dev/null). It is spawned (vfork and exec),
+    so unlike a fork of the worker it copies none of the worker's memory, and it is started with SIGCHLD
+    ignored, which it keeps across exec: whatever is orphaned to it is reaped by the kernel. Signals from
+    inside its namespace cannot end it (the kernel keeps from a pid 1 every signal it has no handler for); it
+    ends when whoever spawned it ends it (_end_init), after the student's process, and the kernel then kills
+    everything left in the namespace. The caller must have no child that could end while SIGCHLD is ignored
+    (it would be reaped unseen): the worker and its fork spawn it before they fork the student."""
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     try:
+        return os.posix_spawn(program, [program, *_INIT_ARGUMENTS], {}, file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDWR, 0), (os.POSIX_SPAWN_DUP2, 0, 1),
+            (os.POSIX_SPAWN_DUP2, 0, 2)])
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+
+
+def _end_init(init):
+    """End the student's pid 1, which makes the kernel kill whatever is left in its namespace and wait for it
+    all to go; the CPU seconds it and what it reaped used."""
+    os.kill(init, signal.SIGKILL)
+    _, _, usage = os.wait4(init, 0)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _fork_in_new_pid_namespace(libc, own_pid_namespace, init_program):
+    """(pid 1, fork): a pid namespace of its own whose pid 1 is `init_program` (_spawn_init) and whose pid 2
+    is the worker's fork, the student's process (the worker's later children stay in the worker's namespace)."""
+    _libc_call(libc.unshare, _CLONE_NEWPID)  # only the worker's children are born in the new namespace
+    init = None
+    try:
+        init = _spawn_init(init_program)
         child = os.fork()
     except BaseException:
+        if init is not None:
+            _end_init(init)
         _libc_call(libc.setns, own_pid_namespace, _CLONE_NEWPID)
         raise
     if child:  # the worker: back to its own namespace for its next children (the child stays in the new one)
         _libc_call(libc.setns, own_pid_namespace, _CLONE_NEWPID)
-    return child
+    return init, child
 
 
 def _private_namespaces(libc, pid=False):
     """In the worker's forked child, as root: a mount and an IPC namespace of the student's own, and with
-    `pid` a pid namespace whose pid 1 is the next fork (see _run_child). The student's process is a fork of
-    that pid 1 (see _init); when it ends the kernel kills everything left behind, and the IPC namespace
-    (shared memory, message queues) goes with it. Nothing of one student outlives their run."""
+    `pid` a pid namespace for the children it makes next (see _run_child). The student's process is pid 2
+    there, under a small pid 1 (_spawn_init); when it ends, pid 1 is ended and the kernel kills everything left
+    behind, and the IPC namespace (shared memory, message queues) goes with it. Nothing of one student
+    outlives their run."""
     _libc_call(libc.unshare, _CLONE_NEWNS | _CLONE_NEWIPC | (_CLONE_NEWPID if pid else 0))
     _libc_call(libc.mount, b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
 
@@ -477,16 +528,17 @@ def _pid_namespace_round_trip(libc, own_pid_namespace):
     return os.waitstatus_to_exitcode(status) == 0
 
 
-def _pass_on(init):
-    """Outside the student's pid namespace (a worker that cannot return from one forks this process between
-    itself and pid 1): end the way the student's process ended, for the worker to report."""
-    _, status = os.waitpid(init, 0)
+def _pass_on(student, init):
+    """Outside the student's pid namespace (a worker that cannot return from one forks this process, which
+    makes it and spawns its pid 1 and the student's process): wait for the student's process, end pid 1, then
+    end the way the student's process ended, for the worker to report."""
+    _, status = os.waitpid(student, 0)
+    _end_init(init)
     code = os.waitstatus_to_exitcode(status)
-    number = -code if code < 0 else code - 128
-    if number > 0:
-        if number not in (signal.SIGKILL, signal.SIGSTOP):
-            signal.signal(number, signal.SIG_DFL)
-        os.kill(os.getpid(), number)
+    if code < 0:
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
     os._exit(code if 0 <= code < 256 else 70)
 
 
@@ -545,28 +597,6 @@ def _isolate_child(job, libc):
     os.environ.update(job["env"])
 
 
-def _init(student):
-    """pid 1 of the student's namespace (root, holding none of the run's pipes): reap whatever is orphaned
-    to it until the student's process ends, then end too, which makes the kernel kill everything left in the
-    namespace. A signal that ended the student is passed on as exit code 128 + its number (pid 1 cannot
-    send itself a signal): the worker reports it as that signal (see exit_code_of)."""
-    while True:
-        pid, status = os.wait()
-        if pid == student:
-            break
-    os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status))
-
-
-def exit_code_of(status, namespaces):
-    """The code the worker reports for its child's wait status: negative for a signal, as subprocess has it.
-    With namespaces the child is the student's pid 1, which ends with 128 + n for the signal n that ended the
-    student (the student's own exit code 128 + n reads the same, as it does from a shell)."""
-    code = os.waitstatus_to_exitcode(status)
-    if namespaces and 128 < code < 128 + signal.NSIG:
-        return -(code - 128)
-    return code
-
-
 def _leave_run(fds):
     """A process that takes no part in the run keeps none of its pipes: their ends close with the student's."""
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -576,30 +606,47 @@ def _leave_run(fds):
         os.close(fd)
 
 
-def _run_child(job, fds, shell, is_pid_1):
+def _run_child(job, fds, shell, in_namespace, preloaded, init_program):
     """The forked child of a warm worker: set up the student's process and run the submission."""
     request_fd, channel_fd, output_fd = fds
     os.dup2(output_fd, 1)
     os.dup2(output_fd, 2)
     os.close(output_fd)
     libc = _prepared_filter()[0]
-    if job["namespaces"]:  # with is_pid_1, this process is pid 1 of the student's pid namespace (see serve)
-        _private_namespaces(libc, pid=not is_pid_1)
-        if not is_pid_1:
-            init = os.fork()
-            if init:
+    if job["namespaces"]:  # with in_namespace, this process is already pid 2 of its own pid namespace (see serve)
+        _private_namespaces(libc, pid=not in_namespace)
+        if not in_namespace:
+            init = _spawn_init(init_program)
+            student = os.fork()
+            if student:
                 _leave_run((request_fd, channel_fd))
-                _pass_on(init)
-        student = os.fork()
-        if student:
-            _leave_run((request_fd, channel_fd))
-            _init(student)
+                _pass_on(student, init)
     _isolate_child(job, libc)
     confined = confine()
     with os.fdopen(request_fd, "rb") as stream:
         request = json.loads(stream.read())
     _stdin_from_devnull()
-    run_request(request, channel_fd, shell, confined=confined)
+    run_request(request, channel_fd, shell, confined=confined, preloaded=preloaded)
+
+
+def _preload(shell, sources):
+    """Run the grader's own first cells of every submission (the course's helper module, handed in on stdin)
+    once in the worker, before any submission is seen, rather than in every child: each child is a fork, so it
+    starts with its own copy of what they made, which nothing of another child can have touched. Returns the
+    sources that ran without error, in order (a cell that fails, and those after it, run in each child as
+    before). Their output, if any, goes to the worker's log: they are meant to print nothing."""
+    done = []
+    for source in sources:
+        if _type(source) is not _str:
+            break
+        try:
+            if _error_text(run_cell(shell, source)) is not None:
+                break
+        except _BaseException:
+            break
+        done.append(source)
+    _flush()
+    return tuple(done)
 
 
 def _warm_up(torch):
@@ -637,29 +684,40 @@ def serve(control_fd):
         _warm_up(torch)
     # The shell is made before any submission is seen; each child gets its own copy by forking.
     shell = _new_shell()
+    try:
+        prelude = json.loads(sys.stdin.buffer.read() or b"[]")
+    except ValueError:
+        prelude = []
+    _stdin_from_devnull()
+    preloaded = _preload(shell, prelude if _type(prelude) is _list else [])
     libc = _prepared_filter()[0]
-    own_pid_namespace = None
-    round_trip = None  # whether a child can be born pid 1 of its own namespace (see _pid_namespace_round_trip)
+    own_pid_namespace = init_program = None
+    round_trip = None  # whether a child can be born in a pid namespace of its own (see _pid_namespace_round_trip)
+    os.set_inheritable(control_fd, False)  # nothing the worker spawns (a student's pid 1) holds it
 
     control.sendall(b'{"event": "ready"}\n')
     while True:
         message, fds, _, _ = socket.recv_fds(control, 65536, 3)
         if not message or len(fds) != 3:
             os._exit(0)
+        for fd in fds:
+            os.set_inheritable(fd, False)  # the run's pipes: for the student's process, not its pid 1
         job = json.loads(message)
         if job["namespaces"] and round_trip is None:
+            init_program = _init_program()
             own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY)
             round_trip = _pid_namespace_round_trip(libc, own_pid_namespace)
+        init = None
         if job["namespaces"] and round_trip:
-            child = _fork_in_new_pid_namespace(libc, own_pid_namespace)
-        else:  # with namespaces, the child makes the pid namespace and forks its pid 1 (see _run_child)
+            init, child = _fork_in_new_pid_namespace(libc, own_pid_namespace, init_program)
+        else:  # with namespaces, the child makes the pid namespace and its pid 1 (see _run_child)
             child = os.fork()
         if child == 0:
             try:
                 control.close()
                 if own_pid_namespace is not None:
                     os.close(own_pid_namespace)
-                _run_child(job, fds, shell, is_pid_1=bool(job["namespaces"] and round_trip))
+                _run_child(job, fds, shell, init is not None, preloaded, init_program)
             except BaseException:
                 import traceback
 
@@ -670,8 +728,11 @@ def serve(control_fd):
             os.close(fd)
         control.sendall(_encode({"event": "forked", "pid": child}).encode() + b"\n")
         _, status, usage = os.wait4(child, 0)  # the CPU time of the child and all it reaped, for the grader
-        control.sendall(_encode({"event": "exit", "code": exit_code_of(status, job["namespaces"]),
-                                 "cpu": usage.ru_utime + usage.ru_stime}).encode() + b"\n")
+        cpu = usage.ru_utime + usage.ru_stime
+        if init is not None:
+            cpu += _end_init(init)
+        control.sendall(_encode({"event": "exit", "code": os.waitstatus_to_exitcode(status),
+                                 "cpu": cpu}).encode() + b"\n")
 
 
 if __name__ == "__main__":
