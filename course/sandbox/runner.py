@@ -582,7 +582,10 @@ def _isolate_child(job, libc):
             _libc_call(libc.mount, alias.encode(), path.encode(), None, _MS_BIND | _MS_REC, None)
             _libc_call(libc.mount, None, path.encode(), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_REC, None)
     os.chdir(job["cwd"])
-    os.nice(job["nice"])  # below the grader: an endless loop cannot starve the submissions around it
+    # Below the grader where the kernel schedules processes one by one. With autogroup on (Debian's default),
+    # the setsid below gives the student a scheduling group of its own at the group's nice 0, and this
+    # ranks the student's processes only among themselves.
+    os.nice(job["nice"])
     for name, value in job["rlimits"].items():
         resource.setrlimit(getattr(resource, name), tuple(value) if _type(value) is _list else (value, value))
     os.setsid()
