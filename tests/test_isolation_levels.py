@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -150,3 +151,19 @@ def test_a_sandbox_that_cannot_start_leaves_the_choice_to_the_probe(probes):
     assert run.answers["result"].status == "missing"
     assert (run.ended_early or "").startswith("the Python process ended")
     assert "MemoryError" in run.output or "failed to map segment" in run.output
+
+
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_a_cold_sandbox_that_cannot_be_prepared_says_why_and_leaks_no_descriptor(monkeypatch, tmp_path):
+    """A scratch folder that cannot be made (a TMPDIR that is gone): a SandboxError that says so, and the
+    answer channel's pipe, made for the run that never started, is closed again."""
+    missing = tmp_path / "gone"
+    monkeypatch.setattr(tempfile, "tempdir", str(missing))
+    before = _open_fds()
+    for _ in range(3):
+        with pytest.raises(SandboxError, match="cannot make the sandbox's scratch folder"):
+            run_cells([Cell(0, "who", WHO_AM_I)], ("result",), {}, LIMITS, isolation="rlimits")
+    assert _open_fds() == before

@@ -89,18 +89,23 @@ class ColdSandbox:
             raise
 
     def _spawn(self) -> None:
-        channel_read, channel_write = os.pipe()
         env: dict[str, str]
         if self.level == "bwrap":
             command, cwd, env = bwrap_command(self._uid, self.limits.tmp_mb), "/", {}
         elif self.level == "userns":
             command, cwd, env = userns_command(self.limits.tmp_mb), "/", {}
         else:
-            self._scratch = cwd = tempfile.mkdtemp(prefix="autograd-sandbox-")
-            if self.level == "uid":
-                os.chown(cwd, self._uid, self._uid)
+            try:
+                self._scratch = cwd = tempfile.mkdtemp(prefix="autograd-sandbox-")
+                if self.level == "uid":
+                    os.chown(cwd, self._uid, self._uid)
+            except OSError as error:  # close() removes a folder made before the chown failed
+                raise SandboxError(f"cannot make the sandbox's scratch folder in {tempfile.gettempdir()}: "
+                                   f"{error.strerror}") from None
             env = {**SANDBOX_ENV, "HOME": cwd, "IPYTHONDIR": f"{cwd}/.ipython"}
             command = []
+        # The answer channel last: nothing between its making and the Popen below can fail and leave it open.
+        channel_read, channel_write = os.pipe()
         command = [*command, sys.executable, "-I", "-c", RUNNER_SOURCE, str(channel_write)]
         level, uid, limits = self.level, self._uid, self.limits
 

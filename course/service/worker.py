@@ -128,8 +128,13 @@ class Grader:
         while not self._stopping.is_set():
             with self._wake:
                 seen = self._changes  # taken before the queue is read: a change after it is never missed
-            with self._claiming:
-                claimed = self.store.claim_next(self.scheduler.pick)
+            try:
+                with self._claiming:
+                    claimed = self.store.claim_next(self.scheduler.pick)
+            except Exception as error:  # the database away for a moment: this thread must outlive it
+                print(f"serve: could not look at the queue: {safe_text(str(error), 2000)}", file=sys.stderr)
+                self._stopping.wait(IDLE_POLL_SECONDS)
+                continue
             if claimed is None:
                 # Nothing to take: wait for a change unless one came meanwhile. (A count of wakes to work off
                 # instead had idle threads query the queue once for every upload they had not been woken for.)

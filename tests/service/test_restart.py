@@ -66,3 +66,31 @@ def test_sigkill_mid_grading_then_restart_grades_every_acknowledged_attempt_exac
     assert [row.id for row in after] == sorted(acknowledged)
     assert all(row.results_written == 1 for row in after), [tuple(row) for row in after]
     assert "interrupted by the last stop are graded again" in server.log.read_text()
+
+
+def test_a_database_away_for_a_moment_stops_no_grading_thread(tmp_path):
+    """The queue cannot be read for a while (here its table is renamed away and back; a database server
+    restarting, or a lock held past the busy timeout, does the same): the grading threads say so and carry
+    on, and the next upload is graded."""
+    root = course_for_service(tmp_path / "course")
+    server = Server(root, wait=0.2, jobs=1)
+    server.issue_tokens(["alice"])
+    server.start()
+    engine = create_engine(f"sqlite:///{root / 'service.db'}")
+    try:
+        with engine.begin() as db:
+            db.execute(text("ALTER TABLE attempts RENAME TO attempts_away"))
+        deadline = time.monotonic() + 60
+        while "could not look at the queue" not in server.log.read_text() and "no such table" not in \
+                server.log.read_text():
+            assert time.monotonic() < deadline, server.log.read_text()
+            time.sleep(0.1)
+        with engine.begin() as db:
+            db.execute(text("ALTER TABLE attempts_away RENAME TO attempts"))
+        reply = server.submit("alice", notebook_bytes(submitted_notebook()))
+        assert reply.status in (200, 202), reply.text
+        assert server.wait_graded("alice", reply.json["id"])["status"] == "graded"
+        assert "Exception in thread" not in server.log.read_text()
+    finally:
+        engine.dispose()
+        server.stop()
