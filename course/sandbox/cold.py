@@ -142,8 +142,10 @@ class ColdSandbox:
         try:
             if self._process is not None and limits == self.limits:
                 result = self._supervise(cells, answer_names, function_points)
-                if result.ready or not self.unproven:
-                    if self.unproven:
+                # A run stopped at its time limit is not run again: its `ready` may have been on its way as
+                # the limit struck, so student code may have run.
+                if result.ready or not self.unproven or result.limit_hit is not None:
+                    if self.unproven and result.ready:
                         choose_isolation.confirm(self.isolation, self.base_uid, limits.tmp_mb, self.level)
                     return result
             self.close()
