@@ -167,7 +167,7 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
         if current_cell is not None:
             where = labels.get(current_cell, "start-up")
         else:  # before the runner's `ready` nothing of the notebook had run yet
-            where = "between cells" if protocol.confined is not None else "its start, before any cell"
+            where = "between cells" if protocol.confined is not None else "start-up (before any cell)"
         if returncode == 0:
             ended_early = (f"the Python process stopped during {where} before grading finished "
                            "(it exited, or the cell broke the grader's reporting inside the sandbox)")
