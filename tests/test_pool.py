@@ -77,6 +77,43 @@ def test_a_sleeping_notebook_does_not_hold_a_worker_from_the_rest_of_the_class()
     assert ended.answers["result"].status == "missing"
 
 
+def wait_for(condition, what: str, seconds: float = 120) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {seconds:g} s for {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_a_standby_worker_stands_in_for_a_long_run_and_takes_its_place_after():
+    """With a standby worker (the service's pool), a long run's stand-in is that worker, already started: no
+    worker starts while the class waits; when the long run ends, its worker goes into standby in turn."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as threads, WarmPool(1, Limits(cell_seconds=20, submission_seconds=60),
+                                                     standby=1) as pool:
+        wait_for(lambda: len(pool._standby) == 1, "the standby worker to start")
+        standby = pool._standby[0]
+        sleeper = threads.submit(pool.run, [Cell(0, "cell", "import time\ntime.sleep(600)")], ("result",), {})
+        wait_for(lambda: pool._busy, "the sleeper to take the pool's worker")
+        sleeping = next(worker for worker in pool._workers if id(worker) in pool._busy)
+        quick = run(pool, "result = 41 + 1")
+        assert quick.answers["result"].value == 42
+        assert not sleeper.done()  # graded while the sleeper still held its worker ...
+        assert not pool._standby  # ... by the standby worker: none started
+        assert len(pool._workers) == 2
+        assert standby is not sleeping
+        assert standby in pool._workers
+        ended = sleeper.result(timeout=120)
+        assert "ran longer than the limit of 20 s" in ended.ended_early
+        wait_for(lambda: len(pool._standby) == 1, "the sleeper's worker to go into standby")
+        assert pool._standby == [sleeping]
+        assert len(pool._workers) == 2
+        assert run(pool, "result = 6 * 7").answers["result"].value == 42  # the stand-in goes on as the worker
+
+
 @needs_bwrap
 def worker_files() -> set[str]:
     import tempfile

@@ -36,7 +36,8 @@ from course.submission import Cell, notebook_module_cell
 
 WORKER_START_SECONDS = 60
 LONG_RUN_SECONDS = 2.0  # a run this long, with others waiting, gets a stand-in worker (see WarmPool)
-STAND_IN_CHECK_SECONDS = 0.25
+STANDBY_LONG_RUN_SECONDS = 0.5  # ... this long when a standby worker is ready (an honest run takes about 0.05 s)
+STAND_IN_CHECK_SECONDS = 0.1
 WORKER_COMMAND_START = (sys.executable, "-I", "-c")  # how a worker's command line (and its forks') begins
 STUDENT_NICENESS = 5
 
@@ -66,6 +67,7 @@ class _Worker:
     log: int  # a file descriptor of the worker's output: an unlinked file, so nothing is left behind on a crash
     events: EventReader = field(default_factory=lambda: EventReader(max_line=65536, max_total=2**62))
     pending: list[dict] = field(default_factory=list)
+    stopped: bool = False
 
     def read_event(self, timeout: float) -> dict | None:
         """The next control message, or None on timeout, a dead worker or a garbled line."""
@@ -93,6 +95,10 @@ class _Worker:
         return data.decode("utf-8", errors="replace")[-2000:].strip()
 
     def stop(self) -> None:
+        """End the worker and close what the pool holds of it; once (its log's descriptor may be reused after)."""
+        if self.stopped:
+            return
+        self.stopped = True
         try:
             self.control.close()
         finally:
@@ -110,10 +116,16 @@ class WarmPool:
     an honest one takes a fraction of a second) while other runs wait for a worker gets a stand-in: one more
     worker starts, so the class goes on beside it rather than a worker short for the whole limit. The
     stand-in has a uid of its own; when the long run ends its worker retires and the pool is `size` again.
-    Callers that want this give the pool more threads than workers (`threads`)."""
+    Callers that want this give the pool more threads than workers (`threads`).
+
+    A pool that lives long (the submission service) keeps `standby` more workers started and idle: a long run's
+    stand-in is then one of them, at once and after only STANDBY_LONG_RUN_SECONDS, and when the long run ends
+    its worker takes the stand-in's place in standby rather than retiring, so no worker starts (and imports
+    torch) while the class waits."""
 
     def __init__(self, size: int, limits: Limits, *, isolation: str = "auto",
-                 base_uid: int = DEFAULT_SANDBOX_UID, prelude: tuple[str, ...] | None = None) -> None:
+                 base_uid: int = DEFAULT_SANDBOX_UID, prelude: tuple[str, ...] | None = None,
+                 standby: int = 0) -> None:
         self.limits = limits
         # The grader's cells that begin every submission, run once in each worker before it forks (see
         # runner._preload): by default the cell that makes the course's helper module.
@@ -129,6 +141,9 @@ class WarmPool:
         self._busy: dict[int, float] = {}  # id of a worker -> when its run started
         self._stood_in: set[int] = set()  # ids of workers whose long run has a stand-in
         self._spare_uids: list[int] = []  # leased uids of retired workers, owning no process
+        self.standby = standby
+        self._standby: list[_Worker] = []  # started workers kept idle for long runs' stand-ins
+        self._closing = threading.Event()
         self._closed = False
         self.start_failure = ""
         try:
@@ -137,23 +152,45 @@ class WarmPool:
             self.close()
             raise
         # Workers import torch in parallel with whatever the grader does next; each joins the idle
-        # queue when it is ready (None stands for one that failed to start).
-        for worker in spawned:
-            self._start_in_background(worker)
+        # queue when it is ready (None stands for one that failed to start). The standby workers start
+        # after them, so as not to slow the first grading down.
+        starts = [self._start_in_background(worker) for worker in spawned]
+        if standby:
+            threading.Thread(target=self._start_standby, args=(starts,), daemon=True).start()
 
     @property
     def threads(self) -> int:
         """How many runs a caller may have waiting on the pool at once so that stand-ins are used."""
         return 2 * self.size
 
-    def _start_in_background(self, worker: _Worker, *, stand_in: bool = False) -> None:
+    def _start_in_background(self, worker: _Worker, *, stand_in: bool = False) -> threading.Thread:
         def start() -> None:
             if self._ready(worker):
                 self._idle.put(worker)
             elif not stand_in:  # a stand-in that does not start is only a missing stand-in
                 self._idle.put(None)
 
-        threading.Thread(target=start, daemon=True).start()
+        thread = threading.Thread(target=start, daemon=True)
+        thread.start()
+        return thread
+
+    def _start_standby(self, after: list[threading.Thread]) -> None:
+        """Start the standby workers, then stay until the pool closes: a worker is killed when the thread
+        that started it ends (bubblewrap's --die-with-parent is the parent *thread*'s death signal)."""
+        for thread in after:
+            thread.join()
+        for _ in range(self.standby):
+            if self._closed:
+                break
+            worker = self._spawn(self._lease())
+            if not self._ready(worker):  # the pool works without it: stand-ins start as they are needed
+                break
+            with self._lock:
+                if not self._closed:
+                    self._standby.append(worker)
+                    continue
+            self._retire(worker)
+        self._closing.wait()
 
     def _lease(self) -> int:
         with self._lock:
@@ -175,12 +212,17 @@ class WarmPool:
     def _stand_in_for_a_long_run(self) -> None:
         now = time.monotonic()
         with self._lock:
+            long_after = STANDBY_LONG_RUN_SECONDS if self._standby else LONG_RUN_SECONDS
             long = [key for key, started in self._busy.items()
-                    if now - started > LONG_RUN_SECONDS and key not in self._stood_in]
+                    if now - started > long_after and key not in self._stood_in]
             if not long or len(self._stood_in) >= self.size:
                 return
             self._stood_in.add(long[0])
-        self._start_in_background(self._spawn(self._lease()), stand_in=True)
+            ready = self._standby.pop() if self._standby else None
+        if ready is not None:
+            self._idle.put(ready)
+        else:
+            self._start_in_background(self._spawn(self._lease()), stand_in=True)
 
     def _release(self, worker: _Worker, healthy: bool) -> None:
         with self._lock:
@@ -189,10 +231,20 @@ class WarmPool:
             self._stood_in.discard(id(worker))
         if not healthy:
             self._replace(worker, keep=not stood_in)
+        elif stood_in and self._to_standby(worker):
+            return
         elif stood_in:
             self._retire(worker)
         else:
             self._idle.put(worker)
+
+    def _to_standby(self, worker: _Worker) -> bool:
+        """Keep a healthy worker whose long run had a stand-in as a standby worker, if one is missing."""
+        with self._lock:
+            if self._closed or len(self._standby) >= self.standby:
+                return False
+            self._standby.append(worker)
+            return True
 
     def _retire(self, worker: _Worker) -> None:
         """A worker whose long run had a stand-in leaves: the pool is back to its size."""
@@ -359,6 +411,7 @@ class WarmPool:
 
     def close(self) -> None:
         self._closed = True
+        self._closing.set()
         with self._lock:
             workers, self._workers = self._workers, []
         for worker in workers:

@@ -98,8 +98,9 @@ class Grader:
         if requeued:
             print(f"serve: {requeued} attempt{'s' if requeued != 1 else ''} interrupted by the last stop "
                   "are graded again", file=sys.stderr)
+        # One worker more is kept started, in standby: it stands in at once for a run that goes long.
         self.pool = sandbox.WarmPool(self.jobs, self.config.limits, isolation=self.config.sandbox,
-                                     base_uid=self.config.sandbox_uid)
+                                     base_uid=self.config.sandbox_uid, standby=1)
         # More grading threads than workers, as the batch grader has: a run that sits out its time limit gets a
         # stand-in worker (course/sandbox/pool.py), so one student's sleeping notebook holds up nobody else.
         for index in range(self.pool.threads):
