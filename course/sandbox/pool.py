@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from course.config import DEFAULT_SANDBOX_UID, Limits
 from course.errors import SandboxError
 from course.sandbox.bubblewrap import bwrap_view, interpreter_paths_under_tmp
+from course.sandbox.giving_way import GivingWay
 from course.sandbox.levels import LEVELS, choose_isolation
 from course.sandbox.limits import SANDBOX_ENV, rlimits_for
 from course.sandbox.protocol import RUNNER_SOURCE, EventReader, encode_request, write_in_background
 from course.sandbox.supervisor import RunResult, Supervised, supervise
-from course.sandbox.uids import kill_descendants, lease_uid, reap_uid
+from course.sandbox.uids import below_the_worker, descendants, kill_descendants, lease_uid, processes_of, reap_uid
 from course.submission import Cell, notebook_module_cell
 
 WORKER_START_SECONDS = 60
@@ -385,7 +386,16 @@ class WarmPool:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(child_pid, signal.SIGKILL)
 
-        run = Supervised(output_read, channel_read, kill, exit_code, lambda: cpu[0] if cpu else None)
+        def processes() -> list[int]:
+            """The run's processes, by host pid, as kill() finds them."""
+            if self.isolation.leased_uid:
+                return processes_of(worker.uid)
+            if self.isolation.namespaces:
+                return below_the_worker(worker.process.pid, keep=[*WORKER_COMMAND_START])
+            return [] if child_pid is None else [child_pid, *descendants(child_pid)]
+
+        run = Supervised(output_read, channel_read, kill, exit_code, lambda: cpu[0] if cpu else None,
+                         waited=GivingWay(processes, started).waited)
         try:
             result = supervise(run, cells, answer_names, function_points, limits, self.level, self.note, started)
         finally:

@@ -53,6 +53,9 @@ class Supervised:
     kill: Callable[[], None]
     exit_code: Callable[[float], int | None]  # waits up to the given seconds; None if still running
     cpu_seconds: Callable[[], float | None]  # the kernel's count for the ended run (None: not known)
+    # Seconds the run has waited for a CPU after it began to give way to the others (giving_way.py); each
+    # cell's clock is credited with what it waited, up to one more cell limit.
+    waited: Callable[[], float] = lambda: 0.0
 
 
 class _Protocol:
@@ -63,7 +66,8 @@ class _Protocol:
     the previous cell's `done` (or `ready`) arrives, and a `done` is accepted only for the next cell of the
     request, in order, once each; anything else ends the run. A forged message can therefore only stop a
     cell's clock early and start the next one: it can never restart a clock, add one or move the
-    submission's deadline, so a run lasts at most one `cell_seconds` per cell and `submission_seconds` in all.
+    submission's deadline, so a run lasts at most one `cell_seconds` per cell (two when it gave way to others
+    and waited for a processor: giving_way.py, the kernel's count) and `submission_seconds` in all.
     """
 
     def __init__(self, cells: list[Cell], started: float) -> None:
@@ -110,6 +114,8 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
     finish_time = 0.0
     limit_hit: str | None = None
     deadline = started + limits.submission_seconds
+    waited = 0.0
+    cell_waited = (-1, 0.0)  # (the position of the cell being timed, what the run had waited when it began)
 
     selector = selectors.DefaultSelector()
     selector.register(run.output_fd, selectors.EVENT_READ, "output")
@@ -122,9 +128,14 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
         if now > deadline:
             limit_hit = "submission_seconds"
             break
-        if protocol.running_cell is not None and now > protocol.clock + limits.cell_seconds:
-            limit_hit = "cell_seconds"
-            break
+        if protocol.running_cell is not None:
+            waited = run.waited()
+            if cell_waited[0] != protocol.position:
+                cell_waited = (protocol.position, waited)
+            credit = min(limits.cell_seconds, waited - cell_waited[1])
+            if now > protocol.clock + limits.cell_seconds + credit:
+                limit_hit = "cell_seconds"
+                break
         for key, _ in selector.select(timeout=0.1):
             data = os.read(key.fd, 65536)
             if not data:
@@ -154,8 +165,11 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
     current_label = labels.get(current_cell, "a cell") if current_cell is not None else "a cell"
     ended_early = None
     if limit_hit == "cell_seconds":
+        credit = min(limits.cell_seconds, waited - cell_waited[1])
+        beside = (f" (not counting {credit:.1f} s it waited for a processor while other notebooks ran)"
+                  if credit >= 0.1 else "")
         ended_early = (f"{current_label} ran longer than the limit of "
-                       f"{limits.cell_seconds:g} s per cell, so the run was stopped there")
+                       f"{limits.cell_seconds:g} s per cell{beside}, so the run was stopped there")
     elif limit_hit == "submission_seconds":
         ended_early = (f"the notebook ran longer than the limit of {limits.submission_seconds:g} s, "
                        "so the run was stopped")

@@ -128,16 +128,23 @@ def kill_descendants(pid: int, *, keep: list[str], timeout: float = 5.0) -> bool
     worker, under its bubblewrap: the interpreter, not the bwrap whose arguments mention it), keeping that
     process. For the levels where the student's uid is the grader's own, so nothing may be killed by uid.
     True when nothing is left below it."""
+    return _kill_until_gone(lambda: below_the_worker(pid, keep=keep), timeout)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`."""
+    return _below(pid, _children())
+
+
+def below_the_worker(pid: int, *, keep: list[str]) -> list[int]:
+    """The processes below the first process under `pid` whose command line starts with `keep` (see
+    kill_descendants)."""
     prefix = [part.encode() for part in keep]
-
-    def below_the_worker() -> list[int]:
-        children = _children()
-        for candidate in _below(pid, children):
-            try:
-                if Path(f"/proc/{candidate}/cmdline").read_bytes().split(b"\0")[: len(prefix)] == prefix:
-                    return _below(candidate, children)
-            except OSError:
-                continue
-        return []
-
-    return _kill_until_gone(below_the_worker, timeout)
+    children = _children()
+    for candidate in _below(pid, children):
+        try:
+            if Path(f"/proc/{candidate}/cmdline").read_bytes().split(b"\0")[: len(prefix)] == prefix:
+                return _below(candidate, children)
+        except OSError:
+            continue
+    return []

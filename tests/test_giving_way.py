@@ -1,0 +1,96 @@
+"""A run that goes long gives way to the class (course/sandbox/giving_way.py): lower priority, and the time it
+then waited for a processor credited to its cell's clock."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from course.config import Limits
+from course.sandbox import WarmPool
+from course.sandbox.giving_way import GIVING_WAY_NICENESS, GivingWay, thread_times
+from course.submission import Cell
+
+SPIN = "while True:\n    pass"
+
+
+def nice_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[16])
+    except (OSError, ValueError):
+        return None
+
+
+def autogroup_nice(pid: int) -> int | None:
+    """The nice of the process's autogroup (None where the kernel has none)."""
+    try:
+        with open(f"/proc/{pid}/autogroup") as autogroup:
+            return int(autogroup.read().split("nice")[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+@pytest.fixture
+def busy_cores():
+    """One spinning process per core, at the test's own priority: the machine is contended."""
+    spinners = [subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True)
+                for _ in range(len(os.sched_getaffinity(0)))]
+    yield
+    for spinner in spinners:
+        spinner.kill()
+        spinner.wait()
+
+
+def test_thread_times_are_the_kernels_count_for_each_thread():
+    times = thread_times(os.getpid())
+    assert os.getpid() in times  # the main thread's id is the process id
+    assert all(on_cpu >= 0 and waiting >= 0 for on_cpu, waiting in times.values())
+    assert thread_times(2**22 + 1) == {}  # no such process: nothing, no error
+
+
+def test_a_process_that_uses_little_cpu_does_not_give_way():
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    try:
+        giving_way = GivingWay(lambda: [sleeper.pid], time.monotonic() - 10)
+        assert giving_way.waited() == 0.0
+        assert not giving_way.giving_way
+        assert nice_of(sleeper.pid) == 0
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_process_that_spins_gives_way_and_counts_what_it_waited(busy_cores):
+    # A session of its own, as a student's run has: giving way lowers its autogroup, not the tests'.
+    spinner = subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True)
+    try:
+        giving_way = GivingWay(lambda: [spinner.pid], time.monotonic())
+        deadline = time.monotonic() + 60
+        while not giving_way.giving_way:  # half a second of CPU, however long that takes here
+            assert time.monotonic() < deadline, "the spinner never used half a second of CPU"
+            giving_way.waited()
+            time.sleep(0.05)
+        assert nice_of(spinner.pid) == GIVING_WAY_NICENESS
+        assert autogroup_nice(spinner.pid) in (None, GIVING_WAY_NICENESS)
+        assert autogroup_nice(os.getpid()) in (None, 0)
+        while giving_way.waited() < 0.5:  # it competes with a spinner per core at a tenth of their weight
+            assert time.monotonic() < deadline, "the spinner never waited for a processor"
+            time.sleep(0.05)
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+@pytest.mark.slow
+def test_a_spinning_cell_in_the_pool_gives_way_and_is_stopped_at_its_limit_plus_what_it_waited(busy_cores):
+    with WarmPool(1, Limits(cell_seconds=2, submission_seconds=30)) as pool:
+        result = pool.run([Cell(0, "cell 0", SPIN)], ("result",), {})
+    assert result.limit_hit == "cell_seconds"
+    assert "cell 0 ran longer than the limit of 2 s per cell (not counting" in result.ended_early
+    assert "s it waited for a processor while other notebooks ran)" in result.ended_early
+    assert 2 < result.seconds < 30
