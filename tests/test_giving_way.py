@@ -94,3 +94,15 @@ def test_a_spinning_cell_in_the_pool_gives_way_and_is_stopped_at_its_limit_plus_
     assert "cell 0 ran longer than the limit of 2 s per cell (not counting" in result.ended_early
     assert "s it waited for a processor while other notebooks ran)" in result.ended_early
     assert 2 < result.seconds < 30
+
+
+def test_a_cell_that_computes_for_long_sees_its_priority_lowered():
+    """The student's own view: a cell that has used more than half a second of CPU runs at nice 10 (from the
+    sandbox's 5) by the end of it, on an idle machine too."""
+    long_cell = ("import os, time\nstart = time.process_time()\nwhile time.process_time() - start < 1.5:\n    pass\n"
+                 "result = os.nice(0)")
+    with WarmPool(1, Limits(cell_seconds=30, submission_seconds=60)) as pool:
+        short = pool.run([Cell(0, "cell 0", "import os\nresult = os.nice(0)")], ("result",), {})
+        long = pool.run([Cell(0, "cell 0", long_cell)], ("result",), {})
+    assert short.answers["result"].value == 5
+    assert long.answers["result"].value == GIVING_WAY_NICENESS

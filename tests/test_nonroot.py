@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from test_pool import ORPHAN
 
+from course.sandbox.giving_way import GIVING_WAY_NICENESS
 from helpers import ROOT, add_cell, submitted_notebook, write
 
 pytestmark = pytest.mark.slow
@@ -109,6 +110,10 @@ ATTEMPT = (
     "result = out\n"
 )
 
+# A cell that computes for a second and a half: the grader has it give way (course/sandbox/giving_way.py).
+GIVING_WAY = ("import os, time\nstart = time.process_time()\nwhile time.process_time() - start < 1.5:\n    pass\n"
+              "result = os.nice(0)")
+
 WARM_CHECK = f"""
 import json
 from course.config import Limits
@@ -117,7 +122,7 @@ from course.submission import Cell
 
 with WarmPool(1, Limits(cell_seconds=5, submission_seconds=15)) as pool:
     seen = []
-    for code in ({ATTEMPT!r}, "while True:\\n    pass", {ATTEMPT!r}, {ORPHAN!r}):
+    for code in ({ATTEMPT!r}, "while True:\\n    pass", {ATTEMPT!r}, {ORPHAN!r}, {GIVING_WAY!r}):
         run = pool.run([Cell(0, "attempt", code)], ("result",), {{}})
         seen.append({{"worker": pool._workers[0].process.pid, "result": run.answers["result"].value,
                      "limit": run.limit_hit, "level": pool.level}})
@@ -129,7 +134,7 @@ def test_the_user_namespace_level_keeps_students_apart_and_its_workers_warm(inst
     python = _python()
     completed = _as_instructor([python, "-c", WARM_CHECK], instructor_course, cwd=instructor_course)
     assert completed.returncode == 0, completed.stderr[-3000:]
-    first, looper, second, orphaning = json.loads(completed.stdout.strip().splitlines()[-1])
+    first, looper, second, orphaning, long = json.loads(completed.stdout.strip().splitlines()[-1])
     assert first["level"] == "userns"
     assert looper["limit"] == "cell_seconds"
     # The worker survives a student's run and even a student stopped at the time limit: it stays warm.
@@ -137,6 +142,8 @@ def test_the_user_namespace_level_keeps_students_apart_and_its_workers_warm(inst
     # pid 1 of the student's namespace is the small exec'd program, and it leaves no zombie behind
     assert orphaning["result"][0] is False
     assert orphaning["result"][1].endswith("/sleep")
+    # A non-root grader, too, lowers the priority of a run that goes long.
+    assert long["result"] == GIVING_WAY_NICENESS
     # Only /tmp (fresh for each student) is writable; no capability is left, not even in the bounding set.
     for run in (first, second):
         assert run["result"][:4] == ["/planted 30", "/etc/planted 30", "/dev/shm/planted 30", "wrote /tmp/mine"]
