@@ -60,6 +60,7 @@ def test_a_process_that_uses_little_cpu_does_not_give_way():
         assert giving_way.waited() == 0.0
         assert not giving_way.giving_way
         assert nice_of(sleeper.pid) == 0
+        assert os.sched_getscheduler(sleeper.pid) == os.SCHED_OTHER
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -75,7 +76,7 @@ def test_a_process_that_spins_gives_way_and_counts_what_it_waited(busy_cores):
             assert time.monotonic() < deadline, "the spinner never used half a second of CPU"
             giving_way.waited()
             time.sleep(0.05)
-        assert nice_of(spinner.pid) == GIVING_WAY_NICENESS
+        assert os.sched_getscheduler(spinner.pid) == os.SCHED_IDLE
         assert autogroup_nice(spinner.pid) in (None, GIVING_WAY_NICENESS)
         assert autogroup_nice(os.getpid()) in (None, 0)
         while giving_way.waited() < 0.5:  # it competes with a spinner per core at a tenth of their weight
@@ -97,12 +98,13 @@ def test_a_spinning_cell_in_the_pool_gives_way_and_is_stopped_at_its_limit_plus_
 
 
 def test_a_cell_that_computes_for_long_sees_its_priority_lowered():
-    """The student's own view: a cell that has used more than half a second of CPU runs at nice 10 (from the
-    sandbox's 5) by the end of it, on an idle machine too."""
+    """The student's own view: a cell that has used more than half a second of CPU runs under SCHED_IDLE by the
+    end of it, on an idle machine too; and it cannot leave it."""
     long_cell = ("import os, time\nstart = time.process_time()\nwhile time.process_time() - start < 1.5:\n    pass\n"
-                 "result = os.nice(0)")
+                 "try:\n    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))\nexcept OSError:\n    pass\n"
+                 "result = os.sched_getscheduler(0)")
     with WarmPool(1, Limits(cell_seconds=30, submission_seconds=60)) as pool:
-        short = pool.run([Cell(0, "cell 0", "import os\nresult = os.nice(0)")], ("result",), {})
+        short = pool.run([Cell(0, "cell 0", "import os\nresult = os.sched_getscheduler(0)")], ("result",), {})
         long = pool.run([Cell(0, "cell 0", long_cell)], ("result",), {})
-    assert short.answers["result"].value == 5
-    assert long.answers["result"].value == GIVING_WAY_NICENESS
+    assert short.answers["result"].value == os.SCHED_OTHER
+    assert long.answers["result"].value == os.SCHED_IDLE

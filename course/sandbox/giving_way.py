@@ -2,15 +2,19 @@
 
 A notebook that spins towards its cell limit would otherwise hold a core for the whole limit, and every other
 student's run shares what is left. So once a run's processes have used YIELD_AFTER_CPU_SECONDS of CPU (an
-honest notebook uses a few hundredths of a second), the grader lowers their priority: nice 10 (a tenth of a
-normal process's share when they compete) for each thread, and for the autogroup of each process where the
-kernel groups processes by session (Debian's default, under which a thread's nice only ranks it within its own
-session). It is done again on every look, so a process that resets its autogroup or starts a new session is
-lowered again. (Not the lowest priority, 19: a slow but honest cell should still get somewhere under load.)
+honest notebook uses a few hundredths of a second), the grader lowers their priority:
+- each thread goes to the SCHED_IDLE policy: it runs when nothing else wants the processor, any other task
+  that wakes preempts it at once, and the kernel places waking tasks on a processor that runs only such
+  threads as if it were idle (where SCHED_IDLE is refused, nice 10 instead);
+- the autogroup of each of the run's sessions goes to nice 10 (a tenth of a normal share) where the kernel
+  groups processes by session (Debian's default, under which a thread's priority only ranks it within its
+  own session).
+It is done again on every look, so a process that resets its autogroup or starts a new session is lowered
+again; a thread cannot leave SCHED_IDLE by itself (that needs an RLIMIT_NICE the sandbox does not give).
 
 Giving way must not cost the run its work: the time its threads then waited for a CPU while others ran (the
 kernel's count, `/proc/<pid>/task/<tid>/schedstat`) is credited to the cell's clock by the supervisor, up to one
-more cell limit, so what a slow but honest cell may compute does not depend on the load. The submission's limit
+more cell limit, so what a slow but honest cell may compute depends less on the load. The submission's limit
 stays wall-clock: no run outlives it. Everything is best effort: a process that is gone, or a file the grader
 may not write (a non-root grader, a process that made itself undumpable), is skipped.
 """
@@ -54,9 +58,12 @@ def leads_its_session(pid: int) -> bool:
 
 
 def lower_priority(pid: int, threads: list[int]) -> None:
-    for tid in threads:  # a thread's nice is its own on Linux
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, tid, GIVING_WAY_NICENESS)
+    for tid in threads:  # a thread's policy and nice are its own on Linux
+        try:
+            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, tid, GIVING_WAY_NICENESS)
     # The autogroup is the session's: only through a session's leader, the student's own (the run's pid 1, say,
     # is still in its warm worker's session, whose autogroup must stay as it is for the next student).
     if not leads_its_session(pid):

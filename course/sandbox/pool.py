@@ -121,8 +121,8 @@ class WarmPool:
 
     A pool that lives long (the submission service) keeps `standby` more workers started and idle: a long run's
     stand-in is then one of them, at once and after only STANDBY_LONG_RUN_SECONDS, and when the long run ends
-    its worker takes the stand-in's place in standby rather than retiring, so no worker starts (and imports
-    torch) while the class waits."""
+    its worker takes the stand-in's place in standby. No worker starts (a torch import, more CPU than most long
+    runs cost) unless more runs go long at once than there are standby workers."""
 
     def __init__(self, size: int, limits: Limits, *, isolation: str = "auto",
                  base_uid: int = DEFAULT_SANDBOX_UID, prelude: tuple[str, ...] | None = None,
@@ -185,12 +185,16 @@ class WarmPool:
                 break
             worker = self._spawn(self._lease())
             if not self._ready(worker):  # the pool works without it: stand-ins start as they are needed
+                with self._lock:
+                    if worker in self._workers:
+                        self._workers.remove(worker)
                 break
             with self._lock:
                 if not self._closed:
                     self._standby.append(worker)
                     continue
             self._retire(worker)
+            break
         self._closing.wait()
 
     def _lease(self) -> int:

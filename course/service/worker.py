@@ -98,9 +98,10 @@ class Grader:
         if requeued:
             print(f"serve: {requeued} attempt{'s' if requeued != 1 else ''} interrupted by the last stop "
                   "are graded again", file=sys.stderr)
-        # One worker more is kept started, in standby: it stands in at once for a run that goes long.
+        # Two workers more are kept started, in standby: each stands in at once for a run that goes long (a
+        # notebook spinning to its time limit, and a fork bomb beside it, say).
         self.pool = sandbox.WarmPool(self.jobs, self.config.limits, isolation=self.config.sandbox,
-                                     base_uid=self.config.sandbox_uid, standby=1)
+                                     base_uid=self.config.sandbox_uid, standby=2)
         # More grading threads than workers, as the batch grader has: a run that sits out its time limit gets a
         # stand-in worker (course/sandbox/pool.py), so one student's sleeping notebook holds up nobody else.
         for index in range(self.pool.threads):
