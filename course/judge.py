@@ -13,7 +13,6 @@ import functools
 import json
 import math
 import random
-import re
 import threading
 import warnings
 from collections import OrderedDict
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any
 
+from course import forms
 from course.answers import FUNCTION, MISSING, VALUE, Answer, PlainValue, describe, is_number
 from course.assignment import HIDDEN_BEGIN, HIDDEN_END, Assignment, Question, region_lines
 from course.hidden_tests import reads_no_answer
@@ -97,19 +97,10 @@ def matches(student: PlainValue, expected: PlainValue, tolerance: float) -> bool
     return is_number(student) and is_number(expected) and abs(student - expected) <= tolerance
 
 
-DECLARED_FORMS = {"number": "a number", "number or None": "a number or None", "True or False": "True or False",
-                  "class name or None": "a name in quotes (a string) or None", "function": "a function of x"}
-
-
 def declared_forms(question: Question) -> dict[str, str]:
     """name -> the form the question's public check asks for, in words (where it names one the judge knows)."""
-    words = {}
-    for name, form in question.forms:
-        listed = re.fullmatch(r"list of (\d+) numbers?", form)
-        said = DECLARED_FORMS.get(form) or (f"a list of {listed.group(1)} numbers" if listed else None)
-        if said:
-            words[name] = said
-    return words
+    shapes = {name: forms.form(declared) for name, declared in question.forms}
+    return {name: shape.words for name, shape in shapes.items() if shape}
 
 
 def form_in_words(expected: PlainValue) -> str:
@@ -175,7 +166,7 @@ class _Marks:
         found = self._answer(name)
         if found.status != FUNCTION or not found.probes:
             detail = ("your function was not called: the notebook stopped before grading reached it"
-                      if found.status == FUNCTION else _unanswered_detail(found, "a function of x"))
+                      if found.status == FUNCTION else _unanswered_detail(found, forms.FUNCTION_WORDS))
             self.sink.append(ValueResult(name, found.status, None, None, False, float(points), 0.0, hint,
                                          detail=detail, function=True))
             return
