@@ -213,25 +213,32 @@ def _matches(answer: object, expected: object) -> bool:
 
 
 class Marks:
-    """Scores one question value by value, for the hidden tests when plain nbgrader grades."""
+    """Scores one question value by value, for the hidden tests when plain nbgrader grades.
+
+    `hint` explains a value and may tell it; `idea` is what the course's feedback says in its place when it
+    shows only verdicts (course/judge.py): the concept or step to revisit, never the value or the verdict.
+    Plain nbgrader prints the hint of each value that does not match: its feedback is the instructor's to
+    release."""
 
     def __init__(self) -> None:
         self.earned: float = 0
         self.notes: list[str] = []
 
-    def value(self, name: str, answer: object, reference: object, hint: str, points: float = 1) -> None:
+    def value(self, name: str, answer: object, reference: object, hint: str, points: float = 1, *,
+              idea: str = "") -> None:
+        del idea
         if _matches(answer, _plain(reference)):
             self.earned += points
         else:
             self.notes.append(f"{name} does not match torch. {hint}")
 
-    def function(self, name: str, answer, reference, hint: str, points: float = 1) -> None:
+    def function(self, name: str, answer, reference, hint: str, points: float = 1, *, idea: str = "") -> None:
         xs = [random.randint(-6, 6) + random.choice([0.0, 0.5]) for _ in range(5)]  # noqa: S311 - not a secret
         try:
             ok = all(_matches(answer(x), _plain(reference(x))) for x in xs)
         except Exception:
             ok = False
-        self.value(name, True if ok else None, True, hint, points)
+        self.value(name, True if ok else None, True, hint, points, idea=idea)
 
     def total(self) -> float:
         for note in self.notes:
