@@ -1,5 +1,6 @@
 """The forms a question's public check may declare for an answer, defined once: what each accepts and how it
-is said. `check_form(slope="number", values="list of 3 numbers")` declares them in the notebook.
+is said. `check_form(slope="number", values="list of 3 numbers")` declares them in the notebook. And, once
+too, when an answer of the right form is right: `matches`, the one comparison with torch's value.
 
 Three places hold an answer to its form, and all three use what is here, so they cannot drift apart: the form
 check in the student's notebook (course/notebook.py, on the live value), the self-check's report
@@ -95,3 +96,17 @@ def gap(value: object, shape: Form) -> Gap | None:
         if not is_number(item):
             return Gap(item, item=position)
     return None
+
+
+def matches(answer: object, expected: object, tolerance: float) -> bool:
+    """The one comparison of the course: exact for None, booleans and text (a class name), within `tolerance`
+    for numbers, item by item for lists. The judge scores with it; the notebook's check_with_torch and plain
+    nbgrader's Marks compare with it too, so what they say and what the grader scores cannot differ."""
+    if expected is None or type(expected) is bool:
+        return answer is expected
+    if type(expected) is str:
+        return type(answer) is str and answer == expected
+    if type(expected) is list:
+        return (type(answer) is list and len(answer) == len(expected)
+                and all(matches(a, e, tolerance) for a, e in zip(answer, expected, strict=True)))
+    return is_number(answer) and is_number(expected) and abs(answer - expected) <= tolerance

@@ -200,16 +200,9 @@ def _plain(reference: object) -> object:
 
 
 def _matches(answer: object, expected: object) -> bool:
-    """The judge's comparison (course/judge.py `matches`), for plain nbgrader: exact for None, booleans and
-    text (a class name), within TOLERANCE for numbers, item by item for lists."""
-    if expected is None or type(expected) is bool:
-        return answer is expected
-    if type(expected) is str:
-        return type(answer) is str and answer == expected
-    if type(expected) is list:
-        return (type(answer) is list and len(answer) == len(expected)
-                and all(_matches(a, e) for a, e in zip(answer, expected, strict=True)))
-    return forms.is_number(answer) and abs(answer - expected) <= TOLERANCE  # type: ignore[operator]
+    """The judge's comparison (`course.forms.matches`) at the course's default tolerance, for plain nbgrader and
+    check_with_torch."""
+    return forms.matches(answer, expected, TOLERANCE)
 
 
 class Marks:

@@ -1,7 +1,8 @@
 """course.forms, the one definition of the answer forms: the form check in the student's notebook
 (course.notebook.check_form, on live values, in the student's kernel and as the grader hands it to the
 sandbox), the self-check's report (course.selfcheck.form_gap, on plain values) and the judge's words
-(course.judge.declared_forms) all accept the same values and say each form in the same words."""
+(course.judge.declared_forms) all accept the same values and say each form in the same words. And of the one
+comparison with torch's value: the judge's score and plain nbgrader's Marks agree."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ import pytest
 
 import course
 from course.assignment import Question
-from course.judge import declared_forms
-from course.notebook import FormError, check_form
+from course.judge import declared_forms, matches
+from course.notebook import TOLERANCE, FormError, Marks, check_form
 from course.selfcheck import form_gap
 from course.submission import notebook_module_cell
 
@@ -123,3 +124,20 @@ def test_no_module_of_the_course_writes_a_form_rule_of_its_own():
             if isinstance(node, ast.Constant) and type(node.value) is str and node.value in spelled:
                 found.append(f"{path.name}: {node.value!r}")
     assert found == []
+
+
+# (the student's plain answer, torch's plain value, whether it is right), by hand
+RIGHT = [
+    (2, 2.0, True), (2.0000001, 2, True), (2.1, 2, False), (True, 1, False), (1, True, False),
+    (None, None, True), (0, None, False), (False, False, True), (0, False, False),
+    ("AddBackward0", "AddBackward0", True), ("addbackward0", "AddBackward0", False), (None, "AddBackward0", False),
+    ([1, 2.5], [1, 2.5], True), ([1, 2], [1, 2, 3], False), ((1, 2), [1, 2], False), (NAN, NAN, False),
+]
+
+
+@pytest.mark.parametrize(("answer", "expected", "right"), RIGHT, ids=repr)
+def test_the_judge_and_plain_nbgrader_agree_on_what_is_right(answer, expected, right):
+    marks = Marks()
+    marks.value("x", answer, expected, "a hint")
+    assert matches(answer, expected, TOLERANCE) is right
+    assert (marks.earned == 1) is right
