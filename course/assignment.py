@@ -23,6 +23,7 @@ from pathlib import Path
 from course.config import CourseConfig
 from course.content import EXERCISES_FILE, NO_CONTENT, Content, load_content
 from course.errors import SourceNotebookError, SubmissionError
+from course.forms import FUNCTION
 from course.syntax import parse_python
 
 SOLUTION_BEGIN = "### BEGIN SOLUTION"
@@ -167,8 +168,8 @@ def form_checks(source: str, where: str) -> dict[str, str]:
 
 def _checked_names(forms: dict[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(value answers, function answers) of a form cell's checks."""
-    return (tuple(name for name, form in forms.items() if form != "function"),
-            tuple(name for name, form in forms.items() if form == "function"))
+    return (tuple(name for name, form in forms.items() if form != FUNCTION),
+            tuple(name for name, form in forms.items() if form == FUNCTION))
 
 
 def _source(cell: dict) -> str:

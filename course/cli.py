@@ -185,6 +185,9 @@ def _release(args: argparse.Namespace) -> int:
         if report.solution_score is not None:
             print(f"verified with nbgrader autograde: source solutions {report.solution_score:g}/"
                   f"{report.max_score:g}, untouched release {report.untouched_score:g}/{report.max_score:g}")
+        if report.without_idea:
+            print(f"note: verdicts-only feedback explains {', '.join(report.without_idea)} by ✓ or ✗ alone: their "
+                  "hidden tests give no idea= (README, hidden tests)")
     return 0
 
 

@@ -60,7 +60,9 @@ def chain_table(steps: tuple[ChainStep, ...], values: dict[str, ValueResult], re
 
 
 def _value_entry(result: ValueResult, reveal: bool) -> dict[str, Any]:
-    """One answer: the student's value, torch's (only if `reveal`), points and the reasoning."""
+    """One answer: the student's value, torch's (only if `reveal`), points and the reasoning: the hidden test's
+    hint with torch's values, its idea without them. A hint may tell the answer ("ReLU of a negative number is
+    0"), and a right answer's hint another's, so verdicts-only feedback shows no hint at all."""
     torch_value = "torch's slope at each point" if result.function else describe(result.expected)
     entry: dict[str, Any] = {
         "name": result.name,
@@ -70,7 +72,8 @@ def _value_entry(result: ValueResult, reveal: bool) -> dict[str, Any]:
         "correct": result.correct,
         "points": result.points,
         "earned": result.earned,
-        "explanation": ("Matches torch. " if result.correct else "") + result.hint,
+        "explanation": " ".join(part for part in ("Matches torch." if result.correct else "",
+                                                  result.hint if reveal else result.idea) if part),
     }
     if result.detail:
         entry["detail"] = result.detail

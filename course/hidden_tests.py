@@ -101,3 +101,21 @@ def _is_marks_method(func: ast.expr, marks: frozenset[str], methods: frozenset[s
 def _random(name: str) -> bool:
     lowered = name.lower()
     return any(word in lowered for word in RANDOM_WORDS)
+
+
+def scored_without_idea(source: str) -> tuple[str, ...]:
+    """The answers a hidden-test cell scores with `<marks>.value("name", ...)` or `.function(...)` without an
+    `idea=`, what verdicts-only feedback says in place of the hint (which may tell the answer): such an answer
+    is explained there by its verdict alone. By syntax, so a call made in a loop is said once."""
+    try:
+        tree = parse_python(source)
+    except SyntaxError:
+        return ()
+    marks = frozenset(node.targets[0].id for node in ast.walk(tree) if _makes_marks(node))  # type: ignore[attr-defined]
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and _is_marks_method(node.func, marks, MARKS_METHODS)
+                and not any(keyword.arg == "idea" for keyword in node.keywords)
+                and node.args and isinstance(node.args[0], ast.Constant) and type(node.args[0].value) is str):
+            found.append(node.args[0].value)
+    return tuple(dict.fromkeys(found))

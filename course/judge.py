@@ -13,7 +13,6 @@ import functools
 import json
 import math
 import random
-import re
 import threading
 import warnings
 from collections import OrderedDict
@@ -21,8 +20,10 @@ from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any
 
-from course.answers import FUNCTION, MISSING, VALUE, Answer, PlainValue, describe, is_number
+from course import forms
+from course.answers import FUNCTION, MISSING, VALUE, Answer, PlainValue, describe
 from course.assignment import HIDDEN_BEGIN, HIDDEN_END, Assignment, Question, region_lines
+from course.forms import matches as matches  # the one comparison, re-exported for the grader's modules
 from course.hidden_tests import reads_no_answer
 
 
@@ -49,6 +50,9 @@ class ValueResult:
     hand_work_note: bool = False
     probes: tuple[ProbeCheck, ...] = field(default_factory=tuple)
     function: bool = False  # a function answer (whatever the student left there): torch has no one value
+    # What verdicts-only feedback says in place of `hint`, which may tell the answer: the concept or the step to
+    # revisit, never the value or the verdict ("" when the hidden test gives none: then it says nothing).
+    idea: str = ""
 
 
 @dataclass(frozen=True)
@@ -85,31 +89,10 @@ def to_plain(reference: Any) -> PlainValue:
     raise TypeError(f"a hidden test gave a reference of type {type(reference).__name__}; use tensors or plain values")
 
 
-def matches(student: PlainValue, expected: PlainValue, tolerance: float) -> bool:
-    """The one comparison of the course: exact for None/bools/strings, within `tolerance` for numbers."""
-    if expected is None or type(expected) is bool:
-        return student is expected
-    if type(expected) is str:
-        return type(student) is str and student == expected
-    if type(expected) is list:
-        return (type(student) is list and len(student) == len(expected)
-                and all(matches(s, e, tolerance) for s, e in zip(student, expected, strict=True)))
-    return is_number(student) and is_number(expected) and abs(student - expected) <= tolerance
-
-
-DECLARED_FORMS = {"number": "a number", "number or None": "a number or None", "True or False": "True or False",
-                  "class name or None": "a name in quotes (a string) or None", "function": "a function of x"}
-
-
 def declared_forms(question: Question) -> dict[str, str]:
     """name -> the form the question's public check asks for, in words (where it names one the judge knows)."""
-    words = {}
-    for name, form in question.forms:
-        listed = re.fullmatch(r"list of (\d+) numbers?", form)
-        said = DECLARED_FORMS.get(form) or (f"a list of {listed.group(1)} numbers" if listed else None)
-        if said:
-            words[name] = said
-    return words
+    shapes = {name: forms.form(declared) for name, declared in question.forms}
+    return {name: shape.words for name, shape in shapes.items() if shape}
 
 
 def form_in_words(expected: PlainValue) -> str:
@@ -156,7 +139,7 @@ class _Marks:
             return 0.0, flagged
         return points * (1 - self.deduction) if flagged else float(points), flagged
 
-    def value(self, name: str, answer: Any, reference: Any, hint: str, points: float = 1) -> None:
+    def value(self, name: str, answer: Any, reference: Any, hint: str, points: float = 1, *, idea: str = "") -> None:
         del answer  # the judge reads the validated answer by name, never the object passed in
         expected = to_plain(reference)
         found = self._answer(name)
@@ -164,20 +147,21 @@ class _Marks:
             correct = matches(found.value, expected, self.tolerance)
             earned, flagged = self._earned(name, correct, points)
             self.sink.append(ValueResult(name, VALUE, found.value, expected, correct, float(points), earned, hint,
-                                         hand_work_note=flagged))
+                                         hand_work_note=flagged, idea=idea))
         else:
             self.sink.append(ValueResult(name, found.status, None, expected, False, float(points), 0.0, hint,
                                          detail=_unanswered_detail(found, self.forms.get(name)
-                                                                   or form_in_words(expected))))
+                                                                   or form_in_words(expected)), idea=idea))
 
-    def function(self, name: str, answer: Any, reference: Any, hint: str, points: float = 1) -> None:
+    def function(self, name: str, answer: Any, reference: Any, hint: str, points: float = 1, *,
+                 idea: str = "") -> None:
         del answer
         found = self._answer(name)
         if found.status != FUNCTION or not found.probes:
             detail = ("your function was not called: the notebook stopped before grading reached it"
-                      if found.status == FUNCTION else _unanswered_detail(found, "a function of x"))
+                      if found.status == FUNCTION else _unanswered_detail(found, forms.FUNCTION_WORDS))
             self.sink.append(ValueResult(name, found.status, None, None, False, float(points), 0.0, hint,
-                                         detail=detail, function=True))
+                                         detail=detail, function=True, idea=idea))
             return
         checks = []
         for probe in found.probes:
@@ -195,7 +179,7 @@ class _Marks:
                       f"(at x = {describe(first.x)} it {said})")
         earned, flagged = self._earned(name, correct, points)
         self.sink.append(ValueResult(name, FUNCTION, None, None, correct, float(points), earned, hint, detail,
-                                     flagged, tuple(checks), function=True))
+                                     flagged, tuple(checks), function=True, idea=idea))
 
     def total(self) -> float:
         return sum(result.earned for result in self.sink)
@@ -273,10 +257,10 @@ def _hidden_code(test_source: str, cell_id: str) -> CodeType:
 @dataclass(frozen=True)
 class _Recorded:
     """What a hidden-test cell that reads nothing of the student's handed to Marks, in order (method,
-    answer name, torch's reference as plain data or a memoised reference function, hint, points), and what
-    it raised after that."""
+    answer name, torch's reference as plain data or a memoised reference function, hint, points, idea), and
+    what it raised after that."""
 
-    calls: tuple[tuple[str, str, Any, Any, Any], ...]
+    calls: tuple[tuple[str, str, Any, Any, Any, Any], ...]
     error: str | None
 
 
@@ -284,16 +268,17 @@ class _Recorder:
     """Stands for Marks while such a cell runs once: keeps the arguments of each call (a reference is made
     plain data at once, as the judge's Marks does, so a tensor changed later in the cell is seen as it was)."""
 
-    def __init__(self, calls: list[tuple[str, str, Any, Any, Any]]) -> None:
+    def __init__(self, calls: list[tuple[str, str, Any, Any, Any, Any]]) -> None:
         self.calls = calls
 
-    def value(self, name: str, answer: Any, reference: Any, hint: str, points: float = 1) -> None:
+    def value(self, name: str, answer: Any, reference: Any, hint: str, points: float = 1, *, idea: str = "") -> None:
         del answer
-        self.calls.append(("value", name, to_plain(reference), hint, points))
+        self.calls.append(("value", name, to_plain(reference), hint, points, idea))
 
-    def function(self, name: str, answer: Any, reference: Any, hint: str, points: float = 1) -> None:
+    def function(self, name: str, answer: Any, reference: Any, hint: str, points: float = 1, *,
+                 idea: str = "") -> None:
         del answer
-        self.calls.append(("function", name, _Memoised(reference), hint, points))
+        self.calls.append(("function", name, _Memoised(reference), hint, points, idea))
 
     def total(self) -> float:
         return 0.0  # only ever a bare statement in a cell that is recorded: its value is never used
@@ -338,7 +323,7 @@ def _recorded(question: Question, answers: dict[str, Answer], params: dict, para
         if found is not None:
             _RECORDED.move_to_end(key)
             return found
-    calls: list[tuple[str, str, Any, Any, Any]] = []
+    calls: list[tuple[str, str, Any, Any, Any, Any]] = []
     placeholders = {name: Answer(MISSING, detail="not read by these hidden tests") for name in names}
     error = _run_hidden_tests(question, _hidden_test_namespace(placeholders, lambda: _Recorder(calls), params))
     found = _Recorded(tuple(calls), error)
@@ -353,8 +338,8 @@ def _replay(recorded: _Recorded, marks: _Marks) -> bool:
     """Hand this student's Marks what the cell handed it; False (run the cell itself) if anything raises,
     since the cell might have caught it and gone on differently."""
     try:
-        for method, name, reference, hint, points in recorded.calls:
-            getattr(marks, method)(name, None, reference, hint, points)
+        for method, name, reference, hint, points, idea in recorded.calls:
+            getattr(marks, method)(name, None, reference, hint, points, idea=idea)
     except Exception:
         return False
     return True

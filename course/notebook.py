@@ -13,23 +13,22 @@ with `Marks`; the course's own grader never runs this module's `Marks`: it injec
 tests (course/judge.py).
 
 The grader hands this file's text to the sandbox, where it becomes the module `course.notebook`
-(course/submission.py), so it imports nothing of the course, and nothing but torch beyond the standard library.
+(course/submission.py), so it imports nothing of the course but `course.forms` (the forms' rules and words,
+handed in as text the same way, before this file), and nothing but torch beyond the standard library.
 """
 
 from __future__ import annotations
 
 import inspect
-import math
 import random
-import re
 import sys
 import textwrap
 
 import torch
 
+from course import forms
+
 TOLERANCE = 1e-6  # hand values are exact; the tolerance only absorbs float rounding
-FORMS = ("number", "number or None", "True or False", "class name or None", "function")
-LIST_FORM = re.compile(r"list of (\d+) numbers?")
 FUNCTION_PROBE = 1.5  # where the form check calls a function answer (the grader picks its own points)
 WIDTH = 84  # nbgrader validate cuts its lines at 87 characters
 
@@ -51,10 +50,6 @@ class FormError(AssertionError):
             lines += textwrap.wrap(problem, WIDTH, initial_indent="  - ", subsequent_indent="    ")
         lines.append("(This checks only the form of your answers, never whether a value is right.)")
         return lines
-
-
-def _is_number(value: object) -> bool:
-    return type(value) in (int, float) and math.isfinite(value)  # type: ignore[arg-type]
 
 
 def _shown(value: object) -> str:
@@ -87,44 +82,28 @@ def _a(value: object) -> str:
     return f"{_article(kind)} {kind}: {shown}"
 
 
-def _form_problem(name: str, value: object, form: str) -> str | None:
+def _form_problem(name: str, value: object, shape: forms.Form) -> str | None:
     """What is wrong with the form of one answer (None when nothing is)."""
     if value is ...:
         return f"{name} is still `...`: replace it with the value you derived by hand."
     if isinstance(value, torch.Tensor):
-        listed = LIST_FORM.fullmatch(form)
-        if listed:
-            return (f"{name} is a tensor: write down the {listed.group(1)} plain numbers you derived as a list, "
+        if shape.length is not None:
+            return (f"{name} is a tensor: write down the {shape.length} plain numbers you derived as a list, "
                     f"e.g. {name} = [7.5, ...]")
         return f"{name} is a tensor: write down the plain number you derived, e.g. {name} = 7.5"
-    if form == "number":
-        return None if _is_number(value) else f"{name} should be a number, but it is {_a(value)}."
-    if form == "number or None":
-        well_formed = value is None or _is_number(value)
-        return None if well_formed else f"{name} should be a number or None, but it is {_a(value)}."
-    if form == "True or False":
-        return None if type(value) is bool else f"{name} should be True or False, but it is {_a(value)}."
-    if form == "class name or None":
-        well_formed = value is None or (type(value) is str and value.isidentifier())
-        return None if well_formed else (f"{name} should be the name of a class in quotes (a string), "
-                                         f"or None, but it is {_a(value)}.")
-    if form == "function":
-        return _function_problem(name, value)
-    length = int(LIST_FORM.fullmatch(form).group(1))  # type: ignore[union-attr]  # forms are checked first
-    wanted = f"{name} should be a list of {length} numbers"
-    if type(value) is not list:
-        return f"{wanted}, but it is {_a(value)}."
-    if len(value) != length:
-        return f"{wanted}, but it has {len(value)}."
-    for position, item in enumerate(value, start=1):
-        if item is ... or not _is_number(item):
-            return f"{wanted}, but item {position} is {'still `...`' if item is ... else _a(item)}."
-    return None
+    gap = forms.gap(value, shape)
+    if gap is not None:
+        return f"{name} should be {shape.words}, but {gap.said(_a_or_still)}."
+    return _function_problem(name, value) if shape.name == forms.FUNCTION else None
 
 
-def _function_problem(name: str, value: object) -> str | None:
-    if not callable(value):
-        return f"{name} should be a function of x, but it is {_a(value)}."
+def _a_or_still(value: object) -> str:
+    """As `_a`, but an item still `...` is said to be so."""
+    return "still `...`" if value is ... else _a(value)
+
+
+def _function_problem(name: str, value) -> str | None:
+    """What is wrong with what a function answer returns (None when nothing is)."""
     call = f"{name}({FUNCTION_PROBE})"
     try:
         result = value(FUNCTION_PROBE)
@@ -132,31 +111,34 @@ def _function_problem(name: str, value: object) -> str | None:
         return f"{call} raised {type(error).__name__}: {error}"
     if result is ...:
         return f"{call} returns `...`: replace `return ...` with your derivative."
-    if not _is_number(result):
+    if not forms.is_number(result):
         return f"{name} should return a number, but {call} returned {_a(result)}."
     return None
 
 
-def check_form(*, quiet: bool = False, **forms: str) -> None:
+def check_form(*, quiet: bool = False, **declared: str) -> None:
     """Check the *form* of each named answer (never whether it is right); say every problem at once.
 
     The answers are looked up by name in the notebook (the caller's globals), so an answer whose line
     was deleted is reported as such instead of stopping the check at the first NameError."""
-    for name, form in forms.items():
-        if form not in FORMS and not LIST_FORM.fullmatch(form):
-            raise ValueError(f"check_form: {name}={form!r} is not a form; use one of {', '.join(FORMS)} "
-                             "or 'list of N numbers'")
+    shapes = {}
+    for name, form in declared.items():
+        shape = forms.form(form)
+        if shape is None:
+            raise ValueError(f"check_form: {name}={form!r} is not a form; use one of "
+                             f"{', '.join(forms.NAMES[:-1])} or {forms.NAMES[-1]!r}")
+        shapes[name] = shape
     namespace = sys._getframe(1).f_globals
     problems = []
-    for name, form in forms.items():
+    for name, shape in shapes.items():
         if name not in namespace:
             problem: str | None = f"{name} is not defined: run its answer cell (keep the line `{name} = ...`)."
         else:
-            problem = _form_problem(name, namespace[name], form)
+            problem = _form_problem(name, namespace[name], shape)
         if problem:
             problems.append(problem)
         elif not quiet:
-            print(f"ok   {name}: right form ({form})")
+            print(f"ok   {name}: right form ({shape.name})")
     if problems:
         raise FormError(problems)
 
@@ -165,8 +147,8 @@ def _direction(answer: object, expected: object) -> str:
     """How one hand value stands against torch's, never torch's value itself."""
     if _matches(answer, expected):
         return "matches torch"
-    if _is_number(answer) and _is_number(expected):
-        return "not yet: yours is " + ("higher" if answer > expected else "lower") + " than torch's"  # type: ignore[operator]
+    if forms.is_number(answer) and forms.is_number(expected):
+        return "not yet: yours is " + ("higher" if answer > expected else "lower") + " than torch's"
     return "not yet: torch disagrees"
 
 
@@ -218,38 +200,38 @@ def _plain(reference: object) -> object:
 
 
 def _matches(answer: object, expected: object) -> bool:
-    """The judge's comparison (course/judge.py `matches`), for plain nbgrader: exact for None, booleans and
-    text (a class name), within TOLERANCE for numbers, item by item for lists."""
-    if expected is None or type(expected) is bool:
-        return answer is expected
-    if type(expected) is str:
-        return type(answer) is str and answer == expected
-    if type(expected) is list:
-        return (type(answer) is list and len(answer) == len(expected)
-                and all(_matches(a, e) for a, e in zip(answer, expected, strict=True)))
-    return _is_number(answer) and abs(answer - expected) <= TOLERANCE  # type: ignore[operator]
+    """The judge's comparison (`course.forms.matches`) at the course's default tolerance, for plain nbgrader and
+    check_with_torch."""
+    return forms.matches(answer, expected, TOLERANCE)
 
 
 class Marks:
-    """Scores one question value by value, for the hidden tests when plain nbgrader grades."""
+    """Scores one question value by value, for the hidden tests when plain nbgrader grades.
+
+    `hint` explains a value and may tell it; `idea` is what the course's feedback says in its place when it
+    shows only verdicts (course/judge.py): the concept or step to revisit, never the value or the verdict.
+    Plain nbgrader prints the hint of each value that does not match: its feedback is the instructor's to
+    release."""
 
     def __init__(self) -> None:
         self.earned: float = 0
         self.notes: list[str] = []
 
-    def value(self, name: str, answer: object, reference: object, hint: str, points: float = 1) -> None:
+    def value(self, name: str, answer: object, reference: object, hint: str, points: float = 1, *,
+              idea: str = "") -> None:
+        del idea
         if _matches(answer, _plain(reference)):
             self.earned += points
         else:
             self.notes.append(f"{name} does not match torch. {hint}")
 
-    def function(self, name: str, answer, reference, hint: str, points: float = 1) -> None:
+    def function(self, name: str, answer, reference, hint: str, points: float = 1, *, idea: str = "") -> None:
         xs = [random.randint(-6, 6) + random.choice([0.0, 0.5]) for _ in range(5)]  # noqa: S311 - not a secret
         try:
             ok = all(_matches(answer(x), _plain(reference(x))) for x in xs)
         except Exception:
             ok = False
-        self.value(name, True if ok else None, True, hint, points)
+        self.value(name, True if ok else None, True, hint, points, idea=idea)
 
     def total(self) -> float:
         for note in self.notes:

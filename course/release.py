@@ -33,6 +33,7 @@ from course.config import CourseConfig
 from course.content import NO_CONTENT, Content
 from course.errors import ReleaseError
 from course.files import atomic_write_text
+from course.hidden_tests import scored_without_idea
 from course.variants import course_secret, fill_text, numbers_for, numbers_source
 
 SOLUTIONS_STUDENT = "__source_solutions__"
@@ -47,6 +48,7 @@ class ReleaseReport:
     solution_score: float | None
     untouched_score: float | None
     personalised: int = 0
+    without_idea: tuple[str, ...] = ()  # answers whose hidden test gives no idea for verdicts-only feedback
 
 
 def find_leaks(source_path: Path, release_path: Path) -> list[str]:
@@ -210,8 +212,10 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
         nbgrader_bridge.record_assignment(config.root, config.gradebook_url, settings.name)
         _install(release_path.parent, final_path.parent)
         atomic_write_text(config.release_template(settings.name), template_text)
+    without_idea = tuple(name for question in assignment.questions
+                         for name in scored_without_idea(question.test_source))
     return ReleaseReport(final_path, len(assignment.questions), assignment.max_score, solution_score,
-                         untouched_score, len(students or []))
+                         untouched_score, len(students or []), without_idea)
 
 
 def _with_question(assignment: Assignment, leak: str) -> str:

@@ -13,12 +13,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course import sandbox
-from course.answers import FUNCTION, MISSING, VALUE, WRONG_FORM, Answer, PlainValue, describe, is_number
+from course import forms, sandbox
+from course.answers import FUNCTION, MISSING, VALUE, WRONG_FORM, Answer, PlainValue, describe
 from course.assignment import released_assignment
 from course.config import DEFAULT_SANDBOX_UID, CourseConfig, Limits
 from course.handwork import parse_cells
-from course.judge import DECLARED_FORMS, choose_probe_points
+from course.judge import choose_probe_points
 from course.submission import Cell, read_notebook_json, read_submission
 from course.text import safe_text
 
@@ -37,21 +37,9 @@ def _what(value: PlainValue) -> str:
 def form_gap(value: PlainValue, form: str) -> str:
     """What keeps a plain answer from the form its public check declares, as the check's line says it
     ("not a number (it is None)"); "" when it has the form, or when the form is none the check knows."""
-    listed = re.fullmatch(r"list of (\d+) numbers?", form)
-    if listed:
-        length, words = int(listed.group(1)), f"a list of {listed.group(1)} numbers"
-        if type(value) is not list:
-            return f"not {words} (it is {_what(value)})"
-        if len(value) != length:
-            return f"not {words} (it has {len(value)})"
-        bad = next((i for i, item in enumerate(value, start=1) if not is_number(item)), None)
-        return f"not {words} (item {bad} is {_what(value[bad - 1])})" if bad else ""
-    fits = {"number": is_number(value), "number or None": value is None or is_number(value),
-            "True or False": type(value) is bool,
-            "class name or None": value is None or (type(value) is str and value.isidentifier())}
-    if fits.get(form, True):
-        return ""
-    return f"not {DECLARED_FORMS[form]} (it is {_what(value)})"
+    shape = forms.form(form)
+    gap = forms.gap(value, shape) if shape else None
+    return f"not {shape.words} ({gap.said(_what)})" if shape and gap else ""
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Rules (the grader never runs a submitted cell as grader code):
 - the source's `setup` cell always runs first, taken from source/, after a cell that makes the student's
-  helper module `course.notebook` importable in the sandbox (which sees no course files);
+  helper module `course.notebook` (and `course.forms`, which it imports) importable in the sandbox (which
+  sees no course files);
 - a submitted cell whose grade_id names a locked or test cell of the source, and whose text is still the
   released text, is the grader's cell: it is not run (hidden tests run in the judge, from source/);
 - every other code cell, edited metadata or not, is the student's code and runs in the sandbox;
@@ -31,23 +32,33 @@ from course.variants import numbers_source
 NOTEBOOK_MODULE = "course.notebook"
 
 
+# The course's modules a notebook can import in the sandbox, in the order they are made: course.notebook
+# imports course.forms.
+HELPER_MODULES = ("course.forms", NOTEBOOK_MODULE)
+
+
 @functools.cache
 def notebook_module_cell() -> str:
-    """A cell that defines the module `course.notebook` (the setup cell imports check_form and Marks from it)
-    from this package's own file, handed in as text: the sandbox sees no course files, and an editable
-    install's package is not even on its disk. It leaves no name in the notebook's namespace."""
-    text = importlib.resources.files("course").joinpath("notebook.py").read_text(encoding="utf-8")
+    """A cell that defines the modules `course.forms` and `course.notebook` (the setup cell imports check_form
+    and Marks from the latter) from this package's own files, handed in as text: the sandbox sees no course
+    files, and an editable install's package is not even on its disk. It leaves no name in the notebook's
+    namespace."""
+    package = importlib.resources.files("course")
+    modules = tuple((name, package.joinpath(name.removeprefix("course.") + ".py").read_text(encoding="utf-8"))
+                    for name in HELPER_MODULES)
     return (
-        "def _course_notebook_module(text):\n"
+        "def _course_notebook_module(modules):\n"
         "    import sys, types\n"
         "    package = types.ModuleType('course')\n"
         "    package.__path__ = []\n"
-        f"    module = types.ModuleType({NOTEBOOK_MODULE!r})\n"
-        "    module.__file__ = 'course/notebook.py'\n"
-        f"    sys.modules['course'], sys.modules[{NOTEBOOK_MODULE!r}] = package, module\n"
-        "    package.notebook = module\n"
-        "    exec(compile(text, module.__file__, 'exec'), module.__dict__)\n"
-        f"_course_notebook_module({text!r})\n"
+        "    sys.modules['course'] = package\n"
+        "    for name, text in modules:\n"
+        "        module = types.ModuleType(name)\n"
+        "        module.__file__ = name.replace('.', '/') + '.py'\n"
+        "        sys.modules[name] = module\n"
+        "        setattr(package, name.removeprefix('course.'), module)\n"
+        "        exec(compile(text, module.__file__, 'exec'), module.__dict__)\n"
+        f"_course_notebook_module({modules!r})\n"
         "del _course_notebook_module\n"
     )
 

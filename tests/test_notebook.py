@@ -58,16 +58,16 @@ def test_every_problem_of_a_question_is_reported_at_once():
     ("function", lambda x: ..., "x(1.5) returns `...`: replace `return ...` with your derivative."),
     ("function", lambda x: 1 / 0, "x(1.5) raised ZeroDivisionError: division by zero"),
     ("function", lambda x: torch.tensor(x), "x should return a number, but x(1.5) returned a tensor."),
-    ("class name or None", "Add Backward", "x should be the name of a class in quotes (a string), or None, but it "
-                                           "is a str: 'Add Backward'."),
-    ("class name or None", 0, "x should be the name of a class in quotes (a string), or None, but it is an int: 0."),
+    ("class name or None", "Add Backward", "x should be a class name in quotes (a string) or None, but it is a "
+                                           "str: 'Add Backward'."),
+    ("class name or None", 0, "x should be a class name in quotes (a string) or None, but it is an int: 0."),
     # said in words, never a type's internal name or a memory address
     ("number", None, "x should be a number, but it is None."),
     ("function", lambda x: None, "x should return a number, but x(1.5) returned None."),
     ("list of 2 numbers", [1, None], "x should be a list of 2 numbers, but item 2 is None."),
     ("number", torch.tensor(2.0).item, "x should be a number, but it is a function (item)."),
     ("class name or None", (torch.tensor(2.0, requires_grad=True) ** 2).grad_fn,
-     "x should be the name of a class in quotes (a string), or None, but it is a PowBackward0 object."),
+     "x should be a class name in quotes (a string) or None, but it is a PowBackward0 object."),
     ("number", object(), "x should be a number, but it is an object."),
     ("list of 3 numbers", torch.tensor([1.0, 2.0, 3.0]),
      "x is a tensor: write down the 3 plain numbers you derived as a list, e.g. x = [7.5, ...]"),

@@ -72,6 +72,22 @@ def test_instructor_changes_a_number_consistently(course_config, course_root):
     assert "(y − 6)²" in report.release_notebook.read_text()  # the text shows the new number too
 
 
+def test_release_names_the_answers_verdicts_only_feedback_explains_by_their_verdict_alone(course_root, capsys):
+    """A hidden test without idea= leaves verdicts-only feedback with ✓ or ✗ alone for that answer (its hint may
+    tell the answer, so it is never shown there): the release says which, and still releases."""
+    from course.cli import main
+
+    idea = ', idea=\\"The chain rule through the ReLU: what its local slope is at this h, and what multiplying by ' \
+           'it does to every gradient behind it.\\"'
+    release_it = ["--course", str(course_root), "release", "--assignment", "autograd", "--no-verify"]
+    assert main(release_it) == 0
+    assert "note:" not in capsys.readouterr().out  # the course's hidden tests give every answer an idea
+    _edit_source(course_root, {idea: ""})
+    assert main(release_it) == 0
+    assert ("note: verdicts-only feedback explains closed_dL_dw by ✓ or ✗ alone: their hidden tests give no idea= "
+            "(README, hidden tests)") in capsys.readouterr().out
+
+
 def snapshot(folder):
     return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 

@@ -7,11 +7,13 @@ import re
 
 import pytest
 
-from course.answers import FUNCTION, MISSING, WRONG_FORM, Answer, Probe
+from course.answers import FUNCTION, MISSING, VALUE, WRONG_FORM, Answer, Probe, describe
+from course.assignment import load_course_assignment
+from course.config import load_config
 from course.feedback import build_feedback
 from course.judge import judge
-from course.render import question_markdown, render_html
-from helpers import ALL_VALUES
+from course.render import question_markdown, question_view, render_html
+from helpers import ALL_VALUES, ROOT, TRAINING_VALUES, wrong_literal
 from test_contract import contract_answers
 
 TOL = 1e-6
@@ -186,3 +188,107 @@ def test_verdicts_only_feedback_json_keeps_the_notes_whole_for_the_class_summary
     hidden = _slipped_feedback(assignment, reveal=False)
     shown = _slipped_feedback(assignment, reveal=True)
     assert [q["misconceptions"] for q in hidden["questions"]] == [q["misconceptions"] for q in shown["questions"]]
+
+
+# ----------------------------------------------------------------------------- fixed hints, verdicts only
+
+# What tells an answer besides its figures, as a demanding instructor reads a hint: "zero times anything is
+# zero" tells a 0, "thrown away" a None, "does not track gradients" a False, "came from a power" PowBackward0.
+def _words_for(expected) -> tuple[str, ...]:
+    if expected is None:
+        return ("None", "discarded", "thrown away")
+    if type(expected) is bool:
+        return ("True",) if expected else ("False", "do not", "does not", "is not", "are not")
+    return ("zero", "nothing") if expected == 0 else ()
+
+
+def _telling(text: str, expected) -> list[str]:
+    """The words of `text` that tell `expected` (a number, a list of them, a bool, None or a class name)."""
+    if type(expected) is str:  # a class name, and the operation it undoes ("Pow" in "power")
+        patterns = [rf"\b{re.escape(expected)}\b", rf"(?i)\b{re.escape(expected.removesuffix('Backward0'))}"]
+    else:
+        figures = [] if type(expected) is bool or expected is None else [
+            describe(item) for item in (expected if type(expected) is list else [expected])]
+        if type(expected) is list:
+            figures.append(describe(expected))
+        patterns = ([rf"(?<![\w.]){re.escape(figure)}(?![\w.])" for figure in figures]
+                    + [rf"\b{re.escape(word)}\b" for word in _words_for(expected)])
+    return [match.group(0) for pattern in patterns for match in [re.search(pattern, text)] if match]
+
+
+def _offered(question: dict, name: str) -> str:
+    """All a verdicts-only view says about the answer `name` beyond the student's own value: its explanation
+    and the notes under it, the question's notes, and the chain-table steps that name it."""
+    view = question_view(question, reveal=False)
+    said = [text for _, text in view.slips]
+    for row in view.tables[0].rows:
+        if row[0].text == name:
+            said += [row[-1].text, *(text for _, text in row[-1].notes)]
+    for step in question.get("chain_table", {}).get("rows", []):
+        if name in (step["gradient"], step["forward"]):
+            said.append(step["local_derivative"])
+    return "\n".join(said)
+
+
+def _wrong(value):
+    """A wrong hand answer for torch's `value` that names no misunderstanding of its own."""
+    if type(value) is str:
+        return "SubBackward0" if value != "SubBackward0" else "DivBackward0"
+    return 3.25 if value is None else wrong_literal(value)
+
+
+# The classic slips of each notebook, which bring their misconception notes along.
+SLIPPED = {
+    "autograd": {"accumulated_grads": [6, 6, 6], "zeroed_grads": [6, 12, 18], "net_dL_dw": 6, "w2_dL_da": 1.0,
+                 "w2_dL_dw": 2.0, "cubic_grad": 48, "retain_y_grad": None, "closed_dL_dw": 2, "closed_dL_db": 2,
+                 "slope_at_minus_2": 4, "y_grad_without_retain": 7.0, "twice_w_grad": 12, "twice_b_grad": 6,
+                 "local_slopes": [6, 2, 1]},
+    "training": {"data_is_leaf": False, "x_grad_fn": "AccumulateGrad", "y_grad_fn": "Pow", "square_saved": 9,
+                 "leaky_dL_dh": -4.08, "leaky_dL_dw": 0, "detach_grad": 6, "cube_detach_grad": 27,
+                 "nozero_w": [1.5, 1.875, 1.78125], "sgd_w": [1.5, 0.375, -0.75], "accumulated_w_grad": -4,
+                 "averaged_w_grad": 8},
+}
+TRAINING = load_course_assignment(load_config(ROOT), "training")
+
+
+@pytest.mark.parametrize("slips", [False, True], ids=["each-a-little-off", "classic-slips"])
+@pytest.mark.parametrize("which", ["autograd", "training"])
+def test_verdicts_only_feedback_never_tells_a_wrong_answer(assignment, which, slips):
+    """For every question, what verdicts-only feedback says about a wrong answer (its explanation, the notes, the
+    chain table) tells neither torch's value nor, in words, the verdict. Fixed hints may ("ReLU's local slope is
+    0 for a negative input"): the explanation there is the hidden test's `idea`, never its hint."""
+    graded = assignment if which == "autograd" else TRAINING
+    truth = ALL_VALUES if which == "autograd" else TRAINING_VALUES
+    given = {name: _wrong(value) for name, value in truth.items()} | (SLIPPED[which] if slips else {})
+    answers = {name: Answer(VALUE, value) for name, value in given.items()}
+    answers.update({name: Answer(FUNCTION, probes=(Probe(1.0, 0.5),)) for name in graded.function_names})
+    results = judge(graded, answers, tolerance=TOL)
+    feedback = build_feedback("s1", which, tuple(results), status="graded", messages=[], cell_errors=[],
+                              reveal_torch_values=False, content=graded.content)
+    told = {}
+    for question in feedback["questions"]:
+        for value in question["values"]:
+            if value["status"] == VALUE and not value["correct"]:
+                found = _telling(_offered(question, value["name"]), truth[value["name"]])
+                told.update({value["name"]: found} if found else {})
+    assert told == {}
+    noted = {m["id"] for q in feedback["questions"] for m in q["misconceptions"]}
+    assert len(noted) >= (10 if slips else 1), noted  # the notes were there to be read
+
+
+@pytest.mark.parametrize("which", ["autograd", "training"])
+def test_every_answer_has_an_idea_for_verdicts_only_feedback(assignment, which):
+    """The course's hidden tests give each answer an idea, so verdicts-only feedback is not left silent; with
+    torch's values the explanation stays the hint."""
+    graded = assignment if which == "autograd" else TRAINING
+    truth = ALL_VALUES if which == "autograd" else TRAINING_VALUES
+    answers = {name: Answer(VALUE, _wrong(value)) for name, value in truth.items()}
+    answers.update({name: Answer(FUNCTION) for name in graded.function_names})
+    results = [v for q in judge(graded, answers, tolerance=TOL) for v in q.values]
+    assert [v.name for v in results if not v.idea] == []
+    assert [v.name for v in results if v.idea == v.hint] == []
+    for reveal in (True, False):
+        feedback = build_feedback("s1", which, tuple(judge(graded, answers, tolerance=TOL)), status="graded",
+                                  messages=[], cell_errors=[], reveal_torch_values=reveal)
+        shown = {v["name"]: v["explanation"] for q in feedback["questions"] for v in q["values"]}
+        assert shown == {v.name: v.hint if reveal else v.idea for v in results}

@@ -165,7 +165,7 @@ NAN = float("nan")
     (1, "True or False", "x not True or False (it is 1)"),
     (False, "True or False", "x answered"),
     ("MulBackward0", "class name or None", "x answered"),
-    (3, "class name or None", "x not a name in quotes (a string) or None (it is 3)"),
+    (3, "class name or None", "x not a class name in quotes (a string) or None (it is 3)"),
     ([1, None, 3], "list of 3 numbers", "x not a list of 3 numbers (item 2 is None)"),
     ([1, 2], "list of 3 numbers", "x not a list of 3 numbers (it has 2)"),
     (7.5, "list of 3 numbers", "x not a list of 3 numbers (it is 7.5)"),

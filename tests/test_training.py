@@ -350,8 +350,8 @@ def test_a_grad_fn_object_instead_of_its_name_is_a_wrong_form_that_says_what_was
     leaves = next(q for q in judge(TRAINING, answers, tolerance=1e-6, params=DEFAULTS) if q.id == "leaves")
     result = next(v for v in leaves.values if v.name == "y_grad_fn")
     assert result.earned == 0
-    assert result.detail == ("wrong form: a value of type PowBackward0, where a name in quotes (a string) or None "
-                             "was expected")
+    assert result.detail == ("wrong form: a value of type PowBackward0, where a class name in quotes (a string) "
+                             "or None was expected")
 
 
 def test_the_engine_names_no_answer_and_no_number_of_the_training_assignment():

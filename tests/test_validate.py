@@ -36,6 +36,7 @@ def test_the_untouched_release_fails_validation(tmp_path):
     assert "slope_at_0 is still `...`" in output
     assert "Traceback" not in output
     assert "notebook.py" not in output
+    assert "forms.py" not in output
 
 
 def test_a_tensor_left_as_an_answer_fails_validation(tmp_path):

@@ -84,6 +84,7 @@ def test_the_wheel_holds_no_answer_key_and_no_hidden_test(wheel):
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         assert "course/notebook.py" in names  # the module the students' notebooks import is shipped
+        assert "course/forms.py" in names  # and the one it imports
         found = []
         for name in names:
             found += leaks(name, archive.read(name).decode("utf-8", "replace"), secrets)

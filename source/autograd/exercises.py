@@ -144,7 +144,8 @@ MISCONCEPTIONS = (
     Rule("gradient_through_closed_relu", "closed_dL_dw", _through_closed_relu,
          "A gradient got through the shut ReLU. With a negative input ReLU's local slope is 0, and "
          "everything behind it is multiplied by that 0.",
-         "A zero gradient means something on the way back multiplied by zero: a closed ReLU is a shut gate."),
+         "Every gradient behind a ReLU is multiplied by the ReLU's local slope, which depends on the sign of its "
+         "input."),
     Rule("forgot_times_x", "net_dL_dw", _forgot_times_x("net_dL_dw", "net_dL_dh"),
          "Your ∂L/∂w equals the gradient at h: the last step, × x (since ∂h/∂w = x), is missing.", CHAIN_X),
     Rule("forgot_times_x_w2", "w2_dL_dw", _forgot_times_x("w2_dL_dw", "w2_dL_dh"),

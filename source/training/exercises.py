@@ -196,7 +196,7 @@ def _operation_name_rule(name: str) -> Rule:
                 "name followed by Backward0.", HISTORY)
 
 
-LEAF = "A leaf is a tensor made directly, not computed from others: it has no history, so its grad_fn is None."
+LEAF = "A leaf is a tensor that no operation made: being one is about its history, not about whether it requires grad."
 HISTORY = "Every computed tensor remembers the node that made it: grad_fn names the backward of that operation."
 SAVED = ("The forward pass keeps what each node's local derivative will need, and no more; backward() uses it "
          "and then frees it.")
