@@ -19,11 +19,12 @@ from contextlib import ExitStack, contextmanager
 from course.config import DEFAULT_SANDBOX_UID, Limits
 from course.errors import SandboxError
 from course.sandbox.bubblewrap import bwrap_command, userns_command
+from course.sandbox.giving_way import GivingWay
 from course.sandbox.levels import LEVELS, choose_isolation, first_choice
 from course.sandbox.limits import SANDBOX_ENV, set_limits
 from course.sandbox.protocol import RUNNER_SOURCE, encode_request, write_in_background
 from course.sandbox.supervisor import EXIT_GRACE_SECONDS, RunResult, Supervised, supervise
-from course.sandbox.uids import drop_to, lease_uid, reap_uid
+from course.sandbox.uids import descendants, drop_to, lease_uid, reap_uid
 from course.submission import Cell
 
 
@@ -183,8 +184,10 @@ class ColdSandbox:
                     time.sleep(0.01)
             return process.returncode
 
+        # Its clock does not count the time it waited for a processor; alone in its sandbox, it gives way to none.
+        clock = GivingWay(lambda: [process.pid, *descendants(process.pid)], started, lower=False)
         return supervise(Supervised(process.stdout.fileno(), self._channel_read, lambda: _kill(process), exit_code,
-                                    lambda: cpu[0] if cpu else None),
+                                    lambda: cpu[0] if cpu else None, waited=clock.waited),
                          cells, answer_names, function_points, self.limits, self.level, self.note, started)
 
     def close(self) -> None:

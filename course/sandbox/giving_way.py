@@ -1,8 +1,14 @@
-"""A run that goes long gives way to the others, without paying for it in its time limit.
+"""A run's clock counts only the time it could run; a run that goes long gives way to the others.
+
+Time limits are wall-clock, and the grader's machine is shared: under load a cell waits for a processor
+while other students' runs (or anything else) use it. So the supervisor does not count against a cell the time
+its threads were kept waiting for a processor (the kernel's count, `/proc/<pid>/task/<tid>/schedstat`): a
+cell may compute as much under load as alone. The submission's limit stays wall-clock: no run outlives it.
 
 A notebook that spins towards its cell limit would otherwise hold a core for the whole limit, and every other
-student's run shares what is left. So once a run's processes have used YIELD_AFTER_CPU_SECONDS of CPU (an
-honest notebook uses a few hundredths of a second), the grader lowers their priority:
+student's run would share what is left. So in the warm pool, once a run's processes have used
+YIELD_AFTER_CPU_SECONDS of CPU (an honest notebook uses a few hundredths of a second), the grader lowers their
+priority:
 - each thread goes to the SCHED_IDLE policy: it runs when nothing else wants the processor, any other task
   that wakes preempts it at once, and the kernel places waking tasks on a processor that runs only such
   threads as if it were idle (where SCHED_IDLE is refused, nice 10 instead);
@@ -10,13 +16,15 @@ honest notebook uses a few hundredths of a second), the grader lowers their prio
   groups processes by session (Debian's default, under which a thread's priority only ranks it within its
   own session).
 It is done again on every look, so a process that resets its autogroup or starts a new session is lowered
-again; a thread cannot leave SCHED_IDLE by itself (that needs an RLIMIT_NICE the sandbox does not give).
+again; a thread cannot leave SCHED_IDLE by itself (that needs an RLIMIT_NICE the sandbox does not give). The
+time it then waits is not counted against it either, as above: giving way costs it time, not work.
 
-Giving way must not cost the run its work: the time its threads then waited for a CPU while others ran (the
-kernel's count, `/proc/<pid>/task/<tid>/schedstat`) is credited to the cell's clock by the supervisor, up to one
-more cell limit, so what a slow but honest cell may compute depends less on the load. The submission's limit
-stays wall-clock: no run outlives it. Everything is best effort: a process that is gone, or a file the grader
-may not write (a non-root grader, a process that made itself undumpable), is skipped.
+A notebook that keeps its own threads waiting (a fork bomb: more runnable threads than processors) uses a
+processor or more meanwhile, and is not credited. Threads that end between two looks take their CPU time with
+them, so a notebook built to hide its use that way can stretch a cell, but never past the submission's
+limit, which bounds every run already (several cells each close to the cell limit reach it too). Everything
+is best effort: a process that is gone, or a file the grader may not write (a non-root grader, a process that
+made itself undumpable), is skipped.
 """
 
 from __future__ import annotations
@@ -77,30 +85,42 @@ def lower_priority(pid: int, threads: list[int]) -> None:
 
 
 class GivingWay:
-    """One run's state: `waited()`, called on every tick of the supervisor, lowers the run's priority once it
-    has gone long and returns the seconds any of its threads has since waited for a CPU (0.0 before)."""
+    """One run's clock keeper. `waited()`, called on every tick of the supervisor, returns the seconds of the run
+    so far in which it was kept waiting for a processor by other work: summed over looks, each counting the
+    longest wait of any one of its threads since the last look, but no more than the part of that time the
+    run as a whole did not spend on a processor. With `lower`, it lowers the run's priority once it has used
+    YIELD_AFTER_CPU_SECONDS of CPU."""
 
-    def __init__(self, processes: Callable[[], list[int]], started: float) -> None:
+    def __init__(self, processes: Callable[[], list[int]], started: float, *, lower: bool = True) -> None:
         self.processes = processes  # the host pids of the run's processes, found afresh on each call
+        self.lower = lower
+        self.last_look = started
         self.next_look = started + FIRST_LOOK_SECONDS
         self.giving_way = False
-        self.waited_before: dict[int, int] = {}  # thread -> its waiting time when the run began to give way
+        self.seen: dict[int, tuple[int, int]] = {}  # thread -> (ns on a CPU, ns waiting) at the last look
         self.credit = 0.0
 
     def waited(self) -> float:
         now = time.monotonic()
         if now < self.next_look:
             return self.credit
-        self.next_look = now + LOOK_EVERY_SECONDS
         times = {pid: thread_times(pid) for pid in self.processes()}
-        if not self.giving_way:
+        longest = used = 0
+        for threads in times.values():
+            for tid, (on_cpu, waiting) in threads.items():
+                before_on_cpu, before_waiting = self.seen.get(tid, (0, 0))
+                longest = max(longest, waiting - before_waiting)
+                used += on_cpu - before_on_cpu
+                self.seen[tid] = (on_cpu, waiting)
+        # Waiting counts only while the run as a whole used less than one processor: a run that keeps its own
+        # threads waiting (a fork bomb: more of them than processors) is not short of processor time at all.
+        since = now - self.last_look
+        self.credit += max(0.0, min(longest / 1e9, since - used / 1e9, since))
+        self.last_look, self.next_look = now, now + LOOK_EVERY_SECONDS
+        if self.lower and not self.giving_way:
             used = sum(on_cpu for threads in times.values() for on_cpu, _ in threads.values())
-            if used < YIELD_AFTER_CPU_SECONDS * 1e9:
-                return self.credit
-            self.giving_way = True
-        for pid, threads in times.items():
-            lower_priority(pid, list(threads))
-            for tid, (_, waiting) in threads.items():
-                since = waiting - self.waited_before.setdefault(tid, waiting)
-                self.credit = max(self.credit, since / 1e9)
+            self.giving_way = used >= YIELD_AFTER_CPU_SECONDS * 1e9
+        if self.giving_way:
+            for pid, threads in times.items():
+                lower_priority(pid, list(threads))
         return self.credit
