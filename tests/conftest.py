@@ -43,13 +43,22 @@ def update_goldens(request) -> bool:
 
 def pytest_collection_finish(session):
     """The container image takes minutes to build, mostly downloading: when the image tests are to run, the
-    build starts now, in the background, and their fixture waits for it (tests/image_build.py)."""
-    if not session.config.option.collectonly and any(item.path.name == "test_image.py" for item in session.items):
+    build starts now, in the background, and their fixture waits for it (tests/image_build.py). So does the
+    Gradescope bundle's install into a fresh venv (tests/bundle_install.py), most of a minute of pip."""
+    if session.config.option.collectonly:
+        return
+    if any(item.path.name == "test_image.py" for item in session.items):
         import image_build
 
         image_build.start_in_background()
+    if any(item.name == "test_bundle_installs_in_a_fresh_venv_and_grades" for item in session.items):
+        import bundle_install
+
+        bundle_install.start_in_background()
 
 
 def pytest_sessionfinish(session):
-    if "image_build" in sys.modules:  # a build no test waited for (the run stopped early) is removed too
-        sys.modules["image_build"].remove()
+    # a build or install no test waited for (the run stopped early) is ended and removed too
+    for name in ("image_build", "bundle_install"):
+        if name in sys.modules:
+            sys.modules[name].remove()

@@ -13,6 +13,7 @@ import json
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -79,15 +80,18 @@ def term(tmp_path_factory):
         "bob": {**CORRECT_CODE, "net_dL_dw": repr(wrong_literal(ALL_VALUES["net_dL_dw"]))},
         "dave": {**CORRECT_CODE, "twice_w_grad": "12"},
     }
-    for student, code in answers.items():
+    def fetch_answer_submit(student: str) -> None:
         home = homes / student
         home.mkdir(parents=True)
         cache = f"--Exchange.cache={home / 'cache'}"
         nbgrader(home, "fetch_assignment", "autograd", cache, exchange=exchange)
         fetched = home / "autograd" / "autograd.ipynb"
         assert "net_h = ..." in fetched.read_text()
-        write(submitted_notebook(code), fetched)
+        write(submitted_notebook(answers[student]), fetched)
         nbgrader(home, "submit", "autograd", f"--student={student}", cache, exchange=exchange)
+
+    with ThreadPoolExecutor(len(answers)) as students:  # each in their own home, at the same time, as in a class
+        list(students.map(fetch_answer_submit, answers))  # list(): a failed assertion is raised here
     for folder in (exchange / "autograd-course" / "inbound").iterdir():
         (folder / "timestamp.txt").write_text(SUBMITTED_AT[folder.name.split("+")[0]])
 
