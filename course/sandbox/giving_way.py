@@ -34,9 +34,9 @@ import os
 import time
 from collections.abc import Callable
 
-YIELD_AFTER_CPU_SECONDS = 0.5
-FIRST_LOOK_SECONDS = 0.25  # wall time before a run's processes are first looked at (an honest run has ended)
-LOOK_EVERY_SECONDS = 0.25
+YIELD_AFTER_CPU_SECONDS = 0.2
+FIRST_LOOK_SECONDS = 0.15  # wall time before a run's processes are first looked at (most honest runs have ended)
+LOOK_EVERY_SECONDS = 0.2
 GIVING_WAY_NICENESS = 10
 
 

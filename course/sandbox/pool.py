@@ -145,6 +145,7 @@ class WarmPool:
         self.standby = standby
         self._standby: list[_Worker] = []  # started workers kept idle for long runs' stand-ins
         self._closing = threading.Event()
+        self.standby_started = threading.Event()  # set when the standby workers have started (or failed to)
         self._closed = False
         self.start_failure = ""
         try:
@@ -160,9 +161,16 @@ class WarmPool:
             threading.Thread(target=self._start_standby, args=(starts,), daemon=True).start()
 
     @property
+    def standby_ready(self) -> int:
+        """How many standby workers are started and idle now."""
+        with self._lock:
+            return len(self._standby)
+
+    @property
     def threads(self) -> int:
-        """How many runs a caller may have waiting on the pool at once so that stand-ins are used."""
-        return 2 * self.size
+        """How many runs a caller may have waiting on the pool at once so that stand-ins are used: as many again
+        as the workers (for stand-ins started when needed), and one more per standby worker."""
+        return 2 * self.size + self.standby
 
     def _start_in_background(self, worker: _Worker, *, stand_in: bool = False) -> threading.Thread:
         def start() -> None:
@@ -195,6 +203,7 @@ class WarmPool:
                     continue
             self._retire(worker)
             break
+        self.standby_started.set()
         self._closing.wait()
 
     def _lease(self) -> int:
@@ -220,7 +229,8 @@ class WarmPool:
             long_after = STANDBY_LONG_RUN_SECONDS if self._standby else LONG_RUN_SECONDS
             long = [key for key, started in self._busy.items()
                     if now - started > long_after and key not in self._stood_in]
-            if not long or len(self._stood_in) >= self.size:
+            # A standby worker stands in for any long run; a worker is started for at most `size` of them.
+            if not long or (not self._standby and len(self._stood_in) >= self.size):
                 return
             self._stood_in.add(long[0])
             ready = self._standby.pop() if self._standby else None

@@ -56,8 +56,8 @@ def _hold_lock(path: Path, assignment: str) -> int:
     return descriptor
 
 class Grader:
-    """Grading threads (twice `jobs`) on a warm pool of `jobs` workers; `wake()` after storing an attempt,
-    `listeners` are called with each attempt whose results were recorded, as recorded."""
+    """Grading threads (`pool.threads`) on a warm pool of `jobs` workers and two standby workers; `wake()` after
+    storing an attempt, `listeners` are called with each attempt whose results were recorded, as recorded."""
 
     def __init__(self, config: CourseConfig, store: Store, policy: ServicePolicy, *, jobs: int | None = None,
                  assignment_name: str | None = None) -> None:
@@ -108,6 +108,16 @@ class Grader:
             thread = threading.Thread(target=self._loop, name=f"grader-{index}", daemon=True)
             thread.start()
             self._threads.append(thread)
+        threading.Thread(target=self._say_when_standby_started, daemon=True).start()
+
+    def _say_when_standby_started(self) -> None:
+        pool = self.pool
+        assert pool is not None  # noqa: S101 - started
+        pool.standby_started.wait()
+        if not self._stopping.is_set():
+            ready = pool.standby_ready
+            print(f"serve: {ready} standby worker{'s' if ready != 1 else ''} ready for long runs "
+                  f"(of {pool.standby})", file=sys.stderr, flush=True)
 
     def wake(self) -> None:
         with self._wake:

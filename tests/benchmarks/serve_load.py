@@ -159,6 +159,9 @@ def main() -> int:
     try:
         correct = notebook_bytes(submitted_notebook())
         server.submit("baseline", correct)  # the pool is warm
+        deadline = time.monotonic() + 120  # and its standby workers have started (their torch import is not
+        while "standby worker" not in server.log.read_text() and time.monotonic() < deadline:  # an upload's)
+            time.sleep(0.1)
         alone = []
         assert server.process is not None
         cpu_before = _cpu(server.process.pid)
