@@ -115,14 +115,67 @@ def test_a_cell_is_not_charged_the_time_it_waited_for_a_processor():
     assert result.answers["result"].value > 1.5  # the cell's own wall time: it did outlast its limit
 
 
+TRIES_TO_LEAVE_SCHED_IDLE = (
+    "import os, time\nstart = time.process_time()\nwhile time.process_time() - start < 1.5:\n    pass\n"
+    "try:\n    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))\nexcept OSError:\n    pass\n"
+    "result = os.sched_getscheduler(0)")
+
+
 def test_a_cell_that_computes_for_long_sees_its_priority_lowered():
     """The student's own view: a cell that has used more than half a second of CPU runs under SCHED_IDLE by the
     end of it, on an idle machine too; and it cannot leave it."""
-    long_cell = ("import os, time\nstart = time.process_time()\nwhile time.process_time() - start < 1.5:\n    pass\n"
-                 "try:\n    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))\nexcept OSError:\n    pass\n"
-                 "result = os.sched_getscheduler(0)")
     with WarmPool(1, Limits(cell_seconds=30, submission_seconds=60)) as pool:
         short = pool.run([Cell(0, "cell 0", "import os\nresult = os.sched_getscheduler(0)")], ("result",), {})
-        long = pool.run([Cell(0, "cell 0", long_cell)], ("result",), {})
+        long = pool.run([Cell(0, "cell 0", TRIES_TO_LEAVE_SCHED_IDLE)], ("result",), {})
     assert short.answers["result"].value == os.SCHED_OTHER
+    assert long.answers["result"].value == os.SCHED_IDLE
+
+
+ORPHANED_SESSION = """import os, time
+r, w = os.pipe()
+leader = os.fork()
+if leader == 0:
+    os.setsid()
+    if os.fork() == 0:  # spins in a session whose leader is gone at once
+        os.close(r)
+        start, nice = time.process_time(), None
+        while nice != {nice} and time.process_time() - start < 10:  # bounds only a failing run
+            with open('/proc/self/autogroup') as autogroup:
+                nice = int(autogroup.read().split('nice')[1])
+        os.write(w, str(nice).encode())
+        os._exit(0)
+    os._exit(0)
+os.waitpid(leader, 0)  # reaped: not even a zombie leads the session
+os.close(w)
+data = b''
+while chunk := os.read(r, 64):
+    data += chunk
+result = int(data)"""
+
+
+@pytest.mark.skipif(autogroup_nice(os.getpid()) is None, reason="the kernel has no autogroups here")
+def test_a_session_whose_leader_has_gone_gives_way_too():
+    """A notebook that spins in a session it made and whose leader it let exit: that session's autogroup is the
+    run's own, and is lowered like any other (SCHED_IDLE alone would rank it only within that autogroup)."""
+    with WarmPool(1, Limits(cell_seconds=60, submission_seconds=120)) as pool:
+        result = pool.run([Cell(0, "cell 0", ORPHANED_SESSION.format(nice=GIVING_WAY_NICENESS))], ("result",), {})
+    assert result.ended_early is None, result.ended_early
+    assert result.answers["result"].value == GIVING_WAY_NICENESS
+
+
+def test_a_grader_started_with_a_high_rlimit_nice_still_keeps_a_run_in_sched_idle():
+    """RLIMIT_NICE is what lets a thread leave SCHED_IDLE: the sandbox sets it to 0 whatever the grader was started
+    with (a container or a service manager may give it more)."""
+    import resource
+
+    before = resource.getrlimit(resource.RLIMIT_NICE)
+    try:  # would let a thread at nice 5 back to SCHED_OTHER
+        resource.setrlimit(resource.RLIMIT_NICE, (20, 20))
+    except (ValueError, OSError):
+        pytest.skip("raising RLIMIT_NICE's hard limit needs CAP_SYS_RESOURCE")
+    try:
+        with WarmPool(1, Limits(cell_seconds=30, submission_seconds=60)) as pool:
+            long = pool.run([Cell(0, "cell 0", TRIES_TO_LEAVE_SCHED_IDLE)], ("result",), {})
+    finally:
+        resource.setrlimit(resource.RLIMIT_NICE, before)
     assert long.answers["result"].value == os.SCHED_IDLE

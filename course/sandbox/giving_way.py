@@ -15,9 +15,10 @@ priority:
 - the autogroup of each of the run's sessions goes to nice 10 (a tenth of a normal share) where the kernel
   groups processes by session (Debian's default, under which a thread's priority only ranks it within its
   own session).
-It is done again on every look, so a process that resets its autogroup or starts a new session is lowered
-again; a thread cannot leave SCHED_IDLE by itself (that needs an RLIMIT_NICE the sandbox does not give). The
-time it then waits is not counted against it either, as above: giving way costs it time, not work.
+It is done again on every look, so a process that resets its autogroup or starts a new session (and lets its
+leader exit, say) is lowered again; a thread cannot leave SCHED_IDLE by itself (that needs an RLIMIT_NICE above
+0, which the sandbox's rlimits forbid). The time it then waits is not counted against it either, as above:
+giving way costs it time, not work.
 
 A notebook that keeps its own threads waiting (a fork bomb: more runnable threads than processors) uses a
 processor or more meanwhile, and is not credited. Threads that end between two looks take their CPU time with
@@ -57,12 +58,24 @@ def thread_times(pid: int) -> dict[int, tuple[int, int]]:
     return times
 
 
-def leads_its_session(pid: int) -> bool:
+def session_of(pid: int) -> int | None:
+    """The session id of `pid` (the pid of the process that started the session, as the grader sees pids)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
-            return int(stat.read().rsplit(b")", 1)[1].split()[3]) == pid
+            return int(stat.read().rsplit(b")", 1)[1].split()[3])
     except (OSError, IndexError, ValueError):
+        return None
+
+
+def in_a_session_of_its_own(pid: int) -> bool:
+    """Whether `pid`'s session (and so its autogroup) is the run's own: `pid` leads it, or the process that
+    started it is gone (a notebook's orphaned session: the warm worker's session has a live leader, the worker,
+    for as long as any run is in it). A leader's pid since reused by a process leading a session of its own
+    looks alive: then nothing is lowered, never the wrong autogroup."""
+    session = session_of(pid)
+    if session is None or session <= 0:  # 0: a leader the grader cannot see
         return False
+    return session == pid or session_of(session) != session
 
 
 def lower_priority(pid: int, threads: list[int]) -> None:
@@ -72,9 +85,11 @@ def lower_priority(pid: int, threads: list[int]) -> None:
         except OSError:
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, tid, GIVING_WAY_NICENESS)
-    # The autogroup is the session's: only through a session's leader, the student's own (the run's pid 1, say,
-    # is still in its warm worker's session, whose autogroup must stay as it is for the next student).
-    if not leads_its_session(pid):
+    # The autogroup is the session's: only that of a session the run made (the run's pid 1, say, is still in its
+    # warm worker's session, whose autogroup must stay as it is for the next student). A session whose leader
+    # has ended is one too: a notebook that starts a session and lets its leader exit keeps it otherwise at
+    # nice 0, and SCHED_IDLE alone ranks its threads only within their own autogroup.
+    if not in_a_session_of_its_own(pid):
         return
     with contextlib.suppress(OSError):  # absent where the kernel has no autogroups
         descriptor = os.open(f"/proc/{pid}/autogroup", os.O_WRONLY)
