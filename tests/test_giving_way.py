@@ -179,3 +179,18 @@ def test_a_grader_started_with_a_high_rlimit_nice_still_keeps_a_run_in_sched_idl
     finally:
         resource.setrlimit(resource.RLIMIT_NICE, before)
     assert long.answers["result"].value == os.SCHED_IDLE
+
+
+@pytest.mark.skipif(autogroup_nice(os.getpid()) is None, reason="the kernel has no autogroups here")
+def test_a_notebook_cannot_reset_the_nice_of_its_autogroup():
+    """Giving way lowers a run's autogroup every quarter of a second; a notebook that made itself dumpable again
+    (its /proc files are then its own) and wrote 0 there between looks kept it at nice 0 most of the time. The
+    student's /proc is read-only."""
+    cell = ("import ctypes, os\nctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE\n"
+            "try:\n    with open('/proc/self/autogroup', 'w') as autogroup:\n        autogroup.write('0')\n"
+            "    result = 'written'\nexcept OSError as error:\n    result = os.strerror(error.errno)")
+    with WarmPool(1, Limits(cell_seconds=30, submission_seconds=60)) as pool:
+        if not pool.isolation.namespaces:
+            pytest.skip(f"no /proc of the student's own at isolation level {pool.level!r}")
+        result = pool.run([Cell(0, "cell 0", cell)], ("result",), {})
+    assert result.answers["result"].value == "Read-only file system"

@@ -571,8 +571,9 @@ def _isolate_child(job, libc):
     import resource
 
     if job["private_tmp"]:
-        # /proc of the student's own pid namespace: only their processes are visible.
-        _libc_call(libc.mount, b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
+        # /proc of the student's own pid namespace: only their processes are visible. Read-only: nothing there is
+        # the student's to set (a run that gives way could reset its autogroup's nice: giving_way.py).
+        _libc_call(libc.mount, b"proc", b"/proc", b"proc", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
         options = f"size={job['tmp_mb']}m,mode=1777".encode()
         _libc_call(libc.mount, b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, options)
         # An interpreter that lives under /tmp (a venv in a CI checkout, say) was just covered up:
