@@ -91,7 +91,12 @@ def lower_priority(pid: int, threads: list[int]) -> None:
     # nice 0, and SCHED_IDLE alone ranks its threads only within their own autogroup.
     if not in_a_session_of_its_own(pid):
         return
+    # Written only when it is not lowered yet: the kernel takes one autogroup nice from a grader that is not
+    # root per tenth of a second, machine-wide (EAGAIN otherwise), and a run may have several sessions.
     with contextlib.suppress(OSError):  # absent where the kernel has no autogroups
+        with open(f"/proc/{pid}/autogroup", "rb") as autogroup:
+            if autogroup.read().split()[-1:] == [str(GIVING_WAY_NICENESS).encode()]:
+                return
         descriptor = os.open(f"/proc/{pid}/autogroup", os.O_WRONLY)
         try:
             os.write(descriptor, str(GIVING_WAY_NICENESS).encode())
