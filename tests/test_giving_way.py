@@ -3,6 +3,7 @@ then waited for a processor credited to its cell's clock."""
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -131,36 +132,36 @@ def test_a_cell_that_computes_for_long_sees_its_priority_lowered():
     assert long.answers["result"].value == os.SCHED_IDLE
 
 
-ORPHANED_SESSION = """import os, time
-r, w = os.pipe()
-leader = os.fork()
-if leader == 0:
-    os.setsid()
-    if os.fork() == 0:  # spins in a session whose leader is gone at once
-        os.close(r)
-        start, nice = time.process_time(), None
-        while nice != {nice} and time.process_time() - start < 10:  # bounds only a failing run
-            with open('/proc/self/autogroup') as autogroup:
-                nice = int(autogroup.read().split('nice')[1])
-        os.write(w, str(nice).encode())
-        os._exit(0)
-    os._exit(0)
-os.waitpid(leader, 0)  # reaped: not even a zombie leads the session
-os.close(w)
-data = b''
-while chunk := os.read(r, 64):
-    data += chunk
-result = int(data)"""
-
-
 @pytest.mark.skipif(autogroup_nice(os.getpid()) is None, reason="the kernel has no autogroups here")
 def test_a_session_whose_leader_has_gone_gives_way_too():
-    """A notebook that spins in a session it made and whose leader it let exit: that session's autogroup is the
-    run's own, and is lowered like any other (SCHED_IDLE alone would rank it only within that autogroup)."""
-    with WarmPool(1, Limits(cell_seconds=60, submission_seconds=120)) as pool:
-        result = pool.run([Cell(0, "cell 0", ORPHANED_SESSION.format(nice=GIVING_WAY_NICENESS))], ("result",), {})
-    assert result.ended_early is None, result.ended_early
-    assert result.answers["result"].value == GIVING_WAY_NICENESS
+    """A process spinning in a session whose leader has exited: that session's autogroup is the run's own (the
+    warm worker's session keeps its leader), and is lowered like any other; SCHED_IDLE alone would rank its
+    threads only within that autogroup. (The sandbox refuses setsid to a notebook: this is the grader's side.)"""
+    leader = subprocess.run(
+        [sys.executable, "-c", "import os, sys\nos.setsid()\nspinner = os.fork()\nif spinner == 0:\n"
+                               f"    os.execv(sys.executable, [sys.executable, '-c', {SPIN!r}])\nprint(spinner)"],
+        capture_output=True, text=True, check=True)
+    spinner = int(leader.stdout)  # its session's leader has exited (and was reaped)
+    try:
+        giving_way = GivingWay(lambda: [spinner], time.monotonic())
+        deadline = time.monotonic() + 60  # bounds only a failing run
+        while autogroup_nice(spinner) != GIVING_WAY_NICENESS and time.monotonic() < deadline:
+            giving_way.waited()
+            time.sleep(0.05)
+        assert giving_way.giving_way
+        assert autogroup_nice(spinner) == GIVING_WAY_NICENESS
+    finally:
+        os.kill(spinner, 9)
+
+
+def test_a_notebook_cannot_start_a_session():
+    """A new session is a new autogroup, at nice 0 until the grader's next look: a run that gives way would start
+    one every tenth of a second. The system-call filter refuses setsid."""
+    cell = ("import os\ntry:\n    os.setsid()\n    result = 'started'\n"
+            "except OSError as error:\n    result = error.errno")
+    with WarmPool(1, Limits(cell_seconds=30, submission_seconds=60)) as pool:
+        result = pool.run([Cell(0, "cell 0", cell)], ("result",), {})
+    assert result.answers["result"].value == errno.EPERM
 
 
 def test_a_grader_started_with_a_high_rlimit_nice_still_keeps_a_run_in_sched_idle():
@@ -194,3 +195,31 @@ def test_a_notebook_cannot_reset_the_nice_of_its_autogroup():
             pytest.skip(f"no /proc of the student's own at isolation level {pool.level!r}")
         result = pool.run([Cell(0, "cell 0", cell)], ("result",), {})
     assert result.answers["result"].value == "Read-only file system"
+
+
+HOPS_FROM_PROCESS_TO_PROCESS = """import os, time
+r, w = os.pipe()
+if os.fork() == 0:
+    os.close(r)
+    spun, hop = 0.0, time.process_time()
+    while os.sched_getscheduler(0) != os.SCHED_IDLE and spun < 10:  # bounds only a failing run
+        if time.process_time() - hop > 0.1:  # the work moves to a new process, the old one ends
+            spun += time.process_time() - hop
+            if os.fork():
+                os._exit(0)
+            hop = time.process_time()
+    os.write(w, str(os.sched_getscheduler(0)).encode())
+    os._exit(0)
+os.close(w)
+data = b''
+while chunk := os.read(r, 64):
+    data += chunk
+result = int(data)"""
+
+
+def test_a_run_that_moves_its_work_from_process_to_process_gives_way_too():
+    """No process of it ever uses half a second of CPU: what the run was seen to use, summed over the looks, does."""
+    with WarmPool(1, Limits(cell_seconds=60, submission_seconds=120)) as pool:
+        result = pool.run([Cell(0, "cell 0", HOPS_FROM_PROCESS_TO_PROCESS)], ("result",), {})
+    assert result.ended_early is None, result.ended_early
+    assert result.answers["result"].value == os.SCHED_IDLE

@@ -119,6 +119,7 @@ class GivingWay:
         self.giving_way = False
         self.seen: dict[int, tuple[int, int]] = {}  # thread -> (ns on a CPU, ns waiting) at the last look
         self.credit = 0.0
+        self.used = 0.0  # seconds on a CPU of the threads seen at the looks so far (not all: see above)
 
     def waited(self) -> float:
         now = time.monotonic()
@@ -129,17 +130,21 @@ class GivingWay:
         for threads in times.values():
             for tid, (on_cpu, waiting) in threads.items():
                 before_on_cpu, before_waiting = self.seen.get(tid, (0, 0))
+                if on_cpu < before_on_cpu or waiting < before_waiting:  # a thread id used again: a new thread
+                    before_on_cpu = before_waiting = 0
                 longest = max(longest, waiting - before_waiting)
                 used += on_cpu - before_on_cpu
                 self.seen[tid] = (on_cpu, waiting)
+        self.used += used / 1e9
         # Waiting counts only while the run as a whole used less than one processor: a run that keeps its own
         # threads waiting (a fork bomb: more of them than processors) is not short of processor time at all.
         since = now - self.last_look
         self.credit += max(0.0, min(longest / 1e9, since - used / 1e9, since))
         self.last_look, self.next_look = now, now + LOOK_EVERY_SECONDS
+        # What the run has been seen to use so far, those of its processes that have ended included: a notebook
+        # that moves its work to a new process every so often (each below the limit) gives way too.
         if self.lower and not self.giving_way:
-            used = sum(on_cpu for threads in times.values() for on_cpu, _ in threads.values())
-            self.giving_way = used >= YIELD_AFTER_CPU_SECONDS * 1e9
+            self.giving_way = self.used >= YIELD_AFTER_CPU_SECONDS
         if self.giving_way:
             for pid, threads in times.items():
                 lower_priority(pid, list(threads))
