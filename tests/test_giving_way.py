@@ -3,6 +3,7 @@ then waited for a processor credited to its cell's clock."""
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -115,14 +116,110 @@ def test_a_cell_is_not_charged_the_time_it_waited_for_a_processor():
     assert result.answers["result"].value > 1.5  # the cell's own wall time: it did outlast its limit
 
 
+TRIES_TO_LEAVE_SCHED_IDLE = (
+    "import os, time\nstart = time.process_time()\nwhile time.process_time() - start < 1.5:\n    pass\n"
+    "try:\n    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))\nexcept OSError:\n    pass\n"
+    "result = os.sched_getscheduler(0)")
+
+
 def test_a_cell_that_computes_for_long_sees_its_priority_lowered():
     """The student's own view: a cell that has used more than half a second of CPU runs under SCHED_IDLE by the
     end of it, on an idle machine too; and it cannot leave it."""
-    long_cell = ("import os, time\nstart = time.process_time()\nwhile time.process_time() - start < 1.5:\n    pass\n"
-                 "try:\n    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))\nexcept OSError:\n    pass\n"
-                 "result = os.sched_getscheduler(0)")
     with WarmPool(1, Limits(cell_seconds=30, submission_seconds=60)) as pool:
         short = pool.run([Cell(0, "cell 0", "import os\nresult = os.sched_getscheduler(0)")], ("result",), {})
-        long = pool.run([Cell(0, "cell 0", long_cell)], ("result",), {})
+        long = pool.run([Cell(0, "cell 0", TRIES_TO_LEAVE_SCHED_IDLE)], ("result",), {})
     assert short.answers["result"].value == os.SCHED_OTHER
     assert long.answers["result"].value == os.SCHED_IDLE
+
+
+@pytest.mark.skipif(autogroup_nice(os.getpid()) is None, reason="the kernel has no autogroups here")
+def test_a_session_whose_leader_has_gone_gives_way_too():
+    """A process spinning in a session whose leader has exited: that session's autogroup is the run's own (the
+    warm worker's session keeps its leader), and is lowered like any other; SCHED_IDLE alone would rank its
+    threads only within that autogroup. (The sandbox refuses setsid to a notebook: this is the grader's side.)"""
+    leader = subprocess.run(
+        [sys.executable, "-c", "import os, sys\nos.setsid()\nspinner = os.fork()\nif spinner == 0:\n"
+                               f"    os.execv(sys.executable, [sys.executable, '-c', {SPIN!r}])\nprint(spinner)"],
+        capture_output=True, text=True, check=True)
+    spinner = int(leader.stdout)  # its session's leader has exited (and was reaped)
+    try:
+        giving_way = GivingWay(lambda: [spinner], time.monotonic())
+        deadline = time.monotonic() + 60  # bounds only a failing run
+        while autogroup_nice(spinner) != GIVING_WAY_NICENESS and time.monotonic() < deadline:
+            giving_way.waited()
+            time.sleep(0.05)
+        assert giving_way.giving_way
+        assert autogroup_nice(spinner) == GIVING_WAY_NICENESS
+    finally:
+        os.kill(spinner, 9)
+
+
+def test_a_notebook_cannot_start_a_session():
+    """A new session is a new autogroup, at nice 0 until the grader's next look: a run that gives way would start
+    one every tenth of a second. The system-call filter refuses setsid."""
+    cell = ("import os\ntry:\n    os.setsid()\n    result = 'started'\n"
+            "except OSError as error:\n    result = error.errno")
+    with WarmPool(1, Limits(cell_seconds=30, submission_seconds=60)) as pool:
+        result = pool.run([Cell(0, "cell 0", cell)], ("result",), {})
+    assert result.answers["result"].value == errno.EPERM
+
+
+def test_a_grader_started_with_a_high_rlimit_nice_still_keeps_a_run_in_sched_idle():
+    """RLIMIT_NICE is what lets a thread leave SCHED_IDLE: the sandbox sets it to 0 whatever the grader was started
+    with (a container or a service manager may give it more)."""
+    import resource
+
+    before = resource.getrlimit(resource.RLIMIT_NICE)
+    try:  # would let a thread at nice 5 back to SCHED_OTHER
+        resource.setrlimit(resource.RLIMIT_NICE, (20, 20))
+    except (ValueError, OSError):
+        pytest.skip("raising RLIMIT_NICE's hard limit needs CAP_SYS_RESOURCE")
+    try:
+        with WarmPool(1, Limits(cell_seconds=30, submission_seconds=60)) as pool:
+            long = pool.run([Cell(0, "cell 0", TRIES_TO_LEAVE_SCHED_IDLE)], ("result",), {})
+    finally:
+        resource.setrlimit(resource.RLIMIT_NICE, before)
+    assert long.answers["result"].value == os.SCHED_IDLE
+
+
+@pytest.mark.skipif(autogroup_nice(os.getpid()) is None, reason="the kernel has no autogroups here")
+def test_a_notebook_cannot_reset_the_nice_of_its_autogroup():
+    """Giving way lowers a run's autogroup every quarter of a second; a notebook that made itself dumpable again
+    (its /proc files are then its own) and wrote 0 there between looks kept it at nice 0 most of the time. The
+    student's /proc is read-only."""
+    cell = ("import ctypes, os\nctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE\n"
+            "try:\n    with open('/proc/self/autogroup', 'w') as autogroup:\n        autogroup.write('0')\n"
+            "    result = 'written'\nexcept OSError as error:\n    result = os.strerror(error.errno)")
+    with WarmPool(1, Limits(cell_seconds=30, submission_seconds=60)) as pool:
+        if not pool.isolation.namespaces:
+            pytest.skip(f"no /proc of the student's own at isolation level {pool.level!r}")
+        result = pool.run([Cell(0, "cell 0", cell)], ("result",), {})
+    assert result.answers["result"].value == "Read-only file system"
+
+
+HOPS_FROM_PROCESS_TO_PROCESS = """import os, time
+r, w = os.pipe()
+if os.fork() == 0:
+    os.close(r)
+    spun, hop = 0.0, time.process_time()
+    while os.sched_getscheduler(0) != os.SCHED_IDLE and spun < 10:  # bounds only a failing run
+        if time.process_time() - hop > 0.1:  # the work moves to a new process, the old one ends
+            spun += time.process_time() - hop
+            if os.fork():
+                os._exit(0)
+            hop = time.process_time()
+    os.write(w, str(os.sched_getscheduler(0)).encode())
+    os._exit(0)
+os.close(w)
+data = b''
+while chunk := os.read(r, 64):
+    data += chunk
+result = int(data)"""
+
+
+def test_a_run_that_moves_its_work_from_process_to_process_gives_way_too():
+    """No process of it ever uses half a second of CPU: what the run was seen to use, summed over the looks, does."""
+    with WarmPool(1, Limits(cell_seconds=60, submission_seconds=120)) as pool:
+        result = pool.run([Cell(0, "cell 0", HOPS_FROM_PROCESS_TO_PROCESS)], ("result",), {})
+    assert result.ended_early is None, result.ended_early
+    assert result.answers["result"].value == os.SCHED_IDLE

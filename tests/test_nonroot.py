@@ -147,3 +147,30 @@ def test_the_user_namespace_level_keeps_students_apart_and_its_workers_warm(inst
     for run in (first, second):
         assert run["result"][:4] == ["/planted 30", "/etc/planted 30", "/dev/shm/planted 30", "wrote /tmp/mine"]
         assert run["result"][4:] == ["0000000000000000", "0000000000000000"]
+
+
+GIVES_WAY_IN_THREE_SESSIONS = """import subprocess, sys, time
+from course.sandbox.giving_way import GIVING_WAY_NICENESS, GivingWay
+spinners = [subprocess.Popen([sys.executable, '-c', 'while True: pass'], start_new_session=True) for _ in range(3)]
+def nices():
+    return [open(f'/proc/{spinner.pid}/autogroup').read().split()[-1] for spinner in spinners]
+try:
+    giving_way = GivingWay(lambda: [spinner.pid for spinner in spinners], time.monotonic())
+    deadline = time.monotonic() + 60  # bounds only a failing run
+    while nices() != [str(GIVING_WAY_NICENESS)] * 3 and time.monotonic() < deadline:
+        giving_way.waited()
+        time.sleep(0.05)
+    print(' '.join(nices()))
+finally:
+    for spinner in spinners:
+        spinner.kill()
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="the kernel has no autogroups here")
+def test_a_grader_that_is_not_root_lowers_every_session_of_a_run(tmp_path):
+    """The kernel takes one autogroup nice per tenth of a second from a process without CAP_SYS_ADMIN, machine-wide:
+    a grader that wrote every session's autogroup on every look lowered only the first of them, ever."""
+    completed = _as_instructor([_python(), "-c", GIVES_WAY_IN_THREE_SESSIONS], tmp_path, cwd="/")
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.split() == ["10", "10", "10"]

@@ -193,3 +193,31 @@ def test_what_a_student_orphans_is_reaped_by_their_pid_1(pool):
     left, init = ran.answers["result"].value
     assert left is False
     assert init.endswith("/sleep")  # pid 1 is the small exec'd program, not a fork of the worker
+
+
+def test_a_standby_worker_outlives_a_failure_to_start_the_next(monkeypatch):
+    """The standby workers are started by one thread, and a worker dies with the thread that started it: when the
+    second cannot start (no uid left to lease, say), the first still stands in for a long run."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    spawn = WarmPool._spawn
+    spawned, refused = [], threading.Event()
+
+    def spawn_twice(pool, uid):
+        if len(spawned) == 2:
+            refused.set()
+            raise OSError("no more workers, on purpose")
+        spawned.append(uid)
+        return spawn(pool, uid)
+
+    monkeypatch.setattr(WarmPool, "_spawn", spawn_twice)
+    with ThreadPoolExecutor(1) as threads, WarmPool(1, Limits(cell_seconds=20, submission_seconds=60),
+                                                     standby=2) as pool:
+        wait_for(refused.is_set, "the second standby worker to be refused")
+        assert len(pool._standby) == 1
+        sleeper = threads.submit(pool.run, [Cell(0, "cell", "import time\ntime.sleep(600)")], ("result",), {})
+        wait_for(lambda: pool._busy, "the sleeper to take the pool's worker")
+        assert run(pool, "result = 41 + 1").answers["result"].value == 42  # on the standby worker
+        assert not sleeper.done()
+        sleeper.result(timeout=120)

@@ -2,8 +2,9 @@
 
 Time limits are wall-clock, and the grader's machine is shared: under load a cell waits for a processor
 while other students' runs (or anything else) use it. So the supervisor does not count against a cell the time
-its threads were kept waiting for a processor (the kernel's count, `/proc/<pid>/task/<tid>/schedstat`): a
-cell may compute as much under load as alone. The submission's limit stays wall-clock: no run outlives it.
+its threads were kept waiting for a processor (the kernel's count, `/proc/<pid>/task/<tid>/schedstat`), up
+to one more cell limit: a cell may compute about as much under load as alone. The submission's limit stays
+wall-clock: no run outlives it.
 
 A notebook that spins towards its cell limit would otherwise hold a core for the whole limit, and every other
 student's run would share what is left. So in the warm pool, once a run's processes have used
@@ -15,14 +16,15 @@ priority:
 - the autogroup of each of the run's sessions goes to nice 10 (a tenth of a normal share) where the kernel
   groups processes by session (Debian's default, under which a thread's priority only ranks it within its
   own session).
-It is done again on every look, so a process that resets its autogroup or starts a new session is lowered
-again; a thread cannot leave SCHED_IDLE by itself (that needs an RLIMIT_NICE the sandbox does not give). The
-time it then waits is not counted against it either, as above: giving way costs it time, not work.
+It is done again on every look, so a process that resets its autogroup or starts a new session (and lets its
+leader exit, say) is lowered again; a thread cannot leave SCHED_IDLE by itself (that needs an RLIMIT_NICE above
+0, which the sandbox's rlimits forbid). The time it then waits is not counted against it either, as above:
+giving way costs it time, not work.
 
 A notebook that keeps its own threads waiting (a fork bomb: more runnable threads than processors) uses a
 processor or more meanwhile, and is not credited. Threads that end between two looks take their CPU time with
-them, so a notebook built to hide its use that way can stretch a cell, but never past the submission's
-limit, which bounds every run already (several cells each close to the cell limit reach it too). Everything
+them, so a notebook built to hide its use that way can stretch a cell to twice its limit, and never past the
+submission's limit, which bounds every run already. Everything
 is best effort: a process that is gone, or a file the grader may not write (a non-root grader, a process that
 made itself undumpable), is skipped.
 """
@@ -57,12 +59,24 @@ def thread_times(pid: int) -> dict[int, tuple[int, int]]:
     return times
 
 
-def leads_its_session(pid: int) -> bool:
+def session_of(pid: int) -> int | None:
+    """The session id of `pid` (the pid of the process that started the session, as the grader sees pids)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
-            return int(stat.read().rsplit(b")", 1)[1].split()[3]) == pid
+            return int(stat.read().rsplit(b")", 1)[1].split()[3])
     except (OSError, IndexError, ValueError):
+        return None
+
+
+def in_a_session_of_its_own(pid: int) -> bool:
+    """Whether `pid`'s session (and so its autogroup) is the run's own: `pid` leads it, or the process that
+    started it is gone (a notebook's orphaned session: the warm worker's session has a live leader, the worker,
+    for as long as any run is in it). A leader's pid since reused by a process leading a session of its own
+    looks alive: then nothing is lowered, never the wrong autogroup."""
+    session = session_of(pid)
+    if session is None or session <= 0:  # 0: a leader the grader cannot see
         return False
+    return session == pid or session_of(session) != session
 
 
 def lower_priority(pid: int, threads: list[int]) -> None:
@@ -72,11 +86,18 @@ def lower_priority(pid: int, threads: list[int]) -> None:
         except OSError:
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, tid, GIVING_WAY_NICENESS)
-    # The autogroup is the session's: only through a session's leader, the student's own (the run's pid 1, say,
-    # is still in its warm worker's session, whose autogroup must stay as it is for the next student).
-    if not leads_its_session(pid):
+    # The autogroup is the session's: only that of a session the run made (the run's pid 1, say, is still in its
+    # warm worker's session, whose autogroup must stay as it is for the next student). A session whose leader
+    # has ended is one too: a notebook that starts a session and lets its leader exit keeps it otherwise at
+    # nice 0, and SCHED_IDLE alone ranks its threads only within their own autogroup.
+    if not in_a_session_of_its_own(pid):
         return
+    # Written only when it is not lowered yet: the kernel takes one autogroup nice from a grader that is not
+    # root per tenth of a second, machine-wide (EAGAIN otherwise), and a run may have several sessions.
     with contextlib.suppress(OSError):  # absent where the kernel has no autogroups
+        with open(f"/proc/{pid}/autogroup", "rb") as autogroup:
+            if autogroup.read().split()[-1:] == [str(GIVING_WAY_NICENESS).encode()]:
+                return
         descriptor = os.open(f"/proc/{pid}/autogroup", os.O_WRONLY)
         try:
             os.write(descriptor, str(GIVING_WAY_NICENESS).encode())
@@ -99,6 +120,7 @@ class GivingWay:
         self.giving_way = False
         self.seen: dict[int, tuple[int, int]] = {}  # thread -> (ns on a CPU, ns waiting) at the last look
         self.credit = 0.0
+        self.used = 0.0  # seconds on a CPU of the threads seen at the looks so far (not all: see above)
 
     def waited(self) -> float:
         now = time.monotonic()
@@ -109,17 +131,21 @@ class GivingWay:
         for threads in times.values():
             for tid, (on_cpu, waiting) in threads.items():
                 before_on_cpu, before_waiting = self.seen.get(tid, (0, 0))
+                if on_cpu < before_on_cpu or waiting < before_waiting:  # a thread id used again: a new thread
+                    before_on_cpu = before_waiting = 0
                 longest = max(longest, waiting - before_waiting)
                 used += on_cpu - before_on_cpu
                 self.seen[tid] = (on_cpu, waiting)
+        self.used += used / 1e9
         # Waiting counts only while the run as a whole used less than one processor: a run that keeps its own
         # threads waiting (a fork bomb: more of them than processors) is not short of processor time at all.
         since = now - self.last_look
         self.credit += max(0.0, min(longest / 1e9, since - used / 1e9, since))
         self.last_look, self.next_look = now, now + LOOK_EVERY_SECONDS
+        # What the run has been seen to use so far, those of its processes that have ended included: a notebook
+        # that moves its work to a new process every so often (each below the limit) gives way too.
         if self.lower and not self.giving_way:
-            used = sum(on_cpu for threads in times.values() for on_cpu, _ in threads.values())
-            self.giving_way = used >= YIELD_AFTER_CPU_SECONDS * 1e9
+            self.giving_way = self.used >= YIELD_AFTER_CPU_SECONDS
         if self.giving_way:
             for pid, threads in times.items():
                 lower_priority(pid, list(threads))

@@ -32,7 +32,7 @@ def rlimits_for(limits: Limits) -> dict[str, tuple[int, int]]:
         "RLIMIT_FSIZE": limits.file_size_mb * 1024 * 1024,
         "RLIMIT_NOFILE": limits.open_files,
         "RLIMIT_CORE": 0,
-        "RLIMIT_NICE": 0,  # no raising its own priority: a thread the grader moved to SCHED_IDLE stays there
+        "RLIMIT_NICE": 0,  # never above the nice it is given: a run that gives way stays in SCHED_IDLE
     }
     return {"RLIMIT_CPU": (cpu, cpu + CPU_GRACE_SECONDS), **{name: (value, value) for name, value in fixed.items()}}
 

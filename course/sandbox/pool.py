@@ -186,25 +186,29 @@ class WarmPool:
     def _start_standby(self, after: list[threading.Thread]) -> None:
         """Start the standby workers, then stay until the pool closes: a worker is killed when the thread
         that started it ends (bubblewrap's --die-with-parent is the parent *thread*'s death signal)."""
-        for thread in after:
-            thread.join()
-        for _ in range(self.standby):
-            if self._closed:
-                break
-            worker = self._spawn(self._lease())
-            if not self._ready(worker):  # the pool works without it: stand-ins start as they are needed
+        try:
+            for thread in after:
+                thread.join()
+            for _ in range(self.standby):
+                if self._closed:
+                    break
+                worker = self._spawn(self._lease())
+                if not self._ready(worker):  # the pool works without it: stand-ins start as they are needed
+                    with self._lock:
+                        if worker in self._workers:
+                            self._workers.remove(worker)
+                    break
                 with self._lock:
-                    if worker in self._workers:
-                        self._workers.remove(worker)
+                    if not self._closed:
+                        self._standby.append(worker)
+                        continue
+                self._retire(worker)
                 break
-            with self._lock:
-                if not self._closed:
-                    self._standby.append(worker)
-                    continue
-            self._retire(worker)
-            break
-        self.standby_started.set()
-        self._closing.wait()
+        except Exception as error:  # no uid left to lease, say: the standby workers already started stay
+            print(f"sandbox: a standby worker did not start: {error}", file=sys.stderr)
+        finally:
+            self.standby_started.set()
+            self._closing.wait()
 
     def _lease(self) -> int:
         with self._lock:

@@ -334,7 +334,9 @@ def run_request(request, channel, shell=None, *, confined, preloaded=()):
 #   user namespace of its own; clone3 is refused with ENOSYS so the C library falls back to clone;
 # - sockets: the sandbox has no network, and a socket's queued buffers are kernel memory outside RLIMIT_AS
 #   (a few hundred socket pairs held gigabytes); inotify instances count against a per-uid limit of the host;
-# - ptrace and process_vm_*, userfaultfd, bpf, perf_event_open and io_uring: nothing a notebook needs.
+# - ptrace and process_vm_*, userfaultfd, bpf, perf_event_open and io_uring: nothing a notebook needs;
+# - setsid: a new session is a new autogroup at nice 0, which a run that gives way (giving_way.py) would
+#   start every tenth of a second to stay ahead of the grader's looks.
 _DENIED_CALLS = {  # name: (x86_64, aarch64); None where the architecture has no such call
     "shmget": (29, 194), "msgget": (68, 186), "semget": (64, 190), "mq_open": (240, 180),
     "memfd_create": (319, 279), "memfd_secret": (447, 447),
@@ -343,6 +345,7 @@ _DENIED_CALLS = {  # name: (x86_64, aarch64); None where the architecture has no
     "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
     "userfaultfd": (323, 282), "bpf": (321, 280), "perf_event_open": (298, 241), "io_uring_setup": (425, 425),
     "socket": (41, 198), "socketpair": (53, 199), "inotify_init": (253, None), "inotify_init1": (294, 26),
+    "setsid": (112, 157),
 }
 _CLONE = (56, 220)
 _CLONE3 = (435, 435)
@@ -571,8 +574,9 @@ def _isolate_child(job, libc):
     import resource
 
     if job["private_tmp"]:
-        # /proc of the student's own pid namespace: only their processes are visible.
-        _libc_call(libc.mount, b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
+        # /proc of the student's own pid namespace: only their processes are visible. Read-only: nothing there is
+        # the student's to set (a run that gives way could reset its autogroup's nice: giving_way.py).
+        _libc_call(libc.mount, b"proc", b"/proc", b"proc", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
         options = f"size={job['tmp_mb']}m,mode=1777".encode()
         _libc_call(libc.mount, b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, options)
         # An interpreter that lives under /tmp (a venv in a CI checkout, say) was just covered up:

@@ -54,7 +54,7 @@ class Supervised:
     exit_code: Callable[[float], int | None]  # waits up to the given seconds; None if still running
     cpu_seconds: Callable[[], float | None]  # the kernel's count for the ended run (None: not known)
     # Seconds of the run so far in which it was kept waiting for a processor (giving_way.py): not counted
-    # against a cell's limit.
+    # against a cell's limit, up to one more limit.
     waited: Callable[[], float] = lambda: 0.0
 
 
@@ -66,8 +66,8 @@ class _Protocol:
     the previous cell's `done` (or `ready`) arrives, and a `done` is accepted only for the next cell of the
     request, in order, once each; anything else ends the run. A forged message can therefore only stop a
     cell's clock early and start the next one: it can never restart a clock, add one or move the
-    submission's deadline, so a run lasts at most one `cell_seconds` per cell (not counting the time it was
-    kept waiting for a processor: giving_way.py, the kernel's count) and `submission_seconds` in all.
+    submission's deadline, so a run lasts at most one `cell_seconds` per cell (two when it was kept waiting
+    for a processor: giving_way.py, the kernel's count) and `submission_seconds` in all.
     """
 
     def __init__(self, cells: list[Cell], started: float) -> None:
@@ -132,7 +132,7 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
             waited = run.waited()
             if cell_waited[0] != protocol.position:
                 cell_waited = (protocol.position, waited)
-            if now > protocol.clock + limits.cell_seconds + (waited - cell_waited[1]):
+            if now > protocol.clock + limits.cell_seconds + min(limits.cell_seconds, waited - cell_waited[1]):
                 limit_hit = "cell_seconds"
                 break
         for key, _ in selector.select(timeout=0.1):
@@ -164,9 +164,8 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
     current_label = labels.get(current_cell, "a cell") if current_cell is not None else "a cell"
     ended_early = None
     if limit_hit == "cell_seconds":
-        credit = waited - cell_waited[1]
-        beside = f" (not counting {credit:.1f} s it waited for a processor while other work ran)" \
-            if credit >= 0.1 else ""
+        credit = min(limits.cell_seconds, waited - cell_waited[1])
+        beside = f" (not counting {credit:.1f} s it waited for a processor)" if credit >= 0.1 else ""
         ended_early = (f"{current_label} ran longer than the limit of "
                        f"{limits.cell_seconds:g} s per cell{beside}, so the run was stopped there")
     elif limit_hit == "submission_seconds":
