@@ -137,7 +137,7 @@ SURVIVOR = (
     "import os, subprocess\n"
     "hop = 'n=$((n+1)); export n; if [ $n -gt 500 ]; then kill -STOP -1 2>/dev/null; fi; (sh -c \"$HOP\" &)'\n"
     "subprocess.Popen(['sh', '-c', hop], env={'n': '0', 'HOP': hop, 'AGC_HOPPER': '1', 'PATH': '/usr/bin:/bin'},\n"
-    "                 start_new_session=True)\n"
+    "                 process_group=0)\n"  # a process group of its own (a new session is refused by the filter)
     "result = 'left a hopper behind'\n"
 )
 
