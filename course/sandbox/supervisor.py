@@ -114,8 +114,8 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
     finish_time = 0.0
     limit_hit: str | None = None
     deadline = started + limits.submission_seconds
-    waited = 0.0
     cell_waited = (-1, 0.0)  # (the position of the cell being timed, what the run had waited when it began)
+    credit = 0.0  # what the cell being timed is not charged: its wait for a processor, up to one more limit
 
     selector = selectors.DefaultSelector()
     selector.register(run.output_fd, selectors.EVENT_READ, "output")
@@ -132,7 +132,8 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
             waited = run.waited()
             if cell_waited[0] != protocol.position:
                 cell_waited = (protocol.position, waited)
-            if now > protocol.clock + limits.cell_seconds + min(limits.cell_seconds, waited - cell_waited[1]):
+            credit = min(limits.cell_seconds, waited - cell_waited[1])
+            if now > protocol.clock + limits.cell_seconds + credit:
                 limit_hit = "cell_seconds"
                 break
         for key, _ in selector.select(timeout=0.1):
@@ -164,7 +165,6 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
     current_label = labels.get(current_cell, "a cell") if current_cell is not None else "a cell"
     ended_early = None
     if limit_hit == "cell_seconds":
-        credit = min(limits.cell_seconds, waited - cell_waited[1])
         beside = f" (not counting {credit:.1f} s it waited for a processor)" if credit >= 0.1 else ""
         ended_early = (f"{current_label} ran longer than the limit of "
                        f"{limits.cell_seconds:g} s per cell{beside}, so the run was stopped there")
