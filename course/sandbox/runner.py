@@ -569,6 +569,16 @@ def _drop_capabilities(libc):
     _libc_call(libc.capset, header, data)
 
 
+_STATVFS_TO_MOUNT = ((os.ST_NOSUID, _MS_NOSUID), (os.ST_NODEV, _MS_NODEV), (os.ST_NOEXEC, _MS_NOEXEC),
+                     (os.ST_NOATIME, 1024), (os.ST_NODIRATIME, 2048), (os.ST_RELATIME, 1 << 21))
+
+
+def _locked_mount_flags(path):
+    """The per-mount flags of the mount at `path` that a bind remount must keep (MS_ values)."""
+    held = os.statvfs(path).f_flag
+    return sum(mount for statvfs, mount in _STATVFS_TO_MOUNT if held & statvfs)
+
+
 def _isolate_child(job, libc):
     """Before any student code: its own /proc and /tmp, limits, then the unprivileged uid."""
     import resource
@@ -584,7 +594,10 @@ def _isolate_child(job, libc):
         for alias, path in job["rebind"]:
             os.makedirs(path, 0o755, exist_ok=True)
             _libc_call(libc.mount, alias.encode(), path.encode(), None, _MS_BIND | _MS_REC, None)
-            _libc_call(libc.mount, None, path.encode(), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_REC, None)
+            # In a user namespace the kernel locks the flags the mount had where it came from (nosuid, nodev, ...):
+            # a remount that drops one is refused (EPERM), so keep every one of them and only add read-only.
+            _libc_call(libc.mount, None, path.encode(), None,
+                       _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _locked_mount_flags(alias), None)
     os.chdir(job["cwd"])
     # Below the grader where the kernel schedules processes one by one. With autogroup on (Debian's default),
     # the setsid below gives the student a scheduling group of its own at the group's nice 0, and this
