@@ -29,3 +29,15 @@ class SandboxError(CourseError):
 
 class RosterError(CourseError):
     """The roster CSV cannot be read or names a student id that cannot be used."""
+
+
+class NoIsolationError(SandboxError):
+    """No isolation level the course accepts works on this machine: no student code can be run here."""
+
+
+class SandboxStartError(SandboxError):
+    """The sandbox ended before any student code ran, on every try: an autograder error, never the student's."""
+
+
+class SelfTestError(CourseError):
+    """The course's own solution or untouched release did not grade as it must: nothing was graded."""

@@ -13,7 +13,7 @@ import pytest
 
 from course.cli import main
 from course.config import DEFAULT_SANDBOX_UID, Limits, load_config
-from course.errors import SandboxError
+from course.errors import SandboxError, SandboxStartError
 from course.sandbox import bubblewrap, choose_isolation, levels, run_cells
 from course.sandbox.bubblewrap import bwrap_binary
 from course.sandbox.levels import first_choice
@@ -141,16 +141,16 @@ def test_a_cold_run_proves_its_level_and_a_crashing_notebook_cannot_move_it(prob
 def test_a_sandbox_that_cannot_start_leaves_the_choice_to_the_probe(probes):
     """An interpreter that cannot even start in its limits (here 16 MiB of address space) ends before `ready`,
     so no student code ran: the probe then chooses the level as it always did, and the cells run once more at
-    its choice, where the same limits stop them again, reported as such."""
+    its choice, where the same limits stop them again. Then it is the grader's failure, said as such: never a
+    result to grade."""
     tiny = replace(LIMITS, memory_mb=16)
-    run = run_cells([Cell(0, "who", WHO_AM_I)], ("result",), {}, tiny)
+    with pytest.raises(SandboxStartError) as failed:
+        run_cells([Cell(0, "who", WHO_AM_I)], ("result",), {}, tiny)
     first = first_choice("auto")
     assert probes[:1] == ([os.path.basename(bwrap_binary() or "bwrap")] if first else [])
-    assert run.isolation == choose_isolation.known("auto", DEFAULT_SANDBOX_UID, tiny.tmp_mb)[0] == first
-    assert not run.ready
-    assert run.answers["result"].status == "missing"
-    assert (run.ended_early or "").startswith("the Python process ended")
-    assert "MemoryError" in run.output or "failed to map segment" in run.output
+    assert choose_isolation.known("auto", DEFAULT_SANDBOX_UID, tiny.tmp_mb)[0] == first
+    assert "the sandbox ended before any student code ran, on all 2 tries" in str(failed.value)
+    assert "MemoryError" in str(failed.value) or "failed to map segment" in str(failed.value)
 
 
 def _open_fds() -> set[str]:

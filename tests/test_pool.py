@@ -136,8 +136,13 @@ def test_a_worker_that_cannot_start_is_reported_with_its_last_words(monkeypatch)
     from course.errors import SandboxError
 
     monkeypatch.setattr(pool_module, "RUNNER_SOURCE", "import sys\nsys.exit('the worker broke on purpose')")
-    with WarmPool(1, LIMITS) as warm, pytest.raises(SandboxError, match="the worker broke on purpose"):
-        run(warm, "result = 1")
+    with WarmPool(1, LIMITS) as warm:
+        with pytest.raises(SandboxError, match="the worker broke on purpose"):
+            warm.run([Cell(0, "cell", "result = 1")], ("result",), {}, cold_fallback=False)
+        # A run never started on a worker is the grader's failure: it is tried in a fresh cold sandbox instead.
+        fallback = run(warm, "result = 1")
+        assert fallback.ready
+        assert fallback.answers["result"].value == 1
 
 
 def test_the_helper_module_a_student_changes_is_fresh_for_the_next(pool):

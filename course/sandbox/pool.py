@@ -27,10 +27,12 @@ from dataclasses import dataclass, field
 from course.config import DEFAULT_SANDBOX_UID, Limits
 from course.errors import SandboxError
 from course.sandbox.bubblewrap import bwrap_view, interpreter_paths_under_tmp
+from course.sandbox.cold import run_cells
 from course.sandbox.giving_way import GivingWay
 from course.sandbox.levels import LEVELS, choose_isolation
 from course.sandbox.limits import SANDBOX_ENV, rlimits_for
 from course.sandbox.protocol import RUNNER_SOURCE, EventReader, encode_request, write_in_background
+from course.sandbox.retry import first_ready
 from course.sandbox.supervisor import RunResult, Supervised, supervise
 from course.sandbox.uids import below_the_worker, descendants, kill_descendants, lease_uid, processes_of, reap_uid
 from course.submission import Cell, notebook_module_cell
@@ -132,6 +134,7 @@ class WarmPool:
         # runner._preload): by default the cell that makes the course's helper module.
         self.prelude = (notebook_module_cell(),) if prelude is None else prelude
         self.size = size
+        self.requested = isolation
         self.level, self.note = choose_isolation(isolation, base_uid, limits.tmp_mb)
         self.isolation = LEVELS[self.level]
         self.base_uid = base_uid
@@ -223,7 +226,9 @@ class WarmPool:
             try:
                 return self._idle.get(timeout=STAND_IN_CHECK_SECONDS)
             except queue.Empty:
-                if time.monotonic() > deadline:
+                with self._lock:
+                    none_left = not self._workers  # none idle, busy or starting: every one failed to start
+                if none_left or time.monotonic() > deadline:
                     return None
                 self._stand_in_for_a_long_run()
 
@@ -311,6 +316,9 @@ class WarmPool:
             return True
         self.start_failure = worker.log_tail() or f"exit code {worker.process.poll()}"
         worker.stop()
+        with self._lock:
+            if worker in self._workers:
+                self._workers.remove(worker)
         return False
 
     def _replace(self, worker: _Worker, keep: bool = True) -> None:
@@ -333,8 +341,22 @@ class WarmPool:
         self._idle.put(fresh if self._ready(fresh) else None)
 
     def run(self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]],
-            limits: Limits | None = None, **_: object) -> RunResult:
+            limits: Limits | None = None, *, cold_fallback: bool = True, **_: object) -> RunResult:
+        """Run one submission on a warm worker. A run that ends before its runner's `ready` ran no student code:
+        it is tried again on another worker (the one it ran on is replaced) and then, with cold_fallback, in a
+        fresh cold sandbox at the pool's level; SandboxStartError when no try starts (retry.py). The start-up
+        self-test passes cold_fallback=False, so that a pool whose workers cannot start a run is refused rather
+        than graded cold, student by student."""
         limits = limits or self.limits
+        tries = [(what, lambda: self._run_warm(cells, answer_names, function_points, limits))
+                 for what in ("a warm worker", "another warm worker")]
+        if cold_fallback:
+            tries.append(("a fresh cold sandbox", lambda: run_cells(
+                cells, answer_names, function_points, limits, isolation=self.requested, uid=self.base_uid)))
+        return first_ready(tries)
+
+    def _run_warm(self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]],
+                  limits: Limits) -> RunResult:
         worker = self._acquire()
         if worker is None:
             raise SandboxError("a warm grading worker did not start; run with --jobs 0 to grade without the pool "
@@ -344,6 +366,8 @@ class WarmPool:
             self._busy[id(worker)] = time.monotonic()
         try:
             result, healthy = self._run_on(worker, cells, answer_names, function_points, limits)
+            # A worker whose run never started is replaced: the next try gets another.
+            healthy = healthy and result.ready
             return result
         finally:
             self._release(worker, healthy)
