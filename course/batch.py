@@ -9,10 +9,11 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from course.grading import ERROR, FAILED, GRADED, TIMED_OUT, Graded, grade_submi
 from course.nbgrader_bridge import assignment_due, light_nbgrader_imports
 from course.render import render_html
 from course.roster import Student, gradebook_students
+from course.selftest import SelfTest, prove_setup
 from course.summary import class_summary, read_class_feedback
 from course.summary_page import render_summary_html
 from course.term import (
@@ -57,6 +59,7 @@ class BatchSummary:
     gradebook_note: str = ""
     missing: list[str] = field(default_factory=list)
     not_on_roster: list[str] = field(default_factory=list)
+    selftest: SelfTest | None = None
 
     def count(self, status: str) -> int:
         return sum(1 for g in self.graded if g.status == status)
@@ -81,6 +84,8 @@ class BatchSummary:
             lines.append(f"gradebook: {self.gradebook_note}")
         if self.isolation:
             lines.append(f"sandbox: {self.isolation}")
+        if self.selftest:
+            lines.append(self.selftest.line())
         return lines
 
 
@@ -142,14 +147,25 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         # no sandbox, no grading: refused before the gradebook is opened (or the assignment recorded in it)
         level, note = sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
         summary.isolation = note or sandbox.ISOLATION_SUMMARY[level]
-        opening = background.submit(_open_records, config, settings, record, roster)
+        # The gradebook is opened (and written) only once the self-test below has passed.
+        proven: Future[bool] = Future()
+        opening = background.submit(_open_records, config, settings, record, roster, proven)
         stack.callback(lambda: opening.result().gradebook.close())
-        run: sandbox.Runner | None = None
+        run: sandbox.Runner = partial(sandbox.run_cells, isolation=config.sandbox, uid=config.sandbox_uid)
+        proving: sandbox.Runner = run
         threads = max(1, jobs)
         if jobs > 0 and refs:
             pool = stack.enter_context(sandbox.WarmPool(min(jobs, len(refs)), config.limits, isolation=config.sandbox,
                                                 base_uid=config.sandbox_uid))
             run, threads = pool.run, pool.threads  # more runs waiting than workers: long runs get stand-ins
+            proving = partial(pool.run, cold_fallback=False)  # a pool that cannot start a run is refused
+        try:
+            if refs:  # nobody is graded before the course's own notebooks grade as they must (selftest.py)
+                summary.selftest = prove_setup(assignment, config, proving, level=level)
+        except BaseException:
+            proven.set_result(False)
+            raise
+        proven.set_result(True)
         executor = stack.enter_context(ThreadPoolExecutor(threads))
         futures = [executor.submit(grade_submission, ref, assignment, config, run=run) for ref in refs]
         paths_by_id = {ref.student_id: ref.path for ref in refs}
@@ -231,11 +247,16 @@ class _Records:
 
 
 def _open_records(config: CourseConfig, settings: AssignmentSettings, record: bool,
-                  roster: list[Student] | None) -> _Records:
+                  roster: list[Student] | None, proven: Future[bool]) -> _Records:
     """The roster (default, for a course-root run: the gradebook's students), the due date (the YAML's, else
     the gradebook's) and the open gradebook. Opening it (and, the first time, recording the assignment in it)
-    takes seconds, so it runs beside the grading."""
+    takes seconds, so it runs beside the grading: nbgrader is imported at once, and the gradebook is opened once
+    the self-test has passed (`proven`); after a failed one, not at all."""
     light_nbgrader_imports()
+    import nbgrader.api  # noqa: F401 - the slow part, beside the workers' start and the self-test
+
+    if not proven.result():
+        return _Records(NoGradebook(), None, None)
     gradebook_path = config.root / "gradebook.db"
     if roster is None and record:
         roster = gradebook_students(config.gradebook_url, gradebook_path)
@@ -255,7 +276,8 @@ def record_graded(graded: Graded, out_dir: Path, config: CourseConfig, settings:
     try:
         write_feedback(out_dir, settings.name, graded, page=feedback_page(settings), submitted=submitted,
                        writes=writes)
-        if gradebook is not None and submitted is not None:
+        # An autograder error is no grade: the gradebook keeps what it had (nothing, or the last real grading).
+        if gradebook is not None and submitted is not None and graded.status != ERROR:
             record_for_nbgrader(config, settings, gradebook, graded, submitted, writes)
         return graded
     except Exception:

@@ -11,6 +11,8 @@ import sys
 import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +21,10 @@ from course.config import load_config
 from course.discovery import SubmissionRef
 from course.errors import CourseError, SubmissionError
 from course.files import atomic_write_json
-from course.grading import Graded, grade_submission
+from course.grading import ERROR, Graded, grade_submission
 from course.render import question_markdown, summary_markdown
 from course.sandbox import ISOLATION_SUMMARY, choose_isolation, cold
+from course.selftest import prove_setup
 from course.text import markdown_text, safe_text
 from course.variants import load_secret
 
@@ -143,6 +146,10 @@ def error_results(message: str, seconds: float, *, ours: bool) -> dict[str, Any]
     }
 
 
+AUTOGRADER_ERROR_TEXT = ("The autograder hit an error of its own while grading (not your fault). Your instructor can "
+                         "see the details; you do not need to resubmit.")
+
+
 def _warm_torch() -> None:
     """The judge's torch, imported and its autograd run once while the sandbox runs the notebook."""
     import torch
@@ -158,7 +165,8 @@ def run_autograder(root: Path) -> dict[str, Any]:
         config = load_config(root / "source")
         # The sandbox's interpreter starts first and imports torch and IPython while this process reads the
         # notebook and imports its own torch for the judge (on the other core, where there is one).
-        with cold.start(config.limits, isolation=config.sandbox, uid=config.sandbox_uid) as sandbox:
+        with cold.start(config.limits, isolation=config.sandbox, uid=config.sandbox_uid) as sandbox, \
+                ThreadPoolExecutor(1) as executor:
             threading.Thread(target=_warm_torch, daemon=True).start()
             try:
                 settings = config.assignment()
@@ -166,12 +174,17 @@ def run_autograder(root: Path) -> dict[str, Any]:
                 if config.variants:
                     # Refuses a secret that the sandbox's uid could read, before any student code runs.
                     load_secret(config.variant_secret_env, config.variant_secret_file, config.root)
+                # The course's solution and untouched release through cold sandboxes like the student's, beside
+                # it (selftest.py): no result is written unless they score full marks and 0.
+                proving = executor.submit(prove_setup, assignment, config, partial(
+                    cold.run_cells, isolation=config.sandbox, uid=config.sandbox_uid), level=sandbox.level)
                 notebook = find_notebook(root / "submission", settings.notebook)
                 graded = grade_submission(SubmissionRef(student_id_from_metadata(root), notebook), assignment,
                                           config, run=sandbox.run,
                                           reveal_torch_values=config.reveals_torch_values(gradescope=True))
                 if sandbox.error:  # no isolation level works here: nothing of the notebook ran
                     raise sandbox.error
+                print(proving.result().line(), file=sys.stderr)
             finally:
                 if sandbox.error is None:
                     # The grader's log (and results.json's extra_data) says which isolation student code gets: the
@@ -182,7 +195,10 @@ def run_autograder(root: Path) -> dict[str, Any]:
                           file=sys.stderr)
         if graded.internal_error:
             print(graded.internal_error, file=sys.stderr)  # the grader's log, hidden from students
-        results = to_results(graded, time.monotonic() - started)
+        if graded.status == ERROR:  # our failure, never a graded 0: a visible autograder error
+            results = error_results(AUTOGRADER_ERROR_TEXT, time.monotonic() - started, ours=True)
+        else:
+            results = to_results(graded, time.monotonic() - started)
     except SubmissionError as problem:
         results = error_results(f"{markdown_text(problem)} Your score is 0 until you resubmit.",
                                 time.monotonic() - started, ours=False)
@@ -192,9 +208,7 @@ def run_autograder(root: Path) -> dict[str, Any]:
                                 "You do not need to resubmit.", time.monotonic() - started, ours=True)
     except Exception:
         traceback.print_exc()
-        results = error_results("The autograder hit an error of its own while grading (not your fault). "
-                                "Your instructor can see the details; you do not need to resubmit.",
-                                time.monotonic() - started, ours=True)
+        results = error_results(AUTOGRADER_ERROR_TEXT, time.monotonic() - started, ours=True)
     try:
         atomic_write_json(root / "results" / "results.json", results)
     except Exception:

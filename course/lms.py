@@ -19,6 +19,7 @@ from course.config import CourseConfig
 from course.errors import CourseError
 from course.files import atomic_write_text
 from course.gradebook import grades_csv_path, read_grades_csv
+from course.grading import ERROR as AUTOGRADER_ERROR
 from course.roster import Student
 
 MISSING_WORK = "missing"
@@ -101,7 +102,9 @@ def export_rows(grades_csv: Path, roster: list[Student]) -> list[ExportRow]:
     rows = []
     for student in roster:
         row = grades.get(student.student_id)
-        score = "" if row is None else "0" if row.get("status") == MISSING_WORK else row["score"]
+        # An autograder error is no grade: its cell stays empty, so the LMS keeps what it had.
+        score = "" if row is None or row.get("status") == AUTOGRADER_ERROR else \
+            "0" if row.get("status") == MISSING_WORK else row["score"]
         rows.append(ExportRow(student, score))
     return rows
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import http.server
 import json
+import os
 import re
 import socket
 import threading
@@ -53,6 +54,8 @@ TRAINING_CONTRACT = {
                               "accumulated_b_grad": 2, "summed_w_grad": 8, "summed_b_grad": 2, "averaged_w_grad": 4,
                               "averaged_b_grad": 1},
 }
+# What the bundled sample class (tests/samples/submitted/) scores: the README's quick start and every grading of it.
+SAMPLE_SCORES = {"alice": 57, "bob": 45, "carol": 0, "dave": 57, "erin": 4, "frank": 0}
 TRAINING_VALUES = {name: value for values in TRAINING_CONTRACT.values() for name, value in values.items()}
 CORRECT_CODE = {name: repr(value) for name, value in ALL_VALUES.items()} | {
     name: code for functions in CONTRACT_FUNCTIONS.values() for name, code in functions.items()
@@ -150,3 +153,31 @@ def copy_course(root: Path) -> Path:
     for folder in ("source", "release"):
         shutil.copytree(ROOT / folder, root / folder)
     return root
+
+
+def set_limit(root: Path, name: str, value: int) -> None:
+    """Set one of `limits:` in a course's source/course.yaml (open_files 3 leaves the sandbox's own start-up no
+    file descriptor to open: a sandbox that cannot start)."""
+    path = root / "source" / "course.yaml"
+    text = path.read_text(encoding="utf-8")
+    changed = re.sub(rf"(?m)^  {name}: \d+$", f"  {name}: {value}", text)
+    assert changed != text, f"no limits.{name} line in {path}"
+    path.write_text(changed, encoding="utf-8")
+
+
+NONROOT_USER = 65534  # the instructor who is not root, in tests: the `nobody` user
+NONROOT_PYTHON = os.environ.get("AUTOGRAD_COURSE_NONROOT_PYTHON", "")
+
+
+def nonroot_python() -> str:
+    """A Python every user can run, with this package installed (`.ci/run` builds it and names it in
+    AUTOGRAD_COURSE_NONROOT_PYTHON); skips where it or root (to switch users) is missing, fails so in CI."""
+    import pytest
+
+    if os.geteuid() != 0:
+        pytest.skip("switching to another user to act as the instructor needs root")
+    if not NONROOT_PYTHON or not os.access(NONROOT_PYTHON, os.X_OK):
+        if os.environ.get("CI"):
+            pytest.fail("CI must provide AUTOGRAD_COURSE_NONROOT_PYTHON (see .ci/run)")
+        pytest.skip("set AUTOGRAD_COURSE_NONROOT_PYTHON to a python every user can run, with this package installed")
+    return NONROOT_PYTHON

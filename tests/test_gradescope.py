@@ -19,7 +19,7 @@ from course.bundle import build_bundle
 from course.config import load_config
 from course.gradescope import run_autograder
 from course.sandbox import ISOLATION_SUMMARY
-from helpers import CORRECT_CODE, ROOT, closed_loopback_url, serve_folder, submitted_notebook, write
+from helpers import CORRECT_CODE, ROOT, closed_loopback_url, serve_folder, set_limit, submitted_notebook, write
 
 SCHEMA = json.loads((ROOT / "tests" / "gradescope_results.schema.json").read_text())
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
@@ -247,3 +247,24 @@ def test_dockerfile_probes_the_torch_index_before_pip():
     text = (ROOT / "autograder" / "Dockerfile").read_text()
     probe, install = text.index('check-torch-index "${TORCH_INDEX_URL}"'), text.index("pip install")
     assert probe < install
+
+
+@pytest.mark.slow
+def test_run_autograder_proves_its_setup_before_it_writes_a_score(tmp_path, capfd):
+    root = make_root(tmp_path, {"autograd.ipynb": submitted_notebook()})
+    results = run_autograder(root)
+    assert results["score"] == 57
+    # The bundle has no release/: the untouched release is made from the source notebook, and scores 0.
+    assert "self-test: the course's solution 57/57 and the untouched release 0/57" in capfd.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_sandbox_that_cannot_start_is_a_visible_autograder_error_not_a_graded_zero(tmp_path, capfd):
+    root = make_root(tmp_path, {"autograd.ipynb": submitted_notebook()})
+    set_limit(root / "source", "open_files", 3)  # the sandbox's own start-up can open no file
+    results = run_autograder(root)
+    assert results == results_of(root)
+    assert [t["name"] for t in results["tests"]] == ["autograder error"]  # no question marked failed with 0
+    assert "not your fault" in unescape_markdown(results["output"])
+    assert "Traceback" not in json.dumps(results)
+    assert "the sandbox ended before any student code ran" in capfd.readouterr().err  # the grader's log says why

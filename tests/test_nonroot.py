@@ -19,22 +19,15 @@ from pathlib import Path
 import pytest
 from test_pool import ORPHAN
 
-from helpers import ROOT, add_cell, submitted_notebook, write
+from helpers import NONROOT_USER, ROOT, add_cell, nonroot_python, submitted_notebook, write
 
 pytestmark = pytest.mark.slow
 
-USER = 65534
-PYTHON = os.environ.get("AUTOGRAD_COURSE_NONROOT_PYTHON", "")
+USER = NONROOT_USER
 
 
 def _python() -> str:
-    if os.geteuid() != 0:
-        pytest.skip("switching to another user to act as the instructor needs root")
-    if not PYTHON or not os.access(PYTHON, os.X_OK):
-        if os.environ.get("CI"):
-            pytest.fail("CI must provide AUTOGRAD_COURSE_NONROOT_PYTHON (see .ci/run)")
-        pytest.skip("set AUTOGRAD_COURSE_NONROOT_PYTHON to a python every user can run, with this package installed")
-    return PYTHON
+    return nonroot_python()
 
 
 def _as_instructor(command: list[str], home: Path, **kwargs) -> subprocess.CompletedProcess:

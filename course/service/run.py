@@ -33,7 +33,10 @@ def serve(config: CourseConfig, *, host: str, port: int, database: str | None = 
     import uvicorn
 
     service = make_service(config, database=database, jobs=jobs, assignment=assignment, wait_seconds=wait_seconds)
+    # Nothing is served before the course's own notebooks grade as they must on this server's pool.
+    proven = service.grader.prove_setup()
     if announce:
+        print(f"serve: {proven.line()}", file=sys.stderr)
         print(f"serve: assignment {service.assignment} on http://{host}:{port}/ ({service.grader.jobs} warm "
               f"workers); students open /s/<token>/, instructors /i/<token>/", file=sys.stderr)
     # No access log: the personal links carry the tokens in their paths.

@@ -14,6 +14,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from course import sandbox
@@ -23,6 +24,7 @@ from course.discovery import SubmissionRef
 from course.errors import CourseError, SubmissionError
 from course.grading import TIMED_OUT, grade_submission
 from course.nbgrader_bridge import assignment_due
+from course.selftest import SelfTest, prove_setup
 from course.service.policy import ServicePolicy, attempt_numbers
 from course.service.schedule import LONG_GRADING_SECONDS, Scheduler
 from course.service.store import Attempt, Store
@@ -93,15 +95,32 @@ class Grader:
         self._threads: list[threading.Thread] = []
         self.pool: sandbox.WarmPool | None = None
 
+    def _start_pool(self) -> sandbox.WarmPool:
+        # Two workers more are kept started, in standby: each stands in at once for a run that goes long (a
+        # notebook spinning to its time limit, and a fork bomb beside it, say). Started on the thread that
+        # serves (bubblewrap's --die-with-parent follows the thread that started a worker).
+        if self.pool is None:
+            self.pool = sandbox.WarmPool(self.jobs, self.config.limits, isolation=self.config.sandbox,
+                                         base_uid=self.config.sandbox_uid, standby=2)
+        return self.pool
+
+    def prove_setup(self) -> SelfTest:
+        """Before the service takes any work: the course's solution and untouched release through this server's
+        own pool (selftest.py); SelfTestError, and the pool stopped, unless they score full marks and 0."""
+        pool = self._start_pool()
+        try:
+            return prove_setup(self.assignment, self.config, partial(pool.run, cold_fallback=False), level=pool.level)
+        except BaseException:
+            self.stop()
+            raise
+
     def start(self) -> None:
         requeued = self.store.requeue_interrupted()
         if requeued:
             print(f"serve: {requeued} attempt{'s' if requeued != 1 else ''} interrupted by the last stop "
                   "are graded again", file=sys.stderr)
-        # Two workers more are kept started, in standby: each stands in at once for a run that goes long (a
-        # notebook spinning to its time limit, and a fork bomb beside it, say).
-        self.pool = sandbox.WarmPool(self.jobs, self.config.limits, isolation=self.config.sandbox,
-                                     base_uid=self.config.sandbox_uid, standby=2)
+        self._start_pool()
+        assert self.pool is not None  # noqa: S101 - started just above
         # More grading threads than workers, as the batch grader has: a run that sits out its time limit gets a
         # stand-in worker (course/sandbox/pool.py), so one student's sleeping notebook holds up nobody else.
         for index in range(self.pool.threads):

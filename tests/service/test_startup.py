@@ -1,0 +1,34 @@
+"""`serve` proves its own setup before it takes any work (course/selftest.py): the course's solution and the
+untouched release through the server's own warm pool, or it refuses to start with one line."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from helpers import set_limit
+
+from .conftest import Server, course_for_service, free_port
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_running_service_said_its_self_test_passed(server):
+    assert "serve: self-test: the course's solution 57/57 and the untouched release 0/57" in server.log.read_text()
+
+
+def test_serve_refuses_to_start_when_its_sandbox_cannot_start_a_run(tmp_path):
+    root = course_for_service(tmp_path / "course")
+    set_limit(root, "open_files", 3)  # the sandbox's own start-up can open no file
+    refused = Server(root, jobs=1)
+    refused.issue_tokens(["ana"])
+    completed = subprocess.run(refused.command("--port", str(free_port()), "--jobs", "1"), capture_output=True,
+                               text=True, timeout=600, check=False)
+    assert completed.returncode == 1
+    said = [line for line in completed.stderr.splitlines() if line.startswith("autograd-course serve: ")]
+    assert len(said) == 1
+    assert "the self-test failed, so nothing was graded" in said[0]
+    assert "open_files=3" in said[0]
+    assert "Traceback" not in completed.stderr
+    assert "serve: assignment" not in completed.stderr  # it never announced itself, so it never served
