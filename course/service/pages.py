@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 from datetime import datetime
 
+from course.grading import ERROR as AUTOGRADER_ERROR
 from course.render import CSS
 from course.service.policy import ServicePolicy
 from course.service.results import StudentRecord
@@ -70,9 +71,10 @@ def student_page(record: StudentRecord, assignment: str, policy: ServicePolicy, 
     if record.counted is not None:
         counted = f"<div class=score>{_score(record.counted)}</div><div>counted: attempt {record.counted.number}</div>"
     note = f'<div class="note" role=alert>{e(message)}</div>' if message else ""
+    used = sum(a.status != AUTOGRADER_ERROR for a in record.attempts)  # our failures use up no attempt
     body = (f"<header class=summary><div>Assignment <strong>{e(assignment)}</strong>, "
             f"<strong>{e(record.student_id)}</strong></div>{counted}"
-            f"<div>{e(_policy_lines(policy, len(record.attempts), due))}</div></header>{note}"
+            f"<div>{e(_policy_lines(policy, used, due))}</div></header>{note}"
             "<section class=card><h2>Submit your notebook</h2>"
             '<form class=upload method=post action="upload" enctype="multipart/form-data">'
             '<input type=file name=notebook accept=".ipynb,application/json" required>'

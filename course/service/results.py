@@ -15,6 +15,7 @@ from course.config import AssignmentSettings, CourseConfig
 from course.errors import CourseError
 from course.gradebook import GradeRow, write_grades_csv
 from course.gradebook_writer import GradebookWriter
+from course.grading import ERROR as AUTOGRADER_ERROR
 from course.lms import export
 from course.roster import Student
 from course.service.policy import ServicePolicy, counted
@@ -43,7 +44,8 @@ def student_records(policy: ServicePolicy, roster: list[str], all_attempts: list
         by_student.setdefault(attempt.student_id, []).append(attempt)
     records = []
     for student, attempts in sorted(by_student.items()):
-        graded = [(a.id, a.score or 0.0) for a in attempts if a.done]
+        # An autograder error is no grade: it never counts, as best or as last.
+        graded = [(a.id, a.score or 0.0) for a in attempts if a.done and a.status != AUTOGRADER_ERROR]
         chosen = counted(policy, graded)
         records.append(StudentRecord(student, attempts, next((a for a in attempts if a.id == chosen), None)))
     return records

@@ -49,6 +49,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 from course.errors import CourseError
+from course.grading import ERROR as AUTOGRADER_ERROR
 from course.service.policy import Refusal, ServicePolicy, refusal
 from course.service.schedule import Queued
 
@@ -253,20 +254,22 @@ class Store:
     def submit(self, student_id: str, assignment: str, notebook: bytes, policy: ServicePolicy) -> Attempt | Refusal:
         """Store a new attempt (committed when this returns), or say why the policy refuses it."""
         with self._submit_lock, self.begin() as db:
-            earlier = [row.submitted_at for row in db.execute(
-                select(attempts.c.submitted_at).where(attempts.c.student_id == student_id,
-                                                      attempts.c.assignment == assignment))]
+            rows = list(db.execute(select(attempts.c.submitted_at, attempts.c.status).where(
+                attempts.c.student_id == student_id, attempts.c.assignment == assignment)))
+            # An attempt that ended as an autograder error (our failure) uses up neither an attempt nor a cooldown;
+            # it keeps its number.
+            earlier = [row.submitted_at for row in rows if row.status != AUTOGRADER_ERROR]
+            number = len(rows) + 1
             now = now_utc()
             refused = refusal(policy, earlier, now)
             if refused:
                 return refused
             inserted = db.execute(attempts.insert().values(
-                student_id=student_id, assignment=assignment, number=len(earlier) + 1, submitted_at=now,
+                student_id=student_id, assignment=assignment, number=number, submitted_at=now,
                 notebook=notebook, status=QUEUED, results_written=0)).inserted_primary_key
             assert inserted is not None  # noqa: S101 - an insert has a key
         # Committed: the attempt as stored (not read back; these are the values just written).
-        return Attempt(inserted[0], student_id, assignment, len(earlier) + 1, now, QUEUED, None, None, None, None,
-                       [], None, 0)
+        return Attempt(inserted[0], student_id, assignment, number, now, QUEUED, None, None, None, None, [], None, 0)
 
     def _mine(self, query: Any) -> Any:
         """The query kept to this store's assignment (when it has one)."""

@@ -13,7 +13,8 @@ from course.assignment import load_course_assignment
 from course.config import load_config
 from course.errors import ConfigError
 from course.service import store as store_module
-from course.service.policy import ServicePolicy, attempt_numbers, counted, refusal, service_policy
+from course.service.policy import Refusal, ServicePolicy, attempt_numbers, counted, refusal, service_policy
+from course.service.results import student_records
 from course.service.store import GRADING, QUEUED, Store, hash_token, new_token
 from course.variants import numbers_for
 from helpers import ROOT
@@ -110,6 +111,28 @@ def test_the_policy_refuses_with_when_to_retry():
     assert spent is not None
     assert spent.retry_after is None
     assert "all 3 attempts" in spent.message
+
+
+def test_an_attempt_that_was_an_autograder_error_uses_up_nothing_and_never_counts(store):
+    """Our failure is never the student's: it takes neither an attempt nor a cooldown, and is never the grade."""
+    store.set_student("alice", new_token(), {})
+    policy = ServicePolicy(attempts=2, cooldown_minutes=60, counts="last")
+    first = store.submit("alice", "autograd", b"{}", policy)
+    store.claim_next()
+    assert store.record(first.id, **{**RESULTS, "score": 40.0})
+    second = store.submit("alice", "autograd", b"{}", policy)
+    assert isinstance(second, Refusal)  # the cooldown holds after a graded attempt: the test can fail
+    with store.begin() as db:  # the cooldown over, as if an hour had passed
+        db.execute(store_module.attempts.update().values(submitted_at=datetime(2020, 1, 1)))
+    second = store.submit("alice", "autograd", b"{}", policy)
+    store.claim_next()
+    assert store.record(second.id, **{**RESULTS, "status": "autograder_error", "score": 0.0})
+    third = store.submit("alice", "autograd", b"{}", policy)  # neither the limit of 2 nor the cooldown refuses
+    assert not isinstance(third, Refusal)
+    assert third.number == 3
+    records = student_records(policy, ["alice"], store.attempts_of("alice"))
+    assert records[0].counted is not None
+    assert records[0].counted.id == first.id  # the last *graded* attempt counts, not the autograder error
 
 
 def test_best_or_last_attempt_counts():
