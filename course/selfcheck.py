@@ -17,6 +17,7 @@ from course import forms, sandbox
 from course.answers import FUNCTION, MISSING, VALUE, WRONG_FORM, Answer, PlainValue, describe
 from course.assignment import released_assignment
 from course.config import DEFAULT_SANDBOX_UID, CourseConfig, Limits
+from course.errors import SandboxStartError
 from course.handwork import parse_cells
 from course.judge import choose_probe_points
 from course.submission import Cell, read_notebook_json, read_submission
@@ -137,10 +138,15 @@ def check_notebook(path: Path, config: CourseConfig | None = None, assignment_na
         for i, q in enumerate(assignment.questions)
     ]
     names = assignment.answer_names + assignment.function_names
-    run = sandbox.run_cells([*submission.cells, *checks], names,
-                            choose_probe_points(assignment.function_names, 1), limits,
-                            isolation=config.sandbox if config else "auto",
-                            uid=config.sandbox_uid if config else DEFAULT_SANDBOX_UID)
+    try:
+        run = sandbox.run_cells([*submission.cells, *checks], names,
+                                choose_probe_points(assignment.function_names, 1), limits,
+                                isolation=config.sandbox if config else "auto",
+                                uid=config.sandbox_uid if config else DEFAULT_SANDBOX_UID)
+    except SandboxStartError as failed:  # never a verdict on the notebook: none of it ran
+        raise SandboxStartError(f"the check could not start its sandbox, so none of your notebook ran and nothing "
+                                f"was checked (a problem of this machine's set-up, not of your notebook; tell your "
+                                f"instructor if it happens again): {failed}") from None
     outcome = {cell.index: cell for cell in run.cells}
     questions = []
     for i, question in enumerate(assignment.questions):

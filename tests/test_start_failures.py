@@ -194,3 +194,16 @@ def test_grade_refuses_before_grading_anyone_when_the_self_test_fails(tmp_path, 
     # Nothing was written: the gradebook, the grades CSV and every feedback file are as they were.
     assert {name: (root / name).read_bytes() for name in kept if (root / name).exists()} == kept
     assert {p: p.stat().st_mtime_ns for p in (root / "feedback").rglob("*") if p.is_file()} == feedback
+
+
+def test_check_says_its_sandbox_did_not_start_rather_than_judging_the_notebook(tmp_path, capsys):
+    root = copy_course(tmp_path / "course")
+    set_limit(root, "open_files", 3)  # the sandbox's own start-up can open no file
+    notebook = write(submitted_notebook(), tmp_path / "autograd.ipynb")
+    assert main(["--course", str(root), "check", str(notebook)]) == 1
+    captured = capsys.readouterr()
+    said = [line for line in captured.err.splitlines() if line.startswith("autograd-course check: ")]
+    assert len(said) == 1
+    assert "none of your notebook ran and nothing was checked" in said[0]
+    assert "not of your notebook" in said[0]
+    assert "todo" not in captured.out  # no question is reported as unanswered
