@@ -71,6 +71,10 @@ class BatchSummary:
                  f"{self.count(ERROR)} autograder errors"]
         for ref in self.refused:
             lines.append(f"not graded: {safe_text(str(ref.path), 300, one_line=True)}: {ref.problem}")
+        ours = [g.student_id for g in self.graded if g.status == ERROR]
+        if ours:
+            lines.append(f"autograder errors (ours, not the students': no score recorded; the cause is above, and "
+                         f"grading them again is safe): {', '.join(ours)}")
         if self.missing:
             lines.append(f"{len(self.missing)} missing (on the roster, nothing submitted): {', '.join(self.missing)}")
         if self.not_on_roster:

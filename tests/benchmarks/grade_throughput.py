@@ -1,14 +1,16 @@
 """Benchmark: autograd-course's warm, parallel, sandboxed grader against `nbgrader autograde`.
 
 Run:  .venv/bin/python tests/benchmarks/grade_throughput.py [--sizes 100,400] [--mixed 400] [--nbgrader-sample 20]
+      [--no-cli]
 
 Everything is measured in this one run, on this machine, so the figures are ratios against baselines
 taken under the same conditions (never timed assertions in unit tests). It grades honest classes (correct,
 partly wrong, misconception, raising and blank notebooks) of each size, then one mixed class of the same
 kind plus two notebooks that wait out the per-cell limit (one sleeping, one spinning), and prints for each
-the wall time and its ratio to nbgrader autograde's rate on a sample of the same class, the marginal cost of
-one more submission and the fixed start-up (from the honest sizes), p50/p95 latency, the grader's peak RSS,
-and run_autograder's time for one submission against `python -c "import torch"`.
+the wall time and its ratio to nbgrader autograde's rate on a sample of the same class (in process, and as
+`autograd-course grade` run from the command line: interpreter start, imports and self-test included), the
+marginal cost of one more submission and the fixed start-up (from the honest sizes), p50/p95 latency, the
+grader's peak RSS, and run_autograder's time for one submission against `python -c "import torch"`.
 """
 
 from __future__ import annotations
@@ -92,6 +94,19 @@ def run_ours(root: Path, limits_seconds: float, jobs: int | None):
     return time.monotonic() - started, summary
 
 
+def run_cli(root: Path, jobs: int | None) -> tuple[float, str]:
+    """`autograd-course grade` as an instructor runs it: a new process, interpreter start, imports, the self-test
+    and the gradebook included. Returns (seconds, the summary's self-test line)."""
+    cli = str(Path(sys.executable).parent / "autograd-course")
+    command = [cli, "--course", str(root), "grade", "--out", str(root / "out-cli"), "--gradebook", "--quiet",
+               *(["--jobs", str(jobs)] if jobs is not None else [])]
+    started = time.monotonic()
+    completed = subprocess.run(command, check=True, capture_output=True, text=True)
+    seconds = time.monotonic() - started
+    selftest = next((line for line in completed.stdout.splitlines() if line.startswith("self-test:")), "")
+    return seconds, selftest
+
+
 def run_nbgrader(root: Path, students: list[str]) -> tuple[float, dict[str, float]]:
     db = f"sqlite:///{root / 'nbgrader.db'}"
     nbgrader_bridge.generate_assignment(root, db, "autograd")
@@ -137,6 +152,8 @@ def main() -> int:
     parser.add_argument("--cell-seconds", type=float, default=10, help="the per-cell limit (course default 10)")
     parser.add_argument("--jobs", type=int, default=None, help="grading workers (default: one per core)")
     parser.add_argument("--no-autograder", action="store_true", help="skip the run_autograder measurement")
+    parser.add_argument("--cli", action=argparse.BooleanOptionalAction, default=True,
+                        help="also time `autograd-course grade` as a new process on each honest size")
     args = parser.parse_args()
 
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, load average "
@@ -177,6 +194,13 @@ def main() -> int:
                   f"{ratio(size, seconds)}; latency p50 {percentile(latencies, 0.5):.3f} s, "
                   f"p95 {percentile(latencies, 0.95):.3f} s; {summary.lines()[0]}")
             shutil.rmtree(base / f"honest{size}")
+            if args.cli:
+                root = make_course(base / f"cli{size}", make_mix(size, seed=size, time_limits=False))
+                cli_seconds, selftest = run_cli(root, args.jobs)
+                print(f"honest N={size} from the command line (`autograd-course grade`: interpreter start, "
+                      f"imports, self-test and gradebook included): {cli_seconds:.1f} s, {ratio(size, cli_seconds)}; "
+                      f"{selftest}")
+                shutil.rmtree(base / f"cli{size}")
         if len(walls) >= 2:
             steps = [(a[0], b[0], (b[1] - a[1]) / (b[0] - a[0])) for a, b in itertools.pairwise(walls)]
             marginal = steps[0][2]
