@@ -265,6 +265,6 @@ def test_a_sandbox_that_cannot_start_is_a_visible_autograder_error_not_a_graded_
     results = run_autograder(root)
     assert results == results_of(root)
     assert [t["name"] for t in results["tests"]] == ["autograder error"]  # no question marked failed with 0
-    assert "not your fault" in unescape_markdown(results["output"])
+    assert "You do not need to resubmit" in unescape_markdown(results["output"])
     assert "Traceback" not in json.dumps(results)
     assert "the sandbox ended before any student code ran" in capfd.readouterr().err  # the grader's log says why
