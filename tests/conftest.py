@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from course.assignment import load_assignment
 from course.config import load_config
-from helpers import ROOT, copy_course
+from helpers import ROOT, copy_course, require_tool
 
 
 @pytest.fixture(scope="session")
@@ -40,6 +40,14 @@ def pytest_addoption(parser):
 @pytest.fixture
 def update_goldens(request) -> bool:
     return request.config.getoption("--update-goldens")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A test marked needs_tool(...) (helpers.needs_tool) whose tool is missing is skipped, or fails under CI."""
+    for mark in item.iter_markers("needs_tool"):
+        if not mark.kwargs["present"]:
+            require_tool(mark.kwargs["name"], mark.kwargs["why"])
 
 
 # Work started in the background at collection (a module of tests/ with start_in_background and remove): what

@@ -5,12 +5,16 @@ from __future__ import annotations
 import copy
 import http.server
 import json
+import os
 import re
 import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_NOTEBOOK = ROOT / "source" / "autograd" / "autograd.ipynb"
@@ -150,3 +154,24 @@ def copy_course(root: Path) -> Path:
     for folder in ("source", "release"):
         shutil.copytree(ROOT / folder, root / folder)
     return root
+
+
+def on_ci() -> bool:
+    """Whether this run is CI's (CI=true, as CI services and .ci/run set it)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def require_tool(name: str, why: str) -> NoReturn:
+    """End the calling test because `name` is missing here (`why`: what needs it, how to install it): a skip
+    that says so, or under CI=true a failure. CI installs every tool (.ci/run), so there a missing one means a
+    whole family of tests would not run while CI went green."""
+    message = f"{name} is missing: {why}"
+    if on_ci():
+        pytest.fail(f"{message} (CI=true: a test that needs a missing tool fails, it is not skipped)", pytrace=False)
+    pytest.skip(message)
+
+
+def needs_tool(name: str, present: bool, why: str) -> pytest.MarkDecorator:
+    """The mark of tests that need `name` (decided at import, like skipif): where it is not `present`,
+    conftest.py calls require_tool before the test's set-up."""
+    return pytest.mark.needs_tool(name=name, present=present, why=why)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, serve_folder
+from helpers import ROOT, require_tool, serve_folder
 
 IMAGE = "localhost/autograd-course-grader:test"
 BASE = "localhost/autograd-course-base:bookworm"
@@ -103,13 +103,15 @@ class Podman:
 
 
 def skip_reason(podman: Podman) -> str | None:
+    """Why the image cannot be built here (None: it can); a missing tool ends the test itself (require_tool)."""
     if sys.platform != "linux" or not hasattr(resource, "RLIMIT_NPROC"):
         return "the image test needs Linux"
     if os.geteuid() != 0:
         return "the image test needs root (mmdebstrap and rootful podman)"
     missing = [tool for tool in ("podman", "runc", "mmdebstrap") if not shutil.which(tool)]
     if missing:
-        return f"{', '.join(missing)} not installed (apt-get install podman buildah runc mmdebstrap uidmap)"
+        require_tool(", ".join(missing), "the image test builds and runs the grader's image with them "
+                                         "(apt-get install podman buildah runc mmdebstrap uidmap)")
     info = podman("info", check=False, timeout=120)
     if info.returncode != 0:
         return f"podman cannot run here: podman info failed: {info.stderr.strip()[-500:]}"
