@@ -16,14 +16,13 @@ from course.errors import CourseError, SecretFileError
 from course.files import atomic_write_text
 from course.roster import Student
 from course.service.app import WAIT_SECONDS, Service, create_app
-from course.service.policy import service_policy
 from course.service.store import Store, database_url, new_token
 from course.service.worker import Grader
 
 
 def make_service(config: CourseConfig, *, database: str | None = None, jobs: int | None = None,
                  assignment: str | None = None, wait_seconds: float = WAIT_SECONDS) -> Service:
-    policy = service_policy(config)
+    policy = config.service
     store = Store(database_url(database, config.root), config.assignment(assignment).name)
     grader = Grader(config, store, policy, jobs=jobs, assignment_name=assignment)
     return Service(config, store, policy, grader, wait_seconds=wait_seconds)
