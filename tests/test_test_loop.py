@@ -14,9 +14,6 @@ import pytest
 
 from helpers import ROOT, require_tool
 
-# each test marked slow here is a pytest run of its own (seconds: torch is imported at collection)
-
-
 # What a fresh machine lacks: the tools of the container, browser, PostgreSQL and proxy tests.
 HIDDEN = frozenset({"podman", "buildah", "runc", "crun", "conmon", "mmdebstrap", "chromium", "chromium-browser",
                     "nginx", "postgres", "initdb", "pg_ctl", "psql"})
@@ -37,7 +34,8 @@ def fresh_path(folder: Path, hidden: frozenset[str]) -> str:
 def run_pytest(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
                hide: frozenset[str] = frozenset()) -> subprocess.CompletedProcess:
     """`python -m pytest *args` in the checkout on a fresh machine's PATH (without HIDDEN's commands, nor
-    `hide`'s), with a TMPDIR of its own (tmp_path/tmp), not under CI unless `env` says so."""
+    `hide`'s), with a TMPDIR of its own (tmp_path/tmp), not under CI unless `env` says so. Seconds each (torch
+    is imported at collection): the tests that call it are marked slow."""
     (tmp_path / "tmp").mkdir()
     clean = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
     clean |= {"PATH": fresh_path(tmp_path / "bin", HIDDEN | hide), "TMPDIR": str(tmp_path / "tmp")} | (env or {})
