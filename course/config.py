@@ -5,10 +5,11 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -55,6 +56,39 @@ class Limits:
     max_cells: int = 2000
 
 
+def setting(default: Any, help: str, must_be: str, valid: Callable[[Any], bool],
+            convert: Callable[[Any], Any] = lambda value: value) -> Any:
+    """One key of a section's schema, declared as a dataclass field: its type is the field's, then its default,
+    what it does (help), what a value must be (the words of the error), the check, and the conversion."""
+    return field(default=default, metadata={"help": help, "must_be": must_be, "valid": valid, "convert": convert})
+
+
+BEST, LAST = "best", "last"
+
+
+@dataclass(frozen=True)
+class ServicePolicy:
+    """`service:`, the policies of the submission service (`autograd-course serve`, course/service/)."""
+
+    attempts: int | None = setting(
+        None, "attempts per student; left out: no limit",
+        "a whole number of at least 1 (or left out for no limit)", lambda v: v is None or (type(v) is int and v >= 1))
+    cooldown_minutes: float = setting(
+        0.0, "minutes between one attempt and the next", "a number of minutes, 0 or more",
+        lambda v: type(v) in (int, float) and v >= 0, float)
+    counts: str = setting(BEST, "which attempt's score is the grade", "best or last", lambda v: v in (BEST, LAST))
+    upload_kb: int = setting(
+        2048, "the largest notebook accepted, in KB (413 above it); at most limits.notebook_mb",
+        "a whole number of kilobytes", lambda v: type(v) is int and v >= 1)
+    fresh_numbers_per_attempt: bool = setting(
+        False, "with variants: true, attempt n > 1 gets numbers of its own", "true or false",
+        lambda v: type(v) is bool)
+
+    @property
+    def upload_bytes(self) -> int:
+        return self.upload_kb * 1024
+
+
 @dataclass(frozen=True)
 class AssignmentSettings:
     name: str
@@ -81,7 +115,7 @@ class CourseConfig:
     variant_secret_file: str | None = None
     feedback_reveals: str = "auto"
     late_policy: LatePolicy = field(default_factory=LatePolicy)
-    service: dict[str, Any] = field(default_factory=dict)  # `autograd-course serve`'s policies (course/service/)
+    service: ServicePolicy = field(default_factory=ServicePolicy)  # `autograd-course serve`'s policies
 
     def reveals_torch_values(self, *, gradescope: bool) -> bool:
         """Whether feedback shows torch's value beside each answer. `auto`: yes for local grading (the
@@ -145,6 +179,35 @@ def _check_keys(where: str, data: dict, allowed: set[str], required: set[str]) -
     missing = sorted(required - set(data))
     if missing:
         raise ConfigError(f"{where}: missing key {missing[0]!r}")
+
+
+Section = TypeVar("Section")
+
+
+def _section(where: str, data: Any, schema: type[Section]) -> Section:
+    """A section's mapping, checked against its schema (a dataclass of `setting` fields): every key known,
+    every value valid; `where` names the file and the section."""
+    declared = {f.name: f.metadata for f in fields(schema)}  # type: ignore[arg-type]
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must be a mapping ({', '.join(declared)})")
+    _check_keys(where, data, set(declared), set())
+    values = {}
+    for key, value in data.items():
+        if not declared[key]["valid"](value):
+            raise ConfigError(f"{where}.{key} must be {declared[key]['must_be']}, got {value!r}")
+        values[key] = declared[key]["convert"](value)
+    return schema(**values)
+
+
+def _service(where: str, data: Any, limits: Limits, variants: bool) -> ServicePolicy:
+    """The `service:` section, and what it asks of other sections."""
+    policy = _section(where, data, ServicePolicy)
+    if policy.upload_kb > limits.notebook_mb * 1024:
+        raise ConfigError(f"{where}.upload_kb ({policy.upload_kb}) is larger than limits.notebook_mb "
+                          f"({limits.notebook_mb} MB), which the grader would refuse anyway")
+    if policy.fresh_numbers_per_attempt and not variants:
+        raise ConfigError(f"{where}.fresh_numbers_per_attempt needs variants: true (numbers per student)")
+    return policy
 
 
 def _due(where: str, value: Any) -> datetime | None:
@@ -244,10 +307,6 @@ def parse_config(data: Any, root: Path, where: str) -> CourseConfig:
             settings[key] = data[key]
     if "late_policy" in data:
         settings["late_policy"] = _late_policy(f"{where}: late_policy", data["late_policy"])
-    if "service" in data:
-        if not isinstance(data["service"], dict):
-            raise ConfigError(f"{where}: service must be a mapping (attempts, cooldown_minutes, counts, ...)")
-        settings["service"] = data["service"]
     if "limits" in data:
         raw_limits = data["limits"]
         if not isinstance(raw_limits, dict):
@@ -258,6 +317,9 @@ def parse_config(data: Any, root: Path, where: str) -> CourseConfig:
             key: _number(f"{where}: limits.{key}", value, float if limit_types[key] == "float" else int)
             for key, value in raw_limits.items()
         })
+    if "service" in data:
+        settings["service"] = _service(f"{where}: service", data["service"], settings.get("limits", Limits()),
+                                       settings.get("variants", False))
     return CourseConfig(root=root, course_id=data["course_id"], assignments=tuple(assignments), **settings)
 
 

@@ -27,6 +27,10 @@ class SandboxError(CourseError):
     """Student code cannot be run in the configured sandbox on this machine."""
 
 
+class SecretFileError(CourseError):
+    """A secret would be written where git would commit it (in a git work tree, not ignored)."""
+
+
 class RosterError(CourseError):
     """The roster CSV cannot be read or names a student id that cannot be used."""
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -9,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from course.assignment import load_assignment
 from course.config import load_config
-from helpers import ROOT, copy_course
+from helpers import ROOT, copy_course, require_tool
 
 
 @pytest.fixture(scope="session")
@@ -41,24 +42,43 @@ def update_goldens(request) -> bool:
     return request.config.getoption("--update-goldens")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A test marked needs_tool(...) (helpers.needs_tool) whose tool is missing is skipped, or fails under CI."""
+    for mark in item.iter_markers("needs_tool"):
+        if not mark.kwargs["present"]:
+            require_tool(mark.kwargs["name"], mark.kwargs["why"])
+
+
+# Work started in the background at collection (a module of tests/ with start_in_background and remove): what
+# it is, and which selected test needs it. Nothing starts for a run that selects none of them (the fast loop).
+BUNDLE_TEST = "test_bundle_installs_in_a_fresh_venv_and_grades"  # tests/test_gradescope.py
+BACKGROUND = {
+    "image_build": ("the container image build, for the tests marked `container`",
+                    lambda item: item.get_closest_marker("container") is not None),
+    "bundle_install": ("the Gradescope bundle's install into a fresh venv",
+                       lambda item: getattr(item, "originalname", None) == BUNDLE_TEST),
+}
+
+
 def pytest_collection_finish(session):
-    """The container image takes minutes to build, mostly downloading: when the image tests are to run, the
-    build starts now, in the background, and their fixture waits for it (tests/image_build.py). So does the
-    Gradescope bundle's install into a fresh venv (tests/bundle_install.py), most of a minute of pip."""
+    """The container image takes minutes to build, mostly downloading: when tests marked `container` are to
+    run, the build starts now, in the background, and their fixture waits for it (tests/image_build.py). So
+    does the Gradescope bundle's install into a fresh venv (tests/bundle_install.py), most of a minute of pip.
+    Each says so on the terminal: a contributor sees why the machine is busy."""
     if session.config.option.collectonly:
         return
-    if any(item.path.name == "test_image.py" for item in session.items):
-        import image_build
-
-        image_build.start_in_background()
-    if any(item.name == "test_bundle_installs_in_a_fresh_venv_and_grades" for item in session.items):
-        import bundle_install
-
-        bundle_install.start_in_background()
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for name, (what, needed_by) in BACKGROUND.items():
+        if any(needed_by(item) for item in session.items):
+            importlib.import_module(name).start_in_background()
+            if reporter is not None:
+                reporter.write_line(f"started in the background: {what}")
 
 
 def pytest_sessionfinish(session):
-    # a build or install no test waited for (the run stopped early) is ended and removed too
-    for name in ("image_build", "bundle_install"):
+    # a build or install no test waited for (the run stopped early) is ended and removed too; each module's
+    # remove() undoes only what it started
+    for name in BACKGROUND:
         if name in sys.modules:
             sys.modules[name].remove()

@@ -12,6 +12,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_NOTEBOOK = ROOT / "source" / "autograd" / "autograd.ipynb"
@@ -155,6 +158,27 @@ def copy_course(root: Path) -> Path:
     return root
 
 
+def on_ci() -> bool:
+    """Whether this run is CI's (CI=true, as CI services and .ci/run set it)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def require_tool(name: str, why: str) -> NoReturn:
+    """End the calling test because `name` is missing here (`why`: what needs it, how to install it): a skip
+    that says so, or under CI=true a failure. CI installs every tool (.ci/run), so there a missing one means a
+    whole family of tests would not run while CI went green."""
+    message = f"{name} is missing: {why}"
+    if on_ci():
+        pytest.fail(f"{message} (CI=true: a test that needs a missing tool fails, it is not skipped)", pytrace=False)
+    pytest.skip(message)
+
+
+def needs_tool(name: str, present: bool, why: str) -> pytest.MarkDecorator:
+    """The mark of tests that need `name` (decided at import, like skipif): where it is not `present`,
+    conftest.py calls require_tool before the test's set-up."""
+    return pytest.mark.needs_tool(name=name, present=present, why=why)
+
+
 def set_limit(root: Path, name: str, value: int) -> None:
     """Set one of `limits:` in a course's source/course.yaml (open_files 3 leaves the sandbox's own start-up no
     file descriptor to open: a sandbox that cannot start)."""
@@ -171,13 +195,11 @@ NONROOT_PYTHON = os.environ.get("AUTOGRAD_COURSE_NONROOT_PYTHON", "")
 
 def nonroot_python() -> str:
     """A Python every user can run, with this package installed (`.ci/run` builds it and names it in
-    AUTOGRAD_COURSE_NONROOT_PYTHON); skips where it or root (to switch users) is missing, fails so in CI."""
-    import pytest
-
+    AUTOGRAD_COURSE_NONROOT_PYTHON); skips where root (to switch users) is missing, and where the Python is
+    (a failure under CI=true: require_tool)."""
     if os.geteuid() != 0:
         pytest.skip("switching to another user to act as the instructor needs root")
     if not NONROOT_PYTHON or not os.access(NONROOT_PYTHON, os.X_OK):
-        if os.environ.get("CI"):
-            pytest.fail("CI must provide AUTOGRAD_COURSE_NONROOT_PYTHON (see .ci/run)")
-        pytest.skip("set AUTOGRAD_COURSE_NONROOT_PYTHON to a python every user can run, with this package installed")
+        require_tool("AUTOGRAD_COURSE_NONROOT_PYTHON", "set it to a python every user can run, with this package "
+                                                       "installed (.ci/run builds one)")
     return NONROOT_PYTHON

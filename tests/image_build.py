@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, serve_folder
+from helpers import ROOT, require_tool, serve_folder
 
 IMAGE = "localhost/autograd-course-grader:test"
 BASE = "localhost/autograd-course-base:bookworm"
@@ -89,11 +89,13 @@ class Podman:
         self.folder = folder
         self.env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                     "CONTAINERS_CONF": str(containers_conf(folder)), "HOME": str(folder)}
+        self.ran = False  # whether podman itself ran here (its storage then exists and is to be reset)
         self.prefix = ["podman", "--root", str(folder / "storage"), "--runroot", str(folder / "run"),
                        "--tmpdir", str(folder / "libpod")]
 
     def __call__(self, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
         completed = _run([*self.prefix, *args], env=self.env, timeout=timeout)
+        self.ran = True
         if check and completed.returncode != 0:
             pytest.fail(f"podman {' '.join(args[:2])} failed ({completed.returncode}):\n"
                         f"{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}")
@@ -101,13 +103,15 @@ class Podman:
 
 
 def skip_reason(podman: Podman) -> str | None:
+    """Why the image cannot be built here (None: it can); a missing tool ends the test itself (require_tool)."""
     if sys.platform != "linux" or not hasattr(resource, "RLIMIT_NPROC"):
         return "the image test needs Linux"
     if os.geteuid() != 0:
         return "the image test needs root (mmdebstrap and rootful podman)"
     missing = [tool for tool in ("podman", "runc", "mmdebstrap") if not shutil.which(tool)]
     if missing:
-        return f"{', '.join(missing)} not installed (apt-get install podman buildah runc mmdebstrap uidmap)"
+        require_tool(", ".join(missing), "the image test builds and runs the grader's image with them "
+                                         "(apt-get install podman buildah runc mmdebstrap uidmap)")
     info = podman("info", check=False, timeout=120)
     if info.returncode != 0:
         return f"podman cannot run here: podman info failed: {info.stderr.strip()[-500:]}"
@@ -163,7 +167,7 @@ def build_base(podman: Podman, folder: Path) -> None:
 def build(folder: Path) -> Podman:
     """mmdebstrap's base, then `podman build` of autograder/Dockerfile, with podman's storage in `folder`;
     skips (with the reason) where podman or mmdebstrap cannot run or no CPU wheel of torch is at hand."""
-    engine = Podman(folder)
+    engine = _engines[folder] = Podman(folder)
     reason = skip_reason(engine)
     if reason:
         pytest.skip(reason)
@@ -180,6 +184,7 @@ def build(folder: Path) -> Podman:
 
 _builds = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="image-build")
 _started: dict[str, tuple[Path, concurrent.futures.Future[Podman]]] = {}
+_engines: dict[Path, Podman] = {}  # the build folder's engine, once made
 
 
 def start_in_background() -> None:
@@ -196,7 +201,8 @@ def built_image() -> Podman:
 
 
 def remove(engine: Podman | None = None) -> None:
-    """Podman's storage and the build folder, gone; waits for a build still running."""
+    """Podman's storage and the build folder, gone; a build still running is stopped first. Podman resets its
+    storage only where it ran: a build skipped before it (no podman here) leaves only the folder."""
     if "image" not in _started:
         return
     folder, build_done = _started.pop("image")
@@ -207,5 +213,8 @@ def remove(engine: Podman | None = None) -> None:
                 _end(process)
             concurrent.futures.wait([build_done], timeout=1)
     _cancelled.clear()
-    (engine or Podman(folder))("system", "reset", "--force", check=False)
+    made = _engines.pop(folder, None)
+    engine = engine or made
+    if engine is not None and engine.ran:
+        engine("system", "reset", "--force", check=False)
     shutil.rmtree(folder, ignore_errors=True)

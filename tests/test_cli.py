@@ -97,3 +97,19 @@ def test_check_names_a_syntax_error_first(tmp_path, capsys):
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("syntax error in your answer cell for 3. A whole (tiny) network by hand, line ")
     assert "fix it first" in first
+
+
+@pytest.mark.parametrize("command", [
+    ["grade"], ["release", "--no-verify"], ["check", "autograd.ipynb"], ["export", "--format", "canvas", "--roster",
+    "roster.csv"], ["autograder", "build", "--out", "dist"], ["serve", "tokens", "roster.csv", "--out", "tokens.csv"],
+])
+def test_a_mistyped_service_setting_stops_every_command(course_root, capsys, command):
+    """Not only `serve`: every command loads the whole course YAML, the service's section included."""
+    path = course_root / "source" / "course.yaml"
+    path.write_text(path.read_text() + "service: {attemps: 3}\n")
+    before = sorted(p.relative_to(course_root) for p in course_root.rglob("*"))
+    assert main(["--course", str(course_root), *command]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"autograd-course {command[0]}: {path}: service: unknown key 'attemps' (known keys: attempts, "
+                   "cooldown_minutes, counts, fresh_numbers_per_attempt, upload_kb)\n")
+    assert sorted(p.relative_to(course_root) for p in course_root.rglob("*")) == before  # nothing was done

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+from dataclasses import MISSING, fields
 from pathlib import Path
 
 import pytest
 import yaml
 
 from course import config as config_module
-from course.config import default_memory_mb, load_config, parse_config
+from course.config import ServicePolicy, default_memory_mb, load_config, parse_config
 from course.errors import ConfigError
 from helpers import ROOT
 
@@ -91,3 +92,48 @@ def test_the_installed_torch_build_is_recognised():
     import torch
 
     assert config_module.torch_is_cuda_build() == (torch.version.cuda is not None)
+
+
+@pytest.mark.parametrize(
+    ("service", "message"),
+    [
+        ({"attemps": 3}, "service: unknown key 'attemps' (known keys: attempts, cooldown_minutes, counts, "
+                         "fresh_numbers_per_attempt, upload_kb)"),
+        ({"attempts": 0}, "service.attempts must be a whole number of at least 1 (or left out for no limit), got 0"),
+        ({"attempts": "3"}, "service.attempts must be a whole number of at least 1"),
+        ({"cooldown_minutes": -1}, "service.cooldown_minutes must be a number of minutes, 0 or more, got -1"),
+        ({"cooldown_minutes": True}, "service.cooldown_minutes must be a number of minutes"),
+        ({"counts": "first"}, "service.counts must be best or last, got 'first'"),
+        ({"upload_kb": 1.5}, "service.upload_kb must be a whole number of kilobytes, got 1.5"),
+        ({"upload_kb": 10**9}, "service.upload_kb (1000000000) is larger than limits.notebook_mb (64 MB)"),
+        ({"fresh_numbers_per_attempt": "yes"}, "service.fresh_numbers_per_attempt must be true or false"),
+        ({"fresh_numbers_per_attempt": True}, "service.fresh_numbers_per_attempt needs variants: true"),
+        (3, "service must be a mapping (attempts, cooldown_minutes, counts, upload_kb, fresh_numbers_per_attempt)"),
+    ],
+)
+def test_bad_service_settings_name_the_file_and_the_key(service, message):
+    with pytest.raises(ConfigError) as raised:
+        parse_config({**BASE, "service": service}, Path("/course"), "/course/source/course.yaml")
+    assert str(raised.value).startswith("/course/source/course.yaml: service")
+    assert message in str(raised.value)
+
+
+def test_service_settings_are_typed_at_load_with_their_defaults():
+    assert parse_config(BASE, Path("/c"), "c.yaml").service == ServicePolicy()
+    data = {**BASE, "variants": True, "limits": {"notebook_mb": 1},
+            "service": {"attempts": 3, "cooldown_minutes": 2, "counts": "last", "upload_kb": 1024,
+                        "fresh_numbers_per_attempt": True}}
+    policy = parse_config(data, Path("/c"), "c.yaml").service
+    assert policy == ServicePolicy(attempts=3, cooldown_minutes=2.0, counts="last", upload_kb=1024,
+                                   fresh_numbers_per_attempt=True)
+    assert type(policy.cooldown_minutes) is float
+    assert policy.upload_bytes == 1024 * 1024
+    assert parse_config({**BASE, "service": {"attempts": None}}, Path("/c"), "c.yaml").service.attempts is None
+
+
+def test_every_service_setting_is_declared_with_a_default_and_help():
+    """The schema is the dataclass: each key's type, default, help and the words of its error in one place."""
+    for setting in fields(ServicePolicy):
+        assert setting.default is not MISSING, setting.name
+        assert setting.metadata["help"], setting.name
+        assert setting.metadata["valid"](setting.default), setting.name  # the default passes its own check

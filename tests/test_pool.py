@@ -8,10 +8,11 @@ from course.config import DEFAULT_SANDBOX_UID, Limits
 from course.sandbox import WarmPool, choose_isolation
 from course.sandbox.uids import lease_uid
 from course.submission import Cell
+from helpers import needs_tool
 
 LIMITS = Limits(cell_seconds=3, submission_seconds=15)
 ISOLATION = choose_isolation("auto", DEFAULT_SANDBOX_UID, LIMITS.tmp_mb)[0]
-needs_bwrap = pytest.mark.skipif(ISOLATION != "bwrap", reason=f"needs root and bubblewrap (here: {ISOLATION!r})")
+needs_bwrap = needs_tool("bubblewrap as root", ISOLATION == "bwrap", f"the isolation level here is {ISOLATION!r}")
 
 
 @pytest.fixture(scope="module")

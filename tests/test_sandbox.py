@@ -13,13 +13,12 @@ from course.config import DEFAULT_SANDBOX_UID, Limits
 from course.sandbox import choose_isolation, run_cells
 from course.sandbox.uids import UID_RANGE
 from course.submission import Cell
-from helpers import ROOT
+from helpers import ROOT, needs_tool
 
 LIMITS = Limits(cell_seconds=5, submission_seconds=20)
 ISOLATION = choose_isolation("auto", DEFAULT_SANDBOX_UID, LIMITS.tmp_mb)[0]
-needs_isolation = pytest.mark.skipif(
-    ISOLATION != "bwrap", reason=f"needs root and bubblewrap (this machine gives {ISOLATION!r} isolation)"
-)
+needs_isolation = needs_tool("bubblewrap as root", ISOLATION == "bwrap",
+                             f"this machine gives {ISOLATION!r} isolation")
 
 
 def test_auto_never_settles_for_less_than_namespaces():

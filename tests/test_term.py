@@ -20,7 +20,16 @@ import pytest
 import yaml
 
 from course.cli import main
-from helpers import ALL_VALUES, CORRECT_CODE, ROOT, copy_course, submitted_notebook, write, wrong_literal
+from helpers import (
+    ALL_VALUES,
+    CORRECT_CODE,
+    ROOT,
+    copy_course,
+    require_tool,
+    submitted_notebook,
+    write,
+    wrong_literal,
+)
 
 NBGRADER = str(Path(sys.executable).parent / "nbgrader")
 DUE = "2026-11-20 23:59:00 UTC"
@@ -210,3 +219,27 @@ def test_nbgrader_config_names_the_course_of_course_yaml():
     exec((ROOT / "nbgrader_config.py").read_text(), namespace)  # noqa: S102 - the repository's own config file
     course_id = yaml.safe_load((ROOT / "source" / "course.yaml").read_text())["course_id"]
     assert namespace["c"].CourseDirectory.course_id == course_id
+
+
+@pytest.mark.slow
+def test_after_the_terms_commands_git_status_lists_no_secret_or_student_file(term):
+    """The README's term, then export and serve tokens, in a course root that is a git work tree with the
+    project's .gitignore: what `git add -A` would take is the course's own source/, release/ and config."""
+    root, _, _ = term
+    if shutil.which("git") is None:
+        require_tool("git", "this test asks git what it would commit (apt-get install git)")
+    shutil.copy(ROOT / ".gitignore", root / ".gitignore")
+    subprocess.run(["git", "init", "--quiet"], cwd=root, check=True)
+    roster = str(root / "roster.csv")
+    assert main(["--course", str(root), "export", "--format", "canvas", "--roster", roster]) == 0
+    assert main(["--course", str(root), "serve", "tokens", roster, "--out", str(root / "tokens.csv")]) == 0
+    written = {"tokens.csv", "tokens-instructor.txt", "service.db", "gradebook.db", "roster.csv", "grades-autograd.csv",
+               "canvas-autograd.csv", "class-summary-autograd.html", "class-summary-autograd.json", "submitted",
+               "autograded", "feedback"}
+    assert written <= {path.name for path in root.iterdir()}  # the commands wrote what is checked below
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=root, check=True,
+                            capture_output=True, text=True).stdout.splitlines()
+    committable = [line[3:] for line in status]
+    assert "source/course.yaml" in committable
+    assert [path for path in committable
+            if not path.startswith(("source/", "release/")) and path not in (".gitignore", "nbgrader_config.py")] == []

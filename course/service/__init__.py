@@ -1,7 +1,7 @@
 """The instant-feedback submission service (`autograd-course serve`): students upload a notebook and read
 its feedback as soon as the warm pool has graded it; instructors watch a live dashboard and export grades.
 
-  policy.py   the course YAML's `service:` policies (attempts, cooldown, best/last, upload size, numbers)
+  policy.py   the `service:` policies at work (attempts left, cooldown, best/last, numbers per attempt)
   store.py    storage through SQLAlchemy (SQLite by default, PostgreSQL by URL): tokens as hashes, attempts
   worker.py   grading threads over one warm pool, through `grading.grade_submission`
   results.py  the class summary, integrity, grades CSV, LMS CSV and nbgrader gradebook from the attempts

@@ -6,22 +6,23 @@ from __future__ import annotations
 import csv
 import io
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 from course.config import CourseConfig
-from course.errors import CourseError
+from course.errors import CourseError, SecretFileError
 from course.files import atomic_write_text
 from course.roster import Student
 from course.service.app import WAIT_SECONDS, Service, create_app
-from course.service.policy import service_policy
 from course.service.store import Store, database_url, new_token
 from course.service.worker import Grader
 
 
 def make_service(config: CourseConfig, *, database: str | None = None, jobs: int | None = None,
                  assignment: str | None = None, wait_seconds: float = WAIT_SECONDS) -> Service:
-    policy = service_policy(config)
+    policy = config.service
     store = Store(database_url(database, config.root), config.assignment(assignment).name)
     grader = Grader(config, store, policy, jobs=jobs, assignment_name=assignment)
     return Service(config, store, policy, grader, wait_seconds=wait_seconds)
@@ -45,6 +46,35 @@ def serve(config: CourseConfig, *, host: str, port: int, database: str | None = 
                 timeout_graceful_shutdown=5)
 
 
+def refuse_committable_secret(path: Path) -> None:
+    """Raise SecretFileError when `path` lies in a git work tree and git does not ignore it: a `git add -A`
+    would commit it. Without git, or outside a work tree, nothing is checked (there is no commit to fear)."""
+    git = shutil.which("git")
+    if git is None:
+        return
+    existing = path.absolute().parent
+    while not existing.is_dir() and existing != existing.parent:  # the file's folder may not exist yet
+        existing = existing.parent
+    folder = existing.resolve()  # git names paths by their real location
+    target = folder / path.absolute().relative_to(existing)
+    inside = subprocess.run(  # noqa: S603 - fixed argument list, no shell
+        [git, "-C", str(folder), "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False,
+        timeout=60)
+    if inside.returncode != 0:  # not a work tree (or one git will not read): nothing would commit the file
+        return
+    top = inside.stdout.strip()
+    ignored = subprocess.run(  # noqa: S603 - fixed argument list, no shell
+        [git, "-C", str(folder), "check-ignore", "--quiet", "--", str(target)], capture_output=True, text=True,
+        check=False, timeout=60)
+    if ignored.returncode == 1:
+        raise SecretFileError(f"{path} is in the git work tree {top} and git does not ignore it, so `git add -A` "
+                              f"would commit these secrets: write it outside the work tree, or add its name to "
+                              f"{top}/.gitignore first")
+    if ignored.returncode != 0:
+        raise SecretFileError(f"cannot tell whether git ignores {path} in the work tree {top} (git check-ignore: "
+                              f"{ignored.stderr.strip()[-300:]}): write it outside the work tree")
+
+
 def _private_write(path: Path, text: str) -> None:
     atomic_write_text(path, text)
     os.chmod(path, 0o600)
@@ -57,6 +87,9 @@ def issue_tokens(config: CourseConfig, roster: list[Student], out: Path, *, data
     written beside it. Returns (how many students, where the instructor token is)."""
     if out.exists() and out.is_dir():
         raise CourseError(f"{out} is a folder: name the CSV file to write the tokens to")
+    instructor_path = instructor_out or out.with_name(f"{out.stem}-instructor.txt")
+    for path in (out, instructor_path):  # before any token changes: a refusal leaves the old ones working
+        refuse_committable_secret(path)
     store = Store(database_url(database, config.root))
     try:
         buffer = io.StringIO()
@@ -69,7 +102,6 @@ def issue_tokens(config: CourseConfig, roster: list[Student], out: Path, *, data
         _private_write(out, buffer.getvalue())
         instructor = new_token()
         store.add_instructor(instructor)
-        instructor_path = instructor_out or out.with_name(f"{out.stem}-instructor.txt")
         _private_write(instructor_path, instructor + "\n")
     finally:
         store.close()

@@ -12,16 +12,16 @@ from course.config import DEFAULT_SANDBOX_UID, load_config
 from course.discovery import SubmissionRef
 from course.grading import grade_submission
 from course.sandbox import choose_isolation
-from helpers import CORRECT_CODE, ROOT, add_cell, submitted_notebook, write
+from helpers import CORRECT_CODE, ROOT, add_cell, needs_tool, submitted_notebook, write
 
 # Honest hand answers, four of them wrong: a tamper must leave the score exactly where these put it.
 WRONG = {"net_dL_dw": "0", "w2_dL_dw": "0", "accumulated_grads": "[0, 0, 0]", "cubic_grad": "0"}
 BASELINE_ANSWERS = {**CORRECT_CODE, **WRONG}
 
 ISOLATION = choose_isolation("auto", DEFAULT_SANDBOX_UID, 64)[0]
-needs_bwrap = pytest.mark.skipif(
-    ISOLATION != "bwrap",
-    reason=f"this attack is only contained with root + bubblewrap (here: {ISOLATION!r}); see SECURITY.md",
+needs_bwrap = needs_tool(
+    "bubblewrap as root", ISOLATION == "bwrap",
+    f"this attack is only contained with root + bubblewrap (here: {ISOLATION!r}); see SECURITY.md",
 )
 
 

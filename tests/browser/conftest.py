@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, require_tool
 
 ARTIFACTS = Path(os.environ.get("AUTOGRAD_ARTIFACTS", ROOT / "test-artifacts")) / "browser"
 CHROMIUM = os.environ.get("CHROMIUM", shutil.which("chromium") or shutil.which("chromium-browser") or "")
@@ -18,21 +18,19 @@ CHROMIUM_ARGS = [
 ]
 
 
-def _skip_reason() -> str | None:
+def require_browser() -> None:
+    """Chromium and Playwright are here, or the test ends (helpers.require_tool: skipped, failed under CI)."""
     if not CHROMIUM:
-        return "no chromium on this machine (apt-get install chromium); browser tests skipped"
+        require_tool("chromium", "the browser tests drive Debian's chromium (apt-get install chromium)")
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
-        return "playwright is not installed (pip install -e '.[test]')"
-    return None
+        require_tool("playwright", "the browser tests drive chromium with it (pip install -e '.[test]')")
 
 
 @pytest.fixture(scope="session")
 def browser():
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
+    require_browser()
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

@@ -29,11 +29,9 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def jupyterlab(tmp_path_factory):
-    from .conftest import _skip_reason
+    from .conftest import require_browser
 
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
+    require_browser()
     root = tmp_path_factory.mktemp("lab") / "course"
     copy_course(root)
     port, token = free_port(), secrets.token_hex(16)

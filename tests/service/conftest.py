@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import ROOT, copy_course
+from helpers import ROOT, copy_course, require_tool
 
 STUDENTS = ["alice", "bob", "carol", "dave"]
 _DATABASES = itertools.count()
@@ -225,12 +225,12 @@ def postgres_server() -> Iterator[str]:
 
     binaries = _postgres_bin()
     if binaries is None:
-        pytest.skip("no PostgreSQL here (apt-get install postgresql provides initdb and pg_ctl); "
-                    "the service's PostgreSQL tests are skipped")
+        require_tool("PostgreSQL", "the service's PostgreSQL tests start a server of their own with its initdb and "
+                                   "pg_ctl (apt-get install postgresql)")
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        pytest.skip("psycopg is not installed (pip install -e '.[test]')")
+        require_tool("psycopg", "the service's PostgreSQL tests connect with it (pip install -e '.[test]')")
     folder = Path(tempfile.mkdtemp(prefix="autograd-postgres-"))
     as_user: list[str] = []
     if os.geteuid() == 0:

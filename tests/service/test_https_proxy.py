@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, submitted_notebook
+from helpers import ROOT, needs_tool, submitted_notebook
 
 from .conftest import Reply, Server, course_for_service, free_port, multipart, notebook_bytes
 
 # /usr/sbin is not on every user's PATH
 NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(NGINX is None, reason="nginx is not installed (Debian: nginx-light)"),
-              pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")]
+              needs_tool("nginx", NGINX is not None, "the HTTPS proxy test runs it (apt-get install nginx-light)"),
+              needs_tool("openssl", shutil.which("openssl") is not None, "the HTTPS proxy test makes its certificate")]
 
 
 def readme_location_block() -> str:

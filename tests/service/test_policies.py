@@ -12,7 +12,7 @@ import yaml
 from course.assignment import load_course_assignment
 from course.config import load_config
 from course.release import release
-from course.service.policy import attempt_numbers, service_policy
+from course.service.policy import attempt_numbers
 from course.variants import numbers_source
 from helpers import CONTRACT_FUNCTIONS, fill
 from test_variants import solve
@@ -43,7 +43,7 @@ def test_late_work_and_fresh_numbers_for_each_attempt(tmp_path, monkeypatch):
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     config = load_config(root)
     release(config, verify=False)  # the template every personalised notebook starts from
-    policy = service_policy(config)
+    policy = config.service
     content, defaults = (lambda a: (a.content, a.default_params))(load_course_assignment(config, "autograd"))
 
     server = Server(root, jobs=1)

@@ -13,7 +13,7 @@ from course.assignment import load_course_assignment
 from course.config import load_config
 from course.errors import ConfigError
 from course.service import store as store_module
-from course.service.policy import Refusal, ServicePolicy, attempt_numbers, counted, refusal, service_policy
+from course.service.policy import Refusal, ServicePolicy, attempt_numbers, counted, refusal
 from course.service.results import student_records
 from course.service.store import GRADING, QUEUED, Store, hash_token, new_token
 from course.variants import numbers_for
@@ -153,7 +153,7 @@ def test_best_or_last_attempt_counts():
 def test_a_bad_policy_is_named_with_its_file_and_key(tmp_path, policy, message):
     root = course_for_service(tmp_path / "course", **policy)
     with pytest.raises(ConfigError, match=r"course\.yaml: service") as error:
-        service_policy(load_config(root))
+        load_config(root)  # the course's settings are checked whole when they are loaded, by every command
     assert message in str(error.value)
 
 
