@@ -13,12 +13,16 @@ from typing import Any
 
 from course.answers import Answer, decode_answers
 from course.config import Limits
+from course.sandbox.handed_in import Cell
 from course.sandbox.limits import CPU_GRACE_SECONDS
 from course.sandbox.protocol import EventReader
-from course.submission import Cell
 from course.text import MAX_ERROR_TEXT, safe_text
 
 EXIT_GRACE_SECONDS = 2.0
+# How long a run may take to reach its runner's `ready` (interpreter start and torch import for a cold run, a
+# fork for a warm one): nothing of the student's runs before it, so none of it counts against their limits, and
+# a run that does not get there in time ran no student code (an autograder error, tried again: retry.py).
+START_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,8 @@ class _Protocol:
     the previous cell's `done` (or `ready`) arrives, and a `done` is accepted only for the next cell of the
     request, in order, once each; anything else ends the run. A forged message can therefore only stop a
     cell's clock early and start the next one: it can never restart a clock, add one or move the
-    submission's deadline, so a run lasts at most one `cell_seconds` per cell (two when it was kept waiting
+    submission's deadline (`submission_seconds` from `ready`), so a run lasts at most one `cell_seconds` per cell
+    (two when it was kept waiting
     for a processor: giving_way.py, the kernel's count) and `submission_seconds` in all.
     """
 
@@ -74,6 +79,7 @@ class _Protocol:
         self.order = [cell.index for cell in cells]
         self.position = -1  # -1: waiting for ready; len(order): every cell done
         self.clock = started
+        self.ready_at = started  # when `ready` came: the submission's clock starts there
         self.confined: bool | None = None
         self.harvested: Any = {}
         self.outcomes: list[tuple[int, str | None]] = []
@@ -88,7 +94,7 @@ class _Protocol:
         kind = event.get("event")
         if self.position == -1 and kind == "ready":
             self.confined = event.get("confined") is True
-            self.position, self.clock = 0, now
+            self.position, self.clock, self.ready_at = 0, now, now
         elif kind == "done" and self.running_cell is not None and event.get("cell") == self.running_cell:
             error = event.get("error")
             self.outcomes.append((self.running_cell, error if type(error) is str else None))
@@ -113,7 +119,6 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
     protocol = _Protocol(cells, started)
     finish_time = 0.0
     limit_hit: str | None = None
-    deadline = started + limits.submission_seconds
     cell_waited = (-1, 0.0)  # (the position of the cell being timed, what the run had waited when it began)
     credit = 0.0  # what the cell being timed is not charged: its wait for a processor, up to one more limit
 
@@ -125,8 +130,10 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
         now = time.monotonic()
         if protocol.finished and now > finish_time + EXIT_GRACE_SECONDS:
             break
-        if now > deadline:
-            limit_hit = "submission_seconds"
+        ready = protocol.confined is not None
+        # Until `ready`, the start-up's bound; from it, the submission's own limit.
+        if now > (protocol.ready_at + limits.submission_seconds if ready else started + START_SECONDS):
+            limit_hit = "submission_seconds" if ready else "start_seconds"
             break
         if protocol.running_cell is not None:
             waited = run.waited()
@@ -171,6 +178,8 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
     elif limit_hit == "submission_seconds":
         ended_early = (f"the notebook ran longer than the limit of {limits.submission_seconds:g} s, "
                        "so the run was stopped")
+    elif limit_hit == "start_seconds":
+        ended_early = f"the sandbox did not start within {START_SECONDS:g} s (before any cell)"
     elif channel.broken or protocol.violation:
         ended_early = ("the notebook wrote over the grader's answer channel "
                        f"({channel.broken or protocol.violation}), so the run was stopped there; answers "
