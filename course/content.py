@@ -28,6 +28,7 @@ from typing import Any
 
 from course.answers import VALUE, PlainValue
 from course.errors import SourceNotebookError
+from course.forms import matches
 
 EXERCISES_FILE = "exercises.py"
 
@@ -157,8 +158,6 @@ def wrong(values: dict[str, Any], name: str) -> bool:
 
 def student_equals(values: dict[str, Any], name: str, target: PlainValue, tolerance: float = 1e-6) -> bool:
     """The student's wrong answer `name` equals `target` (the value a misunderstanding would give)."""
-    from course.judge import matches
-
     return wrong(values, name) and target is not None and matches(student(values, name), target, tolerance)
 
 

@@ -13,8 +13,6 @@ Rules (the grader never runs a submitted cell as grader code):
 from __future__ import annotations
 
 import errno
-import functools
-import importlib.resources
 import json
 import os
 import re
@@ -26,50 +24,10 @@ from typing import Any
 
 from course.assignment import NUMBERS_CELL, Assignment, nbgrader_meta
 from course.errors import SubmissionError
+from course.sandbox.handed_in import Cell as Cell  # the unit of student code, re-exported for the grader
+from course.sandbox.handed_in import notebook_module_cell
 from course.text import safe_text
 from course.variants import numbers_source
-
-NOTEBOOK_MODULE = "course.notebook"
-
-
-# The course's modules a notebook can import in the sandbox, in the order they are made: course.notebook
-# imports course.forms.
-HELPER_MODULES = ("course.forms", NOTEBOOK_MODULE)
-
-
-@functools.cache
-def notebook_module_cell() -> str:
-    """A cell that defines the modules `course.forms` and `course.notebook` (the setup cell imports check_form
-    and Marks from the latter) from this package's own files, handed in as text: the sandbox sees no course
-    files, and an editable install's package is not even on its disk. It leaves no name in the notebook's
-    namespace."""
-    package = importlib.resources.files("course")
-    modules = tuple((name, package.joinpath(name.removeprefix("course.") + ".py").read_text(encoding="utf-8"))
-                    for name in HELPER_MODULES)
-    return (
-        "def _course_notebook_module(modules):\n"
-        "    import sys, types\n"
-        "    package = types.ModuleType('course')\n"
-        "    package.__path__ = []\n"
-        "    sys.modules['course'] = package\n"
-        "    for name, text in modules:\n"
-        "        module = types.ModuleType(name)\n"
-        "        module.__file__ = name.replace('.', '/') + '.py'\n"
-        "        sys.modules[name] = module\n"
-        "        setattr(package, name.removeprefix('course.'), module)\n"
-        "        exec(compile(text, module.__file__, 'exec'), module.__dict__)\n"
-        f"_course_notebook_module({modules!r})\n"
-        "del _course_notebook_module\n"
-    )
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One cell of student code, in the order it runs. `label` names it in feedback."""
-
-    index: int
-    label: str
-    source: str
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ import course
 from course.assignment import Question
 from course.judge import declared_forms, matches
 from course.notebook import TOLERANCE, FormError, Marks, check_form
+from course.sandbox.handed_in import notebook_module_cell
 from course.selfcheck import form_gap
-from course.submission import notebook_module_cell
 
 NAN, INF = float("nan"), float("inf")
 

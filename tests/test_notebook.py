@@ -255,7 +255,7 @@ def test_the_grader_hands_the_module_to_the_sandbox_as_text(tmp_path):
     import subprocess
     import sys
 
-    from course.submission import notebook_module_cell
+    from course.sandbox.handed_in import notebook_module_cell
 
     program = (
         "import json, sys\n"

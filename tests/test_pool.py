@@ -149,7 +149,7 @@ def test_a_worker_that_cannot_start_is_reported_with_its_last_words(monkeypatch)
 def test_the_helper_module_a_student_changes_is_fresh_for_the_next(pool):
     """The course's helper module is made once in each worker (runner._preload), so each child starts with a
     copy of it: what one student does to theirs never reaches the next student."""
-    from course.submission import notebook_module_cell
+    from course.sandbox.handed_in import notebook_module_cell
 
     helpers = Cell(-3, "helpers (from the course)", notebook_module_cell())
     tampered = pool.run([helpers, Cell(0, "cell", "import course.notebook as m\nm.TOLERANCE = 5.0\n"

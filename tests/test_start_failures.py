@@ -35,7 +35,7 @@ from course.grading import ERROR, GRADED, grade_submission
 from course.lms import export_rows
 from course.roster import read_roster
 from course.sandbox import WarmPool, run_cells
-from course.sandbox.protocol import RUNNER_SOURCE
+from course.sandbox.handed_in import RUNNER_SOURCE
 from course.selftest import from_source, prove_setup, untouched_release
 from course.submission import Cell
 from helpers import ROOT, SAMPLE_SCORES, add_cell, copy_course, load, set_limit, submitted_notebook, write

@@ -9,6 +9,8 @@ isolation concern):
   bubblewrap.py  which bwrap runs; the view (mounts) and namespaces it builds
   limits.py      the student's environment and rlimits
   uids.py        leasing sandbox uids; dropping to one; ending what a run left behind
+  handed_in.py   everything that crosses into the sandbox as text (the runner, the notebook's helper modules),
+                 assembled here only; `Cell`, the unit of student code
   protocol.py    the request sent in; the one bounded reader of every message that comes out
   supervisor.py  the grader's side of one run: output, the cells' clocks, the end, the result
   cold.py        a fresh interpreter per submission
@@ -23,10 +25,10 @@ from typing import Protocol
 
 from course.config import Limits
 from course.sandbox.cold import run_cells
+from course.sandbox.handed_in import Cell
 from course.sandbox.levels import ISOLATION_SUMMARY, LEVELS, Level, choose_isolation
 from course.sandbox.pool import WarmPool, default_jobs
 from course.sandbox.supervisor import CellOutcome, RunResult
-from course.submission import Cell
 
 
 class Runner(Protocol):
@@ -36,5 +38,5 @@ class Runner(Protocol):
                  limits: Limits) -> RunResult: ...
 
 
-__all__ = ["ISOLATION_SUMMARY", "LEVELS", "CellOutcome", "Level", "RunResult", "Runner", "WarmPool", "choose_isolation",
-           "default_jobs", "run_cells"]
+__all__ = ["ISOLATION_SUMMARY", "LEVELS", "Cell", "CellOutcome", "Level", "RunResult", "Runner", "WarmPool",
+           "choose_isolation", "default_jobs", "run_cells"]

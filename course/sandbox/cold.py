@@ -20,13 +20,13 @@ from course.config import DEFAULT_SANDBOX_UID, Limits
 from course.errors import SandboxError
 from course.sandbox.bubblewrap import bwrap_command, userns_command
 from course.sandbox.giving_way import GivingWay
+from course.sandbox.handed_in import RUNNER_SOURCE, Cell
 from course.sandbox.levels import LEVELS, choose_isolation, first_choice
 from course.sandbox.limits import SANDBOX_ENV, set_limits
-from course.sandbox.protocol import RUNNER_SOURCE, encode_request, write_in_background
+from course.sandbox.protocol import encode_request, write_in_background
 from course.sandbox.retry import first_ready
 from course.sandbox.supervisor import EXIT_GRACE_SECONDS, RunResult, Supervised, supervise
 from course.sandbox.uids import descendants, drop_to, lease_uid, reap_uid
-from course.submission import Cell
 
 
 def run_cells(

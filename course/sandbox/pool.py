@@ -29,13 +29,13 @@ from course.errors import SandboxError
 from course.sandbox.bubblewrap import bwrap_view, interpreter_paths_under_tmp
 from course.sandbox.cold import run_cells
 from course.sandbox.giving_way import GivingWay
+from course.sandbox.handed_in import RUNNER_SOURCE, Cell, notebook_module_cell
 from course.sandbox.levels import LEVELS, choose_isolation
 from course.sandbox.limits import SANDBOX_ENV, rlimits_for
-from course.sandbox.protocol import RUNNER_SOURCE, EventReader, encode_request, write_in_background
+from course.sandbox.protocol import EventReader, encode_request, write_in_background
 from course.sandbox.retry import first_ready
 from course.sandbox.supervisor import RunResult, Supervised, supervise
 from course.sandbox.uids import below_the_worker, descendants, kill_descendants, lease_uid, processes_of, reap_uid
-from course.submission import Cell, notebook_module_cell
 
 WORKER_START_SECONDS = 60
 LONG_RUN_SECONDS = 2.0  # a run this long, with others waiting, gets a stand-in worker (see WarmPool)

@@ -6,14 +6,8 @@ from __future__ import annotations
 import json
 import os
 import threading
-from pathlib import Path
 
-from course.sandbox.bubblewrap import path_prelude
-from course.submission import Cell
-
-# The sandboxed Python runs isolated (-I); the prelude gives it the package folders outside its prefix.
-RUNNER_SOURCE = path_prelude() + (Path(__file__).parent / "runner.py").read_text(encoding="utf-8")
-
+from course.sandbox.handed_in import Cell
 
 MAX_CHANNEL_LINE = 4 * 1024 * 1024
 
