@@ -131,6 +131,21 @@ def test_an_upload_whose_body_stalls_is_answered_408_with_a_sentence(quick):
     _honest(quick, "alice")  # and the student's next upload is graded
 
 
+def test_a_body_that_stalls_on_a_route_without_a_deadline_of_its_own_ends_its_connection(quick):
+    """The gradebook form reads its body with no deadline of its own: the connection is closed once the body is
+    late, rather than held open while it trickles in."""
+    head = (f"POST /i/{quick.instructor}/export/gradebook HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\ncsrf=").encode()
+    with _connect(quick) as connection:
+        connection.sendall(head)
+        try:
+            answer = _answer(connection)
+        except ConnectionResetError:  # closed with bytes of ours unread: closed all the same
+            answer = b""
+    assert answer == b"", answer
+    _logged(quick, "serve --body-seconds")
+
+
 # ----------------------------------------------------------------------------- what is held at once
 
 
