@@ -10,11 +10,11 @@ from typing import Any, ClassVar
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from course.service.edge import BODY_GRACE_SECONDS, LOG_EVERY_SECONDS, Edge
+from course.service.edge import BODY_GRACE_SECONDS, LINGERING, LOG_EVERY_SECONDS, Edge
 
 # A refused connection is half-closed and what the client still sends is read and dropped for this long, so that
 # its request arriving after the refusal does not reset the connection before the client has read why (nginx's
-# lingering close). At most `connections` more linger at once; beyond that a refusal closes at once.
+# lingering close). At most LINGERING linger at once; beyond that a refusal closes at once.
 LINGER_SECONDS = 2.0
 
 
@@ -121,7 +121,7 @@ class EdgeProtocol(H11Protocol):
         if self.cycle is not None and not self.cycle.response_complete:
             self.cycle.disconnected = True  # the app, if it still reads this request, hears that it is gone
         self.transport.write(_canned(status, sentence))
-        if len(self._lingering) >= self.edge.connections or not self.transport.can_write_eof():
+        if len(self._lingering) >= LINGERING or not self.transport.can_write_eof():
             self.transport.close()
             return
         self._lingering.add(self)

@@ -24,6 +24,9 @@ UPLOADS_IN_FLIGHT = 2  # uploads of one student being received or graded at once
 UPLOAD_RETRY_SECONDS = 5  # the Retry-After of the 429 beyond them
 LOG_EVERY_SECONDS = 10.0  # one line in the server's log per kind of refusal (and student) and this long
 BODY_GRACE_SECONDS = 5.0  # after body_seconds, how long the app has to answer 408 before the connection is closed
+BACKLOG = 256  # connections the kernel queues, and the event loop accepts in one go, before any is looked at
+LINGERING = 128  # refused connections drained at once (connections.py); beyond them a refusal closes at once
+OWN_DESCRIPTORS = 256  # the server's own beside its connections: database, warm workers, logs, the class's spools
 
 
 @dataclass(frozen=True)
@@ -35,5 +38,11 @@ class Edge:
     header_seconds: float = 10.0  # from a request's first byte to the end of its headers
     body_seconds: float = 60.0  # from the end of a request's headers to the end of its body: 2 MB at 35 KB/s
     keep_alive_seconds: float = 5.0  # an idle connection between requests (uvicorn's default)
+
+    @property
+    def descriptors(self) -> int:
+        """The most file descriptors the server holds: each connection one, and its upload's spool file one more;
+        the refused ones draining and the accepted ones not yet looked at; and its own."""
+        return 2 * self.connections + LINGERING + BACKLOG + OWN_DESCRIPTORS
 
 

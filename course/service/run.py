@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import resource
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +17,7 @@ from course.files import atomic_write_text
 from course.roster import Student
 from course.service.app import WAIT_SECONDS, Service, create_app
 from course.service.connections import protocol_for
-from course.service.edge import EDGE_HEADER_BYTES, Edge
+from course.service.edge import BACKLOG, EDGE_HEADER_BYTES, Edge
 from course.service.policy import service_policy
 from course.service.store import Store, database_url, new_token
 from course.service.worker import Grader
@@ -41,6 +42,7 @@ def serve(config: CourseConfig, *, host: str, port: int, database: str | None = 
     edge = edge or Edge()
     if forwarded_allow_ips is not None:  # behind the proxy every connection comes from its address
         edge = replace(edge, per_client=None)
+    _allow_descriptors(edge)
     service = make_service(config, database=database, jobs=jobs, assignment=assignment, wait_seconds=wait_seconds,
                            edge=edge)
     if announce:
@@ -52,7 +54,21 @@ def serve(config: CourseConfig, *, host: str, port: int, database: str | None = 
     uvicorn.run(create_app(service), host=host, port=port, access_log=False, log_level="warning",
                 proxy_headers=forwarded_allow_ips is not None, forwarded_allow_ips=forwarded_allow_ips,
                 timeout_graceful_shutdown=5, http=protocol_for(edge), timeout_keep_alive=int(edge.keep_alive_seconds),
-                h11_max_incomplete_event_size=EDGE_HEADER_BYTES)
+                h11_max_incomplete_event_size=EDGE_HEADER_BYTES, backlog=BACKLOG)
+
+
+def _allow_descriptors(edge: Edge) -> None:
+    """Raise the process's soft limit on open files to what the edge's bounds may hold (the common soft limit,
+    1024, is below it: a flood would make accept() fail, and honest clients wait, before the caps refuse anything),
+    or refuse to start when the hard limit is below it, saying what to do."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = edge.descriptors
+    if soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise CourseError(f"serve: --connections {edge.connections} may need {needed} open files, but this process may "
+                          f"open at most {hard} (ulimit -Hn); lower --connections or raise the limit")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
 def _private_write(path: Path, text: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import socket
 import subprocess
 import time
@@ -20,7 +21,7 @@ import pytest
 
 from helpers import submitted_notebook
 
-from .conftest import STUDENTS, Server, course_for_service, notebook_bytes
+from .conftest import STUDENTS, Server, course_for_service, free_port, notebook_bytes
 
 pytestmark = pytest.mark.slow
 
@@ -259,3 +260,41 @@ def test_the_serve_options_refuse_nonsense(tmp_path):
                              check=False)
     assert refused.returncode != 0
     assert "--connections must be more than 0" in refused.stderr + refused.stdout
+
+
+def _limited(soft: int, hard: int):
+    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_serve_holds_as_many_descriptors_as_its_bounds_need_or_refuses_to_start(tmp_path):
+    """With the common soft limit of 1024, a flood made accept() fail before any cap refused anything: serve
+    raises its soft limit to what the bounds may hold (2 x 512 + 128 + 256 + 256), or says to lower them."""
+    server = Server(course_for_service(tmp_path / "course"), jobs=1)
+    server.issue_tokens(["alice"])
+    refused = subprocess.run(server.command("--port", "0"), capture_output=True, text=True, timeout=120, check=False,
+                             preexec_fn=_limited(1000, 1000))
+    assert refused.returncode == 1, refused.stderr
+    assert "may need 1664 open files, but this process may open at most 1000" in refused.stderr
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 1664:
+        pytest.skip(f"this process may open at most {hard} files: a server could not raise its limit to 1664")
+    server.port = free_port()
+    log = (tmp_path / "server.log").open("wb")
+    process = subprocess.Popen(server.command("--port", str(server.port), "--jobs", "1"), stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_limited(1024, hard))
+    try:
+        deadline = time.monotonic() + ANSWER_SECONDS
+        while True:  # up once it answers
+            assert process.poll() is None, (tmp_path / "server.log").read_text()
+            assert time.monotonic() < deadline, (tmp_path / "server.log").read_text()
+            try:
+                if _served(server, "127.0.0.1"):
+                    break
+            except OSError:
+                time.sleep(0.2)
+        limits = Path(f"/proc/{process.pid}/limits").read_text()
+        assert next(line for line in limits.splitlines() if line.startswith("Max open files")).split()[3] == "1664"
+    finally:
+        process.terminate()
+        process.wait(30)
+        log.close()
