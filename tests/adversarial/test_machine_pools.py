@@ -20,6 +20,8 @@ from course.config import Limits
 from course.sandbox.limits import PTYS
 from course.submission import Cell
 
+from .conftest import per_question, with_cell
+
 pytestmark = pytest.mark.slow
 
 LIMITS = Limits(cell_seconds=20, submission_seconds=40)
@@ -103,3 +105,11 @@ def test_pseudo_terminals_come_from_a_small_pool_of_the_runs_own(sandbox_run):
             os.kill(pid, signal.SIGUSR1)
         run = running.result()
     assert run.answers["result"].value == [PTYS, errno.ENOSPC, True], run.output[-2000:]
+
+
+def test_a_notebook_past_the_pseudo_terminal_bound_is_told_which_limit(grader, baseline, tmp_path):
+    """ENOSPC from openpty reads like a full /tmp: the hint beside the notebook's error names both."""
+    graded, _ = grader(with_cell("import os\nheld = [os.openpty() for _ in range(64)]"), tmp_path)
+    assert per_question(graded) == baseline
+    hints = [error.get("hint", "") for error in graded.feedback["cell_errors"]]
+    assert any(f"on pseudo-terminals ({PTYS})" in hint for hint in hints), graded.feedback["cell_errors"]
