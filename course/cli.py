@@ -13,6 +13,7 @@ from course.config import find_config, load_config
 from course.errors import CourseError
 from course.gradebook import COURSE_TOTALS
 from course.lms import FORMATS
+from course.service.edge import Edge
 
 COMMAND_HELP = {
     "release": "Regenerate release/ from source/ with nbgrader and prove the release sound.",
@@ -123,6 +124,17 @@ def _service_parsers(commands) -> None:
                        help="warm sandboxed workers (default: one per core)")
     serve.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
                        help="how long an upload waits for its grade before answering 202 (default: 30)")
+    serve.add_argument("--connections", type=int, metavar="N",
+                       help=f"connections open at once; the next is answered 503 (default: {Edge.connections})")
+    serve.add_argument("--connections-per-client", type=int, metavar="N",
+                       help=f"connections open at once from one address, without --forwarded-allow-ips "
+                            f"(default: {Edge.per_client})")
+    serve.add_argument("--header-seconds", type=float, metavar="SECONDS",
+                       help="from a request's first byte to the end of its headers, else 408 "
+                            f"(default: {Edge.header_seconds:g})")
+    serve.add_argument("--body-seconds", type=float, metavar="SECONDS",
+                       help="for an upload's body to arrive after its headers, else 408 "
+                            f"(default: {Edge.body_seconds:g})")
     serve.add_argument("--forwarded-allow-ips", metavar="IPS",
                        help="behind a reverse proxy: the proxy's address(es), whose X-Forwarded-* headers are "
                             "trusted")
@@ -142,6 +154,16 @@ def _service_parsers(commands) -> None:
                         help="your token, from your personal link (default: $AUTOGRAD_TOKEN)")
 
 
+def _edge(args: argparse.Namespace) -> Edge:
+    given = {"connections": args.connections, "per_client": args.connections_per_client,
+             "header_seconds": args.header_seconds, "body_seconds": args.body_seconds}
+    for name, value in given.items():
+        if value is not None and value <= 0:
+            option = "connections-per-client" if name == "per_client" else name.replace("_", "-")
+            raise CourseError(f"--{option} must be more than 0, got {value:g}")
+    return Edge(**{name: value for name, value in given.items() if value is not None})
+
+
 def _serve(args: argparse.Namespace) -> int:
     from course.service.run import issue_tokens, serve
 
@@ -156,7 +178,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise CourseError("--jobs must be 1 or more")
     serve(config, host=args.host, port=args.port, database=args.database, jobs=args.jobs, assignment=args.assignment,
-          wait_seconds=args.wait, forwarded_allow_ips=args.forwarded_allow_ips)
+          wait_seconds=args.wait, forwarded_allow_ips=args.forwarded_allow_ips, edge=_edge(args))
     return 0
 
 

@@ -14,6 +14,7 @@ from course.content import NO_CONTENT, ChainStep, Content
 from course.judge import QuestionResult, ValueResult
 from course.misconceptions import diagnose
 from course.sandbox import RunResult
+from course.sandbox.limits import PTYS
 
 
 def _shown(result: ValueResult | None) -> str:
@@ -149,14 +150,15 @@ LIMIT_SIGNS = (
     (("Resource temporarily unavailable", "BlockingIOError"),
      "This looks like the limit on processes and threads ({processes})."),
     (("File too large",), "This looks like the limit on the size of a file ({file_size_mb} MB)."),
-    (("No space left on device",), "This looks like the limit on scratch space ({tmp_mb} MB)."),
+    (("No space left on device",), "This looks like the limit on scratch space ({tmp_mb} MB) or, if it came from "
+                                   "opening a pseudo-terminal, on pseudo-terminals ({ptys})."),
     (("Too many open files",), "This looks like the limit on open files ({open_files})."),
 )
 
 
 def limit_hint(error: str, limits: Limits) -> str:
     """The hint for one reported error ("" when it names no limit)."""
-    return " ".join(template.format(**vars(limits)) for signs, template in LIMIT_SIGNS
+    return " ".join(template.format(**vars(limits), ptys=PTYS) for signs, template in LIMIT_SIGNS
                     if any(sign in error for sign in signs))
 
 

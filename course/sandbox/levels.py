@@ -1,8 +1,8 @@
 """Isolation levels: what each one guarantees, and choosing the strongest that works here.
 
 - "bwrap": bubblewrap as root: new pid/net/ipc/uts namespaces, a filesystem view holding only the
-  interpreter, its packages and system libraries (read-only) and an empty size-limited tmpfs /tmp,
-  then setpriv drops to a leased sandbox uid/gid with no capabilities and no-new-privs.
+  interpreter, its packages and system libraries (read-only) and an empty size-limited tmpfs /tmp, a devpts
+  of the run's own, then setpriv drops to a leased sandbox uid/gid with no capabilities and no-new-privs.
 - "userns": the same view and namespaces for a grader that is not root, inside a user namespace
   (bubblewrap's --unshare-user): no capabilities, but the student's code keeps the grader's uid there.
 - "uid": chosen explicitly (`sandbox: uid`) for a root grader where namespaces are forbidden (a default

@@ -20,6 +20,11 @@ SANDBOX_ENV = {
 
 CPU_GRACE_SECONDS = 5
 
+# Pseudo-terminals one run may hold, in a devpts of its own (what IPython's `!command` uses; a notebook needs
+# one or two). Every devpts but the host's draws on one machine-wide pool, 3 072 by default (kernel.pty.max
+# less kernel.pty.reserve): without a bound a notebook could take them all from every other sandbox.
+PTYS = 8
+
 
 def rlimits_for(limits: Limits) -> dict[str, tuple[int, int]]:
     """The rlimits of a run as (soft, hard), by the resource module's names; inherited by all the student

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from course.config import DEFAULT_SANDBOX_UID, Limits
 from course.errors import SandboxError
-from course.sandbox.bubblewrap import bwrap_view, interpreter_paths_under_tmp
+from course.sandbox.bubblewrap import DEVPTS_OPTIONS, bwrap_view, interpreter_paths_under_tmp
 from course.sandbox.cold import run_cells
 from course.sandbox.giving_way import GivingWay
 from course.sandbox.handed_in import RUNNER_SOURCE, Cell, notebook_module_cell
@@ -384,6 +384,7 @@ class WarmPool:
             "namespaces": private_tmp,  # a pid, mount and IPC namespace per student (see runner.py)
             "rebind": interpreter_paths_under_tmp() if private_tmp else [],
             "tmp_mb": limits.tmp_mb,
+            "ptys": DEVPTS_OPTIONS,  # a devpts of the student's own (with private_tmp)
             "cwd": scratch,
             "rlimits": rlimits_for(limits),
             "nice": STUDENT_NICENESS,

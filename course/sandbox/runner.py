@@ -560,8 +560,7 @@ def _drop_bounding_set(libc):
 
 
 def _drop_capabilities(libc):
-    """Empty effective, permitted and inheritable sets (capset, version 3): for a worker in a user namespace,
-    whose child keeps its uid and so would keep its capabilities."""
+    """Empty the effective, permitted and inheritable sets (capset, version 3), and so the ambient set."""
     import ctypes
 
     header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
@@ -577,6 +576,31 @@ def _locked_mount_flags(path):
     """The per-mount flags of the mount at `path` that a bind remount must keep (MS_ values)."""
     held = os.statvfs(path).f_flag
     return sum(mount for statvfs, mount in _STATVFS_TO_MOUNT if held & statvfs)
+
+
+def _private_ptys(libc, options):
+    """Mount a devpts of the run's own over /dev/pts, where bubblewrap's /dev/ptmx points, with `options` (a
+    `max` among them): bubblewrap's instance has no bound of its own and draws on the machine-wide pool."""
+    _libc_call(libc.mount, b"devpts", b"/dev/pts", b"devpts", _MS_NOSUID | _MS_NOEXEC, options.encode())
+
+
+def private_ptys_then_exec(arguments):
+    """A cold run's first step inside the view, still holding what bubblewrap kept (bubblewrap.py): `--private-ptys
+    OPTIONS [--drop-capabilities] -- COMMAND...`. The run's own devpts (_private_ptys); then, with
+    --drop-capabilities (a user namespace, where the run keeps its uid), every capability goes, as in a warm
+    worker's child; then COMMAND (setpriv, which drops to the sandbox uid, or the runner)."""
+    options, rest = arguments[0], arguments[1:]
+    drop = rest[:1] == ["--drop-capabilities"]
+    command = rest[rest.index("--") + 1:]
+    libc = _prepared_filter()[0]
+    # Mount and IPC namespaces of its own: in a user namespace, bubblewrap's mount namespace is not the run's to
+    # mount in.
+    _private_namespaces(libc)
+    _private_ptys(libc, options)
+    if drop:
+        _drop_bounding_set(libc)
+        _drop_capabilities(libc)
+    os.execvp(command[0], command)  # noqa: S606 - the grader's own command line, from bubblewrap.py
 
 
 def _isolate_child(job, libc):
@@ -598,6 +622,7 @@ def _isolate_child(job, libc):
             # a remount that drops one is refused (EPERM), so keep every one of them and only add read-only.
             _libc_call(libc.mount, None, path.encode(), None,
                        _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _locked_mount_flags(alias), None)
+        _private_ptys(libc, job["ptys"])
     os.chdir(job["cwd"])
     # Below the grader where the kernel schedules processes one by one. With autogroup on (Debian's default),
     # the setsid below gives the student a scheduling group of its own at the group's nice 0, and this
@@ -610,9 +635,10 @@ def _isolate_child(job, libc):
     if job["uid"] is not None:
         os.setgroups([])
         os.setgid(job["uid"])
-        os.setuid(job["uid"])  # from root to a plain uid: every capability is dropped with it
-    else:
-        _drop_capabilities(libc)  # a worker in a user namespace keeps its uid: give up what it may do there
+        os.setuid(job["uid"])  # from root to a plain uid: the permitted, effective and ambient sets go with it
+    # The inheritable set does not go with root (bubblewrap filled it with the worker's capabilities), and a worker
+    # in a user namespace keeps its uid and so every set: empty them all.
+    _drop_capabilities(libc)
     os.environ.clear()
     os.environ.update(job["env"])
 
@@ -758,5 +784,7 @@ def serve(control_fd):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--serve"]:
         serve(int(sys.argv[2]))
+    elif sys.argv[1:2] == ["--private-ptys"]:
+        private_ptys_then_exec(sys.argv[2:])
     else:
         main()

@@ -6,6 +6,8 @@ its feedback as soon as the warm pool has graded it; instructors watch a live da
   worker.py   grading threads over one warm pool, through `grading.grade_submission`
   results.py  the class summary, integrity, grades CSV, LMS CSV and nbgrader gradebook from the attempts
   pages.py    the student's page and the instructor's dashboard (HTML)
+  edge.py     the bounds of the edge: connections, time for a request's headers and body, uploads per student
+  connections.py  uvicorn's HTTP/1.1 protocol holding the edge's bounds where the bytes arrive
   app.py      the ASGI application (Starlette): the HTTP contract and the pages
   run.py      serving it with uvicorn; issuing tokens
   client.py   `autograd-course submit`: the API from the command line (standard library only)

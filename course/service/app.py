@@ -18,10 +18,11 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import tempfile
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -32,7 +33,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
@@ -41,6 +42,7 @@ from course.errors import CourseError
 from course.release import personalise
 from course.render import render_html
 from course.service import pages
+from course.service.edge import LOG_EVERY_SECONDS, SPOOL_BYTES, UPLOAD_RETRY_SECONDS, UPLOADS_IN_FLIGHT, Edge
 from course.service.policy import Refusal, ServicePolicy, attempt_numbers
 from course.service.results import (
     StudentRecord,
@@ -73,7 +75,15 @@ SECURITY_HEADERS = {
 }
 
 
+LOG = logging.getLogger(__name__)  # the instructor's: what a limit refused, never a token
+CLOSE = {"Connection": "close"}  # an answer given before the body was read ends the connection with it
+
+
 class TooLarge(Exception):
+    pass
+
+
+class TooSlow(Exception):
     pass
 
 
@@ -84,7 +94,10 @@ class Service:
     policy: ServicePolicy
     grader: Grader
     wait_seconds: float = WAIT_SECONDS
+    edge: Edge = field(default_factory=Edge)
     waiters: dict[int, list[asyncio.Future[Attempt]]] = field(default_factory=dict)
+    uploads: dict[str, int] = field(default_factory=dict)  # a student's uploads in progress (on the event loop)
+    busy_said: dict[str, float] = field(default_factory=dict)  # when the log last said a student had too many
     loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -124,6 +137,24 @@ class Service:
                     self.waiters.pop(attempt.id, None)
         assert current is not None  # noqa: S101 - attempts are never deleted
         return current
+
+    @contextmanager
+    def upload_slot(self, student: str) -> Iterator[bool]:
+        """Whether `student` may upload now (fewer than UPLOADS_IN_FLIGHT of theirs in progress); the slot is
+        theirs until the block ends. On the event loop only."""
+        if self.uploads.get(student, 0) >= UPLOADS_IN_FLIGHT:
+            if time.monotonic() - self.busy_said.get(student, -LOG_EVERY_SECONDS) >= LOG_EVERY_SECONDS:
+                self.busy_said[student] = time.monotonic()  # one line per student and 10 s, however many they send
+                LOG.warning("serve: refused an upload of %s: %d of theirs in progress", student, UPLOADS_IN_FLIGHT)
+            yield False
+            return
+        self.uploads[student] = self.uploads.get(student, 0) + 1
+        try:
+            yield True
+        finally:
+            self.uploads[student] -= 1
+            if not self.uploads[student]:
+                del self.uploads[student]
 
     def records(self) -> list[StudentRecord]:
         """Every student's attempts; only the counted attempts carry their feedback (the class's is large)."""
@@ -165,22 +196,30 @@ def submission_json(attempt: Attempt, token: str) -> dict[str, Any]:
             "feedback_url": f"/s/{token}/attempts/{attempt.id}"}
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+async def _read_body(request: Request, limit: int, seconds: float, folder: Path) -> bytes:
+    """The body, read within `seconds` (TooSlow) and at most `limit` bytes (TooLarge). It waits in a file in
+    `folder` past SPOOL_BYTES, so a stalled upload holds little memory; it is read back once complete."""
     length = request.headers.get("content-length", "")
     too_large = length.isdigit() and int(length) > limit
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            too_large = True
+    size = 0
+    with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES, mode="w+b", dir=str(folder)) as spool:
+        try:
+            async with asyncio.timeout(seconds):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > limit:
+                        too_large = True
+                    if too_large:
+                        if size > DRAIN_LIMIT:
+                            break
+                        continue
+                    spool.write(chunk)
+        except TimeoutError:
+            raise TooSlow from None
         if too_large:
-            if size > DRAIN_LIMIT:
-                break
-            continue
-        chunks.append(chunk)
-    if too_large:
-        raise TooLarge
-    return b"".join(chunks)
+            raise TooLarge
+        spool.seek(0)
+        return spool.read() if size <= SPOOL_BYTES else await run_in_threadpool(spool.read)
 
 
 async def _form(headers: Headers, body: bytes, limit: int) -> dict[str, Any]:
@@ -236,10 +275,18 @@ async def _receive_notebook(service: Service, request: Request) -> tuple[bytes, 
     """The uploaded notebook and the form's other fields (none for a JSON body), or the error response."""
     limit = service.policy.upload_bytes
     try:
-        body = await _read_body(request, limit + MULTIPART_SLACK)
+        body = await _read_body(request, limit + MULTIPART_SLACK, service.edge.body_seconds, service.grader.scratch)
     except TooLarge:
         return _json_error(413, f"the notebook is larger than the limit of {service.policy.upload_kb} KB; clear "
                                 "its outputs (Edit > Clear Outputs of All Cells) and submit again")
+    except ClientDisconnect:  # nobody hears this; the upload's place is given back as the request ends
+        return _json_error(400, "the upload was interrupted", CLOSE)
+    except TooSlow:
+        LOG.warning("serve: cut off an upload whose body took over %g s (serve --body-seconds)",
+                    service.edge.body_seconds)
+        return _json_error(408, f"the notebook did not arrive within {service.edge.body_seconds:g} s; submit again "
+                                "(on a slow connection, clear its outputs first: Edit > Clear Outputs of All Cells)",
+                           CLOSE)
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     fields: dict[str, Any] = {}
     if kind == "multipart/form-data":
@@ -258,6 +305,16 @@ async def _receive_notebook(service: Service, request: Request) -> tuple[bytes, 
     if len(notebook) > limit:
         return _json_error(413, f"the notebook is larger than the limit of {service.policy.upload_kb} KB")
     return notebook, fields
+
+
+def _busy_message() -> str:
+    return (f"you have {UPLOADS_IN_FLIGHT} uploads in progress already; wait for their feedback, then submit "
+            "again")
+
+
+def _busy() -> JSONResponse:
+    return JSONResponse({"error": _busy_message(), "retry_after": UPLOAD_RETRY_SECONDS}, status_code=429,
+                        headers={"Retry-After": str(UPLOAD_RETRY_SECONDS), **CLOSE})
 
 
 def _refused(refused: Refusal) -> JSONResponse:
@@ -285,6 +342,11 @@ async def post_submission(request: Request) -> Response:
     if isinstance(caller, Response):
         return caller
     service, token, student = caller
+    with service.upload_slot(student) as free:
+        return await _post_submission(request, service, token, student) if free else _busy()
+
+
+async def _post_submission(request: Request, service: Service, token: str, student: str) -> Response:
     received = await _receive_notebook(service, request)
     if isinstance(received, Response):
         return received
@@ -362,10 +424,22 @@ async def student_upload(request: Request, service: Service, student: str) -> Re
     refused_csrf = "The form was out of date or came from another page: reload this page and submit again."
     if not _same_origin(request):
         return await _student_page(service, student, refused_csrf, 403)
+    with service.upload_slot(student) as free:
+        if not free:
+            page = await _student_page(service, student, f"Not submitted: {_busy_message()}.", 429)
+            page.headers.update({"Retry-After": str(UPLOAD_RETRY_SECONDS), **CLOSE})
+            return page
+        return await _student_upload(request, service, student, refused_csrf)
+
+
+async def _student_upload(request: Request, service: Service, student: str, refused_csrf: str) -> Response:
     received = await _receive_notebook(service, request)
     if isinstance(received, Response):
         message = json.loads(bytes(received.body)).get("error", "the upload was refused")
-        return await _student_page(service, student, f"Not submitted: {message}.", received.status_code)
+        page = await _student_page(service, student, f"Not submitted: {message}.", received.status_code)
+        if received.headers.get("connection") == "close":
+            page.headers.update(CLOSE)
+        return page
     notebook, fields = received
     csrf = fields.get("csrf")
     if not isinstance(csrf, str) or not service.csrf_ok(f"student:{student}", csrf):

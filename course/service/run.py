@@ -6,9 +6,11 @@ from __future__ import annotations
 import csv
 import io
 import os
+import resource
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from course.config import CourseConfig
@@ -16,24 +18,34 @@ from course.errors import CourseError, SecretFileError
 from course.files import atomic_write_text
 from course.roster import Student
 from course.service.app import WAIT_SECONDS, Service, create_app
+from course.service.connections import protocol_for
+from course.service.edge import BACKLOG, EDGE_HEADER_BYTES, Edge
 from course.service.store import Store, database_url, new_token
 from course.service.worker import Grader
 
 
 def make_service(config: CourseConfig, *, database: str | None = None, jobs: int | None = None,
-                 assignment: str | None = None, wait_seconds: float = WAIT_SECONDS) -> Service:
+                 assignment: str | None = None, wait_seconds: float = WAIT_SECONDS,
+                 edge: Edge | None = None) -> Service:
     policy = config.service
     store = Store(database_url(database, config.root), config.assignment(assignment).name)
     grader = Grader(config, store, policy, jobs=jobs, assignment_name=assignment)
-    return Service(config, store, policy, grader, wait_seconds=wait_seconds)
+    return Service(config, store, policy, grader, wait_seconds=wait_seconds, edge=edge or Edge())
 
 
 def serve(config: CourseConfig, *, host: str, port: int, database: str | None = None, jobs: int | None = None,
           assignment: str | None = None, wait_seconds: float = WAIT_SECONDS, forwarded_allow_ips: str | None = None,
-          announce: bool = True) -> None:
+          announce: bool = True, edge: Edge | None = None) -> None:
+    """Run the service until stopped. `edge` bounds connections and the time a request's headers and body may take
+    (edge.py): uvicorn alone bounds neither the connections that never finish a request nor their headers' time."""
     import uvicorn
 
-    service = make_service(config, database=database, jobs=jobs, assignment=assignment, wait_seconds=wait_seconds)
+    edge = edge or Edge()
+    if forwarded_allow_ips is not None:  # behind the proxy every connection comes from its address
+        edge = replace(edge, per_client=None)
+    _allow_descriptors(edge)
+    service = make_service(config, database=database, jobs=jobs, assignment=assignment, wait_seconds=wait_seconds,
+                           edge=edge)
     # Nothing is served before the course's own notebooks grade as they must on this server's pool.
     proven = service.grader.prove_setup()
     if announce:
@@ -41,9 +53,26 @@ def serve(config: CourseConfig, *, host: str, port: int, database: str | None = 
         print(f"serve: assignment {service.assignment} on http://{host}:{port}/ ({service.grader.jobs} warm "
               f"workers); students open /s/<token>/, instructors /i/<token>/", file=sys.stderr)
     # No access log: the personal links carry the tokens in their paths.
+    # HTTP/1.1 serves one request at a time per connection, so the connection cap bounds requests in progress too;
+    # uvicorn's own limit_concurrency would only answer 503 to requests that arrived in full.
     uvicorn.run(create_app(service), host=host, port=port, access_log=False, log_level="warning",
                 proxy_headers=forwarded_allow_ips is not None, forwarded_allow_ips=forwarded_allow_ips,
-                timeout_graceful_shutdown=5)
+                timeout_graceful_shutdown=5, http=protocol_for(edge), timeout_keep_alive=int(edge.keep_alive_seconds),
+                h11_max_incomplete_event_size=EDGE_HEADER_BYTES, backlog=BACKLOG)
+
+
+def _allow_descriptors(edge: Edge) -> None:
+    """Raise the process's soft limit on open files to what the edge's bounds may hold (the common soft limit,
+    1024, is below it: a flood would make accept() fail, and honest clients wait, before the caps refuse anything),
+    or refuse to start when the hard limit is below it, saying what to do."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = edge.descriptors
+    if soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise CourseError(f"serve: --connections {edge.connections} may need {needed} open files, but this process may "
+                          f"open at most {hard} (ulimit -Hn); lower --connections or raise the limit")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
 def refuse_committable_secret(path: Path) -> None:

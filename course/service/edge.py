@@ -1,0 +1,48 @@
+"""The bounds of the service's edge: what one connection, one upload and one student may hold before the app does
+any work. `connections.py` holds them where the bytes arrive, `app.py` per upload and per student.
+
+uvicorn bounds a request's headers in size (h11's 16 KB) and an idle keep-alive connection in time, but nothing
+else before a request is complete: a connection that sends half a request line and waits is never timed out
+(its keep-alive timer is cancelled by the first byte), and `limit_concurrency` answers 503 only to requests
+that did arrive, so such connections pile up to the process's descriptor limit. Hence, before any route or
+token is looked at: at most `connections` open at once, and `per_client` from one address, so that one machine
+cannot take every place (the one over is answered 503 and closed), a request's
+headers within `header_seconds` of its first byte (408 and closed), and its body within `body_seconds` of its
+headers (the app answers an upload that is late 408 itself, with a sentence; a connection still sending a body a
+little after that is closed). HTTP/1.1 handles one request at a time per connection, so `connections` also
+bounds the requests in progress. Per upload: its body is spooled to disk past SPOOL_BYTES rather than held in
+memory, and one student has at most UPLOADS_IN_FLIGHT uploads in progress (429 with Retry-After beyond).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EDGE_HEADER_BYTES = 16 * 1024  # a request line and headers together (h11's default; uvicorn answers 400 above it)
+SPOOL_BYTES = 64 * 1024  # an upload's body past this goes to a file in the service's work folder
+UPLOADS_IN_FLIGHT = 2  # uploads of one student being received or graded at once
+UPLOAD_RETRY_SECONDS = 5  # the Retry-After of the 429 beyond them
+LOG_EVERY_SECONDS = 10.0  # one line in the server's log per kind of refusal (and student) and this long
+BODY_GRACE_SECONDS = 5.0  # after body_seconds, how long the app has to answer 408 before the connection is closed
+BACKLOG = 256  # connections the kernel queues, and the event loop accepts in one go, before any is looked at
+LINGERING = 128  # refused connections drained at once (connections.py); beyond them a refusal closes at once
+OWN_DESCRIPTORS = 256  # the server's own beside its connections: database, warm workers, logs, the class's spools
+
+
+@dataclass(frozen=True)
+class Edge:
+    """The bounds of the service's edge (`serve` options)."""
+
+    connections: int = 512  # open at once: the server's descriptors stay well below the common soft limit, 1024
+    per_client: int | None = 64  # open at once from one address (None behind a reverse proxy: all come from it)
+    header_seconds: float = 10.0  # from a request's first byte to the end of its headers
+    body_seconds: float = 60.0  # from the end of a request's headers to the end of its body: 2 MB at 35 KB/s
+    keep_alive_seconds: float = 5.0  # an idle connection between requests (uvicorn's default)
+
+    @property
+    def descriptors(self) -> int:
+        """The most file descriptors the server holds: each connection one, and its upload's spool file one more;
+        the refused ones draining and the accepted ones not yet looked at; and its own."""
+        return 2 * self.connections + LINGERING + BACKLOG + OWN_DESCRIPTORS
+
+
