@@ -187,7 +187,7 @@ def _release(args: argparse.Namespace) -> int:
                   f"{report.max_score:g}, untouched release {report.untouched_score:g}/{report.max_score:g}")
         if report.without_idea:
             print(f"note: verdicts-only feedback explains {', '.join(report.without_idea)} by ✓ or ✗ alone: their "
-                  "hidden tests give no idea= (README, hidden tests)")
+                  "hidden tests give no idea= (docs/authoring.md, hidden tests)")
     return 0
 
 
