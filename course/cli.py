@@ -42,7 +42,7 @@ a term, step by step:
   autograd-course export --format canvas --roster roster.csv    -> canvas-autograd.csv for the LMS
 
 students check their notebook before submitting with: autograd-course check NOTEBOOK
-(or nbgrader validate / JupyterLab's Validate button). Settings: source/course.yaml. Details: README.md.
+(or nbgrader validate / JupyterLab's Validate button). Settings: source/course.yaml. Details: README.md and docs/.
 Run autograd-course COMMAND --help for a command's options."""
 
 
