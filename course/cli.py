@@ -43,7 +43,7 @@ a term, step by step:
   autograd-course export --format canvas --roster roster.csv    -> canvas-autograd.csv for the LMS
 
 students check their notebook before submitting with: autograd-course check NOTEBOOK
-(or nbgrader validate / JupyterLab's Validate button). Settings: source/course.yaml. Details: README.md.
+(or nbgrader validate / JupyterLab's Validate button). Settings: source/course.yaml. Details: README.md and docs/.
 Run autograd-course COMMAND --help for a command's options."""
 
 
@@ -209,7 +209,7 @@ def _release(args: argparse.Namespace) -> int:
                   f"{report.max_score:g}, untouched release {report.untouched_score:g}/{report.max_score:g}")
         if report.without_idea:
             print(f"note: verdicts-only feedback explains {', '.join(report.without_idea)} by ✓ or ✗ alone: their "
-                  "hidden tests give no idea= (README, hidden tests)")
+                  "hidden tests give no idea= (docs/authoring.md, hidden tests)")
     return 0
 
 

@@ -39,7 +39,7 @@ CONTRACT = {
 CONTRACT_FUNCTIONS = {"cubic": {"cubic_derivative": "def cubic_derivative(x):\n    return 3 * x ** 2 - 2\n"}}
 ALL_VALUES = {name: value for values in CONTRACT.values() for name, value in values.items()}
 
-# The second assignment's contract (README, "The second assignment"): exercise -> {variable: expected value}.
+# The second assignment's contract (docs/authoring.md, "The second assignment"): exercise -> {variable: expected value}.
 TRAINING_SOURCE = ROOT / "source" / "training" / "training.ipynb"
 TRAINING_RELEASE = ROOT / "release" / "training" / "training.ipynb"
 TRAINING_CONTRACT = {

@@ -1,4 +1,4 @@
-"""The public answer contracts (the README's tables) against the source notebooks."""
+"""The public answer contracts (the exercise tables of docs/authoring.md) against the source notebooks."""
 
 from __future__ import annotations
 
@@ -84,13 +84,14 @@ def training():
     return load_course_assignment(load_config(ROOT), "training")
 
 
-def _readme_table(heading: str) -> dict[int, list[str]]:
-    """The answer names of a README exercise table: row number -> the backticked names of its last column."""
+def _authoring_table(heading: str) -> dict[int, list[str]]:
+    """The answer names of an exercise table in docs/authoring.md: row number -> the backticked names of its last
+    column."""
     import re
 
     from helpers import ROOT
 
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "authoring.md").read_text(encoding="utf-8")
     section = text.split(heading, 1)[1].split("\n#", 1)[0]
     rows = {}
     for line in section.splitlines():
@@ -102,9 +103,9 @@ def _readme_table(heading: str) -> dict[int, list[str]]:
 
 @pytest.mark.parametrize(("heading", "name"), [("## The exercises", "autograd"),
                                                ("### The second assignment", "training")])
-def test_the_readme_tables_name_every_answer_in_order(heading, name, assignment, training):
+def test_the_exercise_tables_name_every_answer_in_order(heading, name, assignment, training):
     chosen = {"autograd": assignment, "training": training}[name]
-    table = _readme_table(heading)
+    table = _authoring_table(heading)
     assert list(table) == list(range(1, len(chosen.questions) + 1))
     for number, question in enumerate(chosen.questions, start=1):
         assert table[number] == list(question.answer_names + question.function_names), question.id

@@ -1,4 +1,5 @@
-"""The container image (autograder/Dockerfile), built and run with podman as the README documents it.
+"""The container image (autograder/Dockerfile), built and run with podman as the docs document it
+(docs/gradescope-and-containers.md, docs/service.md).
 
 No image registry is needed: the base is Debian bookworm made with mmdebstrap and imported
 (`podman build --from` stands in for the Dockerfile's FROM), and torch's CPU wheel is served to the
@@ -25,7 +26,7 @@ from helpers import ROOT, closed_loopback_url
 
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
 SCHEMA = json.loads((ROOT / "tests" / "gradescope_results.schema.json").read_text())
-# What the README, the Dockerfile and k8s-job.yaml tell users to grant: bubblewrap creates its namespaces
+# What the docs, the Dockerfile and k8s-job.yaml tell users to grant: bubblewrap creates its namespaces
 # with CAP_SYS_ADMIN and brings up the loopback of its network namespace with CAP_NET_ADMIN.
 DOCUMENTED_FLAGS = ("--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN")
 # Container uids 0..65535 are host uids USERNS_BASE.. here, so the grader's sandbox uids (61000 up) are not
@@ -123,10 +124,12 @@ def test_image_build_stops_at_once_when_the_torch_index_is_unreachable(podman):
 
 
 def test_the_documented_flags_are_the_tested_ones():
-    """README, Dockerfile and the Kubernetes Job grant what the image test grants (runs without podman)."""
-    for path in (ROOT / "README.md", ROOT / "autograder" / "Dockerfile"):
-        commands = re.findall(r"docker run (?:.*\\\n)*.*", path.read_text())
-        assert commands, path
+    """The docs, the Dockerfile and the Kubernetes Job grant what the image test grants (runs without podman)."""
+    documented = (ROOT / "docs" / "gradescope-and-containers.md", ROOT / "docs" / "service.md",
+                  ROOT / "autograder" / "Dockerfile")
+    for path in (*documented, ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))):
+        commands = re.findall(r"docker run (?:.*\\\n)*.*", path.read_text(encoding="utf-8"))
+        assert commands or path not in documented, path
         for command in commands:
             assert " ".join(DOCUMENTED_FLAGS) in command, (path, command)
             assert "seccomp" not in command, (path, command)

@@ -85,7 +85,7 @@ def test_release_names_the_answers_verdicts_only_feedback_explains_by_their_verd
     _edit_source(course_root, {idea: ""})
     assert main(release_it) == 0
     assert ("note: verdicts-only feedback explains closed_dL_dw by ✓ or ✗ alone: their hidden tests give no idea= "
-            "(README, hidden tests)") in capsys.readouterr().out
+            "(docs/authoring.md, hidden tests)") in capsys.readouterr().out
 
 
 def snapshot(folder):

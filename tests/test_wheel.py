@@ -20,7 +20,7 @@ from helpers import RELEASE_NOTEBOOK, ROOT, SOURCE_NOTEBOOK, load, write
 pytestmark = pytest.mark.slow
 
 # A marker at the end of a line (a real line end, or one escaped inside a JSON notebook) opens a region. The
-# marker's bare name may appear: the grader's constants and the README name it, and they hold no answer.
+# marker's bare name may appear: the grader's constants name it (and the README did), and they hold no answer.
 REGION_OPENS = re.compile(r"BEGIN (SOLUTION|HIDDEN TESTS)[ \t]*(\r|\n|\\n|\\r)")
 
 

@@ -1,5 +1,5 @@
-"""The README's HTTPS setup, run: nginx terminates TLS (a self-signed certificate made here) in front of
-`autograd-course serve --forwarded-allow-ips`, with the README's own `location` block, and a student submits
+"""The documented HTTPS setup (docs/service.md), run: nginx terminates TLS (a self-signed certificate made here)
+in front of `autograd-course serve --forwarded-allow-ips`, with the docs' own `location` block, and a student submits
 through it by the API and by the upload form (whose CSRF check compares the browser's Origin with the Host
 the proxy passes on)."""
 
@@ -28,10 +28,11 @@ pytestmark = [pytest.mark.slow,
               needs_tool("openssl", shutil.which("openssl") is not None, "the HTTPS proxy test makes its certificate")]
 
 
-def readme_location_block() -> str:
-    """The nginx `location` block the README gives, as it is written there."""
-    found = re.search(r"or nginx: `(location / \{.*?\})`", (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
-    assert found, "the README's nginx example is gone"
+def documented_location_block() -> str:
+    """The nginx `location` block docs/service.md gives, as it is written there."""
+    text = (ROOT / "docs" / "service.md").read_text(encoding="utf-8")
+    found = re.search(r"or nginx: `(location / \{.*?\})`", text, re.S)
+    assert found, "the nginx example of docs/service.md is gone"
     return " ".join(found.group(1).split())
 
 
@@ -55,7 +56,7 @@ def start_nginx(folder: Path, upstream: int) -> tuple[subprocess.Popen, int]:
                     "-addext", "subjectAltName=DNS:localhost", "-keyout", str(folder / "key.pem"),
                     "-out", str(folder / "cert.pem")], check=True, capture_output=True)
     port = free_port()
-    location = readme_location_block().replace("http://127.0.0.1:8000", f"http://127.0.0.1:{upstream}")
+    location = documented_location_block().replace("http://127.0.0.1:8000", f"http://127.0.0.1:{upstream}")
     temp = "".join(f"{kind}_temp_path {folder / kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi",
                                                                          "scgi"))
     # As root, nginx's workers would become `nobody`, who cannot write request bodies into this test's folder.
@@ -83,7 +84,7 @@ http {{
     return process, port
 
 
-def test_a_student_submits_through_the_readmes_https_reverse_proxy(tmp_path):
+def test_a_student_submits_through_the_documented_https_reverse_proxy(tmp_path):
     server = Server(course_for_service(tmp_path / "course"), options=("--forwarded-allow-ips", "127.0.0.1"))
     server.issue_tokens(["alice"])
     server.start()
