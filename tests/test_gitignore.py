@@ -30,7 +30,7 @@ WRITTEN = sorted({
     "roster.csv", *(f"gradebook.db{suffix}" for suffix in SQLITE_FILES), ".nbgrader.log",
     "submitted/alice/autograd/autograd.ipynb", "submitted/alice/autograd/timestamp.txt",
     "autograded/alice/autograd/autograd.ipynb", "feedback/alice/autograd/feedback.html",
-    "feedback/alice/autograd/feedback.json", COURSE_TOTALS,
+    "feedback/alice/autograd/feedback.json", COURSE_TOTALS, "grades.csv",  # the last: `nbgrader export`'s
     *(path.relative_to(COURSE).as_posix() for name in ASSIGNMENTS for path in (
         grades_csv_path(COURSE, name), class_summary_path(COURSE, name), class_summary_path(COURSE, name, ".json"),
         integrity_path(COURSE, name), *(COURSE / f"{fmt}-{name}.csv" for fmt in FORMATS))),
