@@ -25,7 +25,7 @@ from course.errors import CourseError
 from course.files import SyncedWrites, atomic_write_json, atomic_write_text, compact_json
 from course.gradebook import GradeRow, grades_csv_path, read_grades_csv, write_course_totals, write_grades_csv
 from course.gradebook_writer import GradebookWriter
-from course.grading import ERROR, FAILED, GRADED, TIMED_OUT, Graded, grade_submission, warm_imports
+from course.grading import ERROR, FAILED, GRADED, TIMED_OUT, Graded, cold_runner, grade_submission, warm_imports
 from course.nbgrader_bridge import assignment_due, light_nbgrader_imports
 from course.render import render_html
 from course.roster import Student, gradebook_students
@@ -155,7 +155,7 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         proven: Future[bool] = Future()
         opening = background.submit(_open_records, config, settings, record, roster, proven)
         stack.callback(lambda: opening.result().gradebook.close())
-        run: sandbox.Runner = partial(sandbox.run_cells, isolation=config.sandbox, uid=config.sandbox_uid)
+        run: sandbox.Runner = cold_runner(config)
         proving: sandbox.Runner = run
         threads = max(1, jobs)
         if jobs > 0 and refs:

@@ -12,7 +12,6 @@ import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from course.config import load_config
 from course.discovery import SubmissionRef
 from course.errors import CourseError, SubmissionError
 from course.files import atomic_write_json
-from course.grading import ERROR, Graded, grade_submission
+from course.grading import ERROR, Graded, cold_runner, grade_submission
 from course.render import question_markdown, summary_markdown
 from course.sandbox import ISOLATION_SUMMARY, choose_isolation, cold
 from course.selftest import prove_setup
@@ -176,8 +175,7 @@ def run_autograder(root: Path) -> dict[str, Any]:
                     load_secret(config.variant_secret_env, config.variant_secret_file, config.root)
                 # The course's solution and untouched release through cold sandboxes like the student's, beside
                 # it (selftest.py): no result is written unless they score full marks and 0.
-                proving = executor.submit(prove_setup, assignment, config, partial(
-                    cold.run_cells, isolation=config.sandbox, uid=config.sandbox_uid), level=sandbox.level)
+                proving = executor.submit(prove_setup, assignment, config, cold_runner(config), level=sandbox.level)
                 notebook = find_notebook(root / "submission", settings.notebook)
                 graded = grade_submission(SubmissionRef(student_id_from_metadata(root), notebook), assignment,
                                           config, run=sandbox.run,

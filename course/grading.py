@@ -44,6 +44,11 @@ def warm_imports() -> None:
     import torch  # noqa: F401
 
 
+def cold_runner(config: CourseConfig) -> sandbox.Runner:
+    """The course's runner without warm workers: a fresh sandboxed interpreter per submission, at its isolation."""
+    return partial(sandbox.run_cells, isolation=config.sandbox, uid=config.sandbox_uid)
+
+
 def _zero(assignment: Assignment, answers_reason: str, config: CourseConfig) -> tuple[QuestionResult, ...]:
     names = assignment.answer_names + assignment.function_names
     answers = {name: Answer(MISSING, detail=answers_reason) for name in names}
@@ -87,7 +92,7 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
             )
         points = probe_points if probe_points is not None else choose_probe_points(
             assignment.function_names, config.function_probes)
-        runner = run or partial(sandbox.run_cells, isolation=config.sandbox, uid=config.sandbox_uid)
+        runner = run or cold_runner(config)
         ran = runner(list(submission.cells), assignment.answer_names + assignment.function_names, points,
                      config.limits)
         level = ran.isolation

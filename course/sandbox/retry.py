@@ -25,7 +25,7 @@ def start_failure(result: RunResult) -> str:
     own start-up code raised, or bubblewrap's complaint), bounded."""
     ended = result.ended_early or "it ended without a word"
     lines = [line.strip() for line in result.output.splitlines() if line.strip()]
-    return f"{ended}; its last words: {lines[-1][-CAUSE_CHARS:]}" if lines else ended
+    return f"{ended}; its last words: {safe_text(lines[-1][-CAUSE_CHARS:], CAUSE_CHARS)}" if lines else ended
 
 
 def first_ready(tries: Sequence[Try]) -> RunResult:
