@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import sys
 import threading
 import zlib
 from typing import Any
@@ -175,7 +176,10 @@ class SharedQueue:
         owner = self.presence.owner()
         with self.store._begin_unsynced() as db:
             self._hold(db)
-            self._return_dead(db)
+            returned = self._return_dead(db)
+            if returned:
+                print(f"serve: a process that stopped was grading {returned} attempt{'s' if returned != 1 else ''}: "
+                      "back in the queue", file=sys.stderr, flush=True)
             rows = db.execute(self.store._queue).all()
             queued = [Queued(row.id, row.student_id, row.submitted_at) for row in rows if row.status == QUEUED]
             if not queued:

@@ -49,7 +49,7 @@ http {{
         client_max_body_size 4m;
         location / {{
             proxy_pass http://serve;
-            proxy_set_header Host $host;
+            proxy_set_header Host $http_host;
             proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
             proxy_read_timeout 120s;
         }}
@@ -156,7 +156,10 @@ def test_three_processes_behind_nginx_lose_nothing_when_one_is_killed(tmp_path, 
                 assert len(numbers) == ATTEMPTS
                 assert refused.count(student) == 1
         with engine.connect() as db:
-            assert db.execute(text("SELECT count(*) FROM claims")).scalar() == 0  # the killed process's came back
+            assert db.execute(text("SELECT count(*) FROM claims")).scalar() == 0
+        # The killed process's claims went back to the queue, taken by a living process, the moment it died.
+        assert any("serve: a process that stopped was grading" in server.log.read_text()
+                   for server in (servers[0], servers[2]))
         grades = request(f"{site}/i/{servers[0].instructor}/export/grades.csv")
         assert grades.status == 200, grades.text
         counted = {row["student_id"]: row for row in csv.DictReader(io.StringIO(grades.text))}
