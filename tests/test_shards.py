@@ -106,3 +106,13 @@ def test_three_shards_merged_equal_one_run_file_by_file_and_in_the_gradebook(tmp
     for name, content in theirs.items():
         assert ours[name] == content, name
     assert _gradebook(sharded) == _gradebook(whole)
+
+
+def test_a_shard_grades_into_a_folder_of_its_own_and_merge_needs_shards(course_root, tmp_path, capsys):
+    assert main(["--course", str(course_root), "grade", "--shard", "1/2"]) == 1
+    assert "--shard grades into a folder of its own, for `autograd-course merge`: give --out" in capsys.readouterr().err
+    assert main(["--course", str(course_root), "grade", "--shard", "3/2", "--out", str(tmp_path / "out")]) == 1
+    assert "--shard '3/2': expected K/N with 1 <= K <= N" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["--course", str(course_root), "merge", str(tmp_path / "empty")]) == 1
+    assert "empty: no shard-<assignment>.json here" in capsys.readouterr().err

@@ -15,6 +15,7 @@ carry to a cluster is the CPU per upload. Figures are printed, never asserted.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
 import sys
@@ -33,26 +34,26 @@ from helpers import submitted_notebook
 from service.conftest import Server, course_for_service, new_database, notebook_bytes, running_postgres
 
 
-def _postgres_cpu() -> float:
-    """CPU seconds of every postgres process (the server and its backends)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
+def _postgres_cpu(port: int) -> float:
+    """CPU seconds of this benchmark's PostgreSQL server (the postmaster listening on `port`) and its backends,
+    those running and those it reaped: not another PostgreSQL on the machine."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if (entry / "comm").read_text().strip() != "postgres":
-                continue
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        total += sum(int(value) for value in fields[11:13]) / tick
-    return total
+        listens = any(flag == b"-p" and value == str(port).encode() for flag, value in itertools.pairwise(command))
+        if command[0].endswith(b"/postgres") and listens:
+            return sum(_cpu(int(entry.name)))
+    return float("nan")
 
 
 def run(server_url: str, processes: int, students: int, attempts: int, concurrency: int, jobs: int,
         folder: Path) -> dict[str, float]:
     root = course_for_service(folder / f"course-{processes}")
+    port = int(server_url.rsplit(":", 1)[1])
     database = new_database(server_url)
     servers = [Server(root, database=database, jobs=jobs) for _ in range(processes)]
     names = [f"s{index:03d}" for index in range(students)]
@@ -74,7 +75,7 @@ def run(server_url: str, processes: int, students: int, attempts: int, concurren
             time.sleep(0.1)
         time.sleep(1)  # the last attempt recorded
         before = [_cpu(server.process.pid) for server in servers if server.process]
-        database_before = _postgres_cpu()
+        database_before = _postgres_cpu(port)
         errors: list[int] = []
         lock = threading.Lock()
 
@@ -96,7 +97,7 @@ def run(server_url: str, processes: int, students: int, attempts: int, concurren
             list(pool.map(student, range(students)))
         elapsed = time.monotonic() - started
         after = [_cpu(server.process.pid) for server in servers if server.process]
-        database_cpu = _postgres_cpu() - database_before
+        database_cpu = _postgres_cpu(port) - database_before
     finally:
         for server in servers:
             server.stop()

@@ -8,11 +8,15 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
+from course.config import load_config
+from course.errors import CourseError
 from course.service.policy import ServicePolicy
+from course.service.run import make_service
 from course.service.schedule import Scheduler
 from course.service.shared import SharedQueue, owners_alive
 from course.service.store import Store
 
+from .conftest import course_for_service, free_port
 from .test_schedule import NOW, _queue
 from .test_store import RESULTS
 
@@ -61,3 +65,21 @@ def test_processes_sharing_a_postgresql_queue_take_turns_and_give_back_what_a_de
     finally:
         first.close()
         second.close()
+
+
+def test_a_process_that_cannot_reach_postgresql_says_so_and_serves_nothing():
+    with pytest.raises(CourseError, match=r"^cannot open the service's database: .*127\.0\.0\.1"):
+        Store(f"postgresql+psycopg://autograd@127.0.0.1:{free_port()}/course")
+
+
+def test_the_health_check_says_why_a_process_cannot_serve(tmp_path):
+    root = course_for_service(tmp_path / "course")
+    service = make_service(load_config(root), database=f"sqlite:///{tmp_path / 'service.db'}", jobs=1)
+    try:
+        assert service.healthy() == "the warm pool has no worker"  # not started yet
+        with service.store.begin() as db:
+            db.execute(text("ALTER TABLE attempts RENAME TO attempts_away"))
+        assert service.healthy().startswith("the database cannot be reached: ")
+    finally:
+        service.grader.stop()
+        service.store.close()
