@@ -159,7 +159,9 @@ class Service:
         try:
             self.store.version()
         except Exception as error:  # any failure to reach the database is this answer
-            return f"the database cannot be reached: {safe_text(str(error), 300)}"
+            # The details (the database's address, say) go to the log, not to whoever asks.
+            LOG.warning("serve: the health check cannot reach the database: %s", safe_text(str(error), 2000))
+            return "the database cannot be reached"
         pool = self.grader.pool
         if pool is None or not pool.alive:
             return "the warm pool has no worker"

@@ -79,7 +79,7 @@ def test_the_health_check_says_why_a_process_cannot_serve(tmp_path):
         assert service.healthy() == "the warm pool has no worker"  # not started yet
         with service.store.begin() as db:
             db.execute(text("ALTER TABLE attempts RENAME TO attempts_away"))
-        assert service.healthy().startswith("the database cannot be reached: ")
+        assert service.healthy() == "the database cannot be reached"  # the details in the log only
     finally:
         service.grader.stop()
         service.store.close()
