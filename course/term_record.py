@@ -214,6 +214,8 @@ def undo(config: CourseConfig, settings: AssignmentSettings, question_ids: tuple
                 saved = folder / "files" / student / name
                 if saved.is_dir():
                     shutil.copytree(saved, target, symlinks=True)
+                elif target.parent.is_dir() and not any(target.parent.iterdir()):
+                    target.parent.rmdir()  # the student's folder the recording made, empty again
             held = entry["held"]
             if held is None:
                 absent.append(student)

@@ -52,7 +52,7 @@ def _policy_lines(policy: ServicePolicy, used: int | None, due: datetime | None,
         allowed = f"{policy.attempts} attempts each" if policy.attempts else "any number of attempts"
     else:
         allowed = (f"{used} of {policy.attempts} attempts used" if policy.attempts
-                   else f"{used} attempts so far (no limit)")
+                   else f"{used} attempt{'' if used == 1 else 's'} so far (no limit)")
     lines = [allowed, f"{whose} {'best' if policy.counts == 'best' else 'last'} attempt counts"]
     if policy.cooldown_minutes:
         lines.append(f"{minutes(policy.cooldown_minutes)} between attempts")

@@ -55,11 +55,11 @@ def test_a_student_uploads_waits_reads_the_feedback_and_is_told_when_to_return(r
     assert "54 / 57" in summary
     revisit = page.locator("#attempt-summary ul.revisit a")
     assert revisit.count() == 1
+    screenshot(page, f"service-feedback-{device}")
     target = revisit.first.get_attribute("href")
     assert target == "#q-cubic"
     revisit.first.click()  # a jump link to the question to revisit
     assert page.url.endswith(target)
-    screenshot(page, f"service-feedback-{device}")
     page.get_by_role("link", name="back to your attempts").click()
     page.wait_for_url(re.compile(r".*/s/[^/]+/$"))
     closed = page.locator("#closed").inner_text()
