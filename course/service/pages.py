@@ -153,7 +153,10 @@ def dashboard_page(records: list[StudentRecord], assignment: str, policy: Servic
             f"<div id=policy>Policy: {e(_policy_lines(policy, None, due, 'each student’s'))}</div>"
             "</header>"
             '<section class=card><h2>Export</h2><p><a href="export/grades.csv">grades CSV</a> · '
-            '<a href="export/canvas.csv">Canvas CSV</a> · <a href="export/moodle.csv">Moodle CSV</a></p>'
+            '<a href="export/canvas.csv">Canvas CSV</a> · <a href="export/moodle.csv">Moodle CSV</a> '
+            "(the service's attempts only)</p>"
+            "<p>For the whole term (nbgrader's gradebook, the term's grading and what was recorded here): "
+            "<code>autograd-course export --format canvas --roster roster.csv</code>.</p>"
             '<p><a class=button href="export/gradebook">Record the counted scores in nbgrader\'s gradebook…</a> '
             "(shows who would change first; nothing is written until you confirm)</p></section>"
             "<section class=card><h2>Students</h2><div class=table-wrap><table id=students><thead><tr>"
