@@ -126,7 +126,7 @@ def plan(config: CourseConfig, settings: AssignmentSettings, counted: list[Count
         if before is None:
             why = f"nothing recorded yet; attempt {one.attempt} is the one that counts"
         elif source == "term":
-            when = f"submitted {_stamp(before.timestamp)}" if before.timestamp else "with no submission time"
+            when = f"submitted {_shown(before.timestamp)}" if before.timestamp else "with no submission time"
             why = f"attempt {one.attempt} replaces the term's submission ({when})"
         else:
             why = f"attempt {one.attempt} now counts, in place of what {source} wrote"
@@ -236,8 +236,12 @@ def undo(config: CourseConfig, settings: AssignmentSettings, question_ids: tuple
     return Recording(recording.number, recording.recorded_at, recording.students, True)
 
 
+def _shown(moment: datetime) -> str:
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC"
+
+
 def _now() -> str:
-    return _stamp(datetime.now(UTC).replace(tzinfo=None))
+    return _shown(datetime.now(UTC).replace(tzinfo=None))
 
 
 def _new_folder(config: CourseConfig, assignment: str) -> Path:

@@ -290,6 +290,9 @@ def test_the_services_attempts_are_recorded_into_the_term_and_undone(term):
             body, kind = multipart({"csrf": csrf, **fields})
             return request(f"{base}/export/{path}", method="POST", data=body, content_type=kind)
 
+        stale = post("gradebook", plan="0" * 16, replace_term="yes")  # a preview that no longer holds
+        assert stale.status == 409
+        assert "not what the preview you confirmed showed" in stale.text
         unconfirmed = post("gradebook", plan=plan)
         assert unconfirmed.status == 409
         assert "confirm it" in unconfirmed.text
