@@ -136,5 +136,9 @@ def issue_tokens(config: CourseConfig, roster: list[Student], out: Path, *, data
     finally:
         store.close()
     # The roster's names reach nbgrader's student table too (formgrader, nbgrader export), as grade --roster does.
-    record_students(config.gradebook_url, {student.student_id: nbgrader_student(student) for student in roster})
+    try:
+        record_students(config.gradebook_url, {student.student_id: nbgrader_student(student) for student in roster})
+    except Exception as problem:  # nbgrader's or the database's own errors: one sentence, the tokens stand
+        raise CourseError(f"the tokens are written ({out}), but nbgrader's gradebook ({config.gradebook_url}) did "
+                          f"not take the roster's names: {type(problem).__name__}: {problem}") from None
     return len(roster), instructor_path
