@@ -21,7 +21,6 @@ button { font: inherit; padding: .4rem 1rem; border-radius: 4px; border: 1px sol
 .counted { font-weight: 600; }
 a.button { display: inline-block; padding: .4rem 1rem; border: 1px solid var(--line); border-radius: 4px; }
 ul.revisit { margin: .25rem 0; padding-left: 1.25rem; }
-nav.summary { margin-bottom: 1rem; }
 button[disabled], input[disabled] { opacity: .5; cursor: not-allowed; }
 """
 
@@ -131,7 +130,7 @@ def feedback_lead(attempt: Attempt, back: str, *, instructor: bool = False) -> s
         todo = "<div>No question could be graded: the messages below say why.</div>"
     onwards = "" if instructor else f' · <a href="{e(back)}#submit">submit another attempt</a>'
     who = "the student's" if instructor else "your"
-    return (f"<nav class=summary id=attempt-summary><div><strong>Attempt {attempt.number}</strong>, submitted "
+    return (f"<nav class=card id=attempt-summary><div><strong>Attempt {attempt.number}</strong>, submitted "
             f"{_when(attempt.submitted_at)}: {_score(attempt)}</div>{todo}"
             f'<div><a href="{e(back)}">back to {who} attempts</a>{onwards}</div></nav>')
 
