@@ -255,14 +255,15 @@ def _table_html(table: Table) -> str:
     return "".join(parts)
 
 
-def render_html(feedback: dict[str, Any]) -> str:
-    """A self-contained page (no scripts, no network) a student can open from disk or a phone."""
+def render_html(feedback: dict[str, Any], *, lead: str = "") -> str:
+    """A self-contained page (no scripts, no network) a student can open from disk or a phone. lead: the
+    service's own HTML (already escaped) shown first: when it was submitted, links, the summary."""
     reveal = feedback.get("reveals_torch_values", True)
     parts = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         '<meta name=viewport content="width=device-width, initial-scale=1">',
         f"<title>Feedback: {_e(feedback['assignment'])} — {_e(feedback['student_id'])}</title>",
-        f"<style>{CSS}</style></head><body><main>",
+        f"<style>{CSS}</style></head><body><main>{lead}",
         f"<header class=summary><div>Feedback for <strong>{_e(feedback['student_id'])}</strong>, "
         f"assignment <strong>{_e(feedback['assignment'])}</strong></div>",
         f"<div class=score>{_points(feedback['score'])} / {_points(feedback['max_score'])}</div>",

@@ -21,6 +21,7 @@ class Refusal:
 
     message: str
     retry_after: float | None
+    reopens_at: datetime | None = None  # naive UTC; None: never (or now)
 
 
 def refusal(policy: ServicePolicy, earlier: list[datetime], now: datetime) -> Refusal | None:
@@ -31,9 +32,22 @@ def refusal(policy: ServicePolicy, earlier: list[datetime], now: datetime) -> Re
         ready = max(earlier) + timedelta(minutes=policy.cooldown_minutes)
         if now < ready:
             wait = (ready - now).total_seconds()
-            return Refusal(f"the next attempt is allowed {wait:.0f} s from now (a cooldown of "
-                           f"{policy.cooldown_minutes:g} minutes between attempts)", wait)
+            return Refusal(f"the next attempt is allowed at {ready:%H:%M:%S} UTC, {_duration(wait)} from now (a "
+                           f"cooldown of {minutes(policy.cooldown_minutes)} between attempts)", wait, ready)
     return None
+
+
+def minutes(value: float) -> str:
+    return f"{value:g} minute{'' if value == 1 else 's'}"
+
+
+def _duration(seconds: float) -> str:
+    whole = max(1, round(seconds))
+    if whole < 120:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
 
 
 def counted(policy: ServicePolicy, scores: list[tuple[int, float]]) -> int | None:

@@ -313,6 +313,14 @@ class Store:
                                          .where(attempts.c.id.in_(attempt_ids))))
             return {row.id: json.loads(row.feedback) for row in rows if row.feedback}
 
+    def notebook_of(self, attempt_id: int) -> bytes:
+        """The notebook an attempt was submitted with (issue 28: recorded into nbgrader's submitted/)."""
+        with self.engine.connect() as db:
+            row = db.execute(self._mine(select(attempts.c.notebook).where(attempts.c.id == attempt_id))).first()
+        if row is None:
+            raise CourseError(f"attempt {attempt_id} is not in the service's database")
+        return bytes(row.notebook)
+
     def version(self) -> str:
         """Changes whenever an attempt is added or graded (the dashboard polls it)."""
         with self.engine.connect() as db:

@@ -105,7 +105,11 @@ def test_the_policy_refuses_with_when_to_retry():
     wait = refusal(policy, [now - timedelta(minutes=4)], now)
     assert wait is not None
     assert wait.retry_after == 360
-    assert "cooldown of 10 minutes" in wait.message
+    assert wait.reopens_at == datetime(2026, 11, 30, 12, 6, 0)
+    assert "allowed at 12:06:00 UTC, 6 min 00 s from now (a cooldown of 10 minutes" in wait.message
+    one = refusal(replace(policy, cooldown_minutes=1), [now - timedelta(seconds=15)], now)
+    assert one is not None
+    assert "45 s from now (a cooldown of 1 minute between" in one.message  # not "1 minutes"
     assert refusal(policy, [now - timedelta(minutes=11)], now) is None
     spent = refusal(policy, [now - timedelta(hours=h) for h in (1, 2, 3)], now)
     assert spent is not None
@@ -205,6 +209,11 @@ def test_serve_tokens_writes_one_private_token_per_student_and_keeps_only_hashes
         store.close()
     database = (root / "service.db").read_bytes()
     assert not any(token.encode() in database for token in [*tokens.values(), instructor])
+    from nbgrader.api import Gradebook  # the roster's names reach nbgrader's student table (formgrader)
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        assert [(s.id, s.first_name, s.last_name, s.lms_user_id) for s in gradebook.students] == [
+            ("alice", "Alice", "A", "101"), ("bob", "Bob", "B", "102")]
 
 
 def test_serve_and_submit_say_what_is_wrong_in_one_line(tmp_path, capsys):
