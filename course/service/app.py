@@ -268,6 +268,9 @@ async def _accept_upload(service: Service, student: str, notebook: bytes) -> str
     accepted = await run_in_threadpool(_accept, service, student, notebook)
     if isinstance(accepted, Attempt):
         service.grader.wake()
+    elif isinstance(accepted, Refusal) and accepted.limit:
+        LOG.warning("serve: refused an upload of %s: service.%s reached (%s)", student, accepted.limit,
+                    accepted.message.split(":")[0])
     return accepted
 
 

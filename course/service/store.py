@@ -254,14 +254,15 @@ class Store:
     def submit(self, student_id: str, assignment: str, notebook: bytes, policy: ServicePolicy) -> Attempt | Refusal:
         """Store a new attempt (committed when this returns), or say why the policy refuses it."""
         with self._submit_lock, self.begin() as db:
-            rows = list(db.execute(select(attempts.c.submitted_at, attempts.c.status).where(
+            rows = list(db.execute(select(attempts.c.submitted_at, attempts.c.status,
+                                          func.length(attempts.c.notebook).label("size")).where(
                 attempts.c.student_id == student_id, attempts.c.assignment == assignment)))
             # An attempt that ended as an autograder error (our failure) uses up neither an attempt nor a cooldown;
-            # it keeps its number.
+            # it keeps its number. Its notebook is stored all the same, and counts towards what the student stores.
             earlier = [row.submitted_at for row in rows if row.status != AUTOGRADER_ERROR]
             number = len(rows) + 1
             now = now_utc()
-            refused = refusal(policy, earlier, now)
+            refused = refusal(policy, earlier, now, stored=sum(row.size or 0 for row in rows), size=len(notebook))
             if refused:
                 return refused
             inserted = db.execute(attempts.insert().values(

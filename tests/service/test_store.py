@@ -113,6 +113,26 @@ def test_the_policy_refuses_with_when_to_retry():
     assert "all 3 attempts" in spent.message
 
 
+def test_a_student_cannot_fill_the_database_with_large_notebooks(store, tmp_path):
+    """The default policy (no attempt limit, no cooldown) with notebooks at the upload limit: what one student
+    stores per assignment is bounded (service.storage_mb), with a sentence; others still submit."""
+    for student in ("mallory", "bob"):
+        store.set_student(student, new_token(), {})
+    policy = ServicePolicy()
+    large = b"{" + b" " * (policy.upload_bytes - 2) + b"}"
+    answers = [store.submit("mallory", "autograd", large, policy) for _ in range(30)]
+    stored = [a for a in answers if not isinstance(a, Refusal)]
+    assert len(stored) == 10  # of 2 MB, in the default 20 MB
+    refused = answers[len(stored):]
+    assert all(isinstance(r, Refusal) and r.retry_after is None and r.limit == "storage_mb" for r in refused)
+    assert refused[0].message.startswith("your attempts at this assignment already take 20.0 MB, and this notebook "
+                                         "(2.0 MB) would pass the limit of 20 MB per student")
+    assert not isinstance(store.submit("mallory", "another", large, policy), Refusal)  # per assignment
+    assert not isinstance(store.submit("bob", "autograd", large, policy), Refusal)
+    if store.engine.dialect.name == "sqlite":
+        assert (tmp_path / "service.db").stat().st_size < 2 * 20 * 2**20 + 3 * policy.upload_bytes
+
+
 def test_an_attempt_that_was_an_autograder_error_uses_up_nothing_and_never_counts(store):
     """Our failure is never the student's: it takes neither an attempt nor a cooldown, and is never the grade."""
     store.set_student("alice", new_token(), {})
