@@ -156,15 +156,31 @@ class Service:
             if not self.uploads[student]:
                 del self.uploads[student]
 
-    def records(self) -> list[StudentRecord]:
-        """Every student's attempts; only the counted attempts carry their feedback (the class's is large)."""
+    def records(self, *, feedback: bool = True) -> list[StudentRecord]:
+        """Every student's attempts, none with its feedback; with `feedback`, the counted attempts carry theirs
+        (for the class summary and the exports: the scores per question). A page reads no feedback it does not
+        show: a student's ~1 MB documents were once parsed at every reload of a page that shows only scores."""
         records = student_records(self.policy, list(self.store.students()), self.store.attempts_of(feedback=False))
-        feedback = self.store.feedback_of([r.counted.id for r in records if r.counted is not None])
-        return [replace(r, counted=replace(r.counted, feedback=feedback.get(r.counted.id)))
+        if not feedback:
+            return records
+        counted = self.store.feedback_of([r.counted.id for r in records if r.counted is not None])
+        return [replace(r, counted=replace(r.counted, feedback=counted.get(r.counted.id)))
                 if r.counted is not None else r for r in records]
 
     def record_of(self, student_id: str) -> StudentRecord:
-        return student_records(self.policy, [student_id], self.store.attempts_of(student_id))[0]
+        """One student's attempts, without their feedback (their pages show scores and links only)."""
+        return student_records(self.policy, [student_id], self.store.attempts_of(student_id, feedback=False))[0]
+
+    def feedback_page(self, attempt_id: int, student: str | None) -> str | None:
+        """An attempt's feedback page (or the page saying it is being graded), read and rendered on the calling
+        thread, never the event loop: a feedback document may be large. None: no such attempt (of `student`,
+        unless None: the instructor's)."""
+        attempt = self.store.attempt(attempt_id)
+        if attempt is None or (student is not None and attempt.student_id != student):
+            return None
+        if not attempt.done or attempt.feedback is None:
+            return pages.waiting_page(attempt)
+        return render_html(attempt.feedback)
 
     # ----------------------------------------------------------------- CSRF (the HTML forms)
     def csrf_token(self, who: str) -> str:
@@ -367,7 +383,8 @@ async def get_submission(request: Request) -> Response:
     if isinstance(caller, Response):
         return caller
     service, token, student = caller
-    attempt = await run_in_threadpool(service.store.attempt, request.path_params["attempt_id"])
+    attempt = await run_in_threadpool(partial(service.store.attempt, request.path_params["attempt_id"],
+                                              feedback=False))  # the JSON holds the link to it, not the feedback
     if attempt is None or attempt.student_id != student:
         return _json_error(404, "no such submission of yours")
     return JSONResponse(submission_json(attempt, token))
@@ -408,13 +425,15 @@ def _same_origin(request: Request) -> bool:
 
 
 async def _student_page(service: Service, student: str, message: str = "", status: int = 200) -> Response:
-    record = await run_in_threadpool(service.record_of, student)
-    note = ""
-    if service.policy.fresh_numbers_per_attempt:
-        note = f" (with fresh numbers for attempt {len(record.attempts) + 1}: answer with the numbers it shows)"
-    return HTMLResponse(pages.student_page(record, service.assignment, service.policy, service.grader.due,
-                                           service.csrf_token(f"student:{student}"), message, note),
-                        status_code=status)
+    def make() -> str:  # read and rendered off the event loop (a student may have many attempts)
+        record = service.record_of(student)
+        note = ""
+        if service.policy.fresh_numbers_per_attempt:
+            note = f" (with fresh numbers for attempt {len(record.attempts) + 1}: answer with the numbers it shows)"
+        return pages.student_page(record, service.assignment, service.policy, service.grader.due,
+                                  service.csrf_token(f"student:{student}"), message, note)
+
+    return HTMLResponse(await run_in_threadpool(make), status_code=status)
 
 
 @student_route
@@ -458,12 +477,8 @@ async def _student_upload(request: Request, service: Service, student: str, refu
 
 @student_route
 async def student_attempt(request: Request, service: Service, student: str) -> Response:
-    attempt = await run_in_threadpool(service.store.attempt, request.path_params["attempt_id"])
-    if attempt is None or attempt.student_id != student:
-        return _not_found()
-    if not attempt.done or attempt.feedback is None:
-        return HTMLResponse(pages.waiting_page(attempt))
-    return HTMLResponse(render_html(attempt.feedback))
+    page = await run_in_threadpool(service.feedback_page, request.path_params["attempt_id"], student)
+    return _not_found() if page is None else HTMLResponse(page)
 
 
 @student_route
@@ -498,10 +513,11 @@ async def student_notebook(request: Request, service: Service, student: str) -> 
 
 @instructor_route
 async def dashboard(request: Request, service: Service) -> Response:
-    records = await run_in_threadpool(service.records)
-    version = await run_in_threadpool(service.store.version)
-    return HTMLResponse(pages.dashboard_page(records, service.assignment, service.policy, version,
-                                             service.csrf_token("instructor")))
+    def make() -> str:  # a class's worth of rows: made off the event loop, from the attempts without feedback
+        return pages.dashboard_page(service.records(feedback=False), service.assignment, service.policy,
+                                    service.store.version(), service.csrf_token("instructor"))
+
+    return HTMLResponse(await run_in_threadpool(make))
 
 
 @instructor_route
@@ -511,8 +527,10 @@ async def dashboard_version(request: Request, service: Service) -> Response:
 
 @instructor_route
 async def class_summary_page(request: Request, service: Service) -> Response:
-    records = await run_in_threadpool(service.records)
-    return HTMLResponse(render_summary_html(summary_of(records), service.assignment))
+    def make() -> str:  # every counted feedback of the class: read, summarised and rendered off the event loop
+        return render_summary_html(summary_of(service.records()), service.assignment)
+
+    return HTMLResponse(await run_in_threadpool(make))
 
 
 @instructor_route
@@ -520,18 +538,14 @@ async def instructor_student(request: Request, service: Service) -> Response:
     student = request.path_params["student_id"]
     if student not in await run_in_threadpool(service.store.students):
         return _not_found()
-    record = await run_in_threadpool(service.record_of, student)
-    return HTMLResponse(pages.instructor_student_page(record, service.assignment))
+    return HTMLResponse(await run_in_threadpool(
+        lambda: pages.instructor_student_page(service.record_of(student), service.assignment)))
 
 
 @instructor_route
 async def instructor_attempt(request: Request, service: Service) -> Response:
-    attempt = await run_in_threadpool(service.store.attempt, request.path_params["attempt_id"])
-    if attempt is None:
-        return _not_found()
-    if not attempt.done or attempt.feedback is None:
-        return HTMLResponse(pages.waiting_page(attempt))
-    return HTMLResponse(render_html(attempt.feedback))
+    page = await run_in_threadpool(service.feedback_page, request.path_params["attempt_id"], None)
+    return _not_found() if page is None else HTMLResponse(page)
 
 
 @instructor_route
