@@ -99,6 +99,7 @@ class Service:
     uploads: dict[str, int] = field(default_factory=dict)  # a student's uploads in progress (on the event loop)
     busy_said: dict[str, float] = field(default_factory=dict)  # when the log last said a student had too many
     loop: asyncio.AbstractEventLoop | None = None
+    csrf_key: bytes | None = None  # read from the database once (it never changes): not a transaction per page
 
     @property
     def assignment(self) -> str:
@@ -194,7 +195,9 @@ class Service:
         return hmac.compare_digest(mac, self._csrf_mac(who, issued))
 
     def _csrf_mac(self, who: str, issued: str) -> str:
-        return hmac.new(self.store.secret("csrf"), f"{who}|{issued}".encode(), hashlib.sha256).hexdigest()
+        if self.csrf_key is None:
+            self.csrf_key = self.store.secret("csrf")
+        return hmac.new(self.csrf_key, f"{who}|{issued}".encode(), hashlib.sha256).hexdigest()
 
 
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:

@@ -46,7 +46,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 
 from course.errors import CourseError
 from course.grading import ERROR as AUTOGRADER_ERROR
@@ -241,14 +241,19 @@ class Store:
             return {row.student_id: json.loads(row.lms) for row in db.execute(select(students))}
 
     def secret(self, name: str) -> bytes:
-        """A server-side random secret (the CSRF key), made once and kept in the database."""
-        with self.begin() as db:
-            row = db.execute(select(settings.c.value).where(settings.c.name == name)).first()
-            if row:
-                return bytes.fromhex(row.value)
-            value = secrets.token_hex(32)
-            db.execute(settings.insert().values(name=name, value=value))
-            return bytes.fromhex(value)
+        """A server-side random secret (the CSRF key), made once and kept in the database. Made by whichever
+        request comes first: one that loses the race reads the winner's (it answered 500 before)."""
+        try:
+            with self.begin() as db:
+                row = db.execute(select(settings.c.value).where(settings.c.name == name)).first()
+                if row:
+                    return bytes.fromhex(row.value)
+                value = secrets.token_hex(32)
+                db.execute(settings.insert().values(name=name, value=value))
+                return bytes.fromhex(value)
+        except IntegrityError:
+            with self.engine.connect() as db:
+                return bytes.fromhex(db.execute(select(settings.c.value).where(settings.c.name == name)).one().value)
 
     # ------------------------------------------------------------------ attempts
     def submit(self, student_id: str, assignment: str, notebook: bytes, policy: ServicePolicy) -> Attempt | Refusal:

@@ -98,6 +98,28 @@ def test_concurrent_claims_never_take_the_same_attempt(store):
     assert sorted(taken) == ids
 
 
+def test_the_first_requests_at_once_all_get_the_one_secret(store):
+    """The CSRF key is made by the first request that needs it: several at once (a class opening its pages when
+    the server has just started) once made all but one answer 500."""
+    barrier = threading.Barrier(8)
+    got: list[bytes | BaseException] = []
+
+    def ask() -> None:
+        barrier.wait()
+        try:
+            got.append(store.secret("csrf"))
+        except BaseException as error:
+            got.append(error)
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(got)) == 1, got
+    assert got[0] == store.secret("csrf")
+
+
 def test_the_policy_refuses_with_when_to_retry():
     now = datetime(2026, 11, 30, 12, 0, 0)
     policy = ServicePolicy(attempts=3, cooldown_minutes=10)
