@@ -240,7 +240,7 @@ def main() -> int:
     parser.add_argument("--honest", type=int, default=20, help="honest uploads during each attack")
     parser.add_argument("--reloaders", type=int, default=12, help="loops reloading the large-feedback student's page")
     parser.add_argument("--feedback-reloaders", type=int, default=0, help="loops reloading one 1 MB feedback page")
-    parser.add_argument("--only", choices=["stalled", "half-open", "reloads", "storage"], action="append",
+    parser.add_argument("--only", choices=["quiet", "stalled", "half-open", "reloads", "storage"], action="append",
                         help="run only these attacks (default: all)")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # the attacker's own sockets
@@ -259,7 +259,11 @@ def main() -> int:
         with Peak(server.process.pid) as idle:
             honest_uploads(server, 2)
         print(f"before the attacks: server RSS {idle.rss:.0f} MiB, descriptors {idle.fds}")
-        chosen = args.only or ["stalled", "half-open", "reloads", "storage"]
+        chosen = args.only or ["quiet", "stalled", "half-open", "reloads", "storage"]
+        if "quiet" in chosen:  # the same honest uploads with no attack: the machine's own figure
+            with Peak(server.process.pid) as peak:
+                latencies, statuses = honest_uploads(server, args.honest)
+            report("no attack", peak, collections.Counter(), latencies, statuses)
         if "stalled" in chosen:
             stalled_uploads(server, students, args.honest)
         if "half-open" in chosen:
