@@ -106,6 +106,7 @@ class Service:
     uploads: dict[str, int] = field(default_factory=dict)  # a student's uploads in progress (on the event loop)
     busy_said: dict[str, float] = field(default_factory=dict)  # when the log last said a student had too many
     loop: asyncio.AbstractEventLoop | None = None
+    csrf_key: bytes | None = None  # read from the database once (it never changes): not a transaction per page
 
     @property
     def assignment(self) -> str:
@@ -190,15 +191,33 @@ class Service:
             if not self.uploads[student]:
                 del self.uploads[student]
 
-    def records(self) -> list[StudentRecord]:
-        """Every student's attempts; only the counted attempts carry their feedback (the class's is large)."""
+    def records(self, *, feedback: bool = True) -> list[StudentRecord]:
+        """Every student's attempts, none with its feedback; with `feedback`, the counted attempts carry theirs
+        (for the class summary and the exports: the scores per question). A page reads no feedback it does not
+        show: a student's ~1 MB documents were once parsed at every reload of a page that shows only scores."""
         records = student_records(self.policy, list(self.store.students()), self.store.attempts_of(feedback=False))
-        feedback = self.store.feedback_of([r.counted.id for r in records if r.counted is not None])
-        return [replace(r, counted=replace(r.counted, feedback=feedback.get(r.counted.id)))
+        if not feedback:
+            return records
+        counted = self.store.feedback_of([r.counted.id for r in records if r.counted is not None])
+        return [replace(r, counted=replace(r.counted, feedback=counted.get(r.counted.id)))
                 if r.counted is not None else r for r in records]
 
     def record_of(self, student_id: str) -> StudentRecord:
-        return student_records(self.policy, [student_id], self.store.attempts_of(student_id))[0]
+        """One student's attempts, without their feedback (their pages show scores and links only)."""
+        return student_records(self.policy, [student_id], self.store.attempts_of(student_id, feedback=False))[0]
+
+    def feedback_page(self, student: str, number: int, *, instructor: bool = False) -> str | None:
+        """The feedback page of a student's attempt by its number (or the page saying it is being graded), read
+        and rendered on the calling thread, never the event loop: a feedback document may be large, and only
+        this one is read. None: the student has no attempt of that number."""
+        found = next((a for a in self.store.attempts_of(student, feedback=False) if a.number == number), None)
+        attempt = self.store.attempt(found.id) if found is not None else None
+        if attempt is None:
+            return None
+        back = f"../../{quote(attempt.student_id)}" if instructor else "../"
+        if not attempt.done or attempt.feedback is None:
+            return pages.waiting_page(attempt, back, instructor=instructor)
+        return render_html(attempt.feedback, lead=pages.feedback_lead(attempt, back, instructor=instructor))
 
     # ----------------------------------------------------------------- CSRF (the HTML forms)
     def csrf_token(self, who: str) -> str:
@@ -212,7 +231,9 @@ class Service:
         return hmac.compare_digest(mac, self._csrf_mac(who, issued))
 
     def _csrf_mac(self, who: str, issued: str) -> str:
-        return hmac.new(self.store.secret("csrf"), f"{who}|{issued}".encode(), hashlib.sha256).hexdigest()
+        if self.csrf_key is None:
+            self.csrf_key = self.store.secret("csrf")
+        return hmac.new(self.csrf_key, f"{who}|{issued}".encode(), hashlib.sha256).hexdigest()
 
 
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -304,6 +325,9 @@ async def _accept_upload(service: Service, student: str, notebook: bytes) -> str
     accepted = await run_in_threadpool(_accept, service, student, notebook)
     if isinstance(accepted, Attempt):
         service.grader.wake()
+    elif isinstance(accepted, Refusal) and accepted.limit:
+        LOG.warning("serve: refused an upload of %s: service.%s reached (%s)", student, accepted.limit,
+                    accepted.message.split(":")[0])
     return accepted
 
 
@@ -400,7 +424,8 @@ async def get_submission(request: Request) -> Response:
     if isinstance(caller, Response):
         return caller
     service, token, student = caller
-    attempt = await run_in_threadpool(service.store.attempt, request.path_params["attempt_id"])
+    attempt = await run_in_threadpool(partial(service.store.attempt, request.path_params["attempt_id"],
+                                              feedback=False))  # the JSON holds the link to it, not the feedback
     if attempt is None or attempt.student_id != student:
         return _json_error(404, "no such submission of yours")
     return JSONResponse(submission_json(attempt, token))
@@ -447,14 +472,16 @@ def _refusal_now(service: Service, record: StudentRecord) -> Refusal | None:
 
 
 async def _student_page(service: Service, student: str, message: str = "", status: int = 200) -> Response:
-    record = await run_in_threadpool(service.record_of, student)
-    note = ""
-    if service.policy.fresh_numbers_per_attempt:
-        note = f" (with fresh numbers for attempt {len(record.attempts) + 1}: answer with the numbers it shows)"
-    return HTMLResponse(pages.student_page(record, service.assignment, service.policy, service.grader.due,
-                                           service.csrf_token(f"student:{student}"), message, note,
-                                           _refusal_now(service, record)),
-                        status_code=status)
+    def make() -> str:  # read and rendered off the event loop (a student may have many attempts)
+        record = service.record_of(student)
+        note = ""
+        if service.policy.fresh_numbers_per_attempt:
+            note = f" (with fresh numbers for attempt {len(record.attempts) + 1}: answer with the numbers it shows)"
+        return pages.student_page(record, service.assignment, service.policy, service.grader.due,
+                                  service.csrf_token(f"student:{student}"), message, note,
+                                  _refusal_now(service, record))
+
+    return HTMLResponse(await run_in_threadpool(make), status_code=status)
 
 
 @student_route
@@ -496,20 +523,10 @@ async def _student_upload(request: Request, service: Service, student: str, refu
     return RedirectResponse(f"attempts/{accepted.number}", status_code=303)
 
 
-def _numbered(service: Service, student: str, number: int) -> Attempt | None:
-    """A student's attempt by its number (1, 2, ...), with its feedback; None when there is none."""
-    found = next((a for a in service.store.attempts_of(student, feedback=False) if a.number == number), None)
-    return service.store.attempt(found.id) if found is not None else None
-
-
 @student_route
 async def student_attempt(request: Request, service: Service, student: str) -> Response:
-    attempt = await run_in_threadpool(_numbered, service, student, request.path_params["number"])
-    if attempt is None:
-        return _not_found()
-    if not attempt.done or attempt.feedback is None:
-        return HTMLResponse(pages.waiting_page(attempt))
-    return HTMLResponse(render_html(attempt.feedback, lead=pages.feedback_lead(attempt, "../")))
+    page = await run_in_threadpool(service.feedback_page, student, request.path_params["number"])
+    return _not_found() if page is None else HTMLResponse(page)
 
 
 @student_route
@@ -544,10 +561,11 @@ async def student_notebook(request: Request, service: Service, student: str) -> 
 
 @instructor_route
 async def dashboard(request: Request, service: Service) -> Response:
-    records = await run_in_threadpool(service.records)
-    version = await run_in_threadpool(service.store.version)
-    return HTMLResponse(pages.dashboard_page(records, service.assignment, service.policy, version,
-                                             service.grader.due))
+    def make() -> str:  # a class's worth of rows: made off the event loop, from the attempts without feedback
+        return pages.dashboard_page(service.records(feedback=False), service.assignment, service.policy,
+                                    service.store.version(), service.grader.due)
+
+    return HTMLResponse(await run_in_threadpool(make))
 
 
 @instructor_route
@@ -557,8 +575,10 @@ async def dashboard_version(request: Request, service: Service) -> Response:
 
 @instructor_route
 async def class_summary_page(request: Request, service: Service) -> Response:
-    records = await run_in_threadpool(service.records)
-    return HTMLResponse(render_summary_html(summary_of(records), service.assignment))
+    def make() -> str:  # every counted feedback of the class: read, summarised and rendered off the event loop
+        return render_summary_html(summary_of(service.records()), service.assignment)
+
+    return HTMLResponse(await run_in_threadpool(make))
 
 
 @instructor_route
@@ -566,20 +586,15 @@ async def instructor_student(request: Request, service: Service) -> Response:
     student = request.path_params["student_id"]
     if student not in await run_in_threadpool(service.store.students):
         return _not_found()
-    record = await run_in_threadpool(service.record_of, student)
-    return HTMLResponse(pages.instructor_student_page(record, service.assignment))
+    return HTMLResponse(await run_in_threadpool(
+        lambda: pages.instructor_student_page(service.record_of(student), service.assignment)))
 
 
 @instructor_route
 async def instructor_attempt(request: Request, service: Service) -> Response:
-    attempt = await run_in_threadpool(_numbered, service, request.path_params["student_id"],
-                                      request.path_params["number"])
-    if attempt is None:
-        return _not_found()
-    back = f"../../{quote(attempt.student_id)}"
-    if not attempt.done or attempt.feedback is None:
-        return HTMLResponse(pages.waiting_page(attempt, back, instructor=True))
-    return HTMLResponse(render_html(attempt.feedback, lead=pages.feedback_lead(attempt, back, instructor=True)))
+    page = await run_in_threadpool(service.feedback_page, request.path_params["student_id"],
+                                   request.path_params["number"], instructor=True)
+    return _not_found() if page is None else HTMLResponse(page)
 
 
 @instructor_route
