@@ -112,20 +112,20 @@ def test_the_student_page_the_api_and_the_dashboard_read_no_feedback(service, cl
     token = service.tokens["mallory"]
     page = client.get(f"/s/{token}/")
     assert page.status_code == 200
-    assert page.text.count("feedback</a>") == ATTEMPTS
+    assert page.text.count('<a href="attempts/') == ATTEMPTS
     listing = client.get(f"/i/{service.tokens['instructor']}/students/mallory")
     assert listing.status_code == 200
     dashboard = client.get(f"/i/{service.tokens['instructor']}/")
     assert dashboard.status_code == 200
-    last = service.store.attempts_of("mallory", feedback=False)[-1].id
-    api = client.get(f"/api/submissions/{last}", headers={"Authorization": f"Bearer {token}"})
+    last = service.store.attempts_of("mallory", feedback=False)[-1]
+    api = client.get(f"/api/submissions/{last.id}", headers={"Authorization": f"Bearer {token}"})
     assert api.status_code == 200
     assert api.json()["score"] == 1.0
     assert statements  # the check below sees what the store sends
     assert feedback_read(statements) == []
     # The feedback page reads the one document it shows, and says what it left out.
     statements.clear()
-    shown = client.get(f"/s/{token}/attempts/{last}")
+    shown = client.get(f"/s/{token}/attempts/{last.number}")
     assert shown.status_code == 200
     assert len(feedback_read(statements)) == 1
 
@@ -148,8 +148,8 @@ def test_feedback_pages_and_the_class_summary_are_rendered_off_the_event_loop(se
 
     monkeypatch.setattr(app_module, "render_html", spy("feedback", app_module.render_html))
     monkeypatch.setattr(app_module, "render_summary_html", spy("summary", app_module.render_summary_html))
-    last = service.store.attempts_of("mallory", feedback=False)[-1].id
+    last = service.store.attempts_of("mallory", feedback=False)[-1].number
     assert client.get(f"/s/{service.tokens['mallory']}/attempts/{last}").status_code == 200
-    assert client.get(f"/i/{service.tokens['instructor']}/attempts/{last}").status_code == 200
+    assert client.get(f"/i/{service.tokens['instructor']}/students/mallory/attempts/{last}").status_code == 200
     assert client.get(f"/i/{service.tokens['instructor']}/summary").status_code == 200
     assert rendered == [("feedback", False), ("feedback", False), ("summary", False)]
