@@ -13,6 +13,8 @@ from course.config import find_config, load_config
 from course.errors import CourseError
 from course.gradebook import COURSE_TOTALS
 from course.lms import FORMATS
+from course.logs import DEFAULT_LEVEL, LEVELS
+from course.logs import configure as configure_logging
 from course.service.edge import Edge
 
 COMMAND_HELP = {
@@ -53,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"autograd-course {__version__}")
     parser.add_argument("--course", type=Path, default=Path("."),
                         help="the course root, the folder holding source/ (default: the current folder)")
+    parser.add_argument("--log-level", choices=LEVELS, default=DEFAULT_LEVEL,
+                        help="the least level of the long-running parts' log lines on stderr (the sandbox's pools "
+                        f"and retries, the service's worker, a class's grading); default: {DEFAULT_LEVEL}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     release = commands.add_parser("release", help=COMMAND_HELP["release"], description=COMMAND_HELP["release"])
@@ -316,6 +321,7 @@ HANDLERS = {"release": _release, "check": _check, "grade": _grade, "export": _ex
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    configure_logging(args.log_level)
     try:
         return HANDLERS[args.command](args)
     except CourseError as error:
