@@ -11,6 +11,7 @@ from pathlib import Path
 from course import __version__
 from course.config import find_config, load_config
 from course.errors import CourseError
+from course.extras import require
 from course.gradebook import COURSE_TOTALS
 from course.lms import FORMATS
 from course.logs import DEFAULT_LEVEL, LEVELS
@@ -170,6 +171,7 @@ def _edge(args: argparse.Namespace) -> Edge:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    require("service", "autograd-course serve")
     from course.service.run import issue_tokens, serve
 
     config = load_config(args.course)
@@ -198,6 +200,7 @@ def _submit(args: argparse.Namespace) -> int:
 
 
 def _release(args: argparse.Namespace) -> int:
+    require("grader", "autograd-course release")
     from course.release import read_roster, release
 
     config = load_config(args.course)
@@ -228,6 +231,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
+    require("grader", "autograd-course grade")
     from course.batch import grade_course
     from course.roster import read_roster
 
@@ -261,6 +265,7 @@ def _grade(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    require("grader", "autograd-course export")
     from course.lms import export_course
     from course.roster import read_roster
 
@@ -272,6 +277,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _autograder(args: argparse.Namespace) -> int:
+    require("grader", "autograd-course autograder")
     if args.action == "build":
         from course.bundle import build_bundle
 
