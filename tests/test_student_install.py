@@ -141,6 +141,12 @@ def test_a_student_install_fetches_checks_and_submits_without_the_grader_s_tools
     assert submitted.returncode == 0, said(submitted)
     assert [path.name for path in (exchange / "autograd-course" / "inbound").iterdir()]  # the submission arrived
 
+    # The service's client is the student's: it needs none of the service's packages (here: no server listens).
+    sent = run([bin_ + "autograd-course", "submit", "autograd/autograd.ipynb", "--server", "http://127.0.0.1:9",
+                "--token", "t"], env, home)
+    assert sent.returncode == 1
+    assert sent.stderr.startswith("autograd-course submit: cannot reach the server http://127.0.0.1:9/"), said(sent)
+
     # An instructor's command in the student's install: one sentence saying what to install.
     served = run([bin_ + "autograd-course", "serve"], env, home)
     assert served.returncode == 1
