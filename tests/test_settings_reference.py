@@ -27,6 +27,7 @@ def _sections(schema: type = CourseConfig, path: tuple[str, ...] = ()):
 
 
 SECTIONS = list(_sections())
+SECTION_IDS = [".".join(path) or "top level" for path, _ in SECTIONS]
 
 
 def test_docs_settings_md_is_what_the_schema_says():
@@ -39,7 +40,7 @@ def test_the_generator_writes_the_file(tmp_path):
     assert (tmp_path / "settings.md").read_text(encoding="utf-8") == render()
 
 
-@pytest.mark.parametrize(("path", "schema"), SECTIONS, ids=lambda p: ".".join(p) if isinstance(p, tuple) else "")
+@pytest.mark.parametrize(("path", "schema"), SECTIONS, ids=SECTION_IDS)
 def test_every_setting_is_declared_documented_and_its_default_valid(path, schema):
     text = render()
     prefix = "".join(f"{key}[]." if key == "assignments" else f"{key}." for key in path)
@@ -63,7 +64,7 @@ def _with(path: tuple[str, ...], value: dict) -> dict:
     return {**data, path[0]: {**data.get(path[0], {}), **value}}
 
 
-@pytest.mark.parametrize(("path", "schema"), SECTIONS, ids=lambda p: ".".join(p) if isinstance(p, tuple) else "")
+@pytest.mark.parametrize(("path", "schema"), SECTIONS, ids=SECTION_IDS)
 def test_a_mistyped_key_in_any_section_names_the_key_the_section_and_the_file(path, schema):
     assert parse_config(_with(path, {}), Path("/course"), "/course/source/course.yaml")  # the base is valid
     with pytest.raises(ConfigError) as raised:
@@ -72,7 +73,7 @@ def test_a_mistyped_key_in_any_section_names_the_key_the_section_and_the_file(pa
     assert str(raised.value).startswith(f"/course/source/course.yaml{where}: unknown key 'mistyped_key' (known keys: ")
 
 
-@pytest.mark.parametrize(("path", "schema"), SECTIONS, ids=lambda p: ".".join(p) if isinstance(p, tuple) else "")
+@pytest.mark.parametrize(("path", "schema"), SECTIONS, ids=SECTION_IDS)
 def test_a_value_of_the_wrong_kind_in_any_section_says_what_it_must_be(path, schema):
     for setting in declared(schema):
         if "section" in setting.metadata:
