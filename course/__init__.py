@@ -2,4 +2,8 @@
 
 from __future__ import annotations
 
+from course.deferred_imports import defer_iri_grammars
+
 __version__ = "0.1.0"
+
+defer_iri_grammars()  # before anything of ours imports nbformat (and with it jsonschema)

@@ -8,7 +8,7 @@ import contextlib
 import logging
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from course import integrity, nbgrader_layout, sandbox
-from course.assignment import load_course_assignment
+from course.assignment import Assignment, load_course_assignment
 from course.config import AssignmentSettings, CourseConfig
 from course.discovery import SubmissionRef, check_paths_exist, discover
 from course.errors import CourseError
@@ -30,6 +30,7 @@ from course.nbgrader_bridge import assignment_due, light_nbgrader_imports
 from course.render import render_html
 from course.roster import Student, gradebook_students
 from course.selftest import SelfTest, prove_setup
+from course.shards import Shard, shard_of, write_shard
 from course.summary import class_summary, read_class_feedback
 from course.summary_page import render_summary_html
 from course.term import (
@@ -115,7 +116,8 @@ CSV_FLUSH_SECONDS = 1.0
 
 def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assignment_name: str | None = None,
                 jobs: int | None = None, report: Callable[[Graded, int, int], None] | None = None,
-                record_gradebook: bool | None = None, roster: list[Student] | None = None) -> BatchSummary:
+                record_gradebook: bool | None = None, roster: list[Student] | None = None,
+                shard: Shard | None = None) -> BatchSummary:
     """Grade every submission under PATHs; write feedback, grades-<assignment>.csv and nbgrader's gradebook.
 
     jobs: warm sandboxed workers grading in parallel (default: one per core); 0 starts a fresh
@@ -124,6 +126,7 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
     the course root, so one-off grading into another folder leaves the course's records alone).
     roster: who should have submitted (default, for a course-root run: the students of the gradebook);
     each one without a submission gets a row with status `missing`.
+    shard: grade only that slice of the submissions, and leave the results for `merge` (shards.py).
     """
     check_paths_exist(paths)
     record = records_in_gradebook(config, out_dir, record_gradebook)
@@ -135,15 +138,16 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
             f"no submissions found in {', '.join(map(str, paths or [config.root / 'submitted']))}: expected "
             f"submitted/<student>/{settings.name}/{settings.notebook}, a folder of <student>.ipynb, or notebooks"
         )
+    if shard is not None:
+        refs = shard_of(refs, shard)
     jobs = sandbox.default_jobs() if jobs is None else jobs
     if config.variants:
         course_secret(config)  # a missing or readable course secret stops the batch before anything is graded
-    question_ids = tuple(q.id for q in assignment.questions)
     summary = BatchSummary(assignment=settings.name, out_dir=out_dir, csv_path=grades_csv_path(out_dir, settings.name),
                            gradebook_note=gradebook_note(config, record))
-    last_flush = time.monotonic()
     summary.refused = [ref for ref in refs if ref.problem]
     refs = [ref for ref in refs if not ref.problem]
+    paths_by_id = {ref.student_id: ref.path for ref in refs}
     with ExitStack() as stack:
         # Start-up overlaps: the workers import torch while this process imports its own (for the judge) and
         # nbgrader's, reads the roster and the due date and opens the gradebook, each in a thread of its own;
@@ -174,16 +178,38 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         proven.set_result(True)
         executor = stack.enter_context(ThreadPoolExecutor(threads))
         futures = [executor.submit(grade_submission, ref, assignment, config, run=run) for ref in refs]
-        paths_by_id = {ref.student_id: ref.path for ref in refs}
-        writes = SyncedWrites()
-        stack.callback(writes.discard)  # what an interrupted batch had not committed never lands half-way
-        flush = _Flush(summary, question_ids, writes, out_dir, settings)
-        for future in as_completed(futures):
-            graded = future.result()  # grade_submission never raises
-            records = opening.result()
-            graded = with_late_policy(graded, paths_by_id.get(graded.student_id), records.due, settings, config)
-            gradebook = records.gradebook
-            graded = record_graded(graded, out_dir, config, settings,
+
+        def results() -> Iterator[Graded]:
+            for future in as_completed(futures):
+                graded = future.result()  # grade_submission never raises
+                yield with_late_policy(graded, paths_by_id.get(graded.student_id), opening.result().due, settings,
+                                       config)
+
+        record_results(results(), summary, config, settings, assignment, opening.result, paths_by_id,
+                       report=(lambda graded, done: report(graded, done, len(refs))) if report else None)
+    write_integrity(out_dir, settings.name, summary.graded)
+    write_class_summary(out_dir, settings.name, summary.csv_path, page=feedback_page(settings))
+    if shard is not None:
+        write_shard(out_dir, settings.name, shard, summary.graded, summary.refused, paths_by_id)
+    return summary
+
+
+def record_results(results: Iterable[Graded], summary: BatchSummary, config: CourseConfig,
+                   settings: AssignmentSettings, assignment: Assignment, records: Callable[[], _Records],
+                   paths_by_id: dict[str, Path], *,
+                   report: Callable[[Graded, int], None] | None = None) -> None:
+    """Write the results as they come into summary.out_dir: each student's feedback and nbgrader's records, the
+    grades CSV and the gradebook (flushed every CSV_FLUSH_SECONDS), then the roster's missing students. The
+    batch's results as they are graded, or the shards' results when they are merged (shards.py): the same
+    writes either way. records: the gradebook, due date and roster, waited for when first needed."""
+    question_ids = tuple(q.id for q in assignment.questions)
+    writes = SyncedWrites()
+    try:
+        flush = _Flush(summary, question_ids, writes, summary.out_dir, settings)
+        last_flush = time.monotonic()
+        for graded in results:
+            gradebook = records().gradebook
+            graded = record_graded(graded, summary.out_dir, config, settings,
                                    gradebook if isinstance(gradebook, GradebookWriter) else None,
                                    paths_by_id.get(graded.student_id), writes=writes)
             if graded.internal_error:
@@ -193,16 +219,15 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
                 flush(gradebook)
                 last_flush = time.monotonic()
             if report:
-                report(graded, len(summary.graded), len(refs))
-        records = opening.result()
-        flush(records.gradebook)
-        if records.roster:
+                report(graded, len(summary.graded))
+        flush(records().gradebook)
+        roster = records().roster
+        if roster:
             summary.missing, summary.not_on_roster = mark_missing(
-                summary.csv_path, question_ids, assignment.max_score, records.roster,
-                [g.student_id for g in summary.graded], records.gradebook)
-    write_integrity(out_dir, settings.name, summary.graded)
-    write_class_summary(out_dir, settings.name, summary.csv_path, page=feedback_page(settings))
-    return summary
+                summary.csv_path, question_ids, assignment.max_score, roster, [g.student_id for g in summary.graded],
+                records().gradebook)
+    finally:
+        writes.discard()  # what an interrupted batch had not committed never lands half-way
 
 
 def assignments_in(config: CourseConfig, paths: list[Path], assignment_name: str | None) -> list[AssignmentSettings]:

@@ -22,6 +22,7 @@ COMMAND_HELP = {
     "release": "Regenerate release/ from source/ with nbgrader and prove the release sound.",
     "check": "Self-check a notebook: run it safely and report, per question, whether each answer has the right form.",
     "grade": "Grade submissions: feedback per student, grades-<assignment>.csv and nbgrader's gradebook.",
+    "merge": "Bring the output folders of `grade --shard K/N` into the course, as one unsharded grade would.",
     "export": "Write the grades as the CSV an LMS gradebook imports (Canvas, Moodle), matched through the roster.",
     "autograder build": "Build the Gradescope autograder zip (setup.sh, run_autograder, the package, the course).",
     "autograder run": "Grade the one notebook in ROOT/submission and write ROOT/results/results.json (Gradescope).",
@@ -91,6 +92,18 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--jobs", type=int, default=None, metavar="N",
                        help="warm sandboxed workers grading in parallel (default: one per core; "
                             "0: a fresh interpreter per submission)")
+
+    grade.add_argument("--shard", metavar="K/N",
+                       help="grade only the K-th of N deterministic slices of the submissions into --out (a folder "
+                            "of its own), for `merge`: a class graded across machines, each with its warm pool")
+
+    merge = commands.add_parser("merge", help=COMMAND_HELP["merge"], description=COMMAND_HELP["merge"])
+    merge.add_argument("outs", nargs="+", type=Path, metavar="OUT", help="the --out folders of every shard")
+    merge.add_argument("--out", type=Path, default=None,
+                       help="where the merged results go (default: the course root, with nbgrader's gradebook)")
+    merge.add_argument("--gradebook", action=argparse.BooleanOptionalAction, default=None,
+                       help="as for grade")
+    merge.add_argument("--roster", type=Path, metavar="ROSTER", help="as for grade")
 
     export = commands.add_parser("export", help=COMMAND_HELP["export"], description=COMMAND_HELP["export"])
     export.add_argument("--format", required=True, choices=sorted(FORMATS), help="the LMS: " + "; ".join(
@@ -250,10 +263,36 @@ def _grade(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 0:
         raise CourseError("--jobs must be 0 or more")
     roster = read_roster(args.roster) if args.roster else None
+    shard = None
+    if args.shard is not None:
+        from course.shards import parse_shard
+
+        shard = parse_shard(args.shard)
+        if out_dir == config.root.resolve() or args.gradebook or roster is not None:
+            raise CourseError("--shard grades into a folder of its own, for `autograd-course merge`: give --out, and "
+                              "--gradebook or --roster to merge instead")
     summaries = grade_course(config, list(args.paths), out_dir, assignment_name=args.assignment, jobs=args.jobs,
-                             report=report, record_gradebook=args.gradebook, roster=roster)
+                             report=report, record_gradebook=args.gradebook, roster=roster, shard=shard)
     if progress:
         progress.finish()
+    _print_summaries(config, summaries, out_dir)
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from course.roster import read_roster
+    from course.shards import merge_shards
+
+    config = load_config(args.course)
+    out_dir = (args.out or config.root).resolve()
+    roster = read_roster(args.roster) if args.roster else None
+    summaries = merge_shards(config, [path.resolve() for path in args.outs], out_dir,
+                             record_gradebook=args.gradebook, roster=roster)
+    _print_summaries(config, summaries, out_dir)
+    return 0
+
+
+def _print_summaries(config, summaries, out_dir: Path) -> None:
     for summary in summaries:
         if len(summaries) > 1:
             print(f"{summary.assignment}:")
@@ -261,7 +300,6 @@ def _grade(args: argparse.Namespace) -> int:
             print(f"  {line}" if len(summaries) > 1 else line)
     if len(config.assignments) > 1:
         print(f"course totals: {out_dir / COURSE_TOTALS}")
-    return 0
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -321,8 +359,8 @@ class ProgressBar:
         self.stream.flush()
 
 
-HANDLERS = {"release": _release, "check": _check, "grade": _grade, "export": _export, "autograder": _autograder,
-            "serve": _serve, "submit": _submit}
+HANDLERS = {"release": _release, "check": _check, "grade": _grade, "merge": _merge, "export": _export,
+            "autograder": _autograder, "serve": _serve, "submit": _submit}
 
 
 def main(argv: list[str] | None = None) -> int:

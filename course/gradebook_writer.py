@@ -11,7 +11,6 @@ nbgrader's API, formgrader and `nbgrader export` read them back exactly as if nb
 
 from __future__ import annotations
 
-import logging
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from course.nbgrader_bridge import _tools_on_path, ensure_assignment_in_gradebook
+from course.nbgrader_bridge import ensure_assignment_in_gradebook, prepare_nbgrader
 
 CHUNK = 400  # ids per IN (...) clause: far below SQLite's limit on bound parameters
 
@@ -55,8 +54,7 @@ class GradebookWriter:
         ensure_assignment_in_gradebook(root, db_url, assignment, source_notebook)
         from nbgrader.api import Gradebook
 
-        _tools_on_path()
-        logging.getLogger("alembic").setLevel(logging.WARNING)
+        prepare_nbgrader()
         self.assignment, self.notebook = assignment, source_notebook.stem
         self.gradebook = Gradebook(db_url)
         self.pending: dict[str, Entry] = {}  # student -> what record() was given since the last commit

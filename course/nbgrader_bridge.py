@@ -5,6 +5,7 @@ Kept in one module so the rest of the package speaks plain data and never nbgrad
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -58,18 +59,38 @@ def light_nbgrader_imports() -> None:
         sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # None: "not installed"
 
 
-def _tools_on_path() -> None:
-    """nbgrader runs `alembic` by name to create its gradebook: make this environment's scripts findable."""
+def prepare_nbgrader() -> None:
+    """Before nbgrader opens or creates a gradebook in this process. A new gradebook is stamped with the head of
+    nbgrader's database migrations, which nbgrader asks of a subprocess (`alembic heads`, found on PATH): a whole
+    interpreter that imports all of nbgrader, seconds on a busy machine. Here alembic reads the same migration
+    scripts in this process and gives the same head (tests/test_nbgrader_bridge.py compares the two); PATH still
+    finds this environment's scripts for anything else nbgrader runs by name."""
+    import nbgrader.api
+
     scripts = str(Path(sys.executable).parent)
     path = os.environ.get("PATH", "")
     if scripts not in path.split(os.pathsep):
         os.environ["PATH"] = scripts + os.pathsep + path
+    nbgrader.api.get_alembic_version = nbgrader_migration_head
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+@functools.cache
+def nbgrader_migration_head() -> str:
+    """The head revision of nbgrader's gradebook migrations, as `alembic heads` prints it first."""
+    from alembic.config import Config as AlembicConfig
+    from alembic.script import ScriptDirectory
+    from nbgrader.dbutil import ALEMBIC_DIR
+
+    alembic = AlembicConfig()
+    alembic.set_main_option("script_location", ALEMBIC_DIR)
+    return ScriptDirectory.from_config(alembic).get_current_head() or ""
 
 
 def _run(app_class: type, config: Config, assignment: str, student: str = "*") -> None:
     from nbgrader.coursedir import CourseDirectory
 
-    _tools_on_path()
+    prepare_nbgrader()
     from nbgrader.utils import capture_log
 
     coursedir = CourseDirectory(config=config)
@@ -113,8 +134,7 @@ def autograde(root: Path, db_url: str, assignment: str, student: str) -> None:
 def open_gradebook(db_url: str) -> Iterator:
     from nbgrader.api import Gradebook
 
-    _tools_on_path()
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    prepare_nbgrader()
     with Gradebook(db_url) as gradebook:
         yield gradebook
 

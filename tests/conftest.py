@@ -61,12 +61,30 @@ BACKGROUND = {
 }
 
 
+def xdist_worker(config) -> bool:
+    """Whether this process is one of pytest-xdist's workers (`pytest -n N`)."""
+    return hasattr(config, "workerinput")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist every worker collects every test: the tests that need one piece of background work go
+    to one worker together (an xdist group, dispatched first since it is the largest unit), which starts that
+    work when its first test asks for it, while the other workers run the rest."""
+    if not xdist_worker(config):
+        return
+    for item in items:
+        for name, (_, needed_by) in BACKGROUND.items():
+            if needed_by(item):
+                item.add_marker(pytest.mark.xdist_group(name))
+
+
 def pytest_collection_finish(session):
     """The container image takes minutes to build, mostly downloading: when tests marked `container` are to
     run, the build starts now, in the background, and their fixture waits for it (tests/image_build.py). So
     does the Gradescope bundle's install into a fresh venv (tests/bundle_install.py), most of a minute of pip.
-    Each says so on the terminal: a contributor sees why the machine is busy."""
-    if session.config.option.collectonly:
+    Each says so on the terminal: a contributor sees why the machine is busy. (Under pytest-xdist each starts
+    in the one worker whose tests need it, as above.)"""
+    if session.config.option.collectonly or xdist_worker(session.config):
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     for name, (what, needed_by) in BACKGROUND.items():

@@ -167,6 +167,12 @@ class WarmPool:
             threading.Thread(target=self._start_standby, args=(starts,), daemon=True).start()
 
     @property
+    def alive(self) -> bool:
+        """Whether the pool is open with at least one worker started, starting or at work."""
+        with self._lock:
+            return not self._closed and bool(self._workers)
+
+    @property
     def standby_ready(self) -> int:
         """How many standby workers are started and idle now."""
         with self._lock:

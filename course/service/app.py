@@ -55,8 +55,10 @@ from course.service.results import (
 from course.service.store import Attempt, Store
 from course.service.worker import Grader
 from course.summary_page import SORT_SCRIPT, render_summary_html
+from course.text import safe_text
 
 WAIT_SECONDS = 30.0
+SHARED_POLL_SECONDS = 0.5  # how often a waiting upload looks at the database when processes share it
 CSRF_MAX_AGE = 12 * 3600
 MULTIPART_SLACK = 64 * 1024  # the form's own bytes around the notebook
 DRAIN_LIMIT = 16 * 2**20  # an oversized body is read (and dropped) up to this much before 413, so the client hears it
@@ -123,10 +125,7 @@ class Service:
             # Graded before we listened?
             current = await run_in_threadpool(partial(self.store.attempt, attempt.id, feedback=False))
             if current is not None and not current.done:
-                try:
-                    current = await asyncio.wait_for(future, self.wait_seconds)
-                except TimeoutError:
-                    pass
+                current = await self._graded_or_not(attempt.id, future, current)
                 if not current.done:  # not graded in time (or not recorded by the run that graded it)
                     current = await run_in_threadpool(partial(self.store.attempt, attempt.id, feedback=False))
         finally:
@@ -137,6 +136,36 @@ class Service:
                     self.waiters.pop(attempt.id, None)
         assert current is not None  # noqa: S101 - attempts are never deleted
         return current
+
+    async def _graded_or_not(self, attempt_id: int, future: asyncio.Future[Attempt], current: Attempt) -> Attempt:
+        """The attempt once this process's grader records it, or as it is after `wait_seconds`. When processes
+        share the database (PostgreSQL), another may grade it: the database is looked at every SHARED_POLL_SECONDS."""
+        deadline = time.monotonic() + self.wait_seconds
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return current
+            try:
+                return await asyncio.wait_for(asyncio.shield(future),
+                                              min(left, SHARED_POLL_SECONDS) if self.store.shared else left)
+            except TimeoutError:
+                if self.store.shared:
+                    found = await run_in_threadpool(partial(self.store.attempt, attempt_id, feedback=False))
+                    if found is not None and found.done:
+                        return found
+
+    def healthy(self) -> str:
+        """Why this process cannot serve now ("" when it can): its database unreachable, or no warm worker."""
+        try:
+            self.store.version()
+        except Exception as error:  # any failure to reach the database is this answer
+            # The details (the database's address, say) go to the log, not to whoever asks.
+            LOG.warning("serve: the health check cannot reach the database: %s", safe_text(str(error), 2000))
+            return "the database cannot be reached"
+        pool = self.grader.pool
+        if pool is None or not pool.alive:
+            return "the warm pool has no worker"
+        return ""
 
     @contextmanager
     def upload_slot(self, student: str) -> Iterator[bool]:
@@ -570,6 +599,13 @@ async def export_gradebook(request: Request, service: Service) -> Response:
                              f"{service.config.root / 'gradebook.db'} (nbgrader export, formgrader).")
 
 
+async def health(request: Request) -> Response:
+    """200 "ok" when this process can serve (its database answers and its warm pool has workers), else 503 and
+    why: the readiness and liveness probes of the Kubernetes Deployment (autograder/k8s-serve.yaml)."""
+    problem = await run_in_threadpool(request.app.state.service.healthy)
+    return PlainTextResponse(problem or "ok", status_code=503 if problem else 200)
+
+
 async def favicon(request: Request) -> Response:
     return Response(status_code=204)
 
@@ -616,6 +652,7 @@ ROUTES = [
     Route("/i/{token}/export/gradebook", export_gradebook, methods=["POST"]),
     Route("/static/dashboard.js", dashboard_js, methods=["GET"]),
     Route("/favicon.ico", favicon, methods=["GET"]),
+    Route("/healthz", health, methods=["GET"]),
 ]
 
 

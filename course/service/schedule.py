@@ -9,7 +9,8 @@ time. So:
   with many queued gets one turn per round of the others (fair queueing, one unit of work per attempt);
 - a student whose last attempt went long (it hit the time limit, or took LONG_GRADING_SECONDS) waits behind
   the others, but never longer than SUSPECT_WAIT_SECONDS: then they take their turn as anyone would.
-Plain state kept in the server's memory: a restart starts every student afresh, which is only fair.
+Plain state kept in the server's memory (SQLite: one process), or in the database for the processes that share
+it (PostgreSQL: shared.py). A restart of the one process starts every student afresh, which is only fair.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 LONG_GRADING_SECONDS = 5.0  # an honest notebook takes a fraction of a second; this is a notebook that sleeps or spins
 SUSPECT_WAIT_SECONDS = 20.0  # the longest a student whose last attempt went long is put behind the others
@@ -39,6 +41,22 @@ class Scheduler:
         self._served: dict[str, int] = {}  # student -> the turn their last attempt was taken in
         self._joined: dict[int, int] = {}  # attempt id -> the turn it was first seen in the queue
         self._went_long: set[str] = set()
+
+    def state(self) -> dict[str, Any]:
+        """The scheduler's state as plain JSON-able data (shared.py keeps it in the database)."""
+        with self._lock:
+            return {"turn": self._turn, "served": dict(self._served),
+                    "joined": {str(key): value for key, value in self._joined.items()},
+                    "went_long": sorted(self._went_long)}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Scheduler:
+        scheduler = cls()
+        scheduler._turn = int(state["turn"])
+        scheduler._served = {str(key): int(value) for key, value in state["served"].items()}
+        scheduler._joined = {int(key): int(value) for key, value in state["joined"].items()}
+        scheduler._went_long = {str(student) for student in state["went_long"]}
+        return scheduler
 
     def pick(self, queued: list[Queued], grading: list[str], now: datetime) -> int | None:
         """The id of the attempt to grade next (None: nothing may start now), given the queued attempts in

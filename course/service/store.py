@@ -144,6 +144,13 @@ LIST_COLUMNS = [c for c in SUMMARY_COLUMNS if c.name != "feedback"]  # a class's
 Pick = Callable[[list[Queued], list[str], datetime], int | None]
 
 
+# A database server that does not answer is said within 10 s, not waited for, and one that vanished is noticed
+# by TCP keepalives within about a minute. (The other way round, PostgreSQL's own tcp_keepalives_* settings end
+# the session of a serve process whose machine vanished, and so free its claims: shared.py, docs/service.md.)
+POSTGRES_CONNECT = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
+                    "keepalives_count": 3}
+
+
 def database_url(url: str | None, course_root: Path) -> str:
     return url or f"sqlite:///{course_root / 'service.db'}"
 
@@ -157,8 +164,10 @@ class Store:
         try:
             # A database server may drop idle connections: each is checked when taken from the pool. A SQLite
             # file has no server to go away, and the check would be one more statement per request.
-            sqlite = make_url(url).get_backend_name() == "sqlite"
-            self.engine: Engine = create_engine(url, pool_pre_ping=not sqlite)
+            backend = make_url(url).get_backend_name()
+            sqlite = backend == "sqlite"
+            self.engine: Engine = create_engine(url, pool_pre_ping=not sqlite,
+                                                connect_args=POSTGRES_CONNECT if backend == "postgresql" else {})
         except (ArgumentError, ImportError) as error:
             raise CourseError(f"the service's database URL cannot be used: {error}") from None
         self._unsynced = self.engine  # for the commits that need not wait for the disk (see the module)
@@ -173,7 +182,9 @@ class Store:
         database = self.engine.url.database
         if self.engine.dialect.name == "sqlite" and database and database != ":memory:":
             os.chmod(database, 0o600)  # notebooks and token hashes: the grader's user only (its -wal file follows)
-        self._submit_lock = threading.Lock()  # one serve process per database: attempts are counted under it
+        # Attempts are counted under this lock within a process, and under the student's row lock across the
+        # processes of a PostgreSQL database (`submit`).
+        self._submit_lock = threading.Lock()
         # The statements of every upload, built once (SQLAlchemy caches their compiled form by their shape).
         self._by_id = {feedback: self._mine(select(*(SUMMARY_COLUMNS if feedback else LIST_COLUMNS))
                                             .where(attempts.c.id == bindparam("attempt_id")))
@@ -254,6 +265,9 @@ class Store:
     def submit(self, student_id: str, assignment: str, notebook: bytes, policy: ServicePolicy) -> Attempt | Refusal:
         """Store a new attempt (committed when this returns), or say why the policy refuses it."""
         with self._submit_lock, self.begin() as db:
+            # The student's row, locked until the commit: another process's upload of theirs waits for this one
+            # to be counted (PostgreSQL; SQLite has one process, and no row locks).
+            db.execute(select(students.c.student_id).where(students.c.student_id == student_id).with_for_update())
             rows = list(db.execute(select(attempts.c.submitted_at, attempts.c.status).where(
                 attempts.c.student_id == student_id, attempts.c.assignment == assignment)))
             # An attempt that ended as an autograder error (our failure) uses up neither an attempt nor a cooldown;
@@ -329,12 +343,25 @@ class Store:
     def record(self, attempt_id: int, *, status: str, score: float, raw_score: float, late_penalty: float,
                max_score: float, feedback: dict[str, Any], integrity: list[str], seconds: float) -> bool:
         """Write the results of the grading run that claimed the attempt; False when it was not being graded."""
+        with self._begin_unsynced() as db:
+            return self.record_in(db, attempt_id, status=status, score=score, raw_score=raw_score,
+                                  late_penalty=late_penalty, max_score=max_score, feedback=feedback,
+                                  integrity=integrity, seconds=seconds)
+
+    def record_in(self, db: Connection, attempt_id: int, *, status: str, score: float, raw_score: float,
+                  late_penalty: float, max_score: float, feedback: dict[str, Any], integrity: list[str],
+                  seconds: float) -> bool:
+        """`record`, in the caller's transaction (shared.py records and releases its claim in one)."""
         values = {"status": status, "score": score, "raw_score": raw_score, "late_penalty": late_penalty,
                   "max_score": max_score, "feedback": json.dumps(feedback), "integrity": json.dumps(integrity),
                   "graded_at": now_utc(), "seconds": seconds}
-        with self._begin_unsynced() as db:
-            return db.execute(self._record, {"attempt_id": attempt_id,
-                                             **{f"new_{name}": value for name, value in values.items()}}).rowcount == 1
+        return db.execute(self._record, {"attempt_id": attempt_id,
+                                         **{f"new_{name}": value for name, value in values.items()}}).rowcount == 1
+
+    @property
+    def shared(self) -> bool:
+        """Whether many serve processes may share this database (PostgreSQL: course/service/shared.py)."""
+        return self.engine.dialect.name == "postgresql"
 
     def requeue_interrupted(self) -> int:
         """At start: attempts a stopped server was grading go back to the queue (none had results written)."""

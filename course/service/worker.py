@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import secrets
 import shutil
 import tempfile
 import threading
@@ -27,6 +28,7 @@ from course.nbgrader_bridge import assignment_due
 from course.selftest import SelfTest, prove_setup
 from course.service.policy import ServicePolicy, attempt_numbers
 from course.service.schedule import LONG_GRADING_SECONDS, Scheduler
+from course.service.shared import SharedQueue
 from course.service.store import Attempt, Store
 from course.submission import read_submission
 from course.term import late_policy_at
@@ -47,17 +49,48 @@ def scratch_folder(config: CourseConfig, assignment: str) -> Path:
 
 
 
-def _hold_lock(path: Path, assignment: str) -> int:
-    """An exclusive lock on `path`, held (by the returned descriptor) while this server runs: a second server of
-    the same assignment on this course would clear the first one's attempts and grade its queue twice."""
+def _try_lock(path: Path) -> int | None:
+    """An exclusive lock on `path`, held by the returned descriptor (None: another process holds it)."""
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(descriptor)
-        raise CourseError(f"another `autograd-course serve` of assignment {assignment!r} is running on this course "
-                          f"(it holds {path}); stop it first, or serve another assignment") from None
+        return None
     return descriptor
+
+
+def _hold_lock(path: Path, assignment: str) -> int:
+    """An exclusive lock on `path`, held (by the returned descriptor) while this server runs: a second server of
+    the same assignment on this course's SQLite database would clear the first one's attempts and grade its
+    queue twice."""
+    descriptor = _try_lock(path)
+    if descriptor is None:
+        raise CourseError(f"another `autograd-course serve` of assignment {assignment!r} is running on this course "
+                          f"(it holds {path}); a SQLite database serves one process: stop it first, or run every "
+                          f"process on one PostgreSQL database (--database postgresql+psycopg://...)")
+    return descriptor
+
+
+def _own_folder(scratch: Path) -> tuple[int, Path]:
+    """A folder of this process's own in `scratch`, locked while it runs (PostgreSQL: many processes of one
+    assignment may share a course folder). What processes that are gone left behind goes first."""
+    for lock in scratch.glob("process-*.lock"):
+        descriptor = _try_lock(lock)
+        if descriptor is not None:  # its process is gone: its attempts are graded again, from the database
+            shutil.rmtree(lock.with_suffix(""), ignore_errors=True)
+            lock.unlink(missing_ok=True)
+            os.close(descriptor)
+    while True:
+        lock = scratch / f"process-{secrets.token_hex(6)}.lock"
+        descriptor = _try_lock(lock)
+        if descriptor is None:
+            continue
+        if os.path.samestat(os.fstat(descriptor), os.stat(lock)):  # not removed by another start meanwhile
+            folder = lock.with_suffix("")
+            folder.mkdir(mode=0o700)
+            return descriptor, folder
+        os.close(descriptor)
 
 class Grader:
     """Grading threads (`pool.threads`) on a warm pool of `jobs` workers and two standby workers; `wake()` after
@@ -80,16 +113,22 @@ class Grader:
                 if folder.is_symlink():
                     raise CourseError(f"{folder} is a symbolic link; the service lays out the notebooks it grades "
                                       "there and clears it at start-up: make it a plain folder or remove it")
-            self._lock = _hold_lock(self.scratch.parent / f"{self.settings.name}.lock", self.settings.name)
-            # What a killed server left of the attempts it was grading goes (they are graded again, from the
-            # database); no other server of this assignment is using it (the lock above).
-            shutil.rmtree(self.scratch, ignore_errors=True)
-            self.scratch.mkdir(mode=0o700, exist_ok=True)
+            if store.shared:
+                self.scratch.mkdir(mode=0o700, exist_ok=True)
+                self._lock, self.scratch = _own_folder(self.scratch)
+            else:
+                self._lock = _hold_lock(self.scratch.parent / f"{self.settings.name}.lock", self.settings.name)
+                # What a killed server left of the attempts it was grading goes (they are graded again, from the
+                # database); no other server of this assignment is using it (the lock above).
+                shutil.rmtree(self.scratch, ignore_errors=True)
+                self.scratch.mkdir(mode=0o700, exist_ok=True)
         except OSError as error:
             raise CourseError(f"cannot make {self.scratch}, where the service lays out the notebooks it grades: "
                               f"{error.strerror}; the service needs to write in the course folder") from None
         self.listeners: list[Callable[[Attempt], None]] = []
         self.scheduler = Scheduler()
+        # PostgreSQL: the queue, turns and claims are the database's, shared with every process (shared.py).
+        self.shared = SharedQueue(store, self.settings.name) if store.shared else None
         self._claiming = threading.Lock()  # one claim at a time: the scheduler sees every attempt being graded
         self._wake = threading.Condition()
         self._changes = 0  # counts wake(): the queue may have changed (an attempt stored, or one graded)
@@ -117,7 +156,7 @@ class Grader:
             raise
 
     def start(self) -> None:
-        requeued = self.store.requeue_interrupted()
+        requeued = (self.shared or self.store).requeue_interrupted()
         if requeued:
             log.info(f"{requeued} attempt{'s' if requeued != 1 else ''} interrupted by the last stop "
                      "are graded again")
@@ -152,6 +191,8 @@ class Grader:
             thread.join()
         if self.pool is not None:
             self.pool.close()
+        if self.shared is not None:
+            self.shared.close()
         if self._lock >= 0:
             os.close(self._lock)
             self._lock = -1
@@ -161,8 +202,11 @@ class Grader:
             with self._wake:
                 seen = self._changes  # taken before the queue is read: a change after it is never missed
             try:
-                with self._claiming:
-                    claimed = self.store.claim_next(self.scheduler.pick)
+                if self.shared is not None:
+                    claimed = self.shared.claim()
+                else:
+                    with self._claiming:
+                        claimed = self.store.claim_next(self.scheduler.pick)
             except Exception as error:  # the database away for a moment: this thread must outlive it
                 log.error(f"could not look at the queue: {safe_text(str(error), 2000)}")
                 self._stopping.wait(IDLE_POLL_SECONDS)
@@ -225,13 +269,17 @@ class Grader:
         if graded.internal_error:
             log.error(f"autograder error for attempt {attempt.id} ({attempt.student_id}):\n"
                       f"{safe_text(graded.internal_error, 20_000)}")
-        self.scheduler.graded(attempt.student_id,
-                              went_long=graded.status == TIMED_OUT or graded.seconds >= LONG_GRADING_SECONDS)
+        went_long = graded.status == TIMED_OUT or graded.seconds >= LONG_GRADING_SECONDS
         feedback = graded.feedback
-        if not self.store.record(attempt.id, status=graded.status, score=feedback["score"],
-                                 raw_score=feedback["raw_score"], late_penalty=graded.late_penalty,
-                                 max_score=feedback["max_score"], feedback=feedback, integrity=list(graded.integrity),
-                                 seconds=graded.seconds):
+        results = {"status": graded.status, "score": feedback["score"], "raw_score": feedback["raw_score"],
+                   "late_penalty": graded.late_penalty, "max_score": feedback["max_score"], "feedback": feedback,
+                   "integrity": list(graded.integrity), "seconds": graded.seconds}
+        if self.shared is not None:
+            recorded = self.shared.record(attempt.id, attempt.student_id, went_long=went_long, **results)
+        else:
+            self.scheduler.graded(attempt.student_id, went_long=went_long)
+            recorded = self.store.record(attempt.id, **results)
+        if not recorded:
             return None
         return replace(attempt, status=graded.status, score=feedback["score"], max_score=feedback["max_score"],
                        late_penalty=graded.late_penalty, feedback=feedback, integrity=list(graded.integrity),

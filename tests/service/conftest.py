@@ -15,6 +15,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -220,6 +221,14 @@ def _unprivileged_user() -> tuple[int, int] | None:
 def postgres_server() -> Iterator[str]:
     """A PostgreSQL server of its own in a temporary folder (Debian's postgresql package: initdb, pg_ctl);
     skipped, saying why, where there is none."""
+    with running_postgres() as url:
+        yield url
+
+
+@contextmanager
+def running_postgres() -> Iterator[str]:
+    """A PostgreSQL server started in a temporary folder for as long as the block runs: its URL, without a
+    database name (the benchmarks use it too)."""
     import shutil
     import tempfile
 
@@ -260,12 +269,16 @@ def postgres_server() -> Iterator[str]:
 @pytest.fixture
 def postgres_url(postgres_server: str) -> str:
     """A fresh, empty database on the test's PostgreSQL server."""
+    return new_database(postgres_server)
+
+
+def new_database(server: str) -> str:
     import psycopg
 
     name = f"service_{next(_DATABASES)}"
-    with psycopg.connect(postgres_server.replace("postgresql+psycopg", "postgresql") + "/postgres",
+    with psycopg.connect(server.replace("postgresql+psycopg", "postgresql") + "/postgres",
                          autocommit=True) as connection:
         connection.execute(f"CREATE DATABASE {name}")
-    return f"{postgres_server}/{name}"
+    return f"{server}/{name}"
 
 

@@ -68,12 +68,15 @@ def test_a_start_clears_what_a_killed_server_left_behind(tmp_path):
 
 
 def test_a_second_server_of_the_same_assignment_is_refused_while_the_first_runs(tmp_path):
-    """It would clear the first server's attempts in grading and take from the same queue."""
+    """On SQLite it would clear the first server's attempts in grading and take from the same queue: the refusal
+    names PostgreSQL, where many processes are welcome (test_scale_out.py)."""
     root = course_for_service(tmp_path / "course")
     first = make_service(load_config(root), database="sqlite://", jobs=1)
     (first.grader.scratch / "attempt-3").mkdir()  # the first server at work
     with pytest.raises(CourseError, match=r"another `autograd-course serve` of assignment 'autograd' is running on "
-                                          r"this course \(it holds .*service-work/autograd.lock\)"):
+                                          r"this course \(it holds .*service-work/autograd.lock\); a SQLite "
+                                          r"database serves one process: stop it first, or run every process on "
+                                          r"one PostgreSQL database \(--database postgresql\+psycopg://...\)"):
         make_service(load_config(root), database="sqlite://", jobs=1)
     assert (first.grader.scratch / "attempt-3").is_dir()
     first.grader.stop()

@@ -1,0 +1,30 @@
+"""course.deferred_imports: importing nbformat through our package compiles no IRI grammar, and a schema that does
+check an "iri" format still gets the real check (the grammars compiled then)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from helpers import ROOT
+
+CHECK = """
+import json, sys
+import course, nbformat, jsonschema
+notebook = nbformat.read(sys.argv[1], as_version=4)
+nbformat.validate(notebook)
+before = "rfc3987_syntax.syntax_helpers" in sys.modules
+checker = jsonschema.Draft7Validator({"format": "iri"}, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER)
+answers = [checker.is_valid(text) for text in ("https://example.org/grad/∂L", "no scheme here", "http://[::1")]
+print(json.dumps({"compiled_before": before, "answers": answers,
+                  "compiled_after": "rfc3987_syntax.syntax_helpers" in sys.modules}))
+"""
+
+
+def test_nbformat_validates_without_compiling_iri_grammars_and_iri_formats_are_still_checked():
+    done = subprocess.run([sys.executable, "-c", CHECK, str(ROOT / "release" / "autograd" / "autograd.ipynb")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen == {"compiled_before": False, "answers": [True, False, False], "compiled_after": True}
