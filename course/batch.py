@@ -50,6 +50,8 @@ from course.variants import course_secret
 
 log = logging.getLogger(__name__)
 
+FAILED_SHOWN = 20  # students named, with their reason, in the terminal's summary; the rest are counted
+
 
 @dataclass
 class BatchSummary:
@@ -67,6 +69,18 @@ class BatchSummary:
     def count(self, status: str) -> int:
         return sum(1 for g in self.graded if g.status == status)
 
+    def _not_graded_lines(self) -> list[str]:
+        """Who failed or timed out, and why (the first line of their feedback's reason)."""
+        unlucky = sorted((g for g in self.graded if g.status in (FAILED, TIMED_OUT)), key=lambda g: g.student_id)
+        lines = []
+        for graded in unlucky[:FAILED_SHOWN]:
+            messages = graded.feedback.get("messages") or ["see their feedback"]
+            why = safe_text(str(messages[0]), 200, one_line=True)
+            lines.append(f"{graded.status.replace('_', ' ')}: {graded.student_id}: {why}")
+        if len(unlucky) > FAILED_SHOWN:
+            lines.append(f"... and {len(unlucky) - FAILED_SHOWN} more failed or timed out (see their feedback)")
+        return lines
+
     def lines(self) -> list[str]:
         total = len(self.graded)
         lines = [f"{total} submission{'s' if total != 1 else ''}: {self.count(GRADED)} graded, "
@@ -74,6 +88,7 @@ class BatchSummary:
                  f"{self.count(ERROR)} autograder errors"]
         for ref in self.refused:
             lines.append(f"not graded: {safe_text(str(ref.path), 300, one_line=True)}: {ref.problem}")
+        lines += self._not_graded_lines()
         ours = [g.student_id for g in self.graded if g.status == ERROR]
         if ours:
             lines.append(f"autograder errors (ours, not the students': no score recorded; the cause is above, and "

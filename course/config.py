@@ -101,12 +101,21 @@ class ServicePolicy:
     upload_kb: int = setting(
         2048, "the largest notebook accepted, in KB (413 above it); at most limits.notebook_mb",
         whole(words="a whole number of kilobytes"))
+    # A real notebook is 10-200 KB: 20 MB holds a hundred such attempts, or ten at the 2 MB upload limit; a
+    # class of 300 students then stores at most 6 GB per assignment.
+    storage_mb: int = setting(
+        20, "the notebooks one student may store per assignment, in MB, all attempts together (429 once full); "
+            "at least upload_kb", whole(words="a whole number of megabytes"))
     fresh_numbers_per_attempt: bool = setting(
         False, "with variants: true, attempt n > 1 gets numbers of its own", BOOLEAN)
 
     @property
     def upload_bytes(self) -> int:
         return self.upload_kb * 1024
+
+    @property
+    def storage_bytes(self) -> int:
+        return self.storage_mb * 2**20
 
 
 def _parse_due(value: Any) -> datetime:
@@ -268,6 +277,9 @@ def _service(where: str, data: Any, limits: Limits, variants: bool) -> ServicePo
     if policy.upload_kb > limits.notebook_mb * 1024:
         raise ConfigError(f"{where}.upload_kb ({policy.upload_kb}) is larger than limits.notebook_mb "
                           f"({limits.notebook_mb} MB), which the grader would refuse anyway")
+    if policy.storage_mb * 1024 < policy.upload_kb:
+        raise ConfigError(f"{where}.storage_mb ({policy.storage_mb} MB) is smaller than upload_kb "
+                          f"({policy.upload_kb} KB): a student could not store one notebook of the largest size")
     if policy.fresh_numbers_per_attempt and not variants:
         raise ConfigError(f"{where}.fresh_numbers_per_attempt needs variants: true (numbers per student)")
     return policy

@@ -116,16 +116,27 @@ def question_entry(question: QuestionResult, diagnoses: list, reveal: bool = Tru
     return entry
 
 
+# A feedback document's size is bounded where it is made, so every view (the page, Gradescope's Markdown, the
+# service's database) holds the same bounded model: a notebook of 2000 raising cells made 1 MB of feedback,
+# parsed again at every reload of the student's page. Each error's text is already bounded (MAX_ERROR_TEXT);
+# past the first MAX_CELL_ERRORS only their number is kept (`cell_errors_left_out`, absent when none was).
+MAX_CELL_ERRORS = 20
+MAX_SYNTAX_ERRORS = 5  # a message each at the top of the feedback (course/grading.py), then how many more
+
+
 def build_feedback(student_id: str, assignment: str, questions: tuple[QuestionResult, ...], *, status: str,
                    messages: list[str], cell_errors: list[dict[str, str]],
                    reveal_torch_values: bool = True, content: Content = NO_CONTENT) -> dict[str, Any]:
     """The complete feedback of one submission as plain data (what feedback.json holds), with the chain tables
     and misconception notes of the assignment's `content`. Without `reveal_torch_values` it holds no torch
     value at all: verdicts, chain-table verdicts and notes only. The notes are kept whole either way (the class
-    summary counts them); what a student is shown of them is `course.render.notes_shown`'s to decide."""
+    summary counts them); what a student is shown of them is `course.render.notes_shown`'s to decide. Of
+    `cell_errors`, the first MAX_CELL_ERRORS are kept, and how many more there were."""
     diagnoses = diagnose(questions, content.rules)
     entries = [question_entry(q, diagnoses.get(q.id, []), reveal_torch_values, content.chains.get(q.id, ()))
                for q in questions]
+    left_out = {"cell_errors_left_out": len(cell_errors) - MAX_CELL_ERRORS} if len(cell_errors) > MAX_CELL_ERRORS \
+        else {}
     return {
         "student_id": student_id,
         "assignment": assignment,
@@ -133,7 +144,8 @@ def build_feedback(student_id: str, assignment: str, questions: tuple[QuestionRe
         "score": round(sum(q.earned for q in questions), 6),
         "max_score": sum(q.points for q in questions),
         "messages": messages,
-        "cell_errors": cell_errors,
+        "cell_errors": cell_errors[:MAX_CELL_ERRORS],
+        **left_out,
         "reveals_torch_values": reveal_torch_values,
         "questions": entries,
     }

@@ -64,6 +64,23 @@ def write_grades_csv(path: Path, question_ids: tuple[str, ...], rows: list[Grade
     (writes.write_text if writes is not None else atomic_write_text)(path, buffer.getvalue())
 
 
+def replace_grades_rows(path: Path, question_ids: tuple[str, ...], rows: dict[str, dict[str, str] | None]) -> None:
+    """Put rows back as they were read by `read_grades_csv` (None: the student had no row, and has none)."""
+    columns = [*CSV_FIXED_COLUMNS, *question_ids, *CSV_TAIL_COLUMNS]
+    merged = read_grades_csv(path)
+    for student_id, row in rows.items():
+        if row is None:
+            merged.pop(student_id, None)
+        else:
+            merged[student_id] = row
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for student_id in sorted(merged):
+        writer.writerow(merged[student_id])
+    atomic_write_text(path, buffer.getvalue())
+
+
 
 COURSE_TOTALS = "course-totals.csv"
 

@@ -106,9 +106,19 @@ class GradebookWriter:
                 failed[entry.student] = f"{type(problem).__name__}: {problem}"
         return failed
 
-    def add_students(self, ids: list[str]) -> None:
-        """Make sure each student exists in the gradebook (a roster student who submitted nothing)."""
+    def add_students(self, ids: list[str], details: dict[str, dict[str, str]] | None = None) -> None:
+        """Make sure each student exists in the gradebook (a roster student who submitted nothing); details:
+        {student: {first_name, last_name, email, lms_user_id}} from the roster, set on their rows (a column the
+        roster leaves out keeps what the gradebook has)."""
         self._add_missing_students(ids)
+        if details:
+            from nbgrader.api import Student
+            from sqlalchemy import update
+
+            table = Student.__table__
+            for student, fields in details.items():
+                if fields:
+                    self._execute(update(table).where(table.c.id == student).values(**fields))
         self.gradebook.db.commit()
 
     def close(self) -> None:

@@ -16,7 +16,7 @@ from course.assignment import Assignment
 from course.config import CourseConfig
 from course.discovery import SubmissionRef
 from course.errors import SubmissionError
-from course.feedback import build_feedback, cell_errors_of, limit_messages
+from course.feedback import MAX_SYNTAX_ERRORS, build_feedback, cell_errors_of, limit_messages
 from course.judge import QuestionResult, choose_probe_points, judge
 from course.submission import Submission, read_submission, student_id_problem
 from course.variants import numbers_for
@@ -107,8 +107,13 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
                           deduction=deduction, params=params)
         status = _status_of(ran)
         # A syntax error first: every answer its cell sets is missing because of it, not because of the answers.
+        # The first few (a feedback's size is bounded: feedback.MAX_CELL_ERRORS), then how many more.
+        shown = parsed.syntax_errors[:MAX_SYNTAX_ERRORS]
+        more = len(parsed.syntax_errors) - len(shown)
         messages[:0] = [f"{where[:1].upper()}{where[1:]} has a syntax error, so nothing in that cell ran and its "
-                        "answers are missing. Fix it first." for where in parsed.syntax_errors]
+                        "answers are missing. Fix it first." for where in shown] + (
+            [f"… and {more:,} more {'cell has a syntax error' if more == 1 else 'cells have syntax errors'}."]
+            if more else [])
         if ran.ended_early:
             messages.append(f"Your notebook did not run to the end: {ran.ended_early}. "
                             "Answers set before that point were graded.")

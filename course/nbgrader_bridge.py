@@ -13,6 +13,7 @@ import uuid
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -186,3 +187,56 @@ def record_assignment(root: Path, db_url: str, assignment: str) -> None:
         scratch_root = Path(scratch)
         shutil.copytree(root / "source" / assignment, scratch_root / "source" / assignment)
         generate_assignment(scratch_root, db_url, assignment)
+
+
+@dataclass(frozen=True)
+class Held:
+    """What nbgrader's gradebook holds for one student's submission of an assignment."""
+
+    score: float  # as `nbgrader export` gives it: every cell's score less the late penalty
+    timestamp: datetime | None
+    late_penalty: float
+    extension_hours: float
+    scores: dict[str, float | None]  # the notebook's grade and task cells: name -> auto score
+
+
+def held_submissions(db_url: str, gradebook_path: Path, assignment: str, notebook: str) -> dict[str, Held]:
+    """{student: what the gradebook holds} for every submission of the assignment (empty: none, or no
+    gradebook yet)."""
+    if db_url.startswith("sqlite") and not gradebook_path.exists():
+        return {}
+    from nbgrader.api import MissingEntry
+
+    held = {}
+    with open_gradebook(db_url) as gradebook:
+        try:
+            found = gradebook.find_assignment(assignment)
+        except MissingEntry:
+            return {}
+        for submission in found.submissions:
+            ours = next((nb for nb in submission.notebooks if nb.name == notebook), None)
+            penalty = float(ours.late_submission_penalty or 0) if ours is not None else 0.0
+            scores = {grade.name: grade.auto_score for grade in ours.grades} if ours is not None else {}
+            extension = submission.extension.total_seconds() / 3600 if submission.extension else 0.0
+            held[submission.student_id] = Held(round(float(submission.score) - penalty, 6), submission.timestamp,
+                                               penalty, extension, scores)
+    return held
+
+
+def forget_submission(db_url: str, assignment: str, student: str) -> None:
+    """Remove a student's submission of the assignment from the gradebook (nbgrader's remove_submission)."""
+    from nbgrader.api import MissingEntry
+
+    with open_gradebook(db_url) as gradebook:
+        try:
+            gradebook.remove_submission(assignment, student)
+        except MissingEntry:
+            pass
+
+
+def record_students(db_url: str, students: dict[str, dict[str, str]]) -> None:
+    """Each student into nbgrader's student table, with the roster's names, email and LMS id where it has them
+    (nbgrader's update_or_create_student: what formgrader and `nbgrader export` show)."""
+    with open_gradebook(db_url) as gradebook:
+        for student, fields in students.items():
+            gradebook.update_or_create_student(student, **fields)

@@ -255,14 +255,22 @@ def _table_html(table: Table) -> str:
     return "".join(parts)
 
 
-def render_html(feedback: dict[str, Any]) -> str:
-    """A self-contained page (no scripts, no network) a student can open from disk or a phone."""
+def errors_left_out(feedback: dict[str, Any]) -> str:
+    """The sentence that stands for the notebook's errors past the first few (feedback.MAX_CELL_ERRORS)."""
+    more = feedback["cell_errors_left_out"]
+    return (f"… and {more:,} more {'error' if more == 1 else 'errors'} (only the first "
+            f"{len(feedback['cell_errors'])} are listed: fix those first, later ones often follow from them).")
+
+
+def render_html(feedback: dict[str, Any], *, lead: str = "") -> str:
+    """A self-contained page (no scripts, no network) a student can open from disk or a phone. lead: the
+    service's own HTML (already escaped) shown first: when it was submitted, links, the summary."""
     reveal = feedback.get("reveals_torch_values", True)
     parts = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         '<meta name=viewport content="width=device-width, initial-scale=1">',
         f"<title>Feedback: {_e(feedback['assignment'])} — {_e(feedback['student_id'])}</title>",
-        f"<style>{CSS}</style></head><body><main>",
+        f"<style>{CSS}</style></head><body><main>{lead}",
         f"<header class=summary><div>Feedback for <strong>{_e(feedback['student_id'])}</strong>, "
         f"assignment <strong>{_e(feedback['assignment'])}</strong></div>",
         f"<div class=score>{_points(feedback['score'])} / {_points(feedback['max_score'])}</div>",
@@ -288,7 +296,10 @@ def render_html(feedback: dict[str, Any]) -> str:
         for error in feedback["cell_errors"]:
             hint = f"<div class=idea>{_e(error['hint'])}</div>" if error.get("hint") else ""
             parts.append(f"<li>{_e(_at_line_start(error['cell']))}: <code>{_e(error['error'])}</code>{hint}</li>")
-        parts.append("</ul></section>")
+        parts.append("</ul>")
+        if feedback.get("cell_errors_left_out"):
+            parts.append(f"<p>{_e(errors_left_out(feedback))}</p>")
+        parts.append("</section>")
     parts.append("</main></body></html>")
     return "\n".join(parts)
 
@@ -341,5 +352,7 @@ def summary_markdown(feedback: dict[str, Any]) -> str:
     if feedback["cell_errors"]:
         lines.append(f"**{_md(ERRORS_TITLE)}.** {_md(ERRORS_INTRO)}")
         lines += [f"- {_md(_at_line_start(e['cell']))}: {_md(e['error'])}"
-                  + (f" ({_md(e['hint'])})" if e.get("hint") else "") for e in feedback["cell_errors"][:20]]
+                  + (f" ({_md(e['hint'])})" if e.get("hint") else "") for e in feedback["cell_errors"]]
+        if feedback.get("cell_errors_left_out"):
+            lines.append(_md(errors_left_out(feedback)))
     return "\n\n".join(lines)

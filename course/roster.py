@@ -59,6 +59,21 @@ def read_roster(path: Path) -> list[Student]:
     return students
 
 
+def nbgrader_student(student: Student) -> dict[str, str]:
+    """The roster's columns for nbgrader's student table (first_name, last_name, email, lms_user_id), only those
+    the roster has: a name is split at its last space ("Ada Lovelace King" -> "Ada Lovelace", "King")."""
+    fields: dict[str, str] = {}
+    name = student.lms.get("name", "").strip()
+    if name:
+        first, _, last = name.rpartition(" ")
+        fields.update(first_name=first or last, last_name=last if first else "")
+    if student.lms.get("email"):
+        fields["email"] = student.lms["email"]
+    if student.lms.get("lms_id"):
+        fields["lms_user_id"] = student.lms["lms_id"]
+    return fields
+
+
 def gradebook_students(db_url: str, gradebook_path: Path) -> list[Student]:
     """The students nbgrader's gradebook knows (`nbgrader db student add/import`, or earlier grading)."""
     if not gradebook_path.exists():

@@ -95,7 +95,11 @@ def read_notebook_json(path: Path, max_bytes: int) -> dict[str, Any]:
     except RecursionError:
         raise SubmissionError(f"{_name(path)}: not a notebook (JSON nested too deeply)") from None
     except ValueError as error:
-        raise SubmissionError(f"{_name(path)}: not a notebook (not valid JSON: {error})") from None
+        where = f"line {error.lineno}" if isinstance(error, json.JSONDecodeError) else "somewhere"
+        raise SubmissionError(
+            f"{_name(path)}: not a notebook (not valid JSON, broken at {where}): the file was probably cut short "
+            "or edited outside Jupyter. Open your notebook in Jupyter, save it (File > Save Notebook), and submit "
+            "that .ipynb file again") from None
     if type(notebook) is not dict or ("cells" not in notebook and "worksheets" not in notebook):
         raise SubmissionError(f"{_name(path)}: not a notebook (JSON, but without the cells of a Jupyter notebook)")
     version = notebook.get("nbformat")
@@ -186,8 +190,8 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
     if not answer_sources:
         raise SubmissionError(
             f"{_name(path)}: none of the answer cells of assignment {assignment.name!r} is in this notebook; "
-            f"submit the notebook released for it (release/{assignment.name}/{assignment.notebook_path.name}) "
-            "with your answers"
+            f"submit the notebook you were given for it ({assignment.notebook_path.name}, as your instructor "
+            f"released it for {assignment.name!r}) with your answers"
         )
     deleted = tuple(sorted(answer_ids - set(answer_sources)))
     return Submission(student_id, path, tuple(cells), answer_sources, deleted, claimed_student, tuple(edited))

@@ -118,12 +118,16 @@ def _histogram_svg(bins: list[dict[str, Any]], max_score: float) -> str:
 
 def _header(summary: dict[str, Any], assignment: str) -> str:
     counted = summary["students"]
+    away = summary["not_counted"]
+    everyone = counted + sum(len(away[status]) for status in away)
+    # The class as a whole first; the statistics' count beside it, so 5 of a class of 6 is never read as 6.
     parts = [f"<header class=summary><div>Class summary, assignment <strong>{_e(assignment)}</strong></div>",
-             f"<div class=score>{_plural(counted, 'student')}</div>"]
+             f"<div class=score>{_plural(everyone, 'student')}</div>"]
+    if everyone != counted:
+        parts.append(f"<div>{counted} counted in the score statistics</div>")
     if counted:
         parts.append(f"<div>mean score {summary['mean_score']:.1f} / {_points(summary['max_score'])}, median "
                      f"{_points(summary['median_score'])}</div>")
-    away = summary["not_counted"]
     apart = [f"{len(away['failed'])} could not be read"] if away["failed"] else []
     apart += [f"{len(away['autograder_error'])} autograder error{'s' if len(away['autograder_error']) != 1 else ''}"
               ] if away["autograder_error"] else []
@@ -247,8 +251,11 @@ def render_summary_html(summary: dict[str, Any], assignment: str) -> str:
         _not_counted_html(summary),
     ]
     if summary["students"]:
+        bins = summary["histogram"]
+        width = bins[0]["to"] - bins[0]["from"] + 1 if bins else 1
+        unit = "whole points" if width == 1 else f"bars of {width} points"
         parts.append("<section class=card id=distribution><h2>Score distribution</h2><p>Students per score, in "
-                     "whole points (a score counts in the bar of its whole part). Hover a bar for the names, or sort "
+                     f"{unit} (a score counts in the bar holding its whole part). Hover a bar for the names, or sort "
                      "the students by score.</p>"
                      f"{_histogram_svg(summary['histogram'], summary['max_score'])}</section>")
         parts.append(_questions_html(summary))

@@ -20,7 +20,7 @@ from course.config import AssignmentSettings, CourseConfig
 from course.files import SyncedWrites, atomic_write_json
 from course.gradebook import GradeRow, read_grades_csv, write_grades_csv
 from course.gradebook_writer import GradebookWriter
-from course.roster import Student
+from course.roster import Student, nbgrader_student
 from course.submission import student_id_problem
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ class NoGradebook:
     def commit(self) -> dict[str, str]:
         return {}
 
-    def add_students(self, ids: list[str]) -> None:
+    def add_students(self, ids: list[str], details: dict[str, dict[str, str]] | None = None) -> None:
         pass
 
     def close(self) -> None:
@@ -124,7 +124,7 @@ def mark_missing(csv_path: Path, question_ids: tuple[str, ...], max_score: float
     rows = [GradeRow(sid, {}, 0.0, max_score, MISSING_WORK) for sid in ids if sid not in existing]
     if rows:
         write_grades_csv(csv_path, question_ids, rows)
-    gradebook.add_students(ids)
+    gradebook.add_students(ids, {student.student_id: nbgrader_student(student) for student in roster})
     gradebook.commit()
     missing = [sid for sid in ids if existing.get(sid, {}).get("status", MISSING_WORK) == MISSING_WORK]
     on_roster = set(ids)

@@ -98,7 +98,7 @@ def test_the_installed_torch_build_is_recognised():
     ("service", "message"),
     [
         ({"attemps": 3}, "service: unknown key 'attemps' (known keys: attempts, cooldown_minutes, counts, "
-                         "fresh_numbers_per_attempt, upload_kb)"),
+                         "fresh_numbers_per_attempt, storage_mb, upload_kb)"),
         ({"attempts": 0}, "service.attempts must be a whole number of at least 1 (or left out for no limit), got 0"),
         ({"attempts": "3"}, "service.attempts must be a whole number of at least 1"),
         ({"cooldown_minutes": -1}, "service.cooldown_minutes must be a number of minutes, 0 or more, got -1"),
@@ -108,7 +108,10 @@ def test_the_installed_torch_build_is_recognised():
         ({"upload_kb": 10**9}, "service.upload_kb (1000000000) is larger than limits.notebook_mb (64 MB)"),
         ({"fresh_numbers_per_attempt": "yes"}, "service.fresh_numbers_per_attempt must be true or false"),
         ({"fresh_numbers_per_attempt": True}, "service.fresh_numbers_per_attempt needs variants: true"),
-        (3, "service must be a mapping (attempts, cooldown_minutes, counts, upload_kb, fresh_numbers_per_attempt)"),
+        ({"storage_mb": 0}, "service.storage_mb must be a whole number of megabytes, got 0"),
+        ({"storage_mb": 1, "upload_kb": 2048}, "service.storage_mb (1 MB) is smaller than upload_kb (2048 KB)"),
+        (3, "service must be a mapping (attempts, cooldown_minutes, counts, upload_kb, storage_mb, "
+            "fresh_numbers_per_attempt)"),
     ],
 )
 def test_bad_service_settings_name_the_file_and_the_key(service, message):
@@ -128,6 +131,7 @@ def test_service_settings_are_typed_at_load_with_their_defaults():
                                    fresh_numbers_per_attempt=True)
     assert type(policy.cooldown_minutes) is float
     assert policy.upload_bytes == 1024 * 1024
+    assert ServicePolicy().storage_bytes == 20 * 2**20  # a hundred notebooks of 200 KB
     assert parse_config({**BASE, "service": {"attempts": None}}, Path("/c"), "c.yaml").service.attempts is None
 
 

@@ -3,6 +3,7 @@ then waited for a processor credited to its cell's clock."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import subprocess
@@ -13,7 +14,13 @@ import pytest
 
 from course.config import Limits
 from course.sandbox import WarmPool
-from course.sandbox.giving_way import GIVING_WAY_NICENESS, GivingWay, thread_times
+from course.sandbox.giving_way import (
+    FIRST_LOOK_SECONDS,
+    GIVING_WAY_NICENESS,
+    YIELD_AFTER_SECONDS,
+    GivingWay,
+    thread_times,
+)
 from course.submission import Cell
 
 SPIN = "while True:\n    pass"
@@ -47,6 +54,31 @@ def busy_cores():
         spinner.wait()
 
 
+def test_a_runs_processes_are_found_quickly_as_the_full_scan_finds_them():
+    """Giving way finds a run's processes again at each look through the kernel's lists of children (a few reads,
+    not every process of the machine): the same processes as the full scan, below the worker's interpreter."""
+    from course.sandbox.uids import below_the_worker, below_the_worker_quickly, descendants
+
+    tree = ("import os, subprocess, sys, time\n"  # a "worker" with a child that has children of its own
+            "child = subprocess.Popen([sys.executable, '-c', 'import os, time\\nos.fork()\\ntime.sleep(30)'])\n"
+            "time.sleep(30)")
+    outer = subprocess.Popen(["/bin/sh", "-c", f'"{sys.executable}" -c "$0"; :', tree])  # the interpreter below
+    try:
+        keep = [sys.executable, "-c"]
+        deadline = time.monotonic() + 30
+        while len(below_the_worker(outer.pid, keep=keep)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        found = below_the_worker(outer.pid, keep=keep)
+        assert len(found) == 2  # the child and its fork
+        assert sorted(below_the_worker_quickly(outer.pid, keep=keep)) == sorted(found)
+        assert below_the_worker_quickly(outer.pid, keep=["no-such-worker"]) == []
+    finally:
+        for pid in [*descendants(outer.pid), outer.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+        outer.wait()
+
+
 def test_thread_times_are_the_kernels_count_for_each_thread():
     times = thread_times(os.getpid())
     assert os.getpid() in times  # the main thread's id is the process id
@@ -54,14 +86,20 @@ def test_thread_times_are_the_kernels_count_for_each_thread():
     assert thread_times(2**22 + 1) == {}  # no such process: nothing, no error
 
 
-def test_a_process_that_uses_little_cpu_does_not_give_way():
+def test_a_process_that_uses_little_cpu_gives_way_only_once_its_wall_time_is_up():
+    """Within its first second, a run is lowered only for the CPU it was seen to use; past it, whatever it used (a
+    run that hops from process to process faster than the grader looks is seen to use nothing)."""
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
     try:
-        giving_way = GivingWay(lambda: [sleeper.pid], time.monotonic() - 10)
+        giving_way = GivingWay(lambda: [sleeper.pid], time.monotonic() - FIRST_LOOK_SECONDS)
         giving_way.waited()
         assert not giving_way.giving_way
         assert nice_of(sleeper.pid) == 0
         assert os.sched_getscheduler(sleeper.pid) == os.SCHED_OTHER
+        gone_on = GivingWay(lambda: [sleeper.pid], time.monotonic() - 10 * YIELD_AFTER_SECONDS)
+        gone_on.waited()
+        assert gone_on.giving_way
+        assert os.sched_getscheduler(sleeper.pid) == os.SCHED_IDLE
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -227,9 +265,43 @@ while chunk := os.read(r, 64):
 result = int(data)"""
 
 
-def test_a_run_that_moves_its_work_from_process_to_process_gives_way_too():
-    """No process of it ever uses half a second of CPU: what the run was seen to use, summed over the looks, does."""
+# A process with torch loaded takes tens of milliseconds to fork: the hopping is done by a fresh, small interpreter.
+HOPPER = """import os, sys, time
+w = int(sys.argv[1])
+born, hops = time.monotonic(), 0
+while os.sched_getscheduler(0) != os.SCHED_IDLE and time.monotonic() - born < 20:  # bounds a failing run
+    hop = time.process_time()
+    while time.process_time() - hop < 0.001:
+        pass
+    hops += 1
+    if os.fork():  # the work moves to a new process every millisecond, the old one ends
+        os._exit(0)
+os.write(w, f"{os.sched_getscheduler(0)} {hops}".encode())"""
+HOPS_EVERY_MILLISECOND = f"""import os, sys
+r, w = os.pipe()
+if os.fork() == 0:
+    os.close(r)
+    os.set_inheritable(w, True)
+    os.execv(sys.executable, [sys.executable, "-S", "-c", {HOPPER!r}, str(w)])
+os.close(w)
+data = b''
+while chunk := os.read(r, 64):
+    data += chunk
+result = [int(part) for part in data.split()]"""
+
+
+def test_a_run_that_moves_its_work_from_process_to_process_gives_way_however_often_it_hops():
+    """Every tenth of a second of CPU: no process of it ever uses a fifth of a second, but what the run was seen to
+    use, summed over the looks, does. Every few milliseconds: the grader's looks see almost none of its CPU, and
+    the kernel keeps none of it (the sandbox's pid 1 reaps without waiting); it never gave way, and held a core at
+    normal priority for its whole submission limit. Now it is lowered once the run has gone on for
+    YIELD_AFTER_SECONDS. (One pool for both: a pool's start is most of the time.)"""
     with WarmPool(1, Limits(cell_seconds=60, submission_seconds=120)) as pool:
-        result = pool.run([Cell(0, "cell 0", HOPS_FROM_PROCESS_TO_PROCESS)], ("result",), {})
-    assert result.ended_early is None, result.ended_early
-    assert result.answers["result"].value == os.SCHED_IDLE
+        slow = pool.run([Cell(0, "cell 0", HOPS_FROM_PROCESS_TO_PROCESS)], ("result",), {})
+        fast = pool.run([Cell(0, "cell 0", HOPS_EVERY_MILLISECOND)], ("result",), {})
+    assert slow.ended_early is None, slow.ended_early
+    assert slow.answers["result"].value == os.SCHED_IDLE
+    assert fast.ended_early is None, fast.ended_early
+    policy, hops = fast.answers["result"].value
+    assert hops > 20  # it did hop: dozens of processes, each gone before the next look (tenths of a second apart)
+    assert policy == os.SCHED_IDLE

@@ -47,6 +47,8 @@ def test_sample_class_scores(graded_samples):
                                   "accumulation", "no_grad_detach", "one_call", "cubic", "w2_net", "predict_twice",
                                   "raw_score", "late_penalty", "score", "max_score", "status"}
     assert summary.lines()[0] == "6 submissions: 5 graded, 1 failed, 0 timed out, 0 autograder errors"
+    assert summary.lines()[1].startswith("failed: frank: ")  # who failed, and why, in the terminal
+    assert "not a notebook" in summary.lines()[1]
 
 
 def test_gradebook_matches_grades_csv(graded_samples):

@@ -292,3 +292,24 @@ def test_every_answer_has_an_idea_for_verdicts_only_feedback(assignment, which):
                                   messages=[], cell_errors=[], reveal_torch_values=reveal)
         shown = {v["name"]: v["explanation"] for q in feedback["questions"] for v in q["values"]}
         assert shown == {v.name: v.hint if reveal else v.idea for v in results}
+
+
+def test_a_feedback_of_many_errors_is_capped_where_it_is_made_and_says_how_many_more(assignment):
+    """2000 raising cells made 1 MB of feedback, read again at every reload of the student's page: the model keeps
+    the first errors and their number, and both views say it."""
+    import json
+
+    from course.render import summary_markdown
+
+    errors = [{"cell": f"cell {i}", "error": "ZeroDivisionError: " + "x" * 480, "hint": "h"} for i in range(2000)]
+    feedback = build_feedback("s1", "autograd", tuple(judge(assignment, contract_answers(assignment), tolerance=TOL)),
+                              status="graded", messages=[], cell_errors=errors)
+    assert feedback["cell_errors"] == errors[:20]
+    assert feedback["cell_errors_left_out"] == 1980
+    assert len(json.dumps(feedback)) < 60_000
+    said = "… and 1,980 more errors (only the first 20 are listed"
+    assert said in render_html(feedback)
+    assert said.replace("(", "\\(") in summary_markdown(feedback)  # Markdown: every character literal
+    few = build_feedback("s1", "autograd", (), status="graded", messages=[], cell_errors=errors[:20])
+    assert "cell_errors_left_out" not in few
+    assert "more error" not in render_html(few)

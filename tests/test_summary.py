@@ -167,6 +167,14 @@ def test_the_page_shows_whole_point_bins_and_every_student():
     assert [name for _, name in rows] == ["alice", "bob", "carol", "dave", "frank", "gina", "zoe"]
     assert [link for link, _ in rows][:6] == [f"feedback/{s}/autograd/autograd.html"
                                              for s in ("alice", "bob", "carol", "dave", "frank", "gina")]
-    assert "4 students" in page
+    assert "<div class=score>7 students</div><div>4 counted in the score statistics</div>" in page  # the class
+    assert "in whole points (a score" in page
     assert "mean score 6.1 / 10" in page
     assert "Not counted in these numbers: 1 could not be read, 1 autograder error, 1 did not submit" in page
+
+
+def test_wide_bins_are_named_by_their_width():
+    wide = [{**_feedback("ana", 30), "max_score": 57}]
+    page = render_summary_html(class_summary(wide), "autograd")
+    assert "in bars of 3 points (a score" in page  # 58 whole points in at most MAX_BINS bars
+    assert "whole points" not in page

@@ -40,13 +40,13 @@ SUBMITTED_AT = {  # what nbgrader's clock said when each student submitted
 }
 ROSTER = [  # carol is on the roster and submits nothing
     {"student_id": "alice", "name": "Alice Archer", "lms_id": "1001", "sis_user_id": "S-1", "sis_login_id": "aa1",
-     "section": "Autograd 101"},
+     "section": "Autograd 101", "email": "alice@example.edu"},
     {"student_id": "bob", "name": "Bob Baker", "lms_id": "1002", "sis_user_id": "S-2", "sis_login_id": "bb2",
-     "section": "Autograd 101"},
+     "section": "Autograd 101", "email": "bob@example.edu"},
     {"student_id": "carol", "name": "Carol Cole", "lms_id": "1003", "sis_user_id": "S-3", "sis_login_id": "cc3",
-     "section": "Autograd 101"},
+     "section": "Autograd 101", "email": "carol@example.edu"},
     {"student_id": "dave", "name": "Dave Doe", "lms_id": "1004", "sis_user_id": "S-4", "sis_login_id": "dd4",
-     "section": "Autograd 101"},
+     "section": "Autograd 101", "email": "dave@example.edu"},
 ]
 
 
@@ -147,7 +147,11 @@ def test_formgrader_shows_every_submission_autograded_with_our_scores(term):
         assert not submissions[student]["needs_manual_grade"], student
         assert submissions[student]["score"] == float(ours[student]["raw_score"]), student
     assert "carol" not in submissions  # on the roster: formgrader's Students view lists her, with nothing submitted
-    assert "carol" in {s["id"] for s in api.get_students()}
+    students = {s["id"]: s for s in api.get_students()}
+    # the roster's names and emails, not "None, None"
+    assert [(students[s["student_id"]]["first_name"], students[s["student_id"]]["last_name"],
+             students[s["student_id"]]["email"]) for s in ROSTER] == [
+        (s["name"].split()[0], s["name"].split()[1], s["email"]) for s in ROSTER]
     # one entry per assignment of the course (autograd and training), none submitted
     assert [(s["name"], s["submitted"]) for s in api.get_student_submissions("carol")] == [
         ("autograd", False), ("training", False)]
@@ -243,3 +247,114 @@ def test_after_the_terms_commands_git_status_lists_no_secret_or_student_file(ter
     assert "source/course.yaml" in committable
     assert [path for path in committable
             if not path.startswith(("source/", "release/")) and path not in (".gitignore", "nbgrader_config.py")] == []
+
+
+@pytest.mark.slow
+def test_the_services_attempts_are_recorded_into_the_term_and_undone(term):
+    """The term (grade --roster), then the service on the same course, then the dashboard's recording: a
+    preview, a confirmation to replace a term grade, then formgrader, nbgrader export, our CSV and the Canvas
+    CSV agree for every student; a second recording changes nothing; undo gives the term back. Last in the
+    module: it changes the course's due date while the service runs, and puts it back."""
+    import re
+
+    from test_nbgrader_layout import formgrader_api
+
+    from course.nbgrader_bridge import held_submissions
+    from service.conftest import Server, multipart, notebook_bytes, request
+
+    root, exchange, _ = term
+    yaml_path = root / "source" / "course.yaml"
+    term_yaml, term_csv = yaml_path.read_text(), (root / "grades-autograd.csv").read_bytes()
+    settings = yaml.safe_load(term_yaml)
+    settings["assignments"][0]["due"] = "2099-01-01 00:00:00 UTC"  # the service's attempts are on time
+    yaml_path.write_text(yaml.safe_dump(settings))
+    tokens = root / "tokens.csv"
+    assert main(["--course", str(root), "serve", "tokens", str(root / "roster.csv"), "--out", str(tokens)]) == 0
+    server = Server(root, tokens=read_csv_tokens(tokens),
+                    instructor=(root / "tokens-instructor.txt").read_text().strip())
+    server.start()
+    try:
+        bob = server.submit("bob", notebook_bytes(submitted_notebook(CORRECT_CODE))).json  # term: 56 less 11.4
+        wrong = {**CORRECT_CODE, "net_dL_dw": repr(wrong_literal(ALL_VALUES["net_dL_dw"]))}
+        carol = server.submit("carol", notebook_bytes(submitted_notebook(wrong))).json  # term: missing
+        assert (bob["status"], bob["score"], bob["attempt"], carol["score"]) == ("graded", 57, 1, 56)
+        base = f"{server.url}/i/{server.instructor}"
+        preview = request(f"{base}/export/gradebook").text
+        changes = re.findall(r"<tr><td>(\w+)</td><td>(.*?)</td>", preview)
+        assert changes == [("bob", "44.6, submitted 2026-11-22 01:00:00 UTC (term)"), ("carol", "nothing")]
+        assert "replaces the term&#x27;s submission" in preview
+        csrf = re.search(r'name=csrf value="([^"]+)"', preview).group(1)
+        plan = re.search(r'name=plan value="([^"]+)"', preview).group(1)
+
+        def post(path: str, **fields: str):
+            body, kind = multipart({"csrf": csrf, **fields})
+            return request(f"{base}/export/{path}", method="POST", data=body, content_type=kind)
+
+        stale = post("gradebook", plan="0" * 16, replace_term="yes")  # a preview that no longer holds
+        assert stale.status == 409
+        assert "not what the preview you confirmed showed" in stale.text
+        unconfirmed = post("gradebook", plan=plan)
+        assert unconfirmed.status == 409
+        assert "confirm it" in unconfirmed.text
+        assert (root / "grades-autograd.csv").read_bytes() == term_csv
+        done = post("gradebook", plan=plan, replace_term="yes")
+        assert done.status == 200
+        assert "Recorded 2 students (bob, carol)" in done.text, done.text
+
+        ours = read_csv(root / "grades-autograd.csv")
+        assert {s: ours[s]["score"] for s in ours} == {"alice": "57", "bob": "57", "carol": "56", "dave": "55"}
+        api = formgrader_api(root)
+        submissions = {s["student"]: s for s in api.get_submissions("autograd")}
+        assert set(submissions) == {"alice", "bob", "carol", "dave"}
+        for student, row in ours.items():  # nothing "needs autograding", our raw scores
+            assert submissions[student]["autograded"], student
+            assert not submissions[student]["needs_manual_grade"], student
+            assert submissions[student]["score"] == float(row["raw_score"]), student
+        nbgrader(root, "export", exchange=exchange)
+        theirs = read_csv(root / "grades.csv")
+        assert {s: float(theirs[s]["score"]) for s in ours} == {s: float(row["score"]) for s, row in ours.items()}
+        assert main(["--course", str(root), "export", "--format", "canvas", "--roster", str(root / "roster.csv")]) == 0
+        with (root / "canvas-autograd.csv").open(newline="") as stream:
+            canvas = {row[1]: row[5] for row in list(csv.reader(stream))[2:]}
+        assert canvas == {s["lms_id"]: ours[s["student_id"]]["score"] for s in ROSTER}
+        assert (root / "feedback" / "carol" / "autograd" / "autograd.html").is_file()
+
+        # A second recording with nothing new changes nothing.
+        held = held_submissions(f"sqlite:///{root / 'gradebook.db'}", root / "gradebook.db", "autograd", "autograd")
+        recorded_csv = (root / "grades-autograd.csv").read_bytes()
+        again = request(f"{base}/export/gradebook").text
+        assert 'id=nothing-new' in again
+        repeat = post("gradebook", plan=term_plan_digest_of_nothing())
+        assert "Nothing to record" in repeat.text, repeat.text
+        assert (root / "grades-autograd.csv").read_bytes() == recorded_csv
+        assert held_submissions(f"sqlite:///{root / 'gradebook.db'}", root / "gradebook.db", "autograd",
+                                "autograd") == held
+        assert sorted(p.name for p in (root / "gradebook-history" / "autograd").iterdir()) == ["0001"]
+
+        # Undo gives the term back, file for file.
+        undone = post("gradebook/undo")
+        assert undone.status == 200
+        assert "Undid recording 1" in undone.text, undone.text
+    finally:
+        server.stop()
+        yaml_path.write_text(term_yaml)
+    assert (root / "grades-autograd.csv").read_bytes() == term_csv
+    assert (root / "submitted" / "bob" / "autograd" / "timestamp.txt").read_text() == SUBMITTED_AT["bob"]
+    assert not (root / "submitted" / "carol").exists()
+    submissions = {s["student"]: s for s in formgrader_api(root).get_submissions("autograd")}
+    assert set(submissions) == {"alice", "bob", "dave"}
+    nbgrader(root, "export", exchange=exchange)
+    theirs, ours = read_csv(root / "grades.csv"), read_csv(root / "grades-autograd.csv")
+    assert {s: float(theirs[s]["score"]) for s in ours} == {s: float(row["score"]) for s, row in ours.items()}
+    assert all(submissions[s]["autograded"] for s in submissions)
+
+
+def read_csv_tokens(path: Path) -> dict[str, str]:
+    with path.open(encoding="utf-8") as stream:
+        return {row["student_id"]: row["token"] for row in csv.DictReader(stream)}
+
+
+def term_plan_digest_of_nothing() -> str:
+    from course.term_record import digest
+
+    return digest([])

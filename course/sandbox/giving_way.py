@@ -7,9 +7,9 @@ to one more cell limit: a cell may compute about as much under load as alone. Th
 wall-clock: no run outlives it.
 
 A notebook that spins towards its cell limit would otherwise hold a core for the whole limit, and every other
-student's run would share what is left. So in the warm pool, once a run's processes have used
-YIELD_AFTER_CPU_SECONDS of CPU (an honest notebook uses a few hundredths of a second), the grader lowers their
-priority:
+student's run would share what is left. So in the warm pool, once a run's processes have been seen to use
+YIELD_AFTER_CPU_SECONDS of CPU (an honest notebook uses a few hundredths of a second), or once the run has gone
+on for YIELD_AFTER_SECONDS of wall time, whichever comes first, the grader lowers their priority:
 - each thread goes to the SCHED_IDLE policy: it runs when nothing else wants the processor, any other task
   that wakes preempts it at once, and the kernel places waking tasks on a processor that runs only such
   threads as if it were idle (where SCHED_IDLE is refused, nice 10 instead);
@@ -20,6 +20,17 @@ It is done again on every look, so a process that resets its autogroup or starts
 leader exit, say) is lowered again; a thread cannot leave SCHED_IDLE by itself (that needs an RLIMIT_NICE above
 0, which the sandbox's rlimits forbid). The time it then waits is not counted against it either, as above:
 giving way costs it time, not work.
+
+Why the wall time too: what a run's processes used is what the grader sees of them at its looks, and a process
+that ends between two looks takes its CPU time with it. The kernel keeps a dead process's time only for the
+parent that waits for it (cutime), and the sandbox's pid 1 reaps orphans without waiting (SIGCHLD ignored; at
+the uid levels they go to the host's init), so no count of the run's own covers them. A notebook that spread its
+computing over short-lived processes (each spins a millisecond, forks its successor, exits) was never seen to
+use a fifth of a second, and kept a core at normal priority for its whole submission limit. The wall time
+cannot be dodged that way: an honest run in the warm pool ends in a few tenths of a second, and one that goes on
+past a second (not counting the time it was kept waiting for a processor) gives way whatever it was seen to use
+(a run that sleeps loses nothing by it). Once lowered, a
+process's children are born lowered (SCHED_IDLE is inherited across fork, and the autogroup is the session's).
 
 A notebook that keeps its own threads waiting (a fork bomb: more runnable threads than processors) uses a
 processor or more meanwhile, and is not credited. Threads that end between two looks take their CPU time with
@@ -37,9 +48,11 @@ import time
 from collections.abc import Callable
 
 YIELD_AFTER_CPU_SECONDS = 0.2
+YIELD_AFTER_SECONDS = 1.0  # of the run's wall time, whatever it was seen to use (see above: processes that hop)
 FIRST_LOOK_SECONDS = 0.15  # wall time before a run's processes are first looked at (most honest runs have ended)
 LOOK_EVERY_SECONDS = 0.2
 GIVING_WAY_NICENESS = 10
+LOWER_TRIES = 5  # finding the run's processes again at one look, while some ended before they were lowered
 
 
 def thread_times(pid: int) -> dict[int, tuple[int, int]]:
@@ -79,42 +92,60 @@ def in_a_session_of_its_own(pid: int) -> bool:
     return session == pid or session_of(session) != session
 
 
-def lower_priority(pid: int, threads: list[int]) -> None:
+def threads_of(pid: int) -> list[int]:
+    try:
+        return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+    except (OSError, ValueError):
+        return []
+
+
+def lower_priority(pid: int, threads: list[int]) -> bool:
+    """Lower the process's threads (and its session's autogroup when the session is the run's own); False when
+    none of them was there any more."""
+    reached = False
     for tid in threads:  # a thread's policy and nice are its own on Linux
         try:
             os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+            reached = True
+        except ProcessLookupError:
+            continue
         except OSError:
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, tid, GIVING_WAY_NICENESS)
+                reached = True
+    if not reached:
+        return False
     # The autogroup is the session's: only that of a session the run made (the run's pid 1, say, is still in its
     # warm worker's session, whose autogroup must stay as it is for the next student). A session whose leader
     # has ended is one too: a notebook that starts a session and lets its leader exit keeps it otherwise at
     # nice 0, and SCHED_IDLE alone ranks its threads only within their own autogroup.
     if not in_a_session_of_its_own(pid):
-        return
+        return True
     # Written only when it is not lowered yet: the kernel takes one autogroup nice from a grader that is not
     # root per tenth of a second, machine-wide (EAGAIN otherwise), and a run may have several sessions.
     with contextlib.suppress(OSError):  # absent where the kernel has no autogroups
         with open(f"/proc/{pid}/autogroup", "rb") as autogroup:
             if autogroup.read().split()[-1:] == [str(GIVING_WAY_NICENESS).encode()]:
-                return
+                return True
         descriptor = os.open(f"/proc/{pid}/autogroup", os.O_WRONLY)
         try:
             os.write(descriptor, str(GIVING_WAY_NICENESS).encode())
         finally:
             os.close(descriptor)
+    return True
 
 
 class GivingWay:
     """One run's clock keeper. `waited()`, called on every tick of the supervisor, returns the seconds of the run
     so far in which it was kept waiting for a processor by other work: summed over looks, each counting the
     longest wait of any one of its threads since the last look, but no more than the part of that time the
-    run as a whole did not spend on a processor. With `lower`, it lowers the run's priority once it has used
-    YIELD_AFTER_CPU_SECONDS of CPU."""
+    run as a whole did not spend on a processor. With `lower`, it lowers the run's priority once it has been seen
+    to use YIELD_AFTER_CPU_SECONDS of CPU or has gone on for YIELD_AFTER_SECONDS since `started`."""
 
     def __init__(self, processes: Callable[[], list[int]], started: float, *, lower: bool = True) -> None:
         self.processes = processes  # the host pids of the run's processes, found afresh on each call
         self.lower = lower
+        self.started = started
         self.last_look = started
         self.next_look = started + FIRST_LOOK_SECONDS
         self.giving_way = False
@@ -143,10 +174,23 @@ class GivingWay:
         self.credit += max(0.0, min(longest / 1e9, since - used / 1e9, since))
         self.last_look, self.next_look = now, now + LOOK_EVERY_SECONDS
         # What the run has been seen to use so far, those of its processes that have ended included: a notebook
-        # that moves its work to a new process every so often (each below the limit) gives way too.
+        # that moves its work to a new process every so often (each below the limit) gives way too; one that
+        # moves it more often than the grader looks is not seen, and gives way when its wall time is up.
         if self.lower and not self.giving_way:
-            self.giving_way = self.used >= YIELD_AFTER_CPU_SECONDS
+            # Its wall time as its clock counts it: without the time it was kept waiting for a processor, so a
+            # short honest run on a busy machine is not lowered for the machine's load.
+            self.giving_way = (self.used >= YIELD_AFTER_CPU_SECONDS
+                               or now - self.started - self.credit >= YIELD_AFTER_SECONDS)
         if self.giving_way:
-            for pid, threads in times.items():
-                lower_priority(pid, list(threads))
+            self._lower({pid: list(threads) for pid, threads in times.items()})
         return self.credit
+
+    def _lower(self, found: dict[int, list[int]]) -> None:
+        """Lower the processes found; while one of them has ended before it was reached (its successor, born at
+        normal priority, may be running: a run that hops from process to process), find them again, a few
+        times. One reached is enough for a hopping run: its successors are born lowered."""
+        for _ in range(LOWER_TRIES):
+            ended = [pid for pid, threads in found.items() if not lower_priority(pid, threads)]
+            if not ended:
+                return
+            found = {pid: threads_of(pid) for pid in self.processes()}

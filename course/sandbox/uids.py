@@ -148,3 +148,57 @@ def below_the_worker(pid: int, *, keep: list[str]) -> list[int]:
         except OSError:
             continue
     return []
+
+
+def _children_of(pid: int) -> list[int] | None:
+    """The children of `pid`, from the kernel's own list of each of its threads (/proc/<pid>/task/<tid>/children):
+    a few reads, where _children reads every process of the machine. None where the kernel keeps no such list."""
+    found: list[int] = []
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found  # gone: no children
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as listed:
+                found += [int(child) for child in listed.read().split()]
+        except FileNotFoundError:
+            if not os.path.exists(f"/proc/{pid}/task/{tid}"):
+                continue  # the thread ended
+            return None  # the kernel has no such list (CONFIG_PROC_CHILDREN)
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def below_the_worker_quickly(pid: int, *, keep: list[str]) -> list[int]:
+    """below_the_worker, found through the kernel's lists of children: it reads the run's processes only, so it
+    takes a fraction of a millisecond where below_the_worker takes tens on a busy machine (giving_way.py finds a
+    run's processes again while it hops from one to the next). Falls back to below_the_worker where the kernel has
+    no lists. Complete where the run has a pid namespace of its own: every process of it is below its pid 1."""
+    prefix = [part.encode() for part in keep]
+    pending, worker = [pid], None
+    while pending and worker is None:
+        current = pending.pop(0)
+        children = _children_of(current)
+        if children is None:
+            return below_the_worker(pid, keep=keep)
+        for child in children:
+            try:
+                if Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[: len(prefix)] == prefix:
+                    worker = child
+                    break
+            except OSError:
+                continue
+            pending.append(child)
+    if worker is None:
+        return []
+    found, pending = [], [worker]
+    while pending:
+        children = _children_of(pending.pop(0))
+        if children is None:
+            return below_the_worker(pid, keep=keep)
+        found += children
+        pending += children
+    return found
+

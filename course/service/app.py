@@ -7,8 +7,9 @@ API (tools and `autograd-course submit`):
                                {id, student_id, status, score, max_score, feedback_url} once graded (waits up
                                to `wait_seconds`, then 202 with status queued); 401, 413, 429 (+ Retry-After).
   GET  /api/submissions/<id>   the same JSON (same token; another student's id is 404).
-Pages (the token is the personal link): /s/<token>/ (upload, history), /s/<token>/attempts/<id> (the
-feedback page), /s/<token>/notebook (the notebook for the next attempt); /i/<token>/ the dashboard.
+Pages (the token is the personal link): /s/<token>/ (upload, history), /s/<token>/attempts/<n> (attempt n
+of the student, 1, 2, ...: "being graded", then its feedback page), /s/<token>/notebook (the notebook for
+the next attempt); /i/<token>/ the dashboard, /i/<token>/export/gradebook (recording into the term's record).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import hmac
 import json
 import logging
 import tempfile
+import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -37,22 +39,24 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from course import term_record
 from course.config import CourseConfig
 from course.errors import CourseError
+from course.grading import ERROR as AUTOGRADER_ERROR
 from course.release import personalise
 from course.render import render_html
 from course.service import pages
 from course.service.edge import LOG_EVERY_SECONDS, SPOOL_BYTES, UPLOAD_RETRY_SECONDS, UPLOADS_IN_FLIGHT, Edge
-from course.service.policy import Refusal, ServicePolicy, attempt_numbers
+from course.service.policy import Refusal, ServicePolicy, attempt_numbers, refusal
 from course.service.results import (
     StudentRecord,
+    counted_attempts,
     grades_csv,
-    into_gradebook,
     lms_csv,
     student_records,
     summary_of,
 )
-from course.service.store import Attempt, Store
+from course.service.store import Attempt, Store, now_utc
 from course.service.worker import Grader
 from course.summary_page import SORT_SCRIPT, render_summary_html
 from course.text import safe_text
@@ -79,6 +83,7 @@ SECURITY_HEADERS = {
 
 LOG = logging.getLogger(__name__)  # the instructor's: what a limit refused, never a token
 CLOSE = {"Connection": "close"}  # an answer given before the body was read ends the connection with it
+RECORDING = threading.Lock()  # one recording into (or undo of) the term's record at a time in this process
 
 
 class TooLarge(Exception):
@@ -101,6 +106,7 @@ class Service:
     uploads: dict[str, int] = field(default_factory=dict)  # a student's uploads in progress (on the event loop)
     busy_said: dict[str, float] = field(default_factory=dict)  # when the log last said a student had too many
     loop: asyncio.AbstractEventLoop | None = None
+    csrf_key: bytes | None = None  # read from the database once (it never changes): not a transaction per page
 
     @property
     def assignment(self) -> str:
@@ -185,15 +191,33 @@ class Service:
             if not self.uploads[student]:
                 del self.uploads[student]
 
-    def records(self) -> list[StudentRecord]:
-        """Every student's attempts; only the counted attempts carry their feedback (the class's is large)."""
+    def records(self, *, feedback: bool = True) -> list[StudentRecord]:
+        """Every student's attempts, none with its feedback; with `feedback`, the counted attempts carry theirs
+        (for the class summary and the exports: the scores per question). A page reads no feedback it does not
+        show: a student's ~1 MB documents were once parsed at every reload of a page that shows only scores."""
         records = student_records(self.policy, list(self.store.students()), self.store.attempts_of(feedback=False))
-        feedback = self.store.feedback_of([r.counted.id for r in records if r.counted is not None])
-        return [replace(r, counted=replace(r.counted, feedback=feedback.get(r.counted.id)))
+        if not feedback:
+            return records
+        counted = self.store.feedback_of([r.counted.id for r in records if r.counted is not None])
+        return [replace(r, counted=replace(r.counted, feedback=counted.get(r.counted.id)))
                 if r.counted is not None else r for r in records]
 
     def record_of(self, student_id: str) -> StudentRecord:
-        return student_records(self.policy, [student_id], self.store.attempts_of(student_id))[0]
+        """One student's attempts, without their feedback (their pages show scores and links only)."""
+        return student_records(self.policy, [student_id], self.store.attempts_of(student_id, feedback=False))[0]
+
+    def feedback_page(self, student: str, number: int, *, instructor: bool = False) -> str | None:
+        """The feedback page of a student's attempt by its number (or the page saying it is being graded), read
+        and rendered on the calling thread, never the event loop: a feedback document may be large, and only
+        this one is read. None: the student has no attempt of that number."""
+        found = next((a for a in self.store.attempts_of(student, feedback=False) if a.number == number), None)
+        attempt = self.store.attempt(found.id) if found is not None else None
+        if attempt is None:
+            return None
+        back = f"../../{quote(attempt.student_id)}" if instructor else "../"
+        if not attempt.done or attempt.feedback is None:
+            return pages.waiting_page(attempt, back, instructor=instructor)
+        return render_html(attempt.feedback, lead=pages.feedback_lead(attempt, back, instructor=instructor))
 
     # ----------------------------------------------------------------- CSRF (the HTML forms)
     def csrf_token(self, who: str) -> str:
@@ -207,7 +231,9 @@ class Service:
         return hmac.compare_digest(mac, self._csrf_mac(who, issued))
 
     def _csrf_mac(self, who: str, issued: str) -> str:
-        return hmac.new(self.store.secret("csrf"), f"{who}|{issued}".encode(), hashlib.sha256).hexdigest()
+        if self.csrf_key is None:
+            self.csrf_key = self.store.secret("csrf")
+        return hmac.new(self.csrf_key, f"{who}|{issued}".encode(), hashlib.sha256).hexdigest()
 
 
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -220,9 +246,11 @@ def _bearer(request: Request) -> str | None:
 
 
 def submission_json(attempt: Attempt, token: str) -> dict[str, Any]:
-    return {"id": attempt.id, "student_id": attempt.student_id, "status": attempt.status,
+    """The contract's JSON: `id` is the service's (the API's URLs), `attempt` the student's own number (1, 2, ...:
+    what their page, the feedback URL and the dashboard call it)."""
+    return {"id": attempt.id, "attempt": attempt.number, "student_id": attempt.student_id, "status": attempt.status,
             "score": attempt.score if attempt.done else None, "max_score": attempt.max_score,
-            "feedback_url": f"/s/{token}/attempts/{attempt.id}"}
+            "feedback_url": f"/s/{token}/attempts/{attempt.number}"}
 
 
 async def _read_body(request: Request, limit: int, seconds: float, folder: Path) -> bytes:
@@ -297,6 +325,9 @@ async def _accept_upload(service: Service, student: str, notebook: bytes) -> str
     accepted = await run_in_threadpool(_accept, service, student, notebook)
     if isinstance(accepted, Attempt):
         service.grader.wake()
+    elif isinstance(accepted, Refusal) and accepted.limit:
+        LOG.warning("serve: refused an upload of %s: service.%s reached (%s)", student, accepted.limit,
+                    accepted.message.split(":")[0])
     return accepted
 
 
@@ -393,7 +424,8 @@ async def get_submission(request: Request) -> Response:
     if isinstance(caller, Response):
         return caller
     service, token, student = caller
-    attempt = await run_in_threadpool(service.store.attempt, request.path_params["attempt_id"])
+    attempt = await run_in_threadpool(partial(service.store.attempt, request.path_params["attempt_id"],
+                                              feedback=False))  # the JSON holds the link to it, not the feedback
     if attempt is None or attempt.student_id != student:
         return _json_error(404, "no such submission of yours")
     return JSONResponse(submission_json(attempt, token))
@@ -433,14 +465,23 @@ def _same_origin(request: Request) -> bool:
     return urlsplit(origin).netloc == request.headers.get("host", "")
 
 
+def _refusal_now(service: Service, record: StudentRecord) -> Refusal | None:
+    """What the policy would answer to an attempt now (the store asks the same when one arrives)."""
+    earlier = [a.submitted_at for a in record.attempts if a.status != AUTOGRADER_ERROR]
+    return refusal(service.policy, earlier, now_utc())
+
+
 async def _student_page(service: Service, student: str, message: str = "", status: int = 200) -> Response:
-    record = await run_in_threadpool(service.record_of, student)
-    note = ""
-    if service.policy.fresh_numbers_per_attempt:
-        note = f" (with fresh numbers for attempt {len(record.attempts) + 1}: answer with the numbers it shows)"
-    return HTMLResponse(pages.student_page(record, service.assignment, service.policy, service.grader.due,
-                                           service.csrf_token(f"student:{student}"), message, note),
-                        status_code=status)
+    def make() -> str:  # read and rendered off the event loop (a student may have many attempts)
+        record = service.record_of(student)
+        note = ""
+        if service.policy.fresh_numbers_per_attempt:
+            note = f" (with fresh numbers for attempt {len(record.attempts) + 1}: answer with the numbers it shows)"
+        return pages.student_page(record, service.assignment, service.policy, service.grader.due,
+                                  service.csrf_token(f"student:{student}"), message, note,
+                                  _refusal_now(service, record))
+
+    return HTMLResponse(await run_in_threadpool(make), status_code=status)
 
 
 @student_route
@@ -478,18 +519,14 @@ async def _student_upload(request: Request, service: Service, student: str, refu
         return await _student_page(service, student, f"Not submitted: {accepted}.", 400)
     if isinstance(accepted, Refusal):
         return await _student_page(service, student, f"Not submitted: {accepted.message}.", 429)
-    attempt = await service.wait_for(accepted)
-    return RedirectResponse(f"attempts/{attempt.id}" if attempt.done else "./", status_code=303)
+    # At once to the attempt's own page: it says "being graded" and shows the feedback when it is ready.
+    return RedirectResponse(f"attempts/{accepted.number}", status_code=303)
 
 
 @student_route
 async def student_attempt(request: Request, service: Service, student: str) -> Response:
-    attempt = await run_in_threadpool(service.store.attempt, request.path_params["attempt_id"])
-    if attempt is None or attempt.student_id != student:
-        return _not_found()
-    if not attempt.done or attempt.feedback is None:
-        return HTMLResponse(pages.waiting_page(attempt))
-    return HTMLResponse(render_html(attempt.feedback))
+    page = await run_in_threadpool(service.feedback_page, student, request.path_params["number"])
+    return _not_found() if page is None else HTMLResponse(page)
 
 
 @student_route
@@ -524,10 +561,11 @@ async def student_notebook(request: Request, service: Service, student: str) -> 
 
 @instructor_route
 async def dashboard(request: Request, service: Service) -> Response:
-    records = await run_in_threadpool(service.records)
-    version = await run_in_threadpool(service.store.version)
-    return HTMLResponse(pages.dashboard_page(records, service.assignment, service.policy, version,
-                                             service.csrf_token("instructor")))
+    def make() -> str:  # a class's worth of rows: made off the event loop, from the attempts without feedback
+        return pages.dashboard_page(service.records(feedback=False), service.assignment, service.policy,
+                                    service.store.version(), service.grader.due)
+
+    return HTMLResponse(await run_in_threadpool(make))
 
 
 @instructor_route
@@ -537,8 +575,10 @@ async def dashboard_version(request: Request, service: Service) -> Response:
 
 @instructor_route
 async def class_summary_page(request: Request, service: Service) -> Response:
-    records = await run_in_threadpool(service.records)
-    return HTMLResponse(render_summary_html(summary_of(records), service.assignment))
+    def make() -> str:  # every counted feedback of the class: read, summarised and rendered off the event loop
+        return render_summary_html(summary_of(service.records()), service.assignment)
+
+    return HTMLResponse(await run_in_threadpool(make))
 
 
 @instructor_route
@@ -546,18 +586,15 @@ async def instructor_student(request: Request, service: Service) -> Response:
     student = request.path_params["student_id"]
     if student not in await run_in_threadpool(service.store.students):
         return _not_found()
-    record = await run_in_threadpool(service.record_of, student)
-    return HTMLResponse(pages.instructor_student_page(record, service.assignment))
+    return HTMLResponse(await run_in_threadpool(
+        lambda: pages.instructor_student_page(service.record_of(student), service.assignment)))
 
 
 @instructor_route
 async def instructor_attempt(request: Request, service: Service) -> Response:
-    attempt = await run_in_threadpool(service.store.attempt, request.path_params["attempt_id"])
-    if attempt is None:
-        return _not_found()
-    if not attempt.done or attempt.feedback is None:
-        return HTMLResponse(pages.waiting_page(attempt))
-    return HTMLResponse(render_html(attempt.feedback))
+    page = await run_in_threadpool(service.feedback_page, request.path_params["student_id"],
+                                   request.path_params["number"], instructor=True)
+    return _not_found() if page is None else HTMLResponse(page)
 
 
 @instructor_route
@@ -582,21 +619,86 @@ async def export_csv(request: Request, service: Service) -> Response:
                     headers={"Content-Disposition": f'attachment; filename="{fmt}-{service.assignment}.csv"'})
 
 
-@instructor_route
-async def export_gradebook(request: Request, service: Service) -> Response:
+def _question_cells(service: Service) -> dict[str, str]:
+    return {q.id: q.test_cell_id for q in service.grader.assignment.questions}
+
+
+def _gradebook_page(service: Service, message: str = "", status: int = 200) -> Response:
+    """The preview of recording into the term's record (who changes, from what to what, why), the form that
+    confirms it, and the recordings made so far (the last one can be undone). Blocking."""
+    config, settings = service.config, service.grader.settings
+    counted = counted_attempts(service.records())
+    changes = term_record.plan(config, settings, counted)
+    history = [recording for recording, _ in term_record.recordings(config, settings.name)]
+    return HTMLResponse(pages.gradebook_page(service.assignment, changes, len(counted) - len(changes),
+                                             term_record.digest(changes), service.csrf_token("instructor"),
+                                             history, str(config.root / "gradebook.db"), message),
+                        status_code=status)
+
+
+async def _instructor_form(request: Request, service: Service) -> dict[str, Any] | Response:
     form = await request.form(max_files=0, max_fields=5, max_part_size=4096)
     csrf = form.get("csrf")
     if not _same_origin(request) or not isinstance(csrf, str) or not service.csrf_ok("instructor", csrf):
         return PlainTextResponse("The form was out of date or came from another page: reload the dashboard.",
                                  status_code=403)
-    records = await run_in_threadpool(service.records)
-    try:
-        written = await run_in_threadpool(into_gradebook, service.config, service.grader.settings,
-                                          service.grader.assignment, records)
-    except CourseError as problem:
-        return PlainTextResponse(f"Cannot record into nbgrader's gradebook: {problem}", status_code=409)
-    return PlainTextResponse(f"Recorded {written} students' counted scores in "
-                             f"{service.config.root / 'gradebook.db'} (nbgrader export, formgrader).")
+    return {key: value for key, value in form.items() if isinstance(value, str)}
+
+
+@instructor_route
+async def gradebook_preview(request: Request, service: Service) -> Response:
+    return await run_in_threadpool(_gradebook_page, service)
+
+
+@instructor_route
+async def export_gradebook(request: Request, service: Service) -> Response:
+    form = await _instructor_form(request, service)
+    if isinstance(form, Response):
+        return form
+
+    def run() -> Response:
+        with RECORDING:
+            return record()
+
+    def record() -> Response:
+        config, settings = service.config, service.grader.settings
+        changes = term_record.plan(config, settings, counted_attempts(service.records()))
+        if form.get("plan") != term_record.digest(changes):
+            return _gradebook_page(service, "Nothing recorded: what would change is not what the preview you "
+                                            "confirmed showed (new attempts, or a term grade since). Check it "
+                                            "again below.", 409)
+        try:
+            done = term_record.record(config, settings, _question_cells(service),
+                                      service.grader.assignment.max_score, changes, service.store.notebook_of,
+                                      replace_term=form.get("replace_term") == "yes")
+        except CourseError as problem:
+            return _gradebook_page(service, f"Nothing recorded: {problem}.", 409)
+        if done is None:
+            return _gradebook_page(service, "Nothing to record: nbgrader's gradebook already holds every counted "
+                                            "attempt. Nothing was changed.")
+        return _gradebook_page(service, f"Recorded {len(done.students)} students ({', '.join(done.students)}) as "
+                                        f"{done.label}: formgrader, nbgrader export and grades-"
+                                        f"{settings.name}.csv now show their counted attempts.")
+
+    return await run_in_threadpool(run)
+
+
+@instructor_route
+async def undo_gradebook(request: Request, service: Service) -> Response:
+    form = await _instructor_form(request, service)
+    if isinstance(form, Response):
+        return form
+
+    def run() -> Response:
+        try:
+            with RECORDING:
+                undone = term_record.undo(service.config, service.grader.settings, tuple(_question_cells(service)))
+        except CourseError as problem:
+            return _gradebook_page(service, f"Nothing undone: {problem}.", 409)
+        return _gradebook_page(service, f"Undid {undone.label}: {', '.join(undone.students)} have the records "
+                                        "they had before it again.")
+
+    return await run_in_threadpool(run)
 
 
 async def health(request: Request) -> Response:
@@ -641,15 +743,17 @@ ROUTES = [
     Route("/api/submissions/{attempt_id:int}", get_submission, methods=["GET"]),
     Route("/s/{token}/", student_home, methods=["GET"]),
     Route("/s/{token}/upload", student_upload, methods=["POST"]),
-    Route("/s/{token}/attempts/{attempt_id:int}", student_attempt, methods=["GET"]),
+    Route("/s/{token}/attempts/{number:int}", student_attempt, methods=["GET"]),
     Route("/s/{token}/notebook", student_notebook, methods=["GET"]),
     Route("/i/{token}/", dashboard, methods=["GET"]),
     Route("/i/{token}/version", dashboard_version, methods=["GET"]),
     Route("/i/{token}/summary", class_summary_page, methods=["GET"]),
     Route("/i/{token}/students/{student_id}", instructor_student, methods=["GET"]),
-    Route("/i/{token}/attempts/{attempt_id:int}", instructor_attempt, methods=["GET"]),
+    Route("/i/{token}/students/{student_id}/attempts/{number:int}", instructor_attempt, methods=["GET"]),
     Route("/i/{token}/export/{format}.csv", export_csv, methods=["GET"]),
+    Route("/i/{token}/export/gradebook", gradebook_preview, methods=["GET"]),
     Route("/i/{token}/export/gradebook", export_gradebook, methods=["POST"]),
+    Route("/i/{token}/export/gradebook/undo", undo_gradebook, methods=["POST"]),
     Route("/static/dashboard.js", dashboard_js, methods=["GET"]),
     Route("/favicon.ico", favicon, methods=["GET"]),
     Route("/healthz", health, methods=["GET"]),

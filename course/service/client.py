@@ -24,9 +24,11 @@ class Submitted:
 
     def lines(self) -> list[str]:
         result = self.result
+        # The student's own number, as their page calls it (an older server sends only the service's id).
+        name = f"attempt {result['attempt']}" if "attempt" in result else f"submission {result['id']}"
         if result["status"] in ("queued", "grading"):
-            return [f"submission {result['id']} is {result['status']}; its feedback will be at {self.feedback_url}"]
-        return [f"submission {result['id']}: {result['status'].replace('_', ' ')}, score {result['score']:g} of "
+            return [f"{name} is {result['status']}; its feedback will be at {self.feedback_url}"]
+        return [f"{name}: {result['status'].replace('_', ' ')}, score {result['score']:g} of "
                 f"{result['max_score']:g}", f"feedback: {self.feedback_url}"]
 
 

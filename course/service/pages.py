@@ -9,21 +9,25 @@ from datetime import datetime
 
 from course.grading import ERROR as AUTOGRADER_ERROR
 from course.render import CSS
-from course.service.policy import ServicePolicy
+from course.service.policy import Refusal, ServicePolicy, minutes
 from course.service.results import StudentRecord
 from course.service.store import Attempt
+from course.term_record import Change, Recording
 
 e = html.escape
 EXTRA_CSS = """
 form.upload { display: flex; gap: .75rem; flex-wrap: wrap; align-items: center; }
 button { font: inherit; padding: .4rem 1rem; border-radius: 4px; border: 1px solid var(--line); cursor: pointer; }
 .counted { font-weight: 600; }
-iframe { width: 100%; height: 70vh; border: 1px solid var(--line); border-radius: 6px; }
+a.button { display: inline-block; padding: .4rem 1rem; border: 1px solid var(--line); border-radius: 4px; }
+ul.revisit { margin: .25rem 0; padding-left: 1.25rem; }
+button[disabled], input[disabled] { opacity: .5; cursor: not-allowed; }
 """
 
 
-def _page(title: str, body: str, *, refresh: bool = False, script: str = "", data: str = "") -> str:
-    meta = "<meta http-equiv=refresh content=2>" if refresh else ""
+def _page(title: str, body: str, *, refresh: bool = False, script: str = "", data: str = "",
+          refresh_seconds: int = 2) -> str:
+    meta = f"<meta http-equiv=refresh content={refresh_seconds}>" if refresh else ""
     scripts = f'<script src="{script}" defer></script>' if script else ""
     return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
             f'<meta name=viewport content="width=device-width, initial-scale=1">{meta}'
@@ -41,13 +45,17 @@ def _score(attempt: Attempt) -> str:
     return f"{attempt.score:g} / {attempt.max_score:g}" if attempt.score is not None else "—"
 
 
-def _policy_lines(policy: ServicePolicy, used: int, due: datetime | None) -> str:
-    allowed = f"{used} of {policy.attempts} attempts used" if policy.attempts else f"{used} attempts so far (no limit)"
-    lines = [allowed, f"your {'best' if policy.counts == 'best' else 'last'} attempt counts"]
+def _policy_lines(policy: ServicePolicy, used: int | None, due: datetime | None, whose: str = "your") -> str:
+    """The policy in force, in a sentence (used: the student's attempts so far; None on the dashboard)."""
+    if used is None:
+        allowed = f"{policy.attempts} attempts each" if policy.attempts else "any number of attempts"
+    else:
+        allowed = (f"{used} of {policy.attempts} attempts used" if policy.attempts
+                   else f"{used} attempt{'' if used == 1 else 's'} so far (no limit)")
+    lines = [allowed, f"{whose} {'best' if policy.counts == 'best' else 'last'} attempt counts"]
     if policy.cooldown_minutes:
-        lines.append(f"{policy.cooldown_minutes:g} minutes between attempts")
-    if due is not None:
-        lines.append(f"due {_when(due)}")
+        lines.append(f"{minutes(policy.cooldown_minutes)} between attempts")
+    lines.append(f"due {_when(due)}" if due is not None else "no due date")
     return "; ".join(lines)
 
 
@@ -57,42 +65,78 @@ def attempts_table(attempts: list[Attempt], counted: Attempt | None, link: str) 
     rows = []
     for attempt in reversed(attempts):
         mark = " class=counted" if counted is not None and attempt.id == counted.id else ""
-        feedback = f'<a href="{e(link)}{attempt.id}">feedback</a>' if attempt.done else ""
-        rows.append(f"<tr{mark}><td>{attempt.number}</td><td>{_when(attempt.submitted_at)}</td>"
-                    f"<td>{e(attempt.status.replace('_', ' '))}</td><td>{_score(attempt)}</td><td>{feedback}</td></tr>")
-    return ("<div class=table-wrap><table><thead><tr><th>attempt</th><th>submitted</th><th>status</th><th>score</th>"
-            f"<th></th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
+        # The attempt's own link comes first, so a narrow screen never hides it.
+        label = "feedback" if attempt.done else "progress"
+        rows.append(f'<tr{mark}><td><a href="{e(link)}{attempt.number}">attempt {attempt.number}</a> '
+                    f"<small>({label})</small></td><td>{_score(attempt)}</td>"
+                    f"<td>{e(attempt.status.replace('_', ' '))}</td><td>{_when(attempt.submitted_at)}</td></tr>")
+    return ("<div class=table-wrap><table><thead><tr><th>attempt</th><th>score</th><th>status</th><th>submitted</th>"
+            f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
 
 
 def student_page(record: StudentRecord, assignment: str, policy: ServicePolicy, due: datetime | None, csrf: str,
-                 message: str = "", notebook_note: str = "") -> str:
+                 message: str = "", notebook_note: str = "", refused: Refusal | None = None) -> str:
+    """The upload form (with the policy, and closed, saying why and until when, when it refuses an attempt now)
+    and the attempts. refused: the policy's answer to an attempt now."""
     pending = any(not a.done for a in record.attempts)
     counted = ""
     if record.counted is not None:
         counted = f"<div class=score>{_score(record.counted)}</div><div>counted: attempt {record.counted.number}</div>"
     note = f'<div class="note" role=alert>{e(message)}</div>' if message else ""
     used = sum(a.status != AUTOGRADER_ERROR for a in record.attempts)  # our failures use up no attempt
+    closed, disabled = "", ""
+    if refused is not None:
+        disabled = " disabled"
+        reopens = ("; this page opens the form again by itself then" if refused.reopens_at is not None else "")
+        closed = f'<p class="note" id=closed role=status>Not open now: {e(refused.message)}{reopens}.</p>'
     body = (f"<header class=summary><div>Assignment <strong>{e(assignment)}</strong>, "
             f"<strong>{e(record.student_id)}</strong></div>{counted}"
-            f"<div>{e(_policy_lines(policy, used, due))}</div></header>{note}"
-            "<section class=card><h2>Submit your notebook</h2>"
+            f"<div id=policy>{e(_policy_lines(policy, used, due))}</div></header>{note}"
+            f"<section class=card id=submit><h2>Submit attempt {len(record.attempts) + 1}</h2>{closed}"
             '<form class=upload method=post action="upload" enctype="multipart/form-data">'
-            '<input type=file name=notebook accept=".ipynb,application/json" required>'
-            f'<input type=hidden name=csrf value="{e(csrf)}"><button type=submit>Submit</button></form>'
+            f'<input type=file name=notebook accept=".ipynb,application/json" required{disabled}>'
+            f'<input type=hidden name=csrf value="{e(csrf)}"><button type=submit{disabled}>Submit</button></form>'
             f'<p><a href="notebook" download>Download your notebook</a>{e(notebook_note)}</p></section>'
             f"<section class=card><h2>Your attempts</h2>{attempts_table(record.attempts, record.counted, 'attempts/')}"
             "</section>")
-    return _page(f"{assignment}: {record.student_id}", body, refresh=pending)
+    wait = None
+    if refused is not None and refused.retry_after is not None:
+        wait = max(2, min(int(refused.retry_after) + 1, 3600))
+    return _page(f"{assignment}: {record.student_id}", body, refresh=pending or wait is not None,
+                 refresh_seconds=2 if pending else (wait or 2))
 
 
-def waiting_page(attempt: Attempt) -> str:
-    body = (f"<header class=summary><div>Attempt {attempt.number} is {e(attempt.status)}: this page shows its "
-            'feedback as soon as it is graded.</div></header><p><a href="../">back to your attempts</a></p>')
-    return _page("Being graded", body, refresh=True)
+def waiting_page(attempt: Attempt, back_link: str = "../", *, instructor: bool = False) -> str:
+    back = "back to the student's attempts" if instructor else "back to your attempts"
+    body = (f"<header class=summary><div>Attempt {attempt.number} was received {_when(attempt.submitted_at)}.</div>"
+            f'<div class=score id=progress role=status>{"Queued" if attempt.status == "queued" else "Being graded"}'
+            "…</div><div>This page shows its feedback by itself as soon as it is graded, usually within a minute; "
+            "you may also leave and come back.</div></header>"
+            f'<p><a href="{e(back_link)}">{back}</a></p>')
+    return _page(f"Attempt {attempt.number}: being graded", body, refresh=True)
+
+
+def feedback_lead(attempt: Attempt, back: str, *, instructor: bool = False) -> str:
+    """What the service puts above an attempt's feedback: when, links back and onwards, and what to revisit."""
+    feedback = attempt.feedback or {}
+    revisit = [q for q in feedback.get("questions", []) if q.get("earned", 0) < q.get("points", 0)]
+    links = "".join(f'<li><a href="#q-{e(str(q["id"]))}">{e(str(q["title"]))}</a> '
+                    f"({q['earned']:g} / {q['points']:g})</li>" for q in revisit)
+    if revisit:
+        todo = f"<div>To revisit ({len(revisit)}):</div><ul class=revisit>{links}</ul>"
+    elif feedback.get("questions"):
+        todo = "<div>Every question is right.</div>"
+    else:
+        todo = "<div>No question could be graded: the messages below say why.</div>"
+    onwards = "" if instructor else f' · <a href="{e(back)}#submit">submit another attempt</a>'
+    who = "the student's" if instructor else "your"
+    return (f"<nav class=card id=attempt-summary><div><strong>Attempt {attempt.number}</strong>, submitted "
+            f"{_when(attempt.submitted_at)}: {_score(attempt)}</div>{todo}"
+            f'<div><a href="{e(back)}">back to {who} attempts</a>{onwards}</div></nav>')
 
 
 def dashboard_page(records: list[StudentRecord], assignment: str, policy: ServicePolicy, version: str,
-                   csrf: str) -> str:
+                   due: datetime | None) -> str:
     rows = []
     for record in records:
         last = record.attempts[-1] if record.attempts else None
@@ -104,26 +148,80 @@ def dashboard_page(records: list[StudentRecord], assignment: str, policy: Servic
     graded = sum(1 for r in records for a in r.attempts if a.done)
     body = (f"<header class=summary><div>Dashboard, assignment <strong>{e(assignment)}</strong></div>"
             f"<div class=score id=graded-count>{graded} graded attempts</div>"
-            f"<div>{len(records)} students; the {policy.counts} attempt counts; updates as attempts arrive</div>"
+            f"<div>{len(records)} students; updates as attempts arrive</div>"
+            f"<div id=policy>Policy: {e(_policy_lines(policy, None, due, 'each student’s'))}</div>"
             "</header>"
             '<section class=card><h2>Export</h2><p><a href="export/grades.csv">grades CSV</a> · '
-            '<a href="export/canvas.csv">Canvas CSV</a> · <a href="export/moodle.csv">Moodle CSV</a></p>'
-            '<form method=post action="export/gradebook">'
-            f'<input type=hidden name=csrf value="{e(csrf)}">'
-            "<button type=submit>Record the counted scores in nbgrader's gradebook</button></form></section>"
+            '<a href="export/canvas.csv">Canvas CSV</a> · <a href="export/moodle.csv">Moodle CSV</a> '
+            "(the service's attempts only)</p>"
+            "<p>For the whole term (nbgrader's gradebook, the term's grading and what was recorded here): "
+            "<code>autograd-course export --format canvas --roster roster.csv</code>.</p>"
+            '<p><a class=button href="export/gradebook">Record the counted scores in nbgrader\'s gradebook…</a> '
+            "(shows who would change first; nothing is written until you confirm)</p></section>"
             "<section class=card><h2>Students</h2><div class=table-wrap><table id=students><thead><tr>"
             "<th>student</th><th>attempts</th><th>counted score</th><th>last status</th><th>integrity findings</th>"
             f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div></section>"
-            '<section class=card><h2>Class summary</h2><iframe title="class summary" src="summary"></iframe></section>')
+            '<section class=card><h2>Class summary</h2><p><a href="summary">open the class summary</a> (its own page, '
+            "sortable)</p></section>")
     return _page(f"Dashboard: {assignment}", body, script="../../static/dashboard.js",
                  data=f' data-version="{e(version)}"')
+
+
+def _held(change: Change) -> str:
+    held = change.before
+    if held is None:
+        return "nothing"
+    when = f", submitted {_when(held.timestamp)}" if held.timestamp else ""
+    return f"{held.score:g}{when} ({e(change.before_source)})"
+
+
+def gradebook_page(assignment: str, changes: list[Change], unchanged: int, plan: str, csrf: str,
+                   history: list[Recording], gradebook: str, message: str = "") -> str:
+    """The preview of recording the counted attempts in the term's record, its confirmation, and undo."""
+    note = f'<div class="note" role=status>{e(message)}</div>' if message else ""
+    rows = "".join(
+        f"<tr><td>{e(c.student_id)}</td><td>{_held(c)}</td>"
+        f"<td>{c.after.score:g}, attempt {c.after.attempt}, submitted {_when(c.after.submitted_at)}</td>"
+        f"<td>{e(c.why)}</td></tr>" for c in changes)
+    replaced = [c.student_id for c in changes if c.replaces_term_grade]
+    if changes:
+        confirm = ""
+        if replaced:
+            confirm = ("<p><label><input type=checkbox name=replace_term value=yes required> Replace the term's grade "
+                       f"of {e(', '.join(replaced))} (kept: it can be undone)</label></p>")
+        preview = ("<div class=table-wrap><table id=changes><thead><tr><th>student</th><th>the gradebook now</th>"
+                   f"<th>after recording</th><th>why</th></tr></thead><tbody>{rows}</tbody></table></div>"
+                   f'<form method=post action="gradebook"><input type=hidden name=csrf value="{e(csrf)}">'
+                   f'<input type=hidden name=plan value="{e(plan)}">{confirm}'
+                   f"<button type=submit>Record {len(changes)} students</button></form>")
+    else:
+        preview = "<p id=nothing-new>Nothing to record: the gradebook already holds every counted attempt.</p>"
+    standing = [r for r in history if not r.undone]
+    past = "".join(f"<li>{e(r.label)}, {e(r.recorded_at)}: {e(', '.join(r.students))}"
+                   f"{' (undone)' if r.undone else ''}</li>" for r in reversed(history))
+    undo = ""
+    if standing:
+        undo = (f'<form method=post action="gradebook/undo"><input type=hidden name=csrf value="{e(csrf)}">'
+                f"<button type=submit>Undo {e(standing[-1].label)}</button></form>")
+    body = (f"<header class=summary><div>Assignment <strong>{e(assignment)}</strong>: the counted attempts into "
+            "nbgrader's gradebook</div><div>Each student's counted attempt becomes their submission in "
+            f"{e(gradebook)}, submitted/, autograded/, feedback/ and grades-{e(assignment)}.csv, as "
+            "<code>autograd-course grade</code> writes them; what it replaces is kept.</div></header>"
+            f"{note}<section class=card><h2>What would change</h2>{preview}"
+            f"<p>{unchanged} students already recorded as they are; students with no graded attempt keep what "
+            "the term gave them.</p></section>"
+            f"<section class=card><h2>Recordings</h2>{'<ul>' + past + '</ul>' if past else '<p>None yet.</p>'}"
+            f"{undo}</section>"
+            '<p><a href="../">back to the dashboard</a></p>')
+    return _page(f"Gradebook: {assignment}", body)
 
 
 def instructor_student_page(record: StudentRecord, assignment: str) -> str:
     integrity = "".join(f"<li>{e(finding)}</li>" for finding in record.integrity)
     body = (f"<header class=summary><div>Assignment <strong>{e(assignment)}</strong>, "
             f"<strong>{e(record.student_id)}</strong></div></header>"
-            f"<section class=card><h2>Attempts</h2>{attempts_table(record.attempts, record.counted, '../attempts/')}"
+            "<section class=card><h2>Attempts</h2>"
+            f"{attempts_table(record.attempts, record.counted, e(record.student_id) + '/attempts/')}"
             "</section><section class=card><h2>Integrity (instructor only)</h2>"
             f"{'<ul>' + integrity + '</ul>' if integrity else '<p>Nothing seen.</p>'}</section>"
             '<p><a href="../">back to the dashboard</a></p>')

@@ -21,19 +21,45 @@ class Refusal:
 
     message: str
     retry_after: float | None
+    reopens_at: datetime | None = None  # naive UTC; None: never (or now)
+    limit: str = ""  # the setting of a bound reached (the instructor's log says it), "" for the ordinary policies
 
 
-def refusal(policy: ServicePolicy, earlier: list[datetime], now: datetime) -> Refusal | None:
-    """None when a new attempt is allowed after `earlier` attempts (their submission times)."""
+def _megabytes(size: int) -> str:
+    return f"{size / 2**20:.1f} MB" if size >= 2**20 else f"{max(1, round(size / 1024))} KB"
+
+
+def refusal(policy: ServicePolicy, earlier: list[datetime], now: datetime, *, stored: int = 0,
+            size: int = 0) -> Refusal | None:
+    """None when a new attempt is allowed after `earlier` attempts (their submission times), whose notebooks
+    take `stored` bytes, with a notebook of `size` bytes."""
+    if stored + size > policy.storage_bytes:
+        return Refusal(f"your attempts at this assignment already take {_megabytes(stored)}, and this notebook "
+                       f"({_megabytes(size)}) would pass the limit of {policy.storage_mb} MB per student: clear its "
+                       "outputs (Edit > Clear Outputs of All Cells) and submit again, or ask your instructor",
+                       None, limit="storage_mb")
     if policy.attempts is not None and len(earlier) >= policy.attempts:
         return Refusal(f"you have used all {policy.attempts} attempts allowed for this assignment", None)
     if earlier and policy.cooldown_minutes:
         ready = max(earlier) + timedelta(minutes=policy.cooldown_minutes)
         if now < ready:
             wait = (ready - now).total_seconds()
-            return Refusal(f"the next attempt is allowed {wait:.0f} s from now (a cooldown of "
-                           f"{policy.cooldown_minutes:g} minutes between attempts)", wait)
+            return Refusal(f"the next attempt is allowed at {ready:%H:%M:%S} UTC, {_duration(wait)} from now (a "
+                           f"cooldown of {minutes(policy.cooldown_minutes)} between attempts)", wait, ready)
     return None
+
+
+def minutes(value: float) -> str:
+    return f"{value:g} minute{'' if value == 1 else 's'}"
+
+
+def _duration(seconds: float) -> str:
+    whole = max(1, round(seconds))
+    if whole < 120:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
 
 
 def counted(policy: ServicePolicy, scores: list[tuple[int, float]]) -> int | None:

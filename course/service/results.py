@@ -1,6 +1,6 @@
 """What the instructor reads from the service's attempts, through the engine's own writers: the class
 summary (`summary.class_summary`), the integrity report, our grades CSV (`gradebook.write_grades_csv`),
-an LMS's CSV (`lms.export`) and nbgrader's gradebook (`gradebook_writer.GradebookWriter`)."""
+an LMS's CSV (`lms.export`) and the counted attempts nbgrader's gradebook takes (`term_record`)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,7 @@ from typing import Any
 
 from course import integrity
 from course.assignment import Assignment
-from course.config import AssignmentSettings, CourseConfig
-from course.errors import CourseError
 from course.gradebook import GradeRow, write_grades_csv
-from course.gradebook_writer import GradebookWriter
 from course.grading import ERROR as AUTOGRADER_ERROR
 from course.lms import export
 from course.roster import Student
@@ -22,6 +19,7 @@ from course.service.policy import ServicePolicy, counted
 from course.service.store import Attempt
 from course.summary import class_summary
 from course.term import MISSING_WORK
+from course.term_record import Counted
 
 
 @dataclass(frozen=True)
@@ -92,25 +90,8 @@ def lms_csv(fmt: str, records: list[StudentRecord], lms_ids: dict[str, dict[str,
         return target.read_text(encoding="utf-8")
 
 
-def into_gradebook(config: CourseConfig, settings: AssignmentSettings, assignment: Assignment,
-                   records: list[StudentRecord]) -> int:
-    """Each student's counted attempt into the course's nbgrader gradebook; returns how many were recorded."""
-    grade_ids = {q.id: q.test_cell_id for q in assignment.questions}
-    written = 0
-    with GradebookWriter(config.root, config.gradebook_url, settings.name, config.source_notebook(settings.name),
-                         settings.due) as gradebook:
-        gradebook.add_students([r.student_id for r in records])
-        for record in records:
-            chosen = record.counted
-            if chosen is None or chosen.feedback is None:
-                continue
-            gradebook.record(record.student_id, {grade_ids[q["id"]]: q["earned"] for q in chosen.feedback["questions"]
-                                                 if q["id"] in grade_ids},
-                             timestamp=chosen.submitted_at, late_penalty=chosen.late_penalty or 0.0,
-                             extension_hours=settings.extensions.get(record.student_id, 0.0))
-            written += 1
-        refused = gradebook.commit()
-    if refused:
-        raise CourseError("the gradebook refused the scores of " + ", ".join(f"{s} ({why})" for s, why in
-                                                                           sorted(refused.items())))
-    return written
+def counted_attempts(records: list[StudentRecord]) -> list[Counted]:
+    """Each student's counted attempt (with its feedback), as the term's record takes it."""
+    return [Counted(r.student_id, r.counted.number, r.counted.id, r.counted.submitted_at, r.counted.status,
+                    r.counted.score or 0.0, r.counted.late_penalty or 0.0, r.counted.feedback)
+            for r in records if r.counted is not None and r.counted.feedback is not None]

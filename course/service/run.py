@@ -16,7 +16,8 @@ from pathlib import Path
 from course.config import CourseConfig
 from course.errors import CourseError, SecretFileError
 from course.files import atomic_write_text
-from course.roster import Student
+from course.nbgrader_bridge import record_students
+from course.roster import Student, nbgrader_student
 from course.service.app import WAIT_SECONDS, Service, create_app
 from course.service.connections import protocol_for
 from course.service.edge import BACKLOG, EDGE_HEADER_BYTES, Edge
@@ -136,4 +137,10 @@ def issue_tokens(config: CourseConfig, roster: list[Student], out: Path, *, data
         _private_write(instructor_path, instructor + "\n")
     finally:
         store.close()
+    # The roster's names reach nbgrader's student table too (formgrader, nbgrader export), as grade --roster does.
+    try:
+        record_students(config.gradebook_url, {student.student_id: nbgrader_student(student) for student in roster})
+    except Exception as problem:  # nbgrader's or the database's own errors: one sentence, the tokens stand
+        raise CourseError(f"the tokens are written ({out}), but nbgrader's gradebook ({config.gradebook_url}) did "
+                          f"not take the roster's names: {type(problem).__name__}: {problem}") from None
     return len(roster), instructor_path

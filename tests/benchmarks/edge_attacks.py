@@ -7,7 +7,12 @@ other, while an honest student uploads `--honest` notebooks one after another fr
 
 1. stalled uploads: `students` students each start three uploads declaring a 2 MB body and send all of it but
    the last byte (spread over loopback addresses, as from a class behind different networks);
-2. half-open connections: one address opens `connections` connections that each send half a request line.
+2. half-open connections: one address opens `connections` connections that each send half a request line;
+3. large-feedback reloads: a student with 20 attempts whose feedback is about 1 MB each (written into the
+   database as a notebook of 2000 raising cells made them before feedback was capped), reloaded by `reloaders`
+   loops of their page and `feedback-reloaders` (default 0) of one such attempt's feedback page;
+4. storage flood: a student posts a notebook just under the 2 MB upload limit 60 times, two at a time (the
+   default policy: no attempt limit, no cooldown); the database's growth is printed.
 
 It prints, for each, the server's peak resident memory and open descriptors, how the attackers were answered,
 and the honest uploads' p50 and p95 latency from upload to graded response. The issue's targets: honest p95
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import resource
 import shutil
@@ -31,8 +37,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from course.service.store import Store, attempts, database_url, now_utc
 from helpers import submitted_notebook
-from service.conftest import Server, course_for_service, notebook_bytes
+from service.conftest import Server, course_for_service, notebook_bytes, request
 
 BODY = 2 * 1024 * 1024 - 1  # bytes an upload declares: within the default limit of 2048 KB
 
@@ -143,18 +150,105 @@ def half_open(server: Server, count: int, honest: int) -> None:
     report(f"half-open connections ({count} from one address)", peak, answers, latencies, statuses)
 
 
+def large_feedback(student: str, errors: int = 2000) -> dict:
+    return {"student_id": student, "assignment": "autograd", "status": "graded", "score": 1.0, "max_score": 57.0,
+            "messages": [], "reveals_torch_values": False, "questions": [],
+            "cell_errors": [{"cell": f"cell {i}", "error": "ZeroDivisionError: " + "x" * 480} for i in range(errors)]}
+
+
+def feedback_reloads(server: Server, student: str, reloaders: int, feedback_reloaders: int, honest: int) -> None:
+    """`reloaders` loops of the student's page and `feedback_reloaders` of one feedback page, while the honest
+    student uploads."""
+    store = Store(database_url(server.database, server.root))
+    feedback = json.dumps(large_feedback(student))
+    with store.begin() as db:
+        for number in range(1, 21):
+            db.execute(attempts.insert().values(
+                student_id=student, assignment="autograd", number=number, submitted_at=now_utc(), notebook=b"{}",
+                status="graded", score=1.0, raw_score=1.0, late_penalty=0.0, max_score=57.0, feedback=feedback,
+                integrity="[]", graded_at=now_utc(), seconds=0.1, results_written=1))
+    last = store.attempts_of(student, feedback=False)[-1].id
+    store.close()
+    home = f"{server.url}/s/{server.tokens[student]}/"
+    pages = [home] * reloaders + [f"{home}attempts/{last}"] * feedback_reloaders
+    answers: collections.Counter = collections.Counter()
+    took: dict[str, list[float]] = collections.defaultdict(list)
+    stop = threading.Event()
+
+    def reload(url: str) -> None:
+        while not stop.is_set():
+            started = time.monotonic()
+            reply = request(url, timeout=60)
+            took["feedback page" if "attempts/" in url else "student page"].append(time.monotonic() - started)
+            answers[reply.status] += 1
+
+    threads = [threading.Thread(target=reload, args=(url,), daemon=True) for url in pages]
+    assert server.process is not None
+    with Peak(server.process.pid) as peak:
+        for thread in threads:
+            thread.start()
+        latencies, statuses = honest_uploads(server, honest)
+        stop.set()
+        for thread in threads:
+            thread.join()
+    report(f"large-feedback reloads ({reloaders} loops of a page listing 20 attempts of 1 MB feedback, "
+           f"{feedback_reloaders} of one such feedback page)", peak, answers, latencies, statuses)
+    for page, seconds in sorted(took.items()):
+        print(f"  {page}: {len(seconds)} loads, median {statistics.median(seconds) * 1000:.0f} ms")
+
+
+def storage_flood(server: Server, student: str, uploads: int, honest: int) -> None:
+    notebook = submitted_notebook()
+    padding = 2 * 1024 * 1024 - len(notebook_bytes(notebook)) - 4096
+    notebook["cells"].append({"cell_type": "markdown", "id": "padding", "metadata": {}, "source": "x" * padding})
+    body = notebook_bytes(notebook)
+    database = server.root / "service.db"
+    before = database.stat().st_size + Path(f"{database}-wal").stat().st_size
+    answers: collections.Counter = collections.Counter()
+    sentences: set[str] = set()
+    pending = iter(range(uploads))
+    lock = threading.Lock()
+
+    def post() -> None:
+        while True:
+            with lock:
+                if next(pending, None) is None:
+                    return
+            reply = server.submit(student, body)
+            answers[reply.status] += 1
+            if reply.status != 200:
+                sentences.add(reply.json.get("error", "")[:110])
+
+    threads = [threading.Thread(target=post, daemon=True) for _ in range(2)]
+    assert server.process is not None
+    with Peak(server.process.pid) as peak:
+        for thread in threads:
+            thread.start()
+        latencies, statuses = honest_uploads(server, honest)
+        for thread in threads:
+            thread.join()
+    after = database.stat().st_size + Path(f"{database}-wal").stat().st_size
+    report(f"storage flood ({uploads} uploads of {len(body) / 2**20:.2f} MiB, two at a time)", peak, answers,
+           latencies, statuses)
+    print(f"  the database grew {(after - before) / 2**20:.0f} MiB; the attacker was told: {sorted(sentences)}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--students", type=int, default=50)
     parser.add_argument("--connections", type=int, default=5000)
     parser.add_argument("--honest", type=int, default=20, help="honest uploads during each attack")
+    parser.add_argument("--reloaders", type=int, default=12, help="loops reloading the large-feedback student's page")
+    parser.add_argument("--feedback-reloaders", type=int, default=0, help="loops reloading one 1 MB feedback page")
+    parser.add_argument("--only", choices=["quiet", "stalled", "half-open", "reloads", "storage"], action="append",
+                        help="run only these attacks (default: all)")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # the attacker's own sockets
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, args.connections + 3 * args.students + 256)), hard))
     folder = Path(tempfile.mkdtemp(prefix="autograd-edge-"))
     students = [f"s{i:04d}" for i in range(args.students)]
     server = Server(course_for_service(folder / "course"), jobs=len(os.sched_getaffinity(0)))
-    server.issue_tokens(["honest", *students])
+    server.issue_tokens(["honest", "mallory", "flooder", *students])
     server.start()
     try:
         honest_uploads(server, 2)  # the pool is warm, and the server has imported what grading needs
@@ -165,8 +259,19 @@ def main() -> int:
         with Peak(server.process.pid) as idle:
             honest_uploads(server, 2)
         print(f"before the attacks: server RSS {idle.rss:.0f} MiB, descriptors {idle.fds}")
-        stalled_uploads(server, students, args.honest)
-        half_open(server, args.connections, args.honest)
+        chosen = args.only or ["quiet", "stalled", "half-open", "reloads", "storage"]
+        if "quiet" in chosen:  # the same honest uploads with no attack: the machine's own figure
+            with Peak(server.process.pid) as peak:
+                latencies, statuses = honest_uploads(server, args.honest)
+            report("no attack", peak, collections.Counter(), latencies, statuses)
+        if "stalled" in chosen:
+            stalled_uploads(server, students, args.honest)
+        if "half-open" in chosen:
+            half_open(server, args.connections, args.honest)
+        if "reloads" in chosen:
+            feedback_reloads(server, "mallory", args.reloaders, args.feedback_reloaders, args.honest)
+        if "storage" in chosen:
+            storage_flood(server, "flooder", 60, args.honest)
         print(f"the server's log: {server.log.read_text()[-1500:]}")
     finally:
         server.stop()

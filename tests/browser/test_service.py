@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from helpers import CORRECT_CODE, submitted_notebook, write
+from helpers import CORRECT_CODE, add_cell, submitted_notebook, write
 from service.conftest import Server, course_for_service, notebook_bytes
 
 from .conftest import screenshot
@@ -17,36 +17,69 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def running(tmp_path_factory):
-    server = Server(course_for_service(tmp_path_factory.mktemp("service-browser") / "course"), jobs=1)
-    server.issue_tokens(["alice", "bob"])
+    # A cooldown: after an attempt the form closes, saying until when.
+    root = course_for_service(tmp_path_factory.mktemp("service-browser") / "course", cooldown_minutes=30)
+    server = Server(root, jobs=1)
+    server.issue_tokens(["alice", "bob", "carol"])
     server.start()
     yield server
     server.stop()
 
 
-def test_a_student_uploads_and_reads_the_feedback(running, page, tmp_path):
-    notebook = write(submitted_notebook({**CORRECT_CODE, "cubic_grad": "0"}), tmp_path / "autograd.ipynb")
-    page.goto(f"{running.url}/s/{running.tokens['alice']}/")
-    assert "No attempts yet." in page.locator("main").inner_text()
+PHONE = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 2, "is_mobile": True, "has_touch": True}
+
+
+@pytest.mark.parametrize(("student", "device"), [("alice", "desktop"), ("carol", "phone")])
+def test_a_student_uploads_waits_reads_the_feedback_and_is_told_when_to_return(running, browser, page, student,
+                                                                              device, tmp_path, request):
+    """upload -> at once the attempt's page, "being graded" -> its feedback (summary, time, links) -> back
+    -> the form closed by the cooldown, with the time it reopens."""
+    if device == "phone":
+        phone = browser.new_context(**PHONE)
+        request.addfinalizer(phone.close)
+        page = phone.new_page()
+    slow = add_cell(submitted_notebook({**CORRECT_CODE, "cubic_grad": "0"}), "import time\ntime.sleep(3)")
+    notebook = write(slow, tmp_path / "autograd.ipynb")
+    page.goto(f"{running.url}/s/{running.tokens[student]}/")
+    main = page.locator("main")
+    assert "No attempts yet." in main.inner_text()
+    assert "30 minutes between attempts" in page.locator("#policy").inner_text()
     page.locator("input[name=notebook]").set_input_files(str(notebook))
     page.get_by_role("button", name="Submit").click()
-    page.wait_for_url(re.compile(r".*/attempts/\d+$"), timeout=120_000)
-    assert page.locator(".score").first.inner_text() == "54 / 57"
-    assert "cubic" in page.locator("main").inner_text().lower()
-    screenshot(page, "service-feedback", full_page=True)
-    page.go_back()
-    page.reload()
-    history = page.locator("table tbody tr")
-    assert history.count() == 1
-    assert "54 / 57" in history.first.inner_text()
-    assert page.console_errors == []
+    page.wait_for_url(re.compile(r".*/attempts/1$"), timeout=30_000)  # at once, not once graded
+    assert re.search(r"Queued|Being graded", page.locator("#progress").inner_text())
+    screenshot(page, f"service-being-graded-{device}")
+    page.locator("#attempt-summary").wait_for(timeout=120_000)  # the page refreshes itself into the feedback
+    summary = page.locator("#attempt-summary").inner_text()
+    assert "Attempt 1, submitted" in summary
+    assert "54 / 57" in summary
+    revisit = page.locator("#attempt-summary ul.revisit a")
+    assert revisit.count() == 1
+    screenshot(page, f"service-feedback-{device}")
+    target = revisit.first.get_attribute("href")
+    assert target == "#q-cubic"
+    revisit.first.click()  # a jump link to the question to revisit
+    assert page.url.endswith(target)
+    page.get_by_role("link", name="back to your attempts").click()
+    page.wait_for_url(re.compile(r".*/s/[^/]+/$"))
+    closed = page.locator("#closed").inner_text()
+    assert re.search(r"the next attempt is allowed at \d\d:\d\d:\d\d UTC, 29 min \d\d s from now", closed), closed
+    assert page.get_by_role("button", name="Submit").is_disabled()
+    row = page.locator("table tbody tr").first
+    assert "54 / 57" in row.inner_text()
+    link = row.get_by_role("link", name="attempt 1")
+    box, width = link.bounding_box(), page.viewport_size["width"]
+    assert box is not None
+    assert box["x"] + box["width"] <= width  # the attempt's link is on screen, even on a phone
+    screenshot(page, f"service-refused-{device}", full_page=True)
+    assert getattr(page, "console_errors", []) == []
 
 
 def test_the_dashboard_updates_as_attempts_are_graded(running, page):
     page.goto(f"{running.url}/i/{running.instructor}/")
     count = page.locator("#graded-count")
     before = int(count.inner_text().split()[0])
-    assert page.frame_locator("iframe").locator("main").inner_text()  # the class summary is there
+    assert "30 minutes between attempts" in page.locator("#policy").inner_text()
     reply = running.submit("bob", notebook_bytes(submitted_notebook()))
     assert reply.status == 200
     # no reload by the test: the page's own poller notices the new attempt

@@ -15,7 +15,7 @@ from .conftest import Server, course_for_service, multipart, notebook_bytes, req
 
 pytestmark = pytest.mark.slow
 
-CONTRACT_KEYS = {"id", "student_id", "status", "score", "max_score", "feedback_url"}
+CONTRACT_KEYS = {"id", "attempt", "student_id", "status", "score", "max_score", "feedback_url"}
 
 
 def test_an_upload_is_answered_with_its_grade_and_the_same_json_later(server):
@@ -102,7 +102,9 @@ def test_a_slow_notebook_is_acknowledged_with_202_then_graded(tmp_path):
         done = subprocess.run([sys.executable, "-m", "course", "submit", str(path), "--server", server.url,
                                "--token", server.tokens["erin"]], capture_output=True, text=True, check=False)
         assert done.returncode == 0, done.stderr
-        assert f"submission {reply.json['id'] + 1}: graded, score 57 of 57" in done.stdout
+        # the student's attempt number (the page's), not the service's id
+        assert "attempt 2: graded, score 57 of 57" in done.stdout
+        assert done.stdout.rstrip().endswith(f"/s/{server.tokens['erin']}/attempts/2")
     finally:
         server.stop()
 
@@ -201,9 +203,10 @@ def test_the_instructor_exports_grades_canvas_and_into_nbgrader(server):
     canvas = request(f"{base}/export/canvas.csv").text.splitlines()
     assert canvas[0] == "Student,ID,SIS User ID,SIS Login ID,Section,autograd"
     assert "Dave,103,,,,57" in canvas
-    dashboard = request(f"{base}/").text
-    csrf = re.search(r'name=csrf value="([^"]+)"', dashboard).group(1)
-    body, kind = multipart({"csrf": csrf})
+    preview = request(f"{base}/export/gradebook").text  # what would change, before anything is written
+    csrf = re.search(r'name=csrf value="([^"]+)"', preview).group(1)
+    plan = re.search(r'name=plan value="([^"]+)"', preview).group(1)
+    body, kind = multipart({"csrf": csrf, "plan": plan})
     reply = request(f"{base}/export/gradebook", method="POST", data=body, content_type=kind)
     assert reply.status == 200, reply.text
     assert "Recorded" in reply.text

@@ -98,6 +98,28 @@ def test_concurrent_claims_never_take_the_same_attempt(store):
     assert sorted(taken) == ids
 
 
+def test_the_first_requests_at_once_all_get_the_one_secret(store):
+    """The CSRF key is made by the first request that needs it: several at once (a class opening its pages when
+    the server has just started) once made all but one answer 500."""
+    barrier = threading.Barrier(8)
+    got: list[bytes | BaseException] = []
+
+    def ask() -> None:
+        barrier.wait()
+        try:
+            got.append(store.secret("csrf"))
+        except BaseException as error:
+            got.append(error)
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(got)) == 1, got
+    assert got[0] == store.secret("csrf")
+
+
 def test_the_policy_refuses_with_when_to_retry():
     now = datetime(2026, 11, 30, 12, 0, 0)
     policy = ServicePolicy(attempts=3, cooldown_minutes=10)
@@ -105,12 +127,36 @@ def test_the_policy_refuses_with_when_to_retry():
     wait = refusal(policy, [now - timedelta(minutes=4)], now)
     assert wait is not None
     assert wait.retry_after == 360
-    assert "cooldown of 10 minutes" in wait.message
+    assert wait.reopens_at == datetime(2026, 11, 30, 12, 6, 0)
+    assert "allowed at 12:06:00 UTC, 6 min 00 s from now (a cooldown of 10 minutes" in wait.message
+    one = refusal(replace(policy, cooldown_minutes=1), [now - timedelta(seconds=15)], now)
+    assert one is not None
+    assert "45 s from now (a cooldown of 1 minute between" in one.message  # not "1 minutes"
     assert refusal(policy, [now - timedelta(minutes=11)], now) is None
     spent = refusal(policy, [now - timedelta(hours=h) for h in (1, 2, 3)], now)
     assert spent is not None
     assert spent.retry_after is None
     assert "all 3 attempts" in spent.message
+
+
+def test_a_student_cannot_fill_the_database_with_large_notebooks(store, tmp_path):
+    """The default policy (no attempt limit, no cooldown) with notebooks at the upload limit: what one student
+    stores per assignment is bounded (service.storage_mb), with a sentence; others still submit."""
+    for student in ("mallory", "bob"):
+        store.set_student(student, new_token(), {})
+    policy = ServicePolicy()
+    large = b"{" + b" " * (policy.upload_bytes - 2) + b"}"
+    answers = [store.submit("mallory", "autograd", large, policy) for _ in range(30)]
+    stored = [a for a in answers if not isinstance(a, Refusal)]
+    assert len(stored) == 10  # of 2 MB, in the default 20 MB
+    refused = answers[len(stored):]
+    assert all(isinstance(r, Refusal) and r.retry_after is None and r.limit == "storage_mb" for r in refused)
+    assert refused[0].message.startswith("your attempts at this assignment already take 20.0 MB, and this notebook "
+                                         "(2.0 MB) would pass the limit of 20 MB per student")
+    assert not isinstance(store.submit("mallory", "another", large, policy), Refusal)  # per assignment
+    assert not isinstance(store.submit("bob", "autograd", large, policy), Refusal)
+    if store.engine.dialect.name == "sqlite":
+        assert (tmp_path / "service.db").stat().st_size < 2 * 20 * 2**20 + 3 * policy.upload_bytes
 
 
 def test_an_attempt_that_was_an_autograder_error_uses_up_nothing_and_never_counts(store):
@@ -205,6 +251,11 @@ def test_serve_tokens_writes_one_private_token_per_student_and_keeps_only_hashes
         store.close()
     database = (root / "service.db").read_bytes()
     assert not any(token.encode() in database for token in [*tokens.values(), instructor])
+    from nbgrader.api import Gradebook  # the roster's names reach nbgrader's student table (formgrader)
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        assert [(s.id, s.first_name, s.last_name, s.lms_user_id) for s in gradebook.students] == [
+            ("alice", "Alice", "A", "101"), ("bob", "Bob", "B", "102")]
 
 
 def test_serve_and_submit_say_what_is_wrong_in_one_line(tmp_path, capsys):
