@@ -30,8 +30,10 @@ extra=()
 if [ -n "$TORCH_INDEX_URL" ]; then
   extra=(--extra-index-url "$TORCH_INDEX_URL")
 fi
+# the grader's install: the package's own dependencies are a student's, the grader's pins are its extra
+wheel=("$HERE"/wheels/autograd_course-*.whl)
 "$ROOT/venv/bin/pip" install --quiet --disable-pip-version-check --find-links "$HERE/wheels" "${extra[@]}" \
-  "$HERE"/wheels/autograd_course-*.whl
+  "${wheel[0]}[grader]"
 # The course's hidden tests, the variants secret (if packed) and the results stay out of reach of the
 # sandbox user: everything Gradescope unpacked here becomes root's alone.
 chown -R "$(id -u):$(id -g)" "$HERE"

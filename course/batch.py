@@ -5,7 +5,7 @@ then feedback, the grades CSV, nbgrader's gradebook and the class summary, each 
 from __future__ import annotations
 
 import contextlib
-import sys
+import logging
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
@@ -47,6 +47,8 @@ from course.term import (
 )
 from course.text import safe_text
 from course.variants import course_secret
+
+log = logging.getLogger(__name__)
 
 FAILED_SHOWN = 20  # students named, with their reason, in the terminal's summary; the rest are counted
 
@@ -365,7 +367,7 @@ def write_class_summary(out_dir: Path, assignment: str, csv_path: Path | None = 
 
 
 def _print_internal_error(graded: Graded) -> None:
-    print(f"autograder error for {graded.student_id}:\n{safe_text(graded.internal_error, 20_000)}", file=sys.stderr)
+    log.error(f"autograder error for {graded.student_id}:\n{safe_text(graded.internal_error, 20_000)}")
 
 
 class _Flush:

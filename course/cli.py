@@ -11,8 +11,11 @@ from pathlib import Path
 from course import __version__
 from course.config import find_config, load_config
 from course.errors import CourseError
+from course.extras import require
 from course.gradebook import COURSE_TOTALS
 from course.lms import FORMATS
+from course.logs import DEFAULT_LEVEL, LEVELS
+from course.logs import configure as configure_logging
 from course.service.edge import Edge
 
 COMMAND_HELP = {
@@ -54,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"autograd-course {__version__}")
     parser.add_argument("--course", type=Path, default=Path("."),
                         help="the course root, the folder holding source/ (default: the current folder)")
+    parser.add_argument("--log-level", choices=LEVELS, default=DEFAULT_LEVEL,
+                        help="the least level of the long-running parts' log lines on stderr (the sandbox's pools "
+                        f"and retries, the service's worker, a class's grading); default: {DEFAULT_LEVEL}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     release = commands.add_parser("release", help=COMMAND_HELP["release"], description=COMMAND_HELP["release"])
@@ -178,6 +184,7 @@ def _edge(args: argparse.Namespace) -> Edge:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    require("service", "autograd-course serve")
     from course.service.run import issue_tokens, serve
 
     config = load_config(args.course)
@@ -206,6 +213,7 @@ def _submit(args: argparse.Namespace) -> int:
 
 
 def _release(args: argparse.Namespace) -> int:
+    require("grader", "autograd-course release")
     from course.release import read_roster, release
 
     config = load_config(args.course)
@@ -236,6 +244,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
+    require("grader", "autograd-course grade")
     from course.batch import grade_course
     from course.roster import read_roster
 
@@ -294,6 +303,7 @@ def _print_summaries(config, summaries, out_dir: Path) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
+    require("grader", "autograd-course export")
     from course.lms import export_course
     from course.roster import read_roster
 
@@ -305,6 +315,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _autograder(args: argparse.Namespace) -> int:
+    require("grader", "autograd-course autograder")
     if args.action == "build":
         from course.bundle import build_bundle
 
@@ -354,6 +365,7 @@ HANDLERS = {"release": _release, "check": _check, "grade": _grade, "merge": _mer
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    configure_logging(args.log_level)
     try:
         return HANDLERS[args.command](args)
     except CourseError as error:

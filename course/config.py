@@ -5,16 +5,30 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
 
 from course.errors import ConfigError
-from course.late import ACCEPT, PENALTY, UNIT_SECONDS, ZERO, LatePolicy
+from course.late import PENALTY, LatePolicy
+from course.schema import (
+    BOOLEAN,
+    TEXT,
+    Kind,
+    check_keys,
+    declared,
+    number,
+    one_of,
+    optional,
+    read_section,
+    read_values,
+    setting,
+    subsection,
+    whole,
+)
 
 CONFIG_RELATIVE_PATH = Path("source") / "course.yaml"
 DEFAULT_SANDBOX_UID = 61000
@@ -40,27 +54,33 @@ def default_memory_mb() -> int:
     return DEFAULT_MEMORY_MB + (CUDA_TORCH_EXTRA_MB if torch_is_cuda_build() else 0)
 
 
+PLAIN_NAME = Kind(
+    "a plain file or folder name (no /, not starting with .)",
+    lambda value: None if isinstance(value, str) and value and "/" not in value and not value.startswith(".")
+    else "a plain file or folder name")
+
+
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits for one student's code."""
+    """`limits:`, resource limits for one student's code."""
 
-    cell_seconds: float = 10
-    submission_seconds: float = 60
-    memory_mb: int = field(default_factory=default_memory_mb)
-    processes: int = 64
-    output_kb: int = 10240
-    file_size_mb: int = 16
-    open_files: int = 256
-    tmp_mb: int = 64
-    notebook_mb: int = 64
-    max_cells: int = 2000
-
-
-def setting(default: Any, help: str, must_be: str, valid: Callable[[Any], bool],
-            convert: Callable[[Any], Any] = lambda value: value) -> Any:
-    """One key of a section's schema, declared as a dataclass field: its type is the field's, then its default,
-    what it does (help), what a value must be (the words of the error), the check, and the conversion."""
-    return field(default=default, metadata={"help": help, "must_be": must_be, "valid": valid, "convert": convert})
+    cell_seconds: float = setting(
+        10, "wall-clock limit of one cell; its clock does not count the time its run was kept waiting for a "
+        "processor by other work (the kernel's count; up to one more limit); the whole process group is killed",
+        number())
+    submission_seconds: float = setting(
+        60, "wall-clock limit of the whole submission; it counts everything (from the runner's ready)", number())
+    memory_mb: int = setting(
+        help="address-space limit (RLIMIT_AS), which counts mapped libraries: about 0.6 GiB for the CPU build of "
+        "torch, 3 GiB for a CUDA build, with which the default is 5120", kind=whole(),
+        default_factory=default_memory_mb, shown_default=str(DEFAULT_MEMORY_MB))
+    processes: int = setting(64, "processes and threads (RLIMIT_NPROC)", whole())
+    output_kb: int = setting(10240, "output a submission may print", whole())
+    file_size_mb: int = setting(16, "largest file it may write (RLIMIT_FSIZE)", whole())
+    open_files: int = setting(256, "open files (RLIMIT_NOFILE)", whole())
+    tmp_mb: int = setting(64, "size of the sandbox's own /tmp", whole())
+    notebook_mb: int = setting(64, "largest submitted notebook accepted", whole())
+    max_cells: int = setting(2000, "most cells a submitted notebook may have", whole())
 
 
 BEST, LAST = "best", "last"
@@ -68,26 +88,26 @@ BEST, LAST = "best", "last"
 
 @dataclass(frozen=True)
 class ServicePolicy:
-    """`service:`, the policies of the submission service (`autograd-course serve`, course/service/)."""
+    """`service:`, the policies of the submission service (`autograd-course serve`, course/service/); see
+    docs/service.md. A new policy is one `setting` line here."""
 
     attempts: int | None = setting(
         None, "attempts per student; left out: no limit",
-        "a whole number of at least 1 (or left out for no limit)", lambda v: v is None or (type(v) is int and v >= 1))
+        optional(whole(words="a whole number of at least 1"), "or left out for no limit"))
     cooldown_minutes: float = setting(
-        0.0, "minutes between one attempt and the next", "a number of minutes, 0 or more",
-        lambda v: type(v) in (int, float) and v >= 0, float)
-    counts: str = setting(BEST, "which attempt's score is the grade", "best or last", lambda v: v in (BEST, LAST))
+        0.0, "minutes between one attempt and the next",
+        number(at_least=0, to_float=True, words="a number of minutes, 0 or more"))
+    counts: str = setting(BEST, "which attempt's score is the grade", one_of(BEST, LAST, words="best or last"))
     upload_kb: int = setting(
         2048, "the largest notebook accepted, in KB (413 above it); at most limits.notebook_mb",
-        "a whole number of kilobytes", lambda v: type(v) is int and v >= 1)
+        whole(words="a whole number of kilobytes"))
     # A real notebook is 10-200 KB: 20 MB holds a hundred such attempts, or ten at the 2 MB upload limit; a
     # class of 300 students then stores at most 6 GB per assignment.
     storage_mb: int = setting(
         20, "the notebooks one student may store per assignment, in MB, all attempts together (429 once full); "
-            "at least upload_kb", "a whole number of megabytes", lambda v: type(v) is int and v >= 1)
+            "at least upload_kb", whole(words="a whole number of megabytes"))
     fresh_numbers_per_attempt: bool = setting(
-        False, "with variants: true, attempt n > 1 gets numbers of its own", "true or false",
-        lambda v: type(v) is bool)
+        False, "with variants: true, attempt n > 1 gets numbers of its own", BOOLEAN)
 
     @property
     def upload_bytes(self) -> int:
@@ -98,33 +118,95 @@ class ServicePolicy:
         return self.storage_mb * 2**20
 
 
+def _parse_due(value: Any) -> datetime:
+    from nbgrader.utils import parse_utc
+
+    return parse_utc(value)
+
+
+def _due_problem(value: Any) -> str | None:
+    words = "a date and time like '2026-11-20 23:59 UTC'"
+    if not isinstance(value, str | datetime):
+        return words
+    try:
+        _parse_due(value)
+    except (ValueError, OverflowError):
+        return words
+    return None
+
+
+def _is_positive_number(value: Any) -> bool:
+    return type(value) in (int, float) and value > 0
+
+
+DUE = optional(Kind("a date and time as nbgrader writes it (`2026-11-20 23:59:00 UTC`; no zone means UTC)",
+                    _due_problem, _parse_due), "or left out: the due date in nbgrader's gradebook")
+EXTENSIONS = Kind(
+    "a mapping of student ids to extra hours, e.g. `{carol: 48}`",
+    lambda value: None if value is None or (isinstance(value, dict) and all(
+        _is_positive_number(hours) for hours in value.values()))
+    else "a mapping of student ids to extra hours (numbers greater than 0), e.g. {carol: 48}",
+    lambda value: {str(student): float(hours) for student, hours in (value or {}).items()})
+
+
 @dataclass(frozen=True)
 class AssignmentSettings:
-    name: str
-    notebook: str
-    due: datetime | None = None  # naive UTC, as nbgrader keeps it; None: nbgrader's gradebook decides
-    extensions: dict[str, float] = field(default_factory=dict)  # student id -> extra hours
-    exercises: str = "exercises.py"  # the assignment's content module, beside its notebook (optional)
+    """One item of `assignments:`."""
+
+    name: str = setting(help="its folder under source/ and release/, and nbgrader's name for it", kind=PLAIN_NAME)
+    notebook: str = setting(help="its notebook in that folder", kind=PLAIN_NAME)
+    due: datetime | None = setting(  # naive UTC, as nbgrader keeps it
+        None, "when it is due; without it, the due date in nbgrader's gradebook "
+        "(`nbgrader db assignment add autograd --duedate=...`)", DUE)
+    extensions: dict[str, float] = setting(help="extra hours per student", kind=EXTENSIONS, default_factory=dict)
+    exercises: str = setting(
+        "exercises.py", "its content module beside the notebook: numbers' variants, chain tables, misconceptions "
+        "(optional; authoring.md, adding an assignment)", PLAIN_NAME)
 
 
 @dataclass(frozen=True)
 class CourseConfig:
-    root: Path
-    course_id: str
-    assignments: tuple[AssignmentSettings, ...]
-    tolerance: float = 1e-6
-    hand_work: str = "note"
-    hand_work_deduction: float = 0.5
-    function_probes: int = 5
-    limits: Limits = field(default_factory=Limits)
-    sandbox: str = "auto"
-    sandbox_uid: int = DEFAULT_SANDBOX_UID
-    variants: bool = False
-    variant_secret_env: str = "AUTOGRAD_COURSE_SECRET"  # noqa: S105 - the name of a variable, not a secret
-    variant_secret_file: str | None = None
-    feedback_reveals: str = "auto"
-    late_policy: LatePolicy = field(default_factory=LatePolicy)
-    service: ServicePolicy = field(default_factory=ServicePolicy)  # `autograd-course serve`'s policies
+    """The top level of source/course.yaml."""
+
+    root: Path  # the course root (not a setting: where the file was found)
+    course_id: str = setting(help="the course's id, nbgrader's `CourseDirectory.course_id`")
+    assignments: tuple[AssignmentSettings, ...] = subsection(
+        AssignmentSettings, "the assignments, each a folder under source/ with its notebook", many=True)
+    tolerance: float = setting(1e-6, "how close a hand value must be to torch's", number(to_float=True),
+                               shown_default="1e-6")
+    hand_work: str = setting(
+        "note", "`note`: feedback says when an answer was computed with torch; `deduct`: it also costs "
+        "`hand_work_deduction` of that value's points", one_of("note", "deduct"))
+    hand_work_deduction: float = setting(
+        0.5, "the share of a value's points that `hand_work: deduct` takes off",
+        number(at_least=0, at_most=1, to_float=True))
+    function_probes: int = setting(
+        5, "points at which function answers are called (fresh random ones each grading run)", whole())
+    limits: Limits = subsection(Limits, "resource limits for one student's code")
+    sandbox: str = setting(
+        "auto", "`auto` (bubblewrap as root, or in a user namespace otherwise; refuse to grade without either), "
+        "`bwrap` (the same), `uid` (root without namespaces: a uid drop only) or `rlimits` (rlimits and timeouts "
+        "only)", one_of("auto", "bwrap", "uid", "rlimits"))
+    sandbox_uid: int = setting(
+        DEFAULT_SANDBOX_UID, "the first of 64 uids/gids that sandboxes lease (one per concurrently running "
+        "sandbox); nothing else may use them: leftover processes of a sandbox's uid are killed after each "
+        "submission", whole())
+    variants: bool = setting(False, "per-student numbers (authoring.md, per-student variants)", BOOLEAN)
+    variant_secret_env: str = setting(
+        "AUTOGRAD_COURSE_SECRET",  # the name of a variable, not a secret
+        "the environment variable that holds the course secret of the variants")
+    variant_secret_file: str | None = setting(
+        None, "a file that holds the course secret instead; it must be readable by the grader's user alone "
+        "(`chmod 600`), or grading stops", optional(TEXT, "or left out"))
+    feedback_reveals: str = setting(
+        "auto", "`torch_values`: feedback shows torch's value beside each answer and in the chain tables; "
+        "`verdicts`: only right or wrong, each answer's `idea` in place of its hint (authoring.md, hidden tests), "
+        "the chain table's verdicts and, of each misconception note, its idea (the concept the slip violates), "
+        "never its diagnosis, which relates the answer to torch's, and no sign slip at all; `auto`: "
+        "`torch_values` for `autograd-course grade`, `verdicts` on Gradescope (a student can resubmit there at "
+        "once, so torch's values would be full marks one copy away)", one_of("auto", "torch_values", "verdicts"))
+    late_policy: LatePolicy = subsection(LatePolicy, "what late work costs (grading.md)")
+    service: ServicePolicy = subsection(ServicePolicy, "the submission service's policies (service.md)")
 
     def reveals_torch_values(self, *, gradescope: bool) -> bool:
         """Whether feedback shows torch's value beside each answer. `auto`: yes for local grading (the
@@ -168,49 +250,30 @@ class CourseConfig:
         return f"sqlite:///{self.root / 'gradebook.db'}"
 
 
-_CHOICES = {"hand_work": ("note", "deduct"), "sandbox": ("auto", "bwrap", "uid", "rlimits"),
-            "feedback_reveals": ("auto", "torch_values", "verdicts")}
+def _assignments(where: str, data: Any) -> tuple[AssignmentSettings, ...]:
+    if not isinstance(data, list) or not data:
+        raise ConfigError(f"{where} must be a non-empty list of {{name, notebook}}")
+    assignments: list[AssignmentSettings] = []
+    for index, item in enumerate(data):
+        assignment = read_section(f"{where}[{index}]", item, AssignmentSettings)
+        if any(known.name == assignment.name for known in assignments):
+            raise ConfigError(f"{where}[{index}]: the assignment name {assignment.name!r} is used twice")
+        assignments.append(assignment)
+    return tuple(assignments)
 
 
-def _number(where: str, value: Any, kind: type, *, positive: bool = True) -> Any:
-    if type(value) is bool or not isinstance(value, int | float) or (kind is int and not isinstance(value, int)):
-        wanted = "a whole number" if kind is int else "a number"
-        raise ConfigError(f"{where} must be {wanted}, got {value!r}")
-    if positive and value <= 0:
-        raise ConfigError(f"{where} must be greater than 0, got {value!r}")
-    return value
-
-
-def _check_keys(where: str, data: dict, allowed: set[str], required: set[str]) -> None:
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known keys: {', '.join(sorted(allowed))})")
-    missing = sorted(required - set(data))
-    if missing:
-        raise ConfigError(f"{where}: missing key {missing[0]!r}")
-
-
-Section = TypeVar("Section")
-
-
-def _section(where: str, data: Any, schema: type[Section]) -> Section:
-    """A section's mapping, checked against its schema (a dataclass of `setting` fields): every key known,
-    every value valid; `where` names the file and the section."""
-    declared = {f.name: f.metadata for f in fields(schema)}  # type: ignore[arg-type]
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where} must be a mapping ({', '.join(declared)})")
-    _check_keys(where, data, set(declared), set())
-    values = {}
-    for key, value in data.items():
-        if not declared[key]["valid"](value):
-            raise ConfigError(f"{where}.{key} must be {declared[key]['must_be']}, got {value!r}")
-        values[key] = declared[key]["convert"](value)
-    return schema(**values)
+def _late_policy(where: str, data: Any) -> LatePolicy:
+    if isinstance(data, dict):
+        check_keys(where, data, [f.name for f in declared(LatePolicy)], ["mode"])
+    policy = read_section(where, data, LatePolicy)
+    if policy.mode == PENALTY and "percent" not in data:
+        raise ConfigError(f"{where}: mode penalty needs percent (of the maximum score, per day or hour late)")
+    return policy
 
 
 def _service(where: str, data: Any, limits: Limits, variants: bool) -> ServicePolicy:
     """The `service:` section, and what it asks of other sections."""
-    policy = _section(where, data, ServicePolicy)
+    policy = read_section(where, data, ServicePolicy)
     if policy.upload_kb > limits.notebook_mb * 1024:
         raise ConfigError(f"{where}.upload_kb ({policy.upload_kb}) is larger than limits.notebook_mb "
                           f"({limits.notebook_mb} MB), which the grader would refuse anyway")
@@ -222,117 +285,26 @@ def _service(where: str, data: Any, limits: Limits, variants: bool) -> ServicePo
     return policy
 
 
-def _due(where: str, value: Any) -> datetime | None:
-    """A due date as nbgrader writes them ("2026-11-20 23:59:00 UTC", an ISO time with an offset, or a YAML
-    timestamp); a time without a zone is UTC."""
-    if value is None:
-        return None
-    from nbgrader.utils import parse_utc
-
-    if not isinstance(value, str | datetime):
-        raise ConfigError(f"{where}.due must be a date and time like '2026-11-20 23:59 UTC', got {value!r}")
-    try:
-        return parse_utc(value)
-    except (ValueError, OverflowError):
-        raise ConfigError(f"{where}.due must be a date and time like '2026-11-20 23:59 UTC', got {value!r}") from None
-
-
-def _extensions(where: str, value: Any) -> dict[str, float]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where}.extensions must map student ids to extra hours, e.g. {{carol: 48}}")
-    return {str(student): float(_number(f"{where}.extensions.{student}", hours, float))
-            for student, hours in value.items()}
-
-
-def _late_policy(where: str, value: Any) -> LatePolicy:
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where} must be a mapping (mode, percent, per, cutoff_hours)")
-    _check_keys(where, value, {"mode", "percent", "per", "cutoff_hours"}, {"mode"})
-    modes = (ACCEPT, PENALTY, ZERO)
-    if value["mode"] not in modes:
-        raise ConfigError(f"{where}.mode must be one of {', '.join(modes)}, got {value['mode']!r}")
-    if value.get("per", "day") not in UNIT_SECONDS:
-        raise ConfigError(f"{where}.per must be day or hour, got {value['per']!r}")
-    if value["mode"] == PENALTY and "percent" not in value:
-        raise ConfigError(f"{where}: mode penalty needs percent (of the maximum score, per day or hour late)")
-    percent = float(_number(f"{where}.percent", value.get("percent", 0), float, positive=False))
-    if not 0 <= percent <= 100:
-        raise ConfigError(f"{where}.percent must be between 0 and 100, got {percent!r}")
-    cutoff = value.get("cutoff_hours")
-    return LatePolicy(value["mode"], percent, value.get("per", "day"),
-                      None if cutoff is None else float(_number(f"{where}.cutoff_hours", cutoff, float)))
-
-
 def parse_config(data: Any, root: Path, where: str) -> CourseConfig:
-    """Validate the parsed YAML mapping; `where` names the file in every message."""
+    """Validate the parsed YAML mapping against the schema (the dataclasses above); `where` names the file in
+    every message."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a mapping of settings at the top level")
-    top_keys = {f.name for f in fields(CourseConfig)} - {"root"}
-    _check_keys(where, data, top_keys, {"course_id", "assignments"})
-    if not isinstance(data["course_id"], str) or not data["course_id"]:
-        raise ConfigError(f"{where}: course_id must be a non-empty string")
-    raw_assignments = data["assignments"]
-    if not isinstance(raw_assignments, list) or not raw_assignments:
-        raise ConfigError(f"{where}: assignments must be a non-empty list of {{name, notebook}}")
-    assignments: list[AssignmentSettings] = []
-    for index, item in enumerate(raw_assignments):
-        item_where = f"{where}: assignments[{index}]"
-        if not isinstance(item, dict):
-            raise ConfigError(f"{item_where} must be a mapping with name and notebook")
-        _check_keys(item_where, item, {"name", "notebook", "due", "extensions", "exercises"}, {"name", "notebook"})
-        for key in ("name", "notebook", "exercises"):
-            if key in item and (not isinstance(item[key], str) or not item[key] or "/" in item[key]
-                                or item[key].startswith(".")):
-                raise ConfigError(f"{item_where}.{key} must be a plain file or folder name, got {item[key]!r}")
-        if any(known.name == item["name"] for known in assignments):
-            raise ConfigError(f"{item_where}: the assignment name {item['name']!r} is used twice")
-        assignments.append(AssignmentSettings(item["name"], item["notebook"], _due(item_where, item.get("due")),
-                                              _extensions(item_where, item.get("extensions")),
-                                              item.get("exercises", "exercises.py")))
 
-    settings: dict[str, Any] = {}
-    for key, choices in _CHOICES.items():
-        if key in data:
-            if data[key] not in choices:
-                raise ConfigError(f"{where}: {key} must be one of {', '.join(choices)}, got {data[key]!r}")
-            settings[key] = data[key]
-    if "tolerance" in data:
-        settings["tolerance"] = float(_number(f"{where}: tolerance", data["tolerance"], float))
-    if "hand_work_deduction" in data:
-        value = _number(f"{where}: hand_work_deduction", data["hand_work_deduction"], float, positive=False)
-        if not 0 <= value <= 1:
-            raise ConfigError(f"{where}: hand_work_deduction must be between 0 and 1, got {value!r}")
-        settings["hand_work_deduction"] = float(value)
-    for key in ("function_probes", "sandbox_uid"):
-        if key in data:
-            settings[key] = _number(f"{where}: {key}", data[key], int)
-    if "variants" in data:
-        if type(data["variants"]) is not bool:
-            raise ConfigError(f"{where}: variants must be true or false, got {data['variants']!r}")
-        settings["variants"] = data["variants"]
-    for key in ("variant_secret_env", "variant_secret_file"):
-        if key in data:
-            if not isinstance(data[key], str) or not data[key]:
-                raise ConfigError(f"{where}: {key} must be a non-empty string, got {data[key]!r}")
-            settings[key] = data[key]
-    if "late_policy" in data:
-        settings["late_policy"] = _late_policy(f"{where}: late_policy", data["late_policy"])
-    if "limits" in data:
-        raw_limits = data["limits"]
-        if not isinstance(raw_limits, dict):
-            raise ConfigError(f"{where}: limits must be a mapping")
-        limit_types = {f.name: f.type for f in fields(Limits)}
-        _check_keys(f"{where}: limits", raw_limits, set(limit_types), set())
-        settings["limits"] = Limits(**{
-            key: _number(f"{where}: limits.{key}", value, float if limit_types[key] == "float" else int)
-            for key, value in raw_limits.items()
-        })
-    if "service" in data:
-        settings["service"] = _service(f"{where}: service", data["service"], settings.get("limits", Limits()),
+    def subsection_value(name: str, value: Any, setting_field: Field) -> Any:
+        if setting_field.name == "assignments":
+            return _assignments(name, value)
+        if setting_field.name == "late_policy":
+            return _late_policy(name, value)
+        if setting_field.name == "service":
+            return value  # read below, once limits and variants are known
+        return read_section(name, value, setting_field.metadata["section"])
+
+    settings = read_values(where, data, CourseConfig, lambda key: f"{where}: {key}", subsection_value)
+    if "service" in settings:
+        settings["service"] = _service(f"{where}: service", settings["service"], settings.get("limits", Limits()),
                                        settings.get("variants", False))
-    return CourseConfig(root=root, course_id=data["course_id"], assignments=tuple(assignments), **settings)
+    return CourseConfig(root=root, **settings)
 
 
 def find_config(root: Path | str = ".") -> CourseConfig | None:

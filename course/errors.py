@@ -45,3 +45,7 @@ class SandboxStartError(SandboxError):
 
 class SelfTestError(CourseError):
     """The course's own solution or untouched release did not grade as it must: nothing was graded."""
+
+
+class MissingExtraError(CourseError):
+    """A grader's or the service's command in an install without its extra (a student's)."""

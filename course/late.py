@@ -8,6 +8,8 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from course.schema import number, one_of, optional, setting
+
 ACCEPT, PENALTY, ZERO = "accept", "penalty", "zero"
 UNIT_SECONDS = {"day": 86400, "hour": 3600}
 
@@ -18,10 +20,15 @@ class LatePolicy:
     hour) late; zero: late work earns 0. With `cutoff_hours`, work later than that past the deadline earns 0
     under any mode."""
 
-    mode: str = ACCEPT
-    percent: float = 0.0
-    per: str = "day"
-    cutoff_hours: float | None = None
+    mode: str = setting(ACCEPT, "`accept` (late work counts in full), `penalty` (`percent` of the maximum score "
+                        "per started `per` late) or `zero` (late work earns 0); required in a `late_policy:`",
+                        one_of(ACCEPT, PENALTY, ZERO))
+    percent: float = setting(0.0, "with `penalty`: the percent of the maximum score taken off per started `per`",
+                             number(at_least=0, at_most=100, to_float=True))
+    per: str = setting("day", "`day` or `hour`", one_of(*UNIT_SECONDS, words="day or hour"))
+    cutoff_hours: float | None = setting(
+        None, "work later than this past the (extended) deadline earns 0, whatever the mode",
+        optional(number(to_float=True), "or left out for no cutoff"))
 
 
 @dataclass(frozen=True)

@@ -140,4 +140,4 @@ def test_every_service_setting_is_declared_with_a_default_and_help():
     for setting in fields(ServicePolicy):
         assert setting.default is not MISSING, setting.name
         assert setting.metadata["help"], setting.name
-        assert setting.metadata["valid"](setting.default), setting.name  # the default passes its own check
+        assert setting.metadata["kind"].problem(setting.default) is None, setting.name  # the default passes its check

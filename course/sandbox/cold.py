@@ -6,6 +6,7 @@ the grader reads the notebook, then `ColdSandbox.run` hands it the cells. `run_c
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -27,6 +28,8 @@ from course.sandbox.protocol import encode_request, write_in_background
 from course.sandbox.retry import first_ready
 from course.sandbox.supervisor import EXIT_GRACE_SECONDS, RunResult, Supervised, supervise
 from course.sandbox.uids import descendants, drop_to, lease_uid, reap_uid
+
+log = logging.getLogger(__name__)
 
 
 def run_cells(
@@ -218,7 +221,7 @@ class ColdSandbox:
                 if process.stdout is not None:
                     process.stdout.close()
                 if LEVELS[self.level].leased_uid and not reap_uid(self._uid):
-                    print(f"sandbox: uid {self._uid} still owns processes after a run", file=sys.stderr)
+                    log.warning(f"uid {self._uid} still owns processes after a run")
             if self._scratch:
                 shutil.rmtree(self._scratch, ignore_errors=True)
                 self._scratch = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import queue
 import shutil
@@ -44,6 +45,8 @@ from course.sandbox.uids import (
     processes_of,
     reap_uid,
 )
+
+log = logging.getLogger(__name__)
 
 WORKER_START_SECONDS = 60
 LONG_RUN_SECONDS = 2.0  # a run this long, with others waiting, gets a stand-in worker (see WarmPool)
@@ -222,7 +225,7 @@ class WarmPool:
                 self._retire(worker)
                 break
         except Exception as error:  # no uid left to lease, say: the standby workers already started stay
-            print(f"sandbox: a standby worker did not start: {error}", file=sys.stderr)
+            log.warning(f"a standby worker did not start: {error}")
         finally:
             self.standby_started.set()
             self._closing.wait()
@@ -296,7 +299,7 @@ class WarmPool:
             with self._lock:
                 self._spare_uids.append(worker.uid)
         else:
-            print(f"sandbox: uid {worker.uid} still owns processes after a run; it is retired", file=sys.stderr)
+            log.warning(f"uid {worker.uid} still owns processes after a run; it is retired")
 
     def _spawn(self, uid: int) -> _Worker:
         grader_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -349,7 +352,7 @@ class WarmPool:
                 self._workers.remove(worker)
         uid = worker.uid
         if self.isolation.leased_uid and not reap_uid(uid):
-            print(f"sandbox: uid {uid} still owns processes after a run; it is retired", file=sys.stderr)
+            log.warning(f"uid {uid} still owns processes after a run; it is retired")
             uid = self._lease()
         fresh = self._spawn(uid)
         self._idle.put(fresh if self._ready(fresh) else None)

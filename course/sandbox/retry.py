@@ -8,12 +8,14 @@ grade, never a score of 0 in the gradebook."""
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections.abc import Callable, Sequence
 
 from course.errors import NoIsolationError, SandboxError, SandboxStartError
 from course.sandbox.supervisor import RunResult
 from course.text import safe_text
+
+log = logging.getLogger(__name__)
 
 CAUSE_CHARS = 500  # how much of a failed start's last line of output its cause keeps
 
@@ -35,8 +37,8 @@ def first_ready(tries: Sequence[Try]) -> RunResult:
     causes: list[str] = []
     for index, (what, attempt) in enumerate(tries):
         if causes:
-            print(f"sandbox: a run ended before any student code ran ({safe_text(causes[-1], 300, one_line=True)}); "
-                  f"trying again on {what}", file=sys.stderr, flush=True)
+            log.warning(f"a run ended before any student code ran ({safe_text(causes[-1], 300, one_line=True)}); "
+                        f"trying again on {what}")
         try:
             result = attempt()
         except NoIsolationError:  # nothing to try again: no level works here
@@ -46,8 +48,7 @@ def first_ready(tries: Sequence[Try]) -> RunResult:
             continue
         if result.ready:
             if causes:
-                print(f"sandbox: the run started on {what} after {index} failed "
-                      f"{'try' if index == 1 else 'tries'}", file=sys.stderr, flush=True)
+                log.info(f"the run started on {what} after {index} failed {'try' if index == 1 else 'tries'}")
             return result
         causes.append(start_failure(result))
     raise SandboxStartError(

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import os
 import resource
 import shutil
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,6 +23,8 @@ from course.service.connections import protocol_for
 from course.service.edge import BACKLOG, EDGE_HEADER_BYTES, Edge
 from course.service.store import Store, database_url, new_token
 from course.service.worker import Grader
+
+log = logging.getLogger(__name__)
 
 
 def make_service(config: CourseConfig, *, database: str | None = None, jobs: int | None = None,
@@ -50,9 +52,9 @@ def serve(config: CourseConfig, *, host: str, port: int, database: str | None = 
     # Nothing is served before the course's own notebooks grade as they must on this server's pool.
     proven = service.grader.prove_setup()
     if announce:
-        print(f"serve: {proven.line()}", file=sys.stderr)
-        print(f"serve: assignment {service.assignment} on http://{host}:{port}/ ({service.grader.jobs} warm "
-              f"workers); students open /s/<token>/, instructors /i/<token>/", file=sys.stderr)
+        log.info(proven.line())
+        log.info(f"assignment {service.assignment} on http://{host}:{port}/ ({service.grader.jobs} warm "
+                 f"workers); students open /s/<token>/, instructors /i/<token>/")
     # No access log: the personal links carry the tokens in their paths.
     # HTTP/1.1 serves one request at a time per connection, so the connection cap bounds requests in progress too;
     # uvicorn's own limit_concurrency would only answer 503 to requests that arrived in full.

@@ -24,8 +24,8 @@ module is the store's companion and uses its statements (`Store._queue`, `_claim
 from __future__ import annotations
 
 import json
+import logging
 import secrets
-import sys
 import threading
 import zlib
 from typing import Any
@@ -37,6 +37,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from course.errors import CourseError
 from course.service.schedule import Queued, Scheduler
 from course.service.store import GRADING, QUEUED, Attempt, Store, _attempt, metadata, now_utc
+
+log = logging.getLogger(__name__)
 
 # The first key of this project's advisory locks (PostgreSQL advisory locks are keyed by two int4s); the
 # second is a process's id (LIVE) or an assignment's (QUEUE).
@@ -178,8 +180,8 @@ class SharedQueue:
             self._hold(db)
             returned = self._return_dead(db)
             if returned:
-                print(f"serve: a process that stopped was grading {returned} attempt{'s' if returned != 1 else ''}: "
-                      "back in the queue", file=sys.stderr, flush=True)
+                log.info(f"a process that stopped was grading {returned} attempt{'s' if returned != 1 else ''}: "
+                         "back in the queue")
             rows = db.execute(self.store._queue).all()
             queued = [Queued(row.id, row.student_id, row.submitted_at) for row in rows if row.status == QUEUED]
             if not queued:

@@ -7,10 +7,10 @@ honest work first: course/service/schedule.py) and grade each through
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import secrets
 import shutil
-import sys
 import tempfile
 import threading
 from collections.abc import Callable
@@ -34,6 +34,8 @@ from course.submission import read_submission
 from course.term import late_policy_at
 from course.text import safe_text
 from course.variants import course_secret
+
+log = logging.getLogger(__name__)
 
 IDLE_POLL_SECONDS = 2.0  # a worker with nothing to do looks at the queue again this often (or when woken)
 SCRATCH = "service-work"  # in the course root: each attempt's notebook in nbgrader's layout while it is graded
@@ -156,8 +158,8 @@ class Grader:
     def start(self) -> None:
         requeued = (self.shared or self.store).requeue_interrupted()
         if requeued:
-            print(f"serve: {requeued} attempt{'s' if requeued != 1 else ''} interrupted by the last stop "
-                  "are graded again", file=sys.stderr)
+            log.info(f"{requeued} attempt{'s' if requeued != 1 else ''} interrupted by the last stop "
+                     "are graded again")
         self._start_pool()
         assert self.pool is not None  # noqa: S101 - started just above
         # More grading threads than workers, as the batch grader has: a run that sits out its time limit gets a
@@ -174,8 +176,7 @@ class Grader:
         pool.standby_started.wait()
         if not self._stopping.is_set():
             ready = pool.standby_ready
-            print(f"serve: {ready} standby worker{'s' if ready != 1 else ''} ready for long runs "
-                  f"(of {pool.standby})", file=sys.stderr, flush=True)
+            log.info(f"{ready} standby worker{'s' if ready != 1 else ''} ready for long runs (of {pool.standby})")
 
     def wake(self) -> None:
         with self._wake:
@@ -207,7 +208,7 @@ class Grader:
                     with self._claiming:
                         claimed = self.store.claim_next(self.scheduler.pick)
             except Exception as error:  # the database away for a moment: this thread must outlive it
-                print(f"serve: could not look at the queue: {safe_text(str(error), 2000)}", file=sys.stderr)
+                log.error(f"could not look at the queue: {safe_text(str(error), 2000)}")
                 self._stopping.wait(IDLE_POLL_SECONDS)
                 continue
             if claimed is None:
@@ -221,7 +222,7 @@ class Grader:
             try:
                 recorded = self.grade(attempt, notebook)
             except Exception as error:  # the database went away: the attempt stays claimed until a restart
-                print(f"serve: could not record attempt {attempt.id}: {safe_text(str(error), 2000)}", file=sys.stderr)
+                log.error(f"could not record attempt {attempt.id}: {safe_text(str(error), 2000)}")
                 continue
             self.wake()  # the student's next attempt, held back while this one was graded, may start now
             for listener in self.listeners:
@@ -266,8 +267,8 @@ class Grader:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         if graded.internal_error:
-            print(f"serve: autograder error for attempt {attempt.id} ({attempt.student_id}):\n"
-                  f"{safe_text(graded.internal_error, 20_000)}", file=sys.stderr)
+            log.error(f"autograder error for attempt {attempt.id} ({attempt.student_id}):\n"
+                      f"{safe_text(graded.internal_error, 20_000)}")
         went_long = graded.status == TIMED_OUT or graded.seconds >= LONG_GRADING_SECONDS
         feedback = graded.feedback
         results = {"status": graded.status, "score": feedback["score"], "raw_score": feedback["raw_score"],

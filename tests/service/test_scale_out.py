@@ -169,7 +169,7 @@ def test_three_processes_behind_nginx_lose_nothing_when_one_is_killed(tmp_path, 
         with engine.connect() as db:
             assert db.execute(text("SELECT count(*) FROM claims")).scalar() == 0
         # The killed process's claims went back to the queue, taken by a living process, the moment it died.
-        assert any("serve: a process that stopped was grading" in server.log.read_text()
+        assert any("INFO course.service.shared: a process that stopped was grading" in server.log.read_text()
                    for server in (servers[0], servers[2]))
         grades = request(f"{site}/i/{servers[0].instructor}/export/grades.csv")
         assert grades.status == 200, grades.text

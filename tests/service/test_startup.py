@@ -3,6 +3,7 @@ untouched release through the server's own warm pool, or it refuses to start wit
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
@@ -15,7 +16,10 @@ pytestmark = pytest.mark.slow
 
 
 def test_the_running_service_said_its_self_test_passed(server):
-    assert "serve: self-test: the course's solution 57/57 and the untouched release 0/57" in server.log.read_text()
+    said = [line for line in server.log.read_text().splitlines() if "self-test: the course's solution" in line]
+    # a line of the service's log: its UTC time, its level, its logger, then the message
+    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ INFO course\.service\.run: self-test: the course's solution "
+                    r"57/57 and the untouched release 0/57", said[0]), said
 
 
 def test_serve_refuses_to_start_when_its_sandbox_cannot_start_a_run(tmp_path):
@@ -31,4 +35,4 @@ def test_serve_refuses_to_start_when_its_sandbox_cannot_start_a_run(tmp_path):
     assert "the self-test failed, so nothing was graded" in said[0]
     assert "open_files=3" in said[0]
     assert "Traceback" not in completed.stderr
-    assert "serve: assignment" not in completed.stderr  # it never announced itself, so it never served
+    assert "assignment autograd on http" not in completed.stderr  # it never announced itself, so it never served

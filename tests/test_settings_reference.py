@@ -1,0 +1,84 @@
+"""The settings' schema is one declaration (course/config.py's dataclasses): every section is checked by it at
+load, and docs/settings.md is generated from it (course/settings_reference.py) and must not drift from it."""
+
+from __future__ import annotations
+
+from dataclasses import MISSING
+from pathlib import Path
+
+import pytest
+
+from course.config import CourseConfig, parse_config
+from course.errors import ConfigError
+from course.schema import declared
+from course.settings_reference import REGENERATE, main, render
+from helpers import ROOT
+
+SETTINGS_MD = ROOT / "docs" / "settings.md"
+BASE = {"course_id": "c", "assignments": [{"name": "a", "notebook": "a.ipynb"}]}
+
+
+def _sections(schema: type = CourseConfig, path: tuple[str, ...] = ()):
+    """(path of keys, schema) of every section: the top level, then each section inside, depth first."""
+    yield path, schema
+    for setting in declared(schema):
+        if "section" in setting.metadata:
+            yield from _sections(setting.metadata["section"], (*path, setting.name))
+
+
+SECTIONS = list(_sections())
+SECTION_IDS = [".".join(path) or "top level" for path, _ in SECTIONS]
+
+
+def test_docs_settings_md_is_what_the_schema_says():
+    assert SETTINGS_MD.read_text(encoding="utf-8") == render(), (
+        f"docs/settings.md differs from the settings' schema: regenerate it with `{REGENERATE}` and commit it")
+
+
+def test_the_generator_writes_the_file(tmp_path):
+    assert main([str(tmp_path / "settings.md")]) == 0
+    assert (tmp_path / "settings.md").read_text(encoding="utf-8") == render()
+
+
+@pytest.mark.parametrize(("path", "schema"), SECTIONS, ids=SECTION_IDS)
+def test_every_setting_is_declared_documented_and_its_default_valid(path, schema):
+    text = render()
+    prefix = "".join(f"{key}[]." if key == "assignments" else f"{key}." for key in path)
+    for setting in declared(schema):
+        assert f"| `{prefix}{setting.name}` |" in text, (prefix, setting.name)
+        if "section" in setting.metadata:
+            continue
+        kind = setting.metadata["kind"]
+        assert kind.words, setting.name
+        if setting.default is not MISSING:  # a declared default passes its own check
+            assert kind.problem(setting.default) is None, setting.name
+
+
+def _with(path: tuple[str, ...], value: dict) -> dict:
+    """BASE with `value` merged into the section at `path` (an assignment for assignments)."""
+    data = {**BASE, "late_policy": {"mode": "accept"}}
+    if not path:
+        return {**data, **value}
+    if path == ("assignments",):
+        return {**data, "assignments": [{**BASE["assignments"][0], **value}]}
+    return {**data, path[0]: {**data.get(path[0], {}), **value}}
+
+
+@pytest.mark.parametrize(("path", "schema"), SECTIONS, ids=SECTION_IDS)
+def test_a_mistyped_key_in_any_section_names_the_key_the_section_and_the_file(path, schema):
+    assert parse_config(_with(path, {}), Path("/course"), "/course/source/course.yaml")  # the base is valid
+    with pytest.raises(ConfigError) as raised:
+        parse_config(_with(path, {"mistyped_key": 1}), Path("/course"), "/course/source/course.yaml")
+    where = {(): "", ("assignments",): ": assignments[0]"}.get(path, f": {'.'.join(path)}")
+    assert str(raised.value).startswith(f"/course/source/course.yaml{where}: unknown key 'mistyped_key' (known keys: ")
+
+
+@pytest.mark.parametrize(("path", "schema"), SECTIONS, ids=SECTION_IDS)
+def test_a_value_of_the_wrong_kind_in_any_section_says_what_it_must_be(path, schema):
+    for setting in declared(schema):
+        if "section" in setting.metadata:
+            continue
+        with pytest.raises(ConfigError) as raised:
+            parse_config(_with(path, {setting.name: [object]}), Path("/course"), "/course/source/course.yaml")
+        assert f"{setting.name} must be " in str(raised.value), setting.name
+        assert str(raised.value).startswith("/course/source/course.yaml: "), setting.name
