@@ -53,11 +53,14 @@ def pytest_runtest_setup(item):
 # Work started in the background at collection (a module of tests/ with start_in_background and remove): what
 # it is, and which selected test needs it. Nothing starts for a run that selects none of them (the fast loop).
 BUNDLE_TEST = "test_bundle_installs_in_a_fresh_venv_and_grades"  # tests/test_gradescope.py
+STUDENT_INSTALL_TEST = "test_a_student_install_fetches_checks_and_submits_without_the_grader_s_tools"
 BACKGROUND = {
     "image_build": ("the container image build, for the tests marked `container`",
                     lambda item: item.get_closest_marker("container") is not None),
     "bundle_install": ("the Gradescope bundle's install into a fresh venv",
                        lambda item: getattr(item, "originalname", None) == BUNDLE_TEST),
+    "student_install": ("a student's install of the wheel into a fresh venv",
+                        lambda item: getattr(item, "originalname", None) == STUDENT_INSTALL_TEST),
 }
 
 

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+import student_install
 
-from course.bundle import build_wheel
 from helpers import ROOT
 
 STUDENTS_MD = ROOT / "docs" / "students.md"
@@ -61,20 +61,13 @@ def test_the_jupyterhub_image_sets_up_what_the_page_says():
 
 @pytest.mark.slow
 def test_a_student_install_fetches_checks_and_submits_without_the_grader_s_tools(tmp_path):
-    wheel = build_wheel(ROOT, tmp_path / "dist")
-    home, venv, exchange = tmp_path / "home", tmp_path / "home" / ".venv", tmp_path / "exchange"
-    home.mkdir()
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("VIRTUAL_ENV", "PYTHONPATH", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_PATH")}
-    env["HOME"] = str(home)
-    bin_ = f"{venv}/bin/"
-
-    # The page's install command, with the wheel built here.
+    # The page's install command, run in the background from the start of the run (tests/student_install.py).
     [create] = [line for line in blocks("bash") if "pip install" in line]
     assert create == "python3.11 -m venv .venv && .venv/bin/pip install autograd_course-*.whl"
-    assert run([sys.executable, "-m", "venv", str(venv)], env, home).returncode == 0
-    installed = run([bin_ + "pip", "install", "--quiet", str(wheel)], env, home, timeout=1500)
-    assert installed.returncode == 0, installed.stderr[-3000:]
+    install = student_install.installed()
+    assert install.pip.returncode == 0, install.pip.stderr[-3000:]
+    home, env, exchange = install.home, install.env, tmp_path / "exchange"
+    bin_ = f"{home / '.venv'}/bin/"
 
     # The student's packages only: the service's are absent, the notebook's and nbgrader's present.
     probe = ("import importlib.metadata as m, json, sys\n"
