@@ -30,7 +30,7 @@ from course.nbgrader_bridge import assignment_due, light_nbgrader_imports
 from course.render import render_html
 from course.roster import Student, gradebook_students
 from course.selftest import SelfTest, prove_setup
-from course.shards import Shard, shard_of, write_shard
+from course.shards import Shard, class_digest, shard_of, write_shard
 from course.summary import class_summary, read_class_feedback
 from course.summary_page import render_summary_html
 from course.term import (
@@ -153,6 +153,7 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
             f"no submissions found in {', '.join(map(str, paths or [config.root / 'submitted']))}: expected "
             f"submitted/<student>/{settings.name}/{settings.notebook}, a folder of <student>.ipynb, or notebooks"
         )
+    whole_class = class_digest(refs)
     if shard is not None:
         refs = shard_of(refs, shard)
     jobs = sandbox.default_jobs() if jobs is None else jobs
@@ -205,7 +206,7 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
     write_integrity(out_dir, settings.name, summary.graded)
     write_class_summary(out_dir, settings.name, summary.csv_path, page=feedback_page(settings))
     if shard is not None:
-        write_shard(out_dir, settings.name, shard, summary.graded, summary.refused, paths_by_id)
+        write_shard(out_dir, settings.name, shard, summary.graded, summary.refused, paths_by_id, whole_class)
     return summary
 
 

@@ -11,6 +11,7 @@ One zip per assignment: a Gradescope assignment runs one autograder.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,14 +35,30 @@ def _add(archive: zipfile.ZipFile, name: str, data: bytes, *, mode: int = 0o644)
     archive.writestr(info, data)
 
 
+# What the wheel is built from: the package and the files its pyproject.toml names.
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "course")
+
+
 def build_wheel(project: Path, into: Path) -> Path:
+    """The package's wheel in `into`, built from a copy of its sources: pip builds in the tree it is given, and
+    two builds of one checkout at once (the bundle's and a student's wheel, say) would share its build/ folder
+    and break each other; nor is the checkout left with a build/ or an egg-info."""
     if not (project / "pyproject.toml").exists():
         raise CourseError(f"{project}: no pyproject.toml; build the autograder from the repository checkout")
-    completed = subprocess.run(  # noqa: S603 - fixed arguments
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(into),
-         str(project)],
-        capture_output=True, text=True, check=False,
-    )
+    with tempfile.TemporaryDirectory(prefix="autograd-wheel-") as scratch:
+        source = Path(scratch) / "source"
+        source.mkdir()
+        for name in WHEEL_SOURCES:
+            path = project / name
+            if path.is_dir():
+                shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            elif path.exists():
+                shutil.copy2(path, source / name)
+        completed = subprocess.run(  # noqa: S603 - fixed arguments
+            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(into),
+             str(source)],
+            capture_output=True, text=True, check=False,
+        )
     wheels = sorted(into.glob("autograd_course-*.whl"))
     if completed.returncode != 0 or not wheels:
         raise CourseError(f"building the package wheel failed:\n{completed.stderr.strip()[-2000:]}")

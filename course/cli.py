@@ -280,6 +280,7 @@ def _grade(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
+    require("grader", "autograd-course merge")
     from course.roster import read_roster
     from course.shards import merge_shards
 

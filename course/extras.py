@@ -13,39 +13,56 @@ DISTRIBUTION = "autograd-course"
 EXTRA_MARKER = re.compile(r"""extra\s*==\s*["']([\w-]+)["']""")
 
 
-def extra_requirements(extra: str) -> list[str]:
-    """The distribution names the installed package's metadata lists under `extra` (none when the package is not
-    installed, e.g. run from a checkout without pip: then nothing can be said about extras)."""
+def _pinned(extra: str) -> list[tuple[str, str | None]]:
+    """(distribution name, its == pin or None) of each requirement the installed package's metadata lists under
+    `extra` (none when the package is not installed, e.g. run from a checkout without pip: then nothing can be
+    said about extras)."""
     try:
         requires = importlib.metadata.requires(DISTRIBUTION) or []
     except importlib.metadata.PackageNotFoundError:
         return []
-    names = []
+    found = []
     for requirement in requires:
         requirement_part, _, marker = requirement.partition(";")
-        found = EXTRA_MARKER.search(marker)
-        if found and found.group(1) == extra:
-            names.append(re.split(r"[\s\[<>=!~;(]", requirement_part.strip(), maxsplit=1)[0])
-    return names
+        extra_of = EXTRA_MARKER.search(marker)
+        if extra_of and extra_of.group(1) == extra:
+            name = re.split(r"[\s\[<>=!~;(]", requirement_part.strip(), maxsplit=1)[0]
+            pin = re.search(r"==\s*([\w.+-]+)", requirement_part)
+            found.append((name, pin.group(1) if pin else None))
+    return found
+
+
+def extra_requirements(extra: str) -> list[str]:
+    """The distribution names the installed package's metadata lists under `extra`."""
+    return [name for name, _ in _pinned(extra)]
 
 
 def missing(extra: str) -> list[str]:
-    """The packages of `extra` that are not installed."""
-    absent = []
-    for name in extra_requirements(extra):
+    """What of `extra` is not as pinned: "name" for a package not installed, "name 1.0 (pinned 2.0)" for another
+    version (a student's install has nbgrader's own unpinned nbclient and SQLAlchemy, say)."""
+    wrong = []
+    for name, pin in _pinned(extra):
         try:
-            importlib.metadata.distribution(name)
+            version = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
-            absent.append(name)
-    return absent
+            wrong.append(name)
+            continue
+        if pin is not None and version != pin:
+            wrong.append(f"{name} {version} (pinned {pin})")
+    return wrong
 
 
 def require(extra: str, command: str) -> None:
-    """Raise MissingExtraError, one sentence naming what to install, when `extra`'s packages are not all there."""
-    absent = missing(extra)
-    if absent:
+    """Raise MissingExtraError, one sentence naming what to install, when `extra`'s packages are not all there
+    in their pinned versions."""
+    wrong = missing(extra)
+    if wrong:
+        absent = [name for name in wrong if " " not in name]
+        other = [name for name in wrong if " " in name]
+        said = "; ".join(part for part in (f"{', '.join(absent)} not installed" if absent else "",
+                                            f"{', '.join(other)} installed" if other else "") if part)
         raise MissingExtraError(
-            f"{command} is the instructor's and needs the {extra} extra ({', '.join(absent)} not installed; a "
-            f"student's install leaves it out): install the package with it, e.g. "
+            f"{command} is the instructor's and needs the {extra} extra ({said}; a student's install leaves it "
+            "out): install the package with it, e.g. "
             f"pip install 'autograd_course-<version>-py3-none-any.whl[{extra}]', or pip install -e '.[{extra}]' "
             "in the course's repository")

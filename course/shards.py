@@ -9,6 +9,7 @@ the student sees, the scores per gradebook cell, the submission's path and time)
 
 from __future__ import annotations
 
+import hashlib
 import json
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from course.judge import QuestionResult
 from course.roster import Student
 from course.term import feedback_page, gradebook_note, records_in_gradebook, write_integrity
 
-SHARD_FORMAT = 1
+SHARD_FORMAT = 2  # 2: each shard names the whole class it was cut from
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,15 @@ def shard_of(refs: list[SubmissionRef], shard: Shard) -> list[SubmissionRef]:
     return ordered[shard.index - 1::shard.count]
 
 
+def class_digest(refs: list[SubmissionRef]) -> str:
+    """What every shard of one grading must have seen: the whole class's submissions (ids and paths), before the
+    slicing. Shards that started on either side of a `nbgrader collect` would otherwise slice different
+    classes, and a student would fall in no shard, or in two."""
+    listed = "\n".join(f"{ref.student_id}\t{ref.path}" for ref in sorted(refs, key=lambda r: (r.student_id,
+                                                                                             str(r.path))))
+    return hashlib.sha256(listed.encode("utf-8")).hexdigest()[:16]
+
+
 def shard_path(out_dir: Path, assignment: str) -> Path:
     return out_dir / f"shard-{assignment}.json"
 
@@ -85,10 +95,11 @@ def _graded(data: dict[str, Any]) -> tuple[Graded, Path | None]:
 
 
 def write_shard(out_dir: Path, assignment: str, shard: Shard, graded: list[Graded], refused: list[SubmissionRef],
-                paths_by_id: dict[str, Path]) -> Path:
+                paths_by_id: dict[str, Path], whole_class: str) -> Path:
     path = shard_path(out_dir, assignment)
     atomic_write_json(path, {
         "format": SHARD_FORMAT, "assignment": assignment, "shard": shard.index, "of": shard.count,
+        "class": whole_class,
         "graded": [_plain(one, paths_by_id.get(one.student_id)) for one in graded],
         "refused": [{"student_id": ref.student_id, "path": str(ref.path), "problem": ref.problem} for ref in refused]})
     return path
@@ -133,6 +144,18 @@ def _shards(outs: list[Path]) -> dict[str, list[dict[str, Any]]]:
         if missing:
             raise CourseError(f"assignment {assignment}: shard {', '.join(missing)} missing; give every shard's "
                               "--out folder (a merge of part of a class would mark the rest as missing)")
+        if len({data.get("class") for _, data in shards}) != 1:
+            raise CourseError(f"assignment {assignment}: the shards saw different submissions (one started before a "
+                              "collect or an upload, another after); grade every shard again from the same "
+                              "submitted/ folder")
+        ids: dict[str, int] = {}
+        for _, data in shards:
+            for one in [*data["graded"], *data["refused"]]:
+                student = one["student_id"]
+                if student in ids:
+                    raise CourseError(f"assignment {assignment}: {student} is in shard {ids[student]} and in shard "
+                                      f"{data['shard']}; grade every shard again")
+                ids[student] = data["shard"]
         complete[assignment] = [data for _, data in sorted(shards, key=lambda pair: pair[1]["shard"])]
     return complete
 

@@ -16,10 +16,12 @@ already says what the service would write is left alone: recording twice with no
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -195,12 +197,16 @@ def record(config: CourseConfig, settings: AssignmentSettings, question_ids: dic
     return Recording(int(folder.name), recorded_at, sorted(kept), False)
 
 
-def undo(config: CourseConfig, settings: AssignmentSettings, question_ids: tuple[str, ...]) -> Recording:
-    """Put back what the latest standing recording replaced: the folders, the gradebook, the CSV rows."""
+def undo(config: CourseConfig, settings: AssignmentSettings, question_ids: tuple[str, ...], number: int) -> Recording:
+    """Put back what recording `number`, the latest standing one, replaced: the folders, the gradebook, the CSV
+    rows. Any other number is refused: the form was for a recording since undone (a second click, a reload)."""
     standing = [(r, data) for r, data in recordings(config, settings.name) if not r.undone]
     if not standing:
         raise CourseError("there is no recording to undo")
     recording, data = standing[-1]
+    if recording.number != number:
+        raise CourseError(f"the form was for recording {number}, and the one to undo now is {recording.label} "
+                          "(reload this page to see what it holds)")
     assignment = settings.name
     folder = _history(config, assignment) / f"{recording.number:04d}"
     absent = []
@@ -242,6 +248,18 @@ def _shown(moment: datetime) -> str:
 
 def _now() -> str:
     return _shown(datetime.now(UTC).replace(tzinfo=None))
+
+
+@contextmanager
+def exclusive(config: CourseConfig, assignment: str) -> Iterator[None]:
+    """One recording into (or undo of) the assignment's record at a time, across threads and every serve process
+    on the course's folder: an flock on a file beside its history (a course folder shared between machines must
+    be on a filesystem with working locks, as NFSv4 has)."""
+    base = config.root / HISTORY
+    base.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(base / f"{assignment}.lock", "a", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def _new_folder(config: CourseConfig, assignment: str) -> Path:

@@ -3,6 +3,11 @@ them from the installed package's metadata). The test extra installs every one o
 
 from __future__ import annotations
 
+import importlib.metadata
+
+import pytest
+
+from course.errors import MissingExtraError
 from course.extras import extra_requirements, missing, require
 
 
@@ -17,3 +22,15 @@ def test_the_extras_are_what_pyproject_declares_and_the_test_extra_holds_them_al
 def test_in_the_test_environment_nothing_is_missing():
     assert missing("service") == missing("grader") == []
     require("service", "autograd-course serve")  # no error
+
+
+def test_an_extra_in_other_versions_than_its_pins_is_named_as_such(monkeypatch):
+    """A student's install has nbgrader's own nbclient and SQLAlchemy, in whatever versions pip chose: a grader's
+    command there says what it needs rather than run on unpinned versions."""
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda name: "0.0.1" if name == "nbclient" else real(name))
+    assert missing("grader") == ["nbclient 0.0.1 (pinned 0.11.0)"]
+    with pytest.raises(MissingExtraError, match=r"needs the grader extra \(nbclient 0\.0\.1 \(pinned 0\.11\.0\) "
+                                                r"installed; a student's install leaves it out\)"):
+        require("grader", "autograd-course grade")

@@ -13,7 +13,7 @@ import pytest
 from course.cli import main
 from course.discovery import SubmissionRef
 from course.errors import CourseError
-from course.shards import Shard, parse_shard, shard_of
+from course.shards import SHARD_FORMAT, Shard, _shards, parse_shard, shard_of
 from helpers import ROOT, copy_course
 
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
@@ -116,3 +116,26 @@ def test_a_shard_grades_into_a_folder_of_its_own_and_merge_needs_shards(course_r
     (tmp_path / "empty").mkdir()
     assert main(["--course", str(course_root), "merge", str(tmp_path / "empty")]) == 1
     assert "empty: no shard-<assignment>.json here" in capsys.readouterr().err
+
+
+def _shard_record(folder: Path, index: int, whole_class: str, students: list[str]) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "shard-autograd.json").write_text(json.dumps({
+        "format": SHARD_FORMAT, "assignment": "autograd", "shard": index, "of": 2, "class": whole_class,
+        "graded": [], "refused": [{"student_id": s, "path": f"/x/{s}.ipynb", "problem": "not a notebook"}
+                                  for s in students]}))
+    return folder
+
+
+def test_merge_refuses_shards_cut_from_different_classes_or_holding_a_student_twice(tmp_path):
+    """Shards that started on either side of a collect slice different classes: merge says so rather than
+    recording a student in no shard as missing, or one in two shards twice."""
+    one = _shard_record(tmp_path / "a", 1, "c1", ["ana"])
+    other = _shard_record(tmp_path / "b", 2, "c2", ["ben"])
+    with pytest.raises(CourseError, match="the shards saw different submissions"):
+        _shards([one, other])
+    again = _shard_record(tmp_path / "c", 2, "c1", ["ana"])
+    with pytest.raises(CourseError, match="ana is in shard 1 and in shard 2"):
+        _shards([one, again])
+    assert [data["shard"] for data in _shards([one, _shard_record(tmp_path / "d", 2, "c1", ["ben"])])["autograd"]] \
+        == [1, 2]

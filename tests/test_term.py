@@ -332,9 +332,12 @@ def test_the_services_attempts_are_recorded_into_the_term_and_undone(term):
         assert sorted(p.name for p in (root / "gradebook-history" / "autograd").iterdir()) == ["0001"]
 
         # Undo gives the term back, file for file.
-        undone = post("gradebook/undo")
+        undone = post("gradebook", undo="1")
         assert undone.status == 200
         assert "Undid recording 1" in undone.text, undone.text
+        again = post("gradebook", undo="1")  # a second click, or the page reloaded: nothing more is undone
+        assert again.status == 409
+        assert "Nothing undone: there is no recording to undo" in again.text, again.text
     finally:
         server.stop()
         yaml_path.write_text(term_yaml)

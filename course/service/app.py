@@ -21,7 +21,6 @@ import hmac
 import json
 import logging
 import tempfile
-import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -83,7 +82,6 @@ SECURITY_HEADERS = {
 
 LOG = logging.getLogger(__name__)  # the instructor's: what a limit refused, never a token
 CLOSE = {"Connection": "close"}  # an answer given before the body was read ends the connection with it
-RECORDING = threading.Lock()  # one recording into (or undo of) the term's record at a time in this process
 
 
 class TooLarge(Exception):
@@ -468,6 +466,10 @@ def _same_origin(request: Request) -> bool:
 def _refusal_now(service: Service, record: StudentRecord) -> Refusal | None:
     """What the policy would answer to an attempt now (the store asks the same when one arrives)."""
     earlier = [a.submitted_at for a in record.attempts if a.status != AUTOGRADER_ERROR]
+    stored = service.store.stored_bytes(record.student_id) if record.attempts else 0
+    if stored >= service.policy.storage_bytes:  # no notebook, however small, would be taken
+        return Refusal(f"your attempts at this assignment already take the limit of {service.policy.storage_mb} MB "
+                       "per student: ask your instructor", None, limit="storage_mb")
     return refusal(service.policy, earlier, now_utc())
 
 
@@ -657,8 +659,10 @@ async def export_gradebook(request: Request, service: Service) -> Response:
         return form
 
     def run() -> Response:
-        with RECORDING:
-            return record()
+        # One recording (or undo) at a time across every serve process on this course's folder, the plan made
+        # again under the lock (term_record.exclusive).
+        with term_record.exclusive(service.config, service.grader.settings.name):
+            return undo(form["undo"]) if "undo" in form else record()
 
     def record() -> Response:
         config, settings = service.config, service.grader.settings
@@ -680,19 +684,10 @@ async def export_gradebook(request: Request, service: Service) -> Response:
                                         f"{done.label}: formgrader, nbgrader export and grades-"
                                         f"{settings.name}.csv now show their counted attempts.")
 
-    return await run_in_threadpool(run)
-
-
-@instructor_route
-async def undo_gradebook(request: Request, service: Service) -> Response:
-    form = await _instructor_form(request, service)
-    if isinstance(form, Response):
-        return form
-
-    def run() -> Response:
+    def undo(number: str) -> Response:
         try:
-            with RECORDING:
-                undone = term_record.undo(service.config, service.grader.settings, tuple(_question_cells(service)))
+            undone = term_record.undo(service.config, service.grader.settings, tuple(_question_cells(service)),
+                                      int(number) if number.isdigit() else -1)
         except CourseError as problem:
             return _gradebook_page(service, f"Nothing undone: {problem}.", 409)
         return _gradebook_page(service, f"Undid {undone.label}: {', '.join(undone.students)} have the records "
@@ -753,7 +748,6 @@ ROUTES = [
     Route("/i/{token}/export/{format}.csv", export_csv, methods=["GET"]),
     Route("/i/{token}/export/gradebook", gradebook_preview, methods=["GET"]),
     Route("/i/{token}/export/gradebook", export_gradebook, methods=["POST"]),
-    Route("/i/{token}/export/gradebook/undo", undo_gradebook, methods=["POST"]),
     Route("/static/dashboard.js", dashboard_js, methods=["GET"]),
     Route("/favicon.ico", favicon, methods=["GET"]),
     Route("/healthz", health, methods=["GET"]),

@@ -201,7 +201,8 @@ def gradebook_page(assignment: str, changes: list[Change], unchanged: int, plan:
                    f"{' (undone)' if r.undone else ''}</li>" for r in reversed(history))
     undo = ""
     if standing:
-        undo = (f'<form method=post action="gradebook/undo"><input type=hidden name=csrf value="{e(csrf)}">'
+        undo = (f'<form method=post action="gradebook"><input type=hidden name=csrf value="{e(csrf)}">'
+                f'<input type=hidden name=undo value="{standing[-1].number}">'
                 f"<button type=submit>Undo {e(standing[-1].label)}</button></form>")
     body = (f"<header class=summary><div>Assignment <strong>{e(assignment)}</strong>: the counted attempts into "
             "nbgrader's gradebook</div><div>Each student's counted attempt becomes their submission in "

@@ -30,13 +30,13 @@ import threading
 import zlib
 from typing import Any
 
-from sqlalchemy import Column, DateTime, ForeignKey, Integer, String, Table, Text, delete, select, text
+from sqlalchemy import Column, DateTime, ForeignKey, Integer, String, Table, Text, delete, select, text, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from course.errors import CourseError
 from course.service.schedule import Queued, Scheduler
-from course.service.store import GRADING, QUEUED, Attempt, Store, _attempt, metadata, now_utc
+from course.service.store import GRADING, QUEUED, SCHEMA_LOCK, Attempt, Store, _attempt, attempts, metadata, now_utc
 
 log = logging.getLogger(__name__)
 
@@ -60,17 +60,19 @@ turns = Table(
 # "One attempt in grading per student", held by the database whatever a process does.
 ONE_IN_GRADING = (f"CREATE UNIQUE INDEX IF NOT EXISTS attempts_one_in_grading ON attempts (student_id, assignment) "
                   f"WHERE status = '{GRADING}'")
-# Claims whose process is gone: its session, and so its LIVE lock, has ended.
+# Claims of this assignment whose process is gone: its session, and so its LIVE lock, has ended. (Only the
+# assignment whose claim lock is held: two assignments' clean-ups never touch the same rows.)
 _DEAD_CLAIMS = text("""
-    DELETE FROM claims WHERE owner NOT IN (
+    DELETE FROM claims USING attempts
+    WHERE claims.attempt_id = attempts.id AND attempts.assignment = :assignment AND claims.owner NOT IN (
         SELECT objid::bigint FROM pg_locks
         WHERE locktype = 'advisory' AND granted AND classid::bigint = :live AND objsubid = 2
           AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))
-    RETURNING attempt_id""")
+    RETURNING claims.attempt_id""")
 # ...and their attempts back in the queue, with any in grading that no claim names (left by an older version).
 _BACK_TO_QUEUE = text("""
     UPDATE attempts SET status = :queued
-    WHERE status = :grading
+    WHERE status = :grading AND assignment = :assignment
       AND (id = ANY(:dead) OR NOT EXISTS (SELECT 1 FROM claims WHERE attempt_id = attempts.id))""")
 
 
@@ -152,6 +154,7 @@ class SharedQueue:
         self.key = assignment_key(assignment)
         try:
             with store.begin() as db:
+                db.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
                 metadata.create_all(db, tables=[claims, turns])
                 db.exec_driver_sql(ONE_IN_GRADING)
             self.presence = Presence(store)
@@ -163,8 +166,9 @@ class SharedQueue:
         db.execute(text("SELECT pg_advisory_xact_lock(:queue, :key)"), {"queue": QUEUE, "key": self.key})
 
     def _return_dead(self, db: Connection) -> int:
-        dead = [row.attempt_id for row in db.execute(_DEAD_CLAIMS, {"live": LIVE})]
-        return db.execute(_BACK_TO_QUEUE, {"dead": dead, "queued": QUEUED, "grading": GRADING}).rowcount
+        dead = [row.attempt_id for row in db.execute(_DEAD_CLAIMS, {"live": LIVE, "assignment": self.assignment})]
+        return db.execute(_BACK_TO_QUEUE, {"dead": dead, "queued": QUEUED, "grading": GRADING,
+                                           "assignment": self.assignment}).rowcount
 
     def requeue_interrupted(self) -> int:
         """At start: the attempts of processes that are gone go back to the queue (never another live one's)."""
@@ -208,6 +212,16 @@ class SharedQueue:
             scheduler.graded(student_id, went_long=went_long)
             _save(db, self.assignment, scheduler)
             return self.store.record_in(db, attempt_id, **results)
+
+    def give_back(self, attempt_id: int) -> None:
+        """An attempt this process claimed but could not record: back in the queue, if its claim is still this
+        process's (otherwise another process has it already)."""
+        with self.store._begin_unsynced() as db:
+            self._hold(db)
+            mine = delete(claims).where(claims.c.attempt_id == attempt_id, claims.c.owner == self.presence.owner())
+            if db.execute(mine).rowcount:
+                db.execute(update(attempts).where(attempts.c.id == attempt_id, attempts.c.status == GRADING)
+                           .values(status=QUEUED))
 
     def close(self) -> None:
         self.presence.close()

@@ -43,6 +43,7 @@ from sqlalchemy import (
     event,
     func,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import Connection, Engine, make_url
@@ -54,6 +55,9 @@ from course.service.policy import Refusal, ServicePolicy, refusal
 from course.service.schedule import Queued
 
 QUEUED, GRADING = "queued", "grading"
+# The PostgreSQL advisory lock (one bigint key) under which a process makes the tables it needs: two processes
+# starting at once on a new database would otherwise both create them, and one fail.
+SCHEMA_LOCK = 0x6167000000000003
 TOKEN_BYTES = 32
 
 metadata = MetaData()
@@ -179,7 +183,10 @@ class Store:
             self._unsynced = create_engine(url)
             event.listen(self._unsynced, "connect", _sqlite_unsynced_pragmas)
         try:
-            metadata.create_all(self.engine)
+            with self.engine.begin() as db:
+                if backend == "postgresql":  # processes starting at once on a new database make its tables in turn
+                    db.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+                metadata.create_all(db)
         except OperationalError as error:
             raise CourseError(f"cannot open the service's database: {error.orig}") from None
         database = self.engine.url.database
@@ -298,6 +305,12 @@ class Store:
         """The query kept to this store's assignment (when it has one)."""
         return query.where(attempts.c.assignment == self.assignment) if self.assignment is not None else query
 
+    def stored_bytes(self, student_id: str) -> int:
+        """What the student's attempts' notebooks take (the storage cap's measure: `submit`)."""
+        with self.engine.connect() as db:
+            return int(db.execute(self._mine(select(func.coalesce(func.sum(func.length(attempts.c.notebook)), 0))
+                                             .where(attempts.c.student_id == student_id))).scalar_one())
+
     def attempt(self, attempt_id: int, *, feedback: bool = True) -> Attempt | None:
         """One attempt (None: no such attempt of this store's assignment); without its feedback unless asked."""
         if not 0 < attempt_id < 2**63:  # beyond the database's integers: no such attempt
@@ -379,6 +392,13 @@ class Store:
     def shared(self) -> bool:
         """Whether many serve processes may share this database (PostgreSQL: course/service/shared.py)."""
         return self.engine.dialect.name == "postgresql"
+
+    def give_back(self, attempt_id: int) -> None:
+        """An attempt this process claimed but could not record (the database away at that moment): back in the
+        queue, to be graded again (its results were never written)."""
+        with self.begin() as db:
+            db.execute(self._mine(update(attempts).where(attempts.c.id == attempt_id, attempts.c.status == GRADING))
+                       .values(status=QUEUED))
 
     def requeue_interrupted(self) -> int:
         """At start: attempts a stopped server was grading go back to the queue (none had results written)."""

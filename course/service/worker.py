@@ -86,7 +86,11 @@ def _own_folder(scratch: Path) -> tuple[int, Path]:
         descriptor = _try_lock(lock)
         if descriptor is None:
             continue
-        if os.path.samestat(os.fstat(descriptor), os.stat(lock)):  # not removed by another start meanwhile
+        try:
+            ours = os.path.samestat(os.fstat(descriptor), os.stat(lock))  # not removed by another start meanwhile
+        except FileNotFoundError:  # removed by another start's clean-up between our open and our lock
+            ours = False
+        if ours:
             folder = lock.with_suffix("")
             folder.mkdir(mode=0o700)
             return descriptor, folder
@@ -221,12 +225,28 @@ class Grader:
             attempt, notebook = claimed
             try:
                 recorded = self.grade(attempt, notebook)
-            except Exception as error:  # the database went away: the attempt stays claimed until a restart
-                log.error(f"could not record attempt {attempt.id}: {safe_text(str(error), 2000)}")
+            except Exception as error:  # the database away at that moment: the attempt is graded again, later
+                log.error(f"could not record attempt {attempt.id} ({safe_text(str(error), 2000)}): it goes back "
+                          "to the queue once the database answers")
+                self._give_back(attempt.id)
                 continue
             self.wake()  # the student's next attempt, held back while this one was graded, may start now
             for listener in self.listeners:
                 listener(recorded or attempt)
+
+    def _give_back(self, attempt_id: int) -> None:
+        """Put a claimed attempt whose results could not be recorded back in the queue, trying until the database
+        answers (or the service stops: a restart requeues it then). Left claimed, it would hold up the student's
+        later attempts until a restart, with /healthz still answering that all is well."""
+        while not self._stopping.is_set():
+            try:
+                (self.shared if self.shared is not None else self.store).give_back(attempt_id)
+            except Exception as error:
+                log.warning(f"attempt {attempt_id} is not back in the queue yet: {safe_text(str(error), 2000)}")
+                self._stopping.wait(IDLE_POLL_SECONDS)
+            else:
+                self.wake()
+                return
 
     def upload_problem(self, student_id: str, notebook: bytes) -> str:
         """Why an upload cannot be graded as this assignment's notebook at all ("" when it can): not the

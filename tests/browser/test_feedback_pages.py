@@ -112,7 +112,8 @@ def summary_page(request, graded, browser):
 def test_class_summary_counts_the_unread_apart(summary_page):
     page = summary_page
     header = page.locator("header.summary").inner_text()
-    assert "5 students" in header  # frank's upload is no notebook, zoe submitted nothing: neither is counted
+    assert "7 students" in header  # the whole class...
+    assert "5 counted in the score statistics" in header  # frank's upload is no notebook, zoe submitted nothing
     assert "mean score 32.6 / 57, median 45" in header
     assert "Not counted in these numbers: 1 could not be read, 1 did not submit" in header
     assert "frank" in page.locator("#not-counted-failed").inner_text()

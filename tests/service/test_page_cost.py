@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pytest
@@ -66,7 +67,10 @@ class Client:
     app: object
 
     def get(self, path: str, headers: dict[str, str] | None = None) -> Answer:
-        return asyncio.run(self._get(path, headers or {}))
+        # A thread of its own for the event loop: the browser tests' Playwright, alive for the whole session,
+        # keeps a loop running in this one.
+        with ThreadPoolExecutor(1) as thread:
+            return thread.submit(asyncio.run, self._get(path, headers or {})).result()
 
     async def _get(self, path: str, headers: dict[str, str]) -> Answer:
         scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",

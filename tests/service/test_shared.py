@@ -53,6 +53,8 @@ def test_processes_sharing_a_postgresql_queue_take_turns_and_give_back_what_a_de
             db.execute(text("UPDATE attempts SET status = 'grading' WHERE id = :id"), {"id": mallory[1]})
 
         assert not two.record(mallory[0], "mallory", went_long=False, **RESULTS)  # not its claim
+        two.give_back(mallory[0])  # nor its to give back: the claim stays the first process's
+        assert two.claim() is None
         one.presence.close()  # the first process dies with mallory's first attempt claimed
         assert two.requeue_interrupted() == 1
         again = two.claim()

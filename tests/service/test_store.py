@@ -79,6 +79,22 @@ def test_attempts_are_claimed_in_order_and_recorded_once(store):
     assert store.claim_next()[0].id == second.id
 
 
+def test_an_attempt_that_could_not_be_recorded_is_given_back_to_the_queue(store):
+    """The database away when a graded attempt was to be recorded: the worker gives it back (worker._give_back),
+    and it is claimed and graded again rather than held in grading until a restart."""
+    store.set_student("alice", new_token(), {})
+    attempt = store.submit("alice", "autograd", b"{}", ServicePolicy())
+    claimed, _ = store.claim_next()
+    assert store.claim_next() is None  # held in grading
+    store.give_back(claimed.id)
+    assert store.attempt(attempt.id).status == QUEUED
+    assert store.claim_next()[0].id == attempt.id
+    assert store.record(attempt.id, **RESULTS)
+    store.give_back(attempt.id)  # a recorded attempt stays recorded
+    assert store.attempt(attempt.id).results_written == 1
+    assert store.attempt(attempt.id).status != QUEUED
+
+
 def test_concurrent_claims_never_take_the_same_attempt(store):
     store.set_student("alice", new_token(), {})
     ids = [store.submit("alice", "autograd", b"{}", ServicePolicy()).id for _ in range(20)]
@@ -155,6 +171,7 @@ def test_a_student_cannot_fill_the_database_with_large_notebooks(store, tmp_path
                                          "(2.0 MB) would pass the limit of 20 MB per student")
     assert not isinstance(store.submit("mallory", "another", large, policy), Refusal)  # per assignment
     assert not isinstance(store.submit("bob", "autograd", large, policy), Refusal)
+    assert store.stored_bytes("bob") == len(large)  # what the student's page measures to show the form closed
     if store.engine.dialect.name == "sqlite":
         assert (tmp_path / "service.db").stat().st_size < 2 * 20 * 2**20 + 3 * policy.upload_bytes
 
