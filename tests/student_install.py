@@ -8,15 +8,13 @@ for it here (`installed`) and checks what it did; everything else that test does
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from background_work import BackgroundWork
 
 from course.bundle import build_wheel
 from helpers import ROOT
@@ -29,9 +27,6 @@ class Installed:
     home: Path  # the student's home folder, with the venv in home/.venv
     env: dict[str, str]  # the student's environment: HOME, and nothing of the test environment's venv
     pip: subprocess.CompletedProcess
-
-
-_running: set[subprocess.Popen] = set()
 
 
 def student_env(home: Path) -> dict[str, str]:
@@ -50,47 +45,10 @@ def install(folder: Path) -> Installed:
     env = student_env(home)
     venv = home / ".venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], env=env, cwd=home, check=True, capture_output=True)
-    command = ["nice", "-n", "10", str(venv / "bin" / "pip"), "install", "--quiet", str(wheel)]
-    process = subprocess.Popen(command, cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
-    _running.add(process)
-    try:
-        stdout, stderr = process.communicate(timeout=1500)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
-    finally:
-        _running.discard(process)
-    return Installed(home, env, subprocess.CompletedProcess(command, process.returncode, stdout, stderr))
+    pip = _work.run(["nice", "-n", "10", str(venv / "bin" / "pip"), "install", "--quiet", str(wheel)], env=env,
+                    cwd=home, timeout=1500)
+    return Installed(home, env, pip)
 
 
-_installs = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="student-install")
-_started: dict[str, tuple[Path, concurrent.futures.Future[Installed]]] = {}
-
-
-def start_in_background() -> None:
-    """Begin the install (once per run)."""
-    if "student" not in _started:
-        folder = Path(tempfile.mkdtemp(prefix="autograd-student-"))
-        _started["student"] = (folder, _installs.submit(install, folder))
-
-
-def installed() -> Installed:
-    """The finished install, waiting for it (started now if it was not yet)."""
-    start_in_background()
-    return _started["student"][1].result()
-
-
-def remove() -> None:
-    """The install's folder, gone; an install no test waited for (the run stopped early) is ended first."""
-    if "student" not in _started:
-        return
-    folder, done = _started.pop("student")
-    while not done.done():
-        for process in list(_running):
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        concurrent.futures.wait([done], timeout=1)
-    shutil.rmtree(folder, ignore_errors=True)
+_work = BackgroundWork("autograd-student-", install)
+start_in_background, installed, remove = _work.start, _work.result, _work.remove
