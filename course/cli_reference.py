@@ -109,14 +109,19 @@ def render() -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
+def write_generated(text: str, argv: list[str] | None) -> int:
+    """A generated reference's command line (this one's and course/settings_reference.py's): the text into the
+    file named by the first argument, or to standard output."""
     args = sys.argv[1:] if argv is None else argv
-    text = render()
     if args:
         Path(args[0]).write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return write_generated(render(), argv)
 
 
 if __name__ == "__main__":

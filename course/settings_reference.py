@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sys
 from dataclasses import Field
-from pathlib import Path
 
+from course.cli_reference import write_generated
 from course.config import CourseConfig
 from course.schema import declared, shown_default
 
@@ -89,13 +89,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    text = render()
-    if args:
-        Path(args[0]).write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
-    return 0
+    return write_generated(render(), argv)
 
 
 if __name__ == "__main__":
