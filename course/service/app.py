@@ -467,10 +467,7 @@ def _refusal_now(service: Service, record: StudentRecord) -> Refusal | None:
     """What the policy would answer to an attempt now (the store asks the same when one arrives)."""
     earlier = [a.submitted_at for a in record.attempts if a.status != AUTOGRADER_ERROR]
     stored = service.store.stored_bytes(record.student_id) if record.attempts else 0
-    if stored >= service.policy.storage_bytes:  # no notebook, however small, would be taken
-        return Refusal(f"your attempts at this assignment already take the limit of {service.policy.storage_mb} MB "
-                       "per student: ask your instructor", None, limit="storage_mb")
-    return refusal(service.policy, earlier, now_utc())
+    return refusal(service.policy, earlier, now_utc(), stored=stored)
 
 
 async def _student_page(service: Service, student: str, message: str = "", status: int = 200) -> Response:

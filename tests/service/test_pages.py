@@ -55,3 +55,17 @@ def test_the_waiting_page_says_it_is_being_graded_and_refreshes_itself():
     assert "Attempt 3 was received 2026-11-30 12:00:00 UTC" in page
     assert "<meta http-equiv=refresh" in page
     assert 'id=progress role=status>Queued' in page
+
+
+def test_the_form_is_closed_once_the_attempts_take_the_storage_limit():
+    """The student's page asks the policy with no notebook in hand: at the storage limit any notebook would pass
+    it, so the form is shown closed with the reason, one byte below it the form is open."""
+    policy = ServicePolicy()
+    record = student_records(policy, ["ana"], [attempt(1)])[0]
+    full = refusal(policy, [SUBMITTED], SUBMITTED, stored=policy.storage_bytes)
+    assert full is not None
+    assert full.limit == "storage_mb"
+    page = pages.student_page(record, "autograd", policy, None, "csrf", refused=full)
+    assert "<button type=submit disabled>" in page
+    assert f"already take the limit of {policy.storage_mb} MB per student" in page
+    assert refusal(policy, [SUBMITTED], SUBMITTED, stored=policy.storage_bytes - 1) is None
