@@ -12,17 +12,18 @@ import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from course.assignment import load_course_assignment
-from course.config import load_config
+from course.config import CourseConfig, load_config
 from course.discovery import SubmissionRef
-from course.errors import CourseError, SubmissionError
+from course.errors import CourseError, NoIsolationError, SelfTestError, SubmissionError
 from course.files import atomic_write_json
-from course.grading import ERROR, Graded, cold_runner, grade_submission
+from course.grading import ERROR, Graded, grade_submission
 from course.render import question_markdown, summary_markdown
-from course.sandbox import ISOLATION_SUMMARY, choose_isolation, cold
+from course.sandbox import ISOLATION_SUMMARY, WarmPool, choose_isolation
 from course.selftest import prove_setup
 from course.text import markdown_text, safe_text
 from course.variants import load_secret
@@ -157,40 +158,59 @@ def _warm_torch() -> None:
     (x ** 3).backward()
 
 
+def _grade_on_one_worker(root: Path, config: CourseConfig) -> Graded:
+    """The self-test's two notebooks and the student's, on one warm worker: one torch import in the sandbox, three
+    forked runs. The worker starts first and imports torch and IPython while this process reads the notebook and
+    imports its own torch for the judge (on the other core, where there is one). Nothing is returned unless the
+    course's solution and untouched release score full marks and 0 (selftest.py)."""
+    settings = config.assignment()
+    probed = choose_isolation.known(config.sandbox, config.sandbox_uid, config.limits.tmp_mb) is not None
+    with WarmPool(1, config.limits, isolation=config.sandbox, base_uid=config.sandbox_uid,
+                  prove_by_start=True) as pool, ThreadPoolExecutor(1) as executor:
+        threading.Thread(target=_warm_torch, daemon=True).start()
+        assignment = load_course_assignment(config, settings.name)
+        if config.variants:
+            # Refuses a secret that the sandbox's uid could read, before any student code runs.
+            load_secret(config.variant_secret_env, config.variant_secret_file, config.root)
+        proving = executor.submit(prove_setup, assignment, config, partial(pool.run, cold_fallback=False),
+                                  level=pool.level)
+        notebook = find_notebook(root / "submission", settings.notebook)
+        graded = grade_submission(SubmissionRef(student_id_from_metadata(root), notebook), assignment, config,
+                                  run=pool.run, reveal_torch_values=config.reveals_torch_values(gradescope=True))
+        try:
+            proof = proving.result()
+        except SelfTestError:
+            if not pool.unproven or probed:
+                raise
+            proof = None  # no worker started at the probe's first choice, unprobed: the probe chooses below
+    if proof is None:
+        choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)  # NoIsolationError: none works
+        return _grade_on_one_worker(root, config)
+    print(proof.line(), file=sys.stderr)
+    return graded
+
+
+def _say_isolation(config: CourseConfig) -> None:
+    """The grader's log (and results.json's extra_data) says which isolation student code gets: the level a run
+    proved or the probe chose. When nothing ran the probe chooses now, and when no level works its SandboxError is
+    the result, as if it had been probed before anything else."""
+    level, note = choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
+    print(f"sandbox: {level}: {ISOLATION_SUMMARY[level]}{' ' + note if note else ''}", file=sys.stderr)
+
+
 def run_autograder(root: Path) -> dict[str, Any]:
     """Grade <root>/submission against the course in <root>/source; write <root>/results/results.json."""
     started = time.monotonic()
     try:
         config = load_config(root / "source")
-        # The sandbox's interpreter starts first and imports torch and IPython while this process reads the
-        # notebook and imports its own torch for the judge (on the other core, where there is one).
-        with cold.start(config.limits, isolation=config.sandbox, uid=config.sandbox_uid) as sandbox, \
-                ThreadPoolExecutor(1) as executor:
-            threading.Thread(target=_warm_torch, daemon=True).start()
-            try:
-                settings = config.assignment()
-                assignment = load_course_assignment(config, settings.name)
-                if config.variants:
-                    # Refuses a secret that the sandbox's uid could read, before any student code runs.
-                    load_secret(config.variant_secret_env, config.variant_secret_file, config.root)
-                # The course's solution and untouched release through cold sandboxes like the student's, beside
-                # it (selftest.py): no result is written unless they score full marks and 0.
-                proving = executor.submit(prove_setup, assignment, config, cold_runner(config), level=sandbox.level)
-                notebook = find_notebook(root / "submission", settings.notebook)
-                graded = grade_submission(SubmissionRef(student_id_from_metadata(root), notebook), assignment,
-                                          config, run=sandbox.run,
-                                          reveal_torch_values=config.reveals_torch_values(gradescope=True))
-                if sandbox.error:  # no isolation level works here: nothing of the notebook ran
-                    raise sandbox.error
-                print(proving.result().line(), file=sys.stderr)
-            finally:
-                if sandbox.error is None:
-                    # The grader's log (and results.json's extra_data) says which isolation student code gets: the
-                    # level the run proved or the probe chose. When nothing ran the probe chooses now, and when no
-                    # level works its SandboxError is the result, as if it had been probed before anything else.
-                    level, note = choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
-                    print(f"sandbox: {level}: {ISOLATION_SUMMARY[level]}{' ' + note if note else ''}",
-                          file=sys.stderr)
+        try:
+            graded = _grade_on_one_worker(root, config)
+        except NoIsolationError:
+            raise
+        except BaseException:
+            _say_isolation(config)
+            raise
+        _say_isolation(config)
         if graded.internal_error:
             print(graded.internal_error, file=sys.stderr)  # the grader's log, hidden from students
         if graded.status == ERROR:  # our failure, never a graded 0: a visible autograder error

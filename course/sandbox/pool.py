@@ -31,7 +31,7 @@ from course.sandbox.bubblewrap import DEVPTS_OPTIONS, bwrap_view, interpreter_pa
 from course.sandbox.cold import run_cells
 from course.sandbox.giving_way import GivingWay
 from course.sandbox.handed_in import RUNNER_SOURCE, Cell, notebook_module_cell
-from course.sandbox.levels import LEVELS, choose_isolation
+from course.sandbox.levels import LEVELS, choose_isolation, first_choice
 from course.sandbox.limits import SANDBOX_ENV, rlimits_for
 from course.sandbox.protocol import EventReader, encode_request, write_in_background
 from course.sandbox.retry import first_ready
@@ -139,14 +139,21 @@ class WarmPool:
 
     def __init__(self, size: int, limits: Limits, *, isolation: str = "auto",
                  base_uid: int = DEFAULT_SANDBOX_UID, prelude: tuple[str, ...] | None = None,
-                 standby: int = 0) -> None:
+                 standby: int = 0, prove_by_start: bool = False) -> None:
         self.limits = limits
         # The grader's cells that begin every submission, run once in each worker before it forks (see
         # runner._preload): by default the cell that makes the course's helper module.
         self.prelude = (notebook_module_cell(),) if prelude is None else prelude
         self.size = size
         self.requested = isolation
-        self.level, self.note = choose_isolation(isolation, base_uid, limits.tmp_mb)
+        # With prove_by_start, a level not chosen yet is the probe's first choice, unprobed, as a cold sandbox's
+        # (cold.py): the first worker that reaches its runner's `ready` proves it, and a pool none of whose workers
+        # start is refused (`unproven` stays True: the caller may probe and try again at the level it chooses).
+        known = choose_isolation.known(isolation, base_uid, limits.tmp_mb)
+        first = first_choice(isolation) if prove_by_start and not known else None
+        self.unproven = first is not None
+        self.level, self.note = known or ((first, "") if first else choose_isolation(isolation, base_uid,
+                                                                                     limits.tmp_mb))
         self.isolation = LEVELS[self.level]
         self.base_uid = base_uid
         self._leases = ExitStack()
@@ -330,6 +337,9 @@ class WarmPool:
 
     def _ready(self, worker: _Worker) -> bool:
         if (worker.read_event(WORKER_START_SECONDS) or {}).get("event") == "ready":
+            if self.unproven:  # the level started: it works here
+                choose_isolation.confirm(self.requested, self.base_uid, self.limits.tmp_mb, self.level)
+                self.unproven = False
             return True
         self.start_failure = worker.log_tail() or f"exit code {worker.process.poll()}"
         worker.stop()
