@@ -206,7 +206,8 @@ def record(config: CourseConfig, settings: AssignmentSettings, question_ids: dic
                                                  if q["id"] in question_ids},
                              timestamp=change.after.submitted_at, late_penalty=change.after.late_penalty,
                              extension_hours=settings.extensions.get(change.student_id, 0.0))
-        refused.update({student: f"the gradebook refused it: {why}" for student, why in gradebook.commit().items()})
+        refused.update({student: f"the gradebook refused it: {why.splitlines()[0]}"  # not the SQL that follows
+                        for student, why in gradebook.commit().items()})
     for student in refused:  # their record stays whole: the files as they were, as the gradebook still has them
         _put_back_files(config, assignment, folder, student)
         shutil.rmtree(folder / "files" / student, ignore_errors=True)
