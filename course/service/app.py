@@ -208,8 +208,7 @@ class Service:
         """The feedback page of a student's attempt by its number (or the page saying it is being graded), read
         and rendered on the calling thread, never the event loop: a feedback document may be large, and only
         this one is read. None: the student has no attempt of that number."""
-        found = next((a for a in self.store.attempts_of(student, feedback=False) if a.number == number), None)
-        attempt = self.store.attempt(found.id) if found is not None else None
+        attempt = self.store.attempt_numbered(student, number)
         if attempt is None:
             return None
         back = f"../../{quote(attempt.student_id)}" if instructor else "../"
