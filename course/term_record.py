@@ -291,7 +291,7 @@ def _changed_since(config: CourseConfig, assignment: str, student: str, entry: d
         differ.append("the gradebook's scores and times")
     if not differ:
         return ""
-    return f"{_and(differ)} changed since the recording: kept, a later grade, hand grade or submission"
+    return f"{_and(differ)} changed since the recording (a later grade, hand grade or submission): kept as it is"
 
 
 def _and(items: list[str]) -> str:
