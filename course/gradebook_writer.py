@@ -28,7 +28,7 @@ class Entry:
     """One student's autograded result, as the gradebook records it."""
 
     student: str
-    scores: dict[str, float]  # grade cell id -> points
+    scores: dict[str, float | None]  # grade cell id -> points (None: ungraded, as nbgrader leaves a cell)
     timestamp: datetime | None
     late_penalty: float
     extension_hours: float
@@ -75,11 +75,12 @@ class GradebookWriter:
             for nb in found.notebooks)
         self.gradebook.db.commit()
 
-    def record(self, student: str, scores: dict[str, float], *, timestamp: datetime | None = None,
+    def record(self, student: str, scores: dict[str, float | None], *, timestamp: datetime | None = None,
                late_penalty: float = 0.0, extension_hours: float = 0.0) -> None:
-        """Queue one student's autograded scores (grade cell id -> points), the submission's time, the late
-        penalty (nbgrader's late_submission_penalty, which `nbgrader export` subtracts) and extension. A
-        student recorded twice before a commit ends as if each record had been written in turn."""
+        """Queue one student's autograded scores (grade cell id -> points; None: ungraded, as undo puts a cell
+        back), the submission's time, the late penalty (nbgrader's late_submission_penalty, which `nbgrader
+        export` subtracts) and extension. A student recorded twice before a commit ends as if each record had
+        been written in turn."""
         earlier = self.pending.pop(student, None)
         merged = {**earlier.scores, **scores} if earlier is not None else dict(scores)
         self.pending[student] = Entry(student, merged, timestamp, late_penalty, extension_hours)
@@ -181,7 +182,7 @@ class GradebookWriter:
                                       "flagged": False,
                                       "late_submission_penalty": (entry.late_penalty or None) if own else None})
                 for cell_id, name in (*notebook.grade_cells, *notebook.task_cells):
-                    scored = own and name in entry.scores
+                    scored = own and entry.scores.get(name) is not None
                     new_grades.append({"id": new_uuid(), "notebook_id": notebook_id, "cell_id": cell_id,
                                        "auto_score": entry.scores[name] if scored else None,
                                        "manual_score": None, "extra_credit": None,
@@ -222,11 +223,16 @@ class GradebookWriter:
         for cell_id, name in (*ours.grade_cells, *ours.task_cells):
             cells.setdefault(name, []).append(cell_id)
         new_scores = [{"b_notebook": submitted[existing[e.student]], "b_cell": cell_id, "b_score": score}
-                  for e in again for name, score in e.scores.items() for cell_id in cells.get(name, ())]
-        if new_scores:
-            self._execute(update(grades).where(grades.c.notebook_id == bindparam("b_notebook"),
-                                               grades.c.cell_id == bindparam("b_cell")).values(
-                auto_score=bindparam("b_score"), needs_manual_grade=grades.c.manual_score.is_not(None)), new_scores)
+                      for e in again for name, score in e.scores.items() for cell_id in cells.get(name, ())]
+        where = (grades.c.notebook_id == bindparam("b_notebook"), grades.c.cell_id == bindparam("b_cell"))
+        with_score = [row for row in new_scores if row["b_score"] is not None]
+        if with_score:
+            self._execute(update(grades).where(*where).values(
+                auto_score=bindparam("b_score"), needs_manual_grade=grades.c.manual_score.is_not(None)), with_score)
+        ungraded = [row for row in new_scores if row["b_score"] is None]
+        if ungraded:  # nbgrader's rule (SaveAutoGrades): a cell with no auto score needs a human
+            self._execute(update(grades).where(*where).values(auto_score=None, needs_manual_grade=True),
+                          [{k: v for k, v in row.items() if k != "b_score"} for row in ungraded])
 
 
 def _extension(entry: Entry) -> timedelta | None:

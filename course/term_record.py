@@ -12,6 +12,12 @@ notebook again, so the term and the service never hold two versions of a student
 Every recording first keeps what it replaces under `gradebook-history/<assignment>/<n>/` (the three folders,
 the gradebook's scores and times, the CSV row), so the last recording can be undone. A student whose record
 already says what the service would write is left alone: recording twice with nothing new changes nothing.
+A student the gradebook refuses (or whose files cannot be written) keeps their record as it was, files
+included, and the recording says so; the others are recorded.
+
+A recording also notes what it wrote (a fingerprint of each folder, the gradebook's row as read back), and
+undo puts back only a student whose record is still exactly that: one whose record changed since (a later
+`grade`, a hand grade in formgrader, a newer collected submission) is left as it is, and undo names them.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import json
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -75,8 +81,13 @@ class Change:
 class Recording:
     number: int
     recorded_at: str
-    students: list[str]
+    students: list[str]  # recorded; after an undo, the ones put back
     undone: bool
+    refused: dict[str, str] = field(default_factory=dict)  # student -> why: not recorded, or left by the undo
+
+    @property
+    def refused_text(self) -> str:
+        return "; ".join(f"{student} ({why})" for student, why in sorted(self.refused.items()))
 
     @property
     def label(self) -> str:
@@ -97,7 +108,7 @@ def recordings(config: CourseConfig, assignment: str) -> list[tuple[Recording, d
         except (OSError, ValueError) as problem:
             raise CourseError(f"{path} cannot be read ({problem}); move it aside to record again") from None
         found.append((Recording(int(path.parent.name), data["recorded_at"], sorted(data["students"]),
-                                bool(data.get("undone"))), data))
+                                bool(data.get("undone")), data.get("refused", {})), data))
     return found
 
 
@@ -156,7 +167,9 @@ def digest(changes: list[Change]) -> str:
 def record(config: CourseConfig, settings: AssignmentSettings, question_ids: dict[str, str], max_score: float,
            changes: list[Change], notebook_of: Callable[[int], bytes], *, replace_term: bool) -> Recording | None:
     """Write the changes into the term's record (question_ids: question id -> its grade cell's name). What
-    each replaces is kept first, for `undo`. None when there is nothing to change."""
+    each replaces is kept first, for `undo`. None when there is nothing to change. A student the gradebook
+    refuses, or whose files cannot be written, keeps their record as it was (files put back) and is named in
+    the recording's `refused`; nobody recorded at all is a CourseError."""
     if not changes:
         return None
     replaced = [c.student_id for c in changes if c.replaces_term_grade]
@@ -176,30 +189,52 @@ def record(config: CourseConfig, settings: AssignmentSettings, question_ids: dic
         kept[student] = {"held": _held_json(change.before), "csv_row": rows.get(student),
                          "written": _stamp(change.after.submitted_at), "attempt": change.after.attempt}
     recorded_at = _now()
-    data = {"recorded_at": recorded_at, "students": kept, "undone": False}
+    data: dict[str, Any] = {"recorded_at": recorded_at, "students": kept, "undone": False}
     atomic_write_json(folder / "recording.json", data)  # kept before anything is replaced
 
+    refused: dict[str, str] = {}
     with GradebookWriter(config.root, config.gradebook_url, assignment, config.source_notebook(assignment),
                          settings.due) as gradebook:
         for change in changes:
-            _write_files(config, settings, change, notebook_of(change.after.attempt_id))
+            try:
+                _write_files(config, settings, change, notebook_of(change.after.attempt_id))
+            except (OSError, CourseError) as problem:
+                refused[change.student_id] = f"its files could not be written: {problem}"
+                continue
             gradebook.record(change.student_id, {question_ids[q["id"]]: q["earned"]
                                                  for q in change.after.feedback.get("questions", [])
                                                  if q["id"] in question_ids},
                              timestamp=change.after.submitted_at, late_penalty=change.after.late_penalty,
                              extension_hours=settings.extensions.get(change.student_id, 0.0))
-        refused = gradebook.commit()
-    write_grades_csv(csv_path, tuple(question_ids), [_grade_row(c.after, max_score) for c in changes])
+        refused.update({student: f"the gradebook refused it: {why.splitlines()[0]}"  # not the SQL that follows
+                        for student, why in gradebook.commit().items()})
+    for student in refused:  # their record stays whole: the files as they were, as the gradebook still has them
+        _put_back_files(config, assignment, folder, student)
+        shutil.rmtree(folder / "files" / student, ignore_errors=True)
+    recorded = [c for c in changes if c.student_id not in refused]
+    if not recorded:
+        shutil.rmtree(folder)
+        raise CourseError("nobody could be recorded: " + "; ".join(f"{s} ({why})" for s, why in sorted(
+            refused.items())) + "; every record is as it was")
+    write_grades_csv(csv_path, tuple(question_ids), [_grade_row(c.after, max_score) for c in recorded])
     _class_summary(config, settings, csv_path)
-    if refused:
-        raise CourseError("the gradebook refused the scores of " + ", ".join(f"{s} ({why})" for s, why in
-                                                                           sorted(refused.items())))
-    return Recording(int(folder.name), recorded_at, sorted(kept), False)
+    # What was written, as undo will find it if nothing has changed it since.
+    held = held_submissions(config.gradebook_url, config.root / "gradebook.db", assignment,
+                            Path(settings.notebook).stem)
+    data["students"] = {c.student_id: {**kept[c.student_id], "wrote": {
+        "held": _held_json(held.get(c.student_id)), "files": _fingerprints(config, assignment, c.student_id)}}
+        for c in recorded}
+    data["refused"] = refused
+    atomic_write_json(folder / "recording.json", data)
+    return Recording(int(folder.name), recorded_at, sorted(data["students"]), False, refused)
 
 
 def undo(config: CourseConfig, settings: AssignmentSettings, question_ids: tuple[str, ...], number: int) -> Recording:
     """Put back what recording `number`, the latest standing one, replaced: the folders, the gradebook, the CSV
-    rows. Any other number is refused: the form was for a recording since undone (a second click, a reload)."""
+    rows. Any other number is refused: the form was for a recording since undone (a second click, a reload).
+    Only a student whose record is still exactly what the recording wrote is put back; one whose record changed
+    since (a later `grade` or hand grade) is left as it is, named in the result's `refused` with what changed.
+    The recording is closed either way, so the one before it can be undone next."""
     standing = [(r, data) for r, data in recordings(config, settings.name) if not r.undone]
     if not standing:
         raise CourseError("there is no recording to undo")
@@ -209,24 +244,21 @@ def undo(config: CourseConfig, settings: AssignmentSettings, question_ids: tuple
                           "(reload this page to see what it holds)")
     assignment = settings.name
     folder = _history(config, assignment) / f"{recording.number:04d}"
+    held_now = held_submissions(config.gradebook_url, config.root / "gradebook.db", assignment,
+                                Path(settings.notebook).stem)
+    changed = {student: why for student, entry in data["students"].items()
+               if (why := _changed_since(config, assignment, student, entry, held_now.get(student)))}
+    back = {student: entry for student, entry in data["students"].items() if student not in changed}
     absent = []
     with GradebookWriter(config.root, config.gradebook_url, assignment, config.source_notebook(assignment),
                          settings.due) as gradebook:
-        for student, entry in data["students"].items():
-            for name in FOLDERS:
-                target = config.root / name / student / assignment
-                if target.exists():
-                    shutil.rmtree(target)
-                saved = folder / "files" / student / name
-                if saved.is_dir():
-                    shutil.copytree(saved, target, symlinks=True)
-                elif target.parent.is_dir() and not any(target.parent.iterdir()):
-                    target.parent.rmdir()  # the student's folder the recording made, empty again
+        for student, entry in back.items():
+            _put_back_files(config, assignment, folder, student)
             held = entry["held"]
             if held is None:
                 absent.append(student)
                 continue
-            gradebook.record(student, {k: v for k, v in held["scores"].items() if v is not None},
+            gradebook.record(student, held["scores"],  # None too: a cell nobody had graded is ungraded again
                              timestamp=datetime.fromisoformat(held["timestamp"]) if held["timestamp"] else None,
                              late_penalty=held["late_penalty"], extension_hours=held["extension_hours"])
         refused = gradebook.commit()
@@ -235,11 +267,67 @@ def undo(config: CourseConfig, settings: AssignmentSettings, question_ids: tuple
     for student in absent:
         forget_submission(config.gradebook_url, assignment, student)
     csv_path = grades_csv_path(config.root, assignment)
-    replace_grades_rows(csv_path, question_ids, {s: e["csv_row"] for s, e in data["students"].items()})
-    _class_summary(config, settings, csv_path)
+    if back:
+        replace_grades_rows(csv_path, question_ids, {s: e["csv_row"] for s, e in back.items()})
+        _class_summary(config, settings, csv_path)
     data["undone"] = _now()
+    data["left_as_they_are"] = changed
     atomic_write_json(folder / "recording.json", data)
-    return Recording(recording.number, recording.recorded_at, recording.students, True)
+    return Recording(recording.number, recording.recorded_at, sorted(back), True, changed)
+
+
+def _changed_since(config: CourseConfig, assignment: str, student: str, entry: dict[str, Any],
+                   held: Held | None) -> str:
+    """What of the student's record differs from what the recording wrote ("": nothing)."""
+    wrote = entry.get("wrote")
+    if wrote is None:  # a recording that stopped before it could note what it wrote: its timestamps tell
+        stamp = config.root / "submitted" / student / assignment / nbgrader_layout.TIMESTAMP
+        found = stamp.read_text(encoding="utf-8").strip() if stamp.is_file() else ""
+        same = found == entry["written"] and held is not None and _stamp(held.timestamp) == entry["written"]
+        return "" if same else "its submission time is no longer the one the recording wrote"
+    differ = [f"{name}/" for name, digest in _fingerprints(config, assignment, student).items()
+              if digest != wrote["files"].get(name)]
+    if _held_json(held) != wrote["held"]:
+        differ.append("the gradebook's scores and times")
+    if not differ:
+        return ""
+    return f"{_and(differ)} changed since the recording (a later grade, hand grade or submission): kept as it is"
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def _fingerprints(config: CourseConfig, assignment: str, student: str) -> dict[str, str | None]:
+    """{folder: a digest of every file's path and bytes} of the student's submitted/, autograded/, feedback/
+    (None: no such folder)."""
+    prints: dict[str, str | None] = {}
+    for name in FOLDERS:
+        top = config.root / name / student / assignment
+        if not top.is_dir():
+            prints[name] = None
+            continue
+        digest = hashlib.sha256()
+        for path in sorted(top.rglob("*")):
+            if path.is_symlink() or path.is_file():
+                digest.update(str(path.relative_to(top)).encode("utf-8", "surrogateescape") + b"\0")
+                digest.update(hashlib.sha256(
+                    str(path.readlink()).encode() if path.is_symlink() else path.read_bytes()).digest())
+        prints[name] = digest.hexdigest()
+    return prints
+
+
+def _put_back_files(config: CourseConfig, assignment: str, folder: Path, student: str) -> None:
+    """The student's three folders as recording `folder` found them (absent ones removed again)."""
+    for name in FOLDERS:
+        target = config.root / name / student / assignment
+        if target.exists():
+            shutil.rmtree(target)
+        saved = folder / "files" / student / name
+        if saved.is_dir():
+            shutil.copytree(saved, target, symlinks=True)
+        elif target.parent.is_dir() and not any(target.parent.iterdir()):
+            target.parent.rmdir()  # the student's folder the recording made, empty again
 
 
 def _shown(moment: datetime) -> str:

@@ -208,8 +208,7 @@ class Service:
         """The feedback page of a student's attempt by its number (or the page saying it is being graded), read
         and rendered on the calling thread, never the event loop: a feedback document may be large, and only
         this one is read. None: the student has no attempt of that number."""
-        found = next((a for a in self.store.attempts_of(student, feedback=False) if a.number == number), None)
-        attempt = self.store.attempt(found.id) if found is not None else None
+        attempt = self.store.attempt_numbered(student, number)
         if attempt is None:
             return None
         back = f"../../{quote(attempt.student_id)}" if instructor else "../"
@@ -677,9 +676,11 @@ async def export_gradebook(request: Request, service: Service) -> Response:
         if done is None:
             return _gradebook_page(service, "Nothing to record: nbgrader's gradebook already holds every counted "
                                             "attempt. Nothing was changed.")
+        refused = (f" Not recorded: {done.refused_text}; their records are as they were." if done.refused
+                   else "")
         return _gradebook_page(service, f"Recorded {len(done.students)} students ({', '.join(done.students)}) as "
                                         f"{done.label}: formgrader, nbgrader export and grades-"
-                                        f"{settings.name}.csv now show their counted attempts.")
+                                        f"{settings.name}.csv now show their counted attempts.{refused}")
 
     def undo(number: str) -> Response:
         try:
@@ -687,8 +688,13 @@ async def export_gradebook(request: Request, service: Service) -> Response:
                                       int(number) if number.isdigit() else -1)
         except CourseError as problem:
             return _gradebook_page(service, f"Nothing undone: {problem}.", 409)
+        left = (f" Left as they are: {undone.refused_text}." if undone.refused else "")
+        if not undone.students:
+            return _gradebook_page(service, f"Put nothing back from {undone.label}: every record it wrote has "
+                                            f"changed since.{left} It is closed, so the one before it can be "
+                                            "undone.")
         return _gradebook_page(service, f"Undid {undone.label}: {', '.join(undone.students)} have the records "
-                                        "they had before it again.")
+                                        f"they had before it again.{left}")
 
     return await run_in_threadpool(run)
 

@@ -198,6 +198,7 @@ def gradebook_page(assignment: str, changes: list[Change], unchanged: int, plan:
         preview = "<p id=nothing-new>Nothing to record: the gradebook already holds every counted attempt.</p>"
     standing = [r for r in history if not r.undone]
     past = "".join(f"<li>{e(r.label)}, {e(r.recorded_at)}: {e(', '.join(r.students))}"
+                   f"{' (not recorded: ' + e(', '.join(sorted(r.refused))) + ')' if r.refused else ''}"
                    f"{' (undone)' if r.undone else ''}</li>" for r in reversed(history))
     undo = ""
     if standing:

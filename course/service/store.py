@@ -199,6 +199,10 @@ class Store:
         self._by_id = {feedback: self._mine(select(*(SUMMARY_COLUMNS if feedback else LIST_COLUMNS))
                                             .where(attempts.c.id == bindparam("attempt_id")))
                        for feedback in (True, False)}
+        self._by_number = {feedback: self._mine(select(*(SUMMARY_COLUMNS if feedback else LIST_COLUMNS))
+                                                .where(attempts.c.student_id == bindparam("student_id"),
+                                                       attempts.c.number == bindparam("number")))
+                           for feedback in (True, False)}  # the unique (student, assignment, number) key's index
         self._queue = self._mine(select(attempts.c.id, attempts.c.student_id, attempts.c.submitted_at,
                                         attempts.c.status)
                                  .where(attempts.c.status.in_((QUEUED, GRADING))).order_by(attempts.c.id))
@@ -317,6 +321,15 @@ class Store:
             return None
         with self.engine.connect() as db:
             row = db.execute(self._by_id[feedback], {"attempt_id": attempt_id}).first()
+        return _attempt(row) if row else None
+
+    def attempt_numbered(self, student_id: str, number: int, *, feedback: bool = True) -> Attempt | None:
+        """A student's attempt by its number (1, 2, ..., as their pages show it), in one query; None: they have no
+        attempt of that number."""
+        if not 0 < number < 2**31:  # beyond the column's integers: no such attempt
+            return None
+        with self.engine.connect() as db:
+            row = db.execute(self._by_number[feedback], {"student_id": student_id, "number": number}).first()
         return _attempt(row) if row else None
 
     def attempts_of(self, student_id: str | None = None, *, feedback: bool = True) -> list[Attempt]:

@@ -127,11 +127,15 @@ def test_the_student_page_the_api_and_the_dashboard_read_no_feedback(service, cl
     assert api.json()["score"] == 1.0
     assert statements  # the check below sees what the store sends
     assert feedback_read(statements) == []
-    # The feedback page reads the one document it shows, and says what it left out.
+    # The feedback page reads the one document it shows, and says what it left out: one query, by the
+    # student and the attempt's number (not the student's list of attempts first).
     statements.clear()
     shown = client.get(f"/s/{token}/attempts/{last.number}")
     assert shown.status_code == 200
     assert len(feedback_read(statements)) == 1
+    assert len([s for s in statements if "FROM attempts" in s]) == 1, statements
+    assert client.get(f"/s/{token}/attempts/{ATTEMPTS + 1}").status_code == 404
+    assert client.get(f"/s/{token}/attempts/{2**40}").status_code == 404
 
 
 def test_feedback_pages_and_the_class_summary_are_rendered_off_the_event_loop(service, client, monkeypatch):

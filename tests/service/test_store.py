@@ -72,6 +72,11 @@ def test_attempts_are_claimed_in_order_and_recorded_once(store):
     assert store.record(first.id, **RESULTS)
     assert not store.record(first.id, **RESULTS)  # a second run cannot record the same attempt again
     assert store.attempt(first.id).results_written == 1
+    numbered = store.attempt_numbered("alice", 1)  # as the feedback page finds it: one query
+    assert (numbered.id, numbered.feedback) == (first.id, RESULTS["feedback"])
+    assert store.attempt_numbered("alice", 1, feedback=False).feedback is None
+    assert [store.attempt_numbered(*key) for key in (("alice", 2), ("carol", 1), ("alice", 0), ("alice", 2**40))] == [
+        None] * 4
     claimed, _ = store.claim_next()
     assert claimed.id == second.id
     assert store.claim_next() is None
