@@ -346,7 +346,7 @@ def test_the_services_attempts_are_recorded_into_the_term_and_undone(term):
         assert "(not recorded: carol)" in preview
         plan = re.search(r'name=plan value="([^"]+)"', preview).group(1)
         done = post("gradebook", plan=plan)  # replaces no term grade: no tick needed
-        assert "Recorded 1 students (carol) as recording 2" in done.text, done.text
+        assert "Recorded 1 student (carol) as recording 2" in done.text, done.text
 
         ours = read_csv(root / "grades-autograd.csv")
         assert {s: ours[s]["score"] for s in ours} == {"alice": "57", "bob": "57", "carol": "56", "dave": "57"}
@@ -393,10 +393,10 @@ def test_the_services_attempts_are_recorded_into_the_term_and_undone(term):
         # Undo gives the term back to those whose record is as the recordings left it, file for file.
         undone = post("gradebook", undo="2")
         assert undone.status == 200
-        assert "Undid recording 2: carol have the records they had before it again." in undone.text, undone.text
+        assert "Undid recording 2: the records of carol are back as they were before it." in undone.text, undone.text
         undone = post("gradebook", undo="1")
         assert undone.status == 200
-        assert "Undid recording 1: bob have the records they had before it again." in undone.text, undone.text
+        assert "Undid recording 1: the records of bob are back as they were before it." in undone.text, undone.text
         assert ("Left as they are: dave (submitted/, autograded/, feedback/ and the gradebook&#x27;s scores and "
                 "times changed since the recording" in undone.text), undone.text
         again = post("gradebook", undo="1")  # a second click, or the page reloaded: nothing more is undone

@@ -678,7 +678,8 @@ async def export_gradebook(request: Request, service: Service) -> Response:
                                             "attempt. Nothing was changed.")
         refused = (f" Not recorded: {done.refused_text}; their records are as they were." if done.refused
                    else "")
-        return _gradebook_page(service, f"Recorded {len(done.students)} students ({', '.join(done.students)}) as "
+        students = f"{len(done.students)} student{'s' if len(done.students) != 1 else ''}"
+        return _gradebook_page(service, f"Recorded {students} ({', '.join(done.students)}) as "
                                         f"{done.label}: formgrader, nbgrader export and grades-"
                                         f"{settings.name}.csv now show their counted attempts.{refused}")
 
@@ -693,8 +694,8 @@ async def export_gradebook(request: Request, service: Service) -> Response:
             return _gradebook_page(service, f"Put nothing back from {undone.label}: every record it wrote has "
                                             f"changed since.{left} It is closed, so the one before it can be "
                                             "undone.")
-        return _gradebook_page(service, f"Undid {undone.label}: {', '.join(undone.students)} have the records "
-                                        f"they had before it again.{left}")
+        return _gradebook_page(service, f"Undid {undone.label}: the records of {', '.join(undone.students)} are "
+                                        f"back as they were before it.{left}")
 
     return await run_in_threadpool(run)
 
