@@ -48,6 +48,7 @@ from course.render import render_html
 from course.service import pages
 from course.service.edge import (
     LOG_EVERY_SECONDS,
+    PAGE_REFUSAL_SECONDS,
     PAGE_THREADS,
     SPOOL_BYTES,
     UPLOAD_RETRY_SECONDS,
@@ -470,7 +471,7 @@ async def get_submission(request: Request) -> Response:
     service, token, student = caller
     with service.page_slot(student) as wait:
         if wait is not None:
-            return _pages_refused(service, wait, api=True)
+            return await _pages_refused(service, wait, api=True)
         attempt = await service.on_page_thread(partial(service.store.attempt, request.path_params["attempt_id"],
                                                        feedback=False))  # the JSON links to the feedback
     if attempt is None or attempt.student_id != student:
@@ -478,9 +479,11 @@ async def get_submission(request: Request) -> Response:
     return JSONResponse(submission_json(attempt, token))
 
 
-def _pages_refused(service: Service, wait: float, *, api: bool = False) -> Response:
-    """The 429 of a student's page (or API read) beyond their pace (PageGate), with Retry-After and why."""
+async def _pages_refused(service: Service, wait: float, *, api: bool = False) -> Response:
+    """The 429 of a student's page (or API read) beyond their pace (PageGate), with Retry-After and why; sent
+    after PAGE_REFUSAL_SECONDS at most (edge.py: why), holding no place of the student's meanwhile."""
     assert service.page_gate is not None  # noqa: S101 - set in __post_init__
+    await asyncio.sleep(min(wait, PAGE_REFUSAL_SECONDS))
     sentence, headers = service.page_gate.refusal(wait), {"Retry-After": str(retry_seconds(wait))}
     if api:
         return JSONResponse({"error": sentence, "retry_after": retry_seconds(wait)}, status_code=429,
@@ -507,8 +510,8 @@ def student_route(handler: Callable[[Request, Service, str], Awaitable[Response]
             return _not_found()
         if request.method not in ("GET", "HEAD"):
             return await handler(request, service, student)
-        with service.page_slot(student) as wait:
-            return await handler(request, service, student) if wait is None else _pages_refused(service, wait)
+        with service.page_slot(student) as wait:  # a refused one holds no place while it is answered
+            return await handler(request, service, student) if wait is None else await _pages_refused(service, wait)
     return route
 
 

@@ -14,11 +14,12 @@ bounds the requests in progress. Per upload: its body is spooled to disk past SP
 memory, and one student has at most UPLOADS_IN_FLIGHT uploads in progress (429 with Retry-After beyond).
 
 Per student, their pages and the API's reads (GET) are paced (`PageGate`): at most `service.pages_in_flight` of
-them answered at once and `service.pages_per_minute` after a burst of PAGE_BURST, 429 with Retry-After beyond;
-and every student's pages are read and rendered on PAGE_THREADS threads of their own. Measured (docs/
-performance.md): twelve loops reloading one student's page kept a dozen threads rendering, which took most of
-the server's one interpreter lock from the event loop and the grading threads, and an honest upload beside them
-waited 1-2 s for it. Uploads are acknowledged and graded on other threads, so pages never queue in front of them.
+them answered at once and `service.pages_per_minute` after a burst of PAGE_BURST, 429 with Retry-After beyond
+(sent after PAGE_REFUSAL_SECONDS); and every student's pages are read and rendered on PAGE_THREADS threads of
+their own. Measured (docs/performance.md): twelve loops reloading one student's page kept a dozen threads
+rendering, which took most of the server's one interpreter lock from the event loop and the grading threads, and
+an honest upload beside them waited 1-2 s for it. Uploads are acknowledged and graded on other threads, so pages
+never queue in front of them.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ PAGE_BURST = 20  # a student's pages and API reads in a row before service.pages
 # so one student never holds them all; few, because each rendering thread takes its turn at the one interpreter
 # lock, and every thread waiting for it makes the event loop and the grading threads wait longer for theirs.
 PAGE_THREADS = 3
+# A page refused by a student's pace is answered after this long (or its Retry-After, if shorter): a loop that asks
+# again the moment it is answered then costs a connection held a second, not a hundred refusals a second, each of
+# which is as much work for the event loop as a small page (measured: 80-100 a second from twelve loops on the
+# same machine took three quarters of the interpreter lock). Its connection still counts against the caps above.
+PAGE_REFUSAL_SECONDS = 1.0
 
 
 @dataclass(frozen=True)

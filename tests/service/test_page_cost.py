@@ -176,6 +176,7 @@ def test_one_students_pages_beyond_their_pace_are_refused_while_another_students
     are answered again."""
     monkeypatch.setattr(service, "page_gate", PageGate(in_flight=2, per_minute=120))  # the defaults, unused
     monkeypatch.setattr(service, "wait_seconds", 0)  # alice's upload is acknowledged (202) without its grading
+    monkeypatch.setattr(app_module, "PAGE_REFUSAL_SECONDS", 0)  # refusals at once (the delay: the benchmark's)
     rendering, finish = threading.Semaphore(0), threading.Event()
     real = pages.student_page
 
