@@ -16,7 +16,7 @@ memory, and one student has at most UPLOADS_IN_FLIGHT uploads in progress (429 w
 Per student, their pages and the API's reads (GET) are paced (`PageGate`): at most `service.pages_in_flight` of
 them answered at once and `service.pages_per_minute` after a burst of PAGE_BURST, 429 with Retry-After beyond
 (sent after PAGE_REFUSAL_SECONDS); and every student's pages are read and rendered on PAGE_THREADS threads of
-their own. Measured (docs/performance.md): twelve loops reloading one student's page kept a dozen threads
+their own. Measured (docs/performance.md, "paced"): twelve loops reloading one student's page kept a dozen threads
 rendering, which took most of the server's one interpreter lock from the event loop and the grading threads, and
 an honest upload beside them waited 1-2 s for it. Uploads are acknowledged and graded on other threads, so pages
 never queue in front of them.
