@@ -68,8 +68,6 @@ class Edge:
         return 2 * self.connections + LINGERING + BACKLOG + OWN_DESCRIPTORS
 
 
-
-
 @dataclass
 class _Pace:
     allowance: float  # pages the student may still ask for at once (a token bucket of PAGE_BURST)
