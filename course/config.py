@@ -108,6 +108,15 @@ class ServicePolicy:
             "at least upload_kb", whole(words="a whole number of megabytes"))
     fresh_numbers_per_attempt: bool = setting(
         False, "with variants: true, attempt n > 1 gets numbers of its own", BOOLEAN)
+    # A page or the API's GET costs a little of the server's one interpreter each time: a loop reloading them
+    # once took it from everyone's uploads. A browser loads a page at a time (the "being graded" page reloads
+    # every 2 s, `submit` polls every 2 s: 30 a minute each), so these leave a student room to spare.
+    pages_in_flight: int = setting(
+        2, "a student's pages and API reads (GET) being answered at once (429 with Retry-After beyond)",
+        whole(words="a whole number of at least 1"))
+    pages_per_minute: int = setting(
+        120, "a student's pages and API reads (GET) per minute, after a first burst of 20 (429 with "
+             "Retry-After beyond)", whole(words="a whole number of at least 1"))
 
     @property
     def upload_bytes(self) -> int:

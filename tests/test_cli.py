@@ -113,5 +113,6 @@ def test_a_mistyped_service_setting_stops_every_command(course_root, capsys, com
     assert main(["--course", str(course_root), *command]) == 1
     err = capsys.readouterr().err
     assert err == (f"autograd-course {command[0]}: {path}: service: unknown key 'attemps' (known keys: attempts, "
-                   "cooldown_minutes, counts, fresh_numbers_per_attempt, storage_mb, upload_kb)\n")
+                   "cooldown_minutes, counts, fresh_numbers_per_attempt, pages_in_flight, pages_per_minute, "
+                   "storage_mb, upload_kb)\n")
     assert sorted(p.relative_to(course_root) for p in course_root.rglob("*")) == before  # nothing was done

@@ -98,7 +98,7 @@ def test_the_installed_torch_build_is_recognised():
     ("service", "message"),
     [
         ({"attemps": 3}, "service: unknown key 'attemps' (known keys: attempts, cooldown_minutes, counts, "
-                         "fresh_numbers_per_attempt, storage_mb, upload_kb)"),
+                         "fresh_numbers_per_attempt, pages_in_flight, pages_per_minute, storage_mb, upload_kb)"),
         ({"attempts": 0}, "service.attempts must be a whole number of at least 1 (or left out for no limit), got 0"),
         ({"attempts": "3"}, "service.attempts must be a whole number of at least 1"),
         ({"cooldown_minutes": -1}, "service.cooldown_minutes must be a number of minutes, 0 or more, got -1"),
@@ -111,7 +111,7 @@ def test_the_installed_torch_build_is_recognised():
         ({"storage_mb": 0}, "service.storage_mb must be a whole number of megabytes, got 0"),
         ({"storage_mb": 1, "upload_kb": 2048}, "service.storage_mb (1 MB) is smaller than upload_kb (2048 KB)"),
         (3, "service must be a mapping (attempts, cooldown_minutes, counts, upload_kb, storage_mb, "
-            "fresh_numbers_per_attempt)"),
+            "fresh_numbers_per_attempt, pages_in_flight, pages_per_minute)"),
     ],
 )
 def test_bad_service_settings_name_the_file_and_the_key(service, message):

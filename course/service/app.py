@@ -23,6 +23,7 @@ import logging
 import tempfile
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -45,7 +46,17 @@ from course.grading import ERROR as AUTOGRADER_ERROR
 from course.release import personalise
 from course.render import render_html
 from course.service import pages
-from course.service.edge import LOG_EVERY_SECONDS, SPOOL_BYTES, UPLOAD_RETRY_SECONDS, UPLOADS_IN_FLIGHT, Edge
+from course.service.edge import (
+    LOG_EVERY_SECONDS,
+    PAGE_REFUSAL_SECONDS,
+    PAGE_THREADS,
+    SPOOL_BYTES,
+    UPLOAD_RETRY_SECONDS,
+    UPLOADS_IN_FLIGHT,
+    Edge,
+    PageGate,
+    retry_seconds,
+)
 from course.service.policy import Refusal, ServicePolicy, attempt_numbers, refusal
 from course.service.results import (
     StudentRecord,
@@ -105,6 +116,14 @@ class Service:
     busy_said: dict[str, float] = field(default_factory=dict)  # when the log last said a student had too many
     loop: asyncio.AbstractEventLoop | None = None
     csrf_key: bytes | None = None  # read from the database once (it never changes): not a transaction per page
+    page_gate: PageGate | None = None  # from the policy (pages_in_flight, pages_per_minute) unless given
+    # Students' pages are read and rendered here, never on the threads that acknowledge uploads (edge.py: why).
+    page_threads: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(PAGE_THREADS, thread_name_prefix="pages"))
+
+    def __post_init__(self) -> None:
+        if self.page_gate is None:
+            self.page_gate = PageGate(self.policy.pages_in_flight, self.policy.pages_per_minute)
 
     @property
     def assignment(self) -> str:
@@ -171,14 +190,21 @@ class Service:
             return "the warm pool has no worker"
         return ""
 
+    def _say(self, student: str, kind: str, message: str, *args: object) -> None:
+        """A line in the server's log for the instructor: one per student, kind of refusal and 10 s, however many
+        requests are refused."""
+        now = time.monotonic()
+        if now - self.busy_said.get(f"{kind}:{student}", -LOG_EVERY_SECONDS) >= LOG_EVERY_SECONDS:
+            self.busy_said[f"{kind}:{student}"] = now
+            LOG.warning(message, *args)
+
     @contextmanager
     def upload_slot(self, student: str) -> Iterator[bool]:
         """Whether `student` may upload now (fewer than UPLOADS_IN_FLIGHT of theirs in progress); the slot is
         theirs until the block ends. On the event loop only."""
         if self.uploads.get(student, 0) >= UPLOADS_IN_FLIGHT:
-            if time.monotonic() - self.busy_said.get(student, -LOG_EVERY_SECONDS) >= LOG_EVERY_SECONDS:
-                self.busy_said[student] = time.monotonic()  # one line per student and 10 s, however many they send
-                LOG.warning("serve: refused an upload of %s: %d of theirs in progress", student, UPLOADS_IN_FLIGHT)
+            self._say(student, "uploads", "serve: refused an upload of %s: %d of theirs in progress", student,
+                      UPLOADS_IN_FLIGHT)
             yield False
             return
         self.uploads[student] = self.uploads.get(student, 0) + 1
@@ -188,6 +214,27 @@ class Service:
             self.uploads[student] -= 1
             if not self.uploads[student]:
                 del self.uploads[student]
+
+    @contextmanager
+    def page_slot(self, student: str) -> Iterator[float | None]:
+        """None when `student`'s page (or API read) is answered now, holding one of their places until the block
+        ends; else the seconds they are to wait (the page gate's pace: PageGate)."""
+        gate = self.page_gate
+        assert gate is not None  # noqa: S101 - set in __post_init__
+        wait = gate.enter(student)
+        if wait is not None:
+            self._say(student, "pages", "serve: refused pages of %s: over service.pages_in_flight (%d at once) or "
+                      "service.pages_per_minute (%d a minute)", student, gate.in_flight, gate.per_minute)
+            yield wait
+            return
+        try:
+            yield None
+        finally:
+            gate.leave(student)
+
+    async def on_page_thread(self, work: Callable[[], Any]) -> Any:
+        """`work()` (reading and rendering a student's page) on the pages' own threads."""
+        return await asyncio.get_running_loop().run_in_executor(self.page_threads, work)
 
     def records(self, *, feedback: bool = True) -> list[StudentRecord]:
         """Every student's attempts, none with its feedback; with `feedback`, the counted attempts carry theirs
@@ -421,11 +468,26 @@ async def get_submission(request: Request) -> Response:
     if isinstance(caller, Response):
         return caller
     service, token, student = caller
-    attempt = await run_in_threadpool(partial(service.store.attempt, request.path_params["attempt_id"],
-                                              feedback=False))  # the JSON holds the link to it, not the feedback
+    with service.page_slot(student) as wait:
+        if wait is not None:
+            return await _pages_refused(service, wait, api=True)
+        attempt = await service.on_page_thread(partial(service.store.attempt, request.path_params["attempt_id"],
+                                                       feedback=False))  # the JSON links to the feedback
     if attempt is None or attempt.student_id != student:
         return _json_error(404, "no such submission of yours")
     return JSONResponse(submission_json(attempt, token))
+
+
+async def _pages_refused(service: Service, wait: float, *, api: bool = False) -> Response:
+    """The 429 of a student's page (or API read) beyond their pace (PageGate), with Retry-After and why; sent
+    after PAGE_REFUSAL_SECONDS at most (edge.py: why), holding no place of the student's meanwhile."""
+    assert service.page_gate is not None  # noqa: S101 - set in __post_init__
+    await asyncio.sleep(min(wait, PAGE_REFUSAL_SECONDS))
+    sentence, headers = service.page_gate.refusal(wait), {"Retry-After": str(retry_seconds(wait))}
+    if api:
+        return JSONResponse({"error": sentence, "retry_after": retry_seconds(wait)}, status_code=429,
+                            headers=headers)
+    return PlainTextResponse(sentence, status_code=429, headers=headers)
 
 
 # --------------------------------------------------------------------------------------------- students
@@ -438,10 +500,17 @@ def _not_found() -> Response:
 
 
 def student_route(handler: Callable[[Request, Service, str], Awaitable[Response]]) -> Handler:
+    """A route under the student's personal link; its pages (GET) paced per student (Service.page_slot), its
+    form's posts by the uploads' own bounds."""
     async def route(request: Request) -> Response:
         service: Service = request.app.state.service
         student = await run_in_threadpool(service.store.student_for, request.path_params["token"])
-        return _not_found() if student is None else await handler(request, service, student)
+        if student is None:
+            return _not_found()
+        if request.method not in ("GET", "HEAD"):
+            return await handler(request, service, student)
+        with service.page_slot(student) as wait:  # a refused one holds no place while it is answered
+            return await handler(request, service, student) if wait is None else await _pages_refused(service, wait)
     return route
 
 
@@ -469,7 +538,8 @@ def _refusal_now(service: Service, record: StudentRecord) -> Refusal | None:
     return refusal(service.policy, earlier, now_utc(), stored=stored)
 
 
-async def _student_page(service: Service, student: str, message: str = "", status: int = 200) -> Response:
+async def _student_page(service: Service, student: str, message: str = "", status: int = 200, *,
+                        page_thread: bool = False) -> Response:
     def make() -> str:  # read and rendered off the event loop (a student may have many attempts)
         record = service.record_of(student)
         note = ""
@@ -479,12 +549,14 @@ async def _student_page(service: Service, student: str, message: str = "", statu
                                   service.csrf_token(f"student:{student}"), message, note,
                                   _refusal_now(service, record))
 
-    return HTMLResponse(await run_in_threadpool(make), status_code=status)
+    # A page asked for on the pages' threads; one answering an upload on the uploads' (edge.py says why).
+    html = await (service.on_page_thread(make) if page_thread else run_in_threadpool(make))
+    return HTMLResponse(html, status_code=status)
 
 
 @student_route
 async def student_home(request: Request, service: Service, student: str) -> Response:
-    return await _student_page(service, student)
+    return await _student_page(service, student, page_thread=True)
 
 
 @student_route
@@ -523,7 +595,7 @@ async def _student_upload(request: Request, service: Service, student: str, refu
 
 @student_route
 async def student_attempt(request: Request, service: Service, student: str) -> Response:
-    page = await run_in_threadpool(service.feedback_page, student, request.path_params["number"])
+    page = await service.on_page_thread(partial(service.feedback_page, student, request.path_params["number"]))
     return _not_found() if page is None else HTMLResponse(page)
 
 
@@ -545,7 +617,7 @@ async def student_notebook(request: Request, service: Service, student: str) -> 
         return (json.dumps(notebook, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
 
     try:
-        body = await run_in_threadpool(make)
+        body = await service.on_page_thread(make)
     except (CourseError, OSError) as problem:
         return PlainTextResponse(f"Your notebook cannot be made right now ({problem}); tell your instructor.",
                                  status_code=503)
@@ -771,6 +843,7 @@ def create_app(service: Service) -> Any:
             yield
         finally:
             await run_in_threadpool(service.grader.stop)
+            service.page_threads.shutdown(wait=False)
 
     app = Starlette(routes=ROUTES, lifespan=lifespan)
     app.state.service = service

@@ -65,7 +65,11 @@ def submit(notebook: Path, server: str, token: str, *, wait: bool = True) -> Sub
         raise CourseError(f"not submitted: {body.get('error', f'the server answered {status}')}")
     while wait and body.get("status") in ("queued", "grading"):
         time.sleep(POLL_SECONDS)
-        status, body = _request(urljoin(base, f"api/submissions/{body['id']}"), token)
+        attempt = body["id"]
+        status, body = _request(urljoin(base, f"api/submissions/{attempt}"), token)
+        while status == 429 and isinstance(body.get("retry_after"), int):  # asked too often: the server's pace
+            time.sleep(body["retry_after"])
+            status, body = _request(urljoin(base, f"api/submissions/{attempt}"), token)
         if status != 200:
             raise CourseError(f"the server answered {status} while the submission was being graded")
     return Submitted(body, urljoin(base, body["feedback_url"].lstrip("/")))

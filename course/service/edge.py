@@ -12,11 +12,23 @@ headers (the app answers an upload that is late 408 itself, with a sentence; a c
 little after that is closed). HTTP/1.1 handles one request at a time per connection, so `connections` also
 bounds the requests in progress. Per upload: its body is spooled to disk past SPOOL_BYTES rather than held in
 memory, and one student has at most UPLOADS_IN_FLIGHT uploads in progress (429 with Retry-After beyond).
+
+Per student, their pages and the API's reads (GET) are paced (`PageGate`): at most `service.pages_in_flight` of
+them answered at once and `service.pages_per_minute` after a burst of PAGE_BURST, 429 with Retry-After beyond
+(sent after PAGE_REFUSAL_SECONDS); and every student's pages are read and rendered on PAGE_THREADS threads of
+their own. Measured (docs/performance.md, "paced"): twelve loops reloading one student's page kept a dozen threads
+rendering, which took most of the server's one interpreter lock from the event loop and the grading threads, and
+an honest upload beside them waited 1-2 s for it. Uploads are acknowledged and graded on other threads, so pages
+never queue in front of them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 EDGE_HEADER_BYTES = 16 * 1024  # a request line and headers together (h11's default; uvicorn answers 400 above it)
 SPOOL_BYTES = 64 * 1024  # an upload's body past this goes to a file in the service's work folder
@@ -27,6 +39,16 @@ BODY_GRACE_SECONDS = 5.0  # after body_seconds, how long the app has to answer 4
 BACKLOG = 256  # connections the kernel queues, and the event loop accepts in one go, before any is looked at
 LINGERING = 128  # refused connections drained at once (connections.py); beyond them a refusal closes at once
 OWN_DESCRIPTORS = 256  # the server's own beside its connections: database, warm workers, logs, the class's spools
+PAGE_BURST = 20  # a student's pages and API reads in a row before service.pages_per_minute paces them
+# Threads that read and render students' pages, shared by the class. More than service.pages_in_flight's default,
+# so one student never holds them all; few, because each rendering thread takes its turn at the one interpreter
+# lock, and every thread waiting for it makes the event loop and the grading threads wait longer for theirs.
+PAGE_THREADS = 3
+# A page refused by a student's pace is answered after this long (or its Retry-After, if shorter): a loop that asks
+# again the moment it is answered then costs a connection held a second, not a hundred refusals a second, each of
+# which is as much work for the event loop as a small page (measured: 80-100 a second from twelve loops on the
+# same machine took three quarters of the interpreter lock). Its connection still counts against the caps above.
+PAGE_REFUSAL_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -46,3 +68,52 @@ class Edge:
         return 2 * self.connections + LINGERING + BACKLOG + OWN_DESCRIPTORS
 
 
+@dataclass
+class _Pace:
+    allowance: float  # pages the student may still ask for at once (a token bucket of PAGE_BURST)
+    at: float  # when `allowance` was last brought up to date
+    in_flight: int = 0
+
+
+@dataclass
+class PageGate:
+    """Whether a student's page (or API read) is answered now: at most `in_flight` of theirs at once, and
+    `per_minute` after a burst of `burst`. Keyed by student id (after their token was found), so it holds one entry
+    per student of the roster at most. Thread-safe (the event loop is its only caller when serving)."""
+
+    in_flight: int
+    per_minute: int
+    burst: int = PAGE_BURST
+    clock: Callable[[], float] = time.monotonic
+    _paces: dict[str, _Pace] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def enter(self, student: str) -> float | None:
+        """None: admitted (call `leave` when answered); else the seconds to wait before asking again."""
+        with self._lock:
+            now = self.clock()
+            pace = self._paces.setdefault(student, _Pace(float(self.burst), now))
+            pace.allowance = min(float(self.burst), pace.allowance + (now - pace.at) * self.per_minute / 60)
+            pace.at = now
+            if pace.in_flight >= self.in_flight:
+                return 1.0
+            if pace.allowance < 1:
+                return (1 - pace.allowance) * 60 / self.per_minute
+            pace.allowance -= 1
+            pace.in_flight += 1
+            return None
+
+    def leave(self, student: str) -> None:
+        with self._lock:
+            self._paces[student].in_flight -= 1
+
+    def refusal(self, wait: float) -> str:
+        """The student's sentence for a request refused with `wait` (from `enter`)."""
+        return (f"You are asking for your pages faster than the service answers one student (at most "
+                f"{self.in_flight} at once and {self.per_minute} a minute); wait {retry_seconds(wait)} s, then "
+                "reload. Nothing of yours is lost.")
+
+
+def retry_seconds(wait: float) -> int:
+    """`wait` as a Retry-After header's whole seconds, at least 1."""
+    return max(1, math.ceil(wait))

@@ -10,7 +10,9 @@ other, while an honest student uploads `--honest` notebooks one after another fr
 2. half-open connections: one address opens `connections` connections that each send half a request line;
 3. large-feedback reloads: a student with 20 attempts whose feedback is about 1 MB each (written into the
    database as a notebook of 2000 raising cells made them before feedback was capped), reloaded by `reloaders`
-   loops of their page and `feedback-reloaders` (default 0) of one such attempt's feedback page;
+   loops of their page and `feedback-reloaders` (default 0) of one such attempt's feedback page, each loop asking
+   again as soon as it is answered (a 429's Retry-After ignored); the loops run in a process of their own, so
+   that the attacker's own work does not slow the honest student's client (as from another machine);
 4. storage flood: a student posts a notebook just under the 2 MB upload limit 60 times, two at a time (the
    default policy: no attempt limit, no cooldown); the database's growth is printed.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import multiprocessing
 import os
 import resource
 import shutil
@@ -171,9 +174,28 @@ def feedback_reloads(server: Server, student: str, reloaders: int, feedback_relo
     store.close()
     home = f"{server.url}/s/{server.tokens[student]}/"
     pages = [home] * reloaders + [f"{home}attempts/{last}"] * feedback_reloaders
+    stop, results = multiprocessing.Event(), multiprocessing.Queue()
+    attacker = multiprocessing.Process(target=reload_loops, args=(pages, stop, results), daemon=True)
+    assert server.process is not None
+    with Peak(server.process.pid) as peak:
+        attacker.start()
+        latencies, statuses = honest_uploads(server, honest)
+        stop.set()
+        answers, took, sentences = results.get(timeout=120)
+        attacker.join()
+    report(f"large-feedback reloads ({reloaders} loops of a page listing 20 attempts of 1 MB feedback, "
+           f"{feedback_reloaders} of one such feedback page)", peak, answers, latencies, statuses)
+    for page, seconds in sorted(took.items()):
+        print(f"  {page}: {len(seconds)} loads, median {statistics.median(seconds) * 1000:.0f} ms")
+    print(f"  the attacker was told: {sorted(sentences)}")
+
+
+def reload_loops(pages: list[str], stop: threading.Event, results: multiprocessing.Queue) -> None:
+    """In the attacker's own process: one thread per page in `pages`, each reloading it until `stop`; then puts
+    (answers by status, seconds per load by kind of page, the sentences of refusals) on `results`."""
     answers: collections.Counter = collections.Counter()
     took: dict[str, list[float]] = collections.defaultdict(list)
-    stop = threading.Event()
+    sentences: set[str] = set()
 
     def reload(url: str) -> None:
         while not stop.is_set():
@@ -181,20 +203,15 @@ def feedback_reloads(server: Server, student: str, reloaders: int, feedback_relo
             reply = request(url, timeout=60)
             took["feedback page" if "attempts/" in url else "student page"].append(time.monotonic() - started)
             answers[reply.status] += 1
+            if reply.status != 200:
+                sentences.add(reply.text.strip()[:200])
 
     threads = [threading.Thread(target=reload, args=(url,), daemon=True) for url in pages]
-    assert server.process is not None
-    with Peak(server.process.pid) as peak:
-        for thread in threads:
-            thread.start()
-        latencies, statuses = honest_uploads(server, honest)
-        stop.set()
-        for thread in threads:
-            thread.join()
-    report(f"large-feedback reloads ({reloaders} loops of a page listing 20 attempts of 1 MB feedback, "
-           f"{feedback_reloaders} of one such feedback page)", peak, answers, latencies, statuses)
-    for page, seconds in sorted(took.items()):
-        print(f"  {page}: {len(seconds)} loads, median {statistics.median(seconds) * 1000:.0f} ms")
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    results.put((answers, dict(took), sentences))
 
 
 def storage_flood(server: Server, student: str, uploads: int, honest: int) -> None:

@@ -94,6 +94,9 @@ class Tally:
                 with self.lock:
                     self.server_errors.append(f"{student}: GET {polled.status}")
                 return
+            if polled.status == 429:  # polled faster than service.pages_per_minute: wait as it says
+                time.sleep(int(polled.headers.get("retry-after", "1")))
+                continue
             body = polled.json
         with self.lock:
             self.latency[kind].append(time.monotonic() - started)

@@ -1,5 +1,6 @@
-"""A page costs what it shows: the service's pages and the API read no feedback they do not display, and what is
-rendered from a feedback document (large, for a notebook of many raising cells) is rendered off the event loop.
+"""A page costs what it shows: the service's pages and the API read no feedback they do not display, what is
+rendered from a feedback document (large, for a notebook of many raising cells) is rendered off the event loop,
+and one student's pages are paced (service.pages_in_flight, service.pages_per_minute) while others are answered.
 
 In process: the real app, store (SQLite) and grader (its warm pool is never started: nothing here is graded), with
 attempts written into the store as a grading run records them. What is read is the SQL the store sends."""
@@ -8,19 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pytest
 from sqlalchemy import event
 
 from course.config import load_config
 from course.service import app as app_module
+from course.service import pages
 from course.service.app import create_app
+from course.service.edge import PageGate
 from course.service.run import make_service
 from course.service.store import new_token
+from helpers import submitted_notebook
 
-from .conftest import course_for_service
+from .conftest import course_for_service, notebook_bytes
 
 ATTEMPTS = 20
 
@@ -37,8 +43,9 @@ def large_feedback(student: str, errors: int = 2000) -> dict:
 def service(tmp_path_factory):
     root = course_for_service(tmp_path_factory.mktemp("pages") / "course")
     service = make_service(load_config(root), jobs=1)
-    service.tokens = {"mallory": new_token(), "instructor": new_token()}  # type: ignore[attr-defined]
+    service.tokens = {"mallory": new_token(), "alice": new_token(), "instructor": new_token()}  # type: ignore[attr-defined]
     service.store.set_student("mallory", service.tokens["mallory"], {})
+    service.store.set_student("alice", service.tokens["alice"], {})
     service.store.add_instructor(service.tokens["instructor"])
     for _ in range(ATTEMPTS):
         attempt = service.store.submit("mallory", "autograd", b'{"cells": []}', service.policy)
@@ -55,6 +62,7 @@ def service(tmp_path_factory):
 class Answer:
     status_code: int
     text: str
+    headers: dict[str, str] = field(default_factory=dict)
 
     def json(self) -> dict:
         return json.loads(self.text)
@@ -62,32 +70,34 @@ class Answer:
 
 @dataclass
 class Client:
-    """GET requests straight into the ASGI app (its lifespan, which would start the warm pool, is not run)."""
+    """Requests straight into the ASGI app (its lifespan, which would start the warm pool, is not run)."""
 
     app: object
 
-    def get(self, path: str, headers: dict[str, str] | None = None) -> Answer:
+    def get(self, path: str, headers: dict[str, str] | None = None, *, method: str = "GET",
+            body: bytes = b"") -> Answer:
         # A thread of its own for the event loop: the browser tests' Playwright, alive for the whole session,
         # keeps a loop running in this one.
         with ThreadPoolExecutor(1) as thread:
-            return thread.submit(asyncio.run, self._get(path, headers or {})).result()
+            return thread.submit(asyncio.run, self._get(path, headers or {}, method, body)).result()
 
-    async def _get(self, path: str, headers: dict[str, str]) -> Answer:
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+    async def _get(self, path: str, headers: dict[str, str], method: str, body: bytes) -> Answer:
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
                  "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
                  "headers": [(b"host", b"127.0.0.1"), *((k.lower().encode(), v.encode()) for k, v in headers.items())],
                  "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80)}
         sent: list[dict] = []
 
         async def receive() -> dict:
-            return {"type": "http.request", "body": b"", "more_body": False}
+            return {"type": "http.request", "body": body, "more_body": False}
 
         async def send(message: dict) -> None:
             sent.append(message)
 
         await self.app(scope, receive, send)  # type: ignore[operator]
-        body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-        return Answer(sent[0]["status"], body.decode("utf-8"))
+        answer = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+        return Answer(sent[0]["status"], answer.decode("utf-8"),
+                      {k.decode().lower(): v.decode() for k, v in sent[0].get("headers", [])})
 
 
 @pytest.fixture
@@ -161,3 +171,70 @@ def test_feedback_pages_and_the_class_summary_are_rendered_off_the_event_loop(se
     assert client.get(f"/i/{service.tokens['instructor']}/students/mallory/attempts/{last}").status_code == 200
     assert client.get(f"/i/{service.tokens['instructor']}/summary").status_code == 200
     assert rendered == [("feedback", False), ("feedback", False), ("summary", False)]
+
+
+def test_one_students_pages_beyond_their_pace_are_refused_while_another_students_are_answered(
+        service, client, monkeypatch, caplog):
+    """Two of mallory's page loads held in rendering: the third of theirs, and their API read, are answered 429
+    with why and when to retry, while alice's page and upload are answered; once the two are done, mallory's pages
+    are answered again."""
+    monkeypatch.setattr(service, "page_gate", PageGate(in_flight=2, per_minute=120))  # the defaults, unused
+    monkeypatch.setattr(service, "wait_seconds", 0)  # alice's upload is acknowledged (202) without its grading
+    monkeypatch.setattr(app_module, "PAGE_REFUSAL_SECONDS", 0)  # refusals at once (the delay: the benchmark's)
+    rendering, finish = threading.Semaphore(0), threading.Event()
+    real = pages.student_page
+
+    def held(record, *args, **kwargs):
+        if record.student_id == "mallory":
+            rendering.release()
+            assert finish.wait(120)
+        return real(record, *args, **kwargs)
+
+    monkeypatch.setattr(pages, "student_page", held)
+    mallory, alice = service.tokens["mallory"], service.tokens["alice"]
+    caplog.set_level(logging.WARNING, logger="course.service.app")
+    with ThreadPoolExecutor(4) as requests:
+        try:
+            loading = [requests.submit(client.get, f"/s/{mallory}/") for _ in range(2)]
+            for _ in loading:
+                assert rendering.acquire(timeout=120)
+            third = requests.submit(client.get, f"/s/{mallory}/").result(timeout=120)
+            assert third.status_code == 429
+            assert "at most 2 at once and 120 a minute" in third.text
+            assert third.headers["retry-after"] == "1"
+            last = service.store.attempts_of("mallory", feedback=False)[-1].id
+            api = requests.submit(client.get, f"/api/submissions/{last}",
+                                  {"Authorization": f"Bearer {mallory}"}).result(timeout=120)
+            assert api.status_code == 429
+            assert "wait 1 s, then reload" in api.json()["error"]
+            assert api.json()["retry_after"] == 1
+            assert "refused pages of mallory" in caplog.text
+            other = requests.submit(client.get, f"/s/{alice}/").result(timeout=120)
+            assert other.status_code == 200
+            assert "autograd: alice" in other.text
+            upload = requests.submit(client.get, "/api/submissions",
+                                     {"Authorization": f"Bearer {alice}", "Content-Type": "application/json"},
+                                     method="POST", body=notebook_bytes(submitted_notebook())).result(timeout=120)
+            assert upload.status_code == 202, upload.text
+            assert upload.json()["student_id"] == "alice"
+        finally:
+            finish.set()
+        assert [future.result(timeout=120).status_code for future in loading] == [200, 200]
+    assert client.get(f"/s/{mallory}/").status_code == 200
+
+
+def test_the_page_gate_paces_a_student_after_a_burst_and_each_student_apart():
+    now = [0.0]
+    gate = PageGate(in_flight=2, per_minute=120, burst=20, clock=lambda: now[0])
+    for _ in range(20):
+        assert gate.enter("mallory") is None
+        gate.leave("mallory")
+    assert gate.enter("mallory") == pytest.approx(0.5)  # 120 a minute: one more every half second
+    assert gate.enter("alice") is None  # another student's pace is their own
+    now[0] += 0.5
+    assert gate.enter("mallory") is None
+    assert gate.enter("mallory") is not None  # the next half second's not yet come
+    now[0] += 60
+    assert gate.enter("mallory") is None  # a second in flight (the one above was never left)
+    assert gate.enter("mallory") == 1.0  # a third at once: refused however much allowance is left
+    assert "(at most 2 at once and 120 a minute); wait 1 s, then reload" in gate.refusal(1.0)
