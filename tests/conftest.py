@@ -54,9 +54,19 @@ def pytest_runtest_setup(item):
 # it is, and which selected test needs it. Nothing starts for a run that selects none of them (the fast loop).
 BUNDLE_TEST = "test_bundle_installs_in_a_fresh_venv_and_grades"  # tests/test_gradescope.py
 STUDENT_INSTALL_TEST = "test_a_student_install_fetches_checks_and_submits_without_the_grader_s_tools"
+STUDENT_IMAGE_FIXTURE = "student_image"  # tests/test_image.py's tests of the students' JupyterHub image
+
+
+def container_test(item, student_image: bool) -> bool:
+    return (item.get_closest_marker("container") is not None
+            and (STUDENT_IMAGE_FIXTURE in getattr(item, "fixturenames", ())) == student_image)
+
+
 BACKGROUND = {
     "image_build": ("the container image build, for the tests marked `container`",
-                    lambda item: item.get_closest_marker("container") is not None),
+                    lambda item: container_test(item, student_image=False)),
+    "student_image": ("the students' JupyterHub image build, on the same base",
+                      lambda item: container_test(item, student_image=True)),
     "bundle_install": ("the Gradescope bundle's install into a fresh venv",
                        lambda item: getattr(item, "originalname", None) == BUNDLE_TEST),
     "student_install": ("a student's install of the wheel into a fresh venv",
@@ -77,14 +87,15 @@ def pytest_collection_modifyitems(config, items):
         return
     for item in items:
         for name, (_, needed_by) in BACKGROUND.items():
-            if needed_by(item):
-                item.add_marker(pytest.mark.xdist_group(name))
+            if needed_by(item):  # the two images share one build thread and podman storage: one group
+                item.add_marker(pytest.mark.xdist_group("image_build" if name == "student_image" else name))
 
 
 def pytest_collection_finish(session):
-    """The container image takes minutes to build, mostly downloading: when tests marked `container` are to
-    run, the build starts now, in the background, and their fixture waits for it (tests/image_build.py). So
-    does the Gradescope bundle's install into a fresh venv (tests/bundle_install.py), most of a minute of pip.
+    """The container images take minutes to build, mostly downloading: when tests marked `container` are to
+    run, the builds start now, in the background, and their fixtures wait for them (tests/image_build.py; the
+    students' image, tests/student_image.py, after the grader's). So does the Gradescope bundle's install into
+    a fresh venv (tests/bundle_install.py), most of a minute of pip.
     Each says so on the terminal: a contributor sees why the machine is busy. (Under pytest-xdist each starts
     in the one worker whose tests need it, as above.)"""
     if session.config.option.collectonly or xdist_worker(session.config):

@@ -1,8 +1,10 @@
-"""Building the container image for tests/test_image.py, in the background from the start of the run.
+"""Building the container images for tests/test_image.py, in the background from the start of the run.
 
-The build takes minutes, most of them waiting on downloads (mmdebstrap's Debian packages, pip's inside
-the build), so conftest.py starts it when the run's tests are known to include the image tests, and the
-tests' fixture waits for it (`built_image`). Failures and skips raised here reach that fixture unchanged.
+The builds take minutes, most of them waiting on downloads (mmdebstrap's Debian packages, pip's inside
+the builds), so conftest.py starts them when the run's tests are known to include the image tests, and the
+tests' fixtures wait for them (`built_image`, and tests/student_image.py's). One thread builds, one step after
+the other, in one podman storage: the base (mmdebstrap's Debian, the CPU wheel of torch in a loopback index) is
+made once and every image is built on it (`queue`). Failures and skips raised here reach those fixtures unchanged.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 import tempfile
 import threading
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -145,7 +148,7 @@ def write_index(wheel: Path, folder: Path) -> None:
 
 
 def build_base(podman: Podman, folder: Path) -> None:
-    """Debian bookworm with Python 3.11 and pip, standing in for python:3.11-slim."""
+    """Debian bookworm with Python 3.11, pip and venv, standing in for python:3.11-slim."""
     tarball = folder / "base.tar"
     hooks = [
         # pip inside the build must trust what the host trusts (a proxy's CA, say)
@@ -154,7 +157,7 @@ def build_base(podman: Podman, folder: Path) -> None:
         'rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED',
     ]
     command = ["mmdebstrap", "--quiet", "--variant=minbase",
-               "--include=python3,python3-pip,python-is-python3,ca-certificates"]
+               "--include=python3,python3-pip,python3-venv,python-is-python3,ca-certificates"]
     command += [f"--customize-hook={hook}" for hook in hooks]
     completed = _run([*command, "bookworm", str(tarball)], timeout=900)
     if completed.returncode != 0:
@@ -164,9 +167,10 @@ def build_base(podman: Podman, folder: Path) -> None:
     tarball.unlink()
 
 
-def build(folder: Path) -> Podman:
-    """mmdebstrap's base, then `podman build` of autograder/Dockerfile, with podman's storage in `folder`;
-    skips (with the reason) where podman or mmdebstrap cannot run or no CPU wheel of torch is at hand."""
+def prepare(folder: Path) -> Podman:
+    """What every image is built on, with podman's storage in `folder`: mmdebstrap's base and the loopback index
+    of torch's CPU wheel (folder/index); skips (with the reason) where podman or mmdebstrap cannot run or no CPU
+    wheel of torch is at hand."""
     engine = _engines[folder] = Podman(folder)
     reason = skip_reason(engine)
     if reason:
@@ -176,42 +180,66 @@ def build(folder: Path) -> Podman:
         pytest.skip(wheel)
     build_base(engine, folder)
     write_index(wheel, folder / "index")
-    with serve_folder(folder / "index") as base:  # on loopback: the build runs with --network host
-        engine("build", "--from", BASE, "--network", "host", "--build-arg", f"TORCH_INDEX_URL={base}/simple",
-               "-f", "autograder/Dockerfile", "-t", IMAGE, str(ROOT), timeout=1800)
+    return engine
+
+
+def build_from_base(engine: Podman, dockerfile: Path, tag: str, context: Path, *args: str) -> None:
+    """`podman build` of `dockerfile` on the base (`--from` stands in for its FROM), torch's CPU wheel served to it
+    on loopback (the build runs with --network host)."""
+    with serve_folder(engine.folder / "index") as base:
+        engine("build", "--from", BASE, "--network", "host", "--build-arg", f"TORCH_INDEX_URL={base}/simple", *args,
+               "-f", str(dockerfile), "-t", tag, str(context), timeout=1800)
+
+
+def build_grader(engine: Podman) -> Podman:
+    """The grader's image, autograder/Dockerfile, from the repository root."""
+    build_from_base(engine, ROOT / "autograder" / "Dockerfile", IMAGE, ROOT)
     return engine
 
 
 _builds = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="image-build")
-_started: dict[str, tuple[Path, concurrent.futures.Future[Podman]]] = {}
+_folder: Path | None = None  # the build folder, podman's storage in it, while the builds are started
+_queued: dict[str, concurrent.futures.Future[Podman]] = {}  # "base", then one per image, in the order built
 _engines: dict[Path, Podman] = {}  # the build folder's engine, once made
 
 
+def queue(name: str, build: Callable[[Podman], Podman]) -> concurrent.futures.Future[Podman]:
+    """`build(engine)` after the base and the builds queued before it (once per run and name); the base is
+    begun first if it was not."""
+    global _folder
+    if _folder is None:
+        _folder = Path(tempfile.mkdtemp(prefix="autograd-image-"))
+        _queued["base"] = _builds.submit(prepare, _folder)
+    if name not in _queued:
+        base = _queued["base"]
+        _queued[name] = _builds.submit(lambda: build(base.result()))
+    return _queued[name]
+
+
 def start_in_background() -> None:
-    """Begin the build (once per run)."""
-    if "image" not in _started:
-        folder = Path(tempfile.mkdtemp(prefix="autograd-image-"))
-        _started["image"] = (folder, _builds.submit(build, folder))
+    """Begin the grader's image (once per run)."""
+    queue("grader", build_grader)
 
 
 def built_image() -> Podman:
-    """The built image's engine, waiting for the build (started now if it was not yet)."""
-    start_in_background()
-    return _started["image"][1].result()
+    """The grader's image's engine, waiting for the build (started now if it was not yet)."""
+    return queue("grader", build_grader).result()
 
 
 def remove(engine: Podman | None = None) -> None:
-    """Podman's storage and the build folder, gone; a build still running is stopped first. Podman resets its
-    storage only where it ran: a build skipped before it (no podman here) leaves only the folder."""
-    if "image" not in _started:
+    """Podman's storage and the build folder, gone; builds still running or queued are stopped first. Podman
+    resets its storage only where it ran: a build skipped before it (no podman here) leaves only the folder."""
+    global _folder
+    if _folder is None:
         return
-    folder, build_done = _started.pop("image")
-    if not build_done.done():  # no test waited for it: stop it rather than wait out its downloads
+    folder, queued, _folder = _folder, list(_queued.values()), None
+    _queued.clear()
+    if not all(build.done() for build in queued):  # no test waited for them: stop rather than wait out downloads
         _cancelled.set()
-        while not build_done.done():
+        while not all(build.done() for build in queued):
             for process in list(_running):
                 _end(process)
-            concurrent.futures.wait([build_done], timeout=1)
+            concurrent.futures.wait(queued, timeout=1)
     _cancelled.clear()
     made = _engines.pop(folder, None)
     engine = engine or made

@@ -1,5 +1,6 @@
-"""The container image (autograder/Dockerfile), built and run with podman as the docs document it
-(docs/gradescope-and-containers.md, docs/service.md).
+"""The container images, built and run with podman as the docs document them (docs/gradescope-and-containers.md,
+docs/service.md): the grader's (autograder/Dockerfile), and the students' JupyterHub single-user image
+(autograder/jupyterhub-singleuser.Dockerfile, built after it on the same base: tests/student_image.py).
 
 No image registry is needed: the base is Debian bookworm made with mmdebstrap and imported
 (`podman build --from` stands in for the Dockerfile's FROM), and torch's CPU wheel is served to the
@@ -20,9 +21,12 @@ from pathlib import Path
 import image_build
 import jsonschema
 import pytest
+import student_image as student_image_build
 from image_build import BASE, IMAGE, Podman
+from student_image import BUILD_ARGS, DOCKERFILE, STUDENT_IMAGE, build_context
 
-from helpers import ROOT, closed_loopback_url
+import course
+from helpers import RELEASE_NOTEBOOK, ROOT, closed_loopback_url
 
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
 SCHEMA = json.loads((ROOT / "tests" / "gradescope_results.schema.json").read_text())
@@ -33,6 +37,8 @@ DOCUMENTED_FLAGS = ("--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN")
 # the host's: another grader on the host (a developer's test run) neither kills nor is killed by ours.
 USERNS_BASE = 524288
 USERNS = ("--uidmap", f"0:{USERNS_BASE}:65536", "--gidmap", f"0:{USERNS_BASE}:65536")
+
+
 @pytest.fixture(scope="module")
 def podman() -> Iterator[Podman]:
     """The image, built once per run: the build began in the background when the run started (see
@@ -179,3 +185,123 @@ def test_image_runs_the_submission_service(podman, tmp_path):
         logs = podman("logs", "autograd-serve", check=False)
         podman("rm", "-f", "autograd-serve", check=False)
     assert "INFO course.service.run: assignment autograd on http://127.0.0.1:" in logs.stdout + logs.stderr
+
+
+@pytest.fixture(scope="module")
+def student_image() -> Iterator[Podman]:
+    """The students' JupyterHub image, built in the background after the grader's, on its base (conftest.py)."""
+    engine = student_image_build.built_image()
+    try:
+        yield engine
+    finally:
+        image_build.remove(engine)
+
+
+# Run inside the students' image, as its user: what a JupyterHub user gets, as one JSON object.
+IN_STUDENT_IMAGE = r"""
+import importlib.metadata as metadata, json, os, re, subprocess, sys
+from packaging.requirements import Requirement
+
+def key(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+def said(process):
+    out, _ = process.communicate()
+    return {"code": process.returncode, "said": re.sub(r"\x1b\[[0-9;]*m", "", out)}
+
+commands = {"server_extensions": ["jupyter", "server", "extension", "list"],
+            "lab_extensions": ["jupyter", "labextension", "list"],
+            "hub_help": ["jupyterhub-singleuser", "--help-all"], "serve": ["autograd-course", "serve"]}
+running = {name: subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+           for name, command in commands.items()}  # at once: each is seconds of imports
+installed = {key(d.metadata["Name"]): d for d in metadata.distributions()}
+needed, todo = set(), [(name, ("",)) for name in sys.argv[1:]]
+while todo:  # what the named distributions require, with no extra of theirs: the student's install and the hub's
+    name, extras = todo.pop()
+    if key(name) in needed or key(name) not in installed:
+        continue
+    needed.add(key(name))
+    for line in installed[key(name)].requires or []:
+        requirement = Requirement(line)
+        if requirement.marker is None or any(requirement.marker.evaluate({"extra": e}) for e in extras):
+            todo.append((requirement.name, ("", *requirement.extras)))
+print(json.dumps({
+    "uid": os.getuid(),
+    "nbgrader_config": open("/etc/jupyter/nbgrader_config.py").read(),
+    "not_needed": sorted(set(installed) - needed - {"pip", "setuptools"}),
+    "versions": {name: metadata.version(name) for name in ("torch", "autograd-course", "jupyterhub")},
+} | {name: said(process) for name, process in running.items()}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.container
+def test_the_student_image_is_a_student_s_install_for_jupyterhub(student_image):
+    """What docs/gradescope-and-containers.md promises of the image: the student's install (the wheel without its
+    extras) and JupyterHub's single-user server, nothing more; nbgrader's instructor tools off and locked; the
+    build's course id and exchange root in /etc/jupyter/nbgrader_config.py; uid 1000."""
+    completed = student_image("run", "--rm", STUDENT_IMAGE, "python", "-c", IN_STUDENT_IMAGE, "autograd-course",
+                              "jupyterhub", timeout=300)
+    seen = json.loads(completed.stdout)
+    assert seen["uid"] == 1000
+    assert seen["nbgrader_config"] == (f'c.CourseDirectory.course_id = "{BUILD_ARGS["COURSE_ID"]}"\n'
+                                       f'c.Exchange.root = "{BUILD_ARGS["EXCHANGE_ROOT"]}"\n')
+    assert seen["not_needed"] == []  # nothing of the grader's or the service's extras but what nbgrader needs
+    hub_pin = re.search(r"jupyterhub==([\w.]+)", DOCKERFILE.read_text()).group(1)
+    assert seen["versions"] == {"torch": f"{image_build.torch_pin()}+cpu", "autograd-course": course.__version__,
+                                "jupyterhub": hub_pin}
+    servers = seen["server_extensions"]["said"]
+    for extension, state in (("formgrader", "disabled"), ("course_list", "disabled"),
+                             ("assignment_list", "enabled"), ("validate_assignment", "enabled")):
+        assert f"nbgrader.server_extensions.{extension} {state}" in servers, servers
+    lab = seen["lab_extensions"]["said"]
+    plugins = ("course-list", "create-assignment", "formgrader")
+    assert lab[lab.index("Disabled extensions:"):].split() == ["Disabled", "extensions:",
+                                                               *(f"@jupyter/nbgrader:{p}" for p in plugins)], lab
+    assert f"(plugins: {', '.join(f'@jupyter/nbgrader:{p}' for p in plugins)} locked)" in lab, lab
+    assert seen["hub_help"]["code"] == 0, seen["hub_help"]
+    assert "--JupyterHubSingleUser.hub_activity_interval" in seen["hub_help"]["said"]
+    assert seen["serve"]["code"] == 1
+    assert "autograd-course serve is the instructor's and needs the service extra" in seen["serve"]["said"]
+
+
+# `check` runs its sandbox (bubblewrap in a user namespace: the image runs as uid 1000) only where the container may
+# mount a new /proc; podman's default masks parts of the container's /proc, and then check refuses, saying why.
+CHECK_FLAGS = {"the engine's defaults": (), "unmask=/proc/*": ("--security-opt", "unmask=/proc/*")}
+
+
+@pytest.mark.slow
+@pytest.mark.container
+@pytest.mark.parametrize("flags", list(CHECK_FLAGS))
+def test_check_in_the_student_image_runs_where_the_container_may_mount_proc(student_image, flags):
+    release = f"{RELEASE_NOTEBOOK.parent}:/home/jovyan/work:ro"  # release/autograd/, as nbgrader's fetch gives it
+    completed = student_image("run", "--rm", *CHECK_FLAGS[flags], "-v", release, "-w", "/home/jovyan/work",
+                              STUDENT_IMAGE, "autograd-course", "check", RELEASE_NOTEBOOK.name, check=False,
+                              timeout=300)
+    said = completed.stdout + completed.stderr
+    assert completed.returncode == 1, said  # refused, or (below) not ready: nothing is answered in a release
+    assert "Traceback" not in said, said
+    if flags == "the engine's defaults":
+        assert completed.stdout == "", said  # nothing of the notebook ran
+        last = completed.stderr.splitlines()[-1]
+        assert last.startswith("autograd-course check: sandbox: "), said
+        assert "could not start this Python in new namespaces" in last, said
+        assert "Can't mount proc" in completed.stderr, said  # bubblewrap's own words, in the log line before
+    else:
+        lines = completed.stdout.splitlines()
+        assert lines[0].startswith("[todo] 1. "), said
+        assert lines[-2].startswith("Not ready yet"), said
+        assert lines[-1].startswith("sandbox: userns: "), said
+
+
+@pytest.mark.slow
+@pytest.mark.container
+def test_the_student_image_build_refuses_a_dist_with_two_wheels(student_image, tmp_path):
+    """A dist/ that also holds an older wheel: the build stops at once, saying so, rather than give pip both."""
+    context = build_context(tmp_path / "context")
+    [wheel] = context.glob("dist/*.whl")
+    shutil.copy(wheel, context / "dist" / "autograd_course-0.0.1-py3-none-any.whl")
+    completed = student_image("build", "--from", BASE, "-f", str(DOCKERFILE), "-t",
+                              "localhost/autograd-course-student:two-wheels", str(context), check=False, timeout=300)
+    assert completed.returncode != 0
+    assert "error: dist/ holds 2 autograd_course wheels" in completed.stdout + completed.stderr
