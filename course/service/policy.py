@@ -35,13 +35,14 @@ def refusal(policy: ServicePolicy, earlier: list[datetime], now: datetime, *, st
     take `stored` bytes, with a notebook of `size` bytes (None: any notebook, as the student's page asks before
     one is chosen)."""
     if stored + (1 if size is None else size) > policy.storage_bytes:
-        if size is None:
-            said = f"your attempts at this assignment already take the limit of {policy.storage_mb} MB per student"
+        if size is None:  # no notebook, however small, would be taken: clearing outputs cannot help
+            said = (f"your attempts at this assignment already take the limit of {policy.storage_mb} MB per student: "
+                    "ask your instructor")
         else:
             said = (f"your attempts at this assignment already take {_megabytes(stored)}, and this notebook "
-                    f"({_megabytes(size)}) would pass the limit of {policy.storage_mb} MB per student")
-        return Refusal(f"{said}: clear its outputs (Edit > Clear Outputs of All Cells) and submit again, or ask your "
-                       "instructor", None, limit="storage_mb")
+                    f"({_megabytes(size)}) would pass the limit of {policy.storage_mb} MB per student: clear its "
+                    "outputs (Edit > Clear Outputs of All Cells) and submit again, or ask your instructor")
+        return Refusal(said, None, limit="storage_mb")
     if policy.attempts is not None and len(earlier) >= policy.attempts:
         return Refusal(f"you have used all {policy.attempts} attempts allowed for this assignment", None)
     if earlier and policy.cooldown_minutes:

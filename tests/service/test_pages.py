@@ -67,5 +67,6 @@ def test_the_form_is_closed_once_the_attempts_take_the_storage_limit():
     assert full.limit == "storage_mb"
     page = pages.student_page(record, "autograd", policy, None, "csrf", refused=full)
     assert "<button type=submit disabled>" in page
-    assert f"already take the limit of {policy.storage_mb} MB per student" in page
+    assert f"already take the limit of {policy.storage_mb} MB per student: ask your instructor" in page
+    assert "Clear Outputs" not in page  # no notebook would fit: clearing one cannot help
     assert refusal(policy, [SUBMITTED], SUBMITTED, stored=policy.storage_bytes - 1) is None
