@@ -32,6 +32,8 @@ from course.schema import (
 
 CONFIG_RELATIVE_PATH = Path("source") / "course.yaml"
 DEFAULT_SANDBOX_UID = 61000
+# A student's pages and API reads in a row before service.pages_per_minute paces them (service/edge.py).
+PAGE_BURST = 20
 # limits.memory_mb is an address-space limit (RLIMIT_AS), which counts every mapped library. Importing the
 # CPU build of torch maps about 0.6 GiB; the CUDA build (PyPI's torch on Linux) about 3.1 GiB, more than
 # the whole default, so every notebook's `import torch` would fail. With that build the default grows by
@@ -115,7 +117,7 @@ class ServicePolicy:
         2, "a student's pages and API reads (GET) being answered at once (429 with Retry-After beyond)",
         whole(words="a whole number of at least 1"))
     pages_per_minute: int = setting(
-        120, "a student's pages and API reads (GET) per minute, after a first burst of 20 (429 with "
+        120, f"a student's pages and API reads (GET) per minute, after a first burst of {PAGE_BURST} (429 with "
              "Retry-After beyond)", whole(words="a whole number of at least 1"))
 
     @property

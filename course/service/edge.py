@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from course.config import PAGE_BURST
+
 EDGE_HEADER_BYTES = 16 * 1024  # a request line and headers together (h11's default; uvicorn answers 400 above it)
 SPOOL_BYTES = 64 * 1024  # an upload's body past this goes to a file in the service's work folder
 UPLOADS_IN_FLIGHT = 2  # uploads of one student being received or graded at once
@@ -39,7 +41,6 @@ BODY_GRACE_SECONDS = 5.0  # after body_seconds, how long the app has to answer 4
 BACKLOG = 256  # connections the kernel queues, and the event loop accepts in one go, before any is looked at
 LINGERING = 128  # refused connections drained at once (connections.py); beyond them a refusal closes at once
 OWN_DESCRIPTORS = 256  # the server's own beside its connections: database, warm workers, logs, the class's spools
-PAGE_BURST = 20  # a student's pages and API reads in a row before service.pages_per_minute paces them
 # Threads that read and render students' pages, shared by the class. More than service.pages_in_flight's default,
 # so one student never holds them all; few, because each rendering thread takes its turn at the one interpreter
 # lock, and every thread waiting for it makes the event loop and the grading threads wait longer for theirs.
