@@ -87,7 +87,7 @@ class Recording:
 
     @property
     def refused_text(self) -> str:
-        return "; ".join(f"{student} ({why})" for student, why in sorted(self.refused.items()))
+        return _reasons(self.refused)
 
     @property
     def label(self) -> str:
@@ -96,6 +96,11 @@ class Recording:
 
 def _history(config: CourseConfig, assignment: str) -> Path:
     return config.root / HISTORY / assignment
+
+
+def _reasons(refused: dict[str, str]) -> str:
+    """Students and why, for a sentence: "bob (why); carol (why)"."""
+    return "; ".join(f"{student} ({why})" for student, why in sorted(refused.items()))
 
 
 def recordings(config: CourseConfig, assignment: str) -> list[tuple[Recording, dict[str, Any]]]:
@@ -214,8 +219,7 @@ def record(config: CourseConfig, settings: AssignmentSettings, question_ids: dic
     recorded = [c for c in changes if c.student_id not in refused]
     if not recorded:
         shutil.rmtree(folder)
-        raise CourseError("nobody could be recorded: " + "; ".join(f"{s} ({why})" for s, why in sorted(
-            refused.items())) + "; every record is as it was")
+        raise CourseError(f"nobody could be recorded: {_reasons(refused)}; every record is as it was")
     write_grades_csv(csv_path, tuple(question_ids), [_grade_row(c.after, max_score) for c in recorded])
     _class_summary(config, settings, csv_path)
     # What was written, as undo will find it if nothing has changed it since.
