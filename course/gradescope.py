@@ -164,7 +164,6 @@ def _grade_on_one_worker(root: Path, config: CourseConfig) -> Graded:
     imports its own torch for the judge (on the other core, where there is one). Nothing is returned unless the
     course's solution and untouched release score full marks and 0 (selftest.py)."""
     settings = config.assignment()
-    probed = choose_isolation.known(config.sandbox, config.sandbox_uid, config.limits.tmp_mb) is not None
     with WarmPool(1, config.limits, isolation=config.sandbox, base_uid=config.sandbox_uid,
                   prove_by_start=True) as pool, ThreadPoolExecutor(1) as executor:
         threading.Thread(target=_warm_torch, daemon=True).start()
@@ -180,7 +179,7 @@ def _grade_on_one_worker(root: Path, config: CourseConfig) -> Graded:
         try:
             proof = proving.result()
         except SelfTestError:
-            if not pool.unproven or probed:
+            if not pool.unproven:  # a level already chosen (after the probe, too): the failure stands
                 raise
             proof = None  # no worker started at the probe's first choice, unprobed: the probe chooses below
     if proof is None:
