@@ -26,7 +26,7 @@ from course.files import SyncedWrites, atomic_write_json, atomic_write_text, com
 from course.gradebook import GradeRow, grades_csv_path, read_grades_csv, write_course_totals, write_grades_csv
 from course.gradebook_writer import GradebookWriter
 from course.grading import ERROR, FAILED, GRADED, TIMED_OUT, Graded, cold_runner, grade_submission, warm_imports
-from course.nbgrader_bridge import assignment_due, light_nbgrader_imports
+from course.nbgrader_bridge import assignment_due
 from course.render import render_html
 from course.roster import Student, gradebook_students
 from course.selftest import SelfTest, prove_setup
@@ -299,7 +299,6 @@ def _open_records(config: CourseConfig, settings: AssignmentSettings, record: bo
     the gradebook's) and the open gradebook. Opening it (and, the first time, recording the assignment in it)
     takes seconds, so it runs beside the grading: nbgrader is imported at once, and the gradebook is opened once
     the self-test has passed (`proven`); after a failed one, not at all."""
-    light_nbgrader_imports()
     import nbgrader.api  # noqa: F401 - the slow part, beside the workers' start and the self-test
 
     if not proven.result():

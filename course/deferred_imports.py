@@ -41,3 +41,43 @@ def defer_iri_grammars() -> None:
     standin.__getattr__ = compiled  # type: ignore[method-assign]
     standin.is_valid_syntax = is_valid_syntax  # type: ignore[attr-defined]
     sys.modules[IRI_GRAMMARS] = standin
+
+
+NBGRADER = "nbgrader"
+
+
+def defer_nbgrader_package_init() -> None:
+    """Put nbgrader in sys.modules without its package __init__, unless it is imported already or absent. That
+    __init__ imports nbgrader's four Jupyter server extensions (jupyter_server, tornado and their handlers: about a
+    second of CPU and 23 MiB in every process of ours) only so that a Jupyter server can load them; a grader uses
+    nbgrader's gradebook, utilities and converters, whose modules import as ever below the stand-in (its path and
+    spec are nbgrader's). The first name asked of the package that the stand-in lacks (a server's
+    `_jupyter_server_extension_points`, say) runs nbgrader's own __init__ in place, once, as before."""
+    if NBGRADER in sys.modules:
+        return
+    try:
+        spec = importlib.util.find_spec(NBGRADER)
+    except (ImportError, ValueError):
+        return
+    if spec is None or spec.loader is None or not spec.submodule_search_locations:
+        return
+    loader = spec.loader
+    package = importlib.util.module_from_spec(spec)
+    initialised = False
+
+    def rest_of_init(name: str):  # PEP 562: a submodule (`from . import utils`), else what __init__ defines
+        nonlocal initialised
+        if initialised or name.startswith("__"):
+            raise AttributeError(f"module {NBGRADER!r} has no attribute {name!r}")
+        if importlib.util.find_spec(f"{NBGRADER}.{name}") is not None:
+            return importlib.import_module(f"{NBGRADER}.{name}")
+        initialised = True
+        loader.exec_module(package)
+        return getattr(package, name)
+
+    package.__getattr__ = rest_of_init  # type: ignore[method-assign]
+    sys.modules[NBGRADER] = package
+    try:
+        package.__version__ = importlib.import_module(f"{NBGRADER}._version").__version__  # type: ignore[attr-defined]
+    except Exception:  # not the nbgrader we know: leave its import to itself
+        del sys.modules[NBGRADER]

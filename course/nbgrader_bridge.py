@@ -51,15 +51,6 @@ def _runtime_dir() -> Path:
     return path
 
 
-def light_nbgrader_imports() -> None:
-    """Import nbgrader in about half the time: nbgrader imports nbformat, which imports jsonschema, which at
-    import time builds a parser for RFC 3987 (IRI) syntax when the optional `rfc3987_syntax` is installed
-    (over a second of CPU here). Nothing a grader does validates IRIs, so where jsonschema is not yet loaded
-    this process goes without that optional checker (jsonschema skips the `iri` formats it would check)."""
-    if "jsonschema" not in sys.modules:
-        sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # None: "not installed"
-
-
 def prepare_nbgrader() -> None:
     """Before nbgrader opens or creates a gradebook in this process. A new gradebook is stamped with the head of
     nbgrader's database migrations, which nbgrader asks of a subprocess (`alembic heads`, found on PATH): a whole

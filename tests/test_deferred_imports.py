@@ -28,3 +28,28 @@ def test_nbformat_validates_without_compiling_iri_grammars_and_iri_formats_are_s
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     assert seen == {"compiled_before": False, "answers": [True, False, False], "compiled_after": True}
+
+
+NBGRADER_CHECK = """
+import json, sys
+import course
+import nbgrader.api, nbgrader.converters, nbgrader.utils
+from nbgrader.api import Gradebook
+light = {"version": nbgrader.__version__, "server_extensions": "nbgrader.server_extensions" in sys.modules,
+         "jupyter_server": "jupyter_server" in sys.modules}
+points = nbgrader._jupyter_server_extension_points()  # what a Jupyter server asks of the package
+print(json.dumps({"light": light, "points": points, "loaded_after": "nbgrader.server_extensions" in sys.modules,
+                  "has_loader": callable(getattr(nbgrader, "_load_jupyter_server_extension", None)),
+                  "unknown": hasattr(nbgrader, "no_such_name")}))
+"""
+
+
+def test_nbgrader_imports_without_its_server_extensions_until_a_server_asks_for_them():
+    import nbgrader._version
+
+    done = subprocess.run([sys.executable, "-c", NBGRADER_CHECK], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen == {"light": {"version": nbgrader._version.__version__, "server_extensions": False,
+                              "jupyter_server": False},
+                    "points": [{"module": "nbgrader"}], "loaded_after": True, "has_loader": True, "unknown": False}
