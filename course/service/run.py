@@ -21,6 +21,7 @@ from course.roster import Student, nbgrader_student
 from course.service.app import WAIT_SECONDS, Service, create_app
 from course.service.connections import protocol_for
 from course.service.edge import BACKLOG, EDGE_HEADER_BYTES, Edge
+from course.service.heap import bound_the_heap
 from course.service.store import Store, database_url, new_token
 from course.service.worker import Grader
 
@@ -43,6 +44,7 @@ def serve(config: CourseConfig, *, host: str, port: int, database: str | None = 
     (edge.py): uvicorn alone bounds neither the connections that never finish a request nor their headers' time."""
     import uvicorn
 
+    bound_the_heap()  # before the server's threads start
     edge = edge or Edge()
     if forwarded_allow_ips is not None:  # behind the proxy every connection comes from its address
         edge = replace(edge, per_client=None)

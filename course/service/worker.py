@@ -26,6 +26,7 @@ from course.errors import CourseError, SubmissionError
 from course.grading import TIMED_OUT, grade_submission
 from course.nbgrader_bridge import assignment_due
 from course.selftest import SelfTest, prove_setup
+from course.service.heap import give_back_freed_memory
 from course.service.policy import ServicePolicy, attempt_numbers
 from course.service.schedule import LONG_GRADING_SECONDS, Scheduler
 from course.service.shared import SharedQueue
@@ -233,6 +234,8 @@ class Grader:
             self.wake()  # the student's next attempt, held back while this one was graded, may start now
             for listener in self.listeners:
                 listener(recorded or attempt)
+            del attempt, notebook, recorded, claimed  # a notebook of up to the upload limit, and its feedback
+            give_back_freed_memory()
 
     def _give_back(self, attempt_id: int) -> None:
         """Put a claimed attempt whose results could not be recorded back in the queue, trying until the database
