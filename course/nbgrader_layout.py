@@ -86,15 +86,15 @@ def autograded_notebook(release: dict, submitted: dict | None, feedback: dict[st
             continue  # a duplicated cell id would make nbgrader's tools refuse the notebook
         if grade_id in restored:
             cell = copy.deepcopy(by_id[grade_id])
+        # (_clean keeps a cell's type, source, id and metadata: only the metadata is copied, never its outputs)
         elif grade_id in by_id:
-            cell = copy.deepcopy(cell)
-            cell["metadata"] = {**(cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}),
-                                "nbgrader": copy.deepcopy(by_id[grade_id]["metadata"]["nbgrader"])}
-            cell["cell_type"] = by_id[grade_id]["cell_type"]
+            cell = {**cell, "cell_type": by_id[grade_id]["cell_type"],
+                    "metadata": {**_copied_metadata(cell),
+                                 "nbgrader": copy.deepcopy(by_id[grade_id]["metadata"]["nbgrader"])}}
         else:  # the student's own cell: nbgrader metadata on it would only be a forged grade cell
-            cell = copy.deepcopy(cell)
-            if isinstance(cell.get("metadata"), dict):
-                cell["metadata"].pop("nbgrader", None)
+            metadata = _copied_metadata(cell)
+            metadata.pop("nbgrader", None)
+            cell = {**cell, "metadata": metadata}
         if grade_id:
             seen.add(grade_id)
         cells.append(_clean(cell))
@@ -109,6 +109,11 @@ def autograded_notebook(release: dict, submitted: dict | None, feedback: dict[st
         cells.insert(0, {"cell_type": "markdown", "metadata": {}, "source": note})
     return {"cells": cells, "metadata": copy.deepcopy(release.get("metadata", {})), "nbformat": 4,
             "nbformat_minor": release.get("nbformat_minor", 5)}
+
+
+def _copied_metadata(cell: dict) -> dict:
+    metadata = cell.get("metadata")
+    return copy.deepcopy(metadata) if isinstance(metadata, dict) else {}
 
 
 def _clean(cell: dict) -> dict:
