@@ -3,9 +3,10 @@
 Every cell either grades the sample class exactly (57/45/0/57/4/0, frank's file refused) after the self-test
 passed, or refuses with one clear message: never a class of zeros. The cells vary what CI's own set-up never
 does: root or an ordinary user (uid 65534); the interpreter in the system prefix, a separate prefix, the user's
-home or the temporary folder (a `nosuid,nodev` tmpfs of its own, as most distributions mount /tmp: the kernel
+home, the temporary folder (a `nosuid,nodev` tmpfs of its own, as most distributions mount /tmp: the kernel
 then locks those flags on every mount made from it, which broke the warm pool's re-binding of an interpreter
-there); a read-only course folder; HOME unset; a working directory that is not the course root; warm and cold.
+there) or a path through a symlink (the view held only the folder it leads to, so bubblewrap found no interpreter
+where it was told to start one); a read-only course folder; HOME unset; a working directory that is not the course root; warm and cold.
 
 Each cell is a shell script run as root: it may make a private mount namespace (the tmpfs /tmp, a read-only bind
 of the course), then drops to the instructor with setpriv and a clean environment, and prints the grades CSV.
@@ -36,7 +37,8 @@ CSV_MARK = "----- grades-autograd.csv -----"
 @dataclass(frozen=True)
 class Cell:
     nonroot: bool
-    interpreter: str  # "checkout" (the tests' own), "separate-prefix", "system-prefix", "home", "temporary-folder"
+    interpreter: str  # "checkout" (the tests' own), "separate-prefix", "system-prefix", "home", "temporary-folder",
+    # "through-a-symlink" (the venv started by a path through a symlink: /home -> /data/home, a linked .venv)
     read_only_course: bool = False
     home: bool = True
     cwd_elsewhere: bool = False
@@ -52,6 +54,8 @@ CELLS = {
     "nonroot-system-prefix": Cell(True, "system-prefix", cwd_elsewhere=True),
     "nonroot-home": Cell(True, "home", cwd_elsewhere=True),
     "nonroot-temporary-folder-warm": Cell(True, "temporary-folder"),
+    "root-venv-through-a-symlink": Cell(False, "through-a-symlink"),
+    "nonroot-venv-through-a-symlink-cold": Cell(True, "through-a-symlink", jobs=0),
     "nonroot-temporary-folder-cold": Cell(True, "temporary-folder", jobs=0),
     "nonroot-read-only-course-home-unset-cwd-elsewhere": Cell(True, "separate-prefix", read_only_course=True,
                                                               home=False, cwd_elsewhere=True),
@@ -80,6 +84,10 @@ def _script(cell: Cell, work: Path, python: str) -> tuple[str, bool]:
                   f"chown {NONROOT_USER}:{NONROOT_USER} {home}"]
         python = f"{home}/.venv/bin/{Path(python).name}"
         env.append(f"HOME={home}")
+    elif cell.interpreter == "through-a-symlink":
+        link = work / "linked" / "venv"
+        lines += [f"mkdir -p {link.parent}", f"ln -s {shlex.quote(str(_venv_of(python)))} {link}"]
+        python = f"{link}/bin/{Path(python).name}"
     elif cell.interpreter == "system-prefix":
         site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                               capture_output=True, text=True, check=True).stdout.strip()

@@ -83,13 +83,26 @@ def _ancestors(path: str) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
+def _view_binds() -> list[tuple[str, str]]:
+    """(folder, where the view has it): the interpreter's folders at their own paths and, for a prefix this Python
+    was started by through a symlink (a venv in a linked folder: /home -> /data/home, a checkout's linked .venv),
+    the folder it leads to at that path as well: the sandboxed interpreter is started by the same path, and finds
+    its venv by it."""
+    binds = {(path, path) for path in _interpreter_paths()}
+    for prefix in (sys.base_prefix, sys.prefix):
+        started_by, real = os.path.abspath(prefix), os.path.realpath(prefix)
+        if started_by != real and not started_by.startswith("/usr/"):
+            binds.add((real, started_by))
+    return sorted(binds, key=lambda bind: (bind[1], bind[0]))
+
+
 INTERPRETER_ALIAS = "/.interpreter"
 
 
 def interpreter_paths_under_tmp() -> list[tuple[str, str]]:
-    """(alias, path) for each interpreter folder inside /tmp: a warm worker's child mounts a fresh /tmp
-    over them and binds them back from these aliases (see runner._isolate_child)."""
-    under = [p for p in _interpreter_paths() if p.startswith("/tmp/")]
+    """(alias, path) for each interpreter folder the view has inside /tmp: a warm worker's child mounts a fresh
+    /tmp over them and binds them back from these aliases (see runner._isolate_child)."""
+    under = [target for _, target in _view_binds() if target.startswith("/tmp/")]
     return [(f"{INTERPRETER_ALIAS}/{index}", path) for index, path in enumerate(under)]
 
 
@@ -110,16 +123,17 @@ def bwrap_view(tmp_mb: int, *, with_aliases: bool = False, user_namespace: bool 
         command += ["--ro-bind-try", system_dir, system_dir]
     command += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
     created: set[str] = set()
-    for path in _interpreter_paths():
+    for folder, target in _view_binds():
         # bwrap creates missing parents with mode 0700; the sandbox uid must be able to walk through them.
-        for parent in _ancestors(path):
+        for parent in _ancestors(target):
             if parent not in created:
                 command += ["--perms", "0755", "--dir", parent]
                 created.add(parent)
-        command += ["--ro-bind", path, path]
+        command += ["--ro-bind", folder, target]
     if with_aliases:
+        sources = {target: folder for folder, target in _view_binds()}
         for alias, path in interpreter_paths_under_tmp():
-            command += ["--ro-bind", path, alias]
+            command += ["--ro-bind", sources[path], alias]
     # Everything but /tmp read-only: in a user namespace the view's own root, /etc and /dev would otherwise
     # belong to the student's uid, unbounded in size and shared by every child of a warm worker.
     return [*command, "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--remount-ro", "/",
