@@ -206,3 +206,37 @@ def test_the_runner_runs_cells_as_ipython_does():
     assert ours[0][1] == "ZeroDivisionError: division by zero"
     assert ours[1]["w"] == "[0, 1, 2]"
     assert (ours[1]["exc"], ours[1]["m"]) == ("'None'", "42")
+
+
+@pytest.mark.parametrize("level", ["auto", "rlimits"])
+def test_a_cold_run_starts_while_another_thread_of_the_grader_holds_the_lock_a_fork_handler_takes(level):
+    """A `preexec_fn` makes subprocess run the interpreter's fork handlers, logging's among them (it takes logging's
+    lock), and Python code in the forked child: a grader thread importing or logging at that moment deadlocked
+    `grade --jobs 0` for good (seen: torch's import in one thread, nbgrader's in another, a cold start in a third).
+    A cold run's limits are set by its runner and its uid by Popen: no fork handler runs, nothing waits."""
+    import logging
+    import threading
+
+    held, release = threading.Event(), threading.Event()
+
+    def hold_logging_lock() -> None:
+        with logging._lock:  # type: ignore[attr-defined]  # what logging's fork handler acquires
+            held.set()
+            release.wait(120)
+
+    holder = threading.Thread(target=hold_logging_lock, daemon=True)
+    holder.start()
+    assert held.wait(10)
+    results: list = []
+    runner = threading.Thread(target=lambda: results.append(run_cells(
+        [Cell(0, "cell", "import resource\nresult = resource.getrlimit(resource.RLIMIT_NOFILE)[1]")], ("result",), {},
+        LIMITS, isolation=level)), daemon=True)
+    try:
+        runner.start()
+        runner.join(60)  # a run takes seconds; blocked behind the lock, it would not end before the lock is let go
+        finished_while_held = not runner.is_alive()
+    finally:
+        release.set()
+        runner.join(60)
+    assert finished_while_held
+    assert results[0].answers["result"].value == LIMITS.open_files  # the limits still hold

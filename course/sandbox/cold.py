@@ -6,6 +6,7 @@ the grader reads the notebook, then `ColdSandbox.run` hands it the cells. `run_c
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -23,11 +24,11 @@ from course.sandbox.bubblewrap import bwrap_command, userns_command
 from course.sandbox.giving_way import GivingWay
 from course.sandbox.handed_in import RUNNER_SOURCE, Cell
 from course.sandbox.levels import LEVELS, choose_isolation, first_choice
-from course.sandbox.limits import SANDBOX_ENV, set_limits
+from course.sandbox.limits import SANDBOX_ENV, rlimits_for
 from course.sandbox.protocol import encode_request, write_in_background
 from course.sandbox.retry import first_ready
 from course.sandbox.supervisor import EXIT_GRACE_SECONDS, RunResult, Supervised, supervise
-from course.sandbox.uids import descendants, drop_to, lease_uid, reap_uid
+from course.sandbox.uids import descendants, lease_uid, reap_uid
 
 log = logging.getLogger(__name__)
 
@@ -111,18 +112,16 @@ class ColdSandbox:
             command = []
         # The answer channel last: nothing between its making and the Popen below can fail and leave it open.
         channel_read, channel_write = os.pipe()
-        command = [*command, sys.executable, "-I", "-c", RUNNER_SOURCE, str(channel_write)]
-        level, uid, limits = self.level, self._uid, self.limits
-
-        def prepare_child() -> None:
-            set_limits(limits)
-            if level == "uid":
-                drop_to(uid)
-
+        # The run's rlimits go to the runner, which sets them on itself before anything else (runner._set_rlimits),
+        # and the uid level's drop is Popen's own: no Python runs in the forked child of this threaded grader.
+        command = [*command, sys.executable, "-I", "-c", RUNNER_SOURCE, str(channel_write),
+                   json.dumps(rlimits_for(self.limits))]
+        uid = self._uid if self.level == "uid" else None
         try:
             process = subprocess.Popen(  # noqa: S603 - fixed argument list, no shell
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                cwd=cwd, env=env, pass_fds=(channel_write,), start_new_session=True, preexec_fn=prepare_child,
+                cwd=cwd, env=env, pass_fds=(channel_write,), start_new_session=True,
+                user=uid, group=uid, extra_groups=None if uid is None else [],
             )
         except OSError as error:
             os.close(channel_read)

@@ -20,11 +20,10 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from course.errors import NoIsolationError
 from course.sandbox.bubblewrap import bwrap_binary, bwrap_command, path_prelude, userns_command
-from course.sandbox.uids import drop_to, lease_uid
+from course.sandbox.uids import lease_uid
 
 
 @dataclass(frozen=True)
@@ -62,14 +61,15 @@ ISOLATION_SUMMARY = {name: level.summary for name, level in LEVELS.items()}
 PROBE_SOURCE = "import importlib.util as u\nopen(u.find_spec('IPython').origin, 'rb').close()"
 
 
-def _probe(command: list[str], preexec: Any = None, attempts: int = 2) -> bool:
+def _probe(command: list[str], uid: int | None = None, attempts: int = 2) -> bool:
     """Whether this Python starts under `command` and can read IPython there. A second attempt, with more
     time, keeps a machine that is briefly overloaded from looking like one that cannot isolate at all."""
     for attempt in range(attempts):
         try:
             completed = subprocess.run(  # noqa: S603 - fixed argument list
                 [*command, sys.executable, "-I", "-c", path_prelude() + PROBE_SOURCE],
-                capture_output=True, timeout=30 * (attempt + 1), preexec_fn=preexec, check=False,
+                capture_output=True, timeout=30 * (attempt + 1), check=False,
+                user=uid, group=uid, extra_groups=None if uid is None else [],
             )
         except OSError:
             return False
@@ -154,7 +154,7 @@ def _choose(requested: str, uid: int, tmp_mb: int) -> tuple[str, str]:
             raise NoIsolationError("sandbox: uid needs the grader to run as root (it switches student code to "
                                f"uid {uid}); run as root, or set sandbox: auto")
         with lease_uid(uid) as leased:  # another grader reaping its own uid must not kill this probe
-            started = _probe([], preexec=lambda: drop_to(leased))
+            started = _probe([], uid=leased)
         if not started:
             raise NoIsolationError(f"sandbox: uid {uid} cannot start this Python (is it installed in a private home?); "
                                "install the course into a virtual environment every user can read")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import resource
-
 from course.config import Limits
 
 SANDBOX_ENV = {
@@ -40,9 +38,3 @@ def rlimits_for(limits: Limits) -> dict[str, tuple[int, int]]:
         "RLIMIT_NICE": 0,  # never above the nice it is given: a run that gives way stays in SCHED_IDLE
     }
     return {"RLIMIT_CPU": (cpu, cpu + CPU_GRACE_SECONDS), **{name: (value, value) for name, value in fixed.items()}}
-
-
-def set_limits(limits: Limits) -> None:
-    """Runs in the child before exec."""
-    for name, value in rlimits_for(limits).items():
-        resource.setrlimit(getattr(resource, name), value)

@@ -270,10 +270,22 @@ def _new_shell():
     return InteractiveShell.instance(config=config)
 
 
+def _set_rlimits(rlimits):
+    """The run's rlimits ({name: [soft, hard]}, course/sandbox/limits.py), set by this process on itself before
+    anything else: the grader starts a cold run with no Python of its own in the forked child (a `preexec_fn` can
+    deadlock a grader whose other threads are importing or logging at that moment)."""
+    import resource
+
+    for name, (soft, hard) in rlimits.items():
+        resource.setrlimit(getattr(resource, name), (soft, hard))
+
+
 def main():
-    """Cold start: the request on stdin, the channel fd in argv[1]. Filtered first, then torch and the shell,
-    as a warm worker has them, while the grader still reads the notebook (it writes the request after)."""
+    """Cold start: the request on stdin, the channel fd in argv[1], the run's rlimits as JSON in argv[2]. Limited and
+    filtered first, then torch and the shell, as a warm worker has them, while the grader still reads the notebook
+    (it writes the request after)."""
     channel = int(sys.argv[1])
+    _set_rlimits(json.loads(sys.argv[2]))
     confined = confine()
     gc.disable()  # the collector would rescan every object of torch's import as it grows: a tenth of its time
     with contextlib.suppress(Exception):  # a torch that cannot load here: the notebook's own import says why

@@ -42,12 +42,6 @@ def lease_uid(base: int) -> Iterator[int]:
     raise SandboxError(f"all {UID_RANGE} sandbox uids from {base} are in use by other graders on this machine")
 
 
-def drop_to(uid: int) -> None:
-    os.setgroups([])
-    os.setgid(uid)
-    os.setuid(uid)
-
-
 def processes_of(uid: int) -> list[int]:
     """Pids whose real uid is `uid` (read from /proc/<pid>/status: the owner of /proc/<pid> would be cheaper
     to read, but a process that makes itself non-dumpable shows as root's there). Runs after every
