@@ -11,7 +11,7 @@ to the system after it. Elsewhere than glibc (musl, macOS) nothing is done."""
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import logging
 
 log = logging.getLogger(__name__)
@@ -22,6 +22,7 @@ MMAP_THRESHOLD_BYTES = 128 * 1024
 ARENAS = 2
 
 
+@functools.cache
 def _glibc() -> ctypes.CDLL | None:
     try:
         libc = ctypes.CDLL(None)
