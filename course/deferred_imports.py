@@ -7,6 +7,7 @@ formats, so here the package stands in until one is checked: then the grammars a
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 import types
@@ -14,15 +15,20 @@ import types
 IRI_GRAMMARS = "rfc3987_syntax"
 
 
+def _package_not_imported_yet(name: str) -> importlib.machinery.ModuleSpec | None:
+    """How `name` would be imported, or None when it is imported already or not installed."""
+    if name in sys.modules:
+        return None
+    try:
+        return importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+
+
 def defer_iri_grammars() -> None:
     """Put a stand-in for `rfc3987_syntax` in sys.modules, unless it is imported already or absent: the same
     package (its path and spec, so its own submodules import as ever) whose attributes compile on first use."""
-    if IRI_GRAMMARS in sys.modules:
-        return
-    try:
-        spec = importlib.util.find_spec(IRI_GRAMMARS)
-    except (ImportError, ValueError):
-        return
+    spec = _package_not_imported_yet(IRI_GRAMMARS)
     if spec is None or not spec.submodule_search_locations:
         return
     standin = types.ModuleType(IRI_GRAMMARS, "rfc3987_syntax, its grammars compiled on first use")
@@ -53,12 +59,7 @@ def defer_nbgrader_package_init() -> None:
     nbgrader's gradebook, utilities and converters, whose modules import as ever below the stand-in (its path and
     spec are nbgrader's). The first name asked of the package that the stand-in lacks (a server's
     `_jupyter_server_extension_points`, say) runs nbgrader's own __init__ in place, once, as before."""
-    if NBGRADER in sys.modules:
-        return
-    try:
-        spec = importlib.util.find_spec(NBGRADER)
-    except (ImportError, ValueError):
-        return
+    spec = _package_not_imported_yet(NBGRADER)
     if spec is None or spec.loader is None or not spec.submodule_search_locations:
         return
     loader = spec.loader
