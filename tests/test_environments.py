@@ -6,7 +6,8 @@ does: root or an ordinary user (uid 65534); the interpreter in the system prefix
 home, the temporary folder (a `nosuid,nodev` tmpfs of its own, as most distributions mount /tmp: the kernel
 then locks those flags on every mount made from it, which broke the warm pool's re-binding of an interpreter
 there) or a path through a symlink (the view held only the folder it leads to, so bubblewrap found no interpreter
-where it was told to start one); a read-only course folder; HOME unset; a working directory that is not the course root; warm and cold.
+where it was told to start one); a read-only course folder; HOME unset; a working directory that is not the
+course root; warm and cold.
 
 Each cell is a shell script run as root: it may make a private mount namespace (the tmpfs /tmp, a read-only bind
 of the course), then drops to the instructor with setpriv and a clean environment, and prints the grades CSV.
