@@ -99,11 +99,16 @@ def _view_binds() -> list[tuple[str, str]]:
 INTERPRETER_ALIAS = "/.interpreter"
 
 
+def _aliased(binds: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """(alias, folder, path) for each of `binds` whose path is inside /tmp."""
+    under = [(folder, target) for folder, target in binds if target.startswith("/tmp/")]
+    return [(f"{INTERPRETER_ALIAS}/{index}", folder, target) for index, (folder, target) in enumerate(under)]
+
+
 def interpreter_paths_under_tmp() -> list[tuple[str, str]]:
     """(alias, path) for each interpreter folder the view has inside /tmp: a warm worker's child mounts a fresh
     /tmp over them and binds them back from these aliases (see runner._isolate_child)."""
-    under = [target for _, target in _view_binds() if target.startswith("/tmp/")]
-    return [(f"{INTERPRETER_ALIAS}/{index}", path) for index, path in enumerate(under)]
+    return [(alias, target) for alias, _, target in _aliased(_view_binds())]
 
 
 def bwrap_view(tmp_mb: int, *, with_aliases: bool = False, user_namespace: bool = False) -> list[str]:
@@ -123,7 +128,8 @@ def bwrap_view(tmp_mb: int, *, with_aliases: bool = False, user_namespace: bool 
         command += ["--ro-bind-try", system_dir, system_dir]
     command += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
     created: set[str] = set()
-    for folder, target in _view_binds():
+    binds = _view_binds()
+    for folder, target in binds:
         # bwrap creates missing parents with mode 0700; the sandbox uid must be able to walk through them.
         for parent in _ancestors(target):
             if parent not in created:
@@ -131,9 +137,8 @@ def bwrap_view(tmp_mb: int, *, with_aliases: bool = False, user_namespace: bool 
                 created.add(parent)
         command += ["--ro-bind", folder, target]
     if with_aliases:
-        sources = {target: folder for folder, target in _view_binds()}
-        for alias, path in interpreter_paths_under_tmp():
-            command += ["--ro-bind", sources[path], alias]
+        for alias, folder, _ in _aliased(binds):
+            command += ["--ro-bind", folder, alias]
     # Everything but /tmp read-only: in a user namespace the view's own root, /etc and /dev would otherwise
     # belong to the student's uid, unbounded in size and shared by every child of a warm worker.
     return [*command, "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--remount-ro", "/",
