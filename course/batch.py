@@ -165,11 +165,11 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
     refs = [ref for ref in refs if not ref.problem]
     paths_by_id = {ref.student_id: ref.path for ref in refs}
     with ExitStack() as stack:
-        # Start-up overlaps: the workers import torch while this process imports its own (for the judge) and
-        # nbgrader's, reads the roster and the due date and opens the gradebook, each in a thread of its own;
+        # Start-up overlaps: the workers import torch while this process imports its own (for the judge), then
+        # nbgrader's, in one thread, and reads the roster and the due date and opens the gradebook in another;
         # results wait for these only where they need them.
         background = stack.enter_context(ThreadPoolExecutor(2))
-        background.submit(warm_imports)
+        background.submit(warm_imports, "nbgrader.api")  # torch for the judge, then nbgrader for the records
         # no sandbox, no grading: refused before the gradebook is opened (or the assignment recorded in it)
         level, note = sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
         summary.isolation = note or sandbox.ISOLATION_SUMMARY[level]
@@ -297,10 +297,8 @@ def _open_records(config: CourseConfig, settings: AssignmentSettings, record: bo
                   roster: list[Student] | None, proven: Future[bool]) -> _Records:
     """The roster (default, for a course-root run: the gradebook's students), the due date (the YAML's, else
     the gradebook's) and the open gradebook. Opening it (and, the first time, recording the assignment in it)
-    takes seconds, so it runs beside the grading: nbgrader is imported at once, and the gradebook is opened once
-    the self-test has passed (`proven`); after a failed one, not at all."""
-    import nbgrader.api  # noqa: F401 - the slow part, beside the workers' start and the self-test
-
+    takes seconds, so it runs beside the grading: nbgrader is imported in the background (warm_imports), and the
+    gradebook is opened once the self-test has passed (`proven`); after a failed one, not at all."""
     if not proven.result():
         return _Records(NoGradebook(), None, None)
     gradebook_path = config.root / "gradebook.db"

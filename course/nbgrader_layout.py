@@ -14,7 +14,6 @@ It is only data for formgrader: nothing here runs the student's code.
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import shutil
@@ -74,7 +73,10 @@ def _result_output(question: dict[str, Any]) -> dict[str, Any]:
 
 
 def autograded_notebook(release: dict, submitted: dict | None, feedback: dict[str, Any], note: str = "") -> dict:
-    """The student's cells, the release's locked and grade cells, our result under each grade cell."""
+    """The student's cells, the release's locked and grade cells, our result under each grade cell.
+
+    What it returns shares parts (metadata, sources) with `release` and `submitted`, copying only what it changes:
+    it is written out, never changed, and so is neither of them (the release is parsed once per batch)."""
     by_id = {nbgrader_meta(c).get("grade_id"): c for c in release["cells"] if nbgrader_meta(c).get("grade_id")}
     restored = {gid for gid, c in by_id.items() if nbgrader_meta(c).get("locked") or nbgrader_meta(c).get("grade")}
     results = {f"test_{q['id']}": q for q in feedback.get("questions", [])}
@@ -85,35 +87,32 @@ def autograded_notebook(release: dict, submitted: dict | None, feedback: dict[st
         if grade_id in seen:
             continue  # a duplicated cell id would make nbgrader's tools refuse the notebook
         if grade_id in restored:
-            cell = copy.deepcopy(by_id[grade_id])
+            cell = by_id[grade_id]
         # (_clean keeps a cell's type, source, id and metadata: only the metadata is copied, never its outputs)
         elif grade_id in by_id:
             cell = {**cell, "cell_type": by_id[grade_id]["cell_type"],
-                    "metadata": {**_copied_metadata(cell),
-                                 "nbgrader": copy.deepcopy(by_id[grade_id]["metadata"]["nbgrader"])}}
+                    "metadata": {**_metadata(cell), "nbgrader": by_id[grade_id]["metadata"]["nbgrader"]}}
         else:  # the student's own cell: nbgrader metadata on it would only be a forged grade cell
-            metadata = _copied_metadata(cell)
-            metadata.pop("nbgrader", None)
-            cell = {**cell, "metadata": metadata}
+            cell = {**cell, "metadata": {key: value for key, value in _metadata(cell).items() if key != "nbgrader"}}
         if grade_id:
             seen.add(grade_id)
         cells.append(_clean(cell))
     for grade_id in by_id:  # a grade or locked cell the student deleted comes back, as nbgrader's tools expect
         if grade_id in restored and grade_id not in seen:
-            cells.append(_clean(copy.deepcopy(by_id[grade_id])))
+            cells.append(_clean(by_id[grade_id]))
     for cell in cells:
         grade_id = nbgrader_meta(cell).get("grade_id")
         if cell["cell_type"] == "code":
             cell["outputs"] = [_result_output(results[grade_id])] if grade_id in results else []
     if note:
         cells.insert(0, {"cell_type": "markdown", "metadata": {}, "source": note})
-    return {"cells": cells, "metadata": copy.deepcopy(release.get("metadata", {})), "nbformat": 4,
+    return {"cells": cells, "metadata": release.get("metadata", {}), "nbformat": 4,
             "nbformat_minor": release.get("nbformat_minor", 5)}
 
 
-def _copied_metadata(cell: dict) -> dict:
+def _metadata(cell: dict) -> dict:
     metadata = cell.get("metadata")
-    return copy.deepcopy(metadata) if isinstance(metadata, dict) else {}
+    return metadata if isinstance(metadata, dict) else {}
 
 
 def _clean(cell: dict) -> dict:
@@ -153,7 +152,7 @@ def copy_submission_files(submitted_path: Path, folder: Path) -> None:
 
 def _released(path: Path) -> dict:
     """The released notebook, parsed once per batch rather than once per student (never changed by the
-    callers: autograded_notebook copies what it keeps)."""
+    callers: autograded_notebook shares its parts and changes none)."""
     stat = path.stat()
     return _parse_notebook(path, stat.st_mtime_ns, stat.st_size)
 

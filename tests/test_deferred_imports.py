@@ -53,3 +53,25 @@ def test_nbgrader_imports_without_its_server_extensions_until_a_server_asks_for_
     assert seen == {"light": {"version": nbgrader._version.__version__, "server_extensions": False,
                               "jupyter_server": False},
                     "points": [{"module": "nbgrader"}], "loaded_after": True, "has_loader": True, "unknown": False}
+
+
+WARM_CHECK = """
+import gc, json, sys
+from course.grading import warm_imports
+gc.disable()  # a caller that had the collector off gets it back off
+warm_imports("nbgrader.api")
+first = {"frozen": gc.get_freeze_count(), "enabled": gc.isenabled(),
+         "imported": all(name in sys.modules for name in ("torch", "nbgrader.api"))}
+gc.enable()
+gc.unfreeze()
+warm_imports("nbgrader.api")  # a second batch in the same process freezes nothing more
+print(json.dumps({**first, "again": gc.get_freeze_count(), "enabled_after": gc.isenabled()}))
+"""
+
+
+def test_warm_imports_freeze_their_objects_once_and_leave_the_collector_as_they_found_it():
+    done = subprocess.run([sys.executable, "-c", WARM_CHECK], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["imported"] and seen["frozen"] > 100_000, seen  # torch's import alone makes several hundred thousand
+    assert seen["enabled"] is False and seen["enabled_after"] is True and seen["again"] == 0, seen
