@@ -255,3 +255,21 @@ def test_a_worker_that_has_served_a_few_runs_forks_its_children_from_huge_pages(
     # (runner._collapse_into_huge_pages). A child sees the huge pages it shares with its worker in its own smaps.
     seen = [run(pool, READ_HUGE_PAGES).answers["result"].value for _ in range(6)]
     assert seen[-1] >= 50 * 1024, seen  # kB: most of the worker's memory, once it has served a few runs
+
+
+SHELL_STATE = """
+import sys
+ip = get_ipython()
+result = ['pygments.formatters' in sys.modules, 'torch' in globals(), hasattr(sys, 'last_value'),
+          getattr(ip.InteractiveTB, 'tb', None) is None, ip.last_execution_succeeded]
+"""
+
+
+def test_a_child_starts_with_ipythons_traceback_display_loaded_and_no_error_shown(pool):
+    # The worker shows a few tracebacks before it serves anyone (runner._warm_up_tracebacks), so a raising notebook's
+    # child does not import their formatting; the shell it hands on has shown no error and bound no name.
+    assert run(pool, SHELL_STATE).answers["result"].value == [True, False, False, True, True]
+    # and the first error a student's notebook raises is still shown and reported as theirs
+    raised = pool.run([Cell(0, "cell", "1 / 0"), Cell(1, "cell", SHELL_STATE)], ("result",), {})
+    assert "ZeroDivisionError" in (raised.cells[0].error or ""), raised
+    assert raised.answers["result"].value == [True, False, True, False, False]

@@ -724,6 +724,36 @@ def _warm_up(torch):
         pass
 
 
+# The first traceback a process shows costs far more than the next (~15 ms against ~1 ms here: IPython imports
+# pygments, its styles and formatters, and fills its caches; a first error from inside torch and a first syntax error
+# a few ms more), and most students' notebooks raise somewhere (a public check that fails raises). So a worker shows
+# these once, before it serves anyone, and each child has what they loaded from the fork. Trusted cells that bind no
+# name; what they leave behind (sys.last_*, the traceback `%tb` and `%debug` read, the last input line) is cleared:
+# a student's notebook starts in a shell that has shown no error.
+_TRACEBACK_CELLS = ("1 / 0", "__import__('torch').ones(1).backward()", "(")
+
+
+def _warm_up_tracebacks(shell):
+    import io
+
+    sink = io.StringIO()
+    names = set(shell.user_ns)
+    try:
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            for source in _TRACEBACK_CELLS:
+                run_cell(shell, source)
+    except _BaseException:
+        pass
+    for name in set(shell.user_ns) - names:
+        del shell.user_ns[name]
+    for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+        with contextlib.suppress(AttributeError):
+            delattr(sys, name)
+    shell.InteractiveTB.tb = None
+    shell._last_input_line = None
+    shell.last_execution_succeeded, shell.last_execution_result = True, None
+
+
 # A worker's anonymous memory (torch's and the interpreter's, ~150 MiB) in 4 KiB pages makes each fork dear: the
 # kernel copies one page-table entry per page and the child's exit frees them again, ~25 ms of CPU a run on a
 # virtual machine (where each entry costs more), against ~8 ms in 2 MiB pages (docs/performance.md). So a worker that
@@ -774,6 +804,7 @@ def serve(control_fd):
         _warm_up(torch)
     # The shell is made before any submission is seen; each child gets its own copy by forking.
     shell = _new_shell()
+    _warm_up_tracebacks(shell)
     try:
         prelude = json.loads(sys.stdin.buffer.read() or b"[]")
     except ValueError:
