@@ -82,8 +82,8 @@ def xdist_worker(config) -> bool:
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist every worker collects every test: the tests that need one piece of background work go
     to one worker together (an xdist group, dispatched first since it is the largest unit), which starts that
-    work when its first test asks for it, while the other workers run the rest. (Not with pytest-xdist 3.8.0 under
-    pytest 9.2: it writes the group into `item._nodeid`, which pytest no longer reads; pytest-xdist issue #1386.)"""
+    work when its first test asks for it, while the other workers run the rest. (Hence pytest 9.1: pytest-xdist 3.8.0
+    writes the group into `item._nodeid`, which pytest 9.2 no longer reads; pytest-xdist issue #1386.)"""
     if not xdist_worker(config):
         return
     for item in items:
