@@ -10,6 +10,7 @@ from pathlib import Path
 
 from course import __version__
 from course.config import find_config, load_config
+from course.deferred_imports import defer_setuptools_for_archives, defer_torch_meta_kernels
 from course.errors import CourseError
 from course.extras import require
 from course.gradebook import COURSE_TOTALS
@@ -365,6 +366,11 @@ HANDLERS = {"release": _release, "check": _check, "grade": _grade, "merge": _mer
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A command's own process, before anything imports torch or nbgrader (deferred_imports.py): its torch needs no
+    # Python meta kernels until something traces or compiles (its students' code runs in the sandbox's interpreter,
+    # which imports nothing of ours), and nbgrader's utilities need setuptools only to unpack an archive.
+    defer_torch_meta_kernels()
+    defer_setuptools_for_archives()
     args = _parser().parse_args(argv)
     configure_logging(args.log_level)
     try:

@@ -7,9 +7,11 @@ formats, so here the package stands in until one is checked: then the grammars a
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
+import threading
 import types
 
 IRI_GRAMMARS = "rfc3987_syntax"
@@ -52,33 +54,163 @@ def defer_iri_grammars() -> None:
 NBGRADER = "nbgrader"
 
 
-def defer_nbgrader_package_init() -> None:
-    """Put nbgrader in sys.modules without its package __init__, unless it is imported already or absent. That
-    __init__ imports nbgrader's four Jupyter server extensions (jupyter_server, tornado and their handlers: about a
-    second of CPU and 23 MiB in every process of ours) only so that a Jupyter server can load them; a grader uses
-    nbgrader's gradebook, utilities and converters, whose modules import as ever below the stand-in (its path and
-    spec are nbgrader's). The first name asked of the package that the stand-in lacks (a server's
-    `_jupyter_server_extension_points`, say) runs nbgrader's own __init__ in place, once, as before."""
-    spec = _package_not_imported_yet(NBGRADER)
+def _defer_package_init(name: str, *, from_submodules: dict[str, str] | None = None) -> bool:
+    """Put package `name` in sys.modules without running its __init__, unless it is imported already or absent:
+    its modules import as ever below the stand-in (its path and spec are the package's), the names in
+    `from_submodules` come from the submodule named there, and the first other name asked of the package that is
+    not a submodule runs the package's own __init__ in place, once, as before. Returns whether it stands in."""
+    spec = _package_not_imported_yet(name)
     if spec is None or spec.loader is None or not spec.submodule_search_locations:
-        return
+        return False
     loader = spec.loader
     package = importlib.util.module_from_spec(spec)
     initialised = False
 
-    def rest_of_init(name: str):  # PEP 562: a submodule (`from . import utils`), else what __init__ defines
+    def rest_of_init(attribute: str):  # PEP 562: a submodule (`from . import utils`), else what __init__ defines
         nonlocal initialised
-        if initialised or name.startswith("__"):
-            raise AttributeError(f"module {NBGRADER!r} has no attribute {name!r}")
-        if importlib.util.find_spec(f"{NBGRADER}.{name}") is not None:
-            return importlib.import_module(f"{NBGRADER}.{name}")
+        if initialised or attribute.startswith("__"):
+            raise AttributeError(f"module {name!r} has no attribute {attribute!r}")
+        if from_submodules and attribute in from_submodules:
+            return getattr(importlib.import_module(f"{name}.{from_submodules[attribute]}"), attribute)
+        if importlib.util.find_spec(f"{name}.{attribute}") is not None:
+            return importlib.import_module(f"{name}.{attribute}")
         initialised = True
         loader.exec_module(package)
-        return getattr(package, name)
+        return getattr(package, attribute)
 
     package.__getattr__ = rest_of_init  # type: ignore[method-assign]
-    sys.modules[NBGRADER] = package
+    sys.modules[name] = package
+    return True
+
+
+def defer_nbgrader_package_init() -> None:
+    """nbgrader without its package __init__ (_defer_package_init), unless it is imported already or absent. That
+    __init__ imports nbgrader's four Jupyter server extensions (jupyter_server, tornado and their handlers: about a
+    second of CPU and 23 MiB in every process of ours) only so that a Jupyter server can load them; a grader uses
+    nbgrader's gradebook, utilities and converters. A server asking `_jupyter_server_extension_points` runs it.
+
+    So too its `auth` package, whose __init__ imports the JupyterHub plugin and with it `requests` (11 MiB) for every
+    importer of the gradebook, which needs only the Authenticator class of `auth.base`."""
+    if not _defer_package_init(NBGRADER):
+        return
+    package = sys.modules[NBGRADER]
     try:
         package.__version__ = importlib.import_module(f"{NBGRADER}._version").__version__  # type: ignore[attr-defined]
     except Exception:  # not the nbgrader we know: leave its import to itself
         del sys.modules[NBGRADER]
+        return
+    _defer_package_init(f"{NBGRADER}.auth", from_submodules=dict.fromkeys(
+        ("Authenticator", "BaseAuthPlugin", "NoAuthPlugin"), "base"))
+
+
+ARCHIVES = "setuptools.archive_util"
+ARCHIVE_FUNCTIONS = ("unpack_archive", "unpack_tarfile", "unpack_zipfile")
+
+
+def defer_setuptools_for_archives() -> None:
+    """nbgrader's utilities import three unpacking functions of `setuptools.archive_util` (used by `zip_collect`
+    alone), and so all of setuptools and distutils, 13 MiB, in every importer of the gradebook. In a command's process
+    (cli.main) that module stands in, unless setuptools is imported already or absent: its functions, and any other
+    name asked of it, import the real module on first use (which then takes its place in sys.modules)."""
+    if ARCHIVES in sys.modules or _package_not_imported_yet("setuptools") is None:
+        return
+    standin = types.ModuleType(ARCHIVES, "setuptools.archive_util, imported on first use")
+
+    def real() -> types.ModuleType:
+        if sys.modules.get(ARCHIVES) is standin:
+            del sys.modules[ARCHIVES]
+        return importlib.import_module(ARCHIVES)
+
+    def forwarded(attribute: str):  # PEP 562
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        return getattr(real(), attribute)
+
+    def on_first_use(function: str):
+        def call(*args, **kwargs):
+            return getattr(real(), function)(*args, **kwargs)
+        call.__name__ = call.__qualname__ = function
+        return call
+
+    for function in ARCHIVE_FUNCTIONS:
+        setattr(standin, function, on_first_use(function))
+    standin.__getattr__ = forwarded  # type: ignore[method-assign]
+    sys.modules[ARCHIVES] = standin
+
+
+TORCH_META = "torch._meta_registrations"
+# The modules that trace, compile or export, and so use torch's Python meta kernels: importing one first loads them.
+META_USERS = frozenset({"torch._dynamo", "torch._inductor", "torch.export._trace", "torch._functorch.aot_autograd",
+                        "torch._decomp.decompositions", "torch._refs", "torch._prims"})
+
+
+class _MetaKernelsStandIn(types.ModuleType):
+    """torch._meta_registrations until something uses it (see defer_torch_meta_kernels)."""
+
+    def __getattr__(self, attribute: str):  # `from torch._meta_registrations import meta_embedding_bag`, say
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        return getattr(_real_meta_kernels(), attribute)
+
+
+_meta_lock = threading.RLock()
+
+
+def _real_meta_kernels() -> types.ModuleType:
+    """Import the real torch._meta_registrations in the stand-in's place (once: it registers torch's Python meta
+    kernels with the dispatcher as it is imported)."""
+    with _meta_lock:
+        if isinstance(sys.modules.get(TORCH_META), _MetaKernelsStandIn):
+            del sys.modules[TORCH_META]
+        return importlib.import_module(TORCH_META)
+
+
+class _MetaKernelsFirst(importlib.abc.MetaPathFinder):
+    """Finds a module of META_USERS as the rest of sys.meta_path does, with a loader that loads torch's meta kernels
+    before the module runs (in exec_module, not here: a finder runs under the interpreter's global import lock, and
+    an import made under it could deadlock against another thread's)."""
+
+    def find_spec(self, name, path, target=None):
+        if name not in META_USERS or not isinstance(sys.modules.get(TORCH_META), _MetaKernelsStandIn):
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _LoadingMetaKernelsFirst(spec.loader)
+                return spec
+        return None
+
+
+class _LoadingMetaKernelsFirst(importlib.abc.Loader):
+    def __init__(self, loader) -> None:
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        _real_meta_kernels()
+        self._loader.exec_module(module)
+
+    def __getattr__(self, attribute: str):  # get_source, get_code, is_package, ...: the real loader's
+        return getattr(self._loader, attribute)
+
+
+def defer_torch_meta_kernels() -> None:
+    """torch's __init__ ends by importing `torch._meta_registrations`, which registers some thousand Python "meta"
+    kernels (shapes without data, for the meta device and for tracing), and with them torch's decompositions, refs
+    and prims: 0.8 s of CPU and 17 MiB of every process of ours that imports torch (measured here). Our processes
+    are the trusted ones (grader, service): they compute the judge's references with eager CPU tensors, which never
+    dispatch to a meta kernel. So the command line (cli.main, before anything imports torch) puts a stand-in in that
+    module's place, unless torch is imported already or absent; the real one is imported when a module that traces,
+    compiles or exports is (META_USERS), or when a name is asked of it. Not on importing the package: a student's
+    Jupyter kernel imports `course.notebook`, and its torch stays whole (so does the sandbox's, which imports nothing
+    of ours). A hidden test that built meta-device tensors by hand would find torch's C++ meta kernels only, and the
+    self-test, which grades the solution before anyone, would refuse the course rather than grade with it."""
+    if "torch" in sys.modules or TORCH_META in sys.modules or _package_not_imported_yet("torch") is None:
+        return
+    sys.modules[TORCH_META] = _MetaKernelsStandIn(TORCH_META, "torch's Python meta kernels, imported on first use")
+    sys.meta_path.insert(0, _MetaKernelsFirst())

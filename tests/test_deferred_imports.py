@@ -78,3 +78,66 @@ def test_warm_imports_freeze_their_objects_once_and_leave_the_collector_as_they_
     assert seen["enabled"] is False, seen
     assert seen["enabled_after"] is True, seen
     assert seen["again"] == 0, seen
+
+
+GRADEBOOK_CHECK = """
+import json, os, sys, tempfile, zipfile
+import course.cli
+from course.deferred_imports import defer_setuptools_for_archives
+defer_setuptools_for_archives()  # as the command line's main() does
+import nbgrader.api, nbgrader.utils
+light = {name: name in sys.modules for name in ("requests", "setuptools")}
+from nbgrader.auth import Authenticator, JupyterHubAuthPlugin  # the real classes, the plugin by running auth's __init__
+with tempfile.TemporaryDirectory() as folder:
+    archive = os.path.join(folder, "hw.zip")
+    with zipfile.ZipFile(archive, "w") as packed:
+        packed.writestr("alice_hw.ipynb", "{}")
+    out = os.path.join(folder, "out")
+    os.makedirs(out)
+    nbgrader.utils.unzip(archive, out, tree=True)  # zip_collect's unpacking: setuptools' functions on first use
+    unpacked = sorted(os.listdir(out))
+print(json.dumps({**light, "classes": [Authenticator.__module__, JupyterHubAuthPlugin.__module__],
+                  "unpacked": unpacked, "setuptools_after": "setuptools" in sys.modules}))
+"""
+
+
+def test_the_gradebook_imports_without_requests_or_setuptools_and_nbgrader_still_has_both_where_used():
+    done = subprocess.run([sys.executable, "-c", GRADEBOOK_CHECK], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen == {"requests": False, "setuptools": False, "unpacked": ["alice_hw.ipynb"], "setuptools_after": True,
+                    "classes": ["nbgrader.auth.base", "nbgrader.auth.jupyterhub"]}, seen
+
+
+TORCH_CHECK = """
+import json, sys
+import course.cli  # what a command imports before main() runs
+from course.deferred_imports import defer_torch_meta_kernels
+assert "torch" not in sys.modules
+defer_torch_meta_kernels()  # main()'s first step
+import torch
+x = torch.tensor(4.0, requires_grad=True)
+(x ** 3 - 2 * x).backward()
+first = {"deferred": type(sys.modules["torch._meta_registrations"]).__name__, "grad": x.grad.item(),
+         "meta": list((torch.empty(2, 3, device="meta") @ torch.empty(3, 5, device="meta")).shape)}
+import torch._dynamo  # what torch.compile imports: torch's Python meta kernels come first
+print(json.dumps({**first, "after": type(sys.modules["torch._meta_registrations"]).__name__,
+                  "registered": hasattr(sys.modules["torch._meta_registrations"], "activate_meta")}))
+"""
+
+
+def test_a_commands_torch_imports_without_its_python_meta_kernels_until_something_traces_or_compiles():
+    done = subprocess.run([sys.executable, "-c", TORCH_CHECK], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen == {"deferred": "_MetaKernelsStandIn", "grad": 46.0, "meta": [2, 5], "after": "module",
+                    "registered": True}, seen
+
+
+def test_importing_the_package_leaves_torch_whole_as_a_students_kernel_imports_it():
+    check = ("import json, sys; import course.notebook, torch; "
+             "print(type(sys.modules['torch._meta_registrations']).__name__)")
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "module"
