@@ -153,16 +153,18 @@ class _MetaKernelsStandIn(types.ModuleType):
         return getattr(_real_meta_kernels(), attribute)
 
 
-_meta_lock = threading.RLock()
+_meta_lock = threading.Lock()
 
 
 def _real_meta_kernels() -> types.ModuleType:
     """Import the real torch._meta_registrations in the stand-in's place (once: it registers torch's Python meta
-    kernels with the dispatcher as it is imported)."""
+    kernels with the dispatcher as it is imported). Only taking the stand-in out is under a lock of ours; two threads
+    importing the real module are serialised by the import system's own lock for it (ours held across the import
+    could deadlock against a thread holding a module lock that import needs)."""
     with _meta_lock:
         if isinstance(sys.modules.get(TORCH_META), _MetaKernelsStandIn):
             del sys.modules[TORCH_META]
-        return importlib.import_module(TORCH_META)
+    return importlib.import_module(TORCH_META)
 
 
 class _MetaKernelsFirst(importlib.abc.MetaPathFinder):
