@@ -103,6 +103,26 @@ def defer_nbgrader_package_init() -> None:
         ("Authenticator", "BaseAuthPlugin", "NoAuthPlugin"), "base"))
 
 
+class _ImportedOnFirstUse(types.ModuleType):
+    """A module's stand-in in sys.modules: any name asked of it imports the real module in its place, once."""
+
+    def real(self) -> types.ModuleType:
+        # Only taking the stand-in out is under our lock; two threads importing the real module are serialised by
+        # the import system's own lock for it (ours held across the import could deadlock against a thread holding
+        # a module lock that import needs).
+        with _stand_in_lock:
+            if sys.modules.get(self.__name__) is self:
+                del sys.modules[self.__name__]
+        return importlib.import_module(self.__name__)
+
+    def __getattr__(self, attribute: str):  # PEP 562
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        return getattr(self.real(), attribute)
+
+
+_stand_in_lock = threading.Lock()
+
 ARCHIVES = "setuptools.archive_util"
 ARCHIVE_FUNCTIONS = ("unpack_archive", "unpack_tarfile", "unpack_zipfile")
 
@@ -114,27 +134,16 @@ def defer_setuptools_for_archives() -> None:
     name asked of it, import the real module on first use (which then takes its place in sys.modules)."""
     if ARCHIVES in sys.modules or _package_not_imported_yet("setuptools") is None:
         return
-    standin = types.ModuleType(ARCHIVES, "setuptools.archive_util, imported on first use")
-
-    def real() -> types.ModuleType:
-        if sys.modules.get(ARCHIVES) is standin:
-            del sys.modules[ARCHIVES]
-        return importlib.import_module(ARCHIVES)
-
-    def forwarded(attribute: str):  # PEP 562
-        if attribute.startswith("__"):
-            raise AttributeError(attribute)
-        return getattr(real(), attribute)
+    standin = _ImportedOnFirstUse(ARCHIVES, "setuptools.archive_util, imported on first use")
 
     def on_first_use(function: str):
         def call(*args, **kwargs):
-            return getattr(real(), function)(*args, **kwargs)
+            return getattr(standin.real(), function)(*args, **kwargs)
         call.__name__ = call.__qualname__ = function
         return call
 
     for function in ARCHIVE_FUNCTIONS:
         setattr(standin, function, on_first_use(function))
-    standin.__getattr__ = forwarded  # type: ignore[method-assign]
     sys.modules[ARCHIVES] = standin
 
 
@@ -144,27 +153,10 @@ META_USERS = frozenset({"torch._dynamo", "torch._inductor", "torch.export._trace
                         "torch._decomp.decompositions", "torch._refs", "torch._prims"})
 
 
-class _MetaKernelsStandIn(types.ModuleType):
-    """torch._meta_registrations until something uses it (see defer_torch_meta_kernels)."""
-
-    def __getattr__(self, attribute: str):  # `from torch._meta_registrations import meta_embedding_bag`, say
-        if attribute.startswith("__"):
-            raise AttributeError(attribute)
-        return getattr(_real_meta_kernels(), attribute)
-
-
-_meta_lock = threading.Lock()
-
-
-def _real_meta_kernels() -> types.ModuleType:
-    """Import the real torch._meta_registrations in the stand-in's place (once: it registers torch's Python meta
-    kernels with the dispatcher as it is imported). Only taking the stand-in out is under a lock of ours; two threads
-    importing the real module are serialised by the import system's own lock for it (ours held across the import
-    could deadlock against a thread holding a module lock that import needs)."""
-    with _meta_lock:
-        if isinstance(sys.modules.get(TORCH_META), _MetaKernelsStandIn):
-            del sys.modules[TORCH_META]
-    return importlib.import_module(TORCH_META)
+def _meta_kernels_deferred() -> _ImportedOnFirstUse | None:
+    """The stand-in of torch._meta_registrations while it is still in sys.modules (see defer_torch_meta_kernels)."""
+    standin = sys.modules.get(TORCH_META)
+    return standin if isinstance(standin, _ImportedOnFirstUse) else None
 
 
 class _MetaKernelsFirst(importlib.abc.MetaPathFinder):
@@ -173,7 +165,7 @@ class _MetaKernelsFirst(importlib.abc.MetaPathFinder):
     an import made under it could deadlock against another thread's)."""
 
     def find_spec(self, name, path, target=None):
-        if name not in META_USERS or not isinstance(sys.modules.get(TORCH_META), _MetaKernelsStandIn):
+        if name not in META_USERS or _meta_kernels_deferred() is None:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -194,7 +186,11 @@ class _LoadingMetaKernelsFirst(importlib.abc.Loader):
         return self._loader.create_module(spec)
 
     def exec_module(self, module) -> None:
-        _real_meta_kernels()
+        standin = _meta_kernels_deferred()
+        if standin is not None:
+            standin.real()
+        else:  # in already, or being imported by another thread: waits for it
+            importlib.import_module(TORCH_META)
         self._loader.exec_module(module)
 
     def __getattr__(self, attribute: str):  # get_source, get_code, is_package, ...: the real loader's
@@ -214,5 +210,5 @@ def defer_torch_meta_kernels() -> None:
     self-test, which grades the solution before anyone, would refuse the course rather than grade with it."""
     if "torch" in sys.modules or TORCH_META in sys.modules or _package_not_imported_yet("torch") is None:
         return
-    sys.modules[TORCH_META] = _MetaKernelsStandIn(TORCH_META, "torch's Python meta kernels, imported on first use")
+    sys.modules[TORCH_META] = _ImportedOnFirstUse(TORCH_META, "torch's Python meta kernels, imported on first use")
     sys.meta_path.insert(0, _MetaKernelsFirst())

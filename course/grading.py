@@ -56,20 +56,18 @@ def warm_imports(*later: str) -> None:
     are modules and their functions, which live as long as the process."""
     global _frozen_start_up
     with _start_up:
-        if _frozen_start_up:
-            for name in ("torch", *later):
-                importlib.import_module(name)
-            return
-        collecting = gc.isenabled()
-        gc.disable()
+        first, collecting = not _frozen_start_up, gc.isenabled()
+        if first:
+            gc.disable()
         try:
             for name in ("torch", *later):
                 importlib.import_module(name)
         finally:
-            gc.freeze()
-            if collecting:
-                gc.enable()
-            _frozen_start_up = True
+            if first:
+                gc.freeze()
+                if collecting:
+                    gc.enable()
+                _frozen_start_up = True
 
 
 def cold_runner(config: CourseConfig) -> sandbox.Runner:

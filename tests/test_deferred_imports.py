@@ -131,7 +131,7 @@ def test_a_commands_torch_imports_without_its_python_meta_kernels_until_somethin
     done = subprocess.run([sys.executable, "-c", TORCH_CHECK], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
-    assert seen == {"deferred": "_MetaKernelsStandIn", "grad": 46.0, "meta": [2, 5], "after": "module",
+    assert seen == {"deferred": "_ImportedOnFirstUse", "grad": 46.0, "meta": [2, 5], "after": "module",
                     "registered": True}, seen
 
 
