@@ -142,6 +142,16 @@ def test_the_whole_submission_has_a_time_limit():
     assert result.limit_hit == "submission_seconds"
 
 
+def test_answers_set_early_changed_late_or_put_back_survive_an_early_end():
+    """A cell's report carries the answers only when they changed since the last one sent, and a run that ends
+    early is graded on the last report: an answer set in the first cell and never touched again, one changed
+    later, and one changed and then put back each count at the value they had when the process ended."""
+    result = run("a = 1\nb = 2\nc = 3", "x = 0", "c = 4", "b = 5", "c = 3", "import os\nos._exit(3)",
+                 names=("a", "b", "c"))
+    assert {name: answer.value for name, answer in result.answers.items()} == {"a": 1, "b": 5, "c": 3}
+    assert "exit code 3" in result.ended_early
+
+
 def test_os_exit_keeps_the_answers_set_before_it():
     result = run("result = 7", "import os\nos._exit(3)", "result = 8")
     assert result.answers["result"].value == 7

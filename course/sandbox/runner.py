@@ -310,7 +310,10 @@ def run_request(request, channel, shell=None, *, confined, preloaded=()):
     harvester = _Harvester(request["answers"], request["functions"], request["call_seconds"])
     _send(channel, {"event": "ready", "confined": confined})
 
-    sent = ""  # the answers as last sent: a `done` carries them only when they changed
+    # The answers as last sent: an event carries them only when they changed. They are the harvester's plain data
+    # (exact built-in types, no float that is not finite), so `!=` compares them by value, which costs a fraction of
+    # encoding them.
+    sent = None
     ahead = _len(preloaded)  # how many of the first cells may still be ones the worker ran
     for position, cell in enumerate(request["cells"]):
         if position < ahead and cell["source"] == preloaded[position]:
@@ -325,12 +328,15 @@ def run_request(request, channel, shell=None, *, confined, preloaded=()):
         _flush()
         event = {"event": "done", "cell": cell["index"], "error": error}
         answers = harvester.harvest(shell.user_ns)
-        text = _encode(answers)
-        if text != sent:
-            event["answers"], sent = answers, text
+        if answers != sent:
+            event["answers"] = sent = answers
         _send(channel, event)
 
-    _send(channel, {"event": "finished", "answers": harvester.harvest(shell.user_ns)})
+    event = {"event": "finished"}
+    answers = harvester.harvest(shell.user_ns)
+    if answers != sent:
+        event["answers"] = answers
+    _send(channel, event)
     _flush()
     os._exit(0)  # skip interpreter shutdown: atexit handlers and threads of the student's code
 
