@@ -76,7 +76,7 @@ class Limits:
         help="address-space limit (RLIMIT_AS), which counts mapped libraries: about 0.6 GiB for the CPU build of "
         "torch, 3 GiB for a CUDA build, with which the default is 5120", kind=whole(),
         default_factory=default_memory_mb, shown_default=str(DEFAULT_MEMORY_MB))
-    processes: int = setting(64, "processes and threads (RLIMIT_NPROC)", whole())
+    processes: int = setting(32, "processes and threads (RLIMIT_NPROC)", whole())
     output_kb: int = setting(10240, "output a submission may print", whole())
     file_size_mb: int = setting(16, "largest file it may write (RLIMIT_FSIZE)", whole())
     open_files: int = setting(256, "open files (RLIMIT_NOFILE)", whole())

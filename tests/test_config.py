@@ -20,7 +20,7 @@ def test_the_course_yaml_loads_with_documented_defaults():
     assert config.limits.cell_seconds == 10
     assert config.limits.submission_seconds == 60
     assert config.limits.memory_mb == default_memory_mb()
-    assert config.limits.processes == 64
+    assert config.limits.processes == 32
     assert config.limits.output_kb == 10240
 
 

@@ -61,7 +61,7 @@ LIMIT_HINTS = {
     "memory bomb": "the memory limit (2048 MB)",
     "huge tensor": "the memory limit (2048 MB)",
     "huge file": "the limit on the size of a file (16 MB)",
-    "forking until refused": "the limit on processes and threads (64)",
+    "forking until refused": "the limit on processes and threads (32)",
     "filling /tmp": "the limit on scratch space (64 MB)",
 }
 
