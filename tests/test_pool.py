@@ -46,6 +46,20 @@ def test_processes_left_by_one_student_are_gone_for_the_next(pool):
     assert later.answers["result"].value <= 3  # init, the worker and this child: no sleeper survived
 
 
+@needs_bwrap
+def test_nothing_runs_as_the_students_uid_once_their_run_is_reported_ended(pool):
+    """The grader no longer scans the machine for the leased uid after a run whose pid namespace the worker ended
+    itself: the kernel ended every process of it first, a child and an orphan handed to the run's pid 1 included."""
+    from course.sandbox.uids import processes_of
+
+    daemon = ("import os, subprocess, time\nsubprocess.Popen(['sleep', '600'])\nif os.fork() == 0:\n"
+              "    if os.fork() == 0:\n        while True:\n            time.sleep(1)\n    os._exit(0)\n"
+              "time.sleep(0.2)\nresult = 1")
+    ran = run(pool, daemon)
+    assert ran.answers["result"].value == 1, ran.output
+    assert processes_of(pool._workers[0].uid) == []
+
+
 def test_a_timed_out_student_leaves_the_worker_usable(pool):
     stuck = run(pool, "while True:\n    pass")
     assert stuck.limit_hit == "cell_seconds"

@@ -863,8 +863,10 @@ def serve(control_fd):
         cpu = usage.ru_utime + usage.ru_stime
         if init is not None:
             cpu += _end_init(init)
-        control.sendall(_encode({"event": "exit", "code": os.waitstatus_to_exitcode(status),
-                                 "cpu": cpu}).encode() + b"\n")
+        # `emptied`: the worker itself ended the run's pid 1, and so (the kernel's doing, before that wait returned)
+        # every process of the run: the grader need not look for any.
+        control.sendall(_encode({"event": "exit", "code": os.waitstatus_to_exitcode(status), "cpu": cpu,
+                                 "emptied": init is not None}).encode() + b"\n")
 
 
 if __name__ == "__main__":
