@@ -38,7 +38,17 @@ from course.sandbox import WarmPool, choose_isolation, run_cells
 from course.sandbox.handed_in import RUNNER_SOURCE
 from course.selftest import from_source, prove_setup, untouched_release
 from course.submission import Cell
-from helpers import ROOT, SAMPLE_SCORES, add_cell, copy_course, load, set_limit, submitted_notebook, write
+from helpers import (
+    ROOT,
+    SAMPLE_SCORES,
+    add_cell,
+    copy_course,
+    load,
+    set_limit,
+    submitted_notebook,
+    workers_fail_until_a_level_is_chosen,
+    write,
+)
 
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
 DOOMED = "# this notebook's sandbox ends before ready"
@@ -206,17 +216,7 @@ def test_grade_leaves_the_level_to_the_probe_when_its_unprobed_first_choice_neve
     root = copy_course(tmp_path / "course")
     shutil.copytree(SAMPLES, root / "submitted")
     config = load_config(root)
-    real_command = pool_module.worker_command
-    unproven_starts = []
-
-    def fails_until_a_level_is_chosen(level: str, tmp_mb: int) -> list[str]:
-        if choose_isolation.known(config.sandbox, config.sandbox_uid, config.limits.tmp_mb) is None:
-            unproven_starts.append(level)
-            return ["/bin/sh", "-c", "echo this level does not start here; exit 71", "sh"]
-        return real_command(level, tmp_mb)
-
-    monkeypatch.setattr(pool_module, "worker_command", fails_until_a_level_is_chosen)
-    choose_isolation.cache_clear()
+    unproven_starts = workers_fail_until_a_level_is_chosen(monkeypatch, config)
     summary = grade_batch(config, [], root, record_gradebook=False)
     assert unproven_starts  # the first pool was unprobed, and did not start: this test can fail
     assert summary.selftest is not None
