@@ -152,6 +152,19 @@ def test_answers_set_early_changed_late_or_put_back_survive_an_early_end():
     assert "exit code 3" in result.ended_early
 
 
+def test_an_answer_that_changes_only_its_type_is_reported_changed():
+    """1, 1.0 and True are equal to `==` (and 0.0 and -0.0), but not the same answer: a bool question takes True and
+    no 1, a number question 1 and no True. The value the notebook ends with is the one graded, run to the end or
+    not."""
+    changes = ("a = 1\nb = True\nc = 0.0\nd = [1, 2]", "a = True\nb = 1\nc = -0.0\nd = [1.0, 2]")
+    for sources in (changes, (*changes, "import os\nos._exit(3)")):
+        result = run(*sources, names=("a", "b", "c", "d"))
+        got = {name: answer.value for name, answer in result.answers.items()}
+        assert [type(got[name]) for name in "abc"] == [bool, int, float]
+        assert (got["a"], got["b"], str(got["c"]), [type(item) for item in got["d"]]) == (True, 1, "-0.0",
+                                                                                           [float, int])
+
+
 def test_os_exit_keeps_the_answers_set_before_it():
     result = run("result = 7", "import os\nos._exit(3)", "result = 8")
     assert result.answers["result"].value == 7

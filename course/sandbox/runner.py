@@ -22,7 +22,7 @@ from typing import Any
 _write, _type, _callable, _isfinite, _len, _str = os.write, type, callable, math.isfinite, len, str
 _float_repr, _int_repr, _BaseException, _TypeError = float.__repr__, int.__repr__, BaseException, TypeError
 _list, _dict, _float, _int, _bool = list, dict, float, int, bool
-_NotImplementedError, _all = NotImplementedError, all
+_NotImplementedError, _all, _zip = NotImplementedError, all, zip
 _MAX_LIST = 1000
 _PR_SET_NO_NEW_PRIVS = 38
 _MAX_TEXT = 1000
@@ -48,6 +48,22 @@ def _encode(value):
     if kind is _float:
         return _float_repr(value)
     raise _TypeError(kind)
+
+
+def _same(first, second):
+    """Whether two harvests are the same plain data, each value's exact type included: `==` alone takes 1, 1.0 and
+    True (or 0.0 and -0.0) for one another, and the grader tells them apart (True is no number, 1 is no bool)."""
+    kind = _type(first)
+    if kind is not _type(second):
+        return False
+    if kind is _dict:
+        return _len(first) == _len(second) and _all(key in second and _same(item, second[key])
+                                                     for key, item in first.items())
+    if kind is _list:
+        return _len(first) == _len(second) and _all(_same(a, b) for a, b in _zip(first, second))
+    if kind is _float:
+        return _float_repr(first) == _float_repr(second)
+    return first == second
 
 
 def _send(fd, event):
@@ -311,8 +327,8 @@ def run_request(request, channel, shell=None, *, confined, preloaded=()):
     _send(channel, {"event": "ready", "confined": confined})
 
     # The answers as last sent: an event carries them only when they changed. They are the harvester's plain data
-    # (exact built-in types, no float that is not finite), so `!=` compares them by value, which costs a fraction of
-    # encoding them.
+    # (exact built-in types, no float that is not finite), compared value and type by value and type (_same), which
+    # costs a fraction of encoding them.
     sent = None
     ahead = _len(preloaded)  # how many of the first cells may still be ones the worker ran
     for position, cell in enumerate(request["cells"]):
@@ -328,13 +344,13 @@ def run_request(request, channel, shell=None, *, confined, preloaded=()):
         _flush()
         event = {"event": "done", "cell": cell["index"], "error": error}
         answers = harvester.harvest(shell.user_ns)
-        if answers != sent:
+        if not _same(answers, sent):
             event["answers"] = sent = answers
         _send(channel, event)
 
     event = {"event": "finished"}
     answers = harvester.harvest(shell.user_ns)
-    if answers != sent:
+    if not _same(answers, sent):
         event["answers"] = answers
     _send(channel, event)
     _flush()
