@@ -21,7 +21,7 @@ from course import integrity, nbgrader_layout, sandbox
 from course.assignment import Assignment, load_course_assignment
 from course.config import AssignmentSettings, CourseConfig
 from course.discovery import SubmissionRef, check_paths_exist, discover
-from course.errors import CourseError, SelfTestError
+from course.errors import CourseError
 from course.files import SyncedWrites, atomic_write_json, atomic_write_text, compact_json
 from course.gradebook import GradeRow, grades_csv_path, read_grades_csv, write_course_totals, write_grades_csv
 from course.gradebook_writer import GradebookWriter
@@ -167,12 +167,12 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
     with ExitStack() as stack:
         # Start-up overlaps: the workers import torch while this process imports its own (for the judge), then
         # nbgrader's, in one thread, and reads the roster and the due date and opens the gradebook in another;
-        # results wait for these only where they need them. The workers start first: started while the imports
-        # hold this process's interpreter lock, the pool's few milliseconds of start took 0.3 s.
+        # results wait for these only where they need them. The probe and the workers' start come first: done while
+        # the imports hold this process's interpreter lock, their few milliseconds of work took 0.3 s more.
         pool = None
         if jobs > 0 and refs:
-            pool = _warm_pool(config, min(jobs, len(refs)))
-            stack.callback(pool.close)
+            pool = stack.enter_context(sandbox.WarmPool(min(jobs, len(refs)), config.limits, isolation=config.sandbox,
+                                                        base_uid=config.sandbox_uid))
         background = stack.enter_context(ThreadPoolExecutor(2))
         background.submit(warm_imports, "nbgrader.api")  # torch for the judge, then nbgrader for the records
         # The gradebook is opened (and written) only once the self-test below has passed: no sandbox, no grading,
@@ -182,7 +182,7 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         stack.callback(lambda: opening.result().gradebook.close())
         try:
             if refs:  # nobody is graded before the course's own notebooks grade as they must (selftest.py)
-                run, threads, level, note, summary.selftest = _proven_runner(stack, config, assignment, pool)
+                run, threads, level, note, summary.selftest = _proven_runner(config, assignment, pool)
             else:
                 level, note = sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
                 run, threads = cold_runner(config), 1
@@ -209,35 +209,18 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
     return summary
 
 
-def _warm_pool(config: CourseConfig, size: int) -> sandbox.WarmPool:
-    """A warm pool at the level the probe has chosen or, before any choice, at its first choice, unprobed (a probe
-    of its own sat ~0.3 s on the critical path before any worker started): the self-test's runs prove it."""
-    return sandbox.WarmPool(size, config.limits, isolation=config.sandbox, base_uid=config.sandbox_uid,
-                            prove_by_start=True)
-
-
-def _proven_runner(stack: ExitStack, config: CourseConfig, assignment: Assignment,
+def _proven_runner(config: CourseConfig, assignment: Assignment,
                    pool: sandbox.WarmPool | None) -> tuple[sandbox.Runner, int, str, str, SelfTest]:
     """The runner the batch grades with (`pool`'s, or without one a fresh sandboxed interpreter per submission), its
-    number of grading threads, its level and note, and the self-test that proved it (selftest.py). When no worker
-    of a pool at an unprobed level started, the probe chooses (NoIsolationError when no level works) and the
-    self-test runs again on a pool at its choice."""
+    number of grading threads, its level and note, and the self-test that proved it (selftest.py)."""
     if pool is None:
         level, note = sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
         run = cold_runner(config)
         return run, 1, level, note, prove_setup(assignment, config, run, level=level)
-    while True:
-        try:  # a pool that cannot start a run is refused, never graded cold student by student
-            selftest = prove_setup(assignment, config, partial(pool.run, cold_fallback=False), level=pool.level)
-        except SelfTestError:
-            pool.close()
-            if not pool.unproven:  # the level was chosen or proven: the failure stands
-                raise
-            sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
-            pool = _warm_pool(config, pool.size)  # at the probe's choice, which it remembers
-            stack.callback(pool.close)
-            continue
-        return pool.run, pool.threads, pool.level, pool.note, selftest  # more threads than workers: stand-ins
+    # A pool that cannot start a run is refused, never graded cold student by student; more grading threads than
+    # workers: a run that sits out its time limit gets a stand-in.
+    selftest = prove_setup(assignment, config, partial(pool.run, cold_fallback=False), level=pool.level)
+    return pool.run, pool.threads, pool.level, pool.note, selftest
 
 
 def record_results(results: Iterable[Graded], summary: BatchSummary, config: CourseConfig,

@@ -34,7 +34,7 @@ from course.errors import SandboxStartError, SelfTestError
 from course.grading import ERROR, GRADED, grade_submission
 from course.lms import export_rows
 from course.roster import read_roster
-from course.sandbox import WarmPool, choose_isolation, run_cells
+from course.sandbox import WarmPool, run_cells
 from course.sandbox.handed_in import RUNNER_SOURCE
 from course.selftest import from_source, prove_setup, untouched_release
 from course.submission import Cell
@@ -46,7 +46,6 @@ from helpers import (
     load,
     set_limit,
     submitted_notebook,
-    workers_fail_until_a_level_is_chosen,
     write,
 )
 
@@ -207,22 +206,6 @@ def test_grade_refuses_before_grading_anyone_when_the_self_test_fails(tmp_path, 
     # Nothing was written: the gradebook, the grades CSV and every feedback file are as they were.
     assert {name: (root / name).read_bytes() for name in kept if (root / name).exists()} == kept
     assert {p: p.stat().st_mtime_ns for p in (root / "feedback").rglob("*") if p.is_file()} == feedback
-
-
-def test_grade_leaves_the_level_to_the_probe_when_its_unprobed_first_choice_never_starts(tmp_path, monkeypatch):
-    """`grade`'s pool starts at the probe's first choice, unprobed (no probe on the critical path). Here no worker
-    starts until a level is chosen: the self-test's failure is not taken as the course's, the probe chooses, the
-    pool starts again at its choice, and the class is graded right, with nothing recorded before that."""
-    root = copy_course(tmp_path / "course")
-    shutil.copytree(SAMPLES, root / "submitted")
-    config = load_config(root)
-    unproven_starts = workers_fail_until_a_level_is_chosen(monkeypatch, config)
-    summary = grade_batch(config, [], root, record_gradebook=False)
-    assert unproven_starts  # the first pool was unprobed, and did not start: this test can fail
-    assert summary.selftest is not None
-    assert (summary.selftest.level, summary.selftest.solution_score) == (choose_isolation(
-        config.sandbox, config.sandbox_uid, config.limits.tmp_mb)[0], 57)
-    assert {g.student_id: g.feedback["score"] for g in summary.graded} == SAMPLE_SCORES
 
 
 def test_check_says_its_sandbox_did_not_start_rather_than_judging_the_notebook(tmp_path, capsys):
