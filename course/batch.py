@@ -175,22 +175,27 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
                                                         base_uid=config.sandbox_uid))
         background = stack.enter_context(ThreadPoolExecutor(2))
         background.submit(warm_imports, "nbgrader.api")  # torch for the judge, then nbgrader for the records
-        # The gradebook is opened (and written) only once the self-test below has passed: no sandbox, no grading,
-        # and nothing recorded.
+        # no sandbox, no grading: refused before the gradebook is opened (or the assignment recorded in it)
+        level, note = (pool.level, pool.note) if pool is not None else sandbox.choose_isolation(
+            config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
+        summary.isolation = note or sandbox.ISOLATION_SUMMARY[level]
+        # The gradebook is opened (and written) only once the self-test below has passed.
         proven: Future[bool] = Future()
         opening = background.submit(_open_records, config, settings, record, roster, proven)
         stack.callback(lambda: opening.result().gradebook.close())
+        run: sandbox.Runner = cold_runner(config)
+        proving: sandbox.Runner = run
+        threads = max(1, jobs)
+        if pool is not None:
+            run, threads = pool.run, pool.threads  # more runs waiting than workers: long runs get stand-ins
+            proving = partial(pool.run, cold_fallback=False)  # a pool that cannot start a run is refused
         try:
             if refs:  # nobody is graded before the course's own notebooks grade as they must (selftest.py)
-                run, threads, level, note, summary.selftest = _proven_runner(config, assignment, pool)
-            else:
-                level, note = sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
-                run, threads = cold_runner(config), 1
+                summary.selftest = prove_setup(assignment, config, proving, level=level)
         except BaseException:
             proven.set_result(False)
             raise
         proven.set_result(True)
-        summary.isolation = note or sandbox.ISOLATION_SUMMARY[level]
         executor = stack.enter_context(ThreadPoolExecutor(threads))
         futures = [executor.submit(grade_submission, ref, assignment, config, run=run) for ref in refs]
 
@@ -207,20 +212,6 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
     if shard is not None:
         write_shard(out_dir, settings.name, shard, summary.graded, summary.refused, paths_by_id, whole_class)
     return summary
-
-
-def _proven_runner(config: CourseConfig, assignment: Assignment,
-                   pool: sandbox.WarmPool | None) -> tuple[sandbox.Runner, int, str, str, SelfTest]:
-    """The runner the batch grades with (`pool`'s, or without one a fresh sandboxed interpreter per submission), its
-    number of grading threads, its level and note, and the self-test that proved it (selftest.py)."""
-    if pool is None:
-        level, note = sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
-        run = cold_runner(config)
-        return run, 1, level, note, prove_setup(assignment, config, run, level=level)
-    # A pool that cannot start a run is refused, never graded cold student by student; more grading threads than
-    # workers: a run that sits out its time limit gets a stand-in.
-    selftest = prove_setup(assignment, config, partial(pool.run, cold_fallback=False), level=pool.level)
-    return pool.run, pool.threads, pool.level, pool.note, selftest
 
 
 def record_results(results: Iterable[Graded], summary: BatchSummary, config: CourseConfig,

@@ -203,24 +203,3 @@ def nonroot_python() -> str:
         require_tool("AUTOGRAD_COURSE_NONROOT_PYTHON", "set it to a python every user can run, with this package "
                                                        "installed (.ci/run builds one)")
     return NONROOT_PYTHON
-
-
-def workers_fail_until_a_level_is_chosen(monkeypatch, config) -> list[str]:
-    """Warm workers that do not start (exit 71) until `choose_isolation` has chosen a level for `config`: a pool at
-    the probe's first choice, unprobed, then never starts. Returns the levels such workers were started at (empty:
-    the pool never started unprobed, and a test relying on this can fail). The choices made so far are forgotten."""
-    import course.sandbox.pool as pool_module
-    from course.sandbox import choose_isolation
-
-    real_command = pool_module.worker_command
-    unproven_starts: list[str] = []
-
-    def fails_until_a_level_is_chosen(level: str, tmp_mb: int) -> list[str]:
-        if choose_isolation.known(config.sandbox, config.sandbox_uid, config.limits.tmp_mb) is None:
-            unproven_starts.append(level)
-            return ["/bin/sh", "-c", "echo this level does not start here; exit 71", "sh"]
-        return real_command(level, tmp_mb)
-
-    monkeypatch.setattr(pool_module, "worker_command", fails_until_a_level_is_chosen)
-    choose_isolation.cache_clear()
-    return unproven_starts

@@ -15,10 +15,11 @@ import bundle_install
 import jsonschema
 import pytest
 
+import course.sandbox.pool as pool_module
 from course.bundle import build_bundle
 from course.config import load_config
 from course.gradescope import run_autograder
-from course.sandbox import ISOLATION_SUMMARY
+from course.sandbox import ISOLATION_SUMMARY, choose_isolation
 from helpers import (
     CORRECT_CODE,
     ROOT,
@@ -27,7 +28,6 @@ from helpers import (
     serve_folder,
     set_limit,
     submitted_notebook,
-    workers_fail_until_a_level_is_chosen,
     write,
 )
 
@@ -277,7 +277,17 @@ def test_run_autograder_leaves_the_level_to_the_probe_when_its_unprobed_first_ch
     is not taken as the course's failure, the pool starts again at the chosen level, and the score is right."""
     root = make_root(tmp_path, {"autograd.ipynb": submitted_notebook()})
     config = load_config(root / "source")
-    unproven_starts = workers_fail_until_a_level_is_chosen(monkeypatch, config)
+    real_command = pool_module.worker_command
+    unproven_starts = []
+
+    def fails_until_a_level_is_chosen(level: str, tmp_mb: int) -> list[str]:
+        if choose_isolation.known(config.sandbox, config.sandbox_uid, config.limits.tmp_mb) is None:
+            unproven_starts.append(level)
+            return ["/bin/sh", "-c", "echo this level does not start here; exit 71", "sh"]
+        return real_command(level, tmp_mb)
+
+    monkeypatch.setattr(pool_module, "worker_command", fails_until_a_level_is_chosen)
+    choose_isolation.cache_clear()
     results = run_autograder(root)
     assert unproven_starts  # the first pool was unprobed, and did not start: this test can fail
     assert results["score"] == 57
