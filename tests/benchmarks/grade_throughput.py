@@ -1,7 +1,7 @@
 """Benchmark: autograd-course's warm, parallel, sandboxed grader against `nbgrader autograde`.
 
 Run:  .venv/bin/python tests/benchmarks/grade_throughput.py [--sizes 100,400] [--mixed 400] [--nbgrader-sample 20]
-      [--no-cli]
+      [--no-cli] [--rounds 3 --round-sample 8]
 
 Everything is measured in this one run, on this machine, so the figures are ratios against baselines
 taken under the same conditions (never timed assertions in unit tests). It grades honest classes (correct,
@@ -11,6 +11,9 @@ the wall time and its ratio to nbgrader autograde's rate on a sample of the same
 `autograd-course grade` run from the command line: interpreter start, imports and self-test included), the
 marginal cost of one more submission and the fixed start-up (from the honest sizes), p50/p95 latency, the
 grader's peak RSS, and run_autograder's time for one submission against `python -c "import torch"`.
+With --rounds, the command line's ratio is then taken again in rounds, nbgrader on the same small sample just
+before each run of the command: this machine's speed drifts by tens of per cent within one run, so a ratio whose
+two sides were measured minutes apart can swing either way (96x and 150x for the same command time).
 """
 
 from __future__ import annotations
@@ -138,6 +141,28 @@ def run_autograder_ratio(base: Path) -> tuple[float, float]:
     return torch_alone, ours
 
 
+def paired_rounds(base: Path, size: int, rounds: int, sample_size: int, jobs: int | None) -> list[float]:
+    """`autograd-course grade` on `size` honest notebooks, each run right after nbgrader autograde on the same
+    `sample_size` of them: one ratio per round, each against the nbgrader rate of its own round."""
+    mix = make_mix(size, seed=size, time_limits=False)
+    sample = sorted(random.Random(2).sample(sorted(mix), sample_size))
+    ratios = []
+    for number in range(1, rounds + 1):
+        folder = base / f"round{number}"
+        nb_root = make_course(folder / "nbgrader", {student: mix[student] for student in sample})
+        nb_seconds, _ = run_nbgrader(nb_root, sample)
+        root = make_course(folder / "cli", mix)
+        cli_seconds, selftest = run_cli(root, jobs)
+        shutil.rmtree(folder)
+        ratios.append(size / cli_seconds / (sample_size / nb_seconds))
+        print(f"round {number}: nbgrader {nb_seconds / sample_size:.2f} s a submission, then `autograd-course grade` "
+              f"on {size} in {cli_seconds:.1f} s: {ratios[-1]:.0f}x nbgrader; {selftest}", flush=True)
+    listed = ", ".join(f"{r:.0f}x" for r in ratios)
+    print(f"command line against nbgrader, {rounds} paired rounds: {listed} "
+          f"(lowest {min(ratios):.0f}x, median {statistics.median(ratios):.0f}x)")
+    return ratios
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -154,6 +179,11 @@ def main() -> int:
     parser.add_argument("--no-autograder", action="store_true", help="skip the run_autograder measurement")
     parser.add_argument("--cli", action=argparse.BooleanOptionalAction, default=True,
                         help="also time `autograd-course grade` as a new process on each honest size")
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="then this many rounds on the largest honest size, each nbgrader autograde on the same "
+                             "sample and `autograd-course grade` back to back: the command's ratio per round against "
+                             "the nbgrader rate measured beside it (this machine's speed drifts within one run)")
+    parser.add_argument("--round-sample", type=int, default=8, help="nbgrader's sample in each round")
     args = parser.parse_args()
 
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, load average "
@@ -219,6 +249,8 @@ def main() -> int:
                 print(f"the two time-limited notebooks cost {seconds - honest:.1f} s of wall time "
                       f"(limit {args.cell_seconds:g} s per cell)")
             shutil.rmtree(base / "mixed")
+        if args.rounds and sizes:
+            paired_rounds(base, max(sizes), args.rounds, args.round_sample, args.jobs)
         peak_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         peak_children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         print(f"peak RSS: grader {peak_self:.0f} MiB (target <= 1536 MiB at N=2000); largest worker/kernel "
