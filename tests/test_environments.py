@@ -45,6 +45,7 @@ class Cell:
     cwd_elsewhere: bool = False
     jobs: int = 2
     cuda: bool = False  # needs torch's CUDA build (it maps about 3 GiB at import: limits.py makes room)
+    sandbox: str = "auto"  # course.yaml's `sandbox:`
 
 
 CELLS = {
@@ -61,7 +62,11 @@ CELLS = {
     "nonroot-read-only-course-home-unset-cwd-elsewhere": Cell(True, "separate-prefix", read_only_course=True,
                                                               home=False, cwd_elsewhere=True),
     "root-cuda-build-of-torch": Cell(False, "checkout", cuda=True),
+    "nonroot-rlimits-level-warm": Cell(True, "separate-prefix", sandbox="rlimits"),
+    "nonroot-rlimits-level-cold": Cell(True, "separate-prefix", sandbox="rlimits", jobs=0),
 }
+
+LEVEL_SAID = {"auto": None, "rlimits": "As course.yaml asks (sandbox: rlimits)"}
 
 
 def _venv_of(python: str) -> Path:
@@ -135,6 +140,11 @@ def test_the_sample_class_grades_the_same_in_every_environment(name):
         for part in ("source", "release"):
             shutil.copytree(ROOT / part, work / "course" / part)
         shutil.copytree(ROOT / "tests" / "samples" / "submitted", work / "course" / "submitted")
+        if cell.sandbox != "auto":
+            settings = work / "course" / "source" / "course.yaml"
+            text = settings.read_text()
+            assert "\nsandbox: auto\n" in text
+            settings.write_text(text.replace("\nsandbox: auto\n", f"\nsandbox: {cell.sandbox}\n"))
         (work / "out").mkdir()
         if cell.nonroot:
             subprocess.run(["chown", "-R", f"{NONROOT_USER}:{NONROOT_USER}", str(work)], check=True)
@@ -146,7 +156,7 @@ def test_the_sample_class_grades_the_same_in_every_environment(name):
         shutil.rmtree(work, ignore_errors=True)
     assert completed.returncode == 0, f"{name}: {completed.stderr[-3000:]}"
     summary, _, table = completed.stdout.partition(CSV_MARK)
-    level = "bubblewrap in a user namespace" if cell.nonroot else "bubblewrap: "
+    level = LEVEL_SAID[cell.sandbox] or ("bubblewrap in a user namespace" if cell.nonroot else "bubblewrap: ")
     assert f"sandbox: {level}" in summary
     assert "self-test: the course's solution 57/57 and the untouched release 0/57" in summary
     rows = {row["student_id"]: row for row in csv.DictReader(io.StringIO(table.strip()))}

@@ -584,13 +584,30 @@ _PR_CAPBSET_DROP, _LINUX_CAPABILITY_VERSION_3, _LAST_CAPABILITY = 24, 0x20080522
 
 def _drop_bounding_set(libc):
     """Empty the bounding set (needs CAP_SETPCAP, which the worker keeps for this), so nothing executed
-    later can gain a capability back."""
+    later can gain a capability back. A process that holds no capability at all (a worker of a grader that is
+    not root, at the rlimits level: no namespace to hold one in) may not lower it, and needs not: it has nothing
+    to lose, and no_new_privs, set before any student code (confine), keeps a set-user-ID or file-capability
+    program from adding any."""
     import ctypes
 
     for capability in range(_LAST_CAPABILITY + 1):
-        if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
-            raise OSError(ctypes.get_errno(), f"cannot drop capability {capability} from the bounding set")
-        # EINVAL (22): past the kernel's last capability
+        if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            errno = ctypes.get_errno()
+            if errno == 22:  # EINVAL: past the kernel's last capability
+                return
+            if errno == 1 and capability == 0 and _holds_no_capability():
+                return
+            raise OSError(errno, f"cannot drop capability {capability} from the bounding set")
+
+
+def _holds_no_capability():
+    """Whether this process's permitted and effective sets are empty (the kernel's own account)."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            held = {line.split(b":")[0]: line.split()[1] for line in status if line.startswith(b"Cap")}
+    except OSError:
+        return False
+    return held.get(b"CapPrm") == held.get(b"CapEff") == b"0" * 16
 
 
 def _drop_capabilities(libc):

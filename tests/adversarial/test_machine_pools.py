@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import signal
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -51,31 +52,35 @@ def test_the_student_holds_no_capability_in_any_set(sandbox_run):
 
 # Opens pseudo-terminals until refused (at most 64: enough to pass any small bound, and few enough that the test
 # itself takes almost nothing from the machine's pool when there is none), then holds them, named, until the
-# grader has checked its neighbours and sends SIGUSR1.
-PTY_HOLDER = (
-    "import ctypes, os, signal\n"
-    "held, refused = [], 0\n"
-    "while len(held) < 64:\n"
-    "    try:\n"
-    "        held.append(os.openpty())\n"
-    "    except OSError as error:\n"
-    "        refused = error.errno\n"
-    "        break\n"
-    "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])\n"
-    "ctypes.CDLL(None).prctl(15, b'pty-holder', 0, 0, 0)  # PR_SET_NAME: what the grader waits for\n"
-    "released = signal.sigtimedwait([signal.SIGUSR1], 15) is not None\n"
-    "result = [len(held), refused, released]\n"
-)
+# grader has checked its neighbours and sends SIGUSR1. The name is the test's own: a run of this test beside it
+# (the other mode, in another pytest worker) holds pseudo-terminals too, and must not be taken for this one.
+def pty_holder(name: str) -> str:
+    return (
+        "import ctypes, os, signal\n"
+        "held, refused = [], 0\n"
+        "while len(held) < 64:\n"
+        "    try:\n"
+        "        held.append(os.openpty())\n"
+        "    except OSError as error:\n"
+        "        refused = error.errno\n"
+        "        break\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])\n"
+        f"ctypes.CDLL(None).prctl(15, {name.encode()!r}, 0, 0, 0)  # PR_SET_NAME: what the grader waits for\n"
+        f"released = signal.sigtimedwait([signal.SIGUSR1], {LIMITS.cell_seconds - 2:g}) is not None\n"
+        "result = [len(held), refused, released]\n"
+    )
+
+
 PTY_USER = "import os\nresult = len(os.openpty())"
 
 
-def _holder(running: Future) -> int:
+def _holder(running: Future, name: str) -> int:
     """The pid of the process that holds its pseudo-terminals, once it holds them all (its name says so)."""
     deadline = time.monotonic() + LIMITS.cell_seconds
     while time.monotonic() < deadline and not running.done():
         for entry in Path("/proc").iterdir():
             try:
-                if entry.name.isdigit() and (entry / "comm").read_text().strip() == "pty-holder":
+                if entry.name.isdigit() and (entry / "comm").read_text().strip() == name:
                     return int(entry.name)
             except OSError:  # ended while looked at
                 continue
@@ -92,8 +97,9 @@ def test_pseudo_terminals_come_from_a_small_pool_of_the_runs_own(sandbox_run):
     os.close(master)
     os.close(slave)
     with ThreadPoolExecutor(1) as threads:
-        running = threads.submit(sandbox_run, [Cell(0, "attack", PTY_HOLDER)], ("result",), {}, LIMITS)
-        pid = _holder(running)
+        name = f"pty-{secrets.token_hex(4)}"
+        running = threads.submit(sandbox_run, [Cell(0, "attack", pty_holder(name))], ("result",), {}, LIMITS)
+        pid = _holder(running, name)
         try:
             # While it holds every one it could open, the host and another student's run still get theirs.
             master, slave = os.openpty()
