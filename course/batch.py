@@ -22,7 +22,7 @@ from course.assignment import Assignment, load_course_assignment
 from course.config import AssignmentSettings, CourseConfig
 from course.discovery import SubmissionRef, check_paths_exist, discover
 from course.errors import CourseError
-from course.files import SyncedWrites, atomic_write_json, atomic_write_text, compact_json
+from course.files import SyncedWrites, atomic_write_json, atomic_write_text, compact_json, unwritable_folder
 from course.gradebook import GradeRow, grades_csv_path, read_grades_csv, write_course_totals, write_grades_csv
 from course.gradebook_writer import GradebookWriter
 from course.grading import ERROR, FAILED, GRADED, TIMED_OUT, Graded, cold_runner, grade_submission, warm_imports
@@ -153,6 +153,10 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
             f"no submissions found in {', '.join(map(str, paths or [config.root / 'submitted']))}: expected "
             f"submitted/<student>/{settings.name}/{settings.notebook}, a folder of <student>.ipynb, or notebooks"
         )
+    problem = unwritable_folder(out_dir)
+    if problem:
+        raise CourseError(f"cannot write the results into {out_dir} ({problem}), so nothing was graded: choose "
+                          "another --out, or run as a user who may write there")
     whole_class = class_digest(refs)
     if shard is not None:
         refs = shard_of(refs, shard)

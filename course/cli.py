@@ -378,6 +378,11 @@ def main(argv: list[str] | None = None) -> int:
     except CourseError as error:
         print(f"autograd-course {args.command}: {error}", file=sys.stderr)
         return 1
+    except OSError as error:  # a disk that filled up, a folder taken away mid-run: one sentence, not a traceback
+        where = f" ({error.filename})" if error.filename else ""
+        print(f"autograd-course {args.command}: stopped: {(error.strerror or str(error)).lower()}{where}; no file was "
+              "left half-written (each is written whole or not at all)", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"autograd-course {args.command}: interrupted", file=sys.stderr)
         return 130

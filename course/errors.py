@@ -23,6 +23,12 @@ class SubmissionError(CourseError):
     """A submitted notebook cannot be read (not JSON, not nbformat 4, too large, ...)."""
 
 
+class UnreadableSubmission(SubmissionError):
+    """The submitted file is where it should be, but the grader cannot read it as a regular file: its permissions,
+    a symbolic link, a special file or an I/O error. The layout is the grader's (nbgrader's collect copies regular
+    files), so the batch grader books it as its own error, never as the student's 0."""
+
+
 class SandboxError(CourseError):
     """Student code cannot be run in the configured sandbox on this machine."""
 

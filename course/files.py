@@ -30,6 +30,22 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+def unwritable_folder(folder: Path) -> str:
+    """Why results cannot be written into `folder`, in a few words ("" when they can): it is made if missing,
+    then a file is created in it and removed. A command asks before it grades anyone, so that a folder it may
+    not write is said in one sentence rather than found student by student."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        descriptor, name = tempfile.mkstemp(prefix=".write-check-", dir=folder)
+        os.close(descriptor)
+        os.unlink(name)
+    except (FileExistsError, NotADirectoryError):
+        return "it is a file, not a folder"
+    except OSError as error:
+        return (error.strerror or str(error)).lower()
+    return ""
+
+
 def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
 

@@ -20,7 +20,7 @@ from course.assignment import load_course_assignment
 from course.config import CourseConfig, load_config
 from course.discovery import SubmissionRef
 from course.errors import CourseError, NoIsolationError, SelfTestError, SubmissionError
-from course.files import atomic_write_json
+from course.files import atomic_write_json, unwritable_folder
 from course.grading import ERROR, Graded, grade_submission
 from course.render import question_markdown, summary_markdown
 from course.sandbox import ISOLATION_SUMMARY, WarmPool, choose_isolation
@@ -200,6 +200,10 @@ def _say_isolation(config: CourseConfig) -> None:
 def run_autograder(root: Path) -> dict[str, Any]:
     """Grade <root>/submission against the course in <root>/source; write <root>/results/results.json."""
     started = time.monotonic()
+    problem = unwritable_folder(root / "results")
+    if problem:  # not even an error result could reach the student: said once, before anyone is graded
+        raise CourseError(f"cannot write {root / 'results' / 'results.json'} ({problem}), so nothing was graded: "
+                          "run as a user who may write there (Gradescope runs the autograder as root)")
     try:
         config = load_config(root / "source")
         try:
@@ -234,5 +238,9 @@ def run_autograder(root: Path) -> dict[str, Any]:
         results = error_results("The autograder could not write your results (not your fault). Your instructor "
                                 "can see the details; you do not need to resubmit.", time.monotonic() - started,
                                 ours=True)
-        atomic_write_json(root / "results" / "results.json", results)
+        try:
+            atomic_write_json(root / "results" / "results.json", results)
+        except OSError as error:
+            raise CourseError(f"cannot write {root / 'results' / 'results.json'} "
+                              f"({(error.strerror or str(error)).lower()})") from None
     return results

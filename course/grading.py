@@ -18,7 +18,7 @@ from course.answers import MISSING, Answer
 from course.assignment import Assignment
 from course.config import CourseConfig
 from course.discovery import SubmissionRef
-from course.errors import SubmissionError
+from course.errors import SubmissionError, UnreadableSubmission
 from course.feedback import MAX_SYNTAX_ERRORS, build_feedback, cell_errors_of, limit_messages
 from course.judge import QuestionResult, choose_probe_points, judge
 from course.submission import Submission, read_submission, student_id_problem
@@ -85,6 +85,10 @@ def _status_of(run: sandbox.RunResult) -> str:
     return TIMED_OUT if run.limit_hit in ("cell_seconds", "submission_seconds") else GRADED
 
 
+OUR_ERROR_TEXT = ("The autograder hit an error of its own while grading this notebook (not your fault). "
+                  "Your instructor can see the details; you do not need to resubmit.")
+
+
 def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseConfig,
                      probe_points: dict[str, list[float]] | None = None, *, run: sandbox.Runner | None = None,
                      reveal_torch_values: bool | None = None, params: dict | None = None) -> Graded:
@@ -148,14 +152,20 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
             messages.append("The notebook holds more code than the hand-work check reads, so only its first part "
                             "was checked for answers computed with torch.")
         cell_errors = cell_errors_of(ran, config.limits)
+    except UnreadableSubmission as problem:
+        # The file is there but this grader cannot read it (permissions, a link, ...): the grader's set-up, so its
+        # error, never the student's 0.
+        status, questions = ERROR, _zero(assignment, "autograder error", config)
+        internal_error = (f"the submitted file {ref.path} could not be read by the grader: {problem}. Make it a "
+                          "regular file the grader may read, and grade again")
+        messages.append(OUR_ERROR_TEXT)
     except SubmissionError as problem:
         status, questions = FAILED, _zero(assignment, "the notebook could not be read", config)
         messages.append(f"Your submission could not be graded: {problem}")
     except Exception:
         status, questions = ERROR, _zero(assignment, "autograder error", config)
         internal_error = traceback.format_exc()
-        messages.append("The autograder hit an error of its own while grading this notebook (not your fault). "
-                        "Your instructor can see the details; you do not need to resubmit.")
+        messages.append(OUR_ERROR_TEXT)
     if reveal_torch_values is None:
         reveal_torch_values = config.reveals_torch_values(gradescope=False)
     feedback = build_feedback(ref.student_id, assignment.name, questions, status=status, messages=messages,

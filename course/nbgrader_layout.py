@@ -39,9 +39,12 @@ def read_timestamp(notebook_path: Path) -> datetime | None:
     from nbgrader.utils import parse_utc
 
     path = submission_folder(notebook_path) / TIMESTAMP
-    if not path.is_file() or path.is_symlink():
-        return None
-    text = path.read_text(encoding="utf-8", errors="replace").strip()[:100]
+    try:
+        if not path.is_file() or path.is_symlink():
+            return None
+        text = path.read_text(encoding="utf-8", errors="replace").strip()[:100]
+    except OSError as error:  # a folder or file the grader may not read: the instructor's to fix, not a crash
+        raise ValueError(f"{path}: cannot be read ({error.strerror or error})") from None
     try:
         return parse_utc(text)
     except (ValueError, OverflowError):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from course.assignment import NUMBERS_CELL, Assignment, nbgrader_meta
-from course.errors import SubmissionError
+from course.errors import SubmissionError, UnreadableSubmission
 from course.sandbox.handed_in import Cell as Cell  # the unit of student code, re-exported for the grader
 from course.sandbox.handed_in import notebook_module_cell
 from course.text import safe_text
@@ -62,12 +62,15 @@ def _read_regular_file(path: Path, max_bytes: int) -> bytes:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as error:
         if error.errno == errno.ELOOP:
-            raise SubmissionError(f"{_name(path)}: is a symbolic link; submit the notebook file itself") from None
-        raise SubmissionError(f"{_name(path)}: cannot be read ({error.strerror})") from None
+            raise UnreadableSubmission(f"{_name(path)}: is a symbolic link; submit the notebook file itself") from None
+        raise UnreadableSubmission(f"{_name(path)}: cannot be read ({error.strerror})") from None
     with os.fdopen(descriptor, "rb") as stream:
         if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise SubmissionError(f"{_name(path)}: is not a regular file")
-        return stream.read(max_bytes + 1)
+            raise UnreadableSubmission(f"{_name(path)}: is not a regular file")
+        try:
+            return stream.read(max_bytes + 1)
+        except OSError as error:
+            raise UnreadableSubmission(f"{_name(path)}: cannot be read ({error.strerror})") from None
 
 
 def read_notebook_json(path: Path, max_bytes: int) -> dict[str, Any]:

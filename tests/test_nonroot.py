@@ -167,3 +167,28 @@ def test_a_grader_that_is_not_root_lowers_every_session_of_a_run(tmp_path):
     completed = _as_instructor([_python(), "-c", GIVES_WAY_IN_THREE_SESSIONS], tmp_path, cwd="/")
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.split() == ["10", "10", "10"]
+
+
+def test_files_the_grader_may_not_read_are_its_errors_and_the_class_goes_on(instructor_course):
+    """A student folder or notebook the instructor's grader may not read (left root's by a copy made as root)
+    once stopped the whole class on a traceback (the folder's timestamp.txt) or booked the student `failed` with
+    0, telling them to act (the notebook). Both are the grader's set-up: autograder errors, the rest graded."""
+    python = _python()
+    bob = instructor_course / "submitted" / "bob" / "autograd"
+    alice = instructor_course / "submitted" / "alice" / "autograd" / "autograd.ipynb"
+    os.chown(bob, 0, 0)
+    bob.chmod(0o700)
+    os.chown(alice, 0, 0)
+    alice.chmod(0o600)
+    completed = _as_instructor([python, "-m", "course", "--course", str(instructor_course), "grade",
+                                "--out", str(instructor_course / "out"), "--jobs", "1"], instructor_course)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "Traceback" not in completed.stdout
+    with (instructor_course / "out" / "grades-autograd.csv").open(encoding="utf-8") as stream:
+        rows = {row["student_id"]: (row["score"], row["status"]) for row in csv.DictReader(stream)}
+    assert rows == {"alice": ("0", "autograder_error"), "bob": ("0", "autograder_error"), "carol": ("0", "graded"),
+                    "dave": ("57", "graded"), "erin": ("4", "graded"), "frank": ("0", "failed")}
+    assert "2 autograder errors" in completed.stdout
+    assert "could not be read by the grader" in completed.stderr  # the instructor is told which file, and why
+    feedback = json.loads((instructor_course / "out" / "feedback" / "alice" / "autograd" / "feedback.json").read_text())
+    assert "not your fault" in " ".join(feedback["messages"])

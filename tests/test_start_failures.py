@@ -210,3 +210,48 @@ def test_check_says_its_sandbox_did_not_start_rather_than_judging_the_notebook(t
     assert "none of your notebook ran and nothing was checked" in said[0]
     assert "not of your notebook" in said[0]
     assert "todo" not in captured.out  # no question is reported as unanswered
+
+
+def test_a_submitted_link_is_the_graders_error_not_the_students_zero(tmp_path):
+    """nbgrader's collect copies regular files: a notebook that is a symbolic link in submitted/ is the grader's
+    layout (the grader refuses to follow it: it could point at the answer key). It was booked `failed`, 0, telling
+    the student to submit the file itself; it is an autograder error, and the student is told it is not theirs."""
+    root = copy_course(tmp_path / "course")
+    config = load_config(root)
+    real = write(submitted_notebook(), tmp_path / "elsewhere" / "alice.ipynb")
+    link = root / "submitted" / "alice" / "autograd" / "autograd.ipynb"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(real)
+    graded = grade_submission(SubmissionRef("alice", link), load_course_assignment(config), config,
+                              run=lambda *_: pytest.fail("a file that was not read must not run"))
+    assert graded.status == ERROR
+    assert "is a symbolic link" in graded.internal_error
+    assert str(link) in graded.internal_error
+    assert any("not your fault" in message for message in graded.feedback["messages"])
+
+
+@pytest.mark.parametrize("command", ["grade", "autograder"])
+def test_a_results_folder_that_cannot_be_written_is_said_before_anyone_is_graded(command, tmp_path, capsys):
+    """An --out (or Gradescope's results/) the grader may not write once surfaced as a traceback per student after
+    the whole class had run, then an uncaught one; now one sentence before the sandbox starts, nothing graded."""
+    if command == "grade":
+        root = copy_course(tmp_path / "course")
+        shutil.copytree(SAMPLES, root / "submitted")
+        out = tmp_path / "out"
+        out.write_text("a file where the results folder should be\n")
+        argv = ["--course", str(root), "grade", "--out", str(out)]
+    else:
+        root = tmp_path / "autograder"
+        shutil.copytree(ROOT / "source", root / "source" / "source")
+        write(submitted_notebook(), root / "submission" / "autograd.ipynb")
+        out = root / "results"
+        out.write_text("a file where the results folder should be\n")
+        argv = ["autograder", "run", "--root", str(root)]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    said = [line for line in captured.err.splitlines() if line.startswith(f"autograd-course {command}: ")]
+    assert len(said) == 1, captured.err[-3000:]
+    assert "it is a file, not a folder" in said[0]
+    assert "nothing was graded" in said[0]
+    assert "Traceback" not in captured.err
+    assert "self-test" not in captured.out  # refused before the sandbox was started
