@@ -32,6 +32,38 @@ from course.schema import (
 
 CONFIG_RELATIVE_PATH = Path("source") / "course.yaml"
 DEFAULT_SANDBOX_UID = 61000
+SANDBOX_UID_RANGE = 64  # sandbox uids base .. base+63: one per concurrently running sandbox on the machine
+OVERFLOW_UID = 65534  # `nobody`: daemons run as it, and the kernel shows an unmapped uid as it
+NO_LOGIN_SHELLS = ("nologin", "false", "sync", "")
+
+
+def _sandbox_uids() -> Kind:
+    """The first sandbox uid: after each run the grader kills every process of the uid it leased, so no uid of
+    the range may be a system account's, `nobody` or a login account's (an account made for the sandbox, with no
+    login shell, as the container image's `student`, is what the range is for)."""
+    def problem(value: Any) -> str | None:
+        if type(value) is not int or value < 1000:
+            return "a whole number of at least 1000 (below are the system's own accounts)"
+        if value <= OVERFLOW_UID < value + SANDBOX_UID_RANGE:
+            return (f"a range of {SANDBOX_UID_RANGE} uids without {OVERFLOW_UID} (`nobody`: daemons run as it, and "
+                    "the grader kills every process of its sandbox uids)")
+        login = _login_account_in(value, value + SANDBOX_UID_RANGE)
+        if login:
+            return (f"a range of {SANDBOX_UID_RANGE} uids that no login account has ({login} has a uid in it: the "
+                    "grader kills every process of its sandbox uids)")
+        return None
+
+    return Kind(f"a whole number from 1000 up, the first of {SANDBOX_UID_RANGE} uids no login account has", problem)
+
+
+def _login_account_in(low: int, high: int) -> str:
+    """The name of an account with a login shell whose uid is in [low, high), "" when there is none."""
+    import pwd
+
+    for account in pwd.getpwall():
+        if low <= account.pw_uid < high and Path(account.pw_shell).name not in NO_LOGIN_SHELLS:
+            return repr(account.pw_name)
+    return ""
 # A student's pages and API reads in a row before service.pages_per_minute paces them (service/edge.py).
 PAGE_BURST = 20
 # limits.memory_mb is an address-space limit (RLIMIT_AS), which counts every mapped library. Importing the
@@ -201,7 +233,7 @@ class CourseConfig:
     sandbox_uid: int = setting(
         DEFAULT_SANDBOX_UID, "the first of 64 uids/gids that sandboxes lease (one per concurrently running "
         "sandbox); nothing else may use them: leftover processes of a sandbox's uid are killed after each "
-        "submission", whole())
+        "submission", _sandbox_uids())
     variants: bool = setting(False, "per-student numbers (authoring.md, per-student variants)", BOOLEAN)
     variant_secret_env: str = setting(
         "AUTOGRAD_COURSE_SECRET",  # the name of a variable, not a secret

@@ -31,16 +31,19 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def unwritable_folder(folder: Path) -> str:
-    """Why results cannot be written into `folder`, in a few words ("" when they can): it is made if missing,
-    then a file is created in it and removed. A command asks before it grades anyone, so that a folder it may
-    not write is said in one sentence rather than found student by student."""
+    """Why results cannot be written into `folder`, in a few words ("" when they can), leaving nothing behind:
+    a file is created and removed in it or, while it does not exist yet, in the nearest folder above it that
+    does (where it would be made). A command asks before it grades anyone, so that a folder it may not write is
+    said in one sentence rather than found student by student."""
+    existing = folder
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        descriptor, name = tempfile.mkstemp(prefix=".write-check-", dir=folder)
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            return "it is a file, not a folder" if existing == folder else f"{existing} is a file, not a folder"
+        descriptor, name = tempfile.mkstemp(prefix=".write-check-", dir=existing)
         os.close(descriptor)
         os.unlink(name)
-    except (FileExistsError, NotADirectoryError):
-        return "it is a file, not a folder"
     except OSError as error:
         return (error.strerror or str(error)).lower()
     return ""

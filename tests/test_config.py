@@ -43,6 +43,11 @@ BASE = {"course_id": "c", "assignments": [{"name": "a", "notebook": "a.ipynb"}]}
         ({"limit": {}}, "unknown key 'limit'"),
         ({"sandbox": "docker"}, "sandbox must be one of auto, bwrap, uid, rlimits"),
         ({"hand_work_deduction": 2}, "hand_work_deduction must be between 0 and 1"),
+        # The grader kills every process of its sandbox uids after each run: never a system account's, nobody's
+        # (an instructor's plausible choice, which killed the machine's `nobody` daemons) or a login account's.
+        ({"sandbox_uid": 500}, "sandbox_uid must be a whole number of at least 1000"),
+        ({"sandbox_uid": 65534}, "sandbox_uid must be a range of 64 uids without 65534"),
+        ({"sandbox_uid": 65500}, "sandbox_uid must be a range of 64 uids without 65534"),
     ],
 )
 def test_bad_settings_name_the_file_and_the_key(change, message):
@@ -141,3 +146,14 @@ def test_every_service_setting_is_declared_with_a_default_and_help():
         assert setting.default is not MISSING, setting.name
         assert setting.metadata["help"], setting.name
         assert setting.metadata["kind"].problem(setting.default) is None, setting.name  # the default passes its check
+
+
+def test_a_sandbox_uid_range_with_a_login_account_is_refused(monkeypatch):
+    """Read from the machine's own accounts: root logs in (uid 0) on every machine these tests run on; an account
+    without a login shell (the container image's `student`, made for the sandbox) does not count."""
+    assert config_module._login_account_in(0, 1) == "'root'"
+    monkeypatch.setattr(config_module, "_login_account_in", lambda low, high: "'alice'" if low <= 61000 < high else "")
+    with pytest.raises(ConfigError, match=r"sandbox_uid must be a range of 64 uids that no login account has "
+                                          r"\('alice' has a uid in it"):
+        parse_config({**BASE, "sandbox_uid": 60990}, Path("/course"), "/course/source/course.yaml")
+    assert parse_config({**BASE, "sandbox_uid": 61064}, Path("/course"), "/course/source/course.yaml")

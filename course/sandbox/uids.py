@@ -11,9 +11,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from course.config import SANDBOX_UID_RANGE
 from course.errors import SandboxError
 
-UID_RANGE = 64  # sandbox uids base .. base+63: one per concurrently running sandbox on the machine
+UID_RANGE = SANDBOX_UID_RANGE  # sandbox uids base .. base+63: one per concurrently running sandbox
 
 
 def _lock_folder() -> Path:
