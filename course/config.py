@@ -56,12 +56,18 @@ def _sandbox_uids() -> Kind:
     return Kind(f"a whole number from 1000 up, the first of {SANDBOX_UID_RANGE} uids no login account has", problem)
 
 
+@functools.lru_cache(maxsize=8)
 def _login_account_in(low: int, high: int) -> str:
-    """The name of an account with a login shell whose uid is in [low, high), "" when there is none."""
+    """The name of an account with a login shell whose uid is in [low, high), "" when there is none. Asked uid by
+    uid: listing every account can mean a whole directory service where the machine uses one."""
     import pwd
 
-    for account in pwd.getpwall():
-        if low <= account.pw_uid < high and Path(account.pw_shell).name not in NO_LOGIN_SHELLS:
+    for uid in range(low, high):
+        try:
+            account = pwd.getpwuid(uid)
+        except KeyError:
+            continue
+        if Path(account.pw_shell).name not in NO_LOGIN_SHELLS:
             return repr(account.pw_name)
     return ""
 # A student's pages and API reads in a row before service.pages_per_minute paces them (service/edge.py).
