@@ -70,6 +70,8 @@ def _login_account_in(low: int, high: int) -> str:
         if Path(account.pw_shell).name not in NO_LOGIN_SHELLS:
             return repr(account.pw_name)
     return ""
+
+
 # A student's pages and API reads in a row before service.pages_per_minute paces them (service/edge.py).
 PAGE_BURST = 20
 # limits.memory_mb is an address-space limit (RLIMIT_AS), which counts every mapped library. Importing the

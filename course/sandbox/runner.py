@@ -592,12 +592,12 @@ def _drop_bounding_set(libc):
 
     for capability in range(_LAST_CAPABILITY + 1):
         if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
-            errno = ctypes.get_errno()
-            if errno == 22:  # EINVAL: past the kernel's last capability
+            error_number = ctypes.get_errno()
+            if error_number == 22:  # EINVAL: past the kernel's last capability
                 return
-            if errno == 1 and capability == 0 and _holds_no_capability():
+            if error_number == 1 and capability == 0 and _holds_no_capability():  # EPERM, and nothing to lose
                 return
-            raise OSError(errno, f"cannot drop capability {capability} from the bounding set")
+            raise OSError(error_number, f"cannot drop capability {capability} from the bounding set")
 
 
 def _holds_no_capability():
