@@ -384,5 +384,8 @@ def main(argv: list[str] | None = None) -> int:
               "left half-written (each is written whole or not at all)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"autograd-course {args.command}: interrupted", file=sys.stderr)
+        unfinished = "" if args.command != "grade" else (
+            "; the class is not finished: the grades written so far name only the students graded before the "
+            "interrupt, so run the same command again before using them")
+        print(f"autograd-course {args.command}: interrupted{unfinished}", file=sys.stderr)
         return 130

@@ -116,3 +116,40 @@ def test_a_mistyped_service_setting_stops_every_command(course_root, capsys, com
                    "cooldown_minutes, counts, fresh_numbers_per_attempt, pages_in_flight, pages_per_minute, "
                    "storage_mb, upload_kb)\n")
     assert sorted(p.relative_to(course_root) for p in course_root.rglob("*")) == before  # nothing was done
+
+
+@pytest.mark.slow
+def test_an_interrupted_grade_says_the_class_is_not_finished(tmp_path):
+    """Ctrl-C left a grades CSV holding the students graded so far, and said only "interrupted": an instructor could
+    take it for the class. The line now says the class is not finished and what to do."""
+    import csv
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+
+    from helpers import add_cell, copy_course
+
+    root = copy_course(tmp_path / "course")
+    shutil.copytree(ROOT / "tests" / "samples" / "submitted", root / "submitted")
+    # one student whose run waits out the course's cell limit (10 s), so the interrupt comes while the class is being
+    # graded (the command then waits for the runs in flight to end: at most that limit)
+    write(add_cell(submitted_notebook(), "import time\ntime.sleep(600)"),
+          root / "submitted" / "zed" / "autograd" / "autograd.ipynb")
+    process = subprocess.Popen([sys.executable, "-m", "course", "--course", str(root), "grade", "--out",
+                                str(tmp_path / "out"), "--jobs", "1"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert process.stderr is not None
+    for line in process.stderr:  # one line per student graded (not a terminal), on stderr
+        if line.startswith("alice:"):
+            break
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err[-2000:]
+    assert "interrupted; the class is not finished" in err
+    assert "run the same command again" in err
+    written = tmp_path / "out" / "grades-autograd.csv"
+    if written.exists():  # whatever was flushed names only students graded, never zed, still running
+        with written.open(encoding="utf-8") as stream:
+            assert "zed" not in {row["student_id"] for row in csv.DictReader(stream)}
