@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import logging
 import os
 import sys
 from pathlib import Path
@@ -379,13 +380,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"autograd-course {args.command}: {error}", file=sys.stderr)
         return 1
     except OSError as error:  # a disk that filled up, a folder taken away mid-run: one sentence, not a traceback
+        logging.getLogger(__name__).debug("stopped by an OS error", exc_info=True)
         where = f" ({error.filename})" if error.filename else ""
-        print(f"autograd-course {args.command}: stopped: {(error.strerror or str(error)).lower()}{where}; no file was "
-              "left half-written (each is written whole or not at all)", file=sys.stderr)
+        whole = ("; no result file was left half-written (each is written whole or not at all)"
+                 if args.command in ("grade", "merge", "export") else "")
+        print(f"autograd-course {args.command}: stopped: {(error.strerror or str(error)).lower()}{where}{whole}",
+              file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         unfinished = "" if args.command != "grade" else (
-            "; the class is not finished: the grades written so far name only the students graded before the "
-            "interrupt, so run the same command again before using them")
+            "; the class is not finished: the grades file may miss students or still hold an earlier run's grades "
+            "for some, so run the same command again before using it")
         print(f"autograd-course {args.command}: interrupted{unfinished}", file=sys.stderr)
         return 130

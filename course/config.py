@@ -34,7 +34,10 @@ CONFIG_RELATIVE_PATH = Path("source") / "course.yaml"
 DEFAULT_SANDBOX_UID = 61000
 SANDBOX_UID_RANGE = 64  # sandbox uids base .. base+63: one per concurrently running sandbox on the machine
 OVERFLOW_UID = 65534  # `nobody`: daemons run as it, and the kernel shows an unmapped uid as it
-NO_LOGIN_SHELLS = ("nologin", "false", "sync", "")
+NO_LOGIN_SHELLS = ("nologin", "false", "sync")  # an empty shell field means /bin/sh: a login
+# uids systemd hands out itself, mostly absent from the accounts until used: homed users, DynamicUser= services
+SYSTEMD_UID_RANGES = ((60001, 60513, "systemd-homed's users"), (61184, 65519, "systemd's DynamicUser services"))
+MAX_SANDBOX_UID = 2**31 - 1  # far below (uid_t)-1, which setuid reads as "unchanged"
 
 
 def _sandbox_uids() -> Kind:
@@ -44,6 +47,12 @@ def _sandbox_uids() -> Kind:
     def problem(value: Any) -> str | None:
         if type(value) is not int or value < 1000:
             return "a whole number of at least 1000 (below are the system's own accounts)"
+        if value + SANDBOX_UID_RANGE > MAX_SANDBOX_UID:
+            return f"a whole number of at most {MAX_SANDBOX_UID - SANDBOX_UID_RANGE}"
+        for low, high, whose in SYSTEMD_UID_RANGES:
+            if value <= high and low < value + SANDBOX_UID_RANGE:
+                return (f"a range of {SANDBOX_UID_RANGE} uids outside {low}-{high} ({whose}: the grader kills every "
+                        "process of its sandbox uids)")
         if value <= OVERFLOW_UID < value + SANDBOX_UID_RANGE:
             return (f"a range of {SANDBOX_UID_RANGE} uids without {OVERFLOW_UID} (`nobody`: daemons run as it, and "
                     "the grader kills every process of its sandbox uids)")

@@ -62,7 +62,7 @@ def _read_regular_file(path: Path, max_bytes: int) -> bytes:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as error:
         if error.errno == errno.ELOOP:
-            raise UnreadableSubmission(f"{_name(path)}: is a symbolic link; submit the notebook file itself") from None
+            raise UnreadableSubmission(f"{_name(path)}: is a symbolic link, which is not followed") from None
         raise UnreadableSubmission(f"{_name(path)}: cannot be read ({error.strerror})") from None
     with os.fdopen(descriptor, "rb") as stream:
         if not stat.S_ISREG(os.fstat(descriptor).st_mode):

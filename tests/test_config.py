@@ -47,7 +47,10 @@ BASE = {"course_id": "c", "assignments": [{"name": "a", "notebook": "a.ipynb"}]}
         # (an instructor's plausible choice, which killed the machine's `nobody` daemons) or a login account's.
         ({"sandbox_uid": 500}, "sandbox_uid must be a whole number of at least 1000"),
         ({"sandbox_uid": 65534}, "sandbox_uid must be a range of 64 uids without 65534"),
-        ({"sandbox_uid": 65500}, "sandbox_uid must be a range of 64 uids without 65534"),
+        ({"sandbox_uid": 65520}, "sandbox_uid must be a range of 64 uids without 65534"),
+        ({"sandbox_uid": 61150}, "sandbox_uid must be a range of 64 uids outside 61184-65519"),
+        ({"sandbox_uid": 60500}, "sandbox_uid must be a range of 64 uids outside 60001-60513"),
+        ({"sandbox_uid": 2**31}, "sandbox_uid must be a whole number of at most"),
     ],
 )
 def test_bad_settings_name_the_file_and_the_key(change, message):
@@ -149,9 +152,12 @@ def test_every_service_setting_is_declared_with_a_default_and_help():
 
 
 def test_a_sandbox_uid_range_with_a_login_account_is_refused(monkeypatch):
-    """Read from the machine's own accounts: root logs in (uid 0) on every machine these tests run on; an account
-    without a login shell (the container image's `student`, made for the sandbox) does not count."""
-    assert config_module._login_account_in(0, 1) == "'root'"
+    """Read from the machine's own accounts (root's, uid 0, as its shell says); an account without a login shell
+    (the container image's `student`, made for the sandbox) does not count."""
+    import pwd
+
+    root_logs_in = Path(pwd.getpwuid(0).pw_shell).name not in config_module.NO_LOGIN_SHELLS
+    assert config_module._login_account_in(0, 1) == ("'root'" if root_logs_in else "")
     monkeypatch.setattr(config_module, "_login_account_in", lambda low, high: "'alice'" if low <= 61000 < high else "")
     with pytest.raises(ConfigError, match=r"sandbox_uid must be a range of 64 uids that no login account has "
                                           r"\('alice' has a uid in it"):
