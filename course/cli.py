@@ -14,6 +14,7 @@ from course.config import find_config, load_config
 from course.deferred_imports import defer_setuptools_for_archives, defer_torch_meta_kernels
 from course.errors import CourseError
 from course.extras import require
+from course.files import os_reason
 from course.gradebook import COURSE_TOTALS
 from course.lms import FORMATS
 from course.logs import DEFAULT_LEVEL, LEVELS
@@ -384,8 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         where = f" ({error.filename})" if error.filename else ""
         whole = ("; no result file was left half-written (each is written whole or not at all)"
                  if args.command in ("grade", "merge", "export") else "")
-        print(f"autograd-course {args.command}: stopped: {(error.strerror or str(error)).lower()}{where}{whole}",
-              file=sys.stderr)
+        print(f"autograd-course {args.command}: stopped: {os_reason(error)}{where}{whole}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         unfinished = "" if args.command != "grade" else (

@@ -30,6 +30,11 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+def os_reason(error: OSError) -> str:
+    """What the system said, in a few lower-case words for the middle of a sentence ("permission denied")."""
+    return (error.strerror or str(error)).lower()
+
+
 def unwritable_folder(folder: Path) -> str:
     """Why results cannot be written into `folder`, in a few words ("" when they can), leaving nothing behind:
     a file is created and removed in it or, while it does not exist yet, in the nearest folder above it that
@@ -45,7 +50,7 @@ def unwritable_folder(folder: Path) -> str:
         os.close(descriptor)
         os.unlink(name)
     except OSError as error:
-        return (error.strerror or str(error)).lower()
+        return os_reason(error)
     return ""
 
 

@@ -20,7 +20,7 @@ from course.assignment import load_course_assignment
 from course.config import CourseConfig, load_config
 from course.discovery import SubmissionRef
 from course.errors import CourseError, NoIsolationError, SelfTestError, SubmissionError
-from course.files import atomic_write_json, unwritable_folder
+from course.files import atomic_write_json, os_reason, unwritable_folder
 from course.grading import ERROR, Graded, grade_submission
 from course.render import question_markdown, summary_markdown
 from course.sandbox import ISOLATION_SUMMARY, WarmPool, choose_isolation
@@ -241,6 +241,5 @@ def run_autograder(root: Path) -> dict[str, Any]:
         try:
             atomic_write_json(root / "results" / "results.json", results)
         except OSError as error:
-            raise CourseError(f"cannot write {root / 'results' / 'results.json'} "
-                              f"({(error.strerror or str(error)).lower()})") from None
+            raise CourseError(f"cannot write {root / 'results' / 'results.json'} ({os_reason(error)})") from None
     return results
