@@ -152,6 +152,29 @@ def test_answers_set_early_changed_late_or_put_back_survive_an_early_end():
     assert "exit code 3" in result.ended_early
 
 
+def test_an_answer_changed_in_place_or_rebound_to_an_equal_object_is_reported_as_it_is():
+    """A cell's report carries only the answers that changed; a name still bound to the same object is read again
+    unless that object cannot change. A list grown in place, a list rebound, and a number rebound to an equal one
+    each end at the value they had when the process ended."""
+    result = run("a = [1.0]\nb = 2.0\nc = [3]", "a.append(2.0)", "b = 1.0 + 1.0\nc = [3]", "c.append(4)",
+                 "import os\nos._exit(3)", names=("a", "b", "c"))
+    assert {name: answer.value for name, answer in result.answers.items()} == {"a": [1.0, 2.0], "b": 2.0, "c": [3, 4]}
+
+
+def test_a_report_keeps_only_the_contracts_names():
+    """What a forged report can add to the grader's memory is bounded by the contract's answer names."""
+    from course.sandbox.supervisor import _Protocol
+
+    protocol = _Protocol([Cell(0, "cell 1", "x = 1")], ("x", "y"), started=0.0)
+    protocol.accept({"event": "ready", "confined": True}, 0.1)
+    protocol.accept({"event": "done", "cell": 0, "error": None,
+                     "answers": {"x": {"kind": "value", "value": 1}, **{f"z{i}": {} for i in range(1000)}}}, 0.2)
+    protocol.accept({"event": "finished", "answers": {"y": {"kind": "value", "value": 2}}}, 0.3)
+    assert protocol.harvested == {"x": {"kind": "value", "value": 1}, "y": {"kind": "value", "value": 2}}
+    assert protocol.finished
+    assert not protocol.violation
+
+
 def test_an_answer_that_changes_only_its_type_is_reported_changed():
     """1, 1.0 and True are equal to `==` (and 0.0 and -0.0), but not the same answer: a bool question takes True and
     no 1, a number question 1 and no True. The value the notebook ends with is the one graded, run to the end or

@@ -23,6 +23,9 @@ _write, _type, _callable, _isfinite, _len, _str = os.write, type, callable, math
 _float_repr, _int_repr, _BaseException, _TypeError = float.__repr__, int.__repr__, BaseException, TypeError
 _list, _dict, _float, _int, _bool = list, dict, float, int, bool
 _NotImplementedError, _all, _zip = NotImplementedError, all, zip
+_UNBOUND = object()  # an answer name the notebook has not defined
+# Types whose objects never change: a name bound to the same one as before has the same answer (_Harvester).
+_UNCHANGING = frozenset({float, int, bool, str, type(None), type(...), type(lambda: None), object})
 _MAX_LIST = 1000
 _PR_SET_NO_NEW_PRIVS = 38
 _MAX_TEXT = 1000
@@ -99,28 +102,45 @@ def _describe(value):
 
 
 class _Harvester:
-    """Reads the answer names after each cell. A function answer is called at the grader's points as soon
-    as it is defined (and again whenever it is redefined), so a later crash cannot lose its results."""
+    """Reads the answer names after each cell and returns those whose answer changed since the last report. A
+    function answer is called at the grader's points as soon as it is defined (and again whenever it is
+    redefined), so a later crash cannot lose its results.
+
+    A name still bound to the very object it was bound to at the last look, where that object cannot change
+    (an exact float, int, bool, str, None, `...`, a plain function), or still unbound, has the answer it had: it
+    is not read again. Anything else (a list, a tensor, an object of any other type) is read and compared value
+    and type by value and type (_same)."""
 
     def __init__(self, names, functions, call_seconds):
         self.names, self.functions, self.call_seconds = names, functions, call_seconds
         self.probed = {}  # name -> (function object, results, why it is unfinished or "")
+        self.reported = {}  # name -> (the object looked at, or _UNBOUND; its answer as last reported)
 
-    def harvest(self, namespace):
-        answers = {}
+    def changes(self, namespace):
+        changed = {}
         for name in self.names:
-            answer = _harvest_one(namespace, name, self.functions)
-            if answer.get("kind") == "function":
-                function = namespace[name]
-                seen = self.probed.get(name)
-                if seen is None or seen[0] is not function:
-                    seen = (function, *_probe(function, self.functions[name], self.call_seconds))
-                    self.probed[name] = seen
-                # A function still as released (every call returns `...` or raises NotImplementedError) is
-                # no answer yet, said in the words of a value still `...`.
-                answer = {"kind": "missing", "detail": seen[2]} if seen[2] else {**answer, "probes": seen[1]}
-            answers[name] = answer
-        return answers
+            value = namespace[name] if name in namespace else _UNBOUND
+            last = self.reported.get(name)
+            if last is not None and last[0] is value and _type(value) in _UNCHANGING:
+                continue
+            answer = self._answer(namespace, name)
+            if last is None or not _same(answer, last[1]):
+                changed[name] = answer
+            self.reported[name] = (value, answer)  # holds the object: its identity cannot pass to another
+        return changed
+
+    def _answer(self, namespace, name):
+        answer = _harvest_one(namespace, name, self.functions)
+        if answer.get("kind") == "function":
+            function = namespace[name]
+            seen = self.probed.get(name)
+            if seen is None or seen[0] is not function:
+                seen = (function, *_probe(function, self.functions[name], self.call_seconds))
+                self.probed[name] = seen
+            # A function still as released (every call returns `...` or raises NotImplementedError) is
+            # no answer yet, said in the words of a value still `...`.
+            answer = {"kind": "missing", "detail": seen[2]} if seen[2] else {**answer, "probes": seen[1]}
+        return answer
 
 
 def _harvest_one(namespace, name, function_names):
@@ -326,10 +346,8 @@ def run_request(request, channel, shell=None, *, confined, preloaded=()):
     harvester = _Harvester(request["answers"], request["functions"], request["call_seconds"])
     _send(channel, {"event": "ready", "confined": confined})
 
-    # The answers as last sent: an event carries them only when they changed. They are the harvester's plain data
-    # (exact built-in types, no float that is not finite), compared value and type by value and type (_same), which
-    # costs a fraction of encoding them.
-    sent = None
+    # An event carries only the answers that changed since the last one sent (_Harvester.changes): the grader
+    # keeps the last reported answer of each name, so a run that ends early is graded on what it had reported.
     ahead = _len(preloaded)  # how many of the first cells may still be ones the worker ran
     for position, cell in enumerate(request["cells"]):
         if position < ahead and cell["source"] == preloaded[position]:
@@ -343,15 +361,15 @@ def run_request(request, channel, shell=None, *, confined, preloaded=()):
                 error = f"{_describe(escaped)} ended the cell"
         _flush()
         event = {"event": "done", "cell": cell["index"], "error": error}
-        answers = harvester.harvest(shell.user_ns)
-        if not _same(answers, sent):
-            event["answers"] = sent = answers
+        changed = harvester.changes(shell.user_ns)
+        if changed:
+            event["answers"] = changed
         _send(channel, event)
 
     event = {"event": "finished"}
-    answers = harvester.harvest(shell.user_ns)
-    if not _same(answers, sent):
-        event["answers"] = answers
+    changed = harvester.changes(shell.user_ns)
+    if changed:
+        event["answers"] = changed
     _send(channel, event)
     _flush()
     os._exit(0)  # skip interpreter shutdown: atexit handlers and threads of the student's code

@@ -75,13 +75,14 @@ class _Protocol:
     for a processor: giving_way.py, the kernel's count) and `submission_seconds` in all.
     """
 
-    def __init__(self, cells: list[Cell], started: float) -> None:
+    def __init__(self, cells: list[Cell], answer_names: tuple[str, ...], started: float) -> None:
         self.order = [cell.index for cell in cells]
+        self.answer_names = answer_names
         self.position = -1  # -1: waiting for ready; len(order): every cell done
         self.clock = started
         self.ready_at = started  # when `ready` came: the submission's clock starts there
         self.confined: bool | None = None
-        self.harvested: Any = {}
+        self.harvested: dict[str, Any] = {}  # each answer name's answer as last reported
         self.outcomes: list[tuple[int, str | None]] = []
         self.finished = False
         self.violation = ""
@@ -98,13 +99,21 @@ class _Protocol:
         elif kind == "done" and self.running_cell is not None and event.get("cell") == self.running_cell:
             error = event.get("error")
             self.outcomes.append((self.running_cell, error if type(error) is str else None))
-            self.harvested = event.get("answers", self.harvested)
+            self._report(event.get("answers"))
             self.position, self.clock = self.position + 1, now
         elif kind == "finished" and self.position == len(self.order) and not self.finished:
-            self.harvested = event.get("answers", self.harvested)
+            self._report(event.get("answers"))
             self.finished = True
         else:
             self.violation = "a message out of the grader's order"
+
+    def _report(self, changed: Any) -> None:
+        """An event's answers are those that changed since the last report: each replaces the name's last one.
+        Only the contract's names are kept (what a forged report can add is bounded by them)."""
+        if type(changed) is dict:
+            for name in self.answer_names:
+                if name in changed:
+                    self.harvested[name] = changed[name]
 
 
 def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
@@ -116,7 +125,7 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
     output = bytearray()
     output_total = 0
     channel = EventReader()
-    protocol = _Protocol(cells, started)
+    protocol = _Protocol(cells, answer_names, started)
     finish_time = 0.0
     limit_hit: str | None = None
     cell_waited = (-1, 0.0)  # (the position of the cell being timed, what the run had waited when it began)
