@@ -3,7 +3,7 @@ folder of <student>.ipynb files, or single notebooks; one canonical student-id c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.errors import CourseError
@@ -15,6 +15,9 @@ class SubmissionRef:
     student_id: str
     path: Path
     problem: str = ""
+    # The notebook's bytes when they are already in memory (the submission service's upload): read instead of the
+    # file, which then only names the notebook in messages.
+    content: bytes | None = field(default=None, repr=False)
 
 
 def check_paths_exist(paths: list[Path]) -> None:

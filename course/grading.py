@@ -177,4 +177,5 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
 
 def _read(ref: SubmissionRef, assignment: Assignment, config: CourseConfig, params: dict) -> Submission:
     return read_submission(ref.path, ref.student_id, assignment, params=params,
-                           max_bytes=config.limits.notebook_mb * 1024 * 1024, max_cells=config.limits.max_cells)
+                           max_bytes=config.limits.notebook_mb * 1024 * 1024, max_cells=config.limits.max_cells,
+                           content=ref.content)

@@ -73,12 +73,13 @@ def _read_regular_file(path: Path, max_bytes: int) -> bytes:
             raise UnreadableSubmission(f"{_name(path)}: cannot be read ({error.strerror})") from None
 
 
-def read_notebook_json(path: Path, max_bytes: int) -> dict[str, Any]:
-    """The submitted file as nbformat-4 JSON, or a SubmissionError a student can act on."""
+def read_notebook_json(path: Path, max_bytes: int, content: bytes | None = None) -> dict[str, Any]:
+    """The submitted file as nbformat-4 JSON, or a SubmissionError a student can act on. With `content`, those
+    bytes are the notebook (already in memory) and `path` only names it."""
     if path.suffix != ".ipynb":
         raise SubmissionError(
             f"{_name(path)}: expected a Jupyter notebook (.ipynb), not a {path.suffix or 'plain'} file")
-    data = _read_regular_file(path, max_bytes)
+    data = _read_regular_file(path, max_bytes) if content is None else content
     size = len(data)
     if size == 0:
         raise SubmissionError(f"{_name(path)}: the file is empty; submit the notebook after saving it in JupyterLab")
@@ -143,12 +144,13 @@ def personalised_for(cell: dict) -> str | None:
 
 
 def read_submission(path: Path, student_id: str, assignment: Assignment, *, params: dict, max_bytes: int,
-                    max_cells: int) -> Submission:
-    """Read one notebook and split it into the student's code and the grader's cells.
+                    max_cells: int, content: bytes | None = None) -> Submission:
+    """Read one notebook (the file at `path`, or `content` named by it) and split it into the student's code and
+    the grader's cells.
 
     The grader's cells come first: the course's setup, then the student's numbers made from `params`
     (recomputed by the grader, never read from the notebook)."""
-    notebook = read_notebook_json(path, max_bytes)
+    notebook = read_notebook_json(path, max_bytes, content)
     raw_cells = notebook["cells"]
     if len(raw_cells) > max_cells:
         raise SubmissionError(

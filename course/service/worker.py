@@ -11,7 +11,6 @@ import logging
 import os
 import secrets
 import shutil
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -39,12 +38,13 @@ from course.variants import course_secret
 log = logging.getLogger(__name__)
 
 IDLE_POLL_SECONDS = 2.0  # a worker with nothing to do looks at the queue again this often (or when woken)
-SCRATCH = "service-work"  # in the course root: each attempt's notebook in nbgrader's layout while it is graded
+SCRATCH = "service-work"  # in the course root: uploads spooled while they arrive, exports while they are made
 
 
 def scratch_folder(config: CourseConfig, assignment: str) -> Path:
-    """Where the server of `assignment` lays out the attempts it grades: in the course root beside its
-    database, never in /tmp, so a server that is killed leaves nothing behind that its next start does not
+    """Where the server of `assignment` keeps its work files (an upload's body past a small size while it
+    arrives, an export while it is made; attempts are graded from the stored bytes): in the course root beside
+    its database, never in /tmp, so a server that is killed leaves nothing behind that its next start does not
     clear (`Grader`)."""
     return config.root / SCRATCH / assignment
 
@@ -113,11 +113,12 @@ class Grader:
         self.jobs = sandbox.default_jobs() if jobs is None else jobs
         self.scratch = scratch_folder(config, self.settings.name)
         try:
-            self.scratch.parent.mkdir(mode=0o700, exist_ok=True)  # the students' notebooks: the grader's user only
+            self.scratch.parent.mkdir(mode=0o700, exist_ok=True)  # students' uploads: the grader's user only
             for folder in (self.scratch.parent, self.scratch):
                 if folder.is_symlink():
-                    raise CourseError(f"{folder} is a symbolic link; the service lays out the notebooks it grades "
-                                      "there and clears it at start-up: make it a plain folder or remove it")
+                    raise CourseError(f"{folder} is a symbolic link; the service keeps its work files (uploads as "
+                                      "they arrive) there and clears it at start-up: make it a plain folder or "
+                                      "remove it")
             if store.shared:
                 self.scratch.mkdir(mode=0o700, exist_ok=True)
                 self._lock, self.scratch = _own_folder(self.scratch)
@@ -128,7 +129,8 @@ class Grader:
                 shutil.rmtree(self.scratch, ignore_errors=True)
                 self.scratch.mkdir(mode=0o700, exist_ok=True)
         except OSError as error:
-            raise CourseError(f"cannot make {self.scratch}, where the service lays out the notebooks it grades: "
+            raise CourseError(f"cannot make {self.scratch}, where the service keeps its work files (uploads as they "
+                              f"arrive): "
                               f"{error.strerror}; the service needs to write in the course folder") from None
         self.listeners: list[Callable[[Attempt], None]] = []
         self.scheduler = Scheduler()
@@ -255,17 +257,13 @@ class Grader:
         """Why an upload cannot be graded as this assignment's notebook at all ("" when it can): not the
         notebook's format, or none of its answer cells. Read as the grader will read it (the same checks and
         messages), so an upload refused here never uses up an attempt, and one accepted here is graded."""
-        folder = Path(tempfile.mkdtemp(prefix="upload-", dir=self.scratch))
         try:
-            path = folder / self.settings.notebook
-            path.write_bytes(notebook)
-            read_submission(path, student_id, self.assignment, params=self.assignment.default_params,
+            read_submission(Path(self.settings.notebook), student_id, self.assignment,
+                            params=self.assignment.default_params,
                             max_bytes=self.config.limits.notebook_mb * 1024 * 1024,
-                            max_cells=self.config.limits.max_cells)
+                            max_cells=self.config.limits.max_cells, content=notebook)
         except SubmissionError as problem:
             return str(problem)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
         return ""
 
     def grade(self, attempt: Attempt, notebook: bytes) -> Attempt | None:
@@ -275,20 +273,12 @@ class Grader:
         settings = self.settings
         params = attempt_numbers(self.config, self.policy, self.assignment.content, attempt.student_id,
                                  attempt.number, self.assignment.default_params)
-        # nbgrader's submitted/ layout; one folder per attempt (only this thread grades it), removed when it is
-        # graded. The late policy applies at the time the service received (and stored) the notebook.
-        folder = self.scratch / f"attempt-{attempt.id}"
-        shutil.rmtree(folder, ignore_errors=True)
-        try:
-            path = folder / attempt.student_id / settings.name / settings.notebook
-            path.parent.mkdir(parents=True)
-            path.write_bytes(notebook)
-            graded = grade_submission(SubmissionRef(attempt.student_id, path), self.assignment, self.config,
-                                      run=self.pool.run, reveal_torch_values=self.config.reveals_torch_values(
-                                          gradescope=True), params=params)
-            graded = late_policy_at(graded, attempt.submitted_at, self.due, settings, self.config)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+        # Graded from the stored bytes (no file is written); the late policy applies at the time the service
+        # received (and stored) the notebook.
+        graded = grade_submission(SubmissionRef(attempt.student_id, Path(settings.notebook), content=notebook),
+                                  self.assignment, self.config, run=self.pool.run,
+                                  reveal_torch_values=self.config.reveals_torch_values(gradescope=True), params=params)
+        graded = late_policy_at(graded, attempt.submitted_at, self.due, settings, self.config)
         if graded.internal_error:
             log.error(f"autograder error for attempt {attempt.id} ({attempt.student_id}):\n"
                       f"{safe_text(graded.internal_error, 20_000)}")

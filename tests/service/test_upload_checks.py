@@ -47,11 +47,12 @@ def test_servers_of_two_assignments_sharing_a_database_see_only_their_own(tmp_pa
     assert training.requeue_interrupted() == 1
 
 
-def test_a_course_folder_the_service_cannot_lay_out_notebooks_in_is_said_before_it_starts(tmp_path):
+def test_a_course_folder_the_service_cannot_keep_its_work_files_in_is_said_before_it_starts(tmp_path):
     root = course_for_service(tmp_path / "course")
     (root / SCRATCH).write_text("a file where the service's folder would go\n")
-    with pytest.raises(CourseError, match=r"cannot make .*service-work/autograd, where the service lays out the "
-                                          r"notebooks it grades: .*; the service needs to write in the course folder"):
+    with pytest.raises(CourseError, match=r"cannot make .*service-work/autograd, where the service keeps its work "
+                                          r"files \(uploads as they arrive\): .*; the service needs to write in the "
+                                          r"course folder"):
         make_service(load_config(root), database="sqlite://", jobs=1)
 
 
