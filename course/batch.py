@@ -29,7 +29,7 @@ from course.grading import ERROR, FAILED, GRADED, TIMED_OUT, Graded, cold_runner
 from course.nbgrader_bridge import assignment_due
 from course.render import render_html
 from course.roster import Student, gradebook_students
-from course.selftest import SelfTest, prove_setup
+from course.selftest import SelfTest, prove_setup, released_code_cells
 from course.shards import Shard, class_digest, shard_of, write_shard
 from course.summary import class_summary, read_class_feedback
 from course.summary_page import render_summary_html
@@ -176,7 +176,8 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         pool = None
         if jobs > 0 and refs:
             pool = stack.enter_context(sandbox.WarmPool(min(jobs, len(refs)), config.limits, isolation=config.sandbox,
-                                                        base_uid=config.sandbox_uid))
+                                                        base_uid=config.sandbox_uid,
+                                                        compiled=released_code_cells(config, settings.name)))
         background = stack.enter_context(ThreadPoolExecutor(2))
         background.submit(warm_imports, "nbgrader.api")  # torch for the judge, then nbgrader for the records
         # no sandbox, no grading: refused before the gradebook is opened (or the assignment recorded in it)

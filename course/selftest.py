@@ -75,6 +75,19 @@ def untouched_release(config: CourseConfig, assignment: Assignment) -> dict:
                             "`autograd-course release` again") from None
 
 
+def released_code_cells(config: CourseConfig, name: str) -> tuple[str, ...]:
+    """The code cells of assignment `name`'s release (release/), as students were given them: what a warm pool's
+    workers compile before they fork (WarmPool's `compiled`), public text only. None where the release is not at
+    hand (a Gradescope bundle) or cannot be read: the self-test says why, and the cells are compiled in each run."""
+    try:
+        cells = json.loads(config.release_notebook(name).read_text(encoding="utf-8"))["cells"]
+        sources = [cell["source"] for cell in cells if cell["cell_type"] == "code"]
+        return tuple(source if type(source) is str else "".join(source) for source in sources
+                     if type(source) is str or (type(source) is list and all(type(line) is str for line in source)))
+    except (OSError, ValueError, KeyError, TypeError):
+        return ()
+
+
 def describe_limits(limits: Limits) -> str:
     return ", ".join(f"{field.name}={getattr(limits, field.name):g}" for field in fields(limits))
 

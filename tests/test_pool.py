@@ -8,7 +8,7 @@ from course.config import DEFAULT_SANDBOX_UID, Limits
 from course.sandbox import WarmPool, choose_isolation
 from course.sandbox.uids import lease_uid
 from course.submission import Cell
-from helpers import needs_tool
+from helpers import ROOT, needs_tool
 
 LIMITS = Limits(cell_seconds=3, submission_seconds=15)
 ISOLATION = choose_isolation("auto", DEFAULT_SANDBOX_UID, LIMITS.tmp_mb)[0]
@@ -194,6 +194,52 @@ def test_only_the_exact_prelude_text_is_skipped():
                           ("result",), {})
     assert same.answers["result"].value == 1
     assert edited.answers["result"].value == 2
+
+
+def test_cells_the_worker_compiled_run_as_if_compiled_in_the_child():
+    """The released notebook's cells are compiled once in each worker (WarmPool's `compiled`); a child runs them
+    as it would have compiled them itself: the same answers and errors, and a cell after `from __future__ import
+    annotations` compiled under it (its annotation is not evaluated), as IPython would."""
+    released = ("q: undefined_name = 2\nresult = 1", "x = 1\ny = x / 0", "value = 41 + 1\nvalue")
+    with WarmPool(1, LIMITS, compiled=released) as warm:
+        plain = warm.run([Cell(0, "c0", released[0]), Cell(1, "c1", released[1]), Cell(2, "c2", released[2]),
+                          Cell(3, "c3", "result = value")], ("result",), {})
+        future = warm.run([Cell(0, "c0", "from __future__ import annotations"), Cell(1, "c1", released[0])],
+                          ("result",), {})
+    assert "NameError" in (plain.cells[0].error or "")  # the annotation was evaluated, as in IPython
+    assert (plain.cells[1].error or "").startswith("ZeroDivisionError")
+    assert plain.cells[2].error is None
+    assert plain.answers["result"].value == 42
+    assert future.cells[1].error is None
+    assert future.answers["result"].value == 1
+
+
+def test_a_child_runs_the_workers_compiled_code_only_while_the_shell_compiles_as_it_did():
+    """In the runner itself: a precompiled cell is not compiled again, unless the notebook changed what its
+    compiling depends on (a `__future__` flag, an input transformer); a cell whose compiling changes the flags is
+    not kept (later cells would compile otherwise in the worker)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("runner_under_test", ROOT / "course" / "sandbox" / "runner.py")
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    shell = runner._new_shell()
+    flags = shell.compile.flags
+    runner._precompile(shell, ["seen = 'precompiled'", "from __future__ import annotations\nz = 1", 7, ""])
+    assert list(runner._PRECOMPILED) == ["seen = 'precompiled'"]
+    assert shell.compile.flags == flags
+    compiled_in_child = []
+    compile_cell = runner._compile_cell
+    runner._compile_cell = lambda *args: compiled_in_child.append(args[1]) or compile_cell(*args)
+    try:
+        runner.run_cell(shell, "seen = 'precompiled'")
+        assert (shell.user_ns["seen"], compiled_in_child) == ("precompiled", [])
+        shell.input_transformer_manager.line_transforms.append(lambda lines: lines)
+        runner.run_cell(shell, "seen = 'precompiled'")
+        assert compiled_in_child == ["seen = 'precompiled'"]
+    finally:
+        shell.input_transformer_manager.line_transforms.pop()
+        runner._compile_cell = compile_cell
 
 
 ORPHAN = """import os, subprocess, time

@@ -139,11 +139,14 @@ class WarmPool:
 
     def __init__(self, size: int, limits: Limits, *, isolation: str = "auto",
                  base_uid: int = DEFAULT_SANDBOX_UID, prelude: tuple[str, ...] | None = None,
-                 standby: int = 0, prove_by_start: bool = False) -> None:
+                 compiled: tuple[str, ...] = (), standby: int = 0, prove_by_start: bool = False) -> None:
         self.limits = limits
         # The grader's cells that begin every submission, run once in each worker before it forks (see
         # runner._preload): by default the cell that makes the course's helper module.
         self.prelude = (notebook_module_cell(),) if prelude is None else prelude
+        # Cells most submissions hold unchanged (the released notebook's code cells: public text only, since every
+        # child can read what its worker holds), compiled once in each worker (runner._precompile).
+        self.compiled = compiled
         self.size = size
         self.requested = isolation
         # With prove_by_start, a level not chosen yet is the probe's first choice, unprobed, as a cold sandbox's
@@ -316,7 +319,7 @@ class WarmPool:
         # What a worker prints (an import error, bubblewrap's complaint) is kept for the error message.
         log_fd, log_name = tempfile.mkstemp(prefix="autograd-worker-", suffix=".log")
         os.unlink(log_name)  # kept open, read by log_tail; a grader that is killed leaves no file behind
-        prelude_read, prelude_write = os.pipe()  # the prelude's sources, on the worker's stdin
+        prelude_read, prelude_write = os.pipe()  # the prelude's and compiled cells' sources, on its stdin
         try:
             process = subprocess.Popen(  # noqa: S603 - fixed argument list, no shell
                 command, stdin=prelude_read, stdout=log_fd, stderr=log_fd,
@@ -329,7 +332,8 @@ class WarmPool:
         finally:
             worker_end.close()
             os.close(prelude_read)
-        write_in_background(prelude_write, json.dumps(list(self.prelude)).encode())
+        write_in_background(prelude_write, json.dumps({"prelude": list(self.prelude),
+                                                       "compiled": list(self.compiled)}).encode())
         worker = _Worker(process, grader_end, uid, log_fd)
         with self._lock:
             self._workers.append(worker)

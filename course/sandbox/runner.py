@@ -21,7 +21,7 @@ from typing import Any
 # notebook does not change how answers are encoded and reported.
 _write, _type, _callable, _isfinite, _len, _str = os.write, type, callable, math.isfinite, len, str
 _float_repr, _int_repr, _BaseException, _TypeError = float.__repr__, int.__repr__, BaseException, TypeError
-_list, _dict, _float, _int, _bool = list, dict, float, int, bool
+_list, _dict, _float, _int, _bool, _tuple = list, dict, float, int, bool, tuple
 _NotImplementedError, _all, _zip = NotImplementedError, all, zip
 _UNBOUND = object()  # an answer name the notebook has not defined
 # Types whose objects never change: a name bound to the same one as before has the same answer (_Harvester).
@@ -232,37 +232,22 @@ def run_cell(shell, source):
     run_cell, which reports its errors as a notebook would. A plain cell is compiled once (IPython compiles
     each statement apart, and every cell twice more to find out whether it is async) and run through the
     shell's own `run_code`, with the same builtins, display hook for the last expression, events,
-    `__future__` flags, traceback display and error reporting."""
+    `__future__` flags, traceback display and error reporting. A cell the worker compiled before it forked
+    (_precompile: the released notebook's own cells) is not compiled again while the shell compiles as it did
+    then."""
     if not source or source.isspace():
         return shell.run_cell(source, store_history=False)
-    compiler = shell.compile
-    flags = compiler.flags
-    text = source if source.endswith("\n") else source + "\n"
+    compiled = _PRECOMPILED.get(source)
     try:
-        lines = text.splitlines(keepends=True)
-        manager = shell.input_transformer_manager
-        for transform in manager.cleanup_transforms + manager.line_transforms:
-            lines = transform(lines)
-        if ("".join(lines) != text or shell.ast_transformers or shell.input_transformers_post
-                or shell.ast_node_interactivity != "last_expr"):
-            raise ValueError("IPython would change this cell, or run it otherwise")
-        cell_name = compiler.cache(text, shell.execution_count, raw_code=source)
-        tree = compiler.ast_parse(text, filename=cell_name)  # a SyntaxWarning names the cell, as in IPython
-        body = tree.body
-        if body and _type(body[0]) is _ast.Expr and _type(body[0].value) is _ast.Constant \
-                and _type(body[0].value.value) is _str:
-            raise ValueError("a leading string would be a docstring here, an expression in IPython")
-        last = body[-1:] if body and _type(body[-1]) is _ast.Expr else []
-        codes = []
-        if body[: _len(body) - _len(last)]:
-            codes.append(compiler(_ast.Module(body[: _len(body) - _len(last)], []), cell_name, "exec"))
-        if last:
-            codes.append(compiler(_ast.Interactive(last), cell_name, "single"))
-    except Exception:
-        compiler.flags = flags  # a `from __future__` of a statement before the one that failed
-        codes = None
-    if codes is None:  # outside the handler: the cell must not run with our exception as its current one
+        if compiled is not None and compiled[0] != _compiling_state(shell):
+            compiled = None
+    except Exception:  # a notebook that took the shell apart: compiled as below, or run by IPython
+        compiled = None
+    if compiled is None:
+        compiled = _compile_cell(shell, source)
+    if compiled is None:  # outside any handler: the cell must not run with our exception as its current one
         return shell.run_cell(source, store_history=False)
+    _, text, codes = compiled
     info = _ExecutionInfo(source, False, False, True, None, None, transformed_cell=text)
     result = _ExecutionResult(info)
     result.execution_count = shell.execution_count
@@ -283,6 +268,68 @@ def run_cell(shell, source):
         shell.events.trigger("post_execute")
         shell.events.trigger("post_run_cell", result)
     return result
+
+
+def _compiling_state(shell):
+    """What a cell's compiled code depends on besides its text: the `__future__` flags so far, IPython's input
+    transformers and how it runs a cell's statements."""
+    manager = shell.input_transformer_manager
+    return (shell.compile.flags, _tuple(manager.cleanup_transforms), _tuple(manager.line_transforms),
+            _tuple(shell.ast_transformers), _tuple(shell.input_transformers_post), shell.ast_node_interactivity,
+            shell.execution_count)
+
+
+def _compile_cell(shell, source):
+    """(the compiling state before, the text IPython runs, its code objects) for a plain-Python cell; None for a
+    cell that IPython would change or run otherwise, or that does not compile (IPython's run_cell then)."""
+    compiler = shell.compile
+    flags = compiler.flags
+    text = source if source.endswith("\n") else source + "\n"
+    try:
+        state = _compiling_state(shell)
+        _, cleanup, line, ast_transformers, post, interactivity, count = state
+        lines = text.splitlines(keepends=True)
+        for transform in cleanup + line:
+            lines = transform(lines)
+        if "".join(lines) != text or ast_transformers or post or interactivity != "last_expr":
+            raise ValueError("IPython would change this cell, or run it otherwise")
+        cell_name = compiler.cache(text, count, raw_code=source)
+        tree = compiler.ast_parse(text, filename=cell_name)  # a SyntaxWarning names the cell, as in IPython
+        body = tree.body
+        if body and _type(body[0]) is _ast.Expr and _type(body[0].value) is _ast.Constant \
+                and _type(body[0].value.value) is _str:
+            raise ValueError("a leading string would be a docstring here, an expression in IPython")
+        last = body[-1:] if body and _type(body[-1]) is _ast.Expr else []
+        codes = []
+        if body[: _len(body) - _len(last)]:
+            codes.append(compiler(_ast.Module(body[: _len(body) - _len(last)], []), cell_name, "exec"))
+        if last:
+            codes.append(compiler(_ast.Interactive(last), cell_name, "single"))
+    except Exception:
+        compiler.flags = flags  # a `from __future__` of a statement before the one that failed
+        return None
+    return state, text, _tuple(codes)
+
+
+# The released notebook's cells as the worker compiled them before it forked (_precompile): source -> what
+# _compile_cell made of it. Filled in the worker only, before any submission is seen.
+_PRECOMPILED = {}
+
+
+def _precompile(shell, sources):
+    """Compile (never run) the cells every student's notebook holds as released, once in the worker, so that a
+    child runs those of its cells that are still as released without compiling them. A cell whose compiling
+    changes the shell's `__future__` flags is left out (and the flags put back): later cells must compile as
+    they would in the child. Only public text comes here: what the worker holds, each child can read."""
+    for source in sources:
+        if _type(source) is not _str or not source or source.isspace() or source in _PRECOMPILED:
+            continue
+        flags = shell.compile.flags
+        compiled = _compile_cell(shell, source)
+        if shell.compile.flags != flags:
+            shell.compile.flags = flags
+        elif compiled is not None:
+            _PRECOMPILED[source] = compiled
 
 
 # IPython's, bound by _new_shell (before any student code runs)
@@ -862,12 +909,15 @@ def serve(control_fd):
     # The shell is made before any submission is seen; each child gets its own copy by forking.
     shell = _new_shell()
     _warm_up_tracebacks(shell)
-    try:
-        prelude = json.loads(sys.stdin.buffer.read() or b"[]")
+    try:  # from the grader: {"prelude": cells to run now, "compiled": the released notebook's cells}
+        handed = json.loads(sys.stdin.buffer.read() or b"{}")
     except ValueError:
-        prelude = []
+        handed = {}
+    handed = handed if _type(handed) is _dict else {}
     _stdin_from_devnull()
+    prelude, released = handed.get("prelude"), handed.get("compiled")
     preloaded = _preload(shell, prelude if _type(prelude) is _list else [])
+    _precompile(shell, released if _type(released) is _list else [])
     libc = _prepared_filter()[0]
     own_pid_namespace = init_program = None
     round_trip = None  # whether a child can be born in a pid namespace of its own (see _pid_namespace_round_trip)

@@ -24,7 +24,7 @@ from course.discovery import SubmissionRef
 from course.errors import CourseError, SubmissionError
 from course.grading import TIMED_OUT, grade_submission
 from course.nbgrader_bridge import assignment_due
-from course.selftest import SelfTest, prove_setup
+from course.selftest import SelfTest, prove_setup, released_code_cells
 from course.service.heap import give_back_freed_memory
 from course.service.policy import ServicePolicy, attempt_numbers
 from course.service.schedule import LONG_GRADING_SECONDS, Scheduler
@@ -149,7 +149,8 @@ class Grader:
         # serves (bubblewrap's --die-with-parent follows the thread that started a worker).
         if self.pool is None:
             self.pool = sandbox.WarmPool(self.jobs, self.config.limits, isolation=self.config.sandbox,
-                                         base_uid=self.config.sandbox_uid, standby=2)
+                                         base_uid=self.config.sandbox_uid, standby=2,
+                                         compiled=released_code_cells(self.config, self.settings.name))
         return self.pool
 
     def prove_setup(self) -> SelfTest:
