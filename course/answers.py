@@ -42,6 +42,9 @@ class Answer:
     probes: tuple[Probe, ...] = field(default_factory=tuple)
 
 
+NOT_REPORTED = Answer(MISSING, detail="not reported")  # a name the sandbox's report never named
+
+
 class Invalid(ValueError):
     """A harvested item is not plain data of the agreed shape."""
 
@@ -112,21 +115,6 @@ def _decode_probes(items: Any, expected_points: list[float] | None) -> tuple[Pro
             value = _scalar(item.get("value"))
             probes.append(Probe(x, value=value))
     return tuple(probes)
-
-
-def decode_answers(
-    harvested: Any, names: tuple[str, ...], function_points: dict[str, list[float]]
-) -> dict[str, Answer]:
-    """The sandbox's answer report -> {name: Answer} for exactly the contract's names."""
-    if type(harvested) is not dict:
-        harvested = {}
-    answers = {}
-    for name in names:
-        if name not in harvested:
-            answers[name] = Answer(MISSING, detail="not reported")
-        else:
-            answers[name] = decode_answer(harvested[name], function_points.get(name))
-    return answers
 
 
 def describe(value: PlainValue) -> str:

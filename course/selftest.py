@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from course import sandbox
-from course.assignment import SOLUTION_BEGIN, SOLUTION_END, Assignment, nbgrader_meta, strip_region
+from course.assignment import HIDDEN_BEGIN, SOLUTION_BEGIN, SOLUTION_END, Assignment, nbgrader_meta, strip_region
 from course.config import CourseConfig, Limits
 from course.discovery import SubmissionRef
 from course.errors import SandboxStartError, SelfTestError
@@ -75,17 +75,23 @@ def untouched_release(config: CourseConfig, assignment: Assignment) -> dict:
                             "`autograd-course release` again") from None
 
 
+PRIVATE_MARKS = (SOLUTION_BEGIN, HIDDEN_BEGIN)  # a cell that holds either is no text to hand every student's child
+
+
 def released_code_cells(config: CourseConfig, name: str) -> tuple[str, ...]:
     """The code cells of assignment `name`'s release (release/), as students were given them: what a warm pool's
-    workers compile before they fork (WarmPool's `compiled`), public text only. None where the release is not at
-    hand (a Gradescope bundle) or cannot be read: the self-test says why, and the cells are compiled in each run."""
+    workers compile before they fork (WarmPool's `compiled`). Every child can read what its worker holds, so a cell
+    that still marks a solution or hidden tests (a release made by hand, say) is left out: public text only.
+    Nothing where the release is not at hand (a Gradescope bundle) or cannot be read: the self-test says why, and
+    each run compiles its cells itself."""
     try:
         cells = json.loads(config.release_notebook(name).read_text(encoding="utf-8"))["cells"]
         sources = [cell["source"] for cell in cells if cell["cell_type"] == "code"]
-        return tuple(source if type(source) is str else "".join(source) for source in sources
-                     if type(source) is str or (type(source) is list and all(type(line) is str for line in source)))
+        texts = [source if type(source) is str else "".join(source) for source in sources
+                 if type(source) is str or (type(source) is list and all(type(line) is str for line in source))]
     except (OSError, ValueError, KeyError, TypeError):
         return ()
+    return tuple(text for text in texts if not any(mark in text for mark in PRIVATE_MARKS))
 
 
 def describe_limits(limits: Limits) -> str:

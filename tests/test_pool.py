@@ -220,9 +220,12 @@ def test_a_child_runs_the_workers_compiled_code_only_while_the_shell_compiles_as
     not kept (later cells would compile otherwise in the worker)."""
     import importlib.util
 
+    from IPython.core.interactiveshell import InteractiveShell
+
     spec = importlib.util.spec_from_file_location("runner_under_test", ROOT / "course" / "sandbox" / "runner.py")
     runner = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(runner)
+    InteractiveShell.clear_instance()
     shell = runner._new_shell()
     flags = shell.compile.flags
     runner._precompile(shell, ["seen = 'precompiled'", "from __future__ import annotations\nz = 1", 7, ""])
@@ -240,6 +243,33 @@ def test_a_child_runs_the_workers_compiled_code_only_while_the_shell_compiles_as
     finally:
         shell.input_transformer_manager.line_transforms.pop()
         runner._compile_cell = compile_cell
+        InteractiveShell.clear_instance()
+
+
+def test_workers_are_handed_only_the_releases_public_code_cells(tmp_path):
+    """What a worker compiles, every child can read: the release's code cells, less any that still marks a
+    solution or hidden tests (a release edited by hand); nothing when there is no release to read."""
+    import json
+
+    from course.config import load_config
+    from course.release import release
+    from course.selftest import released_code_cells
+    from helpers import copy_course
+
+    root = copy_course(tmp_path / "course")
+    config = load_config(root)
+    config.release_notebook("autograd").unlink()
+    assert released_code_cells(config, "autograd") == ()  # no release at hand
+    release(config, verify=False)
+    cells = released_code_cells(config, "autograd")
+    notebook = json.loads(config.release_notebook("autograd").read_text(encoding="utf-8"))
+    code = ["".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    assert cells == tuple(code)
+    notebook["cells"][-1] = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                             "source": "x = 1\n### BEGIN HIDDEN TESTS\nassert x == 1\n### END HIDDEN TESTS\n"}
+    config.release_notebook("autograd").write_text(json.dumps(notebook), encoding="utf-8")
+    assert not any("HIDDEN" in cell for cell in released_code_cells(config, "autograd"))
 
 
 ORPHAN = """import os, subprocess, time

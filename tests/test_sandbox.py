@@ -156,23 +156,39 @@ def test_an_answer_changed_in_place_or_rebound_to_an_equal_object_is_reported_as
     """A cell's report carries only the answers that changed; a name still bound to the same object is read again
     unless that object cannot change. A list grown in place, a list rebound, and a number rebound to an equal one
     each end at the value they had when the process ended."""
-    result = run("a = [1.0]\nb = 2.0\nc = [3]", "a.append(2.0)", "b = 1.0 + 1.0\nc = [3]", "c.append(4)",
+    result = run("a = [1.0]\nb = 2.0\nc = [3]", "a.append(2.0)", "b = 3.0\nc = [3]", "c.append(4)",
                  "import os\nos._exit(3)", names=("a", "b", "c"))
-    assert {name: answer.value for name, answer in result.answers.items()} == {"a": [1.0, 2.0], "b": 2.0, "c": [3, 4]}
+    assert {name: answer.value for name, answer in result.answers.items()} == {"a": [1.0, 2.0], "b": 3.0, "c": [3, 4]}
 
 
 def test_a_report_keeps_only_the_contracts_names():
     """What a forged report can add to the grader's memory is bounded by the contract's answer names."""
     from course.sandbox.supervisor import _Protocol
 
-    protocol = _Protocol([Cell(0, "cell 1", "x = 1")], ("x", "y"), started=0.0)
+    protocol = _Protocol([Cell(0, "cell 1", "x = 1")], ("x", "y"), {}, started=0.0)
     protocol.accept({"event": "ready", "confined": True}, 0.1)
     protocol.accept({"event": "done", "cell": 0, "error": None,
                      "answers": {"x": {"kind": "value", "value": 1}, **{f"z{i}": {} for i in range(1000)}}}, 0.2)
     protocol.accept({"event": "finished", "answers": {"y": {"kind": "value", "value": 2}}}, 0.3)
-    assert protocol.harvested == {"x": {"kind": "value", "value": 1}, "y": {"kind": "value", "value": 2}}
+    assert {name: answer.value for name, answer in protocol.harvested.items()} == {"x": 1, "y": 2}
     assert protocol.finished
     assert not protocol.violation
+
+
+def test_a_report_is_kept_decoded_so_a_forged_one_costs_the_grader_no_more_than_an_honest_one():
+    """Each name's last report is kept as its decoded Answer, not as the parsed line: a list of a hundred thousand
+    lists (a few MB of JSON, twenty times that parsed) is kept as an unreadable answer with a short reason."""
+    from course.answers import UNREADABLE
+    from course.sandbox.supervisor import _Protocol
+
+    protocol = _Protocol([Cell(0, "cell 1", "x = 1"), Cell(1, "cell 2", "x = 2")], ("x", "y"), {}, started=0.0)
+    protocol.accept({"event": "ready", "confined": True}, 0.1)
+    protocol.accept({"event": "done", "cell": 0, "error": None,
+                     "answers": {"x": {"kind": "value", "value": [[]] * 100_000}}}, 0.2)
+    protocol.accept({"event": "done", "cell": 1, "error": None,
+                     "answers": {"y": {"kind": "value", "value": [[]] * 100_000}}}, 0.3)
+    assert [answer.status for answer in protocol.harvested.values()] == [UNREADABLE, UNREADABLE]
+    assert all(answer.value is None and len(answer.detail) < 200 for answer in protocol.harvested.values())
 
 
 def test_an_answer_that_changes_only_its_type_is_reported_changed():
@@ -229,16 +245,20 @@ IPYTHON_CELLS = [
 
 def test_the_runner_runs_cells_as_ipython_does():
     """The runner's `run_cell` (one compile per plain-Python cell) against IPython's own `run_cell`, each in a
-    fresh shell: the same error for every cell and the same values left in the namespace."""
+    fresh shell: the same error for every cell and the same values left in the namespace; and the same again when
+    every cell was compiled beforehand, as a warm worker compiles the released notebook's cells (_precompile)."""
     from IPython.core.interactiveshell import InteractiveShell
 
     runner = {"__name__": "runner"}
     # the runner is handed to the sandbox's interpreter as text; here it is loaded the same way, in this process
     exec(compile((ROOT / "course" / "sandbox" / "runner.py").read_text(), "runner.py", "exec"), runner)  # noqa: S102
 
-    def outcome(run_cell):
+    def outcome(run_cell, precompile=False):
         InteractiveShell.clear_instance()
         shell = runner["_new_shell"]()
+        runner["_PRECOMPILED"].clear()
+        if precompile:
+            runner["_precompile"](shell, IPYTHON_CELLS)
         errors = [runner["_error_text"](run_cell(shell, source)) for source in IPYTHON_CELLS]
         names = ("x", "y", "z", "q", "w", "v", "u", "a", "n", "t", "exc", "doc", "m", "shown")
         return errors, {name: repr(shell.user_ns.get(name)) for name in names}
@@ -246,9 +266,13 @@ def test_the_runner_runs_cells_as_ipython_does():
     try:
         ours = outcome(runner["run_cell"])
         ipython = outcome(lambda shell, source: shell.run_cell(source, store_history=False))
+        precompiled = outcome(runner["run_cell"], precompile=True)
+        kept = len(runner["_PRECOMPILED"])
     finally:
         InteractiveShell.clear_instance()
     assert ours == ipython
+    assert precompiled == ipython
+    assert kept >= 10  # the plain-Python cells: the others are IPython's to run
     assert ours[0][1] == "ZeroDivisionError: division by zero"
     assert ours[1]["w"] == "[0, 1, 2]"
     assert (ours[1]["exc"], ours[1]["m"]) == ("'None'", "42")

@@ -24,8 +24,9 @@ _float_repr, _int_repr, _BaseException, _TypeError = float.__repr__, int.__repr_
 _list, _dict, _float, _int, _bool, _tuple = list, dict, float, int, bool, tuple
 _NotImplementedError, _all, _zip = NotImplementedError, all, zip
 _UNBOUND = object()  # an answer name the notebook has not defined
+_NOT_KEPT = object()  # in place of an object the harvester does not keep (its identity is never used)
 # Types whose objects never change: a name bound to the same one as before has the same answer (_Harvester).
-_UNCHANGING = frozenset({float, int, bool, str, type(None), type(...), type(lambda: None), object})
+_UNCHANGING = (float, int, bool, str, type(None), type(...), type(lambda: None), object)
 _MAX_LIST = 1000
 _PR_SET_NO_NEW_PRIVS = 38
 _MAX_TEXT = 1000
@@ -121,12 +122,14 @@ class _Harvester:
         for name in self.names:
             value = namespace[name] if name in namespace else _UNBOUND
             last = self.reported.get(name)
-            if last is not None and last[0] is value and _type(value) in _UNCHANGING:
+            if last is not None and last[0] is value:
                 continue
             answer = self._answer(namespace, name)
             if last is None or not _same(answer, last[1]):
                 changed[name] = answer
-            self.reported[name] = (value, answer)  # holds the object: its identity cannot pass to another
+            # The object is held (so that its identity cannot pass to another) only where it cannot change; any
+            # other (a list, a tensor and its graph) is neither kept alive nor taken as unchanged.
+            self.reported[name] = (value if _unchanging(_type(value)) else _NOT_KEPT, answer)
         return changed
 
     def _answer(self, namespace, name):
@@ -141,6 +144,14 @@ class _Harvester:
             # no answer yet, said in the words of a value still `...`.
             answer = {"kind": "missing", "detail": seen[2]} if seen[2] else {**answer, "probes": seen[1]}
         return answer
+
+
+def _unchanging(kind):
+    """Whether objects of exactly this type never change (by identity: no student's class is asked anything)."""
+    for plain in _UNCHANGING:
+        if kind is plain:
+            return True
+    return False
 
 
 def _harvest_one(namespace, name, function_names):
@@ -245,6 +256,9 @@ def run_cell(shell, source):
         compiled = None
     if compiled is None:
         compiled = _compile_cell(shell, source)
+    else:
+        with contextlib.suppress(Exception):  # its text for tracebacks, as compiling it here would have cached it
+            shell.compile.cache(compiled[1], shell.execution_count, raw_code=source)
     if compiled is None:  # outside any handler: the cell must not run with our exception as its current one
         return shell.run_cell(source, store_history=False)
     _, text, codes = compiled
@@ -320,15 +334,20 @@ def _precompile(shell, sources):
     """Compile (never run) the cells every student's notebook holds as released, once in the worker, so that a
     child runs those of its cells that are still as released without compiling them. A cell whose compiling
     changes the shell's `__future__` flags is left out (and the flags put back): later cells must compile as
-    they would in the child. Only public text comes here: what the worker holds, each child can read."""
+    they would in the child; so is one that warns as it compiles (a SyntaxWarning belongs in each run's output).
+    Only public text comes here: what the worker holds, each child can read."""
+    import warnings
+
     for source in sources:
         if _type(source) is not _str or not source or source.isspace() or source in _PRECOMPILED:
             continue
         flags = shell.compile.flags
-        compiled = _compile_cell(shell, source)
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            compiled = _compile_cell(shell, source)
         if shell.compile.flags != flags:
             shell.compile.flags = flags
-        elif compiled is not None:
+        elif compiled is not None and not warned:  # a cell that warns as it compiles warns in each run, as before
             _PRECOMPILED[source] = compiled
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from course.answers import Answer, decode_answers
+from course.answers import NOT_REPORTED, Answer, decode_answer
 from course.config import Limits
 from course.sandbox.handed_in import Cell
 from course.sandbox.limits import CPU_GRACE_SECONDS
@@ -26,8 +26,9 @@ START_SECONDS = 60.0
 # Between two looks at a running notebook's channel the supervisor waits this long, so that the reports of a
 # burst of short cells are read in one wake-up rather than one each (an honest notebook's 25 cells run in a few
 # tens of milliseconds: 35 wake-ups a run became 12, about 1 ms less of the grader's CPU a run). A cell's clock
-# starts when its predecessor's report is read, so it may start up to this much late: nothing against limits of
-# seconds, and never past the submission's deadline, which is the grader's own clock.
+# starts when its predecessor's report is read, so it may start up to this much late (in the student's favour:
+# nothing against limits of seconds, and never past the submission's deadline, which is the grader's own clock).
+# Not after a look that read output: a notebook that prints fills its pipe, and waits, until the grader reads it.
 GATHER_SECONDS = 0.002
 
 
@@ -81,14 +82,15 @@ class _Protocol:
     for a processor: giving_way.py, the kernel's count) and `submission_seconds` in all.
     """
 
-    def __init__(self, cells: list[Cell], answer_names: tuple[str, ...], started: float) -> None:
+    def __init__(self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]],
+                 started: float) -> None:
         self.order = [cell.index for cell in cells]
-        self.answer_names = answer_names
+        self.answer_names, self.function_points = answer_names, function_points
         self.position = -1  # -1: waiting for ready; len(order): every cell done
         self.clock = started
         self.ready_at = started  # when `ready` came: the submission's clock starts there
         self.confined: bool | None = None
-        self.harvested: dict[str, Any] = {}  # each answer name's answer as last reported
+        self.harvested: dict[str, Answer] = {}  # each answer name's answer as last reported, decoded
         self.outcomes: list[tuple[int, str | None]] = []
         self.finished = False
         self.violation = ""
@@ -115,11 +117,12 @@ class _Protocol:
 
     def _report(self, changed: Any) -> None:
         """An event's answers are those that changed since the last report: each replaces the name's last one.
-        Only the contract's names are kept (what a forged report can add is bounded by them)."""
+        Only the contract's names are kept, each decoded as it comes (an Answer is bounded: a forged report of a
+        4 MB line per name keeps no more than an honest one)."""
         if type(changed) is dict:
             for name in self.answer_names:
                 if name in changed:
-                    self.harvested[name] = changed[name]
+                    self.harvested[name] = decode_answer(changed[name], self.function_points.get(name))
 
 
 def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
@@ -131,7 +134,7 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
     output = bytearray()
     output_total = 0
     channel = EventReader()
-    protocol = _Protocol(cells, answer_names, started)
+    protocol = _Protocol(cells, answer_names, function_points, started)
     finish_time = 0.0
     limit_hit: str | None = None
     cell_waited = (-1, 0.0)  # (the position of the cell being timed, what the run had waited when it began)
@@ -141,6 +144,7 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
     selector.register(run.output_fd, selectors.EVENT_READ, "output")
     selector.register(run.channel_fd, selectors.EVENT_READ, "channel")
     open_streams = 2
+    gather = False
     while open_streams and not (channel.broken or protocol.violation):
         now = time.monotonic()
         if protocol.finished and now > finish_time + EXIT_GRACE_SECONDS:
@@ -158,8 +162,9 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
             if now > protocol.clock + limits.cell_seconds + credit:
                 limit_hit = "cell_seconds"
                 break
-        if protocol.position >= 0 and not protocol.finished:
+        if gather and protocol.position >= 0 and not protocol.finished:
             time.sleep(GATHER_SECONDS)  # a burst of cells' reports is read in one look (see GATHER_SECONDS)
+        gather = True
         for key, _ in selector.select(timeout=0.1):
             data = os.read(key.fd, 65536)
             if not data:
@@ -167,6 +172,7 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
                 open_streams -= 1
                 continue
             if key.data == "output":
+                gather = False  # output is drained at once: a notebook blocked on a full pipe is not kept waiting
                 output_total += len(data)
                 if len(output) < output_limit:
                     output += data[: output_limit - len(output)]
@@ -221,8 +227,8 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
     notes = [note] if note else []
     if protocol.confined is False:
         notes.append("The system-call filter could not be installed on this machine's architecture.")
-    # After an early end the last complete snapshot stands (function results included).
-    answers = decode_answers(protocol.harvested, answer_names, function_points)
+    # After an early end each name's last report stands (function results included).
+    answers = {name: protocol.harvested.get(name, NOT_REPORTED) for name in answer_names}
     return RunResult(
         answers=answers,
         cells=tuple(CellOutcome(index, labels.get(index, f"cell {index}"), safe_text(error, MAX_ERROR_TEXT)

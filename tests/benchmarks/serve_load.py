@@ -106,6 +106,17 @@ class Tally:
                 self.hostile_ids.append(body["id"])
 
 
+def warm_up(server: Server, student: str, notebook: bytes) -> None:
+    """Until the pool is warm: each worker has served the few runs after which it moves its memory into huge pages
+    (~0.3 s of CPU once: runner.py), which would otherwise be counted in an upload's CPU, and the standby workers
+    have started (their torch import is not an upload's)."""
+    for _ in range(6 * server.jobs):
+        server.submit(student, notebook)
+    deadline = time.monotonic() + 120
+    while "standby worker" not in server.log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def _cpu(pid: int) -> tuple[float, float]:
     """(CPU seconds of the process itself, of its children: those it reaped and those still running)."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -161,13 +172,7 @@ def main() -> int:
     tally = Tally()
     try:
         correct = notebook_bytes(submitted_notebook())
-        # The pool is warm, and each worker has served the few runs after which it moves its memory into huge
-        # pages (~0.3 s of CPU once: runner.py), which would otherwise be counted in the baseline's CPU an upload.
-        for _ in range(6 * server.jobs):
-            server.submit("baseline", correct)
-        deadline = time.monotonic() + 120  # and its standby workers have started (their torch import is not
-        while "standby worker" not in server.log.read_text() and time.monotonic() < deadline:  # an upload's)
-            time.sleep(0.1)
+        warm_up(server, "baseline", correct)
         alone = []
         assert server.process is not None
         cpu_before = _cpu(server.process.pid)

@@ -1,6 +1,6 @@
 """Inputs that must get an answer, never a 500: a notebook nested too deeply, an attempt id past the
 database's integers, one assignment's server asked about another assignment's attempts, and a course folder
-the service cannot lay out notebooks in; and a start clears what a killed server left there."""
+the service cannot keep its work files in; and a start clears what a killed server left there."""
 
 from __future__ import annotations
 
