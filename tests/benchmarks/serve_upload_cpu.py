@@ -48,6 +48,9 @@ def main() -> int:
     if not (other / "course" / "__init__.py").is_file():
         parser.error(f"{other} holds no course/ package")
     folder = Path(tempfile.mkdtemp(prefix="autograd-upload-cpu-"))
+    # `python -m course` puts its working folder first on sys.path, before PYTHONPATH: started from a checkout, both
+    # servers would run that checkout's course/. From a folder that holds none, each runs the one it is given.
+    os.chdir(folder)
     servers: dict[str, Server] = {}
     before = os.environ.get("PYTHONPATH")
     try:
