@@ -115,7 +115,7 @@ class _Harvester:
     def __init__(self, names, functions, call_seconds):
         self.names, self.functions, self.call_seconds = names, functions, call_seconds
         self.probed = {}  # name -> (function object, results, why it is unfinished or "")
-        self.reported = {}  # name -> (the object looked at, or _UNBOUND; its answer as last reported)
+        self.reported = {}  # name -> (the object looked at if it cannot change, else _NOT_KEPT; its last answer)
 
     def changes(self, namespace):
         changed = {}
