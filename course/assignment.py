@@ -172,7 +172,8 @@ def _checked_names(forms: dict[str, str]) -> tuple[tuple[str, ...], tuple[str, .
             tuple(name for name, form in forms.items() if form == FUNCTION))
 
 
-def _source(cell: dict) -> str:
+def cell_text(cell: dict) -> str:
+    """A notebook cell's source as one string (nbformat allows a list of lines)."""
     source = cell.get("source", "")
     return "".join(source) if isinstance(source, list) else source
 
@@ -184,9 +185,9 @@ def _check_markers(cell: dict, index: int, cells: list, path: Path) -> None:
     meta = nbgrader_meta(cell)
     for begin, end, flag, home in ((SOLUTION_BEGIN, SOLUTION_END, "solution", "answer"),
                                    (HIDDEN_BEGIN, HIDDEN_END, "grade", "test")):
-        problem = _unbalanced(_source(cell), begin, end)
+        problem = _unbalanced(cell_text(cell), begin, end)
         advice = f"put {end} after the region's last line"
-        if not problem and begin in _source(cell) and not meta.get(flag):
+        if not problem and begin in cell_text(cell) and not meta.get(flag):
             problem = f"its {begin} region is in a cell that is not a {flag} cell, which nbgrader refuses"
             advice = f"move the region into the question's {home} cell"
         if problem:
@@ -214,7 +215,7 @@ def _unbalanced(source: str, begin: str, end: str) -> str:
 def _title_before(cells: list, index: int) -> str:
     for cell in reversed(cells[:index]):
         if cell.get("cell_type") == "markdown":
-            match = re.search(r"^#+\s*(.+)$", _source(cell), re.MULTILINE)
+            match = re.search(r"^#+\s*(.+)$", cell_text(cell), re.MULTILINE)
             if match:
                 return match.group(1).strip()
     return ""
@@ -230,7 +231,7 @@ def _numbers(by_id: dict, path: Path) -> dict:
     index, cell = by_id[NUMBERS_CELL]
     where = f"{path}: cell {index} (numbers)"
     try:
-        tree = parse_python(_source(cell))
+        tree = parse_python(cell_text(cell))
         assignment = next(n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "P")
         numbers = ast.literal_eval(assignment.value)
     except (SyntaxError, StopIteration, ValueError) as error:
@@ -263,7 +264,7 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
     if "setup" not in by_id:
         raise SourceNotebookError(f"{path}: no locked code cell with grade_id 'setup' (the imports of the exercises)")
     locked_sources = {
-        grade_id: _source(cell)
+        grade_id: cell_text(cell)
         for grade_id, (_, cell) in by_id.items()
         if nbgrader_meta(cell).get("locked") or nbgrader_meta(cell).get("grade")
     }
@@ -277,7 +278,7 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
         meta = nbgrader_meta(cell)
         if not meta.get("grade") or cell.get("cell_type") != "code":
             raise SourceNotebookError(f"{where}: a test_ cell must be an autograded code cell with points")
-        if HIDDEN_BEGIN not in _source(cell):
+        if HIDDEN_BEGIN not in cell_text(cell):
             raise SourceNotebookError(f"{where}: has no {HIDDEN_BEGIN} region; the tests would be shown to students")
         answer_id, form_id = f"answer_{stem}", f"form_{stem}"
         for needed in (answer_id, form_id):
@@ -286,19 +287,19 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
         answer_index, answer_cell = by_id[answer_id]
         if not nbgrader_meta(answer_cell).get("solution"):
             raise SourceNotebookError(f"{path}: cell {answer_index} ({answer_id}): must be a solution cell")
-        if SOLUTION_BEGIN not in _source(answer_cell):
+        if SOLUTION_BEGIN not in cell_text(answer_cell):
             raise SourceNotebookError(
                 f"{path}: cell {answer_index} ({answer_id}): has no {SOLUTION_BEGIN} region holding the answer key"
             )
-        names, functions = _assigned_names(_source(answer_cell), f"{path}: cell {answer_index} ({answer_id})")
+        names, functions = _assigned_names(cell_text(answer_cell), f"{path}: cell {answer_index} ({answer_id})")
         if not names and not functions:
             raise SourceNotebookError(f"{path}: cell {answer_index} ({answer_id}): assigns no answer variable")
         # The self-check knows a question's answers only from its checks (students have no answer key):
         # both checks must name exactly the answers the answer cell assigns.
         form_index, form_cell = by_id[form_id]
         declared: dict[str, str] = {}
-        for checked_id, checked_index, checked_source in ((form_id, form_index, _source(form_cell)),
-                                                         (grade_id, index, _source(cell))):
+        for checked_id, checked_index, checked_source in ((form_id, form_index, cell_text(form_cell)),
+                                                         (grade_id, index, cell_text(cell))):
             checked_where = f"{path}: cell {checked_index} ({checked_id})"
             checked = form_checks(strip_region(checked_source, HIDDEN_BEGIN, HIDDEN_END), checked_where)
             if _checked_names(checked) != (names, functions):
@@ -308,7 +309,7 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
                     f"{', '.join(names + functions)}; found {', '.join(checked) or 'none'}")
             declared = declared or checked  # the form cell's
         questions.append(_question(stem, _title_before(cells, answer_index) or stem, float(meta.get("points", 0)),
-                                   declared, _source(cell), _source(form_cell)))
+                                   declared, cell_text(cell), cell_text(form_cell)))
     if not questions:
         raise SourceNotebookError(f"{path}: no graded question (no cell with a grade_id starting with 'test_')")
     seen: dict[str, str] = {}
@@ -330,7 +331,7 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
         notebook_path=path,
         default_params=default_params,
         content=content,
-        setup_source=_source(by_id["setup"][1]),
+        setup_source=cell_text(by_id["setup"][1]),
         questions=tuple(questions),
         locked_sources=locked_sources,
     )
@@ -342,7 +343,8 @@ def load_course_assignment(config: CourseConfig, name: str | None = None) -> Ass
     return load_assignment(config.source_notebook(settings.name), settings.name, config.exercises_module(settings.name))
 
 
-def _is_text(source: object) -> bool:
+def is_text(source: object) -> bool:
+    """Whether a cell's `source` is text as nbformat has it: a string or a list of strings."""
     return type(source) is str or (type(source) is list and all(type(line) is str for line in source))
 
 
@@ -357,7 +359,7 @@ def released_assignment(notebook: dict, path: Path, name: str) -> Assignment:
     if type(cells) is not list:
         raise SubmissionError(f"{path.name}: not a notebook ('cells' is not a list)")
     # A cell that is not a mapping with text is left out here: reading the submission names it.
-    cells = [cell if type(cell) is dict and _is_text(cell.get("source", "")) else {} for cell in cells]
+    cells = [cell if type(cell) is dict and is_text(cell.get("source", "")) else {} for cell in cells]
     by_id: dict[str, tuple[int, dict]] = {}
     for index, cell in enumerate(cells):
         grade_id = nbgrader_meta(cell).get("grade_id")
@@ -376,7 +378,7 @@ def released_assignment(notebook: dict, path: Path, name: str) -> Assignment:
         checks_at = by_id.get(form_id, (index, cell))
         where = f"{path.name}: cell {checks_at[0] + 1} ({form_id if form_id in by_id else grade_id})"
         try:
-            declared = form_checks(_source(checks_at[1]), where)
+            declared = form_checks(cell_text(checks_at[1]), where)
         except SourceNotebookError:
             declared = {}
         if not declared:
@@ -386,15 +388,15 @@ def released_assignment(notebook: dict, path: Path, name: str) -> Assignment:
         points = meta.get("points", 0)
         questions.append(_question(stem, _title_before(cells, title_at) or stem,
                                    float(points) if type(points) in (int, float) else 0.0, declared,
-                                   _source(cell), _source(by_id[form_id][1]) if form_id in by_id else ""))
+                                   cell_text(cell), cell_text(by_id[form_id][1]) if form_id in by_id else ""))
     if not questions:
         raise SubmissionError(f"{path.name}: no graded question in this notebook (no cell with a grade_id "
                               "starting with 'test_'); is it the notebook released for the course?")
-    locked_sources = {grade_id: _source(cell) for grade_id, (_, cell) in by_id.items()
+    locked_sources = {grade_id: cell_text(cell) for grade_id, (_, cell) in by_id.items()
                       if nbgrader_meta(cell).get("locked") or nbgrader_meta(cell).get("grade")}
     try:
         numbers = _numbers(by_id, path)
     except SourceNotebookError:
         numbers = {}  # an edited numbers cell: it runs as the student's own code
-    return Assignment(name=name, notebook_path=path, setup_source=_source(by_id["setup"][1]),
+    return Assignment(name=name, notebook_path=path, setup_source=cell_text(by_id["setup"][1]),
                       questions=tuple(questions), locked_sources=locked_sources, default_params=numbers)

@@ -25,6 +25,7 @@ from course.assignment import (
     SOLUTION_BEGIN,
     SOLUTION_END,
     Assignment,
+    cell_text,
     load_course_assignment,
     nbgrader_meta,
     region_lines,
@@ -133,18 +134,13 @@ def personalise(notebook: dict, params: dict, student_id: str | None = None, con
 
     personal = copy.deepcopy(notebook)
     for cell in personal["cells"]:
-        if cell.get("cell_type") == "markdown" and "{{" in _text(cell):
-            cell["source"] = fill_text(_text(cell), params)
+        if cell.get("cell_type") == "markdown" and "{{" in cell_text(cell):
+            cell["source"] = fill_text(cell_text(cell), params)
         if student_id is not None and nbgrader_meta(cell).get("grade_id") == NUMBERS_CELL:
             cell["source"] = numbers_source(params, content)
             cell["metadata"]["autograd_course"] = {"student_id": student_id}
             cell["metadata"]["nbgrader"]["checksum"] = compute_checksum(nbformat.from_dict(cell))
     return personal
-
-
-def _text(cell: dict) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
 
 
 def read_roster(path: Path) -> list[str]:

@@ -18,7 +18,16 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from course import sandbox
-from course.assignment import HIDDEN_BEGIN, SOLUTION_BEGIN, SOLUTION_END, Assignment, nbgrader_meta, strip_region
+from course.assignment import (
+    HIDDEN_BEGIN,
+    SOLUTION_BEGIN,
+    SOLUTION_END,
+    Assignment,
+    cell_text,
+    is_text,
+    nbgrader_meta,
+    strip_region,
+)
 from course.config import CourseConfig, Limits
 from course.discovery import SubmissionRef
 from course.errors import SandboxStartError, SelfTestError
@@ -51,8 +60,7 @@ def from_source(assignment: Assignment, *, solved: bool) -> dict:
     answer_ids = {question.answer_cell_id for question in assignment.questions}
     for cell in notebook["cells"]:
         grade_id = nbgrader_meta(cell).get("grade_id")
-        text = cell.get("source", "")
-        text = "".join(text) if isinstance(text, list) else text
+        text = cell_text(cell)
         if grade_id in answer_ids:
             cell["source"] = ("\n".join(line for line in text.splitlines()
                                         if SOLUTION_BEGIN not in line and SOLUTION_END not in line)
@@ -86,9 +94,7 @@ def released_code_cells(config: CourseConfig, name: str) -> tuple[str, ...]:
     each run compiles its cells itself."""
     try:
         cells = json.loads(config.release_notebook(name).read_text(encoding="utf-8"))["cells"]
-        sources = [cell["source"] for cell in cells if cell["cell_type"] == "code"]
-        texts = [source if type(source) is str else "".join(source) for source in sources
-                 if type(source) is str or (type(source) is list and all(type(line) is str for line in source))]
+        texts = [cell_text(cell) for cell in cells if cell["cell_type"] == "code" and is_text(cell["source"])]
     except (OSError, ValueError, KeyError, TypeError):
         return ()
     return tuple(text for text in texts if not any(mark in text for mark in PRIVATE_MARKS))

@@ -130,8 +130,7 @@ class Grader:
                 self.scratch.mkdir(mode=0o700, exist_ok=True)
         except OSError as error:
             raise CourseError(f"cannot make {self.scratch}, where the service keeps its work files (uploads as they "
-                              f"arrive): "
-                              f"{error.strerror}; the service needs to write in the course folder") from None
+                              f"arrive): {error.strerror}; the service needs to write in the course folder") from None
         self.listeners: list[Callable[[Attempt], None]] = []
         self.scheduler = Scheduler()
         # PostgreSQL: the queue, turns and claims are the database's, shared with every process (shared.py).
