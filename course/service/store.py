@@ -105,7 +105,12 @@ def hash_token(token: str) -> str:
 
 
 def new_token() -> str:
-    return secrets.token_urlsafe(TOKEN_BYTES)
+    """A secret token, never starting with '-': students pass it as `submit --token <token>`, where argparse would
+    read one that does as an option ("expected one argument")."""
+    while True:
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        if not token.startswith("-"):
+            return token
 
 
 def now_utc() -> datetime:

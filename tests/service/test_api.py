@@ -100,7 +100,7 @@ def test_a_slow_notebook_is_acknowledged_with_202_then_graded(tmp_path):
         path = tmp_path / "autograd.ipynb"
         path.write_bytes(notebook_bytes(slow))
         done = subprocess.run([sys.executable, "-m", "course", "submit", str(path), "--server", server.url,
-                               f"--token={server.tokens['erin']}"], capture_output=True, text=True, check=False)
+                               "--token", server.tokens["erin"]], capture_output=True, text=True, check=False)
         assert done.returncode == 0, done.stderr
         # the student's attempt number (the page's), not the service's id
         assert "attempt 2: graded, score 57 of 57" in done.stdout

@@ -297,3 +297,16 @@ def test_serve_and_submit_say_what_is_wrong_in_one_line(tmp_path, capsys):
     assert "missing.ipynb: cannot read the notebook" in capsys.readouterr().err
     assert main(["--course", str(root), "serve", "--database", "nosuchdb://x"]) == 1
     assert "database URL cannot be used" in capsys.readouterr().err
+
+
+def test_no_new_token_starts_with_a_dash_that_submit_would_read_as_an_option(tmp_path):
+    from course.cli import main
+
+    tokens = [new_token() for _ in range(2000)]  # about 31 of 2000 would start with '-' by chance
+    assert not [token for token in tokens if token.startswith("-")]
+    assert len(set(tokens)) == len(tokens)
+    notebook = tmp_path / "autograd.ipynb"
+    notebook.write_text("{}", encoding="utf-8")
+    # as a student types it (docs/students.md): each parses as the token, none as an option
+    for token in tokens[:50]:
+        assert main(["submit", str(notebook), "--server", "ftp://example", "--token", token]) == 1
