@@ -12,9 +12,10 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from course.service.edge import BODY_GRACE_SECONDS, LINGERING, LOG_EVERY_SECONDS, Edge
 
-# A refused connection is half-closed and what the client still sends is read and dropped for this long, so that
-# its request arriving after the refusal does not reset the connection before the client has read why (nginx's
-# lingering close). At most LINGERING linger at once; beyond that a refusal closes at once.
+# A connection ended while its client is still sending (refused here, or answered by the app before the request's
+# body was read) is half-closed, and what the client still sends is read and dropped for this long, so that those
+# bytes do not reset the connection before the client has read the answer (nginx's lingering close; nginx as a
+# proxy would say 502 Bad Gateway instead of it). At most LINGERING linger at once; beyond that one closes at once.
 LINGER_SECONDS = 2.0
 
 
@@ -22,6 +23,22 @@ def _canned(status: str, sentence: str) -> bytes:
     body = (sentence + "\n").encode()
     return (f"HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
             f"content-length: {len(body)}\r\n\r\n").encode() + body
+
+
+class _LingeringTransport:
+    """The connection's transport as uvicorn sees it, but its close() is the protocol's `_close`."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: EdgeProtocol) -> None:
+        self._transport, self._protocol = transport, protocol
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+    def close(self) -> None:
+        self._protocol._close()
+
+    def is_closing(self) -> bool:
+        return self._protocol._ending or self._transport.is_closing()
 
 
 class EdgeProtocol(H11Protocol):
@@ -36,10 +53,11 @@ class EdgeProtocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
         self._waiting_for: Any = None  # h11.IDLE (headers) or h11.SEND_BODY (the body) while a deadline is armed
-        self._refused = False
+        self._ending = False  # refused or lingering: what the client still sends is dropped
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        self._raw = transport
+        super().connection_made(_LingeringTransport(transport, self))  # type: ignore[arg-type]
         refusal = self._over_a_cap()
         if refusal:
             self._refuse("503 Service Unavailable", refusal)
@@ -62,8 +80,8 @@ class EdgeProtocol(H11Protocol):
         return ""
 
     def data_received(self, data: bytes) -> None:
-        if self._refused:
-            return  # lingering after a refusal: dropped
+        if self._ending:
+            return  # lingering: dropped
         if self.conn.their_state is h11.IDLE and self._waiting_for is not h11.IDLE:
             self._arm(h11.IDLE)  # the first byte of a request on a kept-alive connection
         super().data_received(data)
@@ -71,7 +89,7 @@ class EdgeProtocol(H11Protocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self._refused:
+        if not self._ending:
             self._follow()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -101,7 +119,7 @@ class EdgeProtocol(H11Protocol):
 
     def _late(self) -> None:
         waiting_for, self._deadline, self._waiting_for = self._waiting_for, None, None
-        if self.transport.is_closing():
+        if self._raw.is_closing():
             return
         if waiting_for is h11.IDLE:
             self._log("headers", "serve: closing connections whose request's headers took over %g s "
@@ -111,22 +129,37 @@ class EdgeProtocol(H11Protocol):
         else:  # a body still arriving after the app's own deadline for it (or for a request it has answered)
             self._log("body", "serve: closing connections whose request's body took over %g s "
                               "(serve --body-seconds)", self.edge.body_seconds)
-            self.transport.close()
+            self._raw.close()
+
+    def _close(self) -> None:
+        """uvicorn ends the connection: with lingering while the client may still be sending the request's body."""
+        if self._ending:
+            return
+        if self.conn.their_state is h11.SEND_BODY:
+            self._linger()
+        else:
+            self._raw.close()
 
     def _refuse(self, status: str, sentence: str) -> None:
         """Answer `status` with `sentence` and end the connection; it no longer counts against the caps."""
-        self._disarm()
-        self._refused = True
-        self.connections.discard(self)
         if self.cycle is not None and not self.cycle.response_complete:
             self.cycle.disconnected = True  # the app, if it still reads this request, hears that it is gone
-        self.transport.write(_canned(status, sentence))
-        if len(self._lingering) >= LINGERING or not self.transport.can_write_eof():
-            self.transport.close()
+        self._raw.write(_canned(status, sentence))
+        self._linger()
+
+    def _linger(self) -> None:
+        """Half-close the connection, drop what the client still sends for LINGER_SECONDS, then close it. It no
+        longer counts against the caps; LINGERING bounds how many linger."""
+        self._disarm()
+        self._ending = True
+        self.connections.discard(self)
+        if len(self._lingering) >= LINGERING or not self._raw.can_write_eof():
+            self._raw.close()
             return
         self._lingering.add(self)
-        self.transport.write_eof()
-        self.loop.call_later(LINGER_SECONDS, self.transport.close)
+        self._raw.resume_reading()  # uvicorn pauses reading while a body waits unread
+        self._raw.write_eof()
+        self.loop.call_later(LINGER_SECONDS, self._raw.close)
 
     def _log(self, kind: str, message: str, *args: object) -> None:
         now = time.monotonic()
