@@ -80,8 +80,17 @@ def _script(cell: Cell, work: Path, python: str) -> tuple[str, bool]:
     private = cell.interpreter == "temporary-folder" or cell.read_only_course
     env = ["PATH=/usr/bin:/bin", "LANG=C.UTF-8"]
     if cell.interpreter == "temporary-folder":
-        lines += ["mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs /tmp",
-                  f"cp -a {shlex.quote(str(_venv_of(python)))} /tmp/venv", "chmod -R a+rX /tmp/venv"]
+        # A fresh /tmp hides what was under the old one: a checkout (its editable install) or a venv there is
+        # bound back into place, from a view of the old /tmp kept beside the course.
+        outer = work / "outer-tmp"
+        lines += [f"mkdir {outer}", f"mount --rbind /tmp {outer}",
+                  "mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs /tmp"]
+        for needed in (ROOT.resolve(), _venv_of(python).resolve()):
+            if needed.is_relative_to("/tmp"):
+                place = shlex.quote(str(needed))
+                lines += [f"mkdir -p {place}", f"mount --bind {shlex.quote(str(outer / needed.relative_to('/tmp')))} "
+                                               f"{place}"]
+        lines += [f"cp -a {shlex.quote(str(_venv_of(python)))} /tmp/venv", "chmod -R a+rX /tmp/venv"]
         python = f"/tmp/venv/bin/{Path(python).name}"
     elif cell.interpreter == "home":
         home = work / "home" / "instructor"
