@@ -182,8 +182,8 @@ def test_the_service_runs_on_postgresql(tmp_path, postgres_url):
         assert server.get("bob", reply.json["id"]).status == 404
         assert not (server.root / "service.db").exists()  # nothing went to SQLite
         grades = request(f"{server.url}/i/{server.instructor}/export/grades.csv").text
-        assert grades.splitlines()[1].startswith("alice,")
-        assert ",57,57,graded" in grades
+        assert grades.splitlines()[1].startswith('"alice",')
+        assert ',"57","57","graded"' in grades
     finally:
         server.stop()
 
