@@ -22,7 +22,15 @@ from course.assignment import Assignment, load_course_assignment
 from course.config import AssignmentSettings, CourseConfig
 from course.discovery import SubmissionRef, check_paths_exist, discover
 from course.errors import CourseError
-from course.files import SyncedWrites, atomic_write_json, atomic_write_text, compact_json, unwritable_folder
+from course.files import (
+    PUBLIC,
+    SyncedWrites,
+    atomic_write_json,
+    atomic_write_text,
+    compact_json,
+    private_folders,
+    unwritable_folder,
+)
 from course.gradebook import GradeRow, grades_csv_path, read_grades_csv, write_course_totals, write_grades_csv
 from course.gradebook_writer import GradebookWriter
 from course.grading import ERROR, FAILED, GRADED, TIMED_OUT, Graded, cold_runner, grade_submission, warm_imports
@@ -117,10 +125,12 @@ def write_feedback(out_dir: Path, assignment: str, graded: Graded, *, page: str 
     like the notebook (page) and beside nbgrader's timestamp.txt and submission_secret.txt from the
     submission, `nbgrader release_feedback` hands the page to the student through the exchange.
     writes: the batch's synced writes (the files land at its next commit); else each is synced now."""
-    folder = out_dir / "feedback" / graded.student_id / assignment
+    folder = private_folders(out_dir, "feedback", graded.student_id, assignment)
     write = writes.write_text if writes is not None else atomic_write_text
     write(folder / "feedback.json", compact_json(graded.feedback))
-    write(folder / page, render_html(graded.feedback))
+    # The page alone is readable by others, inside folders that are not: release_feedback copies it into the
+    # exchange with its mode, where the student's own user reads it.
+    write(folder / page, render_html(graded.feedback), mode=PUBLIC)
     if submitted is not None:
         nbgrader_layout.copy_submission_files(submitted, folder)
     return folder

@@ -7,6 +7,11 @@ rename closes that: under its final name a file is always complete, old or new. 
 fsync per file (~3 ms on this project's machines); a batch writes its results through `SyncedWrites`, which
 renames many files after one shared sync of their filesystem (`syncfs`), so the same guarantee costs one
 sync per flush instead of one per file.
+
+Who may read what is written here (SECURITY.md, "Files that hold grades or secrets are private"): every file is
+written `PRIVATE` (0600) and every folder it creates `PRIVATE_FOLDER` (0700), whatever the umask, unless the
+caller says `mode=PUBLIC` (0644): only what students must read, the released notebook and the feedback page
+`nbgrader release_feedback` copies (with its mode) into the exchange, where the student's own user reads it.
 """
 
 from __future__ import annotations
@@ -19,9 +24,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+PRIVATE = 0o600  # grades, feedback, integrity, summaries, tokens, autograded/: the grader's user alone
+PUBLIC = 0o644  # what students must read (release/, the page release_feedback copies into the exchange)
+PRIVATE_FOLDER = 0o700
 
-def atomic_write_text(path: Path, text: str) -> None:
-    temporary = _write_temporary(path, text)
+
+def atomic_write_text(path: Path, text: str, *, mode: int = PRIVATE) -> None:
+    temporary = _write_temporary(path, text, mode)
     try:
         _fsync_path(temporary)
         os.replace(temporary, path)
@@ -54,8 +63,81 @@ def unwritable_folder(folder: Path) -> str:
     return ""
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+def atomic_write_json(path: Path, data: Any, *, mode: int = PRIVATE) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n", mode=mode)
+
+
+def make_folders(folder: Path, *, mode: int | None = PRIVATE_FOLDER) -> None:
+    """`folder` and the missing folders above it, each made `mode` whatever the umask (None: the umask's
+    default, for what students must read). Folders that exist already are left as they are (the course root,
+    /tmp): `private_folders` tightens the ones that are ours."""
+    missing = []
+    while not folder.is_dir():
+        missing.append(folder)
+        if folder == folder.parent:
+            break
+        folder = folder.parent
+    for one in reversed(missing):
+        try:
+            one.mkdir() if mode is None else one.mkdir(mode=mode)
+        except FileExistsError:  # made meanwhile by another writer (a parallel flush); a file there fails below
+            if not one.is_dir():
+                raise
+            continue
+        if mode is not None:
+            os.chmod(one, mode)  # mkdir's mode passes through the umask, chmod's does not
+
+
+def private_folders(base: Path, *parts: str) -> Path:
+    """base/part/part/...: each part made, or made again, the grader's user's alone (0700); `base` (the course
+    root or --out, the instructor's) is left as it is. For the trees we own (autograded/, feedback/) that an
+    earlier version, or a umask of 022, left readable to all."""
+    folder = base
+    for part in parts:
+        folder = folder / part
+        make_folders(folder)
+        if not folder.is_symlink() and folder.stat().st_mode & 0o777 != PRIVATE_FOLDER:
+            os.chmod(folder, PRIVATE_FOLDER)
+    return folder
+
+
+def private_sqlite(database: str | None) -> None:
+    """A SQLite database file (its path, as SQLAlchemy's URL names it) exists and is the grader's user's alone
+    (0600) before the library opens it: SQLite makes its -wal and -journal files with the mode the database file
+    has then, so a chmod after the first connection would leave a -wal file readable to all. A file that exists
+    keeps its content; another user's file, or a folder that does not exist, is left for the library to report."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    for path, create in ((database, True), *((database + suffix, False) for suffix in ("-wal", "-shm", "-journal"))):
+        try:  # (the -wal, -shm and -journal files of an earlier run, made before this rule, are tightened too)
+            descriptor = os.open(path, os.O_RDONLY | (os.O_CREAT if create else 0) | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                 PRIVATE)
+        except OSError:
+            continue
+        try:
+            if os.fstat(descriptor).st_uid == os.geteuid():  # another user's file is theirs to keep as they chose
+                os.fchmod(descriptor, PRIVATE)
+        finally:
+            os.close(descriptor)
+
+
+def private_copy(origin: Path, target: Path) -> None:
+    """Copy a small bookkeeping file (nbgrader's timestamp.txt, submission_secret.txt), 0600 from the start."""
+    atomic_write_bytes(target, origin.read_bytes())
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = PRIVATE) -> None:
+    make_folders(path.parent, mode=PRIVATE_FOLDER if mode == PRIVATE else None)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.chmod(temporary, mode)
+        _fsync_path(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def compact_json(data: Any) -> str:
@@ -72,8 +154,8 @@ class SyncedWrites:
     def __init__(self) -> None:
         self._pending: dict[Path, str] = {}  # target -> its temporary
 
-    def write_text(self, path: Path, text: str) -> None:
-        temporary = _write_temporary(path, text)
+    def write_text(self, path: Path, text: str, *, mode: int = PRIVATE) -> None:
+        temporary = _write_temporary(path, text, mode)
         earlier = self._pending.pop(path, None)
         if earlier is not None:
             Path(earlier).unlink(missing_ok=True)
@@ -102,13 +184,14 @@ class SyncedWrites:
             Path(temporary).unlink(missing_ok=True)
 
 
-def _write_temporary(path: Path, text: str) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _write_temporary(path: Path, text: str, mode: int) -> str:
+    make_folders(path.parent, mode=PRIVATE_FOLDER if mode == PRIVATE else None)
+    # mkstemp makes the file 0600 before anything is in it; chmod sets the mode asked for, past the umask
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
             stream.write(text)
-        os.chmod(temporary, 0o644)
+        os.chmod(temporary, mode)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise

@@ -6,12 +6,11 @@ and one must never overwrite the other."""
 from __future__ import annotations
 
 import csv
-import io
 from dataclasses import dataclass
 from pathlib import Path
 
 from course.files import SyncedWrites, atomic_write_text
-from course.text import csv_cell
+from course.text import csv_text
 
 CSV_FIXED_COLUMNS = ("student_id",)
 CSV_TAIL_COLUMNS = ("raw_score", "late_penalty", "score", "max_score", "status")
@@ -48,20 +47,15 @@ def write_grades_csv(path: Path, question_ids: tuple[str, ...], rows: list[Grade
     merged = read_grades_csv(path)
     for row in rows:
         merged[row.student_id] = {
-            "student_id": csv_cell(row.student_id),
+            "student_id": row.student_id,
             **{qid: f"{row.question_scores.get(qid, 0):g}" for qid in question_ids},
             "raw_score": f"{row.score + row.late_penalty:g}",
             "late_penalty": f"{row.late_penalty:g}",
             "score": f"{row.score:g}",
             "max_score": f"{row.max_score:g}",
-            "status": csv_cell(row.status),
+            "status": row.status,
         }
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    for student_id in sorted(merged):
-        writer.writerow(merged[student_id])
-    (writes.write_text if writes is not None else atomic_write_text)(path, buffer.getvalue())
+    (writes.write_text if writes is not None else atomic_write_text)(path, _table(columns, merged))
 
 
 def replace_grades_rows(path: Path, question_ids: tuple[str, ...], rows: dict[str, dict[str, str] | None]) -> None:
@@ -73,12 +67,12 @@ def replace_grades_rows(path: Path, question_ids: tuple[str, ...], rows: dict[st
             merged.pop(student_id, None)
         else:
             merged[student_id] = row
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    for student_id in sorted(merged):
-        writer.writerow(merged[student_id])
-    atomic_write_text(path, buffer.getvalue())
+    atomic_write_text(path, _table(columns, merged))
+
+
+def _table(columns: list[str], rows: dict[str, dict[str, str]]) -> str:
+    """The grades CSV's text: a header, then one row per student in id order (through `csv_text`, as every CSV)."""
+    return csv_text([columns, *([rows[student].get(column) or "" for column in columns] for student in sorted(rows))])
 
 
 
@@ -95,13 +89,11 @@ def write_course_totals(out_dir: Path, assignments: tuple[str, ...]) -> Path | N
         return None
     maxima = {name: max(float(row["max_score"]) for row in rows.values()) for name, rows in graded.items()}
     students = sorted({student for rows in graded.values() for student in rows})
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["student_id", *graded, "total", "max_total"])
+    table = [["student_id", *graded, "total", "max_total"]]
     for student in students:
         scores = [graded[name].get(student, {}).get("score", "") for name in graded]
         total = sum(float(score) for score in scores if score)
-        writer.writerow([student, *scores, f"{total:g}", f"{sum(maxima.values()):g}"])
+        table.append([student, *scores, f"{total:g}", f"{sum(maxima.values()):g}"])
     path = out_dir / COURSE_TOTALS
-    atomic_write_text(path, buffer.getvalue())
+    atomic_write_text(path, csv_text(table))
     return path

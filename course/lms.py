@@ -8,8 +8,6 @@ blank (the LMS keeps whatever it has).
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ from course.files import atomic_write_text
 from course.gradebook import grades_csv_path, read_grades_csv
 from course.grading import ERROR as AUTOGRADER_ERROR
 from course.roster import Student
+from course.text import csv_text
 
 MISSING_WORK = "missing"
 
@@ -40,23 +39,7 @@ class LmsFormat:
 
 
 def _csv(rows: list[list[str]]) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerows([[_plain(cell) for cell in row] for row in rows])
-    return buffer.getvalue()
-
-
-def _plain(cell: str) -> str:
-    """A cell a spreadsheet will not run as a formula (a roster name is text from outside)."""
-    return "'" + cell if cell[:1] in ("=", "+", "-", "@", "\t", "\r") and not _is_number(cell) else cell
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+    return csv_text(rows)  # a roster name is text from outside: no cell of it may become a formula
 
 
 def _canvas(rows: list[ExportRow], column: str, points: float) -> str:

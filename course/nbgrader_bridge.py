@@ -20,6 +20,7 @@ from pathlib import Path
 from traitlets.config import Config
 
 from course.errors import CourseError
+from course.files import private_sqlite
 
 # The release's solution regions become nothing: the answer cell keeps its `name = ...` template lines.
 CODE_STUB = {"python": ""}
@@ -83,6 +84,7 @@ def _run(app_class: type, config: Config, assignment: str, student: str = "*") -
     from nbgrader.coursedir import CourseDirectory
 
     prepare_nbgrader()
+    private_gradebook(config.CourseDirectory.db_url)
     from nbgrader.utils import capture_log
 
     coursedir = CourseDirectory(config=config)
@@ -122,11 +124,22 @@ def autograde(root: Path, db_url: str, assignment: str, student: str) -> None:
     _run(Autograde, nbgrader_config(root, db_url), assignment, student)
 
 
+def private_gradebook(db_url: str) -> None:
+    """nbgrader's SQLite gradebook (every grade of the class) is the grader's user's alone (0600) before nbgrader
+    creates or opens it, whatever the umask (course.files.private_sqlite)."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(db_url)
+    if url.get_backend_name() == "sqlite":
+        private_sqlite(url.database)
+
+
 @contextmanager
 def open_gradebook(db_url: str) -> Iterator:
     from nbgrader.api import Gradebook
 
     prepare_nbgrader()
+    private_gradebook(db_url)
     with Gradebook(db_url) as gradebook:
         yield gradebook
 

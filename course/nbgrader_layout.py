@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import functools
 import json
-import shutil
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from course.assignment import nbgrader_meta
-from course.files import SyncedWrites, atomic_write_text, compact_json
+from course.files import SyncedWrites, atomic_write_text, compact_json, private_copy, private_folders
+from course.student_markup import inert_submission
 
 TIMESTAMP = "timestamp.txt"
 SECRET = "submission_secret.txt"  # noqa: S105 - the name of nbgrader's file, not a secret
@@ -134,13 +134,14 @@ def _clean(cell: dict) -> dict:
 def write_autograded(root: Path, assignment: str, notebook_name: str, student: str, submitted_path: Path,
                      release_path: Path, feedback: dict[str, Any], *, writes: SyncedWrites | None = None) -> Path:
     """autograded/<student>/<assignment>/<notebook>, with the submission's timestamp.txt when it has one."""
-    folder = root / "autograded" / student / assignment
+    folder = private_folders(root, "autograded", student, assignment)
     release = _released(release_path)
     submitted = _read_notebook(submitted_path) if submitted_path.is_file() and not submitted_path.is_symlink() else None
     note = "" if submitted is not None else (
         "**autograd-course could not read this submission**; the released notebook is shown in its place. "
         "See the student's feedback for the reason.")
-    notebook = autograded_notebook(release, submitted, feedback, note)
+    # formgrader and generate_feedback render markdown unsanitised: the student's own markup becomes inert first
+    notebook = autograded_notebook(release, inert_submission(submitted, release), feedback, note)
     (writes.write_text if writes is not None else atomic_write_text)(folder / notebook_name, compact_json(notebook))
     _copy_beside(submission_folder(submitted_path), folder, (TIMESTAMP,))
     return folder / notebook_name
@@ -171,7 +172,6 @@ def _copy_beside(source: Path, target: Path, names: tuple[str, ...]) -> None:
     for name in names:
         origin = source / name
         if origin.is_file() and not origin.is_symlink():
-            target.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(origin, target / name)
+            private_copy(origin, target / name)
         else:
             (target / name).unlink(missing_ok=True)

@@ -33,7 +33,7 @@ from course.assignment import (
 from course.config import CourseConfig
 from course.content import NO_CONTENT, Content
 from course.errors import ReleaseError
-from course.files import atomic_write_text
+from course.files import PUBLIC, atomic_write_text
 from course.hidden_tests import scored_without_idea
 from course.variants import course_secret, fill_text, numbers_for, numbers_source
 
@@ -149,7 +149,7 @@ def read_roster(path: Path) -> list[str]:
 
 
 def _write_notebook(path: Path, notebook: dict) -> None:
-    atomic_write_text(path, json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+    atomic_write_text(path, json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", mode=PUBLIC)  # students
 
 
 def _release_for_students(config: CourseConfig, assignment: Assignment, release_path: Path, template: dict,
@@ -207,7 +207,7 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
         # Every check passed: record the cells in the course gradebook, then put the release in place.
         nbgrader_bridge.record_assignment(config.root, config.gradebook_url, settings.name)
         _install(release_path.parent, final_path.parent)
-        atomic_write_text(config.release_template(settings.name), template_text)
+        atomic_write_text(config.release_template(settings.name), template_text, mode=PUBLIC)
     without_idea = tuple(name for question in assignment.questions
                          for name in scored_without_idea(question.test_source))
     return ReleaseReport(final_path, len(assignment.questions), assignment.max_score, solution_score,

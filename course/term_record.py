@@ -36,7 +36,7 @@ from typing import Any
 from course import nbgrader_layout
 from course.config import AssignmentSettings, CourseConfig
 from course.errors import CourseError
-from course.files import atomic_write_json, atomic_write_text, compact_json
+from course.files import PUBLIC, atomic_write_json, atomic_write_text, compact_json
 from course.gradebook import GradeRow, grades_csv_path, read_grades_csv, replace_grades_rows, write_grades_csv
 from course.gradebook_writer import GradebookWriter
 from course.nbgrader_bridge import Held, forget_submission, held_submissions
@@ -388,7 +388,7 @@ def _write_files(config: CourseConfig, settings: AssignmentSettings, change: Cha
                                      released_to(config, settings, student), change.after.feedback)
     feedback = config.root / "feedback" / student / assignment
     atomic_write_text(feedback / "feedback.json", compact_json(change.after.feedback))
-    atomic_write_text(feedback / feedback_page(settings), render_html(change.after.feedback))
+    atomic_write_text(feedback / feedback_page(settings), render_html(change.after.feedback), mode=PUBLIC)
     nbgrader_layout.copy_submission_files(submitted, feedback)
 
 

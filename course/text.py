@@ -3,14 +3,18 @@
 Where it enters (the sandbox's messages, a submitted file's name): `safe_text` makes it valid Unicode (a
 lone surrogate cannot be written to a UTF-8 file, so it would stop whoever writes it), shows control and
 terminal-escape characters as visible escapes instead of letting them act, and bounds its length.
-Where it lands: `markdown_text` for Gradescope's Markdown, `csv_cell` for spreadsheets; HTML uses
-`html.escape`, and the terminal gets text that already went through `safe_text`.
+Where it lands: `markdown_text` for Gradescope's Markdown, `csv_text` (every CSV we write, each cell through
+`csv_cell`) for spreadsheets; HTML uses `html.escape`, and the terminal gets text that already went through
+`safe_text`.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 import unicodedata
+from collections.abc import Iterable, Sequence
 
 MAX_ERROR_TEXT = 500
 MAX_SHORT_TEXT = 200
@@ -55,10 +59,47 @@ def markdown_text(value: object) -> str:
     return text.replace("\r", " ").replace("\n", " ")
 
 
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# What makes a spreadsheet read a cell as a formula (OWASP, "CSV Injection"): = + - @ and a leading tab or
+# carriage return. And where a spreadsheet may start a cell: besides our own commas, a reader that splits on
+# semicolons (the list separator of many European locales) or tabs, or on lines, sees a cell start after each.
+_FORMULA_START = frozenset("=+-@\t\r")
+_SEPARATORS = frozenset(",;\t\r\n")
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 def csv_cell(text: str) -> str:
-    """A text cell a spreadsheet shows as text: one that would start a formula gets a leading apostrophe
-    (OWASP's advice for CSV injection). Only for text columns; numbers are written as numbers."""
-    return "'" + text if text.startswith(_FORMULA_START) else text
+    """A cell every spreadsheet shows as text, however it splits it: wherever a piece of it could start a cell
+    (its start, and after each , ; tab or line break) and begins, after spaces and double quotes, with a formula
+    character, an apostrophe goes before that character (OWASP's advice: a spreadsheet shows a cell that starts
+    with an apostrophe as text). A piece that is a plain number (`-3`, `57`, `1e-3`) is left as it is, so numbers
+    stay numbers. Idempotent: a grades CSV read back and written again is unchanged."""
+    if _NUMBER.fullmatch(text):
+        return text
+    out: list[str] = []
+    at_start = True  # a spreadsheet may begin a cell here
+    for index, character in enumerate(text):
+        if at_start and character not in _SEPARATORS and (character == '"' or character.isspace()):
+            out.append(character)  # a reader may drop a cell's spaces and quotes: the piece starts after them
+            continue
+        if at_start and character in _FORMULA_START and not _number_at(text, index):
+            out.append("'")
+        at_start = character in _SEPARATORS
+        out.append(character)
+    return "".join(out)
+
+
+def _number_at(text: str, index: int) -> bool:
+    """Whether the piece starting at text[index] (up to the next separator) is a plain number."""
+    end = index
+    while end < len(text) and text[end] not in _SEPARATORS:
+        end += 1
+    return bool(_NUMBER.fullmatch(text, index, end))
+
+
+def csv_text(rows: Iterable[Sequence[str]]) -> str:
+    """Every CSV we write (grades, course totals, LMS imports, tokens): each field quoted (so our own separator
+    and quotes inside a field never split it) and each cell through `csv_cell`."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    writer.writerows([csv_cell(cell) for cell in row] for row in rows)
+    return buffer.getvalue()

@@ -32,19 +32,19 @@ def test_canvas_csv_has_canvas_columns_points_possible_and_a_row_per_roster_stud
                  "--column", "Autograd (4711)"]) == 0
     assert "canvas-autograd.csv" in capsys.readouterr().out
     assert (graded / "canvas-autograd.csv").read_text() == (
-        "Student,ID,SIS User ID,SIS Login ID,Section,Autograd (4711)\n"
-        "Points Possible,,,,,57\n"
-        "\"Archer, Alice\",1001,S-1,aa1,Autograd 101,57\n"
-        "\"Baker, Bob\",1002,S-2,bb2,Autograd 101,44.6\n"          # after the late penalty
-        "\"Cole, Carol\",1003,S-3,cc3,Autograd 101,0\n"            # missing work scores 0
-        "\"'=HYPERLINK(\"\"http://x\"\")\",1005,S-5,ee5,Autograd 101,\n"  # not graded: blank; no formula
+        '"Student","ID","SIS User ID","SIS Login ID","Section","Autograd (4711)"\n'
+        '"Points Possible","","","","","57"\n'
+        '"Archer, Alice","1001","S-1","aa1","Autograd 101","57"\n'
+        '"Baker, Bob","1002","S-2","bb2","Autograd 101","44.6"\n'         # after the late penalty
+        '"Cole, Carol","1003","S-3","cc3","Autograd 101","0"\n'           # missing work scores 0
+        '"\'=HYPERLINK(""http://x"")","1005","S-5","ee5","Autograd 101",""\n'  # not graded: blank; no formula
     )
 
 
 def test_moodle_csv_matches_by_email(graded):
     assert main(["--course", str(graded), "export", "--format", "moodle", "--roster", str(graded / "roster.csv")]) == 0
     lines = (graded / "moodle-autograd.csv").read_text().splitlines()
-    assert lines[:2] == ["Email address,Full name,autograd", "alice@example.edu,\"Archer, Alice\",57"]
+    assert lines[:2] == ['"Email address","Full name","autograd"', '"alice@example.edu","Archer, Alice","57"']
 
 
 def test_a_student_the_lms_cannot_match_stops_the_export(graded, capsys):

@@ -3,6 +3,7 @@ the constraints of its exercises module, its misconception rules, its release an
 
 from __future__ import annotations
 
+import csv
 import json
 import random
 from dataclasses import replace
@@ -312,8 +313,8 @@ def test_grading_training_end_to_end(course_config, tmp_path):
     write(load(TRAINING_RELEASE), folder / "uma.ipynb")
     out = tmp_path / "graded"
     grade_batch(course_config, [folder], out, assignment_name="training", jobs=1)
-    rows = (out / "grades-training.csv").read_text().splitlines()
-    scores = {row.split(",")[0]: row.split(",")[-3] for row in rows[1:]}
+    rows = list(csv.reader((out / "grades-training.csv").read_text().splitlines()))
+    scores = {row[0]: row[-3] for row in rows[1:]}
     assert scores == {"tina": "58", "sam": str(58 - 2 - 3), "uma": "0"}
     feedback = json.loads((out / "feedback" / "sam" / "training" / "feedback.json").read_text())
     questions = {q["id"]: q for q in feedback["questions"]}

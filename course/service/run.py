@@ -3,10 +3,7 @@ issuing the secret tokens of a roster."""
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
-import os
 import resource
 import shutil
 import subprocess
@@ -24,6 +21,7 @@ from course.service.edge import BACKLOG, EDGE_HEADER_BYTES, Edge
 from course.service.heap import bound_the_heap
 from course.service.store import Store, database_url, new_token
 from course.service.worker import Grader
+from course.text import csv_text
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +108,7 @@ def refuse_committable_secret(path: Path) -> None:
 
 
 def _private_write(path: Path, text: str) -> None:
-    atomic_write_text(path, text)
-    os.chmod(path, 0o600)
+    atomic_write_text(path, text)  # 0600 from its first byte (course.files.PRIVATE)
 
 
 def issue_tokens(config: CourseConfig, roster: list[Student], out: Path, *, database: str | None = None,
@@ -126,14 +123,12 @@ def issue_tokens(config: CourseConfig, roster: list[Student], out: Path, *, data
         refuse_committable_secret(path)
     store = Store(database_url(database, config.root))
     try:
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(["student_id", "token"])
+        rows = [["student_id", "token"]]
         for student in roster:
             token = new_token()
             store.set_student(student.student_id, token, student.lms)
-            writer.writerow([student.student_id, token])
-        _private_write(out, buffer.getvalue())
+            rows.append([student.student_id, token])
+        _private_write(out, csv_text(rows))
         instructor = new_token()
         store.add_instructor(instructor)
         _private_write(instructor_path, instructor + "\n")

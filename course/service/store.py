@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import secrets
 import threading
 from collections.abc import Callable, Iterator
@@ -50,6 +49,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 
 from course.errors import CourseError
+from course.files import private_sqlite
 from course.grading import ERROR as AUTOGRADER_ERROR
 from course.service.policy import Refusal, ServicePolicy, refusal
 from course.service.schedule import Queued
@@ -183,7 +183,8 @@ class Store:
         except (ArgumentError, ImportError) as error:
             raise CourseError(f"the service's database URL cannot be used: {error}") from None
         self._unsynced = self.engine  # for the commits that need not wait for the disk (see the module)
-        if sqlite:
+        if sqlite:  # notebooks and token hashes: the grader's user only, from the first byte (and its -wal file)
+            private_sqlite(self.engine.url.database)
             event.listen(self.engine, "connect", _sqlite_pragmas)
             self._unsynced = create_engine(url)
             event.listen(self._unsynced, "connect", _sqlite_unsynced_pragmas)
@@ -194,9 +195,6 @@ class Store:
                 metadata.create_all(db)
         except OperationalError as error:
             raise CourseError(f"cannot open the service's database: {error.orig}") from None
-        database = self.engine.url.database
-        if self.engine.dialect.name == "sqlite" and database and database != ":memory:":
-            os.chmod(database, 0o600)  # notebooks and token hashes: the grader's user only (its -wal file follows)
         # Attempts are counted under this lock within a process, and under the student's row lock across the
         # processes of a PostgreSQL database (`submit`).
         self._submit_lock = threading.Lock()

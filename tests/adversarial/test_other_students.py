@@ -8,6 +8,7 @@ injection into Gradescope's results, and what feedback reveals.
 
 from __future__ import annotations
 
+import csv
 import json
 import resource
 import shutil
@@ -95,7 +96,7 @@ def test_a_failure_while_recording_one_student_costs_only_that_student(tmp_path,
     assert statuses == {"alice": ("graded", 57), "bob": ("autograder_error", 0), "carol": ("graded", 0)}
     assert "disk said no" in next(g for g in summary.graded if g.student_id == "bob").internal_error
     rows = (tmp_path / "out" / "grades-autograd.csv").read_text(encoding="utf-8").splitlines()
-    assert [row.split(",")[0] for row in rows[1:]] == ["alice", "bob", "carol"]
+    assert [row[0] for row in csv.reader(rows[1:])] == ["alice", "bob", "carol"]
 
 
 # ----------------------------------------------------------------------------- 2. unbounded work in the grader

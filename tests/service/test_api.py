@@ -182,8 +182,8 @@ def test_the_service_runs_on_postgresql(tmp_path, postgres_url):
         assert server.get("bob", reply.json["id"]).status == 404
         assert not (server.root / "service.db").exists()  # nothing went to SQLite
         grades = request(f"{server.url}/i/{server.instructor}/export/grades.csv").text
-        assert grades.splitlines()[1].startswith("alice,")
-        assert ",57,57,graded" in grades
+        assert grades.splitlines()[1].startswith('"alice",')
+        assert ',"57","57","graded"' in grades
     finally:
         server.stop()
 
@@ -197,12 +197,12 @@ def test_the_instructor_exports_grades_canvas_and_into_nbgrader(server):
     assert server.submit("dave", notebook_bytes(submitted_notebook())).status == 200  # the best counts
     base = f"{server.url}/i/{server.instructor}"
     grades = request(f"{base}/export/grades.csv").text.splitlines()
-    assert grades[0].startswith("student_id,slopes,")
-    dave = next(line for line in grades if line.startswith("dave,"))
-    assert dave.endswith(",57,0,57,57,graded")
+    assert grades[0].startswith('"student_id","slopes",')  # every field quoted (course.text.csv_text)
+    dave = next(line for line in grades if line.startswith('"dave",'))
+    assert dave.endswith(',"57","0","57","57","graded"')
     canvas = request(f"{base}/export/canvas.csv").text.splitlines()
-    assert canvas[0] == "Student,ID,SIS User ID,SIS Login ID,Section,autograd"
-    assert "Dave,103,,,,57" in canvas
+    assert canvas[0] == '"Student","ID","SIS User ID","SIS Login ID","Section","autograd"'
+    assert '"Dave","103","","","","57"' in canvas
     preview = request(f"{base}/export/gradebook").text  # what would change, before anything is written
     csrf = re.search(r'name=csrf value="([^"]+)"', preview).group(1)
     plan = re.search(r'name=plan value="([^"]+)"', preview).group(1)

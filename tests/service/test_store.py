@@ -257,8 +257,8 @@ def test_serve_tokens_writes_one_private_token_per_student_and_keeps_only_hashes
     assert main(["--course", str(root), "serve", "tokens", str(roster), "--out", str(out)]) == 0
     assert "wrote 2 student tokens" in capsys.readouterr().out
     lines = out.read_text().splitlines()
-    assert lines[0] == "student_id,token"
-    tokens = dict(line.split(",") for line in lines[1:])
+    assert lines[0] == '"student_id","token"'  # every field quoted, as every CSV we write
+    tokens = dict(line.strip('"').split('","') for line in lines[1:])
     assert list(tokens) == ["alice", "bob"]
     assert len(set(tokens.values())) == 2
     instructor = (tmp_path / "tokens-instructor.txt").read_text().strip()

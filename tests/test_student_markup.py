@@ -1,0 +1,52 @@
+"""A submission's markup made inert for nbgrader's renderers (course/student_markup.py): rendered by nbconvert's own
+markdown filter (what formgrader's template uses), the student's text shows and none of its markup is HTML."""
+
+from __future__ import annotations
+
+import pytest
+
+from course.student_markup import inert_submission, literal_markdown
+
+RELEASE = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": ["## Part 1\n", "<b>instructor's</b>"]},
+                     {"cell_type": "code", "metadata": {}, "source": "x = ...", "outputs": []}]}
+
+TEXTS = [
+    "<script>alert(1)</script>",
+    "```\n<script>alert(1)</script>\n```",  # a fence of the student's own cannot close ours
+    "````` <img src=x onerror=alert(1)> `````",
+    "~~~\n<script>alert(1)</script>",
+    "[x](javascript:alert(1))",
+    "<javascript:alert(1)>",
+    "</code></pre><script>alert(1)</script>",
+]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_the_students_markdown_renders_as_its_text(text):
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    html = markdown2html_mistune(literal_markdown(text))
+    assert [tag for tag in ("<script", "<img", "href=") if tag in html] == []
+    assert html.count("<pre>") == 1
+
+
+def test_cells_that_are_the_releases_stay_and_the_rest_become_text():
+    submitted = {"nbformat": 4, "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": "## Part 1\n<b>instructor's</b>"},  # the release's, joined
+        {"cell_type": "markdown", "metadata": {}, "source": "<b>mine</b>", "attachments": {"a.png": {}}},
+        {"cell_type": "raw", "metadata": {"raw_mimetype": "text/html"}, "source": ["<i>raw</i>"]},
+        {"cell_type": "code", "metadata": {}, "source": "x = 1", "attachments": {},
+         "outputs": [{"output_type": "display_data", "data": {"text/html": "<script>alert(1)</script>"}}]},
+        {"cell_type": 7, "source": None},
+    ]}
+    before = repr(submitted)
+    inert = inert_submission(submitted, RELEASE)
+    assert repr(submitted) == before  # the parsed submission is not changed
+    kept, mine, raw, code, odd = inert["cells"]
+    assert kept == submitted["cells"][0]
+    assert (mine["cell_type"], "attachments" in mine) == ("markdown", False)
+    assert "```text\n<b>mine</b>\n```" in mine["source"]
+    assert (raw["cell_type"], "```text\n<i>raw</i>\n```" in raw["source"]) == ("markdown", True)
+    assert (code["source"], "outputs" in code, "attachments" in code) == ("x = 1", False, False)
+    assert odd["cell_type"] == "markdown"
+    assert inert_submission(None, RELEASE) is None
