@@ -169,3 +169,59 @@ def test_the_bound_is_the_strongest_this_machine_allows():
     finally:
         assert memory.close()
     assert _run_cgroups() == []
+
+
+# A grader that is not root has no memory cgroup to write: the supervisor accounts the run (a cold run at the userns
+# level here), as the grader itself, with the checkout under test.
+NONROOT_GRADER = """import json, sys
+from dataclasses import replace
+from course.config import Limits
+from course.sandbox import Cell, run_cells
+from course.sandbox.memory import RunMemory
+limits = replace(Limits(), cell_seconds=30, submission_seconds=60)
+mode = RunMemory(limits.memory_mb, list).mode
+run = run_cells([Cell(0, "attack", sys.argv[1])], ("result",), {}, limits)
+after = run_cells([Cell(0, "honest", "result = 2")], ("result",), {}, limits)
+print(json.dumps({"mode": mode, "level": run.isolation, "limit": run.limit_hit, "ended": run.ended_early,
+                  "ready": run.ready, "after": after.answers["result"].value}))
+"""
+
+
+def test_a_grader_that_is_not_root_accounts_the_run(tmp_path):
+    import json
+    import subprocess
+
+    from helpers import NONROOT_USER, ROOT, nonroot_python
+
+    python = nonroot_python()
+    tmp_path.chmod(0o755)
+    grader = subprocess.Popen(
+        ["setpriv", f"--reuid={NONROOT_USER}", f"--regid={NONROOT_USER}", "--clear-groups", "--inh-caps=-all",
+         python, "-c", NONROOT_GRADER, FORK_AND_FILL],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8", "PYTHONPATH": str(ROOT)},
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    while grader.poll() is None:  # every process of the grader's uid but the grader itself: the runs
+        held = sum(_pss(pid) for pid in descendants(grader.pid) if _uid(pid) == NONROOT_USER)
+        peak = max(peak, held)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            grader.wait(0.01)
+    stdout, stderr = grader.communicate()
+    assert grader.returncode == 0, stderr[-3000:]
+    seen = json.loads(stdout.strip().splitlines()[-1])
+    assert seen["mode"] == "accounting"
+    assert peak > 0
+    assert peak <= LIMITS.memory_mb * MIB + SLACK, f"the run held {peak // MIB} MiB"
+    assert seen["ready"], seen
+    assert seen["limit"] == "memory_mb", seen
+    assert f"more memory than the limit of {LIMITS.memory_mb} MB" in seen["ended"]
+    assert seen["after"] == 2
+
+
+def _uid(pid: int) -> int | None:
+    with contextlib.suppress(OSError, ValueError):
+        with open(f"/proc/{pid}/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1])
+    return None
