@@ -122,8 +122,11 @@ class Limits:
     submission_seconds: float = setting(
         60, "wall-clock limit of the whole submission; it counts everything (from the runner's ready)", number())
     memory_mb: int = setting(
-        help="address-space limit (RLIMIT_AS), which counts mapped libraries: about 0.6 GiB for the CPU build of "
-        "torch, 3 GiB for a CUDA build, with which the default is 5120", kind=whole(),
+        help="memory of one run, bounded twice: each process's address space (RLIMIT_AS, which counts mapped "
+        "libraries: about 0.6 GiB for the CPU build of torch, 3 GiB for a CUDA build, with which the default is "
+        "5120), and all the run's processes together (a memory cgroup of the run's own where the grader may make "
+        "one, else the supervisor's accounting: SECURITY.md); going over ends the run, named in the feedback",
+        kind=whole(),
         default_factory=default_memory_mb, shown_default=str(DEFAULT_MEMORY_MB))
     processes: int = setting(32, "processes and threads (RLIMIT_NPROC)", whole())
     output_kb: int = setting(10240, "output a submission may print", whole())

@@ -9,6 +9,7 @@ isolation concern):
   bubblewrap.py  which bwrap runs; the view (mounts) and namespaces it builds
   limits.py      the student's environment and rlimits
   uids.py        leasing sandbox uids; dropping to one; ending what a run left behind
+  memory.py      the memory of a run, all its processes together: a cgroup of its own, else accounting
   handed_in.py   everything that crosses into the sandbox as text (the runner, the notebook's helper modules),
                  assembled here only; `Cell`, the unit of student code
   protocol.py    the request sent in; the one bounded reader of every message that comes out

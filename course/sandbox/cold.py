@@ -25,10 +25,11 @@ from course.sandbox.giving_way import GivingWay
 from course.sandbox.handed_in import RUNNER_SOURCE, Cell
 from course.sandbox.levels import LEVELS, choose_isolation, first_choice
 from course.sandbox.limits import SANDBOX_ENV, rlimits_for
+from course.sandbox.memory import RunMemory
 from course.sandbox.protocol import encode_request, write_in_background
 from course.sandbox.retry import first_ready
 from course.sandbox.supervisor import EXIT_GRACE_SECONDS, RunResult, Supervised, supervise
-from course.sandbox.uids import descendants, lease_uid, reap_uid
+from course.sandbox.uids import descendants, descendants_quickly, lease_uid, reap_uid
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class ColdSandbox:
         self._used = False
         self._channel_read = self._stdin_fd = -1
         self._scratch: str | None = None
+        self._memory: RunMemory | None = None
         self._uid = uid
         try:
             if LEVELS[self.level].leased_uid:
@@ -136,6 +138,13 @@ class ColdSandbox:
         self._process, self._channel_read = process, channel_read
         self._stdin_fd = os.dup(process.stdin.fileno())  # the request goes in later, from a thread of its own
         process.stdin.close()
+        # Everything of the run, from its start, in its memory bound (memory.py): it reads no cell before the request.
+        try:
+            self._memory = RunMemory(self.limits.memory_mb, lambda: [process.pid, *descendants_quickly(process.pid)])
+            self._memory.admit()
+        except (OSError, SandboxError) as error:
+            self.close()
+            raise SandboxError(f"cannot bound the sandbox's memory: {error}") from None
 
     def run(self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]],
             limits: Limits) -> RunResult:
@@ -200,8 +209,11 @@ class ColdSandbox:
 
         # Its clock does not count the time it waited for a processor; alone in its sandbox, it gives way to none.
         clock = GivingWay(lambda: [process.pid, *descendants(process.pid)], started, lower=False)
+        memory = self._memory
         return supervise(Supervised(process.stdout.fileno(), self._channel_read, lambda: _kill(process), exit_code,
-                                    lambda: cpu[0] if cpu else None, waited=clock.waited),
+                                    lambda: cpu[0] if cpu else None, waited=clock.waited,
+                                    over_memory=memory.exceeded if memory else lambda: False,
+                                    look_every=memory.look_every if memory else 0.1),
                          cells, answer_names, function_points, self.limits, self.level, self.note, started)
 
     def close(self) -> None:
@@ -221,6 +233,9 @@ class ColdSandbox:
                     process.stdout.close()
                 if LEVELS[self.level].leased_uid and not reap_uid(self._uid):
                     log.warning(f"uid {self._uid} still owns processes after a run")
+            memory, self._memory = self._memory, None
+            if memory is not None:
+                memory.close()
             if self._scratch:
                 shutil.rmtree(self._scratch, ignore_errors=True)
                 self._scratch = None

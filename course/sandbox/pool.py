@@ -33,6 +33,7 @@ from course.sandbox.giving_way import GivingWay
 from course.sandbox.handed_in import RUNNER_SOURCE, Cell, notebook_module_cell
 from course.sandbox.levels import LEVELS, choose_isolation, first_choice
 from course.sandbox.limits import SANDBOX_ENV, rlimits_for
+from course.sandbox.memory import RunMemory
 from course.sandbox.protocol import EventReader, encode_request, write_in_background
 from course.sandbox.retry import first_ready
 from course.sandbox.supervisor import RunResult, Supervised, supervise
@@ -432,6 +433,25 @@ class WarmPool:
             os.close(fd)
         forked = worker.read_event(WORKER_START_SECONDS) or {}
         child_pid = forked.get("pid") if forked.get("event") == "forked" and type(forked.get("pid")) is int else None
+
+        def run_processes() -> list[int]:
+            """The run's processes, by host pid, from the child the worker forked (it may not have its uid yet)."""
+            if self.isolation.namespaces:  # all of the run is below the worker (the child's pid is the worker's view)
+                return below_the_worker_quickly(worker.process.pid, keep=[*WORKER_COMMAND_START])
+            tree = [] if child_pid is None else [child_pid, *descendants(child_pid)]
+            return sorted({*tree, *processes_of(worker.uid)}) if self.isolation.leased_uid else tree
+
+        # The child reads the request before any student code: it and all it forked are in the run's memory bound
+        # (memory.py) before the request is written.
+        memory = None
+        try:
+            if forked.get("event") == "forked":
+                memory = RunMemory(limits.memory_mb, run_processes)
+                memory.admit()
+        except (OSError, SandboxError) as error:
+            for fd in (request_write, channel_read, output_read):
+                os.close(fd)
+            raise SandboxError(f"cannot bound the run's memory: {error}") from None
         write_in_background(request_write, encode_request(cells, answer_names, function_points))
         exit_codes: list[int] = []
         emptied: list[bool] = []  # the worker ended the run's pid namespace, and with it every process of the run
@@ -484,7 +504,9 @@ class WarmPool:
             return processes()
 
         run = Supervised(output_read, channel_read, kill, exit_code, lambda: cpu[0] if cpu else None,
-                         waited=GivingWay(processes_quickly, started).waited)
+                         waited=GivingWay(processes_quickly, started).waited,
+                         over_memory=memory.exceeded if memory else lambda: False,
+                         look_every=memory.look_every if memory else 0.1)
         try:
             result = supervise(run, cells, answer_names, function_points, limits, self.level, self.note, started)
         finally:
@@ -492,6 +514,8 @@ class WarmPool:
             os.close(channel_read)
             if not private_tmp:
                 self._clear_scratch(scratch)
+            if memory is not None and not memory.close():
+                cleaned.append(False)  # something of the run is still there: the worker is replaced
         # The worker is reusable only if it reported its child's end and the uid owns nothing any more.
         healthy = (bool(exit_codes) or exit_code(5.0) is not None) and all(cleaned)
         if not self.isolation.root_inside and not self.isolation.leased_uid and not healthy:

@@ -15,6 +15,7 @@ from course.answers import NOT_REPORTED, Answer, decode_answer
 from course.config import Limits
 from course.sandbox.handed_in import Cell
 from course.sandbox.limits import CPU_GRACE_SECONDS
+from course.sandbox.memory import memory_sentence
 from course.sandbox.protocol import EventReader
 from course.text import MAX_ERROR_TEXT, safe_text
 
@@ -67,6 +68,10 @@ class Supervised:
     # Seconds of the run so far in which it was kept waiting for a processor (giving_way.py): not counted
     # against a cell's limit, up to one more limit.
     waited: Callable[[], float] = lambda: 0.0
+    # Whether the run's processes together went over the memory limit (memory.py: the kernel's kill in the run's
+    # cgroup, or the accounting's sum), asked on every tick and once more after the run.
+    over_memory: Callable[[], bool] = lambda: False
+    look_every: float = 0.1  # the longest the supervisor waits between two ticks (shorter for memory accounting)
 
 
 class _Protocol:
@@ -154,6 +159,9 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
         if now > (protocol.ready_at + limits.submission_seconds if ready else started + START_SECONDS):
             limit_hit = "submission_seconds" if ready else "start_seconds"
             break
+        if run.over_memory():
+            limit_hit = "memory_mb"
+            break
         if protocol.running_cell is not None:
             waited = run.waited()
             if cell_waited[0] != protocol.position:
@@ -165,7 +173,7 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
         if gather and protocol.position >= 0 and not protocol.finished:
             time.sleep(GATHER_SECONDS)  # a burst of cells' reports is read in one look (see GATHER_SECONDS)
         gather = True
-        for key, _ in selector.select(timeout=0.1):
+        for key, _ in selector.select(timeout=run.look_every):
             data = os.read(key.fd, 65536)
             if not data:
                 selector.unregister(key.fd)
@@ -191,6 +199,10 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
     if returncode is None:
         returncode = run.exit_code(EXIT_GRACE_SECONDS)
     seconds = time.monotonic() - started
+    # The kernel may have killed a process of the run for its memory between two looks, as the run ended (its end,
+    # then, may be that kill): a run that went over the limit is named so however it ended, the same every time.
+    if limit_hit is None and run.over_memory():
+        limit_hit = "memory_mb"
     current_cell = protocol.running_cell
     current_label = labels.get(current_cell, "a cell") if current_cell is not None else "a cell"
     ended_early = None
@@ -201,6 +213,10 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
     elif limit_hit == "submission_seconds":
         ended_early = (f"the notebook ran longer than the limit of {limits.submission_seconds:g} s, "
                        "so the run was stopped")
+    elif limit_hit == "memory_mb":
+        where = (f"during {current_label}" if current_cell is not None
+                 else "after the last cell" if protocol.position == len(protocol.order) else "between cells")
+        ended_early = f"{memory_sentence(limits.memory_mb)} ({where})"
     elif limit_hit == "start_seconds":
         ended_early = f"the sandbox did not start within {START_SECONDS:g} s (before any cell)"
     elif channel.broken or protocol.violation:
