@@ -124,8 +124,9 @@ class Limits:
     memory_mb: int = setting(
         help="memory of one run, bounded twice: each process's address space (RLIMIT_AS, which counts mapped "
         "libraries: about 0.6 GiB for the CPU build of torch, 3 GiB for a CUDA build, with which the default is "
-        "5120), and all the run's processes together (a memory cgroup of the run's own where the grader may make "
-        "one, else the supervisor's accounting: SECURITY.md); going over ends the run, named in the feedback",
+        "5120), and what all the run's processes together allocate once the sandbox is ready (a memory cgroup "
+        "of the run's own where the grader may make one, else the supervisor's accounting: SECURITY.md); going "
+        "over ends the run, named in the feedback",
         kind=whole(),
         default_factory=default_memory_mb, shown_default=str(DEFAULT_MEMORY_MB))
     processes: int = setting(32, "processes and threads (RLIMIT_NPROC)", whole())

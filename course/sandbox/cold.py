@@ -213,7 +213,8 @@ class ColdSandbox:
         return supervise(Supervised(process.stdout.fileno(), self._channel_read, lambda: _kill(process), exit_code,
                                     lambda: cpu[0] if cpu else None, waited=clock.waited,
                                     over_memory=memory.exceeded if memory else lambda: False,
-                                    look_every=memory.look_every if memory else 0.1),
+                                    look_every=memory.look_every if memory else 0.1,
+                                    at_ready=memory.count_from_ready if memory else lambda: None),
                          cells, answer_names, function_points, self.limits, self.level, self.note, started)
 
     def close(self) -> None:

@@ -221,6 +221,26 @@ class RunCgroup:
                 moved.add(pid)
         raise SandboxError(f"the run's processes kept appearing while they were moved into {self.folder}")
 
+    def usage(self) -> int:
+        """What the kernel charges the run now (bytes)."""
+        name = "memory.current" if self.hierarchy.version == 2 else "memory.usage_in_bytes"
+        with contextlib.suppress(OSError, ValueError):
+            return int((self.folder / name).read_text())
+        return 0
+
+    def raise_limit(self, more: int) -> None:
+        """Allow the run `more` bytes above its limit (see RunMemory.count_from_ready)."""
+        self.limit += more
+        names = (["memory.max"] if self.hierarchy.version == 2
+                 # v1: memory + swap may not be below memory alone, so it is raised first
+                 else ["memory.memsw.limit_in_bytes", "memory.limit_in_bytes"])
+        try:
+            for name in names:
+                if (self.folder / name).exists():
+                    _write(self.folder / name, str(self.limit))
+        except OSError as error:
+            raise SandboxError(f"cannot limit the run's memory cgroup {self.folder}: {error.strerror}") from None
+
     def _count(self, file: str, key: str) -> int:
         with contextlib.suppress(OSError, ValueError):
             for line in (self.folder / file).read_text().splitlines():
@@ -312,6 +332,7 @@ class RunMemory:
         self.look_every = 0.1 if self.cgroup is not None else LOOK_EVERY_SECONDS
         self.over = False
         self.most = 0  # accounting: the largest sum seen
+        self.baseline = 0  # accounting: the sum at `ready` (count_from_ready)
 
     def admit(self) -> None:
         if self.cgroup is not None:
@@ -320,6 +341,19 @@ class RunMemory:
             except BaseException:
                 self.close()
                 raise
+
+    def count_from_ready(self) -> None:
+        """Called when the runner says `ready`, before any student code: from here the bound counts what the run
+        adds. A cold run was charged its interpreter's and torch's start (about 150 MB in its cgroup here), a warm
+        child almost nothing (it shares its worker's pages): without this the same notebook could pass warm and be
+        stopped cold. So the limit is what the notebook's processes allocate once the sandbox is ready, in either."""
+        if self.cgroup is not None:
+            try:
+                self.cgroup.raise_limit(self.cgroup.usage())
+            except SandboxError as error:  # the run goes on under the lower limit: stricter, never looser
+                log.warning(f"{error}; the run keeps the limit it started with")
+        else:
+            self.baseline = run_memory_of(self.find())
 
     def exceeded(self) -> bool:
         """Whether the run has gone over its bound (the cgroup's kill, or the accounting's sum past the limit)."""
@@ -332,7 +366,7 @@ class RunMemory:
         if now < self.next_look:
             return False
         self.next_look = now + LOOK_EVERY_SECONDS
-        used = run_memory_of(self.find())
+        used = run_memory_of(self.find()) - self.baseline
         self.most = max(self.most, used)
         self.over = used > self.limit
         return self.over

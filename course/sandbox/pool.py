@@ -506,7 +506,8 @@ class WarmPool:
         run = Supervised(output_read, channel_read, kill, exit_code, lambda: cpu[0] if cpu else None,
                          waited=GivingWay(processes_quickly, started).waited,
                          over_memory=memory.exceeded if memory else lambda: False,
-                         look_every=memory.look_every if memory else 0.1)
+                         look_every=memory.look_every if memory else 0.1,
+                         at_ready=memory.count_from_ready if memory else lambda: None)
         try:
             result = supervise(run, cells, answer_names, function_points, limits, self.level, self.note, started)
         finally:

@@ -72,6 +72,8 @@ class Supervised:
     # cgroup, or the accounting's sum), asked on every tick and once more after the run.
     over_memory: Callable[[], bool] = lambda: False
     look_every: float = 0.1  # the longest the supervisor waits between two ticks (shorter for memory accounting)
+    # Called once, when the runner's `ready` arrives (before any student code): the memory bound counts from there.
+    at_ready: Callable[[], None] = lambda: None
 
 
 class _Protocol:
@@ -186,7 +188,10 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
                     output += data[: output_limit - len(output)]
                 continue
             for event in channel.feed(data):
+                was_ready = protocol.confined is not None
                 protocol.accept(event, time.monotonic())
+                if not was_ready and protocol.confined is not None:
+                    run.at_ready()
                 if protocol.violation:
                     break
                 if protocol.finished and not finish_time:
