@@ -244,7 +244,8 @@ def _write_records(config: CourseConfig, settings: AssignmentSettings, question_
     """Each student's files, then their gradebook row; then the CSV and the class summary of those recorded.
     The students refused go into data["refused"]; data (the recording's notes) is written as it goes."""
     assignment, refused, kept = settings.name, data["refused"], data["students"]
-    restored, unrestored = set(), set()
+    restored: set[str] = set()
+    unrestored: set[str] = set()
 
     def refuse(student: str, why: str) -> None:
         problem = _put_back_safely(config, assignment, folder, student)

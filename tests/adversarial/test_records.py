@@ -4,6 +4,7 @@ validated at `merge` like a submission (ids, paths, scores, statuses, the class 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -222,3 +223,168 @@ def test_a_recording_that_stopped_half_way_is_undone(tmp_path):
         assert_records_agree(root)
     finally:
         server.stop()
+
+
+# ----------------------------------------------------------------------------------------- shards read back
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "submitted"
+
+
+def sharded_course(root: Path, students: tuple[str, ...] = ("alice", "bob")) -> Path:
+    import shutil
+
+    from helpers import copy_course
+
+    copy_course(root)
+    for student in students:
+        shutil.copytree(SAMPLES / student, root / "submitted" / student)
+    return root
+
+
+def merge(root: Path, *outs: Path, capsys) -> tuple[int, str]:
+    from course.cli import main
+
+    capsys.readouterr()
+    code = main(["--course", str(root), "merge", *map(str, outs)])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+@pytest.fixture(scope="module")
+def genuine_shard(tmp_path_factory):
+    """A course of two students graded as `grade --shard 1/1`, the record as the shard wrote it."""
+    from course.cli import main
+
+    root = sharded_course(tmp_path_factory.mktemp("shard") / "course")
+    out = root.parent / "out"
+    assert main(["--course", str(root), "grade", "--shard", "1/1", "--out", str(out), "--jobs", "1", "--quiet"]) == 0
+    return root, json.loads((out / "shard-autograd.json").read_text())
+
+
+def forged(genuine: dict, change) -> dict:
+    import copy
+
+    record = copy.deepcopy(genuine)
+    change(record)
+    return record
+
+
+def _ten_times(record: dict) -> None:
+    one = record["graded"][0]
+    for question in one["questions"]:
+        question["earned"] *= 10
+    for question in one["feedback"]["questions"]:
+        question["earned"] *= 10
+    for key in ("score", "raw_score"):
+        if key in one["feedback"]:
+            one["feedback"][key] *= 10
+
+
+def _escape_id(record: dict) -> None:
+    record["graded"][0]["student_id"] = "../../escaped"
+    record["graded"][0]["feedback"]["student_id"] = "../../escaped"
+
+
+def _set(*keys, value):
+    def change(record: dict) -> None:
+        target = record
+        for key in keys[:-1]:
+            target = target[key]
+        target[keys[-1]] = value
+    return change
+
+
+FORGERIES = {  # what is edited -> the field merge must name
+    "the issue's attack: an id with .. parts and ten times the points": (
+        lambda r: (_escape_id(r), _ten_times(r)), "`graded[0].student_id`"),
+    "an id with .. parts": (_escape_id, "`graded[0].student_id`"),
+    "ten times the points": (_ten_times, "`graded[0].questions[0].earned`"),
+    "a total above the questions' sum": (_set("graded", 0, "feedback", "score", value=570),
+                                         "`graded[0].feedback.score`"),
+    "a path out of the course": (_set("graded", 0, "path", value="../outside/autograd.ipynb"), "`graded[0].path`"),
+    "an absolute path": (_set("graded", 0, "path", value="/etc/passwd"), "`graded[0].path`"),
+    "a status nobody gives": (_set("graded", 0, "status", value="excellent"), "`graded[0].status`"),
+    "a score of another type": (_set("graded", 0, "questions", 0, "earned", value="1e9"),
+                                "`graded[0].questions[0].earned`"),
+    "a negative late penalty": (_set("graded", 0, "late_penalty", value=-100), "`graded[0].late_penalty`"),
+    "a student of another class": (_set("graded", 0, "student_id", value="mallory"), "`graded[0]`"),
+    "another class's digest": (_set("class", value="0123456789abcdef"), "`class` of"),
+    "a folder out of the course": (_set("sources", 0, value="../elsewhere"), "`sources[0]`"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("forgery", FORGERIES)
+def test_merge_refuses_a_forged_shard_record_naming_the_file_and_the_field(genuine_shard, forgery, tmp_path, capsys):
+    """A genuine `grade --shard 1/1` record, edited: merge refuses with one sentence naming the shard's file and
+    the field, and writes nothing, in the course or out of it. (At b99931e an id with `..` parts and ten times
+    the points merged with exit 0, wrote feedback and a notebook outside the course, and recorded 570/57.)"""
+    root, genuine = genuine_shard
+    change, field = FORGERIES[forgery]
+    out = tmp_path / "out"
+    out.mkdir()
+    record = out / "shard-autograd.json"
+    record.write_text(json.dumps(forged(genuine, change)))
+    before = sorted(p for p in root.parent.rglob("*") if not p.is_relative_to(out))
+    code, said = merge(root, out, capsys=capsys)
+    assert code == 1, said
+    assert str(record) in said, said
+    assert field in said, said
+    assert len(said.strip().splitlines()) == 1, said
+    assert sorted(p for p in root.parent.rglob("*") if not p.is_relative_to(out)) == before  # nothing written
+    assert not (root / "gradebook.db").exists()
+
+
+@pytest.mark.slow
+def test_the_genuine_shard_record_merges(genuine_shard, tmp_path, capsys):
+    """The checks refuse forgeries, not shards: the record as the shard wrote it merges."""
+    import shutil
+
+    root, genuine = genuine_shard
+    course = tmp_path / "course"
+    shutil.copytree(root, course, symlinks=True)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "shard-autograd.json").write_text(json.dumps(genuine))
+    code, said = merge(course, out, capsys=capsys)
+    assert code == 0, said
+    rows = grades_rows(course)
+    assert sorted(rows) == ["alice", "bob"]
+    assert all(float(row["score"]) <= 57 for row in rows.values())
+
+
+def test_shards_are_cut_by_student_so_a_duplicate_id_stays_in_one_shard():
+    """Every submission carrying one student id lands in one shard, whatever the number of shards: `grade`
+    refuses a duplicate beside the first, and merge needs both in the same slice. (At b99931e the two copies
+    always landed in different shards.)"""
+    from course.discovery import SubmissionRef
+    from course.shards import Shard, shard_of
+
+    refs = [SubmissionRef(student, Path(f"/c/submitted/{student}{copy}.ipynb"), "a copy" if copy else "")
+            for student in ("ana", "ben", "cy", "dee", "eve") for copy in ("", "-2")]
+    for count in (2, 3, 4, 7):
+        slices = [shard_of(refs, Shard(k, count)) for k in range(1, count + 1)]
+        assert sorted(ref.path for one in slices for ref in one) == sorted(ref.path for ref in refs)
+        for student in ("ana", "ben", "cy", "dee", "eve"):
+            holding = [k for k, one in enumerate(slices) if any(ref.student_id == student for ref in one)]
+            assert len(holding) == 1, (count, student, holding)
+
+
+@pytest.mark.slow
+def test_a_class_with_a_duplicate_id_is_graded_in_shards_and_merged(tmp_path, capsys):
+    """Two submissions carrying alice's id (her folder and a loose alice.ipynb beside it), graded in two shards:
+    merge records alice once and names the copy it refused, as an unsharded `grade` does."""
+    import shutil
+
+    from course.cli import main
+
+    root = sharded_course(tmp_path / "course")
+    shutil.copy(SAMPLES / "bob" / "autograd" / "autograd.ipynb", root / "submitted" / "alice.ipynb")
+    outs = [tmp_path / f"out-{k}" for k in (1, 2)]
+    for k, out in enumerate(outs, start=1):
+        assert main(["--course", str(root), "grade", "--assignment", "autograd", "--shard", f"{k}/2", "--out",
+                     str(out), "--jobs", "1", "--quiet"]) == 0
+    code, said = merge(root, *outs, capsys=capsys)
+    assert code == 0, said
+    assert sorted(grades_rows(root)) == ["alice", "bob"]
+    assert "already graded from" in said, said
