@@ -119,7 +119,7 @@ def _plain(graded: Graded, path: Path | None, root: Path) -> dict[str, Any]:
                            "earned": q.earned, "error": q.error} for q in graded.questions]}
 
 
-def _graded(data: dict[str, Any], path: Path | None) -> Graded:
+def _graded(data: dict[str, Any]) -> Graded:
     """A checked result (_check_result) as the writers take it."""
     questions = tuple(QuestionResult(q["id"], q["title"], q["grade_id"], q["points"], q["earned"], (), q["error"])
                       for q in data["questions"])
@@ -264,7 +264,7 @@ def _checked(path: Path, data: dict[str, Any], expected: list[SubmissionRef], as
             raise CourseError(f"{where}` ({one['student_id']}, {_shown(one['path'])}) is not a submission of "
                               f"{slice_} in the course as it is now; grade the shard again")
         _check_result(where, one, assignment)
-        results.append((_graded(one, ref.path), ref.path))
+        results.append((_graded(one), ref.path))  # the course's path, never the record's
     kept_out = []
     for index, one in enumerate(data["refused"]):
         ref = refused.pop((one["student_id"], one.get("path")), None)

@@ -201,8 +201,11 @@ def record(config: CourseConfig, settings: AssignmentSettings, question_ids: dic
     if replaced and not replace_term:
         raise CourseError(f"this would replace the term's grade of {', '.join(replaced)}: confirm it to record")
     assignment = settings.name
+    try:
+        rows = read_grades_csv(grades_csv_path(config.root, assignment))
+    except (OSError, ValueError, KeyError) as problem:
+        raise CourseError(f"grades-{assignment}.csv cannot be read ({_said(problem)}); nobody was recorded") from None
     folder = _new_folder(config, assignment)
-    rows = read_grades_csv(grades_csv_path(config.root, assignment))
     refused: dict[str, str] = {}
     kept: dict[str, Any] = {}
     for change in changes:
@@ -512,6 +515,11 @@ def _write_files(config: CourseConfig, settings: AssignmentSettings, change: Cha
 
 
 def _class_summary(config: CourseConfig, settings: AssignmentSettings, csv_path: Path) -> None:
+    """The class summary made again from the CSV. It is a view of the records, not one of them: a failure to
+    refresh it is logged, and never undoes (or stops undoing) what the records hold."""
     from course.batch import write_class_summary
 
-    write_class_summary(config.root, settings.name, csv_path, page=feedback_page(settings))
+    try:
+        write_class_summary(config.root, settings.name, csv_path, page=feedback_page(settings))
+    except Exception:
+        LOG.exception("the class summary of %s could not be made again from %s", settings.name, csv_path)

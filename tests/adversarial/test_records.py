@@ -175,21 +175,30 @@ STOPPED_RECORDING = textwrap.dedent("""
 
     def notebook_of(attempt_id):
         asked.append(attempt_id)
-        if len(asked) == 2:  # the process ends while it records the second student: a kill, a power cut
+        if sys.argv[2] == "kill" and len(asked) == 2:  # the process ends while it records the second student
             os.kill(os.getpid(), signal.SIGKILL)
         return store.notebook_of(attempt_id)
 
+    def disk_full(*args, **kwargs):  # what every student shares fails once their files and rows are written
+        raise OSError(28, "No space left on device")
+
+    if sys.argv[2] == "disk-full":
+        term_record.write_grades_csv = disk_full
     with term_record.exclusive(config, "autograd"):
-        term_record.record(config, settings, {q.id: q.test_cell_id for q in assignment.questions},
-                           assignment.max_score, term_record.plan(config, settings, counted), notebook_of,
-                           replace_term=True)
+        try:
+            term_record.record(config, settings, {q.id: q.test_cell_id for q in assignment.questions},
+                               assignment.max_score, term_record.plan(config, settings, counted), notebook_of,
+                               replace_term=True)
+        except Exception as problem:
+            print(f"{type(problem).__name__}: {problem}")
 """)
 
 
 @pytest.mark.slow
 def test_a_recording_that_stopped_half_way_is_undone(tmp_path):
-    """The recording's process is killed while it records the second of three students: the first one's
-    files are in place, the gradebook holds nothing. The dashboard says the recording stopped half-way, its
+    """A disk that fills up as the CSV is written, after every student's files and gradebook row: everyone is
+    put back. Then the recording's process is killed while it records the second of three students: the first
+    one's files are in place, the gradebook holds nothing. The dashboard says the recording stopped half-way, its
     undo puts the first student's files back, and a new recording then records everyone. (At b99931e the undo
     refused: "every record it wrote has changed", and alice's files stayed without a gradebook row.)"""
     from service.conftest import Server, course_for_service, notebook_bytes
@@ -201,7 +210,20 @@ def test_a_recording_that_stopped_half_way_is_undone(tmp_path):
     try:
         for student in ("alice", "bob", "carol"):
             assert server.submit(student, notebook_bytes(submitted_notebook())).json["score"] == 57
-        stopped = subprocess.run([sys.executable, "-c", STOPPED_RECORDING, str(root)], capture_output=True,
+        # The disk fills up when the CSV is written, after every student's files and gradebook row: everyone
+        # is put back, and the recording is gone (nothing to undo).
+        full = subprocess.run([sys.executable, "-c", STOPPED_RECORDING, str(root), "disk-full"],
+                              capture_output=True, text=True, check=False, timeout=300)
+        assert full.returncode == 0, full.stderr
+        assert full.stdout.startswith("CourseError: nobody was recorded: [Errno 28] No space left on device; "
+                                      "every record is as it was"), full.stdout + full.stderr
+        for student in ("alice", "bob", "carol"):
+            assert not any(folders(root, student).values()), student
+        assert held(root) == {}
+        assert grades_rows(root) == {}
+        assert not (root / "gradebook-history" / "autograd" / "0001").exists()
+
+        stopped = subprocess.run([sys.executable, "-c", STOPPED_RECORDING, str(root), "kill"], capture_output=True,
                                  text=True, check=False, timeout=300)
         assert stopped.returncode == -9, stopped.stderr
         assert all(folders(root, "alice").values())  # the half that was written
