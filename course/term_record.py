@@ -356,7 +356,12 @@ def undo(config: CourseConfig, settings: AssignmentSettings, question_ids: tuple
         raise CourseError(f"the form was for recording {number}, and the one to undo now is {recording.label} "
                           "(reload this page to see what it holds)")
     folder = _history(config, settings.name) / f"{recording.number:04d}"
-    back, left = _take_back(config, settings, question_ids, folder, data)
+    try:
+        back, left = _take_back(config, settings, question_ids, folder, data)
+    except Exception as problem:  # the gradebook's database, a disk: what is back stays back, the rest can follow
+        LOG.exception("undo of %s of %s stopped", recording.label, settings.name)
+        raise CourseError(f"{recording.label} could not be undone ({_said(problem)}); it stays open: undo it again "
+                          "once that is fixed") from None
     if all(entry.get("undone") or student in data["left_as_they_are"]
            for student, entry in data["students"].items()):
         data["undone"] = _now()  # closed: the one before it can be undone next
