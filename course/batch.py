@@ -38,7 +38,7 @@ from course.nbgrader_bridge import assignment_due
 from course.render import render_html
 from course.roster import Student, gradebook_students
 from course.selftest import SelfTest, prove_setup, released_code_cells
-from course.shards import Shard, class_digest, shard_of, write_shard
+from course.shards import Shard, class_digest, shard_of, shard_sources, write_shard
 from course.summary import class_summary, read_class_feedback
 from course.summary_page import render_summary_html
 from course.term import (
@@ -157,7 +157,10 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
     record = records_in_gradebook(config, out_dir, record_gradebook)
     settings = config.assignment(assignment_name)
     assignment = load_course_assignment(config, settings.name)
-    refs = discover(paths or [config.root / "submitted"], settings.name, settings.notebook)
+    sources = paths or [config.root / "submitted"]
+    if shard is not None:  # inside the course, where merge finds them again
+        sources = shard_sources(config.root, sources)
+    refs = discover(sources, settings.name, settings.notebook)
     if not refs:
         raise CourseError(
             f"no submissions found in {', '.join(map(str, paths or [config.root / 'submitted']))}: expected "
@@ -167,7 +170,7 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
     if problem:
         raise CourseError(f"cannot write the results into {out_dir} ({problem}), so nothing was graded: choose "
                           "another --out, or run as a user who may write there")
-    whole_class = class_digest(refs)
+    whole_class = class_digest(refs, config.root)
     if shard is not None:
         refs = shard_of(refs, shard)
     jobs = sandbox.default_jobs() if jobs is None else jobs
@@ -225,7 +228,8 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
     write_integrity(out_dir, settings.name, summary.graded)
     write_class_summary(out_dir, settings.name, summary.csv_path, page=feedback_page(settings))
     if shard is not None:
-        write_shard(out_dir, settings.name, shard, summary.graded, summary.refused, paths_by_id, whole_class)
+        write_shard(out_dir, settings.name, shard, summary.graded, summary.refused, paths_by_id, whole_class,
+                    config.root, sources)
     return summary
 
 

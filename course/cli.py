@@ -97,8 +97,9 @@ def _parser() -> argparse.ArgumentParser:
                             "0: a fresh interpreter per submission)")
 
     grade.add_argument("--shard", metavar="K/N",
-                       help="grade only the K-th of N deterministic slices of the submissions into --out (a folder "
-                            "of its own), for `merge`: a class graded across machines, each with its warm pool")
+                       help="grade only the K-th of N deterministic slices of the class (cut by student, from "
+                            "submissions inside the course folder) into --out (a folder of its own), for `merge`: a "
+                            "class graded across machines, each with its warm pool")
 
     merge = commands.add_parser("merge", help=COMMAND_HELP["merge"], description=COMMAND_HELP["merge"])
     merge.add_argument("outs", nargs="+", type=Path, metavar="OUT", help="the --out folders of every shard")

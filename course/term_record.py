@@ -10,14 +10,21 @@ the gradebook's scores, timestamp and late penalty (`nbgrader export`), our `gra
 notebook again, so the term and the service never hold two versions of a student.
 
 Every recording first keeps what it replaces under `gradebook-history/<assignment>/<n>/` (the three folders,
-the gradebook's scores and times, the CSV row), so the last recording can be undone. A student whose record
-already says what the service would write is left alone: recording twice with nothing new changes nothing.
-A student the gradebook refuses (or whose files cannot be written) keeps their record as it was, files
-included, and the recording says so; the others are recorded.
+whatever is in their place, the gradebook's scores and times, the CSV row), so the last recording can be
+undone. A student whose record already says what the service would write is left alone: recording twice with
+nothing new changes nothing.
 
-A recording also notes what it wrote (a fingerprint of each folder, the gradebook's row as read back), and
-undo puts back only a student whose record is still exactly that: one whose record changed since (a later
-`grade`, a hand grade in formgrader, a newer collected submission) is left as it is, and undo names them.
+Each student is recorded on their own, so that one student's fault never stops or bends another's record: their
+record kept, then their files written, then (only once the files are in place) their gradebook row. Any failure
+for one student - a folder that cannot be kept or written, a notebook our writers cannot take, the gradebook
+refusing the row - puts that student's files back and names them, with why; the others are recorded. A failure
+of what every student shares (the gradebook's database, the CSV) puts everyone back.
+
+A recording notes what it wrote as it goes (a fingerprint of each student's folders once they are in place, the
+gradebook's rows as read back), and undo puts back only a student whose record is still what the recording
+wrote, or what it found: one whose record changed since (a later `grade`, a hand grade in formgrader, a newer
+collected submission) is left as it is, and undo names them. A recording that stopped half-way (its process
+ended) is undone the same way, from its notes: what it had written is put back.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,7 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from course import nbgrader_layout
+from course import nbgrader_layout, term_files
 from course.config import AssignmentSettings, CourseConfig
 from course.errors import CourseError
 from course.files import PUBLIC, atomic_write_json, atomic_write_text, compact_json
@@ -43,8 +51,10 @@ from course.nbgrader_bridge import Held, forget_submission, held_submissions
 from course.render import render_html
 from course.term import feedback_page, released_to
 
+LOG = logging.getLogger(__name__)  # the instructor's: the traceback behind a student named as not recorded
 HISTORY = "gradebook-history"
-FOLDERS = ("submitted", "autograded", "feedback")  # nbgrader's per-student folders a recording replaces
+WROTE = "written.json"  # beside a student's kept folders: a fingerprint of what the recording put in their place
+SAID = 300  # characters of a failure's own words in a sentence (the log has the rest)
 SAME = 1e-9  # scores equal to within this are the same record
 
 
@@ -84,6 +94,7 @@ class Recording:
     students: list[str]  # recorded; after an undo, the ones put back
     undone: bool
     refused: dict[str, str] = field(default_factory=dict)  # student -> why: not recorded, or left by the undo
+    stopped: bool = False  # it never finished (its process ended): undo puts back what it had written
 
     @property
     def refused_text(self) -> str:
@@ -113,8 +124,16 @@ def recordings(config: CourseConfig, assignment: str) -> list[tuple[Recording, d
         except (OSError, ValueError) as problem:
             raise CourseError(f"{path} cannot be read ({problem}); move it aside to record again") from None
         found.append((Recording(int(path.parent.name), data["recorded_at"], sorted(data["students"]),
-                                bool(data.get("undone")), data.get("refused", {})), data))
+                                bool(data.get("undone")), data.get("refused", {}), _stopped(data)), data))
     return found
+
+
+def _stopped(data: dict[str, Any]) -> bool:
+    """A standing recording that never finished. One of an earlier version (no "finished") finished when it had
+    noted what it wrote for every student."""
+    if data.get("undone"):
+        return False
+    return not data.get("finished", all("wrote" in entry for entry in data["students"].values()))
 
 
 def _written_by(config: CourseConfig, assignment: str) -> dict[str, tuple[str, str]]:
@@ -171,74 +190,164 @@ def digest(changes: list[Change]) -> str:
 
 def record(config: CourseConfig, settings: AssignmentSettings, question_ids: dict[str, str], max_score: float,
            changes: list[Change], notebook_of: Callable[[int], bytes], *, replace_term: bool) -> Recording | None:
-    """Write the changes into the term's record (question_ids: question id -> its grade cell's name). What
-    each replaces is kept first, for `undo`. None when there is nothing to change. A student the gradebook
-    refuses, or whose files cannot be written, keeps their record as it was (files put back) and is named in
-    the recording's `refused`; nobody recorded at all is a CourseError."""
+    """Write the changes into the term's record (question_ids: question id -> its grade cell's name), student by
+    student: what each replaces is kept first, for `undo`. None when there is nothing to change. A student whose
+    record cannot be kept or written, or whom the gradebook refuses, keeps their record as it was (files put
+    back) and is named in the recording's `refused`; the others are recorded. Nobody recorded at all, or a
+    failure of what all share (everyone put back), is a CourseError."""
     if not changes:
         return None
     replaced = [c.student_id for c in changes if c.replaces_term_grade]
     if replaced and not replace_term:
         raise CourseError(f"this would replace the term's grade of {', '.join(replaced)}: confirm it to record")
     assignment = settings.name
+    try:
+        rows = read_grades_csv(grades_csv_path(config.root, assignment))
+    except (OSError, ValueError, KeyError) as problem:
+        raise CourseError(f"grades-{assignment}.csv cannot be read ({_said(problem)}); nobody was recorded") from None
     folder = _new_folder(config, assignment)
-    csv_path = grades_csv_path(config.root, assignment)
-    rows = read_grades_csv(csv_path)
+    refused: dict[str, str] = {}
     kept: dict[str, Any] = {}
     for change in changes:
         student = change.student_id
-        for name in FOLDERS:
-            source = config.root / name / student / assignment
-            if source.is_dir():
-                shutil.copytree(source, folder / "files" / student / name, symlinks=True)
+        try:
+            term_files.keep(config.root, assignment, student, folder / "files" / student)
+        except Exception as problem:  # nothing of theirs is touched: they are simply not recorded
+            shutil.rmtree(folder / "files" / student, ignore_errors=True)
+            refused[student] = _failed(student, "what their record holds could not be kept", problem)
+            continue
         kept[student] = {"held": _held_json(change.before), "csv_row": rows.get(student),
                          "written": _stamp(change.after.submitted_at), "attempt": change.after.attempt}
+    if not kept:
+        shutil.rmtree(folder)
+        raise CourseError(f"nobody could be recorded: {_reasons(refused)}; every record is as it was")
     recorded_at = _now()
-    data: dict[str, Any] = {"recorded_at": recorded_at, "students": kept, "undone": False}
+    data: dict[str, Any] = {"recorded_at": recorded_at, "students": kept, "undone": False, "finished": False,
+                            "refused": refused}
     atomic_write_json(folder / "recording.json", data)  # kept before anything is replaced
+    try:
+        recorded = _write_records(config, settings, question_ids, max_score,
+                                  [c for c in changes if c.student_id in kept], notebook_of, folder, data)
+    except Exception as problem:  # the gradebook's database, the CSV, a disk: everyone's, so everyone goes back
+        LOG.exception("the recording of %s into the term stopped; putting back what it wrote", assignment)
+        raise _rolled_back(config, settings, tuple(question_ids), folder, data, problem) from None
+    if not recorded and data["finished"]:
+        shutil.rmtree(folder)
+        raise CourseError(f"nobody could be recorded: {_reasons(refused)}; every record is as it was")
+    if not recorded:
+        raise CourseError(f"nobody could be recorded: {_reasons(refused)}; undo {_label(folder)} to put back the "
+                          "files that could not be")
+    return Recording(int(folder.name), recorded_at, sorted(c.student_id for c in recorded), False, refused,
+                     not data["finished"])
 
-    refused: dict[str, str] = {}
+
+def _write_records(config: CourseConfig, settings: AssignmentSettings, question_ids: dict[str, str],
+                   max_score: float, changes: list[Change], notebook_of: Callable[[int], bytes], folder: Path,
+                   data: dict[str, Any]) -> list[Change]:
+    """Each student's files, then their gradebook row; then the CSV and the class summary of those recorded.
+    The students refused go into data["refused"]; data (the recording's notes) is written as it goes."""
+    assignment, refused, kept = settings.name, data["refused"], data["students"]
+    restored: set[str] = set()
+    unrestored: set[str] = set()
+
+    def refuse(student: str, why: str) -> None:
+        problem = _put_back_safely(config, assignment, folder, student)
+        refused[student] = why + problem
+        (unrestored if problem else restored).add(student)
+
     with GradebookWriter(config.root, config.gradebook_url, assignment, config.source_notebook(assignment),
                          settings.due) as gradebook:
         for change in changes:
+            student = change.student_id
             try:
+                scores = {question_ids[q["id"]]: q["earned"] for q in change.after.feedback.get("questions", [])
+                          if q["id"] in question_ids}
                 _write_files(config, settings, change, notebook_of(change.after.attempt_id))
-            except (OSError, CourseError) as problem:
-                refused[change.student_id] = f"its files could not be written: {problem}"
+                atomic_write_json(folder / "files" / student / WROTE,  # in place: what undo may find
+                                  term_files.fingerprints(config.root, assignment, student))
+            except Exception as problem:  # theirs alone: their record goes back, the others go on
+                refuse(student, _failed(student, "their files could not be written", problem))
                 continue
-            gradebook.record(change.student_id, {question_ids[q["id"]]: q["earned"]
-                                                 for q in change.after.feedback.get("questions", [])
-                                                 if q["id"] in question_ids},
-                             timestamp=change.after.submitted_at, late_penalty=change.after.late_penalty,
+            # Their gradebook row only once the files it describes are in place (formgrader compares the two).
+            gradebook.record(student, scores, timestamp=change.after.submitted_at,
+                             late_penalty=change.after.late_penalty,
                              extension_hours=settings.extensions.get(change.student_id, 0.0))
-        refused.update({student: f"the gradebook refused it: {why.splitlines()[0]}"  # not the SQL that follows
-                        for student, why in gradebook.commit().items()})
-    for student in refused:  # their record stays whole: the files as they were, as the gradebook still has them
-        _put_back_files(config, assignment, folder, student)
-        shutil.rmtree(folder / "files" / student, ignore_errors=True)
+        rejected = gradebook.commit()
+    for student, why in rejected.items():
+        refuse(student, f"the gradebook refused it: {why.splitlines()[0][:SAID]}")  # not the SQL that follows
     recorded = [c for c in changes if c.student_id not in refused]
-    if not recorded:
-        shutil.rmtree(folder)
-        raise CourseError(f"nobody could be recorded: {_reasons(refused)}; every record is as it was")
-    write_grades_csv(csv_path, tuple(question_ids), [_grade_row(c.after, max_score) for c in recorded])
-    _class_summary(config, settings, csv_path)
-    # What was written, as undo will find it if nothing has changed it since.
     held = held_submissions(config.gradebook_url, config.root / "gradebook.db", assignment,
                             Path(settings.notebook).stem)
-    data["students"] = {c.student_id: {**kept[c.student_id], "wrote": {
-        "held": _held_json(held.get(c.student_id)), "files": _fingerprints(config, assignment, c.student_id)}}
-        for c in recorded}
-    data["refused"] = refused
+    for change in recorded:  # what was written, as undo will find it if nothing has changed it since
+        student = change.student_id
+        kept[student]["wrote"] = {"held": _held_json(held.get(student)),
+                                  "files": term_files.fingerprints(config.root, assignment, student)}
+    for student in restored:  # as they were: nothing of this recording to undo (one not put back stays noted)
+        del kept[student]
+        shutil.rmtree(folder / "files" / student, ignore_errors=True)
     atomic_write_json(folder / "recording.json", data)
-    return Recording(int(folder.name), recorded_at, sorted(data["students"]), False, refused)
+    if recorded:
+        csv_path = grades_csv_path(config.root, assignment)
+        write_grades_csv(csv_path, tuple(question_ids), [_grade_row(c.after, max_score) for c in recorded])
+        _class_summary(config, settings, csv_path)
+    data["finished"] = not unrestored  # else undo is offered, to put back what could not be
+    atomic_write_json(folder / "recording.json", data)
+    return recorded
+
+
+def _failed(student: str, what: str, problem: Exception) -> str:
+    """A sentence for the student's line, the traceback for the instructor's log."""
+    LOG.warning("recording %s into the term: %s", student, what, exc_info=problem)
+    return f"{what}: {_said(problem)}"
+
+
+def _said(problem: Exception) -> str:
+    words = str(problem).strip().splitlines()
+    said = words[0] if words else ""
+    if not isinstance(problem, (CourseError, OSError)):
+        said = f"{type(problem).__name__}: {said}" if said else type(problem).__name__
+    return said[:SAID]
+
+
+def _put_back_safely(config: CourseConfig, assignment: str, folder: Path, student: str) -> str:
+    """Put the student's files back; "" when done, else the end of their sentence."""
+    try:
+        term_files.put_back(config.root, assignment, student, folder / "files" / student)
+    except Exception as problem:
+        LOG.warning("recording %s into the term: their files could not be put back", student, exc_info=problem)
+        return (f", and their files could not be put back ({_said(problem)}): they are kept in "
+                f"{folder / 'files' / student}; undo this recording once that is fixed")
+    return ""
+
+
+def _rolled_back(config: CourseConfig, settings: AssignmentSettings, question_ids: tuple[str, ...], folder: Path,
+                 data: dict[str, Any], problem: Exception) -> CourseError:
+    """Everyone put back after a failure of what they all share: the error to raise."""
+    try:
+        _, left = _take_back(config, settings, question_ids, folder, data)
+    except Exception as second:
+        LOG.exception("the stopped recording of %s could not be put back", settings.name)
+        left = {"everyone": _said(second)}
+    if left:
+        data["refused"] = {**data["refused"], **left}
+        atomic_write_json(folder / "recording.json", data)
+        return CourseError(f"the recording stopped ({_said(problem)}) and not everything it wrote could be put "
+                           f"back ({_reasons(left)}): undo {_label(folder)} once that is fixed")
+    shutil.rmtree(folder)  # everything as it was: nothing to undo
+    return CourseError(f"nobody was recorded: {_said(problem)}; every record is as it was")
+
+
+def _label(folder: Path) -> str:
+    return f"recording {int(folder.name)}"
 
 
 def undo(config: CourseConfig, settings: AssignmentSettings, question_ids: tuple[str, ...], number: int) -> Recording:
     """Put back what recording `number`, the latest standing one, replaced: the folders, the gradebook, the CSV
-    rows. Any other number is refused: the form was for a recording since undone (a second click, a reload).
-    Only a student whose record is still exactly what the recording wrote is put back; one whose record changed
-    since (a later `grade` or hand grade) is left as it is, named in the result's `refused` with what changed.
-    The recording is closed either way, so the one before it can be undone next."""
+    rows; for a recording that stopped half-way, what it had written. Any other number is refused: the form was
+    for a recording since undone (a second click, a reload). Only a student whose record is still what the
+    recording wrote (or what it found) is put back; one whose record changed since (a later `grade` or hand
+    grade) is left as it is, named in the result's `refused` with what changed. The recording is closed, so the
+    one before it can be undone next, unless a student could not be put back (named too: undo again once fixed)."""
     standing = [(r, data) for r, data in recordings(config, settings.name) if not r.undone]
     if not standing:
         raise CourseError("there is no recording to undo")
@@ -246,92 +355,110 @@ def undo(config: CourseConfig, settings: AssignmentSettings, question_ids: tuple
     if recording.number != number:
         raise CourseError(f"the form was for recording {number}, and the one to undo now is {recording.label} "
                           "(reload this page to see what it holds)")
+    folder = _history(config, settings.name) / f"{recording.number:04d}"
+    try:
+        back, left = _take_back(config, settings, question_ids, folder, data)
+    except Exception as problem:  # the gradebook's database, a disk: what is back stays back, the rest can follow
+        LOG.exception("undo of %s of %s stopped", recording.label, settings.name)
+        raise CourseError(f"{recording.label} could not be undone ({_said(problem)}); it stays open: undo it again "
+                          "once that is fixed") from None
+    if all(entry.get("undone") or student in data["left_as_they_are"]
+           for student, entry in data["students"].items()):
+        data["undone"] = _now()  # closed: the one before it can be undone next
+    atomic_write_json(folder / "recording.json", data)
+    return Recording(recording.number, recording.recorded_at, sorted(back), bool(data["undone"]), left,
+                     recording.stopped)
+
+
+def _take_back(config: CourseConfig, settings: AssignmentSettings, question_ids: tuple[str, ...], folder: Path,
+               data: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """Put back every student of the recording whose record is still what it wrote or found, student by
+    student: their files, then their gradebook row, then their CSV row; each put back is marked in `data`
+    ("undone"). Returns (those put back, {student: why not} for the others)."""
     assignment = settings.name
-    folder = _history(config, assignment) / f"{recording.number:04d}"
     held_now = held_submissions(config.gradebook_url, config.root / "gradebook.db", assignment,
                                 Path(settings.notebook).stem)
-    changed = {student: why for student, entry in data["students"].items()
-               if (why := _changed_since(config, assignment, student, entry, held_now.get(student)))}
-    back = {student: entry for student, entry in data["students"].items() if student not in changed}
-    absent = []
+    todo = {student: entry for student, entry in data["students"].items() if not entry.get("undone")}
+    changed = {student: why for student, entry in todo.items()
+               if (why := _changed_since(config, assignment, folder, student, entry, held_now.get(student)))}
+    data["left_as_they_are"] = {**data.get("left_as_they_are", {}), **changed}
+    left: dict[str, str] = dict(changed)
+    files_back, absent = [], []
     with GradebookWriter(config.root, config.gradebook_url, assignment, config.source_notebook(assignment),
                          settings.due) as gradebook:
-        for student, entry in back.items():
-            _put_back_files(config, assignment, folder, student)
-            held = entry["held"]
+        for student, entry in todo.items():
+            if student in changed:
+                continue
+            try:
+                term_files.put_back(config.root, assignment, student, folder / "files" / student)
+            except Exception as problem:
+                LOG.warning("undo: %s's files could not be put back", student, exc_info=problem)
+                left[student] = f"their files could not be put back ({_said(problem)}): undo again once fixed"
+                continue
+            files_back.append(student)
+            held, now = entry["held"], held_now.get(student)
+            if _held_json(now) == held:
+                continue  # the gradebook's row is the one the recording found (it stopped before writing it)
             if held is None:
                 absent.append(student)
                 continue
             gradebook.record(student, held["scores"],  # None too: a cell nobody had graded is ungraded again
                              timestamp=datetime.fromisoformat(held["timestamp"]) if held["timestamp"] else None,
                              late_penalty=held["late_penalty"], extension_hours=held["extension_hours"])
-        refused = gradebook.commit()
-    if refused:
-        raise CourseError("the gradebook refused to take back " + ", ".join(sorted(refused)))
+        rejected = gradebook.commit()
     for student in absent:
-        forget_submission(config.gradebook_url, assignment, student)
-    csv_path = grades_csv_path(config.root, assignment)
+        try:
+            forget_submission(config.gradebook_url, assignment, student)
+        except Exception as problem:
+            rejected[student] = _said(problem)
+    for student, why in rejected.items():  # their files are back, their row is not: undo again once fixed
+        left[student] = f"the gradebook refused to take back their row ({why.splitlines()[0][:SAID]}): undo again"
+    back = [student for student in files_back if student not in rejected]
     if back:
-        replace_grades_rows(csv_path, question_ids, {s: e["csv_row"] for s, e in back.items()})
+        csv_path = grades_csv_path(config.root, assignment)
+        replace_grades_rows(csv_path, question_ids, {s: data["students"][s]["csv_row"] for s in back})
         _class_summary(config, settings, csv_path)
-    data["undone"] = _now()
-    data["left_as_they_are"] = changed
-    atomic_write_json(folder / "recording.json", data)
-    return Recording(recording.number, recording.recorded_at, sorted(back), True, changed)
+    for student in back:
+        data["students"][student]["undone"] = True
+    return back, left
 
 
-def _changed_since(config: CourseConfig, assignment: str, student: str, entry: dict[str, Any],
+def _changed_since(config: CourseConfig, assignment: str, folder: Path, student: str, entry: dict[str, Any],
                    held: Held | None) -> str:
-    """What of the student's record differs from what the recording wrote ("": nothing)."""
+    """What of the student's record is neither what the recording wrote nor what it found ("": nothing), folder
+    by folder and the gradebook's row. A recording that stopped before it noted what it wrote for the student
+    is judged by the times: the submission time in submitted/, and the gradebook's, are the ones it wrote or
+    found, or someone has handed in or graded since."""
     wrote = entry.get("wrote")
-    if wrote is None:  # a recording that stopped before it could note what it wrote: its timestamps tell
-        stamp = config.root / "submitted" / student / assignment / nbgrader_layout.TIMESTAMP
-        found = stamp.read_text(encoding="utf-8").strip() if stamp.is_file() else ""
-        same = found == entry["written"] and held is not None and _stamp(held.timestamp) == entry["written"]
-        return "" if same else "its submission time is no longer the one the recording wrote"
-    differ = [f"{name}/" for name, digest in _fingerprints(config, assignment, student).items()
-              if digest != wrote["files"].get(name)]
-    if _held_json(held) != wrote["held"]:
+    kept = folder / "files" / student
+    now, found = term_files.fingerprints(config.root, assignment, student), term_files.kept_fingerprints(kept)
+    noted = wrote["files"] if wrote is not None else term_files.noted(kept / WROTE)
+    if noted is not None:
+        differ = [f"{name}/" for name in term_files.FOLDERS if now[name] not in (found[name], noted.get(name))]
+    else:  # it stopped while writing them
+        stamp = term_files.stamp_in(config.root / "submitted" / student / assignment)
+        same = now == found or stamp in (entry["written"], term_files.stamp_in(kept / "submitted"))
+        differ = [] if same else ["submitted/"]
+    if not _as_recorded(held, entry):
         differ.append("the gradebook's scores and times")
     if not differ:
         return ""
     return f"{_and(differ)} changed since the recording (a later grade, hand grade or submission): kept as it is"
 
 
+def _as_recorded(held: Held | None, entry: dict[str, Any]) -> bool:
+    """The gradebook's row is the one the recording found, or the one it wrote (noted, or by its time when it
+    stopped before it could note it)."""
+    now = _held_json(held)
+    if now == entry["held"]:
+        return True
+    if "wrote" in entry:
+        return bool(now == entry["wrote"]["held"])
+    return held is not None and _stamp(held.timestamp) == entry["written"]
+
+
 def _and(items: list[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
-
-
-def _fingerprints(config: CourseConfig, assignment: str, student: str) -> dict[str, str | None]:
-    """{folder: a digest of every file's path and bytes} of the student's submitted/, autograded/, feedback/
-    (None: no such folder)."""
-    prints: dict[str, str | None] = {}
-    for name in FOLDERS:
-        top = config.root / name / student / assignment
-        if not top.is_dir():
-            prints[name] = None
-            continue
-        digest = hashlib.sha256()
-        for path in sorted(top.rglob("*")):
-            if path.is_symlink() or path.is_file():
-                digest.update(str(path.relative_to(top)).encode("utf-8", "surrogateescape") + b"\0")
-                digest.update(hashlib.sha256(
-                    str(path.readlink()).encode() if path.is_symlink() else path.read_bytes()).digest())
-        prints[name] = digest.hexdigest()
-    return prints
-
-
-def _put_back_files(config: CourseConfig, assignment: str, folder: Path, student: str) -> None:
-    """The student's three folders as recording `folder` found them (absent ones removed again)."""
-    for name in FOLDERS:
-        target = config.root / name / student / assignment
-        if target.exists():
-            shutil.rmtree(target)
-        saved = folder / "files" / student / name
-        if saved.is_dir():
-            shutil.copytree(saved, target, symlinks=True)
-        elif target.parent.is_dir() and not any(target.parent.iterdir()):
-            target.parent.rmdir()  # the student's folder the recording made, empty again
 
 
 def _shown(moment: datetime) -> str:
@@ -393,6 +520,11 @@ def _write_files(config: CourseConfig, settings: AssignmentSettings, change: Cha
 
 
 def _class_summary(config: CourseConfig, settings: AssignmentSettings, csv_path: Path) -> None:
+    """The class summary made again from the CSV. It is a view of the records, not one of them: a failure to
+    refresh it is logged, and never undoes (or stops undoing) what the records hold."""
     from course.batch import write_class_summary
 
-    write_class_summary(config.root, settings.name, csv_path, page=feedback_page(settings))
+    try:
+        write_class_summary(config.root, settings.name, csv_path, page=feedback_page(settings))
+    except Exception:
+        LOG.exception("the class summary of %s could not be made again from %s", settings.name, csv_path)

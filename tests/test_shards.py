@@ -122,8 +122,8 @@ def _shard_record(folder: Path, index: int, whole_class: str, students: list[str
     folder.mkdir(parents=True)
     (folder / "shard-autograd.json").write_text(json.dumps({
         "format": SHARD_FORMAT, "assignment": "autograd", "shard": index, "of": 2, "class": whole_class,
-        "graded": [], "refused": [{"student_id": s, "path": f"/x/{s}.ipynb", "problem": "not a notebook"}
-                                  for s in students]}))
+        "sources": ["submitted"], "graded": [],
+        "refused": [{"student_id": s, "path": f"/x/{s}.ipynb", "problem": "not a notebook"} for s in students]}))
     return folder
 
 
@@ -137,5 +137,5 @@ def test_merge_refuses_shards_cut_from_different_classes_or_holding_a_student_tw
     again = _shard_record(tmp_path / "c", 2, "c1", ["ana"])
     with pytest.raises(CourseError, match="ana is in shard 1 and in shard 2"):
         _shards([one, again])
-    assert [data["shard"] for data in _shards([one, _shard_record(tmp_path / "d", 2, "c1", ["ben"])])["autograd"]] \
-        == [1, 2]
+    assert [data["shard"] for _, data in _shards([one, _shard_record(tmp_path / "d", 2, "c1", ["ben"])])[
+        "autograd"]] == [1, 2]

@@ -762,6 +762,10 @@ async def export_gradebook(request: Request, service: Service) -> Response:
         except CourseError as problem:
             return _gradebook_page(service, f"Nothing undone: {problem}.", 409)
         left = (f" Left as they are: {undone.refused_text}." if undone.refused else "")
+        if not undone.undone:  # a student could not be put back: the recording stands, to be undone again
+            back = f"the records of {', '.join(undone.students)} are back; " if undone.students else ""
+            return _gradebook_page(service, f"Undid part of {undone.label}: {back}not everyone could be put back."
+                                            f"{left} It stays open: undo it again once that is fixed.", 409)
         if not undone.students:
             return _gradebook_page(service, f"Put nothing back from {undone.label}: every record it wrote has "
                                             f"changed since.{left} It is closed, so the one before it can be "

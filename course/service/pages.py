@@ -199,7 +199,9 @@ def gradebook_page(assignment: str, changes: list[Change], unchanged: int, plan:
     standing = [r for r in history if not r.undone]
     past = "".join(f"<li>{e(r.label)}, {e(r.recorded_at)}: {e(', '.join(r.students))}"
                    f"{' (not recorded: ' + e(', '.join(sorted(r.refused))) + ')' if r.refused else ''}"
-                   f"{' (undone)' if r.undone else ''}</li>" for r in reversed(history))
+                   f"{' (undone)' if r.undone else ''}"
+                   f"{' (stopped half-way: undo it to put back what it wrote)' if r.stopped else ''}</li>"
+                   for r in reversed(history))
     undo = ""
     if standing:
         undo = (f'<form method=post action="gradebook"><input type=hidden name=csrf value="{e(csrf)}">'
