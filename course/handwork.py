@@ -169,10 +169,11 @@ def parse_cells(cells: tuple[Cell, ...]) -> ParsedCells:
         except SyntaxError as error:
             if not cell.source.lstrip().startswith("%%"):  # a cell magic's body need not be Python
                 syntax_errors.append(f"{cell.label}, line {error.lineno}: {safe_text(error.msg, 200, one_line=True)}")
-        except (ValueError, RecursionError, MemoryError):
-            # Nested deeper than the parser goes (RecursionError, or MemoryError from its own stack), or text
-            # it cannot take (a NUL, a lone surrogate: ValueError). The sandbox judges the cell as Python does;
-            # only the static checks go without it, and the feedback says so.
+        except ValueError:
+            continue  # text Python cannot compile at all (a NUL, a lone surrogate): the cell runs nothing either
+        except (RecursionError, MemoryError):
+            # Nested deeper than the parser goes (RecursionError, or MemoryError from its own stack). The sandbox
+            # judges the cell as Python does; only the static checks go without it, and the feedback says so.
             complete = False
             continue
     return ParsedCells(tuple(trees), complete, tuple(syntax_errors))

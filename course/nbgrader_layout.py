@@ -103,7 +103,7 @@ def autograded_notebook(release: dict, submitted: dict | None, feedback: dict[st
     for cell in base["cells"]:
         grade_id = nbgrader_cell(cell).grade_id
         ours = by_id.get(grade_id) if grade_id is not None else None
-        if grade_id is None or ours is None:  # the student's own cell: nbgrader metadata on it would only be a forged grade cell
+        if grade_id is None or ours is None:  # the student's own: nbgrader metadata on it would be a forged grade cell
             cells.append(_clean(cell, None))
             continue
         if grade_id in seen:
@@ -120,9 +120,9 @@ def autograded_notebook(release: dict, submitted: dict | None, feedback: dict[st
         if cell["cell_type"] == "code":
             grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
             cell["outputs"] = [_result_output(results[grade_id])] if grade_id in results else []
-    _unique_ids(cells)
     if note:
         cells.insert(0, {"cell_type": "markdown", "metadata": {}, "source": note})
+    _unique_ids(cells)
     return {"cells": cells, "metadata": release.get("metadata", {}), "nbformat": 4,
             "nbformat_minor": release.get("nbformat_minor", 5)}
 
