@@ -78,7 +78,8 @@ def nbgrader_cell(cell: object) -> NbgraderCell:
         checksum=checksum if type(checksum) is str and len(checksum) == 32 and checksum.isalnum() else None,
         cell_type=cell_type if cell_type in CELL_TYPES else None,
         schema_version=version if type(version) is int and 0 < version < 100 else None,
-        damaged_id="" if valid_id is not None or "grade_id" not in meta else _kind(grade_id),
+        # ("" is how a notebook tool may leave a cell nbgrader does not grade: absent, nothing to tell the student)
+        damaged_id=_kind(grade_id) if "grade_id" in meta and valid_id is None and grade_id != "" else "",
     )
 
 
@@ -98,6 +99,6 @@ def _kind(value: object) -> str:
     if value is None:
         return "null"
     if type(value) is str:
-        return "empty text" if not value else "text that is not an nbgrader id"
+        return "text that is not an nbgrader id"
     return {bool: "true or false", int: "a number", float: "a number", list: "a list", dict: "a mapping"}.get(
         type(value), "not text")

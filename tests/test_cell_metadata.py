@@ -26,7 +26,7 @@ def test_a_field_of_another_type_is_absent(field, value):
     valid = next((kept for (name, odd), kept in VALID.items()
                   if name == field and type(odd) is type(value) and odd == value), None)
     assert getattr(meta, field) == (valid if valid is not None else getattr(NONE, field))
-    if field == "grade_id":
+    if field == "grade_id" and value != "":  # (an empty id is how a tool may leave a cell: nothing to say)
         assert meta.damaged_id  # said, in words
         assert "x" * 10 not in meta.damaged_id  # never the student's text
 
