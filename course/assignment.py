@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from course.cell_metadata import nbgrader_cell
 from course.config import CourseConfig
 from course.content import EXERCISES_FILE, NO_CONTENT, Content, load_content
 from course.errors import SourceNotebookError, SubmissionError
@@ -92,7 +93,8 @@ class Assignment:
 
 
 def nbgrader_meta(cell: dict) -> dict:
-    """A cell's nbgrader metadata, or {} when it is absent or not a mapping (as in a mangled submission)."""
+    """A cell's nbgrader metadata as the instructor's own notebook has it, or {} when it is absent or not a
+    mapping. A student's notebook is read through `cell_metadata.nbgrader_cell`, which checks every field."""
     metadata = cell.get("metadata")
     meta = metadata.get("nbgrader") if isinstance(metadata, dict) else None
     return meta if isinstance(meta, dict) else {}
@@ -123,11 +125,19 @@ def region_lines(source: str, begin: str, end: str) -> list[str]:
     return _split_regions(source, begin, end)[1]
 
 
-def _assigned_names(source: str, where: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _parse(source: str, where: str) -> ast.Module:
+    """A cell's syntax tree, or a SourceNotebookError that says why there is none (a student's copy of a cell,
+    read by the self-check, may be nested deeper than the parser goes: RecursionError, MemoryError)."""
     try:
-        tree = parse_python(source)
+        return parse_python(source)
     except SyntaxError as error:
         raise SourceNotebookError(f"{where}: not valid Python ({error.msg}, line {error.lineno})") from None
+    except (RecursionError, MemoryError):
+        raise SourceNotebookError(f"{where}: nested too deeply for Python's parser") from None
+
+
+def _assigned_names(source: str, where: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    tree = _parse(source, where)
     names: list[str] = []
     functions: list[str] = []
     for node in tree.body:
@@ -146,10 +156,7 @@ FORM_CHECK = "check_form"
 def form_checks(source: str, where: str) -> dict[str, str]:
     """The answers a form cell checks, in order: name -> form ("" when the form is computed, as in an
     f-string). The names are the keywords of its top-level `check_form(...)` calls."""
-    try:
-        tree = parse_python(source)
-    except SyntaxError as error:
-        raise SourceNotebookError(f"{where}: not valid Python ({error.msg}, line {error.lineno})") from None
+    tree = _parse(source, where)
     forms: dict[str, str] = {}
     for node in tree.body:
         call = node.value if isinstance(node, ast.Expr) else None
@@ -234,7 +241,7 @@ def _numbers(by_id: dict, path: Path) -> dict:
         tree = parse_python(cell_text(cell))
         assignment = next(n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "P")
         numbers = ast.literal_eval(assignment.value)
-    except (SyntaxError, StopIteration, ValueError) as error:
+    except (SyntaxError, StopIteration, ValueError, RecursionError, MemoryError) as error:
         raise SourceNotebookError(f"{where}: must assign a literal dict of numbers to P ({error})") from None
     if not isinstance(numbers, dict) or not all(isinstance(v, int | float) for v in numbers.values()):
         raise SourceNotebookError(f"{where}: P must map names to numbers")
@@ -253,6 +260,10 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
         raise SourceNotebookError(f"{path}: cannot be read as a notebook ({error})") from None
     by_id: dict[str, tuple[int, dict]] = {}
     for index, cell in enumerate(cells):
+        damaged = nbgrader_cell(cell).damaged_id
+        if damaged:
+            raise SourceNotebookError(f"{path}: cell {index}: its nbgrader grade_id is {damaged}; give it an id of "
+                                      "letters, digits, _ and - (nbgrader's rule)")
         grade_id = nbgrader_meta(cell).get("grade_id")
         if grade_id:
             if grade_id in by_id:
@@ -361,17 +372,17 @@ def released_assignment(notebook: dict, path: Path, name: str) -> Assignment:
     # A cell that is not a mapping with text is left out here: reading the submission names it.
     cells = [cell if type(cell) is dict and is_text(cell.get("source", "")) else {} for cell in cells]
     by_id: dict[str, tuple[int, dict]] = {}
-    for index, cell in enumerate(cells):
-        grade_id = nbgrader_meta(cell).get("grade_id")
-        if type(grade_id) is str and grade_id not in by_id:
-            by_id[grade_id] = (index, cell)
+    metas = [nbgrader_cell(cell) for cell in cells]  # the student's copy: every field checked (cell_metadata.py)
+    for index, (cell, meta) in enumerate(zip(cells, metas, strict=True)):
+        if meta.grade_id is not None and meta.grade_id not in by_id:
+            by_id[meta.grade_id] = (index, cell)
     if "setup" not in by_id:
         raise SubmissionError(f"{path.name}: the course's setup cell is missing; start again from the released "
                               "notebook and copy your answers in")
     questions = []
     for grade_id, (index, cell) in by_id.items():
-        meta = nbgrader_meta(cell)
-        if not grade_id.startswith("test_") or not meta.get("grade") or cell.get("cell_type") != "code":
+        meta = metas[index]
+        if not grade_id.startswith("test_") or not meta.grade or cell.get("cell_type") != "code":
             continue
         stem = grade_id.removeprefix("test_")
         form_id, answer_id = f"form_{stem}", f"answer_{stem}"
@@ -385,15 +396,13 @@ def released_assignment(notebook: dict, path: Path, name: str) -> Assignment:
             raise SubmissionError(f"{where}: no {FORM_CHECK}(...) naming the answers; was the cell edited? "
                                   "Start again from the released notebook and copy your answers in")
         title_at = by_id.get(answer_id, (index, cell))[0]
-        points = meta.get("points", 0)
-        questions.append(_question(stem, _title_before(cells, title_at) or stem,
-                                   float(points) if type(points) in (int, float) else 0.0, declared,
+        questions.append(_question(stem, _title_before(cells, title_at) or stem, float(meta.points or 0), declared,
                                    cell_text(cell), cell_text(by_id[form_id][1]) if form_id in by_id else ""))
     if not questions:
         raise SubmissionError(f"{path.name}: no graded question in this notebook (no cell with a grade_id "
                               "starting with 'test_'); is it the notebook released for the course?")
-    locked_sources = {grade_id: cell_text(cell) for grade_id, (_, cell) in by_id.items()
-                      if nbgrader_meta(cell).get("locked") or nbgrader_meta(cell).get("grade")}
+    locked_sources = {grade_id: cell_text(cell) for grade_id, (index, cell) in by_id.items()
+                      if metas[index].locked_or_graded}
     try:
         numbers = _numbers(by_id, path)
     except SourceNotebookError:

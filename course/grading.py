@@ -89,6 +89,25 @@ OUR_ERROR_TEXT = ("The autograder hit an error of its own while grading this not
                   "Your instructor can see the details; you do not need to resubmit.")
 
 
+INCOMPLETE_CHECK_TEXT = (
+    "The hand-work check could not read all of this notebook's code (more of it than the check reads, or syntax "
+    "nested deeper than Python's parser goes), so only part of it was checked for answers computed with torch; "
+    "your answers were graded all the same.")
+DAMAGED_SHOWN = 3  # cells with a damaged grade_id named in the feedback; the rest are counted
+
+
+def _damaged_metadata_messages(submission: Submission) -> list[str]:
+    """What a grade_id that is no nbgrader id did: the cell ran as the student's own code (cell_metadata.py)."""
+    damaged = submission.damaged_metadata
+    if not damaged:
+        return []
+    named = "; ".join(damaged[:DAMAGED_SHOWN]) + (f"; and {len(damaged) - DAMAGED_SHOWN} more" if
+                                                  len(damaged) > DAMAGED_SHOWN else "")
+    return [f"Some cells' nbgrader metadata is not nbgrader's ({named}), so each ran as your own code, not as "
+            "the course's cell it may have been (an answer cell among them counts as deleted). Start again from "
+            "the released notebook and copy your answers in if that is not what you meant."]
+
+
 def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseConfig,
                      probe_points: dict[str, list[float]] | None = None, *, run: sandbox.Runner | None = None,
                      reveal_torch_values: bool | None = None, params: dict | None = None) -> Graded:
@@ -149,8 +168,8 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
                             "Answers set before that point were graded.")
         messages += limit_messages(ran, config)
         if not hand_work.complete:
-            messages.append("The notebook holds more code than the hand-work check reads, so only its first part "
-                            "was checked for answers computed with torch.")
+            messages.append(INCOMPLETE_CHECK_TEXT)
+        messages += _damaged_metadata_messages(submission)
         cell_errors = cell_errors_of(ran, config.limits)
     except UnreadableSubmission as problem:
         # The file is there but this grader cannot read it (permissions, a link, ...): the grader's set-up, so its

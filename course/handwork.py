@@ -6,7 +6,10 @@ answer counts as computed when the statement that last gives it its value uses t
 
 The text is the student's, so the work is bounded: IPython syntax is neutralised line by line (linear; no
 IPython transformer runs in the grader), a cell over MAX_PARSE_CHARS is skipped, and the analysis of one
-submission stops after MAX_ANALYSED_CHARS or ANALYSIS_SECONDS, saying so.
+submission stops after MAX_ANALYSED_CHARS or ANALYSIS_SECONDS, saying so. Syntax trees are walked with a
+stack of our own, never by recursion (a chain of a few hundred `elif`s is a tree that deep); a cell the
+parser itself cannot take (nested deeper than it goes) is left out of the static checks, saying so too. The
+sandbox runs every cell as Python does either way: only these checks go without it, never the grade.
 """
 
 from __future__ import annotations
@@ -86,11 +89,21 @@ class _Flow:
                     else:
                         self.torch_names.discard(inner.id)
 
-    def run(self, statements: list[ast.stmt]) -> None:
-        for statement in statements:
-            self.statement(statement)
+    def run(self, statements: list[ast.stmt], deadline: float = float("inf")) -> bool:
+        """Follow the statements in the order they run, nested blocks included; False when the deadline came
+        first. Iterative, never recursive: a student's few hundred `elif`s (each nested in the last one's
+        `orelse`) are as deep a tree as the parser allows, and the grader's stack must not follow them."""
+        pending = list(reversed(statements))  # next statement last
+        followed = 0
+        while pending:
+            followed += 1
+            if followed % 256 == 0 and time.monotonic() > deadline:
+                return False
+            pending.extend(reversed(self.statement(pending.pop())))
+        return True
 
-    def statement(self, node: ast.stmt) -> None:
+    def statement(self, node: ast.stmt) -> list[ast.stmt]:
+        """Take in one statement; returns the statements nested in it, to follow next (in order)."""
         if isinstance(node, ast.Import | ast.ImportFrom):
             from_torch = isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch"
             for alias in node.names:
@@ -113,16 +126,17 @@ class _Flow:
             self.mark([ast.Name(node.name)], any(inner.uses_torch(part) for part in node.body))
         elif isinstance(node, ast.For | ast.AsyncFor):
             self.mark([node.target], self.uses_torch(node.iter))
-            self.run(node.body + node.orelse)
+            return node.body + node.orelse
         elif isinstance(node, ast.With | ast.AsyncWith):
             for item in node.items:
                 if item.optional_vars is not None:
                     self.mark([item.optional_vars], self.uses_torch(item.context_expr))
-            self.run(node.body)
+            return node.body
         elif isinstance(node, ast.If | ast.While):
-            self.run(node.body + node.orelse)
+            return node.body + node.orelse
         elif isinstance(node, ast.Try):
-            self.run(node.body + [s for handler in node.handlers for s in handler.body] + node.orelse + node.finalbody)
+            return node.body + [s for handler in node.handlers for s in handler.body] + node.orelse + node.finalbody
+        return []
 
 
 @dataclass(frozen=True)
@@ -155,7 +169,12 @@ def parse_cells(cells: tuple[Cell, ...]) -> ParsedCells:
         except SyntaxError as error:
             if not cell.source.lstrip().startswith("%%"):  # a cell magic's body need not be Python
                 syntax_errors.append(f"{cell.label}, line {error.lineno}: {safe_text(error.msg, 200, one_line=True)}")
-        except (ValueError, RecursionError, MemoryError):
+        except ValueError:
+            continue  # text Python cannot compile at all (a NUL, a lone surrogate): the cell runs nothing either
+        except (RecursionError, MemoryError):
+            # Nested deeper than the parser goes (RecursionError, or MemoryError from its own stack). The sandbox
+            # judges the cell as Python does; only the static checks go without it, and the feedback says so.
+            complete = False
             continue
     return ParsedCells(tuple(trees), complete, tuple(syntax_errors))
 
@@ -171,8 +190,13 @@ def _parsed(source: str) -> ast.Module:
 
 
 def computed_answers(parsed: ParsedCells, answer_names: tuple[str, ...]) -> HandWork:
-    """The answer names whose last value some student cell computed with torch."""
+    """The answer names whose last value some student cell computed with torch (within ANALYSIS_SECONDS;
+    incomplete when the budget or the parsing stopped short)."""
     flow = _Flow()
+    deadline = time.monotonic() + ANALYSIS_SECONDS
+    complete = parsed.complete
     for _, tree in parsed.trees:
-        flow.run(tree.body)
-    return HandWork(frozenset(flow.torch_names & set(answer_names)), parsed.complete)
+        if not flow.run(tree.body, deadline):
+            complete = False
+            break
+    return HandWork(frozenset(flow.torch_names & set(answer_names)), complete)

@@ -9,11 +9,12 @@ check's budget, `handwork.parse_cells`), never run.
 from __future__ import annotations
 
 import ast
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from course.handwork import ParsedCells
+from course.handwork import ANALYSIS_SECONDS, ParsedCells
 from course.submission import Submission
 
 PATCHED_ROOTS = {"torch": "torch", "builtins": "builtins", "__builtins__": "builtins"}
@@ -103,7 +104,10 @@ def _rigged_types(nodes: Iterable[ast.AST]) -> list[str]:
 def review(submission: Submission, graded_as: str, parsed: ParsedCells) -> tuple[str, ...]:
     """One line per thing seen, each naming the cell: for the instructor, never for the student."""
     findings = []
+    deadline = time.monotonic() + ANALYSIS_SECONDS  # the hand-work check's budget, again: walking is linear
     for cell, tree in parsed.trees:
+        if time.monotonic() > deadline:
+            break
         where = cell.label.replace("your answer cell for", "the answer cell of")
         nodes = list(_nodes(tree, cell.source))
         findings += [f"{where}: patches {what}" for what in _patches(nodes)]

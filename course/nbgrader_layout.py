@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from course.assignment import nbgrader_meta
+from course.cell_metadata import NbgraderCell, nbgrader_cell
+from course.config import Limits
+from course.errors import SubmissionError
 from course.files import SyncedWrites, atomic_write_text, compact_json, private_copy, private_folders
 from course.student_markup import inert_submission
+from course.submission import read_notebook_json
 
 TIMESTAMP = "timestamp.txt"
 SECRET = "submission_secret.txt"  # noqa: S105 - the name of nbgrader's file, not a secret
@@ -52,17 +56,19 @@ def read_timestamp(notebook_path: Path) -> datetime | None:
 
 
 def _text(source: Any) -> str:
-    return "".join(source) if isinstance(source, list) else source if isinstance(source, str) else ""
+    if type(source) is list:
+        return "".join(line for line in source if type(line) is str)
+    return source if type(source) is str else ""
 
 
-def _read_notebook(path: Path) -> dict | None:
+def _read_notebook(path: Path, max_bytes: int) -> dict | None:
+    """The submission as the grader read it (`read_notebook_json`: a regular file within the size limit, UTF-8,
+    JSON of bounded depth, nbformat 4), or None when it is none: then the release stands in for it."""
     try:
-        notebook = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        notebook = read_notebook_json(path, max_bytes)
+    except SubmissionError:  # (UnreadableSubmission is one)
         return None
-    if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
-        return None
-    if not all(isinstance(cell, dict) for cell in notebook["cells"]):
+    if not all(type(cell) is dict for cell in notebook["cells"]):
         return None
     return notebook
 
@@ -78,52 +84,104 @@ def _result_output(question: dict[str, Any]) -> dict[str, Any]:
 def autograded_notebook(release: dict, submitted: dict | None, feedback: dict[str, Any], note: str = "") -> dict:
     """The student's cells, the release's locked and grade cells, our result under each grade cell.
 
-    What it returns shares parts (metadata, sources) with `release` and `submitted`, copying only what it changes:
-    it is written out, never changed, and so is neither of them (the release is parsed once per batch)."""
-    by_id = {nbgrader_meta(c).get("grade_id"): c for c in release["cells"] if nbgrader_meta(c).get("grade_id")}
-    restored = {gid for gid, c in by_id.items() if nbgrader_meta(c).get("locked") or nbgrader_meta(c).get("grade")}
+    The submission is the student's input: its nbgrader metadata is read through `nbgrader_cell` (a grade_id
+    that is no nbgrader id is no id), its other metadata is kept only when it is plain JSON (`_plain_metadata`),
+    its text made valid UTF-8 and its cell ids nbformat's, so that whatever the notebook holds the file can be
+    written and nbgrader's tools can read it. What it returns shares parts (metadata, sources) with `release`
+    and `submitted`, copying only what it changes: it is written out, never changed, and so is neither of them
+    (the release is parsed once per batch)."""
+    by_id: dict[str, tuple[NbgraderCell, dict]] = {}
+    for cell in release["cells"]:
+        meta = nbgrader_cell(cell)
+        if meta.grade_id is not None:
+            by_id.setdefault(meta.grade_id, (meta, cell))
+    restored = {grade_id for grade_id, (meta, _) in by_id.items() if meta.locked_or_graded}
     results = {f"test_{q['id']}": q for q in feedback.get("questions", [])}
     base = submitted if submitted is not None else release
-    cells, seen = [], set()
+    cells: list[dict[str, Any]] = []
+    seen: set[str] = set()
     for cell in base["cells"]:
-        grade_id = nbgrader_meta(cell).get("grade_id")
+        grade_id = nbgrader_cell(cell).grade_id
+        ours = by_id.get(grade_id) if grade_id is not None else None
+        if grade_id is None or ours is None:  # the student's own: nbgrader metadata on it would be a forged grade cell
+            cells.append(_clean(cell, None))
+            continue
         if grade_id in seen:
             continue  # a duplicated cell id would make nbgrader's tools refuse the notebook
-        if grade_id in restored:
-            cell = by_id[grade_id]
+        seen.add(grade_id)
+        meta, released = ours
         # (_clean keeps a cell's type, source, id and metadata: only the metadata is copied, never its outputs)
-        elif grade_id in by_id:
-            cell = {**cell, "cell_type": by_id[grade_id]["cell_type"],
-                    "metadata": {**_metadata(cell), "nbgrader": by_id[grade_id]["metadata"]["nbgrader"]}}
-        else:  # the student's own cell: nbgrader metadata on it would only be a forged grade cell
-            cell = {**cell, "metadata": {key: value for key, value in _metadata(cell).items() if key != "nbgrader"}}
-        if grade_id:
-            seen.add(grade_id)
-        cells.append(_clean(cell))
-    for grade_id in by_id:  # a grade or locked cell the student deleted comes back, as nbgrader's tools expect
-        if grade_id in restored and grade_id not in seen:
-            cells.append(_clean(by_id[grade_id]))
+        cells.append(_clean(released, meta) if grade_id in restored else
+                     _clean({**cell, "cell_type": released.get("cell_type")}, meta))
+    for grade_id, (meta, released) in by_id.items():  # a grade or locked cell the student deleted comes back,
+        if grade_id in restored and grade_id not in seen:  # as nbgrader's tools expect
+            cells.append(_clean(released, meta))
     for cell in cells:
-        grade_id = nbgrader_meta(cell).get("grade_id")
         if cell["cell_type"] == "code":
+            grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
             cell["outputs"] = [_result_output(results[grade_id])] if grade_id in results else []
     if note:
         cells.insert(0, {"cell_type": "markdown", "metadata": {}, "source": note})
+    _unique_ids(cells)
     return {"cells": cells, "metadata": release.get("metadata", {}), "nbformat": 4,
             "nbformat_minor": release.get("nbformat_minor", 5)}
 
 
-def _metadata(cell: dict) -> dict:
+MAX_METADATA_CHARS = 100_000  # a cell's own metadata kept in autograded/; beyond, it is left out
+
+
+def _plain_metadata(cell: dict) -> dict[str, Any]:
+    """The cell's metadata other than nbgrader's, when it is plain JSON that can be written as UTF-8 (no NaN,
+    no lone surrogate, not too deep or too big); else none: formgrader needs none of it."""
     metadata = cell.get("metadata")
-    return metadata if isinstance(metadata, dict) else {}
+    if type(metadata) is not dict:
+        return {}
+    kept = {key: value for key, value in metadata.items() if key != "nbgrader"}
+    try:
+        text = json.dumps(kept, ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")
+    except (ValueError, TypeError, RecursionError):  # (UnicodeEncodeError is a ValueError)
+        return {}
+    return kept if len(text) <= MAX_METADATA_CHARS else {}
 
 
-def _clean(cell: dict) -> dict:
-    """A cell in plain nbformat 4 shape: text source, no outputs of the student's run, no attachments."""
+def _utf8(text: str) -> str:
+    """Text that can be written as UTF-8: a lone surrogate (valid in JSON's escapes, not in UTF-8) becomes '?'."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+CELL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # nbformat 4.5's cell id
+
+
+def _unique_ids(cells: list[dict[str, Any]]) -> None:
+    """Every cell an nbformat id of its own (nbformat 4.5 requires one, unique): a missing, malformed or
+    repeated id is replaced by a fresh one."""
+    used = {cell["id"] for cell in cells if "id" in cell}
+    seen: set[str] = set()
+    number = 0
+    for cell in cells:
+        if cell.get("id") in seen or "id" not in cell:
+            number += 1
+            while f"autograded-{number}" in used:
+                number += 1
+            cell["id"] = f"autograded-{number}"
+            used.add(cell["id"])
+        seen.add(cell["id"])
+
+
+def _clean(cell: dict, meta: NbgraderCell | None) -> dict:
+    """A cell in plain nbformat 4 shape: text source, no outputs of the student's run, no attachments, and
+    the nbgrader metadata `meta` (the release's, as checked) or none."""
     kind = cell.get("cell_type") if cell.get("cell_type") in ("code", "markdown", "raw") else "raw"
-    metadata = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
-    clean: dict[str, Any] = {"cell_type": kind, "metadata": metadata, "source": _text(cell.get("source", ""))}
-    if "id" in cell and isinstance(cell["id"], str):
+    metadata = _plain_metadata(cell)
+    if meta is not None:
+        metadata = {**metadata, "nbgrader": meta.as_json()}
+    clean: dict[str, Any] = {"cell_type": kind, "metadata": metadata, "source": _utf8(_text(cell.get("source", "")))}
+    if type(cell.get("id")) is str and CELL_ID.fullmatch(cell["id"]):
         clean["id"] = cell["id"]
     if kind == "code":
         clean["execution_count"] = None
@@ -132,11 +190,13 @@ def _clean(cell: dict) -> dict:
 
 
 def write_autograded(root: Path, assignment: str, notebook_name: str, student: str, submitted_path: Path,
-                     release_path: Path, feedback: dict[str, Any], *, writes: SyncedWrites | None = None) -> Path:
-    """autograded/<student>/<assignment>/<notebook>, with the submission's timestamp.txt when it has one."""
+                     release_path: Path, feedback: dict[str, Any], *, writes: SyncedWrites | None = None,
+                     max_bytes: int = Limits().notebook_mb * 2**20) -> Path:
+    """autograded/<student>/<assignment>/<notebook>, with the submission's timestamp.txt when it has one.
+    max_bytes: the largest submission read (the course's limits.notebook_mb, as when it was graded)."""
     folder = private_folders(root, "autograded", student, assignment)
     release = _released(release_path)
-    submitted = _read_notebook(submitted_path) if submitted_path.is_file() and not submitted_path.is_symlink() else None
+    submitted = _read_notebook(submitted_path, max_bytes)
     note = "" if submitted is not None else (
         "**autograd-course could not read this submission**; the released notebook is shown in its place. "
         "See the student's feedback for the reason.")

@@ -6,7 +6,9 @@ Rules (the grader never runs a submitted cell as grader code):
   sees no course files);
 - a submitted cell whose grade_id names a locked or test cell of the source, and whose text is still the
   released text, is the grader's cell: it is not run (hidden tests run in the judge, from source/);
-- every other code cell, edited metadata or not, is the student's code and runs in the sandbox;
+- every other code cell, edited metadata or not, is the student's code and runs in the sandbox (nbgrader
+  metadata is read through `cell_metadata.nbgrader_cell`: a grade_id that is not an nbgrader id is none,
+  and the feedback says so);
 - an answer cell that was deleted leaves its answers unanswered.
 """
 
@@ -22,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from course.assignment import NUMBERS_CELL, Assignment, nbgrader_meta
+from course.assignment import NUMBERS_CELL, Assignment
+from course.cell_metadata import nbgrader_cell
 from course.errors import SubmissionError, UnreadableSubmission
 from course.sandbox.handed_in import Cell as Cell  # the unit of student code, re-exported for the grader
 from course.sandbox.handed_in import notebook_module_cell
@@ -39,6 +42,7 @@ class Submission:
     deleted_answer_cells: tuple[str, ...]
     personalised_for: str | None = None
     edited_locked_cells: tuple[str, ...] = ()  # locked or test cells whose text differs from the release
+    damaged_metadata: tuple[str, ...] = ()  # "cell 7's nbgrader grade_id is a list": no id, so the student's code
 
 
 def _source_text(cell: dict, index: int, path: Path) -> str:
@@ -166,14 +170,17 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
     answer_sources: dict[str, str] = {}
     claimed_student = None
     edited: list[str] = []
+    damaged: list[str] = []  # code cells whose grade_id is no nbgrader id: graded as the student's own code
     for index, raw in enumerate(raw_cells):
         if type(raw) is not dict:
             raise SubmissionError(f"{_name(path)}: cell {index} is not a notebook cell")
         if raw.get("cell_type") != "code":
             continue
         source = _source_text(raw, index, path)
-        grade_id = nbgrader_meta(raw).get("grade_id")
-        grade_id = grade_id if type(grade_id) is str else None
+        meta = nbgrader_cell(raw)
+        grade_id = meta.grade_id
+        if meta.damaged_id:
+            damaged.append(f"cell {index + 1}'s nbgrader grade_id is {meta.damaged_id}")
         if grade_id == NUMBERS_CELL:
             claimed_student = claimed_student or personalised_for(raw)
             if source.rstrip() == own_numbers.rstrip():
@@ -199,4 +206,5 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
             f"released it for {assignment.name!r}) with your answers"
         )
     deleted = tuple(sorted(answer_ids - set(answer_sources)))
-    return Submission(student_id, path, tuple(cells), answer_sources, deleted, claimed_student, tuple(edited))
+    return Submission(student_id, path, tuple(cells), answer_sources, deleted, claimed_student, tuple(edited),
+                      tuple(damaged))

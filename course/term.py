@@ -97,14 +97,16 @@ def late_policy_at(graded: Graded, submitted: datetime | None, due: datetime | N
 
 def record_for_nbgrader(config: CourseConfig, settings: AssignmentSettings, gradebook: GradebookWriter,
                         graded: Graded, submitted_path: Path, writes: SyncedWrites | None = None) -> None:
-    """The gradebook's scores and timestamp (queued until its next commit), and autograded/<student>/ for
-    formgrader (course-root runs only)."""
+    """autograded/<student>/ for formgrader, then the gradebook's scores and timestamp (queued until its next
+    commit; course-root runs only). The gradebook comes last: a file that cannot be written makes the student
+    an autograder error (batch.record_graded) before anything of theirs is queued for the gradebook, so the
+    gradebook never holds a grade the CSV and the LMS export do not."""
+    nbgrader_layout.write_autograded(config.root, settings.name, settings.notebook, graded.student_id,
+                                     submitted_path, released_to(config, settings, graded.student_id), graded.feedback,
+                                     writes=writes, max_bytes=config.limits.notebook_mb * 2**20)
     gradebook.record(graded.student_id, {q.grade_id: q.earned for q in graded.questions},
                      timestamp=graded.submitted, late_penalty=graded.late_penalty,
                      extension_hours=settings.extensions.get(graded.student_id, 0.0))
-    nbgrader_layout.write_autograded(config.root, settings.name, settings.notebook, graded.student_id,
-                                     submitted_path, released_to(config, settings, graded.student_id), graded.feedback,
-                                     writes=writes)
 
 
 def released_to(config: CourseConfig, settings: AssignmentSettings, student_id: str) -> Path:
