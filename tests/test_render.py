@@ -82,8 +82,8 @@ def test_the_code_a_value_still_as_released_names_is_code_on_the_page_and_litera
     assert _html_row(page, "net_dL_dw").count("no answer (still <code>...</code>)") == 1
     chain = re.search(r"<table class=chain>.*?</table>", page[page.index('id="q-tiny_net"'):]).group(0)
     assert "no answer (still <code>...</code>)" in chain
-    assert ("it returned <code>...</code> (replace <code>return ...</code> with your derivative), not a plain "
-            "number") in _html_row(page, "cubic_derivative")
+    assert ("at x = -2.5 yours returned <code>...</code> (replace <code>return ...</code> with your derivative), "
+            "not a plain number") in _html_row(page, "cubic_derivative")
     # Gradescope's Markdown keeps every character literal: the backticks are shown, not Markdown.
     net = next(q for q in feedback["questions"] if q["id"] == "tiny_net")
     assert r"no answer \(still \`\.\.\.\`\)" in question_markdown(net, reveal)
@@ -101,7 +101,8 @@ def test_only_the_graders_own_phrases_become_code(assignment):
                               messages=[], cell_errors=[])
     page = render_html(feedback)
     assert "a value of type `&lt;b&gt;x&lt;/b&gt;`, where" in _html_row(page, "net_dL_dw")
-    assert "it raised `Boom` &lt;i&gt;)" in _html_row(page, "cubic_derivative")
+    row = _html_row(page, "cubic_derivative")
+    assert "at x = 1 yours raised `Boom` &lt;i&gt;, torch&#x27;s slope is 1</div>" in row
 
 
 @pytest.mark.parametrize("answer", [Answer(MISSING, detail="still `...`"), Answer(WRONG_FORM, detail="int")],
