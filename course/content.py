@@ -11,7 +11,7 @@ module whose names, all optional, are
 - `CHAINS`: question id -> the `ChainStep`s of its backward walk, shown as a table in the feedback;
 - `MISCONCEPTIONS`: `Rule`s that recognise a wrong answer betraying a specific misunderstanding;
 - `FUNCTION_POINTS`: function answer -> the name, in the numbers cell, of the number its exercise asks about
-  (`{"cubic_derivative": "cubic_x"}`): the grader always calls the function there too (course/probes.py).
+  (`{"slope": "slope_x"}`): the grader always calls the function there too (course/probes.py).
 
 An assignment without the file (or with an empty one) releases, self-checks and grades; it only gets no
 variants, no chain tables and no misconception notes. The predicates below help write rules: each looks

@@ -1,6 +1,6 @@
 """Where function answers are called: the same points for every submission of a course's assignment.
 
-A function answer (`def cubic_derivative(x): ...`) is scored by calling it in the sandbox at some points and
+A function answer (`def slope(x): ...` in an answer cell) is scored by calling it in the sandbox at some points and
 comparing each result with torch's. The points are a function of the course, the assignment and the answer's
 name (and of the student's numbers, for the exercise's own point), never of the run: the same notebook earns
 the same score on every regrade, for every grader front end (`grade`, `serve`, Gradescope), and a function
@@ -8,7 +8,7 @@ wrong for some inputs is wrong on every run, not on the runs that happen to draw
 
 Each function answer is called at
 - the exercise's own point, where the assignment names one (`FUNCTION_POINTS` in its exercises module: the
-  number of the numbers cell the exercise asks about, e.g. `{"cubic_derivative": "cubic_x"}`);
+  number of the numbers cell the exercise asks about, e.g. `{"slope": "slope_x"}`);
 - zero;
 - `function_probes` points drawn from a grid of halves in [-8, 8] (the first negative, the second positive, the
   rest anywhere on it): exact in floating point, small enough for any polynomial a student writes, and with
