@@ -337,6 +337,13 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
     problems = content.constraint_violations(default_params) if default_params else []
     if problems:
         raise SourceNotebookError(f"{path}: the numbers cell's P does not fit the exercises ({'; '.join(problems)})")
+    function_answers = {name for question in questions for name in question.function_names}
+    for function, number in content.function_points.items():
+        if function not in function_answers or number not in default_params:
+            raise SourceNotebookError(
+                f"{content.path}: FUNCTION_POINTS maps {function!r} to {number!r}, but "
+                + (f"{function!r} is no function answer of {path.name}" if function not in function_answers else
+                   f"the numbers cell's P has no {number!r}") + "; name a function answer and a number of P")
     return Assignment(
         name=name,
         notebook_path=path,

@@ -97,8 +97,9 @@ def build_bundle(config: CourseConfig, out_dir: Path, assignment_name: str | Non
             exercises = config.exercises_module(settings.name)
             if exercises.is_file():
                 _add(archive, f"source/{settings.name}/{exercises.name}", exercises.read_bytes())
-            if config.variants and config.variant_secret_file:
-                # Gradescope's graders need the course secret to recompute each student's numbers; the zip
+            if config.variant_secret_file:
+                # Gradescope's graders need the course secret to recompute each student's numbers and the points
+                # its function answers are called at (course/probes.py: the same as `grade`'s); the zip
                 # goes only to the instructors' Gradescope course. The entry is mode 600 and setup.sh makes
                 # the whole unpacked folder root-only; run_autograder refuses a secret others could read.
                 secret = (project / config.variant_secret_file).resolve()

@@ -245,7 +245,10 @@ class CourseConfig:
         0.5, "the share of a value's points that `hand_work: deduct` takes off",
         number(at_least=0, at_most=1, to_float=True))
     function_probes: int = setting(
-        5, "points at which function answers are called (fresh random ones each grading run)", whole())
+        5, "how many of the course's own points a function answer is called at, beside zero and the exercise's "
+        "own point: halves in [-8, 8], the first negative, the second positive (so at least two are drawn), the "
+        "same for every submission and regrade, drawn with the course secret when there is one (course/probes.py)",
+        whole(at_most=16))
     limits: Limits = subsection(Limits, "resource limits for one student's code")
     sandbox: str = setting(
         "auto", "`auto` (bubblewrap as root, or in a user namespace otherwise; refuse to grade without either), "

@@ -9,7 +9,9 @@ module whose names, all optional, are
   HMAC of the course secret and the student's id), and `constraint_violations(numbers)`: what makes a set
   of numbers unfit for the exercises (an empty list when they are fit);
 - `CHAINS`: question id -> the `ChainStep`s of its backward walk, shown as a table in the feedback;
-- `MISCONCEPTIONS`: `Rule`s that recognise a wrong answer betraying a specific misunderstanding.
+- `MISCONCEPTIONS`: `Rule`s that recognise a wrong answer betraying a specific misunderstanding;
+- `FUNCTION_POINTS`: function answer -> the name, in the numbers cell, of the number its exercise asks about
+  (`{"slope": "slope_x"}`): the grader always calls the function there too (course/probes.py).
 
 An assignment without the file (or with an empty one) releases, self-checks and grades; it only gets no
 variants, no chain tables and no misconception notes. The predicates below help write rules: each looks
@@ -73,6 +75,7 @@ class Content:
     chains: dict[str, tuple[ChainStep, ...]] = field(default_factory=dict)
     rules: tuple[Rule, ...] = ()
     path: Path | None = None
+    function_points: dict[str, str] = field(default_factory=dict)  # function answer -> its number's name in P
 
     def groups_for(self, numbers: Numbers) -> list[list[str]]:
         """The lines of the numbers cell for these numbers: the module's groups, then any name they leave out."""
@@ -113,6 +116,11 @@ def _checked(path: Path, module: Any) -> Content:
     rules = getattr(module, "MISCONCEPTIONS", ())
     if not all(isinstance(rule, Rule) for rule in rules):
         raise SourceNotebookError(f"{where}: MISCONCEPTIONS must be a list of Rule")
+    function_points = getattr(module, "FUNCTION_POINTS", {})
+    if not isinstance(function_points, dict) or not all(
+            isinstance(name, str) and isinstance(number, str) for name, number in function_points.items()):
+        raise SourceNotebookError(f"{where}: FUNCTION_POINTS must map function answers to names of the numbers "
+                                  "cell's P (both strings)")
     derive = getattr(module, "derive", None)
     violations = getattr(module, "constraint_violations", None)
     for name, function in (("derive", derive), ("constraint_violations", violations)):
@@ -125,6 +133,7 @@ def _checked(path: Path, module: Any) -> Content:
         chains={question: tuple(steps) for question, steps in chains.items()},
         rules=tuple(rules),
         path=path,
+        function_points=dict(function_points),
     )
 
 

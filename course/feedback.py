@@ -11,7 +11,7 @@ from typing import Any
 from course.answers import VALUE, describe, is_number
 from course.config import CourseConfig, Limits
 from course.content import NO_CONTENT, ChainStep, Content
-from course.judge import QuestionResult, ValueResult
+from course.judge import ProbeCheck, QuestionResult, ValueResult
 from course.misconceptions import diagnose
 from course.sandbox import RunResult
 from course.sandbox.limits import PTYS
@@ -79,18 +79,40 @@ def _value_entry(result: ValueResult, reveal: bool) -> dict[str, Any]:
     if result.detail:
         entry["detail"] = result.detail
         wrong = [p for p in result.probes if not p.correct]
-        if reveal and wrong:
-            entry["detail"] += f"; torch's slope at x = {describe(wrong[0].x)} is {describe(wrong[0].expected)}"
+        if wrong:
+            entry["detail"] += ": " + wrong_points(wrong, reveal)
     if result.hand_work_note:
         entry["hand_work_note"] = ("This value was computed with torch in your code rather than written down "
                                    "from your own derivation.")
     if result.probes:
         entry["probes"] = [
             {"x": p.x, "yours": p.error or describe(p.student), "torch": describe(p.expected) if reveal else None,
-             "correct": p.correct}
+             "correct": p.correct, "private": p.private}
             for p in result.probes
         ]
     return entry
+
+
+MAX_STATED_POINTS = 3  # the points a function was wrong at, stated one by one; past these, how many more
+
+
+def wrong_points(wrong: list[ProbeCheck], reveal: bool) -> str:
+    """Where a function answer was wrong, point by point (the exercise's own point and zero first): x, what it
+    gave, and torch's value when the feedback shows torch's values. A point drawn with the course secret is named
+    only then: a verdicts-only page (where resubmitting is cheap) says its sign, so that resubmitting cannot
+    collect the points for a table of answers (SECURITY.md, "The same notebook always earns the same score")."""
+    said = []
+    for probe in wrong[:MAX_STATED_POINTS]:
+        yours = f"yours {probe.error}" if probe.error else f"yours gave {describe(probe.student)}"
+        if reveal:
+            said.append(f"at x = {describe(probe.x)} {yours}, torch's slope is {describe(probe.expected)}")
+        elif probe.private:
+            sign = "negative" if probe.x < 0 else "positive"
+            said.append(f"at a {sign} x the course keeps private, {yours}")
+        else:
+            said.append(f"at x = {describe(probe.x)} {yours}")
+    more = len(wrong) - len(said)
+    return "; ".join(said) + (f"; and at {more} more" if more else "")
 
 
 def question_entry(question: QuestionResult, diagnoses: list, reveal: bool = True,

@@ -22,6 +22,7 @@ from course.discovery import SubmissionRef
 from course.errors import CourseError, NoIsolationError, SelfTestError, SubmissionError
 from course.files import atomic_write_json, os_reason, unwritable_folder
 from course.grading import ERROR, Graded, grade_submission
+from course.probes import has_secret
 from course.render import question_markdown, summary_markdown
 from course.sandbox import ISOLATION_SUMMARY, WarmPool, choose_isolation
 from course.selftest import prove_setup
@@ -168,7 +169,7 @@ def _grade_on_one_worker(root: Path, config: CourseConfig) -> Graded:
                   prove_by_start=True) as pool, ThreadPoolExecutor(1) as executor:
         threading.Thread(target=_warm_torch, daemon=True).start()
         assignment = load_course_assignment(config, settings.name)
-        if config.variants:
+        if has_secret(config):  # the variants' numbers and the function answers' points (course/probes.py)
             # Refuses a secret that the sandbox's uid could read, before any student code runs.
             load_secret(config.variant_secret_env, config.variant_secret_file, config.root)
         proving = executor.submit(prove_setup, assignment, config, partial(pool.run, cold_fallback=False),

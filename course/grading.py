@@ -20,7 +20,8 @@ from course.config import CourseConfig
 from course.discovery import SubmissionRef
 from course.errors import SubmissionError, UnreadableSubmission
 from course.feedback import MAX_SYNTAX_ERRORS, build_feedback, cell_errors_of, limit_messages
-from course.judge import QuestionResult, choose_probe_points, judge
+from course.judge import QuestionResult, judge
+from course.probes import ProbePoints, course_probe_points
 from course.submission import Submission, read_submission, student_id_problem
 from course.variants import numbers_for
 
@@ -112,6 +113,8 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
                      probe_points: dict[str, list[float]] | None = None, *, run: sandbox.Runner | None = None,
                      reveal_torch_values: bool | None = None, params: dict | None = None) -> Graded:
     """Grade one notebook. Never raises: every failure becomes a status, a reason and score 0.
+    probe_points: where function answers are called (default: the course's, `probes.course_probe_points`, the same
+    on every run: a test may name its own, none of them private).
     reveal_torch_values: whether the feedback shows torch's values (default: the course's setting for
     local grading). params: the numbers to grade with (default: the student's own, `variants.numbers_for`;
     the submission service passes an attempt's fresh numbers)."""
@@ -139,10 +142,10 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
                 "another student's numbers will not match. If this is your own work, submit the notebook released "
                 "for you."
             )
-        points = probe_points if probe_points is not None else choose_probe_points(
-            assignment.function_names, config.function_probes)
+        points = ProbePoints(probe_points) if probe_points is not None else course_probe_points(
+            config, assignment, params)
         runner = run or cold_runner(config)
-        ran = runner(list(submission.cells), assignment.answer_names + assignment.function_names, points,
+        ran = runner(list(submission.cells), assignment.answer_names + assignment.function_names, points.points,
                      config.limits)
         level = ran.isolation
         answers = dict(ran.answers)
@@ -153,7 +156,7 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
         hand_work = handwork.computed_answers(parsed, assignment.answer_names + assignment.function_names)
         deduction = config.hand_work_deduction if config.hand_work == "deduct" else 0.0
         questions = judge(assignment, answers, tolerance=config.tolerance, computed=hand_work.computed,
-                          deduction=deduction, params=params)
+                          deduction=deduction, params=params, private_points=points.private)
         status = _status_of(ran)
         # A syntax error first: every answer its cell sets is missing because of it, not because of the answers.
         # The first few (a feedback's size is bounded: feedback.MAX_CELL_ERRORS), then how many more.

@@ -21,7 +21,7 @@ from types import CodeType
 from typing import Any
 
 from course import forms
-from course.answers import FUNCTION, MISSING, VALUE, Answer, PlainValue, describe
+from course.answers import FUNCTION, MISSING, VALUE, Answer, PlainValue
 from course.assignment import HIDDEN_BEGIN, HIDDEN_END, Assignment, Question, region_lines
 from course.forms import matches as matches  # the one comparison, re-exported for the grader's modules
 from course.hidden_tests import reads_no_answer
@@ -34,6 +34,7 @@ class ProbeCheck:
     expected: PlainValue
     error: str
     correct: bool
+    private: bool = False  # one of the points drawn with the course secret (course/probes.py)
 
 
 @dataclass(frozen=True)
@@ -124,9 +125,10 @@ class _Marks:
     """The judge's implementation of the `Marks` the hidden tests call."""
 
     def __init__(self, answers: dict[str, Answer], tolerance: float, computed: frozenset[str], deduction: float,
-                 sink: list[ValueResult], forms: dict[str, str] | None = None) -> None:
+                 sink: list[ValueResult], forms: dict[str, str] | None = None,
+                 private: dict[str, frozenset[float]] | None = None) -> None:
         self.answers, self.tolerance, self.computed, self.deduction = answers, tolerance, computed, deduction
-        self.sink, self.forms = sink, forms or {}
+        self.sink, self.forms, self.private = sink, forms or {}, private or {}
 
     def _answer(self, name: str) -> Answer:
         if name not in self.answers:
@@ -164,19 +166,16 @@ class _Marks:
                                          detail=detail, function=True, idea=idea))
             return
         checks = []
+        private = self.private.get(name, frozenset())
         for probe in found.probes:
             expected = to_plain(reference(probe.x))
             correct = not probe.error and matches(probe.value, expected, self.tolerance)
-            checks.append(ProbeCheck(probe.x, probe.value, expected, probe.error, correct))
+            checks.append(ProbeCheck(probe.x, probe.value, expected, probe.error, correct, probe.x in private))
         correct = all(check.correct for check in checks)
         wrong = [check for check in checks if not check.correct]
-        detail = ""
-        if wrong:
-            first = wrong[0]
-            said = first.error or f"returned {describe(first.student)}"
-            # torch's value there is the feedback's to show or not (feedback_reveals), never the judge's
-            detail = (f"disagrees with torch at {len(wrong)} of the {len(checks)} points the grader chose "
-                      f"(at x = {describe(first.x)} it {said})")
+        # Which points, and torch's value there, are the feedback's to state or not (feedback_reveals, a private
+        # point), never the judge's: it says how many.
+        detail = f"disagrees with torch at {len(wrong)} of the {len(checks)} points the grader uses" if wrong else ""
         earned, flagged = self._earned(name, correct, points)
         self.sink.append(ValueResult(name, FUNCTION, None, None, correct, float(points), earned, hint, detail,
                                      flagged, tuple(checks), function=True, idea=idea))
@@ -199,7 +198,8 @@ def _hidden_test_namespace(answers: dict[str, Answer], marks_factory: Any, param
 
 def judge_question(question: Question, answers: dict[str, Answer], *, tolerance: float,
                    computed: frozenset[str] = frozenset(), deduction: float = 0.0,
-                   params: dict, _params_key: str | None = None) -> QuestionResult:
+                   params: dict, _params_key: str | None = None,
+                   private_points: dict[str, frozenset[float]] | None = None) -> QuestionResult:
     """Score one question by running its hidden-test cell from source/ in this (trusted) process, with the
     student's numbers `params` (or replaying what that cell gave Marks for the same numbers, when the cell
     reads nothing of the student's: see course/hidden_tests.py)."""
@@ -208,7 +208,7 @@ def judge_question(question: Question, answers: dict[str, Answer], *, tolerance:
     forms = declared_forms(question)
 
     def marks_factory() -> _Marks:
-        return _Marks(answers, tolerance, computed, deduction, results, forms)
+        return _Marks(answers, tolerance, computed, deduction, results, forms, private_points)
 
     recorded = _recorded(question, answers, params, _params_key or _key_of(params))
     if recorded is not None and _replay(recorded, marks_factory()):
@@ -347,16 +347,12 @@ def _replay(recorded: _Recorded, marks: _Marks) -> bool:
 
 def judge(assignment: Assignment, answers: dict[str, Answer], *, tolerance: float,
           computed: frozenset[str] = frozenset(), deduction: float = 0.0,
-          params: dict | None = None) -> tuple[QuestionResult, ...]:
-    """Score every question; `params` are the student's numbers (the source notebook's when None)."""
+          params: dict | None = None,
+          private_points: dict[str, frozenset[float]] | None = None) -> tuple[QuestionResult, ...]:
+    """Score every question; `params` are the student's numbers (the source notebook's when None);
+    `private_points` the points of each function answer drawn with the course secret (course/probes.py)."""
     numbers = assignment.default_params if params is None else params
     key = _key_of(numbers)
     return tuple(judge_question(q, answers, tolerance=tolerance, computed=computed, deduction=deduction,
-                                params=numbers, _params_key=key) for q in assignment.questions)
-
-
-def choose_probe_points(function_names: tuple[str, ...], count: int) -> dict[str, list[float]]:
-    """Fresh random points for each function answer, drawn per grading run (integers and halves)."""
-    chooser = random.SystemRandom()
-    candidates = [n / 2 for n in range(-16, 17)]
-    return {name: sorted(chooser.sample(candidates, count)) for name in function_names}
+                                params=numbers, _params_key=key, private_points=private_points)
+                 for q in assignment.questions)

@@ -63,15 +63,19 @@ def number(*, above: float | None = 0, at_least: float | None = None, at_most: f
     return Kind(words_, problem, float if to_float else _same)
 
 
-def whole(*, at_least: int = 1, words: str | None = None) -> Kind:
-    """A whole number (not a boolean) of at least `at_least`."""
+def whole(*, at_least: int = 1, at_most: int | None = None, words: str | None = None) -> Kind:
+    """A whole number (not a boolean) of at least `at_least` (and at most `at_most`, when given)."""
     def problem(value: Any) -> str | None:
         if type(value) is not int:
             return words or "a whole number"
+        if at_most is not None and not at_least <= value <= at_most:
+            return words or f"between {at_least} and {at_most}"
         if value < at_least:
             return words or ("greater than 0" if at_least == 1 else f"at least {at_least}")
         return None
 
+    if at_most is not None:
+        return Kind(words or f"a whole number between {at_least} and {at_most}", problem)
     return Kind(words or f"a whole number, at least {at_least}", problem)
 
 

@@ -1,8 +1,9 @@
 """What a student and Gradescope are shown, compared whole against committed golden files.
 
 bob (tests/samples) makes the classic slips, so his feedback exercises every part: values, chain tables,
-misconception notes, revealed and verdicts-only. The function answer is probed at fixed points and the
-run's timings and sandbox level are normalised, so the files change only when what is shown changes.
+misconception notes, revealed and verdicts-only. The function answer is called at the course's own points (fixed
+per course: course/probes.py, so these files also hold the points a course without a secret uses) and the run's
+timings and sandbox level are normalised, so the files change only when what is shown changes.
 After an intended change: `.venv/bin/python -m pytest tests/test_goldens.py --update-goldens`, then read
 the diff before committing it.
 """
@@ -26,7 +27,6 @@ pytestmark = pytest.mark.slow
 
 GOLDENS = ROOT / "tests" / "goldens"
 BOB = ROOT / "tests" / "samples" / "submitted" / "bob" / "autograd" / "autograd.ipynb"
-PROBE_POINTS = {"cubic_derivative": [-4.0, -1.5, 0.0, 2.5, 4.0]}
 
 
 def _normalised_results(results: dict) -> dict:
@@ -39,8 +39,7 @@ def _normalised_results(results: dict) -> dict:
 def bob_graded():
     config = load_config(ROOT)
     assignment = load_assignment(config.source_notebook(), "autograd")
-    return {reveal: grade_submission(SubmissionRef("bob", BOB), assignment, config, PROBE_POINTS,
-                                     reveal_torch_values=reveal)
+    return {reveal: grade_submission(SubmissionRef("bob", BOB), assignment, config, reveal_torch_values=reveal)
             for reveal in (True, False)}
 
 

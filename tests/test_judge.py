@@ -42,7 +42,16 @@ def test_function_that_raised_at_a_point(assignment):
     answers["cubic_derivative"] = Answer(FUNCTION, probes=(Probe(1.0, error="raised ZeroDivisionError"),))
     cubic = judge(assignment, answers, tolerance=TOL)[8]
     assert cubic.earned == 3
-    assert "raised ZeroDivisionError" in cubic.values[1].detail
+    assert cubic.values[1].detail == "disagrees with torch at 1 of the 1 points the grader uses"
+    assert [(p.x, p.error, p.correct) for p in cubic.values[1].probes] == [(1.0, "raised ZeroDivisionError", False)]
+
+
+def test_the_judge_marks_the_points_drawn_with_the_course_secret(assignment):
+    answers = contract_answers(assignment)
+    answers["cubic_derivative"] = Answer(FUNCTION, probes=(Probe(4.0, 46.0), Probe(0.0, 1.0), Probe(-1.5, 0.0)))
+    cubic = judge(assignment, answers, tolerance=TOL, private_points={"cubic_derivative": frozenset({-1.5})})[8]
+    assert [(p.x, p.correct, p.private) for p in cubic.values[1].probes] == [
+        (4.0, True, False), (0.0, False, False), (-1.5, False, True)]
 
 
 @pytest.mark.parametrize(

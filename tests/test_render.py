@@ -43,6 +43,51 @@ RAISED = Answer(FUNCTION, probes=(Probe(1.0, error="raised ZeroDivisionError"),)
 NOT_CALLED = Answer(FUNCTION)
 
 
+# Right at the exercise's own point and at 2.5; wrong at zero and at four points drawn with the course secret.
+WRONG_AT_SOME = Answer(FUNCTION, probes=(Probe(4.0, 46.0), Probe(0.0, 5.0), Probe(-1.5, 3.0), Probe(2.5, 16.75),
+                                         Probe(-6.0, 0.0), Probe(7.0, 0.0), Probe(-0.5, error="raised `Boom` <i>")))
+PRIVATE = {"cubic_derivative": frozenset({-1.5, 2.5, -6.0, 7.0, -0.5})}
+
+
+def _unescaped(markdown: str) -> str:
+    return re.sub(r"\\(.)", r"\1", markdown).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+@pytest.mark.parametrize("reveal", [True, False], ids=["torch-values", "verdicts"])
+def test_the_points_a_function_was_wrong_at_are_stated_on_the_page_and_in_markdown(assignment, reveal):
+    answers = contract_answers(assignment)
+    answers["cubic_derivative"] = WRONG_AT_SOME
+    feedback = build_feedback("s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL,
+                                                            private_points=PRIVATE)),
+                              status="graded", messages=[], cell_errors=[], reveal_torch_values=reveal)
+    if reveal:  # where torch's values are shown, every point is named, with torch's value there
+        said = ("disagrees with torch at 5 of the 7 points the grader uses: at x = 0 yours gave 5, torch's slope is "
+                "-2; at x = -1.5 yours gave 3, torch's slope is 4.75; at x = -6 yours gave 0, torch's slope is 106; "
+                "and at 2 more")
+    else:  # verdicts only: a private point by its sign, never its value
+        said = ("disagrees with torch at 5 of the 7 points the grader uses: at x = 0 yours gave 5; at a negative x "
+                "the course keeps private, yours gave 3; at a negative x the course keeps private, yours gave 0; "
+                "and at 2 more")
+    row = _html_row(render_html(feedback), "cubic_derivative")
+    assert html.escape(said) in row
+    markdown = _unescaped(_markdown_row(feedback, "cubic_derivative", reveal))
+    assert said in markdown
+    if not reveal:
+        for x in ("-1.5", "-6", "7", "-0.5", "2.5"):
+            assert f"x = {x}" not in row + markdown
+
+
+def test_a_student_error_at_a_stated_point_stays_text(assignment):
+    answers = contract_answers(assignment)
+    answers["cubic_derivative"] = Answer(FUNCTION, probes=(Probe(-0.5, error="raised `Boom` <i>|"),))
+    feedback = build_feedback("s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded",
+                              messages=[], cell_errors=[])
+    assert "at x = -0.5 yours raised `Boom` &lt;i&gt;|, torch&#x27;s slope is" in _html_row(render_html(feedback),
+                                                                                              "cubic_derivative")
+    markdown = _markdown_row(feedback, "cubic_derivative", True)
+    assert r"yours raised \`Boom\` &lt;i&gt;\|" in markdown
+
+
 @pytest.mark.parametrize("reveal", [True, False], ids=["torch-values", "verdicts"])
 @pytest.mark.parametrize("answer", [WRONG, RAISED, NOT_CALLED], ids=["wrong", "raised", "not-called"])
 def test_a_function_answer_says_what_the_grader_found_once(assignment, answer, reveal):
@@ -82,8 +127,8 @@ def test_the_code_a_value_still_as_released_names_is_code_on_the_page_and_litera
     assert _html_row(page, "net_dL_dw").count("no answer (still <code>...</code>)") == 1
     chain = re.search(r"<table class=chain>.*?</table>", page[page.index('id="q-tiny_net"'):]).group(0)
     assert "no answer (still <code>...</code>)" in chain
-    assert ("it returned <code>...</code> (replace <code>return ...</code> with your derivative), not a plain "
-            "number") in _html_row(page, "cubic_derivative")
+    assert ("at x = -2.5 yours returned <code>...</code> (replace <code>return ...</code> with your derivative), "
+            "not a plain number") in _html_row(page, "cubic_derivative")
     # Gradescope's Markdown keeps every character literal: the backticks are shown, not Markdown.
     net = next(q for q in feedback["questions"] if q["id"] == "tiny_net")
     assert r"no answer \(still \`\.\.\.\`\)" in question_markdown(net, reveal)
@@ -101,7 +146,8 @@ def test_only_the_graders_own_phrases_become_code(assignment):
                               messages=[], cell_errors=[])
     page = render_html(feedback)
     assert "a value of type `&lt;b&gt;x&lt;/b&gt;`, where" in _html_row(page, "net_dL_dw")
-    assert "it raised `Boom` &lt;i&gt;)" in _html_row(page, "cubic_derivative")
+    row = _html_row(page, "cubic_derivative")
+    assert "at x = 1 yours raised `Boom` &lt;i&gt;, torch&#x27;s slope is 1</div>" in row
 
 
 @pytest.mark.parametrize("answer", [Answer(MISSING, detail="still `...`"), Answer(WRONG_FORM, detail="int")],

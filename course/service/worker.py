@@ -24,6 +24,7 @@ from course.discovery import SubmissionRef
 from course.errors import CourseError, SubmissionError
 from course.grading import TIMED_OUT, grade_submission
 from course.nbgrader_bridge import assignment_due
+from course.probes import has_secret
 from course.selftest import SelfTest, prove_setup, released_code_cells
 from course.service.heap import give_back_freed_memory
 from course.service.policy import ServicePolicy, attempt_numbers
@@ -106,7 +107,7 @@ class Grader:
         self.config, self.store, self.policy = config, store, policy
         self.settings = config.assignment(assignment_name)
         self.assignment = load_course_assignment(config, self.settings.name)
-        if config.variants:
+        if has_secret(config):  # the variants' numbers and the function answers' points (course/probes.py)
             course_secret(config)  # a missing or readable secret stops the server before it takes any work
         self.due = self.settings.due or assignment_due(config.gradebook_url, config.root / "gradebook.db",
                                                        self.settings.name)

@@ -79,6 +79,11 @@ def constraint_violations(params: dict[str, Any]) -> list[str]:
 
 
 
+# The number each function answer's exercise asks about: the grader always calls the function there too (beside
+# zero and the course's own points of both signs, course/probes.py), with the student's own number.
+FUNCTION_POINTS = {"cubic_derivative": "cubic_x"}
+
+
 # The backward walk of the two networks, node by node: the feedback shows where a chain broke.
 CHAINS = {
     "tiny_net": (
