@@ -167,6 +167,15 @@ def database_url(url: str | None, course_root: Path) -> str:
     return url or f"sqlite:///{course_root / 'service.db'}"
 
 
+def shown_url(url: str | None, course_root: Path) -> str:
+    """The database's URL as it may be printed: its password hidden."""
+    full = database_url(url, course_root)
+    try:
+        return make_url(full).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "(an unreadable URL)"
+
+
 class Store:
     """The service's database. With `assignment`, every attempt it reads, claims or requeues is that
     assignment's: servers of different assignments can share one database without seeing each other's work."""
