@@ -15,7 +15,8 @@ memory, and one student has at most UPLOADS_IN_FLIGHT uploads in progress (429 w
 
 Per student, their pages and the API's reads (GET) are paced (`PageGate`): at most `service.pages_in_flight` of
 them answered at once and `service.pages_per_minute` after a burst of PAGE_BURST, 429 with Retry-After beyond
-(sent after PAGE_REFUSAL_SECONDS); and every student's pages are read and rendered on PAGE_THREADS threads of
+(sent after PAGE_REFUSAL_SECONDS, at most PAGE_REFUSALS_DELAYED of a student's at once, the rest at once and their
+connections closed); and every student's pages are read and rendered on PAGE_THREADS threads of
 their own. Measured (docs/performance.md, "paced"): twelve loops reloading one student's page kept a dozen threads
 rendering, which took most of the server's one interpreter lock from the event loop and the grading threads, and
 an honest upload beside them waited 1-2 s for it. Uploads are acknowledged and graded on other threads, so pages
@@ -27,7 +28,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from course.config import PAGE_BURST
@@ -50,6 +51,16 @@ PAGE_THREADS = 3
 # which is as much work for the event loop as a small page (measured: 80-100 a second from twelve loops on the
 # same machine took three quarters of the interpreter lock). Its connection still counts against the caps above.
 PAGE_REFUSAL_SECONDS = 1.0
+# One student's refusals being delayed at once (each holds a connection that is answering, which no newcomer may
+# close): beyond them a refusal is answered at once and its connection closed. Without this bound one token behind
+# a proxy kept 600 page requests in flight, each refused after the delay, and took the places honest uploads needed.
+PAGE_REFUSALS_DELAYED = 4
+# Requests presenting one token (in the personal link's path or as the API's bearer) being answered at once, counted
+# before the token is looked up: a student's own are at most 2 uploads + service.pages_in_flight pages (2) +
+# PAGE_REFUSALS_DELAYED. Beyond, 429 at once (no database, no thread) and the connection closed, so a loop that
+# keeps hundreds of requests in flight under one token holds this many places, not the server's.
+TOKEN_REQUESTS_IN_FLIGHT = 12
+EDGE_ANSWERED = "edge_answered"  # in a request's scope["state"]: the edge answered it; the app does nothing
 
 
 @dataclass(frozen=True)
@@ -113,6 +124,18 @@ class PageGate:
         return (f"You are asking for your pages faster than the service answers one student (at most "
                 f"{self.in_flight} at once and {self.per_minute} a minute); wait {retry_seconds(wait)} s, then "
                 "reload. Nothing of yours is lost.")
+
+
+def presented_token(path: str, headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The token a request presents, unchecked: a personal link's (/s/<token>/..., /i/<token>/...) or the API's
+    bearer; None for none."""
+    if path.startswith(("/s/", "/i/")):
+        return path.split("/", 3)[2] or None
+    for name, value in headers:
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            return (token.strip() or None) if scheme.lower() == "bearer" else None
+    return None
 
 
 def retry_seconds(wait: float) -> int:
