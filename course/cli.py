@@ -152,7 +152,8 @@ def _service_parsers(commands) -> None:
     serve.add_argument("--connections", type=int, metavar="N",
                        help=f"connections open at once; the next is answered 503 (default: {Edge.connections})")
     serve.add_argument("--connections-per-client", type=int, metavar="N",
-                       help=f"connections open at once from one address, without --forwarded-allow-ips "
+                       help=f"waiting connections (kept alive, or a request not yet in full) from one address, "
+                            f"without --forwarded-allow-ips; beyond, its longest-waiting one is closed "
                             f"(default: {Edge.per_client})")
     serve.add_argument("--header-seconds", type=float, metavar="SECONDS",
                        help="from a request's first byte to the end of its headers, else 408 "

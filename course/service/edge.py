@@ -68,7 +68,12 @@ class Edge:
     """The bounds of the service's edge (`serve` options)."""
 
     connections: int = 512  # open at once: the server's descriptors stay well below the common soft limit, 1024
-    per_client: int | None = 64  # open at once from one address (None behind a reverse proxy: all come from it)
+    # Waiting connections (kept-alive between requests, or a request not yet in full) from one address; a request
+    # being answered never counts, so hundreds of students behind one NAT are not refused for sharing it. Half the
+    # server: a flood from an honest student's own address must open this many connections while the student's
+    # request is on its way to close it (at the server's cap the address holding most places gives way first).
+    # None behind a reverse proxy, where every connection comes from it.
+    per_client: int | None = 256
     header_seconds: float = 10.0  # from a request's first byte to the end of its headers
     body_seconds: float = 60.0  # from the end of a request's headers to the end of its body: 2 MB at 35 KB/s
     keep_alive_seconds: float = 5.0  # an idle connection between requests (uvicorn's default)
