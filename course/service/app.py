@@ -372,6 +372,9 @@ async def _accept_upload(service: Service, student: str, notebook: bytes) -> str
     accepted = await run_in_threadpool(_accept, service, student, notebook)
     if isinstance(accepted, Attempt):
         service.grader.wake()
+    elif isinstance(accepted, Refusal) and accepted.limit == "autograder_errors":
+        LOG.warning("serve: refused an upload of %s after their autograder errors (the dashboard lists them): %s",
+                    student, accepted.message.split(":")[0])
     elif isinstance(accepted, Refusal) and accepted.limit:
         LOG.warning("serve: refused an upload of %s: service.%s reached (%s)", student, accepted.limit,
                     accepted.message.split(":")[0])
@@ -553,8 +556,9 @@ def _same_origin(request: Request) -> bool:
 def _refusal_now(service: Service, record: StudentRecord) -> Refusal | None:
     """What the policy would answer to an attempt now (the store asks the same when one arrives)."""
     earlier = [a.submitted_at for a in record.attempts if a.status != AUTOGRADER_ERROR]
+    errors = [a.submitted_at for a in record.attempts if a.status == AUTOGRADER_ERROR]
     stored = service.store.stored_bytes(record.student_id) if record.attempts else 0
-    return refusal(service.policy, earlier, now_utc(), stored=stored)
+    return refusal(service.policy, earlier, now_utc(), stored=stored, errors=errors)
 
 
 async def _student_page(service: Service, student: str, message: str = "", status: int = 200, *,
@@ -652,7 +656,7 @@ async def student_notebook(request: Request, service: Service, student: str) -> 
 async def dashboard(request: Request, service: Service) -> Response:
     def make() -> str:  # a class's worth of rows: made off the event loop, from the attempts without feedback
         return pages.dashboard_page(service.records(feedback=False), service.assignment, service.policy,
-                                    service.store.version(), service.grader.due)
+                                    service.store.version(), service.grader.due, service.store.autograder_errors())
 
     return HTMLResponse(await run_in_threadpool(make))
 
