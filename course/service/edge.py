@@ -1,17 +1,24 @@
 """The bounds of the service's edge: what one connection, one upload and one student may hold before the app does
 any work. `connections.py` holds them where the bytes arrive, `app.py` per upload and per student.
 
-uvicorn bounds a request's headers in size (h11's 16 KB) and an idle keep-alive connection in time, but nothing
-else before a request is complete: a connection that sends half a request line and waits is never timed out
-(its keep-alive timer is cancelled by the first byte), and `limit_concurrency` answers 503 only to requests
-that did arrive, so such connections pile up to the process's descriptor limit. Hence, before any route or
-token is looked at: at most `connections` open at once, and `per_client` from one address, so that one machine
-cannot take every place (the one over is answered 503 and closed), a request's
-headers within `header_seconds` of its first byte (408 and closed), and its body within `body_seconds` of its
-headers (the app answers an upload that is late 408 itself, with a sentence; a connection still sending a body a
-little after that is closed). HTTP/1.1 handles one request at a time per connection, so `connections` also
-bounds the requests in progress. Per upload: its body is spooled to disk past SPOOL_BYTES rather than held in
-memory, and one student has at most UPLOADS_IN_FLIGHT uploads in progress (429 with Retry-After beyond).
+uvicorn bounds a request's headers in size (h11's 16 KB) and an idle keep-alive connection in time, but nothing else
+before a request is complete: a connection that sends half a request line and waits is never timed out (its
+keep-alive timer is cancelled by the first byte), and `limit_concurrency` answers 503 only to requests that did
+arrive, so such connections pile up to the process's descriptor limit. Hence, before any route or token is looked
+at: at most `connections` open at once, and at most `per_client` of one address's waiting (issue 39: the places
+belong to students, not to whoever holds them). A connection *waits* while no request of its own is being answered:
+kept alive between two requests, or its request not yet in full. At a cap a waiting one makes room for the newcomer
+(the longest-idle kept-alive one, else the oldest unfinished one, of the address holding the most places; of the
+newcomer's own address at its `per_client`); a request being answered is never closed for another, so only when
+every place answers one is the newcomer refused (503 and closed). What a client holds beyond waiting connections is
+bounded by its token, not its address (a campus NAT puts hundreds of students behind one): at most
+TOKEN_REQUESTS_IN_FLIGHT requests presenting one token are answered at once, counted before the token is looked up
+(beyond, 429 at once and closed). A request's headers within `header_seconds` of its first byte (408 and closed),
+and its body within `body_seconds` of its headers (the app answers an upload that is late 408 itself, with a
+sentence; a connection still sending a body a little after that is closed). HTTP/1.1 handles one request at a time
+per connection, so `connections` also bounds the requests in progress. Per upload: its body is spooled to disk past
+SPOOL_BYTES rather than held in memory, and one student has at most UPLOADS_IN_FLIGHT uploads in progress (429 with
+Retry-After beyond).
 
 Per student, their pages and the API's reads (GET) are paced (`PageGate`): at most `service.pages_in_flight` of
 them answered at once and `service.pages_per_minute` after a burst of PAGE_BURST, 429 with Retry-After beyond
