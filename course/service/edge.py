@@ -61,12 +61,15 @@ PAGE_REFUSAL_SECONDS = 1.0
 # One student's refusals being delayed at once (each holds a connection that is answering, which no newcomer may
 # close): beyond them a refusal is answered at once and its connection closed. Without this bound one token behind
 # a proxy kept 600 page requests in flight, each refused after the delay, and took the places honest uploads needed.
-PAGE_REFUSALS_DELAYED = 4
+# Twelve reload loops (docs/performance.md, "paced") still all wait: answered at once, they asked again 80-100 times
+# a second, and the event loop answering them took the honest uploads' time (with 4 delayed, the other loops asked
+# 700 times in the seconds an honest student's 20 uploads took, against 50).
+PAGE_REFUSALS_DELAYED = 12
 # Requests presenting one token (in the personal link's path or as the API's bearer) being answered at once, counted
 # before the token is looked up: a student's own are at most 2 uploads + service.pages_in_flight pages (2) +
-# PAGE_REFUSALS_DELAYED. Beyond, 429 at once (no database, no thread) and the connection closed, so a loop that
-# keeps hundreds of requests in flight under one token holds this many places, not the server's.
-TOKEN_REQUESTS_IN_FLIGHT = 12
+# PAGE_REFUSALS_DELAYED (12). Beyond, 429 at once (no database, no thread) and the connection closed, so a loop
+# that keeps hundreds of requests in flight under one token holds this many places, not the server's.
+TOKEN_REQUESTS_IN_FLIGHT = 16
 EDGE_ANSWERED = "edge_answered"  # in a request's scope["state"]: the edge answered it; the app does nothing
 
 
