@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import socket
 import time
 from typing import Any, ClassVar
 
@@ -15,6 +16,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from course.service.edge import (
     BODY_GRACE_SECONDS,
     EDGE_ANSWERED,
+    EDGE_HEADER_BYTES,
     LINGERING,
     LOG_EVERY_SECONDS,
     TOKEN_REQUESTS_IN_FLIGHT,
@@ -150,6 +152,23 @@ class EdgeProtocol(H11Protocol):
         refusal = self._make_room()
         if refusal:
             self._refuse("503 Service Unavailable", refusal)
+            return
+        self._read_now()
+
+    def _read_now(self) -> None:
+        """Read what the client has sent already, before the next newcomer is looked at. An honest client sends its
+        request as it connects, and once its headers are in, its request is being answered and never closed for
+        another; read only when the event loop gets round to it, it waited with the newcomers of two accepts (up to
+        BACKLOG each), and a flood from its own address (a campus NAT) closed it as the oldest waiting there."""
+        if self.scheme != "http":
+            return  # TLS: its bytes are the TLS transport's to read (serve terminates none: the proxy does)
+        try:
+            with self._raw.get_extra_info("socket").dup() as peer:
+                data = peer.recv(EDGE_HEADER_BYTES, socket.MSG_DONTWAIT)
+        except OSError:  # nothing yet (BlockingIOError), or gone: the transport's own reading says so in its turn
+            return
+        if data:
+            self.data_received(data)
 
     def _make_room(self) -> str:
         """Keep the caps for this new connection by closing one that waits (`Waiting`: the longest-idle kept-alive
