@@ -139,9 +139,12 @@ def _service_parsers(commands) -> None:
     serve = commands.add_parser("serve", help=COMMAND_HELP["serve"], description=COMMAND_HELP["serve"])
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="the port (default: 8000)")
-    serve.add_argument("--database", metavar="URL", default=os.environ.get("AUTOGRAD_SERVICE_DATABASE"),
+    # No default here: argparse lets an action's own default overwrite what was given before the action
+    # (`serve --database URL tokens ...` once wrote the tokens into SQLite); `_database` applies the default once.
+    serve.add_argument("--database", metavar="URL",
                        help="SQLAlchemy URL of the service's database, e.g. postgresql+psycopg://user@host/db "
-                            "(default: $AUTOGRAD_SERVICE_DATABASE, else sqlite service.db in the course root)")
+                            "(default: $AUTOGRAD_SERVICE_DATABASE, else sqlite service.db in the course root); "
+                            "the same for its actions (serve --database URL tokens ...)")
     serve.add_argument("--assignment", help="which assignment (default: the first in the course YAML)")
     serve.add_argument("--jobs", type=int, default=None, metavar="N",
                        help="warm sandboxed workers (default: one per core)")
@@ -150,7 +153,8 @@ def _service_parsers(commands) -> None:
     serve.add_argument("--connections", type=int, metavar="N",
                        help=f"connections open at once; the next is answered 503 (default: {Edge.connections})")
     serve.add_argument("--connections-per-client", type=int, metavar="N",
-                       help=f"connections open at once from one address, without --forwarded-allow-ips "
+                       help=f"waiting connections (kept alive, or a request not yet in full) from one address, "
+                            f"without --forwarded-allow-ips; beyond, its longest-waiting one is closed "
                             f"(default: {Edge.per_client})")
     serve.add_argument("--header-seconds", type=float, metavar="SECONDS",
                        help="from a request's first byte to the end of its headers, else 408 "
@@ -167,8 +171,9 @@ def _service_parsers(commands) -> None:
     tokens.add_argument("--out", type=Path, required=True, metavar="FILE",
                         help="where the student_id,token rows go (mode 600; the database keeps only hashes); the "
                              "instructor token goes to FILE's name with -instructor.txt")
-    tokens.add_argument("--database", metavar="URL", default=os.environ.get("AUTOGRAD_SERVICE_DATABASE"),
-                        help="as for serve")
+    tokens.add_argument("--database", dest="action_database", metavar="URL",
+                        help="as for serve (given before or after `tokens`: one database; two that differ are "
+                             "refused)")
 
     submit = commands.add_parser("submit", help=COMMAND_HELP["submit"], description=COMMAND_HELP["submit"])
     submit.add_argument("notebook", type=Path, help="the notebook to submit")
@@ -187,21 +192,37 @@ def _edge(args: argparse.Namespace) -> Edge:
     return Edge(**{name: value for name, value in given.items() if value is not None})
 
 
+def _database(args: argparse.Namespace) -> str | None:
+    """The one database of `serve` and its action: --database given before the action or after it (both: the
+    same URL, else a refusal), else $AUTOGRAD_SERVICE_DATABASE, else None (SQLite in the course root)."""
+    from course.service.store import shown_url
+
+    before, after = args.database, getattr(args, "action_database", None)
+    if before is not None and after is not None and before != after:
+        raise CourseError(f"serve --database {shown_url(before, Path())} and {args.action} --database "
+                          f"{shown_url(after, Path())} name two databases: give --database once (the tokens go "
+                          "where `serve` reads them)")
+    return before or after or os.environ.get("AUTOGRAD_SERVICE_DATABASE") or None
+
+
 def _serve(args: argparse.Namespace) -> int:
     require("service", "autograd-course serve")
     from course.service.run import issue_tokens, serve
+    from course.service.store import shown_url
 
     config = load_config(args.course)
+    database = _database(args)
     if args.action == "tokens":
         from course.roster import read_roster
 
-        count, instructor = issue_tokens(config, read_roster(args.roster), args.out, database=args.database)
-        print(f"wrote {count} student tokens to {args.out}; each student's link is <server>/s/<token>/")
+        count, instructor = issue_tokens(config, read_roster(args.roster), args.out, database=database)
+        print(f"wrote {count} student tokens to {args.out}, their hashes to the database "
+              f"{shown_url(database, config.root)}; each student's link is <server>/s/<token>/")
         print(f"instructor token in {instructor}; the dashboard is <server>/i/<token>/")
         return 0
     if args.jobs is not None and args.jobs < 1:
         raise CourseError("--jobs must be 1 or more")
-    serve(config, host=args.host, port=args.port, database=args.database, jobs=args.jobs, assignment=args.assignment,
+    serve(config, host=args.host, port=args.port, database=database, jobs=args.jobs, assignment=args.assignment,
           wait_seconds=args.wait, forwarded_allow_ips=args.forwarded_allow_ips, edge=_edge(args))
     return 0
 

@@ -47,8 +47,10 @@ from course.release import personalise
 from course.render import render_html
 from course.service import pages
 from course.service.edge import (
+    EDGE_ANSWERED,
     LOG_EVERY_SECONDS,
     PAGE_REFUSAL_SECONDS,
+    PAGE_REFUSALS_DELAYED,
     PAGE_THREADS,
     SPOOL_BYTES,
     UPLOAD_RETRY_SECONDS,
@@ -114,6 +116,7 @@ class Service:
     waiters: dict[int, list[asyncio.Future[Attempt]]] = field(default_factory=dict)
     uploads: dict[str, int] = field(default_factory=dict)  # a student's uploads in progress (on the event loop)
     busy_said: dict[str, float] = field(default_factory=dict)  # when the log last said a student had too many
+    delayed: dict[str, int] = field(default_factory=dict)  # a student's refusals being delayed (on the event loop)
     loop: asyncio.AbstractEventLoop | None = None
     csrf_key: bytes | None = None  # read from the database once (it never changes): not a transaction per page
     page_gate: PageGate | None = None  # from the policy (pages_in_flight, pages_per_minute) unless given
@@ -369,6 +372,9 @@ async def _accept_upload(service: Service, student: str, notebook: bytes) -> str
     accepted = await run_in_threadpool(_accept, service, student, notebook)
     if isinstance(accepted, Attempt):
         service.grader.wake()
+    elif isinstance(accepted, Refusal) and accepted.limit == "autograder_errors":
+        LOG.warning("serve: refused an upload of %s after their autograder errors (the dashboard lists them): %s",
+                    student, accepted.message.split(":")[0])
     elif isinstance(accepted, Refusal) and accepted.limit:
         LOG.warning("serve: refused an upload of %s: service.%s reached (%s)", student, accepted.limit,
                     accepted.message.split(":")[0])
@@ -470,7 +476,7 @@ async def get_submission(request: Request) -> Response:
     service, token, student = caller
     with service.page_slot(student) as wait:
         if wait is not None:
-            return await _pages_refused(service, wait, api=True)
+            return await _pages_refused(service, student, wait, api=True)
         attempt = await service.on_page_thread(partial(service.store.attempt, request.path_params["attempt_id"],
                                                        feedback=False))  # the JSON links to the feedback
     if attempt is None or attempt.student_id != student:
@@ -478,12 +484,26 @@ async def get_submission(request: Request) -> Response:
     return JSONResponse(submission_json(attempt, token))
 
 
-async def _pages_refused(service: Service, wait: float, *, api: bool = False) -> Response:
+async def _pages_refused(service: Service, student: str, wait: float, *, api: bool = False) -> Response:
     """The 429 of a student's page (or API read) beyond their pace (PageGate), with Retry-After and why; sent
-    after PAGE_REFUSAL_SECONDS at most (edge.py: why), holding no place of the student's meanwhile."""
+    after PAGE_REFUSAL_SECONDS at most (edge.py: why), holding no place of the student's meanwhile. At most
+    PAGE_REFUSALS_DELAYED of a student's wait at once; the others are answered at once and end their connection,
+    so that one token never holds more than that many connections with its refusals."""
     assert service.page_gate is not None  # noqa: S101 - set in __post_init__
-    await asyncio.sleep(min(wait, PAGE_REFUSAL_SECONDS))
-    sentence, headers = service.page_gate.refusal(wait), {"Retry-After": str(retry_seconds(wait))}
+    headers = {"Retry-After": str(retry_seconds(wait))}
+    if service.delayed.get(student, 0) >= PAGE_REFUSALS_DELAYED:
+        service._say(student, "delayed", "serve: refused pages of %s at once and closed their connections: %d of "
+                     "their refusals are being delayed already", student, PAGE_REFUSALS_DELAYED)
+        headers.update(CLOSE)
+    else:
+        service.delayed[student] = service.delayed.get(student, 0) + 1
+        try:
+            await asyncio.sleep(min(wait, PAGE_REFUSAL_SECONDS))
+        finally:
+            service.delayed[student] -= 1
+            if not service.delayed[student]:
+                del service.delayed[student]
+    sentence = service.page_gate.refusal(wait)
     if api:
         return JSONResponse({"error": sentence, "retry_after": retry_seconds(wait)}, status_code=429,
                             headers=headers)
@@ -510,7 +530,9 @@ def student_route(handler: Callable[[Request, Service, str], Awaitable[Response]
         if request.method not in ("GET", "HEAD"):
             return await handler(request, service, student)
         with service.page_slot(student) as wait:  # a refused one holds no place while it is answered
-            return await handler(request, service, student) if wait is None else await _pages_refused(service, wait)
+            if wait is None:
+                return await handler(request, service, student)
+            return await _pages_refused(service, student, wait)
     return route
 
 
@@ -534,8 +556,9 @@ def _same_origin(request: Request) -> bool:
 def _refusal_now(service: Service, record: StudentRecord) -> Refusal | None:
     """What the policy would answer to an attempt now (the store asks the same when one arrives)."""
     earlier = [a.submitted_at for a in record.attempts if a.status != AUTOGRADER_ERROR]
+    errors = [a.submitted_at for a in record.attempts if a.status == AUTOGRADER_ERROR]
     stored = service.store.stored_bytes(record.student_id) if record.attempts else 0
-    return refusal(service.policy, earlier, now_utc(), stored=stored)
+    return refusal(service.policy, earlier, now_utc(), stored=stored, errors=errors)
 
 
 async def _student_page(service: Service, student: str, message: str = "", status: int = 200, *,
@@ -633,7 +656,7 @@ async def student_notebook(request: Request, service: Service, student: str) -> 
 async def dashboard(request: Request, service: Service) -> Response:
     def make() -> str:  # a class's worth of rows: made off the event loop, from the attempts without feedback
         return pages.dashboard_page(service.records(feedback=False), service.assignment, service.policy,
-                                    service.store.version(), service.grader.due)
+                                    service.store.version(), service.grader.due, service.store.autograder_errors())
 
     return HTMLResponse(await run_in_threadpool(make))
 
@@ -801,6 +824,9 @@ class SecurityHeaders:
         self.app = app
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if (scope.get("state") or {}).get(EDGE_ANSWERED):
+            return  # the edge has answered it already (over TOKEN_REQUESTS_IN_FLIGHT) and closed its connection
+
         async def send_with_headers(message: Any) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))

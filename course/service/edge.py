@@ -1,21 +1,29 @@
 """The bounds of the service's edge: what one connection, one upload and one student may hold before the app does
 any work. `connections.py` holds them where the bytes arrive, `app.py` per upload and per student.
 
-uvicorn bounds a request's headers in size (h11's 16 KB) and an idle keep-alive connection in time, but nothing
-else before a request is complete: a connection that sends half a request line and waits is never timed out
-(its keep-alive timer is cancelled by the first byte), and `limit_concurrency` answers 503 only to requests
-that did arrive, so such connections pile up to the process's descriptor limit. Hence, before any route or
-token is looked at: at most `connections` open at once, and `per_client` from one address, so that one machine
-cannot take every place (the one over is answered 503 and closed), a request's
-headers within `header_seconds` of its first byte (408 and closed), and its body within `body_seconds` of its
-headers (the app answers an upload that is late 408 itself, with a sentence; a connection still sending a body a
-little after that is closed). HTTP/1.1 handles one request at a time per connection, so `connections` also
-bounds the requests in progress. Per upload: its body is spooled to disk past SPOOL_BYTES rather than held in
-memory, and one student has at most UPLOADS_IN_FLIGHT uploads in progress (429 with Retry-After beyond).
+uvicorn bounds a request's headers in size (h11's 16 KB) and an idle keep-alive connection in time, but nothing else
+before a request is complete: a connection that sends half a request line and waits is never timed out (its
+keep-alive timer is cancelled by the first byte), and `limit_concurrency` answers 503 only to requests that did
+arrive, so such connections pile up to the process's descriptor limit. Hence, before any route or token is looked
+at: at most `connections` open at once, and at most `per_client` of one address's waiting (issue 39: the places
+belong to students, not to whoever holds them). A connection *waits* while no request of its own is being answered:
+kept alive between two requests, or its request not yet in full. At a cap a waiting one makes room for the newcomer
+(the longest-idle kept-alive one, else the oldest unfinished one, of the address holding the most places; of the
+newcomer's own address at its `per_client`); a request being answered is never closed for another, so only when
+every place answers one is the newcomer refused (503 and closed). What a client holds beyond waiting connections is
+bounded by its token, not its address (a campus NAT puts hundreds of students behind one): at most
+TOKEN_REQUESTS_IN_FLIGHT requests presenting one token are answered at once, counted before the token is looked up
+(beyond, 429 at once and closed). A request's headers within `header_seconds` of its first byte (408 and closed),
+and its body within `body_seconds` of its headers (the app answers an upload that is late 408 itself, with a
+sentence; a connection still sending a body a little after that is closed). HTTP/1.1 handles one request at a time
+per connection, so `connections` also bounds the requests in progress. Per upload: its body is spooled to disk past
+SPOOL_BYTES rather than held in memory, and one student has at most UPLOADS_IN_FLIGHT uploads in progress (429 with
+Retry-After beyond).
 
 Per student, their pages and the API's reads (GET) are paced (`PageGate`): at most `service.pages_in_flight` of
 them answered at once and `service.pages_per_minute` after a burst of PAGE_BURST, 429 with Retry-After beyond
-(sent after PAGE_REFUSAL_SECONDS); and every student's pages are read and rendered on PAGE_THREADS threads of
+(sent after PAGE_REFUSAL_SECONDS, at most PAGE_REFUSALS_DELAYED of a student's at once, the rest at once and their
+connections closed); and every student's pages are read and rendered on PAGE_THREADS threads of
 their own. Measured (docs/performance.md, "paced"): twelve loops reloading one student's page kept a dozen threads
 rendering, which took most of the server's one interpreter lock from the event loop and the grading threads, and
 an honest upload beside them waited 1-2 s for it. Uploads are acknowledged and graded on other threads, so pages
@@ -27,7 +35,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from course.config import PAGE_BURST
@@ -50,6 +58,19 @@ PAGE_THREADS = 3
 # which is as much work for the event loop as a small page (measured: 80-100 a second from twelve loops on the
 # same machine took three quarters of the interpreter lock). Its connection still counts against the caps above.
 PAGE_REFUSAL_SECONDS = 1.0
+# One student's refusals being delayed at once (each holds a connection that is answering, which no newcomer may
+# close): beyond them a refusal is answered at once and its connection closed. Without this bound one token behind
+# a proxy kept 600 page requests in flight, each refused after the delay, and took the places honest uploads needed.
+# Twelve reload loops (docs/performance.md, "paced") still all wait: answered at once, they asked again 80-100 times
+# a second, and the event loop answering them took the honest uploads' time (with 4 delayed, the other loops asked
+# 700 times in the seconds an honest student's 20 uploads took, against 50).
+PAGE_REFUSALS_DELAYED = 12
+# Requests presenting one token (in the personal link's path or as the API's bearer) being answered at once, counted
+# before the token is looked up: a student's own are at most 2 uploads + service.pages_in_flight pages (2) +
+# PAGE_REFUSALS_DELAYED (12). Beyond, 429 at once (no database, no thread) and the connection closed, so a loop
+# that keeps hundreds of requests in flight under one token holds this many places, not the server's.
+TOKEN_REQUESTS_IN_FLIGHT = 16
+EDGE_ANSWERED = "edge_answered"  # in a request's scope["state"]: the edge answered it; the app does nothing
 
 
 @dataclass(frozen=True)
@@ -57,7 +78,12 @@ class Edge:
     """The bounds of the service's edge (`serve` options)."""
 
     connections: int = 512  # open at once: the server's descriptors stay well below the common soft limit, 1024
-    per_client: int | None = 64  # open at once from one address (None behind a reverse proxy: all come from it)
+    # Waiting connections (kept-alive between requests, or a request not yet in full) from one address; a request
+    # being answered never counts, so hundreds of students behind one NAT are not refused for sharing it. Half the
+    # server: a flood from an honest student's own address must open this many connections while the student's
+    # request is on its way to close it (at the server's cap the address holding most places gives way first).
+    # None behind a reverse proxy, where every connection comes from it.
+    per_client: int | None = 256
     header_seconds: float = 10.0  # from a request's first byte to the end of its headers
     body_seconds: float = 60.0  # from the end of a request's headers to the end of its body: 2 MB at 35 KB/s
     keep_alive_seconds: float = 5.0  # an idle connection between requests (uvicorn's default)
@@ -113,6 +139,18 @@ class PageGate:
         return (f"You are asking for your pages faster than the service answers one student (at most "
                 f"{self.in_flight} at once and {self.per_minute} a minute); wait {retry_seconds(wait)} s, then "
                 "reload. Nothing of yours is lost.")
+
+
+def presented_token(path: str, headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The token a request presents, unchecked: a personal link's (/s/<token>/..., /i/<token>/...) or the API's
+    bearer; None for none."""
+    if path.startswith(("/s/", "/i/")):
+        return path.split("/", 3)[2] or None
+    for name, value in headers:
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            return (token.strip() or None) if scheme.lower() == "bearer" else None
+    return None
 
 
 def retry_seconds(wait: float) -> int:

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from course.grading import ERROR as AUTOGRADER_ERROR
 from course.render import CSS
-from course.service.policy import Refusal, ServicePolicy, minutes
+from course.service.policy import SAME_NOTEBOOK_ERRORS, Refusal, ServicePolicy, minutes
 from course.service.results import StudentRecord
 from course.service.store import Attempt
 from course.term_record import Change, Recording
@@ -135,8 +135,19 @@ def feedback_lead(attempt: Attempt, back: str, *, instructor: bool = False) -> s
             f'<div><a href="{e(back)}">back to {who} attempts</a>{onwards}</div></nav>')
 
 
+def _errors_cell(errors: tuple[int, int] | None) -> str:
+    """A student's autograder errors on the dashboard: how many, and whether one notebook is no longer taken."""
+    if errors is None:
+        return ""
+    count, same = errors
+    held = (f" (one notebook {same}×: not taken again)" if same >= SAME_NOTEBOOK_ERRORS else "")
+    return f"<strong>{count}</strong>{held}"
+
+
 def dashboard_page(records: list[StudentRecord], assignment: str, policy: ServicePolicy, version: str,
-                   due: datetime | None) -> str:
+                   due: datetime | None, errors: dict[str, tuple[int, int]] | None = None) -> str:
+    """The class at a glance; `errors`: per student, their autograder errors (Store.autograder_errors)."""
+    errors = errors or {}
     rows = []
     for record in records:
         last = record.attempts[-1] if record.attempts else None
@@ -144,13 +155,19 @@ def dashboard_page(records: list[StudentRecord], assignment: str, policy: Servic
                     f"<td>{len(record.attempts)}</td>"
                     f"<td>{_score(record.counted) if record.counted else '—'}</td>"
                     f"<td>{e(last.status.replace('_', ' ')) if last else 'nothing submitted'}</td>"
-                    f"<td>{len(record.integrity) or ''}</td></tr>")
+                    f"<td>{len(record.integrity) or ''}</td>"
+                    f"<td>{_errors_cell(errors.get(record.student_id))}</td></tr>")
+    failing = sum(1 for student in errors if any(r.student_id == student for r in records))
+    alert = ("" if not failing else
+             f'<p class=note id=autograder-errors role=status>{failing} student{"s" if failing != 1 else ""} had '
+             "attempts end in an autograder error: our failure, not theirs (no attempt used); the server's log has "
+             "each one's cause. Their own pages say so; a notebook that failed twice is not taken again.</p>")
     graded = sum(1 for r in records for a in r.attempts if a.done)
     body = (f"<header class=summary><div>Dashboard, assignment <strong>{e(assignment)}</strong></div>"
             f"<div class=score id=graded-count>{graded} graded attempts</div>"
             f"<div>{len(records)} students; updates as attempts arrive</div>"
             f"<div id=policy>Policy: {e(_policy_lines(policy, None, due, 'each student’s'))}</div>"
-            "</header>"
+            f"</header>{alert}"
             '<section class=card><h2>Export</h2><p><a href="export/grades.csv">grades CSV</a> · '
             '<a href="export/canvas.csv">Canvas CSV</a> · <a href="export/moodle.csv">Moodle CSV</a> '
             "(the service's attempts only)</p>"
@@ -160,7 +177,7 @@ def dashboard_page(records: list[StudentRecord], assignment: str, policy: Servic
             "(shows who would change first; nothing is written until you confirm)</p></section>"
             "<section class=card><h2>Students</h2><div class=table-wrap><table id=students><thead><tr>"
             "<th>student</th><th>attempts</th><th>counted score</th><th>last status</th><th>integrity findings</th>"
-            f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div></section>"
+            f"<th>autograder errors</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div></section>"
             '<section class=card><h2>Class summary</h2><p><a href="summary">open the class summary</a> (its own page, '
             "sortable)</p></section>")
     return _page(f"Dashboard: {assignment}", body, script="../../static/dashboard.js",

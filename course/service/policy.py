@@ -5,6 +5,7 @@ are the course YAML's `service:` section, validated with every other setting whe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -12,7 +13,17 @@ from course.config import LAST, CourseConfig, ServicePolicy
 from course.content import Content
 from course.variants import Params, course_secret, derive, numbers_for
 
-__all__ = ["Refusal", "ServicePolicy", "attempt_numbers", "counted", "refusal"]
+__all__ = ["ERROR_COOLDOWN_MINUTES", "FREE_AUTOGRADER_ERRORS", "SAME_NOTEBOOK_ERRORS", "Refusal", "ServicePolicy",
+           "attempt_numbers", "counted", "refusal"]
+
+# An autograder error is our failure: it never uses one of the student's attempts (docs/service.md, "Autograder
+# errors"). But it must not become a stream of free grading runs either. So: the same notebook (byte for byte) that
+# ended in an autograder error this many times is not taken again (it would fail again; the instructor sees it) ...
+SAME_NOTEBOOK_ERRORS = 2
+# ... and a student's first this many autograder errors at an assignment start no cooldown; each after them starts
+# one of the course's cooldown, and at least ERROR_COOLDOWN_MINUTES, still using no attempt.
+FREE_AUTOGRADER_ERRORS = 3
+ERROR_COOLDOWN_MINUTES = 10.0
 
 
 @dataclass(frozen=True)
@@ -30,10 +41,11 @@ def _megabytes(size: int) -> str:
 
 
 def refusal(policy: ServicePolicy, earlier: list[datetime], now: datetime, *, stored: int = 0,
-            size: int | None = None) -> Refusal | None:
-    """None when a new attempt is allowed after `earlier` attempts (their submission times), whose notebooks
+            size: int | None = None, errors: Sequence[datetime] = (), same_errors: int = 0) -> Refusal | None:
+    """None when a new attempt is allowed after `earlier` attempts (their submission times) and `errors` (the
+    submission times of those that ended in an autograder error, which `earlier` leaves out), whose notebooks
     take `stored` bytes, with a notebook of `size` bytes (None: any notebook, as the student's page asks before
-    one is chosen)."""
+    one is chosen) that ended in an autograder error `same_errors` times already."""
     if stored + (1 if size is None else size) > policy.storage_bytes:
         if size is None:  # no notebook, however small, would be taken: clearing outputs cannot help
             said = (f"your attempts at this assignment already take the limit of {policy.storage_mb} MB per student: "
@@ -43,6 +55,11 @@ def refusal(policy: ServicePolicy, earlier: list[datetime], now: datetime, *, st
                     f"({_megabytes(size)}) would pass the limit of {policy.storage_mb} MB per student: clear its "
                     "outputs (Edit > Clear Outputs of All Cells) and submit again, or ask your instructor")
         return Refusal(said, None, limit="storage_mb")
+    if same_errors >= SAME_NOTEBOOK_ERRORS:
+        return Refusal(f"this very notebook could not be graded {same_errors} times because of a fault on our side, "
+                       "not yours (none of those used an attempt): sending it again would fail again. Your "
+                       "instructor sees it on their dashboard; change the notebook to try again, or ask them", None,
+                       limit="autograder_errors")
     if policy.attempts is not None and len(earlier) >= policy.attempts:
         return Refusal(f"you have used all {policy.attempts} attempts allowed for this assignment", None)
     if earlier and policy.cooldown_minutes:
@@ -51,6 +68,17 @@ def refusal(policy: ServicePolicy, earlier: list[datetime], now: datetime, *, st
             wait = (ready - now).total_seconds()
             return Refusal(f"the next attempt is allowed at {ready:%H:%M:%S} UTC, {_duration(wait)} from now (a "
                            f"cooldown of {minutes(policy.cooldown_minutes)} between attempts)", wait, ready)
+    charged = sorted(errors)[FREE_AUTOGRADER_ERRORS:]
+    if charged:
+        cooldown = max(policy.cooldown_minutes, ERROR_COOLDOWN_MINUTES)
+        ready = charged[-1] + timedelta(minutes=cooldown)
+        if now < ready:
+            wait = (ready - now).total_seconds()
+            free = FREE_AUTOGRADER_ERRORS
+            return Refusal(f"{len(errors)} of your uploads could not be graded because of a fault on our side, not "
+                           f"yours (none used an attempt, and your instructor sees them); after {free} such, the next "
+                           f"upload is allowed {minutes(cooldown)} after the last, at {ready:%H:%M:%S} UTC, "
+                           f"{_duration(wait)} from now", wait, ready, limit="autograder_errors")
     return None
 
 

@@ -167,6 +167,15 @@ def database_url(url: str | None, course_root: Path) -> str:
     return url or f"sqlite:///{course_root / 'service.db'}"
 
 
+def shown_url(url: str | None, course_root: Path) -> str:
+    """The database's URL as it may be printed: its password hidden."""
+    full = database_url(url, course_root)
+    try:
+        return make_url(full).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "(an unreadable URL)"
+
+
 class Store:
     """The service's database. With `assignment`, every attempt it reads, claims or requeues is that
     assignment's: servers of different assignments can share one database without seeing each other's work."""
@@ -293,12 +302,22 @@ class Store:
             rows = list(db.execute(select(attempts.c.submitted_at, attempts.c.status,
                                           func.length(attempts.c.notebook).label("size")).where(
                 attempts.c.student_id == student_id, attempts.c.assignment == assignment)))
-            # An attempt that ended as an autograder error (our failure) uses up neither an attempt nor a cooldown;
-            # it keeps its number. Its notebook is stored all the same, and counts towards what the student stores.
+            # An attempt that ended as an autograder error (our failure) uses up no attempt, and the first few no
+            # cooldown either (policy.py: FREE_AUTOGRADER_ERRORS); it keeps its number. Its notebook is stored all
+            # the same, and counts towards what the student stores. The same bytes are not taken again once they
+            # failed SAME_NOTEBOOK_ERRORS times.
             earlier = [row.submitted_at for row in rows if row.status != AUTOGRADER_ERROR]
+            errors = [row.submitted_at for row in rows if row.status == AUTOGRADER_ERROR]
+            same = 0
+            if errors:
+                same = db.execute(select(func.count()).where(
+                    attempts.c.student_id == student_id, attempts.c.assignment == assignment,
+                    attempts.c.status == AUTOGRADER_ERROR, func.length(attempts.c.notebook) == len(notebook),
+                    attempts.c.notebook == notebook)).scalar_one()
             number = len(rows) + 1
             now = now_utc()
-            refused = refusal(policy, earlier, now, stored=sum(row.size or 0 for row in rows), size=len(notebook))
+            refused = refusal(policy, earlier, now, stored=sum(row.size or 0 for row in rows), size=len(notebook),
+                              errors=errors, same_errors=same)
             if refused:
                 return refused
             inserted = db.execute(attempts.insert().values(
@@ -358,6 +377,19 @@ class Store:
         if row is None:
             raise CourseError(f"attempt {attempt_id} is not in the service's database")
         return bytes(row.notebook)
+
+    def autograder_errors(self) -> dict[str, tuple[int, int]]:
+        """Per student with any: (their attempts that ended in an autograder error, the most of them with one and
+        the same notebook), for the instructor's dashboard."""
+        query = self._mine(select(attempts.c.student_id, func.count().label("n"))
+                           .where(attempts.c.status == AUTOGRADER_ERROR)
+                           .group_by(attempts.c.student_id, attempts.c.notebook))
+        found: dict[str, tuple[int, int]] = {}
+        with self.engine.connect() as db:
+            for row in db.execute(query):
+                errors, same = found.get(row.student_id, (0, 0))
+                found[row.student_id] = (errors + row.n, max(same, row.n))
+        return found
 
     def version(self) -> str:
         """Changes whenever an attempt is added or graded (the dashboard polls it)."""

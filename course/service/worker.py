@@ -281,7 +281,10 @@ class Grader:
                                   reveal_torch_values=self.config.reveals_torch_values(gradescope=True), params=params)
         graded = late_policy_at(graded, attempt.submitted_at, self.due, settings, self.config)
         if graded.internal_error:
-            log.error(f"autograder error for attempt {attempt.id} ({attempt.student_id}):\n"
+            # The instructor's record of our failure (the dashboard counts them per student): it used none of the
+            # student's attempts; the same notebook failing SAME_NOTEBOOK_ERRORS times is not taken again.
+            log.error(f"autograder error for attempt {attempt.id} ({attempt.student_id}'s attempt {attempt.number}, "
+                      f"{len(notebook)} bytes; it uses none of their attempts):\n"
                       f"{safe_text(graded.internal_error, 20_000)}")
         went_long = graded.status == TIMED_OUT or graded.seconds >= LONG_GRADING_SECONDS
         feedback = graded.feedback

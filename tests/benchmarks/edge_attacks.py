@@ -14,7 +14,16 @@ other, while an honest student uploads `--honest` notebooks one after another fr
    again as soon as it is answered (a 429's Retry-After ignored); the loops run in a process of their own, so
    that the attacker's own work does not slow the honest student's client (as from another machine);
 4. storage flood: a student posts a notebook just under the 2 MB upload limit 60 times, two at a time (the
-   default policy: no attempt limit, no cooldown); the database's growth is printed.
+   default policy: no attempt limit, no cooldown); the database's growth is printed;
+5. kept-alive holders (issue 39): 9 loopback addresses x 60 kept-alive connections, each sending a cheap GET every
+   4 s (idle in between), a connection the server closes opened again at once;
+6. never-finished requests from the honest student's own address (issue 39: a campus NAT): connections that send
+   half a request line and wait, opened one after another (up to `--unfinished`, 20 600), each one the server
+   closes replaced;
+7. paced refusals behind a proxy (issue 39): a second server behind a trusted proxy address (every connection from
+   127.0.0.1, the client named by X-Forwarded-For), where one student's token keeps `--paced` (600) page requests in
+   flight, each asked again as soon as it is answered.
+Attacks 5-7 run in a process of their own (asyncio), as from another machine.
 
 It prints, for each, the server's peak resident memory and open descriptors, how the attackers were answered,
 and the honest uploads' p50 and p95 latency from upload to graded response. The issue's targets: honest p95
@@ -250,6 +259,116 @@ def storage_flood(server: Server, student: str, uploads: int, honest: int) -> No
     print(f"  the database grew {(after - before) / 2**20:.0f} MiB; the attacker was told: {sorted(sentences)}")
 
 
+# ----------------------------------------------------------------------------- issue 39: who holds the places
+
+
+def slot_attack(kind: str, port: int, token: str, count: int, ready: threading.Event, stop: threading.Event,
+                results: multiprocessing.Queue) -> None:
+    """In the attacker's own process: `kind` ("keep-alive", "unfinished", "paced") until `stop`; puts its tally."""
+    import asyncio
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
+    tally: collections.Counter = collections.Counter()
+
+    async def keep_alive(source: str) -> None:
+        while not stop.is_set():
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+            except OSError:
+                tally["could not connect"] += 1
+                await asyncio.sleep(0.1)
+                continue
+            tally["opened"] += 1
+            try:
+                while not stop.is_set():
+                    writer.write(b"GET /favicon.ico HTTP/1.1\r\nHost: x\r\n\r\n")
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    tally[head.split(b"\r\n", 1)[0].decode(errors="replace")] += 1
+                    if not head.startswith(b"HTTP/1.1 204"):
+                        break
+                    await asyncio.sleep(4)
+            except (OSError, asyncio.IncompleteReadError):
+                tally["closed by the server"] += 1
+            writer.close()
+
+    async def unfinished() -> None:
+        held: set[asyncio.Task] = set()
+
+        async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                answer = await reader.read(4096)
+                tally[answer.split(b"\r\n", 1)[0].decode(errors="replace") or "closed by the server"] += 1
+            except OSError as error:
+                tally[type(error).__name__] += 1
+            writer.close()
+
+        while not stop.is_set() and tally["opened"] < count:
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(b"GET /static/dash")
+            except OSError:
+                tally["could not connect"] += 1
+                await asyncio.sleep(0.01)
+                continue
+            tally["opened"] += 1
+            task = asyncio.create_task(hold(reader, writer))
+            held.add(task)
+            task.add_done_callback(held.discard)
+            await asyncio.sleep(0)
+        await asyncio.to_thread(stop.wait)
+        for task in held:
+            task.cancel()
+
+    async def paced() -> None:
+        request = (f"GET /s/{token}/ HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 10.9.9.9\r\nConnection: close"
+                   "\r\n\r\n").encode()
+        while not stop.is_set():
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(request)
+                answer = await reader.read()
+                tally[answer.split(b"\r\n", 1)[0].decode(errors="replace") or "closed, no answer"] += 1
+                writer.close()
+            except OSError as error:
+                tally[type(error).__name__] += 1
+                await asyncio.sleep(0.01)
+
+    async def run() -> None:
+        if kind == "keep-alive":
+            tasks = [asyncio.create_task(keep_alive(f"127.0.4.{a + 1}")) for a in range(9) for _ in range(60)]
+        elif kind == "unfinished":
+            tasks = [asyncio.create_task(unfinished())]
+        else:
+            tasks = [asyncio.create_task(paced()) for _ in range(count)]
+        await asyncio.sleep(5)  # the attack is on before the honest student starts
+        ready.set()
+        await asyncio.to_thread(stop.wait)
+        await asyncio.wait(tasks, timeout=10)
+
+    asyncio.run(run())
+    results.put(dict(tally))
+
+
+def slots(server: Server, kind: str, count: int, honest: int, token: str = "") -> None:
+    ready, stop, results = multiprocessing.Event(), multiprocessing.Event(), multiprocessing.Queue()
+    attacker = multiprocessing.Process(target=slot_attack, args=(kind, server.port, token, count, ready, stop,
+                                                                 results), daemon=True)
+    assert server.process is not None
+    load = os.getloadavg()
+    with Peak(server.process.pid) as peak:
+        attacker.start()
+        ready.wait(60)
+        latencies, statuses = honest_uploads(server, honest)
+        stop.set()
+        answers = collections.Counter(results.get(timeout=120))
+        attacker.join()
+    name = {"keep-alive": "kept-alive holders (9 addresses x 60, a GET every 4 s)",
+            "unfinished": f"never-finished requests from the honest student's address (up to {count})",
+            "paced": f"paced refusals behind a proxy ({count} page requests of one token in flight)"}[kind]
+    report(name, peak, answers, latencies, statuses)
+    print(f"  load average (1, 5, 15 min) before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--students", type=int, default=50)
@@ -257,16 +376,19 @@ def main() -> int:
     parser.add_argument("--honest", type=int, default=20, help="honest uploads during each attack")
     parser.add_argument("--reloaders", type=int, default=12, help="loops reloading the large-feedback student's page")
     parser.add_argument("--feedback-reloaders", type=int, default=0, help="loops reloading one 1 MB feedback page")
-    parser.add_argument("--only", choices=["quiet", "stalled", "half-open", "reloads", "storage"], action="append",
-                        help="run only these attacks (default: all)")
+    parser.add_argument("--unfinished", type=int, default=20_600, help="never-finished requests from one address")
+    parser.add_argument("--paced", type=int, default=600, help="one token's page requests in flight, behind a proxy")
+    attacks = ["quiet", "stalled", "half-open", "reloads", "storage", "keep-alive", "unfinished", "paced"]
+    parser.add_argument("--only", choices=attacks, action="append", help="run only these attacks (default: all)")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # the attacker's own sockets
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, args.connections + 3 * args.students + 256)), hard))
     folder = Path(tempfile.mkdtemp(prefix="autograd-edge-"))
     students = [f"s{i:04d}" for i in range(args.students)]
     server = Server(course_for_service(folder / "course"), jobs=len(os.sched_getaffinity(0)))
-    server.issue_tokens(["honest", "mallory", "flooder", *students])
+    server.issue_tokens(["honest", "mallory", "flooder", "pacer", *students])
     server.start()
+    proxied = None
     try:
         honest_uploads(server, 2)  # the pool is warm, and the server has imported what grading needs
         deadline = time.monotonic() + 120  # and its standby workers have started (their torch import is no attack's)
@@ -276,7 +398,7 @@ def main() -> int:
         with Peak(server.process.pid) as idle:
             honest_uploads(server, 2)
         print(f"before the attacks: server RSS {idle.rss:.0f} MiB, descriptors {idle.fds}")
-        chosen = args.only or ["quiet", "stalled", "half-open", "reloads", "storage"]
+        chosen = args.only or attacks
         if "quiet" in chosen:  # the same honest uploads with no attack: the machine's own figure
             with Peak(server.process.pid) as peak:
                 latencies, statuses = honest_uploads(server, args.honest)
@@ -289,9 +411,23 @@ def main() -> int:
             feedback_reloads(server, "mallory", args.reloaders, args.feedback_reloaders, args.honest)
         if "storage" in chosen:
             storage_flood(server, "flooder", 60, args.honest)
+        if "keep-alive" in chosen:
+            slots(server, "keep-alive", 540, args.honest)
+        if "unfinished" in chosen:
+            slots(server, "unfinished", args.unfinished, args.honest)
         print(f"the server's log: {server.log.read_text()[-1500:]}")
+        if "paced" in chosen:  # behind a proxy: a server of its own, on the same course and database
+            server.stop()
+            proxied = Server(server.root, jobs=server.jobs, tokens=server.tokens,
+                             options=("--forwarded-allow-ips", "127.0.0.1"))
+            proxied.start()
+            honest_uploads(proxied, 2)
+            slots(proxied, "paced", args.paced, args.honest, server.tokens["pacer"])
+            print(f"the proxied server's log: {proxied.log.read_text()[-1500:]}")
     finally:
         server.stop()
+        if proxied is not None:
+            proxied.stop()
         shutil.rmtree(folder, ignore_errors=True)
     return 0
 

@@ -1,7 +1,8 @@
 """The service's edge holds before the app does any work: the real `serve` process, reached over raw sockets.
 
 Each test first shows the route works for an honest client, then that the bound holds: stalled headers and bodies
-are cut off with 408, connections beyond the caps are answered 503, a student's third upload in flight 429, and
+are cut off with 408, at the caps the connection that waited longest makes room (503 only when every place
+answers a request), a student's third upload in flight 429, and
 an upload's body waits on disk rather than in the server's memory. Every wait is for what is asserted (a socket
 that answers and closes, a file that appears), bounded by a deadline far above the bound itself.
 """
@@ -29,10 +30,13 @@ HEADER_SECONDS, BODY_SECONDS = 1, 2
 ANSWER_SECONDS = 60  # how long a test waits for an answer it expects: far above every bound here
 
 
+PATIENT_STUDENTS = [*STUDENTS, "erin", "frank"]
+
+
 def _start(tmp_path_factory, name: str, *options: str) -> Iterator[Server]:
     root = course_for_service(tmp_path_factory.mktemp(name) / "course")
     running = Server(root, jobs=1, options=options)
-    running.issue_tokens(STUDENTS)
+    running.issue_tokens(PATIENT_STUDENTS)
     running.start()
     yield running
     running.stop()
@@ -178,33 +182,52 @@ def _served(server: Server, source: str) -> bool:
         return _answer(connection).startswith(b"HTTP/1.1 200")
 
 
-def test_connections_beyond_the_caps_are_answered_503_and_others_are_served(patient):
+def test_at_the_caps_the_connection_that_waited_longest_makes_room(patient):
+    """A newcomer is not refused while another connection only waits (issue 39): one address beyond its cap of
+    waiting connections closes its own oldest; the server at its cap closes the oldest waiting one of the client
+    that holds the most places."""
     assert _served(patient, "127.0.0.1")  # the target exists
     held = []
     try:
-        # One address opens as many connections as one may, each stalled in its request line; the next is refused.
-        for _ in range(6):
+        for _ in range(6):  # as many waiting connections as one address may hold, each stalled in its request line
             held.append(_connect(patient, "127.0.0.1"))
             held[-1].sendall(b"GET /static/dash")
-        with _connect(patient, "127.0.0.1") as extra:
-            answer = _refused(extra)
+        assert _served(patient, "127.0.0.1")  # the next from that address is served ...
+        answer = _refused(held[0])  # ... in the place of its oldest, told why
         assert answer.startswith(b"HTTP/1.1 503"), answer
-        assert b"This address has as many connections open as one may" in answer
+        assert b"The server needed this connection's place for another" in answer
         _logged(patient, "serve --connections-per-client")
-        # Another address is served, honest uploads included.
-        assert _served(patient, "127.0.0.2")
-        assert _honest_from(patient, "bob", "127.0.0.2") == b"HTTP/1.1 200 OK"
-        # Two more addresses fill the server's places; the next connection, from anywhere, is refused.
-        for source in ("127.0.0.3",) * 6:
+        for source in ("127.0.0.2",) * 6 + ("127.0.0.3",):  # the server's 12 places are all taken now
             held.append(_connect(patient, source))
             held[-1].sendall(b"GET /static/dash")
+        assert _honest_from(patient, "bob", "127.0.0.4") == b"HTTP/1.1 200 OK"
+        _logged(patient, "serve: closing connections that waited longest")
+        answer = _refused(held[6])  # the oldest of the address holding the most places: 127.0.0.2 (6 against 5)
+        assert b"The server needed this connection's place for another" in answer
+    finally:
+        for connection in held:
+            connection.close()
+
+
+def test_only_when_every_place_answers_a_request_is_a_newcomer_refused(patient):
+    body = notebook_bytes(submitted_notebook({})) + b" " * (256 * 1024)
+    stalled = []
+    try:
+        for index, student in enumerate(PATIENT_STUDENTS):  # 6 students x 2 uploads: the 12 places, each answering
+            for _ in range(2):
+                stalled.append(_connect(patient, f"127.0.1.{index + 1}"))
+                stalled[-1].sendall(_upload_head(patient, student, len(body)) + body[:-1])
+        deadline = time.monotonic() + ANSWER_SECONDS
+        while len(_spooled(patient)) < 12:  # every one is being read by the app
+            assert time.monotonic() < deadline, "the stalled uploads never reached the app"
+            time.sleep(0.1)
         with _connect(patient, "127.0.0.4") as extra:
             answer = _refused(extra)
         assert answer.startswith(b"HTTP/1.1 503"), answer
         assert b"The server has as many connections open as it takes" in answer
-        _logged(patient, "serve --connections)")
+        _logged(patient, "each answering a request, the limit (serve --connections)")
     finally:
-        for connection in held:
+        for connection in stalled:
             connection.close()
     deadline = time.monotonic() + ANSWER_SECONDS  # the server sees them close: the places are free again
     while not _served(patient, "127.0.0.1"):

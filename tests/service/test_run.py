@@ -91,3 +91,61 @@ def test_without_git_the_tokens_are_written(course, tmp_path, monkeypatch, capsy
     monkeypatch.setenv("PATH", str(tmp_path / "no-git"))
     assert serve_tokens(course, "tokens.csv") == 0, capsys.readouterr().err
     assert (course / "tokens.csv").exists()
+
+
+# ----------------------------------------------------------------------------- one database (issue 39)
+
+
+def roster_and_out(root: Path) -> list[str]:
+    return ["tokens", str(root / "roster.csv"), "--out", str(root / "tokens.csv")]
+
+
+def token_of(root: Path, student: str) -> str:
+    rows = dict(line.split(",") for line in (root / "tokens.csv").read_text().splitlines()[1:])
+    return rows[student]
+
+
+@pytest.mark.parametrize("where", ["before the action", "after the action"])
+def test_tokens_go_to_the_database_serve_names(course, postgres_url, where, capsys):
+    """`serve --database URL tokens ...` once wrote the tokens into a new SQLite service.db (the action's own
+    default overwrote the URL): PostgreSQL had no students and every student got 401."""
+    from course.service.store import Store
+
+    before = ["--database", postgres_url] if where == "before the action" else []
+    after = ["--database", postgres_url] if where == "after the action" else []
+    assert main(["--course", str(course), "serve", *before, *roster_and_out(course), *after]) == 0, \
+        capsys.readouterr().err
+    store = Store(postgres_url)
+    try:
+        assert set(store.students()) == {"alice"}
+        assert store.student_for(token_of(course, "alice")) == "alice"
+    finally:
+        store.close()
+    assert not (course / "service.db").exists()
+    assert "autograd@127.0.0.1" in capsys.readouterr().out  # the database it wrote to is named
+
+
+def test_the_named_database_wins_over_the_environments(course, postgres_url, monkeypatch, capsys):
+    from course.service.store import Store
+
+    monkeypatch.setenv("AUTOGRAD_SERVICE_DATABASE", f"sqlite:///{course / 'elsewhere.db'}")
+    assert main(["--course", str(course), "serve", "--database", postgres_url, *roster_and_out(course)]) == 0
+    store = Store(postgres_url)
+    try:
+        assert store.student_for(token_of(course, "alice")) == "alice"
+    finally:
+        store.close()
+    assert not (course / "elsewhere.db").exists()
+
+
+def test_two_databases_that_differ_are_refused(course, tmp_path, capsys):
+    one, two = f"sqlite:///{tmp_path / 'one.db'}", f"sqlite:///{tmp_path / 'two.db'}"
+    assert main(["--course", str(course), "serve", "--database", one, *roster_and_out(course), "--database",
+                 two]) == 1
+    assert "name two databases: give --database once" in refusal(capsys)
+    assert not (course / "tokens.csv").exists()
+    assert not any((tmp_path / name).exists() for name in ("one.db", "two.db"))
+    # the same URL twice is one database
+    assert main(["--course", str(course), "serve", "--database", one, *roster_and_out(course), "--database",
+                 one]) == 0, capsys.readouterr().err
+    assert (tmp_path / "one.db").exists()
