@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from course.cell_metadata import NbgraderCell, nbgrader_cell
-from course.config import Limits
 from course.errors import SubmissionError
 from course.files import SyncedWrites, atomic_write_text, compact_json, private_copy, private_folders
-from course.student_markup import inert_submission
+from course.student_markup import inert_cells
 from course.submission import read_notebook_json
 
 TIMESTAMP = "timestamp.txt"
@@ -116,6 +115,10 @@ def autograded_notebook(release: dict, submitted: dict | None, feedback: dict[st
     for grade_id, (meta, released) in by_id.items():  # a grade or locked cell the student deleted comes back,
         if grade_id in restored and grade_id not in seen:  # as nbgrader's tools expect
             cells.append(_clean(released, meta))
+    # formgrader and generate_feedback render markdown unsanitised: the student's markup becomes inert, judged by
+    # the type each cell is written with (a student's code cell matched to an unlocked markdown cell of the
+    # release is written as markdown)
+    cells = inert_cells(cells, release)
     for cell in cells:
         if cell["cell_type"] == "code":
             grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
@@ -191,7 +194,7 @@ def _clean(cell: dict, meta: NbgraderCell | None) -> dict:
 
 def write_autograded(root: Path, assignment: str, notebook_name: str, student: str, submitted_path: Path,
                      release_path: Path, feedback: dict[str, Any], *, writes: SyncedWrites | None = None,
-                     max_bytes: int = Limits().notebook_mb * 2**20) -> Path:
+                     max_bytes: int) -> Path:
     """autograded/<student>/<assignment>/<notebook>, with the submission's timestamp.txt when it has one.
     max_bytes: the largest submission read (the course's limits.notebook_mb, as when it was graded)."""
     folder = private_folders(root, "autograded", student, assignment)
@@ -200,8 +203,7 @@ def write_autograded(root: Path, assignment: str, notebook_name: str, student: s
     note = "" if submitted is not None else (
         "**autograd-course could not read this submission**; the released notebook is shown in its place. "
         "See the student's feedback for the reason.")
-    # formgrader and generate_feedback render markdown unsanitised: the student's own markup becomes inert first
-    notebook = autograded_notebook(release, inert_submission(submitted, release), feedback, note)
+    notebook = autograded_notebook(release, submitted, feedback, note)
     (writes.write_text if writes is not None else atomic_write_text)(folder / notebook_name, compact_json(notebook))
     _copy_beside(submission_folder(submitted_path), folder, (TIMESTAMP,))
     return folder / notebook_name

@@ -32,9 +32,16 @@ def inert_submission(submitted: dict | None, release: dict) -> dict | None:
     cells that need nothing are shared). None stays None (the release stands in for an unreadable submission)."""
     if submitted is None:
         return None
+    return {**submitted, "cells": inert_cells(submitted["cells"], release)}
+
+
+def inert_cells(cells: list[dict], release: dict) -> list[dict]:
+    """Each cell made inert as the module says, judged by the type it has here: a cell whose type was changed
+    after the student's notebook was read (nbgrader_layout gives a matched cell the release's type) is judged
+    by the type nbgrader's tools will render it as."""
     instructor = {(_kind(cell), _text(cell.get("source"))) for cell in release.get("cells", [])
                   if isinstance(cell, dict) and _kind(cell) != "code"}
-    return {**submitted, "cells": [_inert(cell, instructor) for cell in submitted["cells"]]}
+    return [_inert(cell, instructor) for cell in cells]
 
 
 def literal_markdown(text: str) -> str:

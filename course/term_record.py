@@ -512,7 +512,8 @@ def _write_files(config: CourseConfig, settings: AssignmentSettings, change: Cha
     atomic_write_text(submitted.parent / nbgrader_layout.TIMESTAMP, _stamp(change.after.submitted_at))
     submitted.write_bytes(notebook)
     nbgrader_layout.write_autograded(config.root, assignment, settings.notebook, student, submitted,
-                                     released_to(config, settings, student), change.after.feedback)
+                                     released_to(config, settings, student), change.after.feedback,
+                                     max_bytes=config.limits.notebook_mb * 2**20)
     feedback = config.root / "feedback" / student / assignment
     atomic_write_text(feedback / "feedback.json", compact_json(change.after.feedback))
     atomic_write_text(feedback / feedback_page(settings), render_html(change.after.feedback), mode=PUBLIC)

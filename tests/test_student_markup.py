@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from course.student_markup import inert_submission, literal_markdown
+from course.student_markup import LABEL, inert_submission, literal_markdown
 
 RELEASE = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": ["## Part 1\n", "<b>instructor's</b>"]},
                      {"cell_type": "code", "metadata": {}, "source": "x = ...", "outputs": []}]}
@@ -50,3 +50,20 @@ def test_cells_that_are_the_releases_stay_and_the_rest_become_text():
     assert (code["source"], "outputs" in code, "attachments" in code) == ("x = 1", False, False)
     assert odd["cell_type"] == "markdown"
     assert inert_submission(None, RELEASE) is None
+
+
+def test_a_code_cell_written_as_the_releases_markdown_cell_is_inert():
+    """nbgrader_layout gives a student's cell matched by grade_id to an unlocked, ungraded release cell the
+    release's type: a code cell of `<script>` becomes a markdown cell, and is judged as one."""
+    from course.nbgrader_layout import autograded_notebook
+
+    notes = {"grade": False, "solution": False, "locked": False, "grade_id": "notes", "schema_version": 3}
+    release = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "markdown", "id": "notes", "metadata": {"nbgrader": notes}, "source": "Your notes here."}]}
+    submitted = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "id": "notes", "metadata": {"nbgrader": notes}, "outputs": [],
+         "execution_count": None, "source": "<script>document.title = 'pwned'</script>"}]}
+    (cell,) = autograded_notebook(release, submitted, {"questions": []})["cells"]
+    assert cell["cell_type"] == "markdown"  # the release's type: the check can fail only through it
+    assert cell["source"].startswith(LABEL)
+    assert "```text\n<script>" in cell["source"]

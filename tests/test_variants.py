@@ -189,7 +189,7 @@ def test_personalised_release_and_the_wrong_student_id(course_root, monkeypatch,
     given = released_to(config, config.assignment(), "alice")
     assert given == alice_path
     written = write_autograded(course_root, "autograd", "autograd.ipynb", "alice", submitted, given,
-                               as_alice.feedback)
+                               as_alice.feedback, max_bytes=config.limits.notebook_mb * 2**20)
     numbers = next(c for c in json.loads(written.read_text())["cells"]
                    if c["metadata"].get("nbgrader", {}).get("grade_id") == "numbers")
     assert numbers_source(alice) != numbers_source(assignment.default_params)  # the check can fail
