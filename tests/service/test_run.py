@@ -3,6 +3,7 @@ files must be ignored by git; without git, or outside a work tree, they are writ
 
 from __future__ import annotations
 
+import csv
 import shutil
 import subprocess
 from pathlib import Path
@@ -101,7 +102,8 @@ def roster_and_out(root: Path) -> list[str]:
 
 
 def token_of(root: Path, student: str) -> str:
-    rows = dict(line.split(",") for line in (root / "tokens.csv").read_text().splitlines()[1:])
+    with (root / "tokens.csv").open(newline="") as table:
+        rows = {row["student_id"]: row["token"] for row in csv.DictReader(table)}
     return rows[student]
 
 
