@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -25,7 +26,7 @@ from course.sandbox.giving_way import GivingWay
 from course.sandbox.handed_in import RUNNER_SOURCE, Cell
 from course.sandbox.levels import LEVELS, choose_isolation, first_choice
 from course.sandbox.limits import SANDBOX_ENV, rlimits_for
-from course.sandbox.memory import RunMemory
+from course.sandbox.memory import RunMemory, at_ready
 from course.sandbox.protocol import encode_request, write_in_background
 from course.sandbox.retry import first_ready
 from course.sandbox.supervisor import EXIT_GRACE_SECONDS, RunResult, Supervised, supervise
@@ -189,7 +190,8 @@ class ColdSandbox:
         if process is None or process.stdout is None:  # _spawn made both
             raise SandboxError("cannot start the sandbox: no pipes to it")
         stdin_fd, self._stdin_fd = self._stdin_fd, -1
-        write_in_background(stdin_fd, encode_request(cells, answer_names, function_points))
+        go = threading.Event()  # the runner runs no cell before it (protocol.write_in_background)
+        write_in_background(stdin_fd, encode_request(cells, answer_names, function_points), go=go)
         started = time.monotonic()
         cpu: list[float] = []
 
@@ -210,12 +212,15 @@ class ColdSandbox:
         # Its clock does not count the time it waited for a processor; alone in its sandbox, it gives way to none.
         clock = GivingWay(lambda: [process.pid, *descendants(process.pid)], started, lower=False)
         memory = self._memory
-        return supervise(Supervised(process.stdout.fileno(), self._channel_read, lambda: _kill(process), exit_code,
-                                    lambda: cpu[0] if cpu else None, waited=clock.waited,
-                                    over_memory=memory.exceeded if memory else lambda: False,
-                                    look_every=memory.look_every if memory else 0.1,
-                                    at_ready=memory.count_from_ready if memory else lambda: None),
-                         cells, answer_names, function_points, self.limits, self.level, self.note, started)
+        try:
+            return supervise(Supervised(process.stdout.fileno(), self._channel_read, lambda: _kill(process),
+                                        exit_code, lambda: cpu[0] if cpu else None, waited=clock.waited,
+                                        over_memory=memory.exceeded if memory else lambda: False,
+                                        look_every=memory.look_every if memory else 0.1,
+                                        at_ready=at_ready(memory, go)),
+                             cells, answer_names, function_points, self.limits, self.level, self.note, started)
+        finally:
+            go.set()  # the request's pipe closes whatever happened
 
     def close(self) -> None:
         """End the interpreter (if it still runs), what its uid left behind, its files and its uid's lease."""

@@ -33,6 +33,7 @@ import itertools
 import logging
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -374,6 +375,20 @@ class RunMemory:
     def close(self) -> bool:
         """Remove the run's cgroup (True when there is none left)."""
         return self.cgroup.close() if self.cgroup is not None else True
+
+
+def at_ready(memory: RunMemory | None, go: threading.Event) -> Callable[[], None]:
+    """What the supervisor does when the runner says `ready`: the bound counts from here, then the runner may run
+    its first cell (it waits for `go`: protocol.write_in_background)."""
+
+    def ready() -> None:
+        try:
+            if memory is not None:
+                memory.count_from_ready()
+        finally:
+            go.set()
+
+    return ready
 
 
 def memory_sentence(memory_mb: int) -> str:

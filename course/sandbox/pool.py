@@ -33,7 +33,7 @@ from course.sandbox.giving_way import GivingWay
 from course.sandbox.handed_in import RUNNER_SOURCE, Cell, notebook_module_cell
 from course.sandbox.levels import LEVELS, choose_isolation, first_choice
 from course.sandbox.limits import SANDBOX_ENV, rlimits_for
-from course.sandbox.memory import RunMemory
+from course.sandbox.memory import RunMemory, at_ready
 from course.sandbox.protocol import EventReader, encode_request, write_in_background
 from course.sandbox.retry import first_ready
 from course.sandbox.supervisor import RunResult, Supervised, supervise
@@ -452,7 +452,8 @@ class WarmPool:
             for fd in (request_write, channel_read, output_read):
                 os.close(fd)
             raise SandboxError(f"cannot bound the run's memory: {error}") from None
-        write_in_background(request_write, encode_request(cells, answer_names, function_points))
+        go = threading.Event()  # the child runs no cell before it (protocol.write_in_background)
+        write_in_background(request_write, encode_request(cells, answer_names, function_points), go=go)
         exit_codes: list[int] = []
         emptied: list[bool] = []  # the worker ended the run's pid namespace, and with it every process of the run
         cpu: list[float] = []
@@ -507,10 +508,11 @@ class WarmPool:
                          waited=GivingWay(processes_quickly, started).waited,
                          over_memory=memory.exceeded if memory else lambda: False,
                          look_every=memory.look_every if memory else 0.1,
-                         at_ready=memory.count_from_ready if memory else lambda: None)
+                         at_ready=at_ready(memory, go))
         try:
             result = supervise(run, cells, answer_names, function_points, limits, self.level, self.note, started)
         finally:
+            go.set()  # the request's pipe closes whatever happened
             os.close(output_read)
             os.close(channel_read)
             if not private_tmp:

@@ -62,15 +62,22 @@ def encode_request(cells: list[Cell], answer_names: tuple[str, ...], function_po
     }).encode()
 
 
-def write_in_background(fd: int, data: bytes) -> threading.Thread:
-    """Feed the request to the sandbox without blocking the supervisor (the child may die unread)."""
+def write_in_background(fd: int, data: bytes, *, go: threading.Event | None = None) -> threading.Thread:
+    """Feed the request to the sandbox without blocking the supervisor (the child may die unread).
+
+    With `go`: the request goes in as one line and the pipe stays open until `go` is set: the runner reads the
+    line, says `ready` and runs no cell before the pipe's end (see runner.run_request's `go`). The grader sets it
+    once it has taken what it must at `ready` (the run's memory at that moment, memory.py), and always after the
+    run, so the pipe is closed whatever happened."""
 
     def feed() -> None:
         try:
-            view = memoryview(data)
+            view = memoryview(data + b"\n" if go is not None else data)
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
+            if go is not None:
+                go.wait()
         except OSError:
             pass  # the child died before reading: reported by the supervisor
         finally:

@@ -395,22 +395,30 @@ def main():
     shell = _new_shell()
     gc.freeze()
     gc.enable()
-    request = json.loads(sys.stdin.read())
-    _stdin_from_devnull()
-    run_request(request, channel, shell, confined=confined)
+    request = json.loads(sys.stdin.readline())
+
+    def go():
+        sys.stdin.read()  # the grader closes the pipe once it has taken the run's measure at `ready`
+        _stdin_from_devnull()
+
+    run_request(request, channel, shell, confined=confined, go=go)
 
 
-def run_request(request, channel, shell=None, *, confined, preloaded=()):
+def run_request(request, channel, shell=None, *, confined, preloaded=(), go=None):
     """Run the cells of one submission, reporting on the channel; never returns.
 
     `preloaded`: the sources of the grader's cells a warm worker already ran in `shell` before it forked
     (see serve); the request's first cells, while their text is exactly those, are not run again.
+    `go`: waits, after `ready`, until the grader has taken the run's measure at `ready` (the end of the request's
+    pipe): no cell runs before it, so what the first cell allocates is never counted as the start's.
 
     `ready` is the only message sent before student code runs, so it is the only one the grader can
     believe; every later message is checked by the grader as a claim of the student's process."""
     shell = shell or _new_shell()
     harvester = _Harvester(request["answers"], request["functions"], request["call_seconds"])
     _send(channel, {"event": "ready", "confined": confined})
+    if go is not None:
+        go()
 
     # An event carries only the answers that changed since the last one sent (_Harvester.changes): the grader
     # keeps the last reported answer of each name, so a run that ends early is graded on what it had reported.
@@ -804,10 +812,15 @@ def _run_child(job, fds, shell, in_namespace, preloaded, init_program):
                 _pass_on(student, init)
     _isolate_child(job, libc)
     confined = confine()
-    with os.fdopen(request_fd, "rb") as stream:
-        request = json.loads(stream.read())
+    stream = os.fdopen(request_fd, "rb")
+    request = json.loads(stream.readline())
     _stdin_from_devnull()
-    run_request(request, channel_fd, shell, confined=confined, preloaded=preloaded)
+
+    def go():
+        stream.read()  # the grader closes the pipe once it has taken the run's measure at `ready`
+        stream.close()
+
+    run_request(request, channel_fd, shell, confined=confined, preloaded=preloaded, go=go)
 
 
 def _preload(shell, sources):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -258,3 +259,29 @@ def test_the_same_notebook_meets_the_same_bound_cold_and_warm(bound, request, sa
     assert result.limit_hit is None, result.ended_early
     assert result.answers["result"].value == [0, 0]
     assert _run_cgroups() == []
+
+
+# The first statement allocates at once: were the first cell run before the grader took the run's measure at `ready`,
+# that allocation would be counted as the start's, and the bound raised by it.
+FIRST_STATEMENT = "block = b'x' * (300 * 1024 ** 2)\nimport time\ntime.sleep(2)  # held while the grader looks\nresult = 1\n"
+
+
+@needs_bwrap
+def test_no_cell_runs_before_the_grader_has_taken_the_runs_measure_at_ready(monkeypatch, sandbox_run):
+    from course.sandbox import memory
+
+    if memory.hierarchy() is None:
+        pytest.skip("needs a writable memory cgroup (root): the measure at ready is the cgroup's charge")
+    seen: list[int] = []
+    original = memory.RunMemory.count_from_ready
+
+    def busy_grader(self):  # a grader slow to read `ready`: the runner must wait for it
+        time.sleep(1.0)
+        seen.append(self.cgroup.usage())
+        original(self)
+
+    monkeypatch.setattr(memory.RunMemory, "count_from_ready", busy_grader)
+    result = sandbox_run([Cell(0, "first", FIRST_STATEMENT)], ("result",), {}, LIMITS)
+    assert result.answers["result"].value == 1, result.ended_early
+    assert len(seen) == 1
+    assert seen[0] < 250 * MIB, f"the start was measured at {seen[0] // MIB} MiB: the first cell had run"
