@@ -263,7 +263,8 @@ def test_the_same_notebook_meets_the_same_bound_cold_and_warm(bound, request, sa
 
 # The first statement allocates at once: were the first cell run before the grader took the run's measure at `ready`,
 # that allocation would be counted as the start's, and the bound raised by it.
-FIRST_STATEMENT = "block = b'x' * (300 * 1024 ** 2)\nimport time\ntime.sleep(2)  # held while the grader looks\nresult = 1\n"
+FIRST_STATEMENT = ("block = b'x' * (300 * 1024 ** 2)\n"
+                   "import time\ntime.sleep(2)  # held while the grader looks\nresult = 1\n")
 
 
 @needs_bwrap
