@@ -182,6 +182,9 @@ class Store:
 
     def __init__(self, url: str, assignment: str | None = None) -> None:
         self.assignment = assignment
+        # The same notebook's autograder errors count from this process's start: an instructor who mended our
+        # fault restarts the service, and a student's notebook refused for those errors is taken again.
+        self.started = now_utc()
         try:
             # A database server may drop idle connections: each is checked when taken from the pool. A SQLite
             # file has no server to go away, and the check would be one more statement per request.
@@ -305,15 +308,15 @@ class Store:
             # An attempt that ended as an autograder error (our failure) uses up no attempt, and the first few no
             # cooldown either (policy.py: FREE_AUTOGRADER_ERRORS); it keeps its number. Its notebook is stored all
             # the same, and counts towards what the student stores. The same bytes are not taken again once they
-            # failed SAME_NOTEBOOK_ERRORS times.
+            # failed SAME_NOTEBOOK_ERRORS times since this process started (a restart after a mend takes them).
             earlier = [row.submitted_at for row in rows if row.status != AUTOGRADER_ERROR]
             errors = [row.submitted_at for row in rows if row.status == AUTOGRADER_ERROR]
             same = 0
             if errors:
                 same = db.execute(select(func.count()).where(
                     attempts.c.student_id == student_id, attempts.c.assignment == assignment,
-                    attempts.c.status == AUTOGRADER_ERROR, func.length(attempts.c.notebook) == len(notebook),
-                    attempts.c.notebook == notebook)).scalar_one()
+                    attempts.c.status == AUTOGRADER_ERROR, attempts.c.submitted_at >= self.started,
+                    func.length(attempts.c.notebook) == len(notebook), attempts.c.notebook == notebook)).scalar_one()
             number = len(rows) + 1
             now = now_utc()
             refused = refusal(policy, earlier, now, stored=sum(row.size or 0 for row in rows), size=len(notebook),

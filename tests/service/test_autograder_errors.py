@@ -141,3 +141,20 @@ def test_the_student_is_told_and_the_instructor_sees_it(service, caplog):
     page = client.get(f"/s/{token}/")  # the student's page says why the form is closed, and until when
     assert "could not be graded because of a fault on our side, not yours" in page.text
     assert "<button type=submit disabled>" in page.text
+
+
+def test_a_restart_after_a_mend_takes_the_refused_notebook_again(store):
+    """The instructor mends our fault and restarts the service: the notebook refused for its autograder errors is
+    taken again (its errors still show on the dashboard)."""
+    policy = ServicePolicy(attempts=1)
+    notebook = b'{"cells": [], "the": "same bytes"}'
+    for _ in range(SAME_NOTEBOOK_ERRORS):
+        fails_on_our_side(store, store.submit("alice", "autograd", notebook, policy))
+    assert isinstance(store.submit("alice", "autograd", notebook, policy), Refusal)
+    restarted = Store(store.engine.url.render_as_string(hide_password=False))
+    try:
+        again = restarted.submit("alice", "autograd", notebook, policy)
+        assert isinstance(again, Attempt), again
+        assert restarted.autograder_errors() == {"alice": (SAME_NOTEBOOK_ERRORS, SAME_NOTEBOOK_ERRORS)}
+    finally:
+        restarted.close()
