@@ -65,6 +65,13 @@ CORRECT_CODE = {name: repr(value) for name, value in ALL_VALUES.items()} | {
 }
 
 
+def free_port() -> int:
+    """A loopback port no one listens on now (a server started on it next is ours)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def wrong_literal(value):
     """A plausible wrong hand answer for a contract value."""
     if value is None:

@@ -15,7 +15,6 @@ import base64
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from course.cli import main
-from helpers import ROOT, copy_course, write
+from helpers import ROOT, copy_course, free_port, write
 
 from .conftest import baseline_notebook
 
@@ -78,12 +77,6 @@ MARKUP_FOUND = """(root) => {
   }
   return found;
 }"""
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

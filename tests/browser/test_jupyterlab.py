@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -14,17 +13,11 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from helpers import copy_course
+from helpers import copy_course, free_port
 
 from .conftest import screenshot
 
 pytestmark = pytest.mark.browser
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ import itertools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import ROOT, copy_course, require_tool
+from helpers import ROOT, copy_course, free_port, require_tool
 
 STUDENTS = ["alice", "bob", "carol", "dave"]
 _DATABASES = itertools.count()
@@ -74,12 +73,6 @@ def multipart(fields: dict[str, str | bytes], boundary: str = "autograd-test-bou
         else:
             parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode())
     return b"".join(parts) + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def set_service_policy(root: Path, **policy) -> None:
