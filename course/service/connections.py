@@ -106,16 +106,21 @@ class Waiting:
     def victim(self, besides: EdgeProtocol, host: str | None = None) -> EdgeProtocol | None:
         """The connection to close for a newcomer (`besides`): of the client `host` when given, else of the client
         that holds the most places and has one waiting; of that client's, the longest-idle kept-alive one, else
-        the oldest unfinished one. None: no other connection waits."""
+        the oldest unfinished one that has sent a part of its request, else the oldest that has sent nothing yet.
+        That last order is for a campus NAT: an honest client sends its whole request as it connects, so while it
+        waits unfinished it has most likely sent nothing yet (its bytes are on their way), and a flood of stalled
+        requests from its own address, each opened again as it is closed, would otherwise soon make it the oldest
+        there and close it before the server had read a byte of it (seen under load). None: no other waits."""
         if host is None:
             hosts = sorted(self.of_host, key=lambda h: self.places[h], reverse=True)
         else:
             hosts = [host]
         for candidate in hosts:
             mine = self.of_host.get(candidate, {})
-            for kind in (IDLE, UNFINISHED):
+            for kind, heard in ((IDLE, None), (UNFINISHED, True), (UNFINISHED, False)):
                 for connection in mine:
-                    if connection is not besides and connection in self.kinds[kind]:
+                    if connection is not besides and connection in self.kinds[kind] and (
+                            heard is None or connection.heard is heard):
                         return connection
         return None
 
@@ -138,6 +143,7 @@ class EdgeProtocol(H11Protocol):
         self._ending = False  # refused or lingering: what the client still sends is dropped
         self.host = ""  # the client's address (behind a proxy, the proxy's)
         self._holds = False  # counted in `_waiting.places` until `_free`
+        self.heard = False  # the client has sent a byte (an unfinished one that has not is closed last: Waiting.victim)
         self._token: str | None = None  # the token its request being answered presents (counted in `_presented`)
         self._gated: Any = None  # the request (its cycle) the token bound last looked at
 
@@ -212,6 +218,7 @@ class EdgeProtocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         if self._ending:
             return  # lingering: dropped
+        self.heard = True
         if self.conn.their_state is h11.IDLE and self._waiting_for is not h11.IDLE:
             self._arm(h11.IDLE)  # the first byte of a request on a kept-alive connection
         super().data_received(data)
