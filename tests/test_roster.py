@@ -52,3 +52,13 @@ def test_a_canvas_style_roster_reads_with_its_quoted_names(tmp_path):
     assert [nbgrader_student(student) for student in students] == [
         {"first_name": "Alice", "last_name": "Liddell", "email": "alice@example.edu"},
         {"first_name": "", "last_name": "Plato"}]
+
+
+def test_the_example_roster_names_the_sample_class_with_the_columns_the_docs_describe():
+    from helpers import ROOT
+
+    students = read_roster(ROOT / "docs" / "example-roster.csv")
+    samples = ROOT / "tests" / "samples" / "submitted"
+    assert [s.student_id for s in students] == sorted(path.name for path in samples.iterdir())
+    assert all(set(s.lms) == {"name", "lms_id", "sis_user_id", "sis_login_id", "section", "email"} for s in students)
+    assert nbgrader_student(students[0])["last_name"] == "Liddell"  # a "Last, First" name, as Canvas writes it
