@@ -132,8 +132,7 @@ def write_feedback(out_dir: Path, assignment: str, graded: Graded, *, page: str 
     # The page alone is readable by others, inside folders that are not: release_feedback copies it into the
     # exchange with its mode, where the student's own user reads it.
     write(folder / page, render_html(graded.feedback), mode=PUBLIC)
-    if submitted is not None:
-        nbgrader_layout.copy_submission_files(submitted, folder)
+    nbgrader_layout.write_feedback_files(submitted, folder)
     return folder
 
 

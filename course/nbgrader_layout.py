@@ -17,7 +17,8 @@ from __future__ import annotations
 import functools
 import json
 import re
-from datetime import datetime
+import secrets
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -209,11 +210,75 @@ def write_autograded(root: Path, assignment: str, notebook_name: str, student: s
     return folder / notebook_name
 
 
-def copy_submission_files(submitted_path: Path, folder: Path) -> None:
-    """nbgrader's timestamp.txt and submission_secret.txt from the submission into a feedback folder: with
-    them `nbgrader release_feedback` finds the page and files it under the hash only that student's
-    `nbgrader fetch_feedback` computes."""
-    _copy_beside(submission_folder(submitted_path), folder, (TIMESTAMP, SECRET))
+def write_feedback_files(submitted_path: Path | None, folder: Path) -> None:
+    """nbgrader's timestamp.txt and submission_secret.txt in a feedback folder. `nbgrader release_feedback` opens
+    both beside every page it releases and stops the whole class at the first folder without them, so every
+    feedback folder gets both:
+
+    - the submission's own (as `nbgrader collect` wrote them): with them release_feedback files the page under
+      the hash only that student's `nbgrader fetch_feedback` computes;
+    - for a submission without them (a notebook the instructor put into submitted/ by hand): the notebook file's
+      modification time (UTC, nbgrader's format), a label only (release_feedback prints it; the late policy reads
+      submitted/, where there is none, so the work counts as on time), and a fresh random secret like the one
+      `nbgrader submit` makes, kept on regrading: the page is released under a hash nobody else can compute;
+      that student, who submitted nothing through the exchange, gets the page from the instructor instead;
+    - without a submission (submitted_path None: feedback rewritten after the fact), the folder's own, or new ones.
+    """
+    source = submission_folder(submitted_path) if submitted_path is not None else None
+    timestamp = _valid_timestamp(source / TIMESTAMP) if source is not None else None
+    if timestamp is None:
+        timestamp = _valid_timestamp(folder / TIMESTAMP) if source is None else None
+    if timestamp is None:
+        timestamp = _stamp(_written_at(submitted_path))
+    secret = (_valid_secret(source / SECRET) if source is not None else None) or _valid_secret(folder / SECRET)
+    for name, text in ((TIMESTAMP, timestamp), (SECRET, secret or secrets.token_hex(64))):
+        if _valid_text(folder / name) != text:
+            atomic_write_text(folder / name, text)
+
+
+MAX_BOOKKEEPING_BYTES = 1024  # nbgrader's timestamp.txt and secret are a line; a bigger file is not theirs
+
+
+def _valid_text(path: Path) -> str | None:
+    """A small bookkeeping file's text: a regular file (never through a link), UTF-8, within the bound."""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_BOOKKEEPING_BYTES:
+            return None
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _valid_timestamp(path: Path) -> str | None:
+    """timestamp.txt as written, when nbgrader can read it (its generate_feedback stops on one it cannot)."""
+    from nbgrader.utils import parse_utc
+
+    text = _valid_text(path)
+    try:
+        return text if text is not None and text.strip() and parse_utc(text.strip()) is not None else None
+    except (ValueError, OverflowError):
+        return None
+
+
+def _valid_secret(path: Path) -> str | None:
+    """submission_secret.txt as written, when release_feedback can hash with it (it must not be empty)."""
+    text = _valid_text(path)
+    return text if text else None
+
+
+def _written_at(notebook: Path | None) -> datetime:
+    """When the notebook file was last written (naive UTC); now when there is no file to ask."""
+    try:
+        if notebook is not None:
+            return datetime.fromtimestamp(notebook.lstat().st_mtime, UTC).replace(tzinfo=None)
+    except (OSError, OverflowError, ValueError):
+        pass
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _stamp(moment: datetime) -> str:
+    """nbgrader's timestamp.txt format (naive UTC), as `nbgrader collect` writes it."""
+    return f"{moment:%Y-%m-%d %H:%M:%S.%f} UTC"
 
 
 def _released(path: Path) -> dict:

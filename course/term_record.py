@@ -517,7 +517,7 @@ def _write_files(config: CourseConfig, settings: AssignmentSettings, change: Cha
     feedback = config.root / "feedback" / student / assignment
     atomic_write_text(feedback / "feedback.json", compact_json(change.after.feedback))
     atomic_write_text(feedback / feedback_page(settings), render_html(change.after.feedback), mode=PUBLIC)
-    nbgrader_layout.copy_submission_files(submitted, feedback)
+    nbgrader_layout.write_feedback_files(submitted, feedback)
 
 
 def _class_summary(config: CourseConfig, settings: AssignmentSettings, csv_path: Path) -> None:
