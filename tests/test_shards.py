@@ -104,6 +104,9 @@ def test_three_shards_merged_equal_one_run_file_by_file_and_in_the_gradebook(tmp
     assert sorted(ours) == sorted(theirs)
     assert len(theirs) > 20  # grades, summary, feedback and autograded/ of six students
     for name, content in theirs.items():
+        if name.endswith("/submission_secret.txt"):  # made afresh for a submission that came without one (nbgrader's
+            assert len(ours[name]) == len(content) == 128, name  # exchange file names hang on it): random, each run
+            continue
         assert ours[name] == content, name
     assert _gradebook(sharded) == _gradebook(whole)
 
