@@ -30,7 +30,11 @@ PRIVATE_FOLDER = 0o700
 
 
 def atomic_write_text(path: Path, text: str, *, mode: int = PRIVATE) -> None:
-    temporary = _write_temporary(path, text, mode)
+    atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = PRIVATE) -> None:
+    temporary = _write_temporary(path, data, mode)
     try:
         _fsync_path(temporary)
         os.replace(temporary, path)
@@ -126,20 +130,6 @@ def private_copy(origin: Path, target: Path) -> None:
     atomic_write_bytes(target, origin.read_bytes())
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int = PRIVATE) -> None:
-    make_folders(path.parent, mode=PRIVATE_FOLDER if mode == PRIVATE else None)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.chmod(temporary, mode)
-        _fsync_path(temporary)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def compact_json(data: Any) -> str:
     """JSON without indentation: the C encoder (indentation falls back to the pure-Python one), a third the size."""
     return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
@@ -155,7 +145,7 @@ class SyncedWrites:
         self._pending: dict[Path, str] = {}  # target -> its temporary
 
     def write_text(self, path: Path, text: str, *, mode: int = PRIVATE) -> None:
-        temporary = _write_temporary(path, text, mode)
+        temporary = _write_temporary(path, text.encode("utf-8"), mode)
         earlier = self._pending.pop(path, None)
         if earlier is not None:
             Path(earlier).unlink(missing_ok=True)
@@ -184,13 +174,13 @@ class SyncedWrites:
             Path(temporary).unlink(missing_ok=True)
 
 
-def _write_temporary(path: Path, text: str, mode: int) -> str:
+def _write_temporary(path: Path, data: bytes, mode: int) -> str:
     make_folders(path.parent, mode=PRIVATE_FOLDER if mode == PRIVATE else None)
     # mkstemp makes the file 0600 before anything is in it; chmod sets the mode asked for, past the umask
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
-            stream.write(text)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
         os.chmod(temporary, mode)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

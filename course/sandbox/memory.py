@@ -189,19 +189,31 @@ class RunCgroup:
         folder.mkdir(mode=0o755)
         cgroup = cls(hierarchy, folder, limit)
         try:
+            cgroup._write_limit(raising=False)
             if hierarchy.version == 2:
-                _write(folder / "memory.max", str(limit))
                 for name, value in (("memory.swap.max", "0"), ("memory.oom.group", "1")):
                     if (folder / name).exists():
                         _write(folder / name, value)
-            else:
-                _write(folder / "memory.limit_in_bytes", str(limit))
-                if (folder / "memory.memsw.limit_in_bytes").exists():  # swap accounted: bound memory + swap too
-                    _write(folder / "memory.memsw.limit_in_bytes", str(limit))
-        except OSError as error:
+        except SandboxError:
             cgroup.close()
-            raise SandboxError(f"cannot limit the run's memory cgroup {folder}: {error.strerror}") from None
+            raise
         return cgroup
+
+    def _write_limit(self, *, raising: bool) -> None:
+        """Write `limit`: v2's memory.max; v1's memory.limit_in_bytes and, where swap is accounted, the bound on
+        memory + swap too, which may never be below memory alone (so it goes first when the limit rises)."""
+        if self.hierarchy.version == 2:
+            names = ["memory.max"]
+        else:
+            swap = "memory.memsw.limit_in_bytes"
+            names = ["memory.limit_in_bytes", *([swap] if (self.folder / swap).exists() else [])]
+            if raising:
+                names.reverse()
+        try:
+            for name in names:
+                _write(self.folder / name, str(self.limit))
+        except OSError as error:
+            raise SandboxError(f"cannot limit the run's memory cgroup {self.folder}: {error.strerror}") from None
 
     def admit(self, find: Finder) -> None:
         """Move the run's processes in, before any student code runs. A process forked by one not yet moved is
@@ -232,15 +244,7 @@ class RunCgroup:
     def raise_limit(self, more: int) -> None:
         """Allow the run `more` bytes above its limit (see RunMemory.count_from_ready)."""
         self.limit += more
-        names = (["memory.max"] if self.hierarchy.version == 2
-                 # v1: memory + swap may not be below memory alone, so it is raised first
-                 else ["memory.memsw.limit_in_bytes", "memory.limit_in_bytes"])
-        try:
-            for name in names:
-                if (self.folder / name).exists():
-                    _write(self.folder / name, str(self.limit))
-        except OSError as error:
-            raise SandboxError(f"cannot limit the run's memory cgroup {self.folder}: {error.strerror}") from None
+        self._write_limit(raising=True)
 
     def _count(self, file: str, key: str) -> int:
         with contextlib.suppress(OSError, ValueError):
@@ -255,13 +259,6 @@ class RunCgroup:
         if self.hierarchy.version == 2:
             return self._count("memory.events", "oom_kill") > 0 or self._count("memory.events", "oom_group_kill") > 0
         return self._count("memory.oom_control", "oom_kill") > 0
-
-    def peak(self) -> int | None:
-        """The most the run held at once (bytes), where the kernel keeps it."""
-        name = "memory.peak" if self.hierarchy.version == 2 else "memory.max_usage_in_bytes"
-        with contextlib.suppress(OSError, ValueError):
-            return int((self.folder / name).read_text())
-        return None
 
     def _processes(self) -> list[int]:
         with contextlib.suppress(OSError, ValueError):
@@ -326,13 +323,11 @@ class RunMemory:
         found = hierarchy() if use_cgroup else None
         self.cgroup = RunCgroup.make(found, self.limit) if found else None
         self.mode = f"cgroup v{found.version}" if found else "accounting"
-        self.started = time.monotonic()
-        self.next_look = self.started
+        self.next_look = time.monotonic()
         # How often the supervisor must ask: the kernel enforces a cgroup's limit itself, and the supervisor only
         # ends the run after its kill; accounting is the looks.
         self.look_every = 0.1 if self.cgroup is not None else LOOK_EVERY_SECONDS
         self.over = False
-        self.most = 0  # accounting: the largest sum seen
         self.baseline = 0  # accounting: the sum at `ready` (count_from_ready)
 
     def admit(self) -> None:
@@ -368,7 +363,6 @@ class RunMemory:
             return False
         self.next_look = now + LOOK_EVERY_SECONDS
         used = run_memory_of(self.find()) - self.baseline
-        self.most = max(self.most, used)
         self.over = used > self.limit
         return self.over
 
