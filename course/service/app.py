@@ -769,7 +769,8 @@ def _ticked(changes: list[term_record.Change], ticks: list[str]) -> list[term_re
                 "(nothing to record, or not a student of this class); reload the preview and tick again")
     if not ticks:
         return "no student was ticked; tick the students to record"
-    return [change for change in changes if change.student_id in set(ticks)]
+    ticked = set(ticks)
+    return [change for change in changes if change.student_id in ticked]
 
 
 def _some(names: list[str], most: int = 5) -> str:

@@ -216,7 +216,7 @@ def gradebook_page(assignment: str, changes: list[Change], unchanged: int, plan:
         confirm = ""
         if replaced:
             confirm = ("<p><label><input type=checkbox name=replace_term value=yes> Replace the term's grade "
-                       f"of those ticked of {e(', '.join(replaced))} (kept: it can be undone)</label> "
+                       f"of the ticked ones among {e(', '.join(replaced))} (kept: it can be undone)</label> "
                        "(until recorded, the dashboard's Canvas and Moodle CSVs export their term grade)</p>")
         preview = (f'<form method=post action="gradebook"><input type=hidden name=csrf value="{e(csrf)}">'
                    f'<input type=hidden name=plan value="{e(plan)}">'
