@@ -758,12 +758,14 @@ async def _instructor_form(request: Request, service: Service) -> tuple[dict[str
 def _ticked(changes: list[term_record.Change], ticks: list[str]) -> list[term_record.Change] | str:
     """The changes of the ticked students, or why the ticks are refused (a duplicate, a student with nothing to
     record, none at all), in a sentence. A tick is text from a form: shown escaped and bounded."""
-    shown = [safe_text(tick, 100, one_line=True) for tick in ticks]
-    repeated = sorted({tick for tick, count in Counter(shown).items() if count > 1})
+    def shown(names: list[str]) -> list[str]:
+        return [safe_text(name, 100, one_line=True) for name in names]
+
+    repeated = shown(sorted(tick for tick, count in Counter(ticks).items() if count > 1))
     if repeated:
         return f"the form ticks {_some(repeated)} more than once; reload the preview and tick again"
     listed = {change.student_id for change in changes}
-    unknown = [tick for tick, raw in zip(shown, ticks, strict=True) if raw not in listed]
+    unknown = shown([tick for tick in ticks if tick not in listed])
     if unknown:
         return (f"the form ticks {_some(unknown)}, who {'is' if len(unknown) == 1 else 'are'} not in the preview "
                 "(nothing to record, or not a student of this class); reload the preview and tick again")
