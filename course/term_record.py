@@ -9,6 +9,10 @@ the gradebook's scores, timestamp and late penalty (`nbgrader export`), our `gra
 `autograd-course export`'s LMS files) and the class summary. A later `grade --roster` grades that same
 notebook again, so the term and the service never hold two versions of a student.
 
+The instructor chooses whom: `plan` lists who would change (and `differences` how each counted attempt differs
+from the submission the term holds), and `record` writes only the changes it is given (the dashboard's ticked
+students); nobody else's record is read for writing or touched.
+
 Every recording first keeps what it replaces under `gradebook-history/<assignment>/<n>/` (the three folders,
 whatever is in their place, the gradebook's scores and times, the CSV row), so the last recording can be
 undone. A student whose record already says what the service would write is left alone: recording twice with
