@@ -11,7 +11,7 @@ notebook again, so the term and the service never hold two versions of a student
 
 The instructor chooses whom: `plan` lists who would change (and `differences` how each counted attempt differs
 from the submission the term holds), and `record` writes only the changes it is given (the dashboard's ticked
-students); nobody else's record is read for writing or touched.
+students): nobody else's gradebook row or folders are touched, and their CSV row is written back as it was.
 
 Every recording first keeps what it replaces under `gradebook-history/<assignment>/<n>/` (the three folders,
 whatever is in their place, the gradebook's scores and times, the CSV row), so the last recording can be
