@@ -46,16 +46,21 @@ def write_grades_csv(path: Path, question_ids: tuple[str, ...], rows: list[Grade
     columns = [*CSV_FIXED_COLUMNS, *question_ids, *CSV_TAIL_COLUMNS]
     merged = read_grades_csv(path)
     for row in rows:
-        merged[row.student_id] = {
-            "student_id": row.student_id,
-            **{qid: f"{row.question_scores.get(qid, 0):g}" for qid in question_ids},
-            "raw_score": f"{row.score + row.late_penalty:g}",
-            "late_penalty": f"{row.late_penalty:g}",
-            "score": f"{row.score:g}",
-            "max_score": f"{row.max_score:g}",
-            "status": row.status,
-        }
+        merged[row.student_id] = csv_row(row, question_ids)
     (writes.write_text if writes is not None else atomic_write_text)(path, _table(columns, merged))
+
+
+def csv_row(row: GradeRow, question_ids: tuple[str, ...]) -> dict[str, str]:
+    """A row as grades.csv holds it (and `read_grades_csv` gives it back)."""
+    return {
+        "student_id": row.student_id,
+        **{qid: f"{row.question_scores.get(qid, 0):g}" for qid in question_ids},
+        "raw_score": f"{row.score + row.late_penalty:g}",
+        "late_penalty": f"{row.late_penalty:g}",
+        "score": f"{row.score:g}",
+        "max_score": f"{row.max_score:g}",
+        "status": row.status,
+    }
 
 
 def replace_grades_rows(path: Path, question_ids: tuple[str, ...], rows: dict[str, dict[str, str] | None]) -> None:

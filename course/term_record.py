@@ -9,6 +9,10 @@ the gradebook's scores, timestamp and late penalty (`nbgrader export`), our `gra
 `autograd-course export`'s LMS files) and the class summary. A later `grade --roster` grades that same
 notebook again, so the term and the service never hold two versions of a student.
 
+The instructor chooses whom: `plan` lists who would change (and `differences` how each counted attempt differs
+from the submission the term holds), and `record` writes only the changes it is given (the dashboard's ticked
+students): nobody else's gradebook row or folders are touched, and their CSV row is written back as it was.
+
 Every recording first keeps what it replaces under `gradebook-history/<assignment>/<n>/` (the three folders,
 whatever is in their place, the gradebook's scores and times, the CSV row), so the last recording can be
 undone. A student whose record already says what the service would write is left alone: recording twice with
@@ -33,7 +37,9 @@ import fcntl
 import hashlib
 import json
 import logging
+import os
 import shutil
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -169,6 +175,80 @@ def plan(config: CourseConfig, settings: AssignmentSettings, counted: list[Count
             why = f"attempt {one.attempt} now counts, in place of what {source} wrote"
         changes.append(Change(one.student_id, before, one, source, why))
     return changes
+
+
+def differences(config: CourseConfig, settings: AssignmentSettings, changes: list[Change],
+                notebook_of: Callable[[int], bytes]) -> dict[str, str]:
+    """{student: how their counted attempt differs from the submission the term's record holds}, in words: its
+    score, and its notebook (the same file, or the same cells' sources with other outputs, is the same
+    notebook), so the preview says who would really change. The notebook in submitted/ is read back as input:
+    a link, a folder or a file past the notebook limit is not compared."""
+    limit = config.limits.notebook_mb * 2**20
+    said = {}
+    for change in changes:
+        before, after = change.before, change.after
+        if before is None:
+            said[change.student_id] = "no submission in the term's record yet"
+            continue
+        held = _bounded(config.root / "submitted" / change.student_id / settings.name / settings.notebook, limit)
+        try:
+            ours: bytes | None = notebook_of(after.attempt_id)
+        except Exception:  # the service's copy cannot be read: said, and recording will name it
+            LOG.warning("the notebook of attempt %s cannot be read", after.attempt_id, exc_info=True)
+            ours = None
+        score = (f"the same score ({after.score:g})" if abs(before.score - after.score) < SAME
+                 else f"another score ({before.score:g} in the term, {after.score:g} here)")
+        if held is None or ours is None:
+            notebook = "no notebook in submitted/ to compare" if held is None else "the service's notebook unreadable"
+        else:
+            notebook = "the same notebook" if same_notebook(held, ours) else "another notebook"
+        only_time = notebook == "the same notebook" and score.startswith("the same")
+        said[change.student_id] = f"{score}, {notebook}{': only the submission time changes' if only_time else ''}"
+    return said
+
+
+def same_notebook(one: bytes, other: bytes) -> bool:
+    """The same file, or the same cells (type and source) with other outputs or metadata: the same answers."""
+    if one == other:
+        return True
+    cells = [_cells(one), _cells(other)]
+    return cells[0] is not None and cells[0] == cells[1]
+
+
+def _cells(notebook: bytes) -> list[tuple[str, str]] | None:
+    try:
+        data = json.loads(notebook)
+    except (ValueError, RecursionError):
+        return None
+    found = data.get("cells") if isinstance(data, dict) else None
+    if not isinstance(found, list):
+        return None
+    cells = []
+    for cell in found:
+        source = cell.get("source") if isinstance(cell, dict) else None
+        if isinstance(source, list) and all(isinstance(line, str) for line in source):
+            source = "".join(source)
+        if not isinstance(source, str):
+            return None
+        cells.append((str(cell.get("cell_type")), source))
+    return cells
+
+
+def _bounded(path: Path, limit: int) -> bytes | None:
+    """A regular file's bytes, up to `limit` (None: a link, a pipe or anything else, too large, or unreadable).
+    Opened without following a link and without waiting on a pipe, then checked to be a file."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(handle, "rb") as stream:
+        try:
+            if not stat.S_ISREG(os.fstat(handle).st_mode):
+                return None
+            data = stream.read(limit + 1)
+        except OSError:
+            return None
+    return data if len(data) <= limit else None
 
 
 def _same(before: Held, after: Counted) -> bool:

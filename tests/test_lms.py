@@ -60,3 +60,31 @@ def test_a_graded_student_missing_from_the_roster_stops_the_export(graded, capsy
     assert main(["--course", str(graded), "export", "--format", "canvas", "--roster", str(graded / "roster.csv")]) == 1
     assert "bob, carol graded but not in the roster" in capsys.readouterr().err
     assert not (graded / "canvas-autograd.csv").exists()
+
+
+@pytest.mark.parametrize(("field", "forged", "words"), [
+    ("score", "=HYPERLINK(\"http://x\")", "alice's score '=HYPERLINK(\"http://x\")' is not a score within 0 and 57"),
+    ("score", "58", "alice's score '58' is not a score within 0 and 57"),
+    ("score", "nan", "alice's score 'nan' is not a score within 0 and 57"),
+    ("score", "-1", "alice's score '-1' is not a score within 0 and 57"),
+    ("max_score", "inf", "alice's max_score 'inf' is not a number of points"),
+    ("status", "graded; DROP", "alice's status 'graded; DROP' is not one of graded, timed_out, failed, missing"),
+    ("student_id", "../alice", "is not a usable student id"),
+])
+def test_a_grades_row_grading_could_not_have_written_stops_the_export(graded, capsys, field, forged, words):
+    """grades-<assignment>.csv read back is input: the export names the file and the student, and writes nothing."""
+    import csv
+
+    path = graded / "grades-autograd.csv"
+    with path.open(newline="", encoding="utf-8") as stream:
+        rows = list(csv.DictReader(stream))
+    rows[0][field] = forged
+    with path.open("w", newline="", encoding="utf-8") as stream:
+        writer = csv.DictWriter(stream, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert main(["--course", str(graded), "export", "--format", "canvas", "--roster", str(graded / "roster.csv")]) == 1
+    err = capsys.readouterr().err
+    assert "grades-autograd.csv: " in err
+    assert words in err
+    assert not (graded / "canvas-autograd.csv").exists()

@@ -314,7 +314,10 @@ def test_the_services_attempts_are_recorded_into_the_term_and_undone(term):
         csrf = re.search(r'name=csrf value="([^"]+)"', preview).group(1)
         plan = re.search(r'name=plan value="([^"]+)"', preview).group(1)
 
-        def post(path: str, **fields: str):
+        def post(path: str, **fields):
+            if "plan" in fields and "student" not in fields:  # as the preview's form sends it: every one ticked
+                page = request(f"{base}/export/gradebook").text
+                fields["student"] = re.findall(r'name=student value="([^"]+)"', page)
             body, kind = multipart({"csrf": csrf, **fields})
             return request(f"{base}/export/{path}", method="POST", data=body, content_type=kind)
 

@@ -22,6 +22,7 @@ import json
 import logging
 import tempfile
 import time
+from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
@@ -34,6 +35,7 @@ from urllib.parse import quote, urlsplit
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers, UploadFile
+from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
@@ -700,7 +702,8 @@ async def export_csv(request: Request, service: Service) -> Response:
         if fmt == "grades":
             with tempfile.TemporaryDirectory(prefix="export-", dir=service.grader.scratch) as folder:
                 return grades_csv(records, assignment, Path(folder)).read_text(encoding="utf-8")
-        return lms_csv(fmt, records, service.store.students(), assignment, service.grader.scratch)
+        return lms_csv(fmt, records, service.store.students(), assignment, service.config,
+                       service.grader.settings)
 
     if fmt not in ("grades", "canvas", "moodle"):
         return _not_found()
@@ -723,19 +726,57 @@ def _gradebook_page(service: Service, message: str = "", status: int = 200) -> R
     counted = counted_attempts(service.records())
     changes = term_record.plan(config, settings, counted)
     history = [recording for recording, _ in term_record.recordings(config, settings.name)]
+    differs = term_record.differences(config, settings, changes, service.store.notebook_of)
     return HTMLResponse(pages.gradebook_page(service.assignment, changes, len(counted) - len(changes),
                                              term_record.digest(changes), service.csrf_token("instructor"),
-                                             history, str(config.root / "gradebook.db"), message),
+                                             history, str(config.root / "gradebook.db"), message, differs),
                         status_code=status)
 
 
-async def _instructor_form(request: Request, service: Service) -> dict[str, Any] | Response:
-    form = await request.form(max_files=0, max_fields=5, max_part_size=4096)
+FORM_FIELDS = 5  # the instructor's forms' own fields (csrf, plan, replace_term, undo), besides one tick a student
+TICK = "student"  # the recording form's field, once for each ticked student
+
+
+async def _instructor_form(request: Request, service: Service) -> tuple[dict[str, str], list[str]] | Response:
+    """The form's fields and its ticks (every `student` field, in order), or the response refusing it. Bounded
+    before anything is read into a field: one tick per student of the class at most, 4 KB a field."""
+    students = len(await run_in_threadpool(service.store.students))
+    try:
+        form = await request.form(max_files=0, max_fields=FORM_FIELDS + students, max_part_size=4096)
+    except HTTPException as problem:  # over a bound: said in a sentence, not Starlette's bare 400
+        return PlainTextResponse(f"Nothing recorded: the form is larger than this class's ({students} students) "
+                                 f"could be ({problem.detail}); reload the preview and submit it again.",
+                                 status_code=413)
     csrf = form.get("csrf")
     if not _same_origin(request) or not isinstance(csrf, str) or not service.csrf_ok("instructor", csrf):
         return PlainTextResponse("The form was out of date or came from another page: reload the dashboard.",
                                  status_code=403)
-    return {key: value for key, value in form.items() if isinstance(value, str)}
+    ticks = [value for value in form.getlist(TICK) if isinstance(value, str)]
+    return {key: value for key, value in form.items() if isinstance(value, str) and key != TICK}, ticks
+
+
+def _ticked(changes: list[term_record.Change], ticks: list[str]) -> list[term_record.Change] | str:
+    """The changes of the ticked students, or why the ticks are refused (a duplicate, a student with nothing to
+    record, none at all), in a sentence. A tick is text from a form: shown escaped and bounded."""
+    def shown(names: list[str]) -> list[str]:
+        return [safe_text(name, 100, one_line=True) for name in names]
+
+    repeated = shown(sorted(tick for tick, count in Counter(ticks).items() if count > 1))
+    if repeated:
+        return f"the form ticks {_some(repeated)} more than once; reload the preview and tick again"
+    listed = {change.student_id for change in changes}
+    unknown = shown([tick for tick in ticks if tick not in listed])
+    if unknown:
+        return (f"the form ticks {_some(unknown)}, who {'is' if len(unknown) == 1 else 'are'} not in the preview "
+                "(nothing to record, or not a student of this class); reload the preview and tick again")
+    if not ticks:
+        return "no student was ticked; tick the students to record"
+    ticked = set(ticks)
+    return [change for change in changes if change.student_id in ticked]
+
+
+def _some(names: list[str], most: int = 5) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 @instructor_route
@@ -745,9 +786,10 @@ async def gradebook_preview(request: Request, service: Service) -> Response:
 
 @instructor_route
 async def export_gradebook(request: Request, service: Service) -> Response:
-    form = await _instructor_form(request, service)
-    if isinstance(form, Response):
-        return form
+    parsed = await _instructor_form(request, service)
+    if isinstance(parsed, Response):
+        return parsed
+    form, ticks = parsed
 
     def run() -> Response:
         # One recording (or undo) at a time across every serve process on this course's folder, the plan made
@@ -762,9 +804,15 @@ async def export_gradebook(request: Request, service: Service) -> Response:
             return _gradebook_page(service, "Nothing recorded: what would change is not what the preview you "
                                             "confirmed showed (new attempts, or a term grade since). Check it "
                                             "again below.", 409)
+        if not changes:
+            return _gradebook_page(service, "Nothing to record: nbgrader's gradebook already holds every counted "
+                                            "attempt. Nothing was changed.")
+        chosen = _ticked(changes, ticks)
+        if isinstance(chosen, str):
+            return _gradebook_page(service, f"Nothing recorded: {chosen}.", 409)
         try:
             done = term_record.record(config, settings, _question_cells(service),
-                                      service.grader.assignment.max_score, changes, service.store.notebook_of,
+                                      service.grader.assignment.max_score, chosen, service.store.notebook_of,
                                       replace_term=form.get("replace_term") == "yes")
         except CourseError as problem:
             return _gradebook_page(service, f"Nothing recorded: {problem}.", 409)
@@ -773,10 +821,12 @@ async def export_gradebook(request: Request, service: Service) -> Response:
                                             "attempt. Nothing was changed.")
         refused = (f" Not recorded: {done.refused_text}; their records are as they were." if done.refused
                    else "")
+        left = sorted({c.student_id for c in changes} - {c.student_id for c in chosen})
+        unticked = f" Not ticked, left exactly as they are: {', '.join(left)}." if left else ""
         students = f"{len(done.students)} student{'s' if len(done.students) != 1 else ''}"
         return _gradebook_page(service, f"Recorded {students} ({', '.join(done.students)}) as "
                                         f"{done.label}: formgrader, nbgrader export and grades-"
-                                        f"{settings.name}.csv now show their counted attempts.{refused}")
+                                        f"{settings.name}.csv now show their counted attempts.{refused}{unticked}")
 
     def undo(number: str) -> Response:
         try:

@@ -168,11 +168,17 @@ def dashboard_page(records: list[StudentRecord], assignment: str, policy: Servic
             f"<div>{len(records)} students; updates as attempts arrive</div>"
             f"<div id=policy>Policy: {e(_policy_lines(policy, None, due, 'each student’s'))}</div>"
             f"</header>{alert}"
-            '<section class=card><h2>Export</h2><p><a href="export/grades.csv">grades CSV</a> · '
+            '<section class=card><h2>Export</h2><p><a href="export/grades.csv">grades CSV</a> '
+            "(the service's attempts only) · "
             '<a href="export/canvas.csv">Canvas CSV</a> · <a href="export/moodle.csv">Moodle CSV</a> '
-            "(the service's attempts only)</p>"
-            "<p>For the whole term (nbgrader's gradebook, the term's grading and what was recorded here): "
-            "<code>autograd-course export --format canvas --roster roster.csv</code>.</p>"
+            "(the whole term)</p>"
+            f"<p id=lms-export>The Canvas and Moodle CSVs hold each student's counted attempt here, or their grade in "
+            f"the term's record (grades-{e(assignment)}.csv, which <code>autograd-course grade</code> and the "
+            "recordings below write) where they have no attempt here, or where their attempt would replace a grade "
+            "the term gave (record it first). A student graded nowhere (no attempt here, nothing or missing work in "
+            "the term) gets a blank cell, so the LMS keeps what it has: never a 0 for work nobody graded. At the "
+            "term's end, <code>autograd-course export --format canvas --roster roster.csv</code> exports the "
+            "term's record alone, missing work as 0.</p>"
             '<p><a class=button href="export/gradebook">Record the counted scores in nbgrader\'s gradebook…</a> '
             "(shows who would change first; nothing is written until you confirm)</p></section>"
             "<section class=card><h2>Students</h2><div class=table-wrap><table id=students><thead><tr>"
@@ -193,24 +199,33 @@ def _held(change: Change) -> str:
 
 
 def gradebook_page(assignment: str, changes: list[Change], unchanged: int, plan: str, csrf: str,
-                   history: list[Recording], gradebook: str, message: str = "") -> str:
-    """The preview of recording the counted attempts in the term's record, its confirmation, and undo."""
+                   history: list[Recording], gradebook: str, message: str = "",
+                   differs: dict[str, str] | None = None) -> str:
+    """The preview of recording the counted attempts in the term's record (one tick per student, all ticked),
+    how each differs from the submission the term holds (`differs`), its confirmation, and undo."""
+    differs = differs or {}
     note = f'<div class="note" role=status>{e(message)}</div>' if message else ""
     rows = "".join(
         f"<tr><td>{e(c.student_id)}</td><td>{_held(c)}</td>"
         f"<td>{c.after.score:g}, attempt {c.after.attempt}, submitted {_when(c.after.submitted_at)}</td>"
-        f"<td>{e(c.why)}</td></tr>" for c in changes)
+        f"<td class=differs>{e(differs.get(c.student_id, ''))}</td><td>{e(c.why)}</td>"
+        f'<td><input type=checkbox name=student value="{e(c.student_id)}" checked '
+        f'aria-label="record {e(c.student_id)}"></td></tr>' for c in changes)
     replaced = [c.student_id for c in changes if c.replaces_term_grade]
     if changes:
         confirm = ""
         if replaced:
-            confirm = ("<p><label><input type=checkbox name=replace_term value=yes required> Replace the term's grade "
-                       f"of {e(', '.join(replaced))} (kept: it can be undone)</label></p>")
-        preview = ("<div class=table-wrap><table id=changes><thead><tr><th>student</th><th>the gradebook now</th>"
-                   f"<th>after recording</th><th>why</th></tr></thead><tbody>{rows}</tbody></table></div>"
-                   f'<form method=post action="gradebook"><input type=hidden name=csrf value="{e(csrf)}">'
-                   f'<input type=hidden name=plan value="{e(plan)}">{confirm}'
-                   f"<button type=submit>Record {len(changes)} students</button></form>")
+            confirm = ("<p><label><input type=checkbox name=replace_term value=yes> Replace the term's grade "
+                       f"of the ticked ones among {e(', '.join(replaced))} (kept: it can be undone)</label> "
+                       "(until recorded, the dashboard's Canvas and Moodle CSVs export their term grade)</p>")
+        preview = (f'<form method=post action="gradebook"><input type=hidden name=csrf value="{e(csrf)}">'
+                   f'<input type=hidden name=plan value="{e(plan)}">'
+                   "<div class=table-wrap><table id=changes><thead><tr><th>student</th><th>the gradebook now</th>"
+                   "<th>after recording</th><th>against the term's submission</th><th>why</th><th>record</th>"
+                   f"</tr></thead><tbody>{rows}</tbody></table></div>"
+                   "<p>Only the ticked students are recorded; an unticked student's record stays exactly as it "
+                   f"is.</p>{confirm}<button type=submit>Record the ticked students (of {len(changes)})</button>"
+                   "</form>")
     else:
         preview = "<p id=nothing-new>Nothing to record: the gradebook already holds every counted attempt.</p>"
     standing = [r for r in history if not r.undone]

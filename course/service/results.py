@@ -1,19 +1,20 @@
 """What the instructor reads from the service's attempts, through the engine's own writers: the class
 summary (`summary.class_summary`), the integrity report, our grades CSV (`gradebook.write_grades_csv`),
-an LMS's CSV (`lms.export`) and the counted attempts nbgrader's gradebook takes (`term_record`)."""
+an LMS's CSV (the term's, with the service's counted attempts: `lms.rows_for`, as `autograd-course export`) and
+the counted attempts nbgrader's gradebook takes (`term_record`)."""
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from course import integrity
+from course import integrity, term_record
 from course.assignment import Assignment
-from course.gradebook import GradeRow, write_grades_csv
+from course.config import AssignmentSettings, CourseConfig
+from course.gradebook import GradeRow, csv_row, grades_csv_path, write_grades_csv
 from course.grading import ERROR as AUTOGRADER_ERROR
-from course.lms import export
+from course.lms import lms_format, lms_text, read_term_grades, rows_for
 from course.roster import Student
 from course.service.policy import ServicePolicy, counted
 from course.service.store import Attempt
@@ -80,14 +81,26 @@ def grades_csv(records: list[StudentRecord], assignment: Assignment, folder: Pat
 
 
 def lms_csv(fmt: str, records: list[StudentRecord], lms_ids: dict[str, dict[str, str]], assignment: Assignment,
-            scratch: Path) -> str:
-    """The LMS's import CSV (raises CourseError, with what is missing, when a student cannot be matched),
-    made in a folder of its own under `scratch`."""
-    with tempfile.TemporaryDirectory(prefix="export-", dir=scratch) as folder:
-        grades = grades_csv(records, assignment, Path(folder))
-        roster = [Student(r.student_id, lms_ids.get(r.student_id, {})) for r in records]
-        target = export(fmt, grades, roster, Path(folder) / f"{fmt}.csv", assignment.name, assignment.max_score)
-        return target.read_text(encoding="utf-8")
+            config: CourseConfig, settings: AssignmentSettings) -> str:
+    """The dashboard's LMS import CSV: the whole term, never a grade for a student nobody graded. Per student,
+    in this order: the service's counted attempt, unless it would replace a submission the term's `grade` put in
+    nbgrader's gradebook (recording asks to confirm that: until it is recorded, the term's grade is exported);
+    else the term's row (grades-<assignment>.csv in the course folder: `grade` and the recordings write it);
+    else a blank cell (the LMS keeps what it has). A term row that says `missing` is blank too when the service
+    has no attempt of theirs: no 0 for work that may still come. Raises CourseError, saying what, when a row is
+    not one grading writes or a student cannot be matched."""
+    lms_format(fmt)
+    term_csv = grades_csv_path(config.root, settings.name)
+    term = read_term_grades(term_csv) if term_csv.exists() else {}
+    waiting = {change.student_id for change in term_record.plan(config, settings, counted_attempts(records))
+               if change.replaces_term_grade}
+    ours = {row.student_id: csv_row(row, ()) for row in grade_rows(records, assignment.max_score)
+            if row.status != MISSING_WORK and row.student_id not in waiting}
+    roster = [Student(r.student_id, lms_ids.get(r.student_id, {})) for r in records]
+    rows = rows_for({**term, **ours}, roster,
+                    lambda student: "the service's counted attempt" if student in ours else str(term_csv),
+                    missing="")
+    return lms_text(fmt, rows, assignment.name, assignment.max_score)
 
 
 def counted_attempts(records: list[StudentRecord]) -> list[Counted]:

@@ -64,9 +64,12 @@ def request(url: str, *, method: str = "GET", token: str | None = None, data: by
         return Reply(error.code, error.read(), {k.lower(): v for k, v in error.headers.items()})
 
 
-def multipart(fields: dict[str, str | bytes], boundary: str = "autograd-test-boundary") -> tuple[bytes, str]:
+def multipart(fields: dict[str, str | bytes | list[str]], boundary: str = "autograd-test-boundary"
+              ) -> tuple[bytes, str]:
+    """A multipart form; a list value is the field repeated (as a form's ticked checkboxes send it)."""
     parts = []
-    for name, value in fields.items():
+    pairs = [(name, one) for name, value in fields.items() for one in (value if isinstance(value, list) else [value])]
+    for name, value in pairs:
         if isinstance(value, bytes):
             parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="autograd.ipynb"'
                          f"\r\nContent-Type: application/json\r\n\r\n".encode() + value + b"\r\n")

@@ -206,7 +206,9 @@ def test_the_instructor_exports_grades_canvas_and_into_nbgrader(server):
     preview = request(f"{base}/export/gradebook").text  # what would change, before anything is written
     csrf = re.search(r'name=csrf value="([^"]+)"', preview).group(1)
     plan = re.search(r'name=plan value="([^"]+)"', preview).group(1)
-    body, kind = multipart({"csrf": csrf, "plan": plan})
+    ticks = re.findall(r'name=student value="([^"]+)" checked', preview)  # every student ticked by default
+    assert "dave" in ticks
+    body, kind = multipart({"csrf": csrf, "plan": plan, "student": ticks})
     reply = request(f"{base}/export/gradebook", method="POST", data=body, content_type=kind)
     assert reply.status == 200, reply.text
     assert "Recorded" in reply.text
