@@ -302,20 +302,21 @@ class Store:
             self._retire(db, [row.token_hash], student_id, REPLACED)
             db.execute(update(students).where(students.c.student_id == student_id).values(**values))
 
-    def add_students(self, new: dict[str, tuple[str, dict[str, str]]]) -> None:
-        """Students who have no row yet, each with (token, LMS columns), in one transaction: all or none. One
-        added meanwhile (another `serve tokens` at the same time) fails the whole with IntegrityError."""
+    def add_students(self, new: dict[str, tuple[str, dict[str, str]]], *, lms: dict[str, dict[str, str]] | None = None,
+                     instructor: str | None = None) -> None:
+        """Students who have no row yet, each with (token, LMS columns); new LMS columns for students who have one
+        (their tokens left as they are); with `instructor`, the one instructor token (`replace_instructors`). One
+        transaction: all or none. A student added meanwhile (another `serve tokens` at the same time) fails the
+        whole with IntegrityError."""
         with self.begin() as db:
-            for student_id, (token, lms) in new.items():
+            for student_id, (token, columns) in new.items():
                 db.execute(students.insert().values(student_id=student_id, token_hash=hash_token(token),
-                                                    lms=json.dumps(lms, sort_keys=True)))
-
-    def set_lms(self, lms: dict[str, dict[str, str]]) -> None:
-        """New LMS columns for students who have a row; their tokens are left as they are."""
-        with self.begin() as db:
-            for student_id, columns in lms.items():
+                                                    lms=json.dumps(columns, sort_keys=True)))
+            for student_id, columns in (lms or {}).items():
                 db.execute(update(students).where(students.c.student_id == student_id)
                            .values(lms=json.dumps(columns, sort_keys=True)))
+            if instructor is not None:
+                self._replace_instructors(db, instructor)
 
     def rotate_students(self, tokens: dict[str, str]) -> None:
         """A new token for each of these students (who have a row), in one transaction: their old ones stop working
@@ -362,12 +363,15 @@ class Store:
         """The one instructor token from now on: every earlier one stops working (its link says it was replaced).
         Returns how many were replaced."""
         with self.begin() as db:
-            if db.dialect.name == "postgresql":  # two rotations at once must not leave two tokens
-                db.execute(text("LOCK TABLE instructors IN EXCLUSIVE MODE"))
-            old: list[str] = list(db.execute(select(instructors.c.token_hash)).scalars())
-            self._retire(db, old, None, REPLACED)
-            db.execute(instructors.delete())
-            db.execute(instructors.insert().values(token_hash=hash_token(token)))
+            return self._replace_instructors(db, token)
+
+    def _replace_instructors(self, db: Connection, token: str) -> int:
+        if db.dialect.name == "postgresql":  # two rotations at once must not leave two tokens
+            db.execute(text("LOCK TABLE instructors IN EXCLUSIVE MODE"))
+        old: list[str] = list(db.execute(select(instructors.c.token_hash)).scalars())
+        self._retire(db, old, None, REPLACED)
+        db.execute(instructors.delete())
+        db.execute(instructors.insert().values(token_hash=hash_token(token)))
         return len(old)
 
     def instructor_count(self) -> int:

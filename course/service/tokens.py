@@ -118,10 +118,8 @@ def issue_tokens(config: CourseConfig, roster: list[Student], out: Path, *, data
             with links.provisional():
                 with _provisionally(instructor_path, instructor + "\n") if instructor else _nothing():
                     store.add_students({student.student_id: (new[student.student_id], student.lms)
-                                        for student in roster if student.student_id in new})
-                    if instructor:
-                        store.replace_instructors(instructor)
-            store.set_lms(changed)
+                                        for student in roster if student.student_id in new},
+                                       lms=changed, instructor=instructor)
         run = TokensRun(shown_url(database, config.root), out, issued=list(new), kept=links.kept,
                         elsewhere=links.elsewhere, dropped=links.dropped,
                         still_revoked=[s.student_id for s in roster if s.student_id in rows

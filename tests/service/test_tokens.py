@@ -4,6 +4,7 @@ command's refusals, and what a retired link answers (in process: the real app an
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -246,3 +247,24 @@ def test_a_retired_link_says_why_and_an_unknown_one_is_not_found(tmp_path):
 
 def test_the_tokens_file_header_is_the_one_documented():
     assert HEADER == ["student_id", "token", "new"]
+
+
+def test_a_roster_run_updates_the_lms_columns_and_leaves_the_tokens(tmp_path, capsys):
+    root = course_for_service(tmp_path / "course")
+    roster, out = tmp_path / "roster.csv", tmp_path / "tokens.csv"
+    roster.write_text("student_id,lms_id\nalice,101\nbob,102\n", encoding="utf-8")
+    assert main(["--course", str(root), "serve", "tokens", str(roster), "--out", str(out)]) == 0
+    store = Store(f"sqlite:///{root / 'service.db'}")
+    try:
+        before = {sid: row.token_hash for sid, row in store.token_rows().items()}
+        roster.write_text("student_id,lms_id\nalice,201\nbob,102\n", encoding="utf-8")  # a corrected LMS id
+        capsys.readouterr()
+        assert main(["--course", str(root), "serve", "tokens", str(roster), "--out", str(out)]) == 0
+        said = capsys.readouterr().out
+        assert "LMS columns updated from the roster (tokens unchanged): alice\n" in said
+        assert "tokens.csv: 0 new student link(s)" in said
+        assert store.students() == {"alice": {"lms_id": "201"}, "bob": {"lms_id": "102"}}
+        assert {sid: row.token_hash for sid, row in store.token_rows().items()} == before
+        assert [row[2] for row in csv.reader(out.read_text().splitlines()[1:])] == ["", ""]  # none new
+    finally:
+        store.close()
