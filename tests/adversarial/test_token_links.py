@@ -81,16 +81,29 @@ def test_a_longer_roster_adds_the_new_students_and_leaves_every_earlier_link(tmp
 
 
 @pytest.mark.slow
-def test_over_http_a_late_student_a_rotation_and_a_revocation_reach_only_their_link(tmp_path):
-    """Against a running `autograd-course serve`: the tokens changed while it runs, each link opened over HTTP."""
-    from course.service.app import RETIRED_INSTRUCTOR_LINK, RETIRED_LINK
-    from service.conftest import Server, course_for_service, notebook_bytes, request
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_over_http_a_late_student_a_rotation_and_a_revocation_reach_only_their_link(tmp_path, backend):
+    """Against a running `autograd-course serve` (SQLite, or a real PostgreSQL server of its own): the tokens
+    changed while it runs, each link opened over HTTP."""
+    from service.conftest import new_database, running_postgres
 
-    server = Server(course_for_service(tmp_path / "course"))
+    if backend == "sqlite":
+        links_over_http(tmp_path, None)
+        return
+    with running_postgres() as postgres:
+        links_over_http(tmp_path, new_database(postgres))
+
+
+def links_over_http(tmp_path: Path, database: str | None) -> None:
+    from course.service.app import RETIRED_INSTRUCTOR_LINK, RETIRED_LINK
+    from service.conftest import Server, course_for_service, notebook_bytes
+    from service.conftest import request as http
+
+    server = Server(course_for_service(tmp_path / "course"), database=database)
     server.issue_tokens(["alice", "bob"])
     server.start()
     try:
-        page = lambda token: request(f"{server.url}/s/{token}/")  # noqa: E731 - a student opening their link
+        page = lambda token: http(f"{server.url}/s/{token}/")  # noqa: E731 - a student opening their link
         before, instructor = dict(server.tokens), server.instructor
         assert page(before["alice"]).status == 200
         attempt = server.submit("alice", notebook_bytes(submitted_notebook()))
@@ -125,16 +138,16 @@ def test_over_http_a_late_student_a_rotation_and_a_revocation_reach_only_their_l
         assert "has been revoked by the course staff" in submitted.stderr
         assert "alice" not in tokens_file(tokens)
         assert [page(t).status for t in (rotated, server.tokens["carol"])] == [200, 200]
-        her_record = request(f"{server.url}/i/{instructor}/students/alice")  # her attempts stay in the record
+        her_record = http(f"{server.url}/i/{instructor}/students/alice")  # her attempts stay in the record
         assert her_record.status == 200
         assert 'href="alice/attempts/1"' in her_record.text
 
         subprocess.run(server.command("tokens", "--rotate-instructor", "--out", str(tokens)), check=True,
                        capture_output=True)
         newest = (server.root / "tokens-instructor.txt").read_text().strip()
-        old_dashboard = request(f"{server.url}/i/{instructor}/")
+        old_dashboard = http(f"{server.url}/i/{instructor}/")
         assert (old_dashboard.status, old_dashboard.text) == (410, RETIRED_INSTRUCTOR_LINK)
-        assert request(f"{server.url}/i/{newest}/").status == 200
+        assert http(f"{server.url}/i/{newest}/").status == 200
         assert page(server.tokens["carol"]).status == 200
     finally:
         server.stop()
