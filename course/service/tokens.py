@@ -13,7 +13,7 @@ import csv
 import hmac
 import io
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -116,7 +116,7 @@ def issue_tokens(config: CourseConfig, roster: list[Student], out: Path, *, data
         with _store_errors(out):
             links = _written_links(out, rows, new)
             with links.provisional():
-                with _provisionally(instructor_path, instructor + "\n") if instructor else _nothing():
+                with _provisionally(instructor_path, instructor + "\n") if instructor else nullcontext():
                     store.add_students({student.student_id: (new[student.student_id], student.lms)
                                         for student in roster if student.student_id in new},
                                        lms=changed, instructor=instructor)
@@ -165,6 +165,7 @@ def revoke_tokens(config: CourseConfig, student_ids: list[str], out: Path | None
     attempts stay (the dashboard, exports, recording). With `out`, the tokens file is rewritten without them."""
     if out is not None:
         _paths(out, None)
+        read_tokens_file(out)  # a file that is not a tokens file is refused before anything changes
     store = _open(config, database)
     try:
         rows = store.token_rows()
@@ -313,11 +314,6 @@ def _provisionally(path: Path, text: str) -> Iterator[None]:
         else:
             atomic_write_bytes(path, earlier)
         raise
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 @contextmanager

@@ -268,3 +268,19 @@ def test_a_roster_run_updates_the_lms_columns_and_leaves_the_tokens(tmp_path, ca
         assert [row[2] for row in csv.reader(out.read_text().splitlines()[1:])] == ["", ""]  # none new
     finally:
         store.close()
+
+
+def test_a_revocation_into_a_file_that_is_not_a_tokens_file_changes_nothing(tmp_path, capsys):
+    root = course_for_service(tmp_path / "course")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id\nalice\n", encoding="utf-8")
+    assert main(["--course", str(root), "serve", "tokens", str(roster), "--out", str(tmp_path / "tokens.csv")]) == 0
+    notes = tmp_path / "notes.csv"
+    notes.write_text("name,grade\n", encoding="utf-8")
+    assert main(["--course", str(root), "serve", "tokens", "--revoke", "alice", "--out", str(notes)]) == 1
+    assert "is not a tokens file" in capsys.readouterr().err
+    store = Store(f"sqlite:///{root / 'service.db'}")
+    try:
+        assert not store.token_rows()["alice"].revoked
+    finally:
+        store.close()
