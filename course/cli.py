@@ -8,9 +8,10 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from course import __version__
-from course.config import find_config, load_config
+from course.config import CourseConfig, find_config, load_config
 from course.deferred_imports import defer_setuptools_for_archives, defer_torch_meta_kernels
 from course.errors import CourseError
 from course.extras import require
@@ -21,6 +22,9 @@ from course.logs import DEFAULT_LEVEL, LEVELS
 from course.logs import configure as configure_logging
 from course.service.edge import Edge
 
+if TYPE_CHECKING:
+    from course.service.tokens import TokensRun
+
 COMMAND_HELP = {
     "release": "Regenerate release/ from source/ with nbgrader and prove the release sound.",
     "check": "Self-check a notebook: run it safely and report, per question, whether each answer has the right form.",
@@ -30,7 +34,8 @@ COMMAND_HELP = {
     "autograder build": "Build the Gradescope autograder zip (setup.sh, run_autograder, the package, the course).",
     "autograder run": "Grade the one notebook in ROOT/submission and write ROOT/results/results.json (Gradescope).",
     "serve": "Run the instant-feedback service: students upload a notebook and read its feedback once graded.",
-    "serve tokens": "Write one secret token per roster student (student_id,token) and an instructor token.",
+    "serve tokens": "Issue secret tokens, one per student: the roster's students who have none yet (every other "
+                    "link keeps working), or rotate or revoke one student's, or replace the instructor's.",
     "submit": "Submit a notebook to the course's feedback service and print the score and the feedback link.",
 }
 
@@ -167,10 +172,22 @@ def _service_parsers(commands) -> None:
                             "trusted")
     actions = serve.add_subparsers(dest="action", metavar="ACTION")
     tokens = actions.add_parser("tokens", help=COMMAND_HELP["serve tokens"], description=COMMAND_HELP["serve tokens"])
-    tokens.add_argument("roster", type=Path, metavar="ROSTER", help="CSV with a student_id column (and LMS ids)")
-    tokens.add_argument("--out", type=Path, required=True, metavar="FILE",
-                        help="where the student_id,token rows go (mode 600; the database keeps only hashes); the "
-                             "instructor token goes to FILE's name with -instructor.txt")
+    tokens.add_argument("roster", type=Path, nargs="?", metavar="ROSTER",
+                        help="CSV with a student_id column (and LMS ids): a token for each student who has none "
+                             "yet; every other student's link is left as it is")
+    tokens.add_argument("--out", type=Path, metavar="FILE",
+                        help="the tokens file, student_id,token,new rows (mode 600): the tokens issued now (new: "
+                             "yes) and the earlier rows of FILE that still work (the database keeps only hashes); "
+                             "the instructor token goes to FILE's name with -instructor.txt")
+    change = tokens.add_mutually_exclusive_group()
+    change.add_argument("--rotate", action="append", metavar="STUDENT_ID",
+                        help="a new token for this student (repeatable; with --out): their old link stops "
+                             "working; a revoked student gets a working link again")
+    change.add_argument("--revoke", action="append", metavar="STUDENT_ID",
+                        help="this student's link stops working (repeatable; answers 410, revoked); their "
+                             "attempts stay in the record; with --out, FILE is rewritten without it")
+    change.add_argument("--rotate-instructor", action="store_true",
+                        help="one new instructor token (with --out); every earlier instructor token stops working")
     tokens.add_argument("--database", dest="action_database", metavar="URL",
                         help="as for serve (given before or after `tokens`: one database; two that differ are "
                              "refused)")
@@ -207,24 +224,42 @@ def _database(args: argparse.Namespace) -> str | None:
 
 def _serve(args: argparse.Namespace) -> int:
     require("service", "autograd-course serve")
-    from course.service.run import issue_tokens, serve
-    from course.service.store import shown_url
+    from course.service.run import serve
 
     config = load_config(args.course)
     database = _database(args)
     if args.action == "tokens":
-        from course.roster import read_roster
-
-        count, instructor = issue_tokens(config, read_roster(args.roster), args.out, database=database)
-        print(f"wrote {count} student tokens to {args.out}, their hashes to the database "
-              f"{shown_url(database, config.root)}; each student's link is <server>/s/<token>/")
-        print(f"instructor token in {instructor}; the dashboard is <server>/i/<token>/")
+        for line in _tokens(args, config, database).lines():
+            print(line)
         return 0
     if args.jobs is not None and args.jobs < 1:
         raise CourseError("--jobs must be 1 or more")
     serve(config, host=args.host, port=args.port, database=database, jobs=args.jobs, assignment=args.assignment,
           wait_seconds=args.wait, forwarded_allow_ips=args.forwarded_allow_ips, edge=_edge(args))
     return 0
+
+
+def _tokens(args: argparse.Namespace, config: CourseConfig, database: str | None) -> TokensRun:
+    """`serve tokens`: one of adding the roster's new students, --rotate, --revoke, --rotate-instructor."""
+    from course.service import tokens
+
+    if args.revoke:
+        if args.roster is not None:
+            raise CourseError("serve tokens --revoke takes no ROSTER: name the students to revoke")
+        return tokens.revoke_tokens(config, args.revoke, args.out, database=database)
+    if args.roster is None and not (args.rotate or args.rotate_instructor):
+        raise CourseError("serve tokens needs a ROSTER (or --rotate, --revoke or --rotate-instructor)")
+    if args.roster is not None and (args.rotate or args.rotate_instructor):
+        raise CourseError("serve tokens: give a ROSTER or --rotate/--rotate-instructor, not both")
+    if args.out is None:
+        raise CourseError("serve tokens needs --out FILE: where the new tokens are written (mode 600)")
+    if args.rotate:
+        return tokens.rotate_tokens(config, args.rotate, args.out, database=database)
+    if args.rotate_instructor:
+        return tokens.rotate_instructor(config, args.out, database=database)
+    from course.roster import read_roster
+
+    return tokens.issue_tokens(config, read_roster(args.roster), args.out, database=database)
 
 
 def _submit(args: argparse.Namespace) -> int:

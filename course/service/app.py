@@ -70,7 +70,7 @@ from course.service.results import (
     student_records,
     summary_of,
 )
-from course.service.store import Attempt, Store, now_utc
+from course.service.store import REPLACED, REVOKED, Attempt, Store, now_utc
 from course.service.worker import Grader
 from course.summary_page import SORT_SCRIPT, render_summary_html
 from course.text import safe_text
@@ -444,6 +444,10 @@ async def _api_student(request: Request) -> tuple[Service, str, str] | Response:
     token = _bearer(request)
     student = await run_in_threadpool(service.store.student_for, token)
     if student is None or token is None:
+        retired = await run_in_threadpool(service.store.retired, token)
+        if retired is not None:  # RFC 6750's invalid_token, saying why
+            return JSONResponse({"error": RETIRED_LINK[retired], "token": retired}, status_code=401,
+                                headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
         return _json_error(401, "a valid student token is needed: Authorization: Bearer <token>",
                            {"WWW-Authenticate": "Bearer"})
     return service, token, student
@@ -521,6 +525,26 @@ def _not_found() -> Response:
     return PlainTextResponse("Not found. Check the link you were given.", status_code=404)
 
 
+# What a link whose token no longer works answers (serve tokens --revoke, --rotate, --rotate-instructor): 410 Gone
+# and why, rather than "not found" (a student sent a new link should know to use it). Only the holder of the token,
+# 256 random bits, can see it.
+RETIRED_LINK = {
+    REVOKED: "This link has been revoked by the course staff: it no longer opens your page or takes uploads. The "
+             "attempts you submitted are kept. Ask your instructor if you think this is a mistake.",
+    REPLACED: "This link has been replaced by a newer one: use the latest link your instructor sent you. The "
+              "attempts you submitted are kept and shown there.",
+}
+RETIRED_INSTRUCTOR_LINK = ("This dashboard link has been replaced by a newer one (serve tokens --rotate-instructor): "
+                           "use the token in the newest tokens-instructor.txt.")
+
+
+async def _retired_or_not_found(service: Service, token: str, *, instructor: bool = False) -> Response:
+    retired = await run_in_threadpool(partial(service.store.retired, token, instructor=instructor))
+    if retired is None:
+        return _not_found()
+    return PlainTextResponse(RETIRED_INSTRUCTOR_LINK if instructor else RETIRED_LINK[retired], status_code=410)
+
+
 def student_route(handler: Callable[[Request, Service, str], Awaitable[Response]]) -> Handler:
     """A route under the student's personal link; its pages (GET) paced per student (Service.page_slot), its
     form's posts by the uploads' own bounds."""
@@ -528,7 +552,7 @@ def student_route(handler: Callable[[Request, Service, str], Awaitable[Response]
         service: Service = request.app.state.service
         student = await run_in_threadpool(service.store.student_for, request.path_params["token"])
         if student is None:
-            return _not_found()
+            return await _retired_or_not_found(service, request.path_params["token"])
         if request.method not in ("GET", "HEAD"):
             return await handler(request, service, student)
         with service.page_slot(student) as wait:  # a refused one holds no place while it is answered
@@ -542,7 +566,7 @@ def instructor_route(handler: Callable[[Request, Service], Awaitable[Response]])
     async def route(request: Request) -> Response:
         service: Service = request.app.state.service
         if not await run_in_threadpool(service.store.is_instructor, request.path_params["token"]):
-            return _not_found()
+            return await _retired_or_not_found(service, request.path_params["token"], instructor=True)
         return await handler(request, service)
     return route
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import threading
 from collections.abc import Callable, Iterator
@@ -53,6 +54,8 @@ from course.files import private_sqlite
 from course.grading import ERROR as AUTOGRADER_ERROR
 from course.service.policy import Refusal, ServicePolicy, refusal
 from course.service.schedule import Queued
+from course.submission import student_id_problem
+from course.text import safe_text
 
 QUEUED, GRADING = "queued", "grading"
 # The PostgreSQL advisory lock (one bigint key) under which a process makes the tables it needs: two processes
@@ -92,11 +95,47 @@ attempts = Table(
     Column("notebook", LargeBinary, nullable=False),
     UniqueConstraint("student_id", "assignment", "number"),
 )
+# Tokens that no longer open anything, kept by their hash so that their links can say why (410, app.py) rather
+# than "not found": a student's revoked token (it stays their row's token_hash until they get a new one), a
+# student's replaced token, an instructor's replaced token (student_id NULL). A table of its own, not a column of
+# `students`: `create_all` adds it to a database made before it (the service has no migrations yet).
+retired_tokens = Table(
+    "retired_tokens", metadata,
+    Column("token_hash", String(64), primary_key=True),
+    Column("student_id", String(100), ForeignKey("students.student_id"), nullable=True),  # NULL: an instructor's
+    Column("reason", String(20), nullable=False),  # REVOKED or REPLACED
+    Column("retired_at", DateTime, nullable=False),  # naive UTC
+)
+REVOKED, REPLACED = "revoked", "replaced"
 settings = Table(
     "settings", metadata,
     Column("name", String(50), primary_key=True),
     Column("value", Text, nullable=False),
 )
+
+
+TOKEN_HASH = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class TokenRow:
+    """A student's row as `serve tokens` reads it (checked: Store.token_rows)."""
+    student_id: str
+    token_hash: str
+    lms: dict[str, str]
+    revoked: bool
+
+
+def _lms_column(student_id: str, value: Any) -> dict[str, str]:
+    """A row's LMS columns as this package writes them (a JSON object of strings), or CourseError naming the row."""
+    try:
+        lms = json.loads(value)
+    except (TypeError, ValueError):
+        lms = None
+    if not (isinstance(lms, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in lms.items())):
+        raise CourseError(f"the service's database: the lms column of student {safe_text(str(student_id), 120)!r} "
+                          "is not a JSON object of text: mend that row, or run serve tokens with the roster again")
+    return lms
 
 
 def hash_token(token: str) -> str:
@@ -228,8 +267,11 @@ class Store:
                         .where(attempts.c.id == bindparam("attempt_id"), attempts.c.status == GRADING)
                         .values({**{name: bindparam(f"new_{name}") for name in RESULT_COLUMNS},
                                  "results_written": attempts.c.results_written + 1}))
-        self._token = select(students.c.student_id, students.c.token_hash).where(
-            students.c.token_hash == bindparam("digest"))
+        # A student's token, and whether it is revoked (its hash among the retired ones): one indexed lookup each.
+        self._token = (select(students.c.student_id, students.c.token_hash, retired_tokens.c.reason)
+                       .select_from(students.outerjoin(retired_tokens,
+                                                       retired_tokens.c.token_hash == students.c.token_hash))
+                       .where(students.c.token_hash == bindparam("digest")))
 
     @contextmanager
     def begin(self) -> Iterator[Connection]:
@@ -249,24 +291,118 @@ class Store:
 
     # ------------------------------------------------------------------ tokens
     def set_student(self, student_id: str, token: str, lms: dict[str, str]) -> None:
-        """Add the student, or give them a new token (the old one stops working)."""
+        """Add the student, or give them a new token (the old one stops working, and its link says it was
+        replaced; a revoked student can use the new one)."""
         with self.begin() as db:
             values = {"token_hash": hash_token(token), "lms": json.dumps(lms, sort_keys=True)}
-            if db.execute(update(students).where(students.c.student_id == student_id).values(**values)).rowcount == 0:
+            row = db.execute(select(students.c.token_hash).where(students.c.student_id == student_id)).first()
+            if row is None:
                 db.execute(students.insert().values(student_id=student_id, **values))
+                return
+            self._retire(db, [row.token_hash], student_id, REPLACED)
+            db.execute(update(students).where(students.c.student_id == student_id).values(**values))
+
+    def add_students(self, new: dict[str, tuple[str, dict[str, str]]], *, lms: dict[str, dict[str, str]] | None = None,
+                     instructor: str | None = None) -> None:
+        """Students who have no row yet, each with (token, LMS columns); new LMS columns for students who have one
+        (their tokens left as they are); with `instructor`, the one instructor token (`replace_instructors`). One
+        transaction: all or none. A student added meanwhile (another `serve tokens` at the same time) fails the
+        whole with IntegrityError."""
+        with self.begin() as db:
+            for student_id, (token, columns) in new.items():
+                db.execute(students.insert().values(student_id=student_id, token_hash=hash_token(token),
+                                                    lms=json.dumps(columns, sort_keys=True)))
+            for student_id, columns in (lms or {}).items():
+                db.execute(update(students).where(students.c.student_id == student_id)
+                           .values(lms=json.dumps(columns, sort_keys=True)))
+            if instructor is not None:
+                self._replace_instructors(db, instructor)
+
+    def rotate_students(self, tokens: dict[str, str]) -> None:
+        """A new token for each of these students (who have a row), in one transaction: their old ones stop working
+        and say they were replaced (a revoked one keeps saying revoked); the new ones work, revoked or not."""
+        with self.begin() as db:
+            for student_id, token in tokens.items():
+                row = db.execute(select(students.c.token_hash).where(students.c.student_id == student_id)
+                                 .with_for_update()).first()
+                if row is None:
+                    raise CourseError(f"{student_id!r} has no token in the service's database: nothing changed")
+                self._retire(db, [row.token_hash], student_id, REPLACED)
+                db.execute(update(students).where(students.c.student_id == student_id)
+                           .values(token_hash=hash_token(token)))
+
+    def revoke_students(self, student_ids: list[str]) -> list[str]:
+        """These students' tokens stop working (their links say they were revoked), in one transaction; their rows
+        and attempts stay. Returns those revoked now (not before). CourseError: one has no row (nothing changed)."""
+        revoked = []
+        with self.begin() as db:
+            for student_id in student_ids:
+                row = db.execute(select(students.c.token_hash).where(students.c.student_id == student_id)
+                                 .with_for_update()).first()
+                if row is None:
+                    raise CourseError(f"{student_id!r} has no token in the service's database: nothing changed")
+                if self._retire(db, [row.token_hash], student_id, REVOKED):
+                    revoked.append(student_id)
+        return revoked
+
+    def _retire(self, db: Connection, digests: list[str], student_id: str | None, reason: str) -> int:
+        """Keep these token hashes as retired (one retired already keeps its first reason); how many were not."""
+        known: set[str] = set(db.execute(select(retired_tokens.c.token_hash)
+                               .where(retired_tokens.c.token_hash.in_(digests))).scalars()) if digests else set()
+        fresh = [digest for digest in digests if digest not in known]
+        if fresh:
+            db.execute(retired_tokens.insert(), [{"token_hash": digest, "student_id": student_id, "reason": reason,
+                                                  "retired_at": now_utc()} for digest in fresh])
+        return len(fresh)
 
     def add_instructor(self, token: str) -> None:
         with self.begin() as db:
             db.execute(instructors.insert().values(token_hash=hash_token(token)))
 
+    def replace_instructors(self, token: str) -> int:
+        """The one instructor token from now on: every earlier one stops working (its link says it was replaced).
+        Returns how many were replaced."""
+        with self.begin() as db:
+            return self._replace_instructors(db, token)
+
+    def _replace_instructors(self, db: Connection, token: str) -> int:
+        if db.dialect.name == "postgresql":  # two rotations at once must not leave two tokens
+            db.execute(text("LOCK TABLE instructors IN EXCLUSIVE MODE"))
+        old: list[str] = list(db.execute(select(instructors.c.token_hash)).scalars())
+        self._retire(db, old, None, REPLACED)
+        db.execute(instructors.delete())
+        db.execute(instructors.insert().values(token_hash=hash_token(token)))
+        return len(old)
+
+    def instructor_count(self) -> int:
+        with self.engine.connect() as db:
+            return int(db.execute(select(func.count()).select_from(instructors)).scalar_one())
+
     def student_for(self, token: str | None) -> str | None:
-        """The student whose token this is, or None. The hash found is compared again in constant time."""
+        """The student whose token this is (and not revoked), or None. The hash found is compared again in
+        constant time."""
         if not token:
             return None
         digest = hash_token(token)
         with self.engine.connect() as db:
             row = db.execute(self._token, {"digest": digest}).first()
-        return row.student_id if row and hmac.compare_digest(row.token_hash, digest) else None
+        if row is None or row.reason is not None:
+            return None
+        return row.student_id if hmac.compare_digest(row.token_hash, digest) else None
+
+    def retired(self, token: str | None, *, instructor: bool = False) -> str | None:
+        """Why a token that opens nothing once did: REVOKED or REPLACED (a student's, or with `instructor` an
+        instructor's), or None when it never was a token here. Anything else the row says reads as REVOKED."""
+        if not token:
+            return None
+        digest = hash_token(token)
+        owner = retired_tokens.c.student_id.is_(None) if instructor else retired_tokens.c.student_id.is_not(None)
+        with self.engine.connect() as db:
+            row = db.execute(select(retired_tokens.c.token_hash, retired_tokens.c.reason)
+                             .where(retired_tokens.c.token_hash == digest, owner)).first()
+        if row is None or not hmac.compare_digest(row.token_hash, digest):
+            return None
+        return REPLACED if row.reason == REPLACED else REVOKED
 
     def is_instructor(self, token: str | None) -> bool:
         if not token:
@@ -276,9 +412,29 @@ class Store:
             row = db.execute(select(instructors.c.token_hash).where(instructors.c.token_hash == digest)).first()
         return row is not None and hmac.compare_digest(row.token_hash, digest)
 
+    def token_rows(self) -> dict[str, TokenRow]:
+        """Every student's row as `serve tokens` needs it, in the database's order, each checked: a row that is
+        not what this package writes stops the command, naming it, rather than being rewritten."""
+        with self.engine.connect() as db:
+            rows = db.execute(select(students.c.student_id, students.c.token_hash, students.c.lms,
+                                     retired_tokens.c.reason)
+                              .select_from(students.outerjoin(retired_tokens,
+                                                              retired_tokens.c.token_hash == students.c.token_hash))
+                              .order_by(students.c.student_id)).all()
+        found: dict[str, TokenRow] = {}
+        for row in rows:
+            problem = student_id_problem(row.student_id) if isinstance(row.student_id, str) else "not text"
+            if problem or not (isinstance(row.token_hash, str) and TOKEN_HASH.fullmatch(row.token_hash)):
+                raise CourseError(f"the service's database: the students row {safe_text(str(row.student_id), 120)!r} "
+                                  f"is not one serve tokens wrote ({problem or 'its token_hash is not a SHA-256'}): "
+                                  "mend or remove that row")
+            found[row.student_id] = TokenRow(row.student_id, row.token_hash, _lms_column(row.student_id, row.lms),
+                                             row.reason is not None)
+        return found
+
     def students(self) -> dict[str, dict[str, str]]:
         with self.engine.connect() as db:
-            return {row.student_id: json.loads(row.lms) for row in db.execute(select(students))}
+            return {row.student_id: _lms_column(row.student_id, row.lms) for row in db.execute(select(students))}
 
     def secret(self, name: str) -> bytes:
         """A server-side random secret (the CSRF key), made once and kept in the database. Made by whichever

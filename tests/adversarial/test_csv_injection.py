@@ -114,4 +114,4 @@ def test_the_tokens_csv_is_written_by_the_one_writer_too(course_root):
                  "--out", str(course_root / "tokens.csv")]) == 0
     text = Path(course_root / "tokens.csv").read_text(encoding="utf-8")
     assert every_field_quoted(text)
-    assert text.startswith('"student_id","token"\n"alice","')
+    assert text.startswith('"student_id","token","new"\n"alice","')

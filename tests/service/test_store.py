@@ -255,10 +255,12 @@ def test_serve_tokens_writes_one_private_token_per_student_and_keeps_only_hashes
     roster.write_text("student_id,name,lms_id\nalice,Alice A,101\nbob,Bob B,102\n", encoding="utf-8")
     out = tmp_path / "tokens.csv"
     assert main(["--course", str(root), "serve", "tokens", str(roster), "--out", str(out)]) == 0
-    assert "wrote 2 student tokens" in capsys.readouterr().out
+    assert "tokens.csv: 2 new student link(s)" in capsys.readouterr().out
     lines = out.read_text().splitlines()
-    assert lines[0] == '"student_id","token"'  # every field quoted, as every CSV we write
-    tokens = dict(line.strip('"').split('","') for line in lines[1:])
+    assert lines[0] == '"student_id","token","new"'  # every field quoted, as every CSV we write
+    rows = [line.strip('"').split('","') for line in lines[1:]]
+    assert all(new == "yes" for _, _, new in rows)
+    tokens = {student: token for student, token, _ in rows}
     assert list(tokens) == ["alice", "bob"]
     assert len(set(tokens.values())) == 2
     instructor = (tmp_path / "tokens-instructor.txt").read_text().strip()
