@@ -237,6 +237,6 @@ def other_assignment(config: CourseConfig, assignment: str, answer_ids: frozense
 
 def other_assignment_text(other: str, assignment: Assignment) -> str:
     """What a notebook of assignment `other` is told where `assignment` is graded: whose notebook it is, plainly."""
-    return (f"this is the notebook of assignment {other!r}, not of {assignment.name!r}: its answer cells are "
-            f"{other!r}'s. Submit your notebook of {assignment.name!r} ({assignment.notebook_path.name}) here, and "
-            f"your {other!r} notebook where {other!r} is submitted")
+    return (f"this is the notebook of assignment {other!r}, not of {assignment.name!r} (its answer cells are those "
+            f"of {other!r}). Submit your notebook of {assignment.name!r} ({assignment.notebook_path.name}) here, "
+            f"and the one of {other!r} where {other!r} is submitted")
