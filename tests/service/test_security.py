@@ -57,8 +57,13 @@ def test_every_route_with_another_students_token_and_ids_shows_nothing_of_theirs
             continue
         if template in ("/api/submissions", "/s/{token}/upload", "/s/{token}/", "/s/{token}/notebook",
                         "/s/{token}/attempts/{number:int}"):
-            # alice's own: her token, no id of anyone's in the path (the upload is refused without a valid csrf;
-            # an attempt's number is of her own attempts, so attempt 1 is hers)
+            # alice's own: her token, no id of anyone's in the path (the upload is refused without a valid csrf,
+            # by a redirect to her page, which says why; an attempt's number is of her own attempts, so attempt 1
+            # is hers)
+            if template == "/s/{token}/upload":
+                assert reply.status == 303, reply.status
+                reply = request(url.removesuffix("upload") + reply.headers["location"][2:])
+                assert "out of date" in reply.text
             assert reply.status in (200, 403), (template, reply.status)
         else:
             assert reply.status in (404, 401), (template, method, reply.status)
