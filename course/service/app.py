@@ -278,7 +278,7 @@ class Service:
 
     def csrf_ok(self, who: str, token: str) -> bool:
         issued, _, mac = token.partition(".")
-        if not issued.isdigit() or time.time() - int(issued) > CSRF_MAX_AGE:
+        if not _seconds(issued) or time.time() - int(issued) > CSRF_MAX_AGE:
             return False
         return hmac.compare_digest(mac, self._csrf_mac(who, issued))
 
@@ -296,7 +296,7 @@ class Service:
         URL says is shown only when this server said it)."""
         issued, _, rest = note.partition(".")
         payload, _, mac = rest.partition(".")
-        if (len(note) > 4 * NOTE_CHARS + 100 or not issued.isdigit()
+        if (len(note) > 4 * NOTE_CHARS + 100 or not _seconds(issued)
                 or not 0 <= time.time() - int(issued) <= NOTE_MAX_AGE
                 or not hmac.compare_digest(mac, self._csrf_mac(f"note:{student}", f"{issued}.{payload}"))):
             return ""
@@ -309,6 +309,13 @@ class Service:
         if self.csrf_key is None:
             self.csrf_key = self.store.secret("csrf")
         return hmac.new(self.csrf_key, f"{who}|{issued}".encode(), hashlib.sha256).hexdigest()
+
+
+def _seconds(text: str) -> bool:
+    """Whether `text` is a time this server wrote (whole seconds since 1970): digits, and few enough that the
+    arithmetic with it cannot overflow (a float holds no integer of 400 digits) nor `int` refuse it ("²" is a
+    digit to `isdigit`): either was a 500."""
+    return text.isascii() and text.isdigit() and len(text) <= 12
 
 
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:

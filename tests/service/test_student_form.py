@@ -146,3 +146,18 @@ def test_the_notebook_of_another_assignment_is_named_as_that_ones_and_uses_no_at
                         "source": "x = 1"}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     shown = followed(app, tokens["ben"], upload(app, tokens["ben"], json.dumps(other).encode()))
     assert "the upload cannot be graded: none of the answer cells of assignment &#x27;autograd&#x27;" in shown
+
+
+def test_a_time_in_a_form_or_a_note_that_is_no_time_of_ours_is_refused_with_an_answer(site):
+    """A CSRF token or a note whose time has 400 digits (no float holds it) or a digit `int` refuses ("²") was a
+    500 from the form; now the form says the page was out of date, and the note shows nothing."""
+    service, app, tokens = site
+    before = attempts_of(service, "ana")
+    for csrf in ("9" * 400 + ".x", "\u00b2.x", "-1.x"):
+        answer = upload(app, tokens["ana"], notebook_bytes(submitted_notebook()), csrf=csrf)
+        assert "the form was out of date" in followed(app, tokens["ana"], answer)
+    assert attempts_of(service, "ana") == before
+    for note in ("9" * 400 + ".x.y", "\u00b2.x.y"):
+        shown = call(app, "GET", page_of(tokens["ana"]) + "?note=" + quote(note))
+        assert shown.status == 200
+        assert "id=banner" not in shown.text
