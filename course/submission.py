@@ -15,6 +15,7 @@ Rules (the grader never runs a submitted cell as grader code):
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import re
@@ -225,14 +226,23 @@ def other_assignment(config: CourseConfig, assignment: str, answer_ids: frozense
     for settings in config.assignments:
         if settings.name == assignment or not answer_ids:
             continue
+        path = config.source_notebook(settings.name)
         try:
-            cells = json.loads(config.source_notebook(settings.name).read_text(encoding="utf-8"))["cells"]
-            theirs = {nbgrader_cell(cell).grade_id for cell in cells if isinstance(cell, dict)}
+            theirs = _grade_ids(path, path.stat().st_mtime_ns)
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if len(answer_ids & theirs) > shared:
             best, shared = settings.name, len(answer_ids & theirs)
     return best
+
+
+@functools.lru_cache(maxsize=32)
+def _grade_ids(path: Path, mtime_ns: int) -> frozenset[str]:
+    """The grade ids of a source notebook's cells, read once per version of the file (a server refusing many
+    uploads of other notebooks reads each assignment's notebook once, not once an upload)."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    ids = (nbgrader_cell(cell).grade_id for cell in cells if isinstance(cell, dict))
+    return frozenset(grade_id for grade_id in ids if grade_id)
 
 
 def other_assignment_text(other: str, assignment: Assignment) -> str:
