@@ -54,7 +54,7 @@ from course.term import (
     with_late_policy,
     write_integrity,
 )
-from course.text import safe_text
+from course.text import plural, safe_text
 from course.variants import course_secret
 
 log = logging.getLogger(__name__)
@@ -92,9 +92,9 @@ class BatchSummary:
 
     def lines(self) -> list[str]:
         total = len(self.graded)
-        lines = [f"{total} submission{'s' if total != 1 else ''}: {self.count(GRADED)} graded, "
+        lines = [f"{plural(total, 'submission')}: {self.count(GRADED)} graded, "
                  f"{self.count(FAILED)} failed, {self.count(TIMED_OUT)} timed out, "
-                 f"{self.count(ERROR)} autograder errors"]
+                 f"{plural(self.count(ERROR), 'autograder error')}"]
         for ref in self.refused:
             lines.append(f"not graded: {safe_text(str(ref.path), 300, one_line=True)}: {ref.problem}")
         lines += self._not_graded_lines()

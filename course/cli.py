@@ -21,6 +21,7 @@ from course.lms import FORMATS
 from course.logs import DEFAULT_LEVEL, LEVELS
 from course.logs import configure as configure_logging
 from course.service.edge import Edge
+from course.text import plural
 
 if TYPE_CHECKING:
     from course.service.tokens import TokensRun
@@ -281,9 +282,10 @@ def _release(args: argparse.Namespace) -> int:
     names = [args.assignment] if args.assignment else [a.name for a in config.assignments]
     for name in names:
         report = release(config, name, verify=not args.no_verify, students=students)
-        print(f"released {report.release_notebook} ({report.questions} questions, {report.max_score:g} points)")
+        print(f"released {report.release_notebook} ({plural(report.questions, 'question')}, "
+              f"{report.max_score:g} points)")
         if report.personalised:
-            print(f"personalised copies for {report.personalised} students in "
+            print(f"personalised copies for {plural(report.personalised, 'student')} in "
                   f"{report.release_notebook.parent / 'students'}")
         if report.solution_score is not None:
             print(f"verified with nbgrader autograde: source solutions {report.solution_score:g}/"

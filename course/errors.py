@@ -23,6 +23,15 @@ class SubmissionError(CourseError):
     """A submitted notebook cannot be read (not JSON, not nbformat 4, too large, ...)."""
 
 
+class NotThisAssignment(SubmissionError):
+    """The notebook holds none of the assignment's answer cells; `answer_ids`: the answer cells it does hold (those
+    of another assignment of the course, when it is one: `submission.other_assignment`)."""
+
+    def __init__(self, message: str, answer_ids: frozenset[str]) -> None:
+        super().__init__(message)
+        self.answer_ids = answer_ids
+
+
 class UnreadableSubmission(SubmissionError):
     """The submitted file is where it should be, but the grader cannot read it as a regular file: its permissions,
     a symbolic link, a special file or an I/O error. The layout is the grader's (nbgrader's collect copies regular

@@ -18,11 +18,11 @@ from course.answers import MISSING, Answer
 from course.assignment import Assignment
 from course.config import CourseConfig
 from course.discovery import SubmissionRef
-from course.errors import SubmissionError, UnreadableSubmission
+from course.errors import NotThisAssignment, SubmissionError, UnreadableSubmission
 from course.feedback import MAX_SYNTAX_ERRORS, build_feedback, cell_errors_of, limit_messages
 from course.judge import QuestionResult, judge
 from course.probes import ProbePoints, course_probe_points
-from course.submission import Submission, read_submission, student_id_problem
+from course.submission import Submission, other_assignment, other_assignment_text, read_submission, student_id_problem
 from course.variants import numbers_for
 
 GRADED, TIMED_OUT, FAILED, ERROR = "graded", "timed_out", "failed", "autograder_error"
@@ -183,7 +183,11 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
         messages.append(OUR_ERROR_TEXT)
     except SubmissionError as problem:
         status, questions = FAILED, _zero(assignment, "the notebook could not be read", config)
-        messages.append(f"Your submission could not be graded: {problem}")
+        # Another assignment's notebook is named as that one's, not as this assignment's file.
+        other = (other_assignment(config, assignment.name, problem.answer_ids)
+                 if isinstance(problem, NotThisAssignment) else "")
+        said = other_assignment_text(other, assignment) if other else str(problem)
+        messages.append(f"Your submission could not be graded: {said}")
     except Exception:
         status, questions = ERROR, _zero(assignment, "autograder error", config)
         internal_error = traceback.format_exc()

@@ -15,6 +15,7 @@ Rules (the grader never runs a submitted cell as grader code):
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import re
@@ -22,15 +23,20 @@ import stat
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from course.assignment import NUMBERS_CELL, Assignment
 from course.cell_metadata import nbgrader_cell
-from course.errors import SubmissionError, UnreadableSubmission
+from course.errors import NotThisAssignment, SubmissionError, UnreadableSubmission
 from course.sandbox.handed_in import Cell as Cell  # the unit of student code, re-exported for the grader
 from course.sandbox.handed_in import notebook_module_cell
 from course.text import safe_text
 from course.variants import numbers_source
+
+if TYPE_CHECKING:
+    from course.config import CourseConfig
+
+ANSWER_PREFIX = "answer_"  # an answer cell's grade_id: answer_<question> (assignment.py)
 
 
 @dataclass(frozen=True)
@@ -168,6 +174,7 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
     if params:
         cells.append(Cell(-1, "your numbers (from the course)", own_numbers))
     answer_sources: dict[str, str] = {}
+    held_answers: set[str] = set()  # every answer cell's id in the notebook, this assignment's or not
     claimed_student = None
     edited: list[str] = []
     damaged: list[str] = []  # code cells whose grade_id is no nbgrader id: graded as the student's own code
@@ -179,6 +186,8 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
         source = _source_text(raw, index, path)
         meta = nbgrader_cell(raw)
         grade_id = meta.grade_id
+        if grade_id and grade_id.startswith(ANSWER_PREFIX):
+            held_answers.add(grade_id)
         if meta.damaged_id:
             damaged.append(f"cell {index + 1}'s nbgrader grade_id is {meta.damaged_id}")
         if grade_id == NUMBERS_CELL:
@@ -200,11 +209,44 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
             label = f"cell {index + 1}"
         cells.append(Cell(index, label, source))
     if not answer_sources:
-        raise SubmissionError(
+        raise NotThisAssignment(
             f"{_name(path)}: none of the answer cells of assignment {assignment.name!r} is in this notebook; "
             f"submit the notebook you were given for it ({assignment.notebook_path.name}, as your instructor "
-            f"released it for {assignment.name!r}) with your answers"
-        )
+            f"released it for {assignment.name!r}) with your answers", frozenset(held_answers))
     deleted = tuple(sorted(answer_ids - set(answer_sources)))
     return Submission(student_id, path, tuple(cells), answer_sources, deleted, claimed_student, tuple(edited),
                       tuple(damaged))
+
+
+def other_assignment(config: CourseConfig, assignment: str, answer_ids: frozenset[str]) -> str:
+    """The course's other assignment whose notebook holds these answer cells (`NotThisAssignment.answer_ids`: the
+    notebook holds none of `assignment`'s), the one it shares most with; "" when none is. Read from the other
+    assignments' source notebooks (the instructor's, trusted); one that cannot be read is passed over."""
+    best, shared = "", 0
+    for settings in config.assignments:
+        if settings.name == assignment or not answer_ids:
+            continue
+        path = config.source_notebook(settings.name)
+        try:
+            theirs = _grade_ids(path, path.stat().st_mtime_ns)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if len(answer_ids & theirs) > shared:
+            best, shared = settings.name, len(answer_ids & theirs)
+    return best
+
+
+@functools.lru_cache(maxsize=32)
+def _grade_ids(path: Path, mtime_ns: int) -> frozenset[str]:
+    """The grade ids of a source notebook's cells, read once per version of the file (a server refusing many
+    uploads of other notebooks reads each assignment's notebook once, not once an upload)."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    ids = (nbgrader_cell(cell).grade_id for cell in cells if isinstance(cell, dict))
+    return frozenset(grade_id for grade_id in ids if grade_id)
+
+
+def other_assignment_text(other: str, assignment: Assignment) -> str:
+    """What a notebook of assignment `other` is told where `assignment` is graded: whose notebook it is, plainly."""
+    return (f"this is the notebook of assignment {other!r}, not of {assignment.name!r} (its answer cells are those "
+            f"of {other!r}). Submit your notebook of {assignment.name!r} ({assignment.notebook_path.name}) here, "
+            f"and the one of {other!r} where {other!r} is submitted")

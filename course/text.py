@@ -103,3 +103,9 @@ def csv_text(rows: Iterable[Sequence[str]]) -> str:
     writer = csv.writer(buffer, quoting=csv.QUOTE_ALL, lineterminator="\n")
     writer.writerows([csv_cell(cell) for cell in row] for row in rows)
     return buffer.getvalue()
+
+
+def plural(count: int, word: str, many: str = "") -> str:
+    """A count with its noun as a person would write it: "1 question", "2 questions", "0 students" (`many`:
+    the plural when it is not `word` + "s")."""
+    return f"{count} {word if count == 1 else many or word + 's'}"

@@ -124,7 +124,8 @@ def test_a_student_whose_sandbox_never_starts_is_no_grade_in_the_gradebook_or_th
     statuses = {g.student_id: g.status for g in summary.graded}
     assert statuses["dan"] == ERROR
     assert all(statuses[s] == (GRADED if s != "frank" else "failed") for s in SAMPLE_SCORES)
-    assert "1 autograder errors" in summary.lines()[0]
+    assert "1 autograder error" in summary.lines()[0]
+    assert "1 autograder errors" not in summary.lines()[0]
     assert any(line.startswith("autograder errors (ours, not the students'") and line.endswith(": dan")
                for line in summary.lines())
     with (root / "grades-autograd.csv").open(newline="") as stream:

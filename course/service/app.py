@@ -78,6 +78,11 @@ from course.text import safe_text
 WAIT_SECONDS = 30.0
 SHARED_POLL_SECONDS = 0.5  # how often a waiting upload looks at the database when processes share it
 CSRF_MAX_AGE = 12 * 3600
+# The upload form's answer is a redirect to the student's page (post-redirect-get: a reload never posts the form
+# again), carrying why the upload was not submitted as a note the server signed for that student: shown for this
+# long after it (reloads included), at most this many characters, never a text the URL alone makes up.
+NOTE_MAX_AGE = 600
+NOTE_CHARS = 1000
 MULTIPART_SLACK = 64 * 1024  # the form's own bytes around the notebook
 DRAIN_LIMIT = 16 * 2**20  # an oversized body is read (and dropped) up to this much before 413, so the client hears it
 # The class summary's one inline script (it sorts the student table) is allowed by its hash, nothing else inline.
@@ -275,14 +280,44 @@ class Service:
 
     def csrf_ok(self, who: str, token: str) -> bool:
         issued, _, mac = token.partition(".")
-        if not issued.isdigit() or time.time() - int(issued) > CSRF_MAX_AGE:
+        if not _seconds(issued) or time.time() - int(issued) > CSRF_MAX_AGE:
             return False
         return hmac.compare_digest(mac, self._csrf_mac(who, issued))
+
+    # ----------------------------------------------------------------- the form's answers (post-redirect-get)
+    def note(self, student: str, message: str) -> str:
+        """`message` as the signed value of the student page's `note` parameter: only this server makes one,
+        for this student's page, and it is shown for NOTE_MAX_AGE seconds."""
+        text = safe_text(message, NOTE_CHARS)
+        issued = str(int(time.time()))
+        payload = base64.urlsafe_b64encode(text.encode("utf-8")).decode("ascii").rstrip("=")
+        return f"{issued}.{payload}.{self._csrf_mac(f'note:{student}', f'{issued}.{payload}')}"
+
+    def note_text(self, student: str, note: str) -> str:
+        """The message of a note made by `note` for this student, still fresh ("" for anything else: what the
+        URL says is shown only when this server said it)."""
+        issued, _, rest = note.partition(".")
+        payload, _, mac = rest.partition(".")
+        if (len(note) > 4 * NOTE_CHARS + 100 or not _seconds(issued)
+                or not 0 <= time.time() - int(issued) <= NOTE_MAX_AGE
+                or not hmac.compare_digest(mac, self._csrf_mac(f"note:{student}", f"{issued}.{payload}"))):
+            return ""
+        try:
+            return base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)).decode("utf-8")
+        except ValueError:  # (binascii.Error and UnicodeDecodeError are ValueErrors): not one of ours
+            return ""
 
     def _csrf_mac(self, who: str, issued: str) -> str:
         if self.csrf_key is None:
             self.csrf_key = self.store.secret("csrf")
         return hmac.new(self.csrf_key, f"{who}|{issued}".encode(), hashlib.sha256).hexdigest()
+
+
+def _seconds(text: str) -> bool:
+    """Whether `text` is a time this server wrote (whole seconds since 1970): digits, and few enough that the
+    arithmetic with it cannot overflow (a float holds no integer of 400 digits) nor `int` refuse it ("²" is a
+    digit to `isdigit`): either was a 500."""
+    return text.isascii() and text.isdigit() and len(text) <= 12
 
 
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -605,19 +640,25 @@ async def _student_page(service: Service, student: str, message: str = "", statu
 
 @student_route
 async def student_home(request: Request, service: Service, student: str) -> Response:
-    return await _student_page(service, student, page_thread=True)
+    note = request.query_params.get("note", "")
+    return await _student_page(service, student, service.note_text(student, note) if note else "", page_thread=True)
+
+
+def _noted(service: Service, student: str, message: str, headers: dict[str, str] | None = None) -> Response:
+    """The form's answer when nothing was submitted: 303 to the student's page, which says why (a reload of it
+    never posts the notebook again)."""
+    said = message if message.endswith(".") else f"{message}."
+    return RedirectResponse(f"./?note={service.note(student, said)}", status_code=303, headers=headers)
 
 
 @student_route
 async def student_upload(request: Request, service: Service, student: str) -> Response:
-    refused_csrf = "The form was out of date or came from another page: reload this page and submit again."
-    if not _same_origin(request):
-        return await _student_page(service, student, refused_csrf, 403)
+    refused_csrf = "the form was out of date or came from another page: reload this page and submit again"
+    if not _same_origin(request):  # another site's post (no student's reload): refused before its body is read
+        return await _student_page(service, student, f"{refused_csrf}.", 403)
     with service.upload_slot(student) as free:
         if not free:
-            page = await _student_page(service, student, f"Not submitted: {_busy_message()}.", 429)
-            page.headers.update({"Retry-After": str(UPLOAD_RETRY_SECONDS), **CLOSE})
-            return page
+            return _noted(service, student, _busy_message(), CLOSE)
         return await _student_upload(request, service, student, refused_csrf)
 
 
@@ -625,19 +666,17 @@ async def _student_upload(request: Request, service: Service, student: str, refu
     received = await _receive_notebook(service, request)
     if isinstance(received, Response):
         message = json.loads(bytes(received.body)).get("error", "the upload was refused")
-        page = await _student_page(service, student, f"Not submitted: {message}.", received.status_code)
-        if received.headers.get("connection") == "close":
-            page.headers.update(CLOSE)
-        return page
+        return _noted(service, student, message, CLOSE if received.headers.get("connection") == "close"
+                      else None)
     notebook, fields = received
     csrf = fields.get("csrf")
     if not isinstance(csrf, str) or not service.csrf_ok(f"student:{student}", csrf):
-        return await _student_page(service, student, refused_csrf, 403)
+        return _noted(service, student, refused_csrf)
     accepted = await _accept_upload(service, student, notebook)
     if isinstance(accepted, str):
-        return await _student_page(service, student, f"Not submitted: {accepted}.", 400)
+        return _noted(service, student, accepted)
     if isinstance(accepted, Refusal):
-        return await _student_page(service, student, f"Not submitted: {accepted.message}.", 429)
+        return _noted(service, student, accepted.message)
     # At once to the attempt's own page: it says "being graded" and shows the feedback when it is ready.
     return RedirectResponse(f"attempts/{accepted.number}", status_code=303)
 
@@ -753,7 +792,8 @@ def _gradebook_page(service: Service, message: str = "", status: int = 200) -> R
     differs = term_record.differences(config, settings, changes, service.store.notebook_of)
     return HTMLResponse(pages.gradebook_page(service.assignment, changes, len(counted) - len(changes),
                                              term_record.digest(changes), service.csrf_token("instructor"),
-                                             history, str(config.root / "gradebook.db"), message, differs),
+                                             history, str(config.root / "gradebook.db"), message, differs,
+                                             ok=status < 400),
                         status_code=status)
 
 

@@ -8,11 +8,12 @@ import html
 from datetime import datetime
 
 from course.grading import ERROR as AUTOGRADER_ERROR
-from course.render import CSS
+from course.render import CSS, course_text_html
 from course.service.policy import SAME_NOTEBOOK_ERRORS, Refusal, ServicePolicy, minutes
 from course.service.results import StudentRecord
 from course.service.store import Attempt
 from course.term_record import Change, Recording
+from course.text import plural
 
 e = html.escape
 EXTRA_CSS = """
@@ -22,7 +23,26 @@ button { font: inherit; padding: .4rem 1rem; border-radius: 4px; border: 1px sol
 a.button { display: inline-block; padding: .4rem 1rem; border: 1px solid var(--line); border-radius: 4px; }
 ul.revisit { margin: .25rem 0; padding-left: 1.25rem; }
 button[disabled], input[disabled] { opacity: .5; cursor: not-allowed; }
+.done { background: #e6f4ea; border-left: 4px solid var(--ok); padding: .5rem .75rem; margin: .5rem 0; }
+.error { margin: .5rem 0; }
+@media (max-width: 40rem) {
+  /* On a phone the dashboard's students are cards, each cell under its label: no column is cut off. */
+  table.students thead { display: none; }
+  table.students, table.students tbody, table.students tr, table.students td { display: block; width: 100%; }
+  table.students tr { border-bottom: 1px solid var(--line); padding: .4rem 0; }
+  table.students td { border: 0; padding: .1rem 0; overflow-wrap: anywhere; }
+  table.students td:first-child { font-weight: 600; }
+  table.students td:empty { display: none; }
+}
 """
+
+
+def banner(text: str, *, ok: bool, label: str = "") -> str:
+    """A message at the top of a page: a success green with "Done:", a refusal or failure red with its label
+    ("Not submitted:", ...). The word says it as well as the colour does (a colour alone is no cue to everyone)."""
+    if ok:
+        return f'<div class=done id=banner role=status><strong>{e(label or "Done")}:</strong> {e(text)}</div>'
+    return f'<div class=error id=banner role=alert><strong>{e(label or "Not done")}:</strong> {e(text)}</div>'
 
 
 def _page(title: str, body: str, *, refresh: bool = False, script: str = "", data: str = "",
@@ -48,10 +68,11 @@ def _score(attempt: Attempt) -> str:
 def _policy_lines(policy: ServicePolicy, used: int | None, due: datetime | None, whose: str = "your") -> str:
     """The policy in force, in a sentence (used: the student's attempts so far; None on the dashboard)."""
     if used is None:
-        allowed = f"{policy.attempts} attempts each" if policy.attempts else "any number of attempts"
+        allowed = (f"{plural(policy.attempts, 'attempt')} each" if policy.attempts
+                   else "any number of attempts")
     else:
-        allowed = (f"{used} of {policy.attempts} attempts used" if policy.attempts
-                   else f"{used} attempt{'' if used == 1 else 's'} so far (no limit)")
+        allowed = (f"{used} of {plural(policy.attempts, 'attempt')} used" if policy.attempts
+                   else f"{plural(used, 'attempt')} so far (no limit)")
     lines = [allowed, f"{whose} {'best' if policy.counts == 'best' else 'last'} attempt counts"]
     if policy.cooldown_minutes:
         lines.append(f"{minutes(policy.cooldown_minutes)} between attempts")
@@ -77,26 +98,34 @@ def attempts_table(attempts: list[Attempt], counted: Attempt | None, link: str) 
 def student_page(record: StudentRecord, assignment: str, policy: ServicePolicy, due: datetime | None, csrf: str,
                  message: str = "", notebook_note: str = "", refused: Refusal | None = None) -> str:
     """The upload form (with the policy, and closed, saying why and until when, when it refuses an attempt now)
-    and the attempts. refused: the policy's answer to an attempt now."""
+    and the attempts; once every attempt is used, no form at all. message: why the last upload was not
+    submitted (the form's answer, carried to this page: app.py, the upload's notes). refused: the policy's
+    answer to an attempt now."""
     pending = any(not a.done for a in record.attempts)
     counted = ""
     if record.counted is not None:
         counted = f"<div class=score>{_score(record.counted)}</div><div>counted: attempt {record.counted.number}</div>"
-    note = f'<div class="note" role=alert>{e(message)}</div>' if message else ""
+    note = banner(message, ok=False, label="Not submitted") if message else ""
     used = sum(a.status != AUTOGRADER_ERROR for a in record.attempts)  # our failures use up no attempt
-    closed, disabled = "", ""
-    if refused is not None:
-        disabled = " disabled"
-        reopens = ("; this page opens the form again by itself then" if refused.reopens_at is not None else "")
-        closed = f'<p class="note" id=closed role=status>Not open now: {e(refused.message)}{reopens}.</p>'
+    if policy.attempts is not None and used >= policy.attempts:
+        # Nothing to submit any more: no heading naming an attempt that cannot be made, and no form.
+        submit = (f"<section class=card id=submit><h2>No attempts left</h2><p id=closed role=status>You have used "
+                  f"all {plural(policy.attempts, 'attempt')} this assignment allows; your "
+                  f"{'best' if policy.counts == 'best' else 'last'} attempt counts.</p></section>")
+    else:
+        closed, disabled = "", ""
+        if refused is not None:
+            disabled = " disabled"
+            reopens = ("; this page opens the form again by itself then" if refused.reopens_at is not None else "")
+            closed = f'<p class="note" id=closed role=status>Not open now: {e(refused.message)}{reopens}.</p>'
+        submit = (f"<section class=card id=submit><h2>Submit attempt {len(record.attempts) + 1}</h2>{closed}"
+                  '<form class=upload method=post action="upload" enctype="multipart/form-data">'
+                  f'<input type=file name=notebook accept=".ipynb,application/json" required{disabled}>'
+                  f'<input type=hidden name=csrf value="{e(csrf)}"><button type=submit{disabled}>Submit</button>'
+                  f'</form><p><a href="notebook" download>Download your notebook</a>{e(notebook_note)}</p></section>')
     body = (f"<header class=summary><div>Assignment <strong>{e(assignment)}</strong>, "
             f"<strong>{e(record.student_id)}</strong></div>{counted}"
-            f"<div id=policy>{e(_policy_lines(policy, used, due))}</div></header>{note}"
-            f"<section class=card id=submit><h2>Submit attempt {len(record.attempts) + 1}</h2>{closed}"
-            '<form class=upload method=post action="upload" enctype="multipart/form-data">'
-            f'<input type=file name=notebook accept=".ipynb,application/json" required{disabled}>'
-            f'<input type=hidden name=csrf value="{e(csrf)}"><button type=submit{disabled}>Submit</button></form>'
-            f'<p><a href="notebook" download>Download your notebook</a>{e(notebook_note)}</p></section>'
+            f"<div id=policy>{e(_policy_lines(policy, used, due))}</div></header>{note}{submit}"
             f"<section class=card><h2>Your attempts</h2>{attempts_table(record.attempts, record.counted, 'attempts/')}"
             "</section>")
     wait = None
@@ -120,7 +149,7 @@ def feedback_lead(attempt: Attempt, back: str, *, instructor: bool = False) -> s
     """What the service puts above an attempt's feedback: when, links back and onwards, and what to revisit."""
     feedback = attempt.feedback or {}
     revisit = [q for q in feedback.get("questions", []) if q.get("earned", 0) < q.get("points", 0)]
-    links = "".join(f'<li><a href="#q-{e(str(q["id"]))}">{e(str(q["title"]))}</a> '
+    links = "".join(f'<li><a href="#q-{e(str(q["id"]))}">{course_text_html(str(q["title"]))}</a> '
                     f"({q['earned']:g} / {q['points']:g})</li>" for q in revisit)
     if revisit:
         todo = f"<div>To revisit ({len(revisit)}):</div><ul class=revisit>{links}</ul>"
@@ -151,21 +180,23 @@ def dashboard_page(records: list[StudentRecord], assignment: str, policy: Servic
     rows = []
     for record in records:
         last = record.attempts[-1] if record.attempts else None
+        # data-label: each cell's column, shown beside it where a phone shows a row as a card
         rows.append(f'<tr><td><a href="students/{e(record.student_id)}">{e(record.student_id)}</a></td>'
-                    f"<td>{len(record.attempts)}</td>"
-                    f"<td>{_score(record.counted) if record.counted else '—'}</td>"
-                    f"<td>{e(last.status.replace('_', ' ')) if last else 'nothing submitted'}</td>"
-                    f"<td>{len(record.integrity) or ''}</td>"
-                    f"<td>{_errors_cell(errors.get(record.student_id))}</td></tr>")
+                    f"<td data-label=attempts>{len(record.attempts)}</td>"
+                    f'<td data-label="counted score">{_score(record.counted) if record.counted else "—"}</td>'
+                    f'<td data-label="last status">{e(last.status.replace("_", " ")) if last else "nothing submitted"}'
+                    "</td>"
+                    f'<td data-label="integrity findings">{len(record.integrity) or ""}</td>'
+                    f'<td data-label="autograder errors">{_errors_cell(errors.get(record.student_id))}</td></tr>')
     failing = sum(1 for student in errors if any(r.student_id == student for r in records))
     alert = ("" if not failing else
-             f'<p class=note id=autograder-errors role=status>{failing} student{"s" if failing != 1 else ""} had '
+             f"<p class=note id=autograder-errors role=status>{plural(failing, 'student')} had "
              "attempts end in an autograder error: our failure, not theirs (no attempt used); the server's log has "
              "each one's cause. Their own pages say so; a notebook that failed twice is not taken again.</p>")
     graded = sum(1 for r in records for a in r.attempts if a.done)
     body = (f"<header class=summary><div>Dashboard, assignment <strong>{e(assignment)}</strong></div>"
-            f"<div class=score id=graded-count>{graded} graded attempts</div>"
-            f"<div>{len(records)} students; updates as attempts arrive</div>"
+            f"<div class=score id=graded-count>{plural(graded, 'graded attempt')}</div>"
+            f"<div>{plural(len(records), 'student')}; updates as attempts arrive</div>"
             f"<div id=policy>Policy: {e(_policy_lines(policy, None, due, 'each student’s'))}</div>"
             f"</header>{alert}"
             '<section class=card><h2>Export</h2><p><a href="export/grades.csv">grades CSV</a> '
@@ -181,7 +212,7 @@ def dashboard_page(records: list[StudentRecord], assignment: str, policy: Servic
             "term's record alone, missing work as 0.</p>"
             '<p><a class=button href="export/gradebook">Record the counted scores in nbgrader\'s gradebook…</a> '
             "(shows who would change first; nothing is written until you confirm)</p></section>"
-            "<section class=card><h2>Students</h2><div class=table-wrap><table id=students><thead><tr>"
+            "<section class=card><h2>Students</h2><div class=table-wrap><table id=students class=students><thead><tr>"
             "<th>student</th><th>attempts</th><th>counted score</th><th>last status</th><th>integrity findings</th>"
             f"<th>autograder errors</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div></section>"
             '<section class=card><h2>Class summary</h2><p><a href="summary">open the class summary</a> (its own page, '
@@ -200,11 +231,12 @@ def _held(change: Change) -> str:
 
 def gradebook_page(assignment: str, changes: list[Change], unchanged: int, plan: str, csrf: str,
                    history: list[Recording], gradebook: str, message: str = "",
-                   differs: dict[str, str] | None = None) -> str:
+                   differs: dict[str, str] | None = None, *, ok: bool = True) -> str:
     """The preview of recording the counted attempts in the term's record (one tick per student, all ticked),
-    how each differs from the submission the term holds (`differs`), its confirmation, and undo."""
+    how each differs from the submission the term holds (`differs`), its confirmation, and undo.
+    message: what the last recording (or undo) did, `ok`, or why it did not."""
     differs = differs or {}
-    note = f'<div class="note" role=status>{e(message)}</div>' if message else ""
+    note = banner(message, ok=ok) if message else ""
     rows = "".join(
         f"<tr><td>{e(c.student_id)}</td><td>{_held(c)}</td>"
         f"<td>{c.after.score:g}, attempt {c.after.attempt}, submitted {_when(c.after.submitted_at)}</td>"
@@ -244,8 +276,8 @@ def gradebook_page(assignment: str, changes: list[Change], unchanged: int, plan:
             f"{e(gradebook)}, submitted/, autograded/, feedback/ and grades-{e(assignment)}.csv, as "
             "<code>autograd-course grade</code> writes them; what it replaces is kept.</div></header>"
             f"{note}<section class=card><h2>What would change</h2>{preview}"
-            f"<p>{unchanged} students already recorded as they are; students with no graded attempt keep what "
-            "the term gave them.</p></section>"
+            f"<p>{plural(unchanged, 'student')} already recorded as they are; students with no graded attempt "
+            "keep what the term gave them.</p></section>"
             f"<section class=card><h2>Recordings</h2>{'<ul>' + past + '</ul>' if past else '<p>None yet.</p>'}"
             f"{undo}</section>"
             '<p><a href="../">back to the dashboard</a></p>')

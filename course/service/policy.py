@@ -61,7 +61,8 @@ def refusal(policy: ServicePolicy, earlier: list[datetime], now: datetime, *, st
                        "instructor sees it on their dashboard; change the notebook to try again, or ask them", None,
                        limit="autograder_errors")
     if policy.attempts is not None and len(earlier) >= policy.attempts:
-        return Refusal(f"you have used all {policy.attempts} attempts allowed for this assignment", None)
+        used = "the one attempt" if policy.attempts == 1 else f"all {policy.attempts} attempts"
+        return Refusal(f"you have used {used} allowed for this assignment", None)
     if earlier and policy.cooldown_minutes:
         ready = max(earlier) + timedelta(minutes=policy.cooldown_minutes)
         if now < ready:

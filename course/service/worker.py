@@ -21,7 +21,7 @@ from course import sandbox
 from course.assignment import load_course_assignment
 from course.config import CourseConfig
 from course.discovery import SubmissionRef
-from course.errors import CourseError, SubmissionError
+from course.errors import CourseError, NotThisAssignment, SubmissionError
 from course.grading import TIMED_OUT, grade_submission
 from course.nbgrader_bridge import assignment_due
 from course.probes import has_secret
@@ -31,7 +31,7 @@ from course.service.policy import ServicePolicy, attempt_numbers
 from course.service.schedule import LONG_GRADING_SECONDS, Scheduler
 from course.service.shared import SharedQueue
 from course.service.store import Attempt, Store
-from course.submission import read_submission
+from course.submission import other_assignment, read_submission
 from course.term import late_policy_at
 from course.text import safe_text
 from course.variants import course_secret
@@ -258,13 +258,23 @@ class Grader:
         """Why an upload cannot be graded as this assignment's notebook at all ("" when it can): not the
         notebook's format, or none of its answer cells. Read as the grader will read it (the same checks and
         messages), so an upload refused here never uses up an attempt, and one accepted here is graded."""
+        named = Path(self.settings.notebook)
         try:
-            read_submission(Path(self.settings.notebook), student_id, self.assignment,
-                            params=self.assignment.default_params,
+            read_submission(named, student_id, self.assignment, params=self.assignment.default_params,
                             max_bytes=self.config.limits.notebook_mb * 1024 * 1024,
                             max_cells=self.config.limits.max_cells, content=notebook)
+        except NotThisAssignment as problem:
+            # Another assignment's notebook is named as that one's (not as this assignment's file).
+            other = other_assignment(self.config, self.settings.name, problem.answer_ids)
+            if other:
+                return (f"this is the notebook of assignment {other!r}; this page takes assignment "
+                        f"{self.settings.name!r}: upload your {named.name} of {self.settings.name!r} here (and your "
+                        f"{other!r} notebook where {other!r} is submitted)")
+            return str(problem).removeprefix(f"{named.name}: ")
         except SubmissionError as problem:
-            return str(problem)
+            # The upload is read under the assignment's file name, but the student's file may be another: the
+            # message names no file.
+            return str(problem).removeprefix(f"{named.name}: ")
         return ""
 
     def grade(self, attempt: Attempt, notebook: bytes) -> Attempt | None:

@@ -10,7 +10,7 @@ import pytest
 
 from course.batch import grade_batch
 from course.discovery import discover
-from helpers import load, write
+from helpers import ROOT, load, write
 
 from .conftest import baseline_notebook, fast_config, grade, per_question
 
@@ -51,6 +51,18 @@ def test_a_notebook_of_another_assignment(tmp_path):
     graded, _ = grade(other, tmp_path)
     assert graded.status == "failed"
     assert "none of the answer cells of assignment 'autograd'" in graded.feedback["messages"][0]
+
+
+def test_the_notebook_of_another_assignment_of_the_course_is_named_as_that_ones(tmp_path):
+    """The training notebook graded as autograd's: the feedback says whose notebook it is (issue 40, item 9),
+    never as if it were a broken autograd.ipynb; it is graded as unreadable (0, status failed), as before."""
+    training = json.loads((ROOT / "release" / "training" / "training.ipynb").read_text(encoding="utf-8"))
+    graded, _ = grade(training, tmp_path)
+    assert graded.status == "failed"
+    assert graded.feedback["messages"][0] == (
+        "Your submission could not be graded: this is the notebook of assignment 'training', not of 'autograd' "
+        "(its answer cells are those of 'training'). Submit your notebook of 'autograd' (autograd.ipynb) here, and "
+        "the one of 'training' where 'training' is submitted")
 
 
 def test_too_many_cells(tmp_path):

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from helpers import CORRECT_CODE, add_cell, submitted_notebook, write
+from helpers import CORRECT_CODE, ROOT, add_cell, submitted_notebook, write
 from service.conftest import Server, course_for_service, notebook_bytes
 
 from .conftest import screenshot
@@ -20,12 +20,13 @@ def running(tmp_path_factory):
     # A cooldown: after an attempt the form closes, saying until when.
     root = course_for_service(tmp_path_factory.mktemp("service-browser") / "course", cooldown_minutes=30)
     server = Server(root, jobs=1)
-    server.issue_tokens(["alice", "bob", "carol"])
+    server.issue_tokens(["alice", "bob", "carol", LONG_ID])
     server.start()
     yield server
     server.stop()
 
 
+LONG_ID = "dave.okonkwo-lindqvist@example.edu"  # a real roster's id: an email
 PHONE = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 2, "is_mobile": True, "has_touch": True}
 
 
@@ -83,8 +84,50 @@ def test_the_dashboard_updates_as_attempts_are_graded(running, page):
     reply = running.submit("bob", notebook_bytes(submitted_notebook()))
     assert reply.status == 200
     # no reload by the test: the page's own poller notices the new attempt
-    page.locator("#graded-count", has_text=f"{before + 1} graded attempts").wait_for(timeout=30_000)
+    page.locator("#graded-count", has_text=re.compile(rf"^{before + 1} graded attempts?$")).wait_for(timeout=30_000)
     row = page.locator("#students tr", has_text="bob")
     assert "57 / 57" in row.inner_text()
     screenshot(page, "service-dashboard", full_page=True)
     assert page.console_errors == []
+
+
+def test_a_refused_upload_lands_on_the_students_page_and_a_reload_posts_nothing(running, page):
+    """Post-redirect-get: the notebook of another assignment is refused with whose notebook it is, on the student's
+    own page (not on /upload), and reloading that page sends no form again and uses no attempt."""
+    page.goto(f"{running.url}/s/{running.tokens[LONG_ID]}/")
+    page.locator("input[name=notebook]").set_input_files(str(ROOT / "release" / "training" / "training.ipynb"))
+    page.get_by_role("button", name="Submit").click()
+    page.wait_for_url(re.compile(r".*/s/[^/]+/\?note=[^&]+$"))
+    banner = page.locator("#banner")
+    assert banner.get_attribute("role") == "alert"
+    said = banner.inner_text()
+    assert said.startswith("Not submitted: the upload cannot be graded: this is the notebook of assignment "
+                           "'training'; this page takes assignment 'autograd'"), said
+    posts: list[str] = []
+    page.on("request", lambda sent: sent.method == "POST" and posts.append(sent.url))
+    page.reload()
+    page.locator("#banner").wait_for()
+    assert posts == []
+    assert "No attempts yet." in page.locator("main").inner_text()
+    screenshot(page, "service-refused-upload")
+    assert page.console_errors == []
+
+
+def test_the_dashboard_fits_a_phone(running, browser, request):
+    """At 390 px each student is a card of labelled cells: nothing is cut off or needs a sideways scroll."""
+    phone = browser.new_context(**PHONE)
+    request.addfinalizer(phone.close)
+    page = phone.new_page()
+    page.goto(f"{running.url}/i/{running.instructor}/")
+    row = page.locator("#students tbody tr", has_text=LONG_ID)
+    row.wait_for()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    for cell in row.locator("td").all():
+        if cell.inner_text().strip():
+            box = cell.bounding_box()
+            assert box is not None
+            assert box["x"] >= 0
+            assert box["x"] + box["width"] <= 390, cell.inner_text()
+    label = row.locator("td[data-label='counted score']").evaluate("td => getComputedStyle(td, '::before').content")
+    assert label == '"counted score: "'  # each value under its label (what the hidden header said)
+    screenshot(page, "service-dashboard-phone", full_page=True)

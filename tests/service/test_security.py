@@ -57,8 +57,13 @@ def test_every_route_with_another_students_token_and_ids_shows_nothing_of_theirs
             continue
         if template in ("/api/submissions", "/s/{token}/upload", "/s/{token}/", "/s/{token}/notebook",
                         "/s/{token}/attempts/{number:int}"):
-            # alice's own: her token, no id of anyone's in the path (the upload is refused without a valid csrf;
-            # an attempt's number is of her own attempts, so attempt 1 is hers)
+            # alice's own: her token, no id of anyone's in the path (the upload is refused without a valid csrf,
+            # by a redirect to her page, which says why; an attempt's number is of her own attempts, so attempt 1
+            # is hers)
+            if template == "/s/{token}/upload":
+                assert reply.status == 303, reply.status
+                reply = request(url.removesuffix("upload") + reply.headers["location"][2:])
+                assert "out of date" in reply.text
             assert reply.status in (200, 403), (template, reply.status)
         else:
             assert reply.status in (404, 401), (template, method, reply.status)
@@ -98,8 +103,14 @@ def test_the_upload_form_needs_its_csrf_token_from_the_same_student_and_site(ser
     for fields, headers in attempts_made:
         body, kind = multipart(fields)
         reply = request(alice_page + "upload", method="POST", data=body, content_type=kind, headers=headers)
-        assert reply.status == 403, fields.keys()
-        assert "reload this page and submit again" in reply.text
+        if "Origin" in headers:  # another site's post: refused at once, before its body is read
+            assert reply.status == 403, fields.keys()
+            shown = reply.text
+        else:  # the form's answer is a redirect to alice's page, which says why (post-redirect-get)
+            assert reply.status == 303, fields.keys()
+            assert reply.headers["location"].startswith("./?note=")
+            shown = request(alice_page + reply.headers["location"][2:]).text
+        assert "reload this page and submit again" in shown
     assert history(alice_page) == count  # nothing stored
     body, kind = multipart({"notebook": notebook, "csrf": csrf_of(alice_page)})
     reply = request(alice_page + "upload", method="POST", data=body, content_type=kind,
