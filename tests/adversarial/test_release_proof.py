@@ -74,7 +74,8 @@ def test_a_hidden_tests_exception_reaches_the_instructor_escaped_and_bounded(bro
     line = next(line for line in message.splitlines() if line.strip().startswith("test_slopes"))
     assert f"test_slopes (question {SLOPES!r}): 0 of 3; line " in line
     assert "raised ValueError: \\x1b]0;owned\\x07\\x1b[31mxxx" in line  # shown, not acted on
-    assert "\x1b" not in message and "\x07" not in message
+    assert "\x1b" not in message
+    assert "\x07" not in message
     assert len(line) < 1200  # bounded: the message was 5000 characters long
 
 
@@ -108,9 +109,12 @@ def test_following_the_order_advice_still_releases_no_answer_cell_without_its_li
 
 def test_a_missing_function_template_is_named(tmp_path, capsys):
     root = copy_course(tmp_path / "course")
-    edit_cell(root, "answer_cubic", lambda lines: [
-        line for line in lines[:lines.index("### BEGIN SOLUTION\n")]
-        if not line.startswith(("def cubic_derivative", "    return ..."))] + lines[lines.index("### BEGIN SOLUTION\n"):])
+    def without_template(lines: list[str]) -> list[str]:
+        key = lines.index("### BEGIN SOLUTION\n")
+        return [line for line in lines[:key] if not line.startswith(("def cubic_derivative", "    return ..."))] + (
+            lines[key:])
+
+    edit_cell(root, "answer_cubic", without_template)
     assert main(["--course", str(root), "release", "--no-verify"]) == 1
     assert ("(answer_cubic): the solution cell has no `def cubic_derivative(...): return ...` template for answer "
             "'cubic_derivative'") in capsys.readouterr().err
@@ -133,3 +137,28 @@ def test_an_answer_key_that_leaves_an_answer_unset_is_named(tmp_path, capsys):
     assert main(["--course", str(root), "release", "--no-verify"]) == 1
     assert ("(answer_slopes): the answer key (between ### BEGIN SOLUTION and ### END SOLUTION) does not set answer "
             "'slope_at_0'") in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_self_test_names_the_hidden_tests_exception_and_its_line(tmp_path):
+    """`grade`, `serve` and `run_autograder` prove their setup with the course's solution (course/selftest.py): where
+    the release proof never ran (a Gradescope bundle), a hidden test's NameError is named there, with its line."""
+    from functools import partial
+
+    from course.assignment import load_course_assignment
+    from course.errors import SelfTestError
+    from course.sandbox import WarmPool
+    from course.selftest import prove_setup
+
+    root = copy_course(tmp_path / "course")
+    lines = edit_cell(root, "test_one_call", lambda lines: [
+        line.replace('marks.value("one_call_loss", one_call_loss,', TYPO) for line in lines])
+    hidden = lines[lines.index("### BEGIN HIDDEN TESTS") + 1:]
+    typo_line = next(number for number, line in enumerate(hidden, start=1) if TYPO in line)
+    config = load_config(root)
+    assignment = load_course_assignment(config, "autograd")
+    with WarmPool(1, config.limits) as pool, pytest.raises(SelfTestError) as refused:
+        prove_setup(assignment, config, partial(pool.run, cold_fallback=False), level=pool.level)
+    assert (f"question {ONE_CALL!r} (test_one_call): its hidden tests raised NameError: name 'one_call_lose' is not "
+            f"defined (line {typo_line} of the hidden tests). Fix those hidden tests in the source notebook, release, "
+            "and run the command again.") in str(refused.value), str(refused.value)
