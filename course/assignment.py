@@ -17,6 +17,7 @@ import ast
 import functools
 import json
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,6 +151,53 @@ def _assigned_names(source: str, where: str) -> tuple[tuple[str, ...], tuple[str
     return tuple(names), tuple(functions)
 
 
+def _check_locked(cell: dict, where: str, why: str) -> None:
+    """A cell the grader restores from the source must be locked (read-only) in nbgrader's metadata: nbgrader's
+    autograde puts back only locked and graded cells, and the grader's copy of them is the locked ones."""
+    if not nbgrader_meta(cell).get("locked"):
+        raise SourceNotebookError(f"{where}: the cell is not locked (nbgrader: read-only), so {why}; make it "
+                                  "read-only (nbgrader's Create Assignment toolbar: Read-only; metadata "
+                                  "\"locked\": true), then release again")
+
+
+def _template_answers(source: str, where: str, checked: dict[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(value answers, function answers) an answer cell asks for: what its lines outside the solution region
+    (the template students receive) assign or define. Every answer its form check names must have a template line
+    there and be set by the answer key; an answer assigned only inside the region would vanish from the release."""
+    _parse(source, where)  # the cell as the answer key writes it
+    released = strip_region(source, SOLUTION_BEGIN, SOLUTION_END)
+    try:
+        names, functions = _assigned_names(released, where)
+    except SourceNotebookError as error:
+        raise SourceNotebookError(f"{error} once its solution region is removed, as students receive it; keep "
+                                  f"whole statements outside {SOLUTION_BEGIN} / {SOLUTION_END}") from None
+    for name, shape in checked.items():
+        if shape == FUNCTION and name not in functions:
+            raise SourceNotebookError(
+                f"{where}: the solution cell has no `def {name}(...): return ...` template for answer {name!r} "
+                f"outside its {SOLUTION_BEGIN} region, so the released cell would not ask for it; add the template "
+                f"above {SOLUTION_BEGIN}, then release again")
+        if shape != FUNCTION and name not in names:
+            raise SourceNotebookError(
+                f"{where}: the solution cell has no `{name} = ...` line for answer {name!r} outside its "
+                f"{SOLUTION_BEGIN} region, so the released cell would not ask for it; add `{name} = ...` above "
+                f"{SOLUTION_BEGIN}, then release again")
+    if not names and not functions:
+        raise SourceNotebookError(f"{where}: assigns no answer variable outside its {SOLUTION_BEGIN} region (a "
+                                  "`name = ...` line for each answer)")
+    key = region_lines(source, SOLUTION_BEGIN, SOLUTION_END)
+    try:
+        key_names, key_functions = _assigned_names(textwrap.dedent("\n".join(key)), where)
+    except SourceNotebookError:
+        return names, functions  # a region inside a block (a function's body): the proof's scores judge it
+    for name in (*names, *functions):
+        if name in checked and name not in key_names + key_functions:
+            raise SourceNotebookError(
+                f"{where}: the answer key (between {SOLUTION_BEGIN} and {SOLUTION_END}) does not set answer "
+                f"{name!r}, so the source's own solution would leave it `...`; set it there, then release again")
+    return names, functions
+
+
 FORM_CHECK = "check_form"
 
 
@@ -274,6 +322,10 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
         _check_markers(cell, index, cells, path)
     if "setup" not in by_id:
         raise SourceNotebookError(f"{path}: no locked code cell with grade_id 'setup' (the imports of the exercises)")
+    for locked_id in ("setup", NUMBERS_CELL):
+        if locked_id in by_id:
+            _check_locked(by_id[locked_id][1], f"{path}: cell {by_id[locked_id][0]} ({locked_id})",
+                          "students could change what every answer is graded against")
     locked_sources = {
         grade_id: cell_text(cell)
         for grade_id, (_, cell) in by_id.items()
@@ -302,12 +354,13 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
             raise SourceNotebookError(
                 f"{path}: cell {answer_index} ({answer_id}): has no {SOLUTION_BEGIN} region holding the answer key"
             )
-        names, functions = _assigned_names(cell_text(answer_cell), f"{path}: cell {answer_index} ({answer_id})")
-        if not names and not functions:
-            raise SourceNotebookError(f"{path}: cell {answer_index} ({answer_id}): assigns no answer variable")
-        # The self-check knows a question's answers only from its checks (students have no answer key):
-        # both checks must name exactly the answers the answer cell assigns.
+        answer_where = f"{path}: cell {answer_index} ({answer_id})"
         form_index, form_cell = by_id[form_id]
+        _check_locked(form_cell, f"{path}: cell {form_index} ({form_id})", "students could edit the check")
+        names, functions = _template_answers(cell_text(answer_cell), answer_where, form_checks(
+            strip_region(cell_text(form_cell), HIDDEN_BEGIN, HIDDEN_END), f"{path}: cell {form_index} ({form_id})"))
+        # The self-check knows a question's answers only from its checks (students have no answer key):
+        # both checks must name exactly the answers the answer cell asks for.
         declared: dict[str, str] = {}
         for checked_id, checked_index, checked_source in ((form_id, form_index, cell_text(form_cell)),
                                                          (grade_id, index, cell_text(cell))):

@@ -14,6 +14,7 @@ import json
 import math
 import random
 import threading
+import traceback
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -228,15 +229,25 @@ def judge_question(question: Question, answers: dict[str, Answer], *, tolerance:
 
 
 def _run_hidden_tests(question: Question, namespace: dict[str, Any]) -> str | None:
-    """Run the question's hidden tests in `namespace`; what they raised, as text (None: nothing)."""
+    """Run the question's hidden tests in `namespace`; what they raised, as text, with the line of the hidden tests
+    it came from (None: nothing)."""
     try:
         code = _hidden_code(question.test_source, question.test_cell_id)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             exec(code, namespace)  # noqa: S102 - the instructor's hidden tests from source/, never student code
     except Exception as failure:
-        return f"{type(failure).__name__}: {failure}"
+        where = _hidden_filename(question.test_cell_id)
+        lines = [frame.lineno for frame in traceback.extract_tb(failure.__traceback__) if frame.filename == where]
+        if isinstance(failure, SyntaxError) and failure.filename == where:
+            lines.append(failure.lineno)
+        at = f" (line {lines[-1]} of the hidden tests)" if lines and lines[-1] else ""
+        return f"{type(failure).__name__}: {failure}{at}"
     return None
+
+
+def _hidden_filename(cell_id: str) -> str:
+    return f"<hidden tests of {cell_id}>"
 
 
 @functools.lru_cache(maxsize=256)
@@ -249,7 +260,7 @@ def _hidden_region(test_source: str) -> str:
 @functools.lru_cache(maxsize=256)
 def _hidden_code(test_source: str, cell_id: str) -> CodeType:
     """The hidden tests compiled once per batch, not once per student."""
-    return compile(_hidden_region(test_source), f"<hidden tests of {cell_id}>", "exec")
+    return compile(_hidden_region(test_source), _hidden_filename(cell_id), "exec")
 
 
 # ------------------------------------------------------------------- references once per parameter set

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ from course.assignment import (
     SOLUTION_END,
     Assignment,
     cell_text,
+    is_text,
     load_course_assignment,
     nbgrader_meta,
     region_lines,
@@ -35,10 +38,14 @@ from course.content import NO_CONTENT, Content
 from course.errors import ReleaseError
 from course.files import PUBLIC, atomic_write_text
 from course.hidden_tests import scored_without_idea
+from course.text import MAX_ERROR_TEXT, safe_text
 from course.variants import course_secret, fill_text, numbers_for, numbers_source
 
 SOLUTIONS_STUDENT = "__source_solutions__"
 UNTOUCHED_STUDENT = "__untouched_release__"
+PROOF_RUNS = {SOLUTIONS_STUDENT: "the source's solutions", UNTOUCHED_STUDENT: "the untouched release"}
+
+log = logging.getLogger(__name__)  # progress lines on stderr (course/logs.py): a release takes tens of seconds
 
 
 @dataclass(frozen=True)
@@ -75,40 +82,123 @@ def find_leaks(source_path: Path, release_path: Path) -> list[str]:
     return leaks
 
 
-def _autograde_scores(config: CourseConfig, assignment: Assignment,
-                      release_path: Path) -> dict[str, dict[str, float]]:
+@dataclass(frozen=True)
+class ProofRun:
+    """One notebook of the proof under nbgrader autograde: each grade cell's score, and what each grade cell that
+    raised or printed showed (read back from nbgrader's autograded notebook)."""
+
+    scores: dict[str, float]
+    shown: dict[str, str]
+    traces: dict[str, str]  # the traceback of each cell that raised, colours removed: for --log-level debug
+
+
+def _autograde_scores(config: CourseConfig, assignment: Assignment, release_path: Path) -> dict[str, ProofRun]:
     """nbgrader autograde's score per grade cell of the source solutions and of the untouched release."""
     notebook_name = assignment.notebook_path.name
     with tempfile.TemporaryDirectory(prefix="autograd-course-release-") as scratch:
         root = Path(scratch)
         db_url = f"sqlite:///{root / 'gradebook.db'}"
         shutil.copytree(config.root / "source" / assignment.name, root / "source" / assignment.name)
+        log.info("release %s: proof: nbgrader generate_assignment in a scratch course", assignment.name)
         nbgrader_bridge.generate_assignment(root, db_url, assignment.name)
-        scores = {}
+        runs = {}
         for student, notebook in ((SOLUTIONS_STUDENT, assignment.notebook_path), (UNTOUCHED_STUDENT, release_path)):
+            log.info("release %s: proof: nbgrader autograde of %s", assignment.name, PROOF_RUNS[student])
             target = root / "submitted" / student / assignment.name / notebook_name
             target.parent.mkdir(parents=True)
             shutil.copy(notebook, target)
             nbgrader_bridge.autograde(root, db_url, assignment.name, student)
-            scores[student] = nbgrader_bridge.grade_cell_scores(db_url, assignment.name, student)
-        return scores
+            runs[student] = ProofRun(nbgrader_bridge.grade_cell_scores(db_url, assignment.name, student),
+                                     *_shown(root / "autograded" / student / assignment.name / notebook_name))
+        return runs
 
 
-def _cells_off(assignment: Assignment, scores: dict[str, float], *, full: bool) -> list[str]:
-    """One line per question whose grade cell did not earn full marks (full=True) or earned points (False)."""
+MAX_AUTOGRADED_BYTES = 64 * 1024 * 1024  # the proof's own notebook: the source's, with our cells' outputs
+MAX_SHOWN_LINES = 5  # of what a hidden test printed (Marks' notes: one per value off)
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_CELL_LINE = re.compile(r"Cell In\[\d+\], line (\d+)")  # IPython's frame header of a cell's own code
+
+
+def _shown(path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """{grade cell id: what it showed} of nbgrader's autograded notebook: the exception a grade cell raised (its
+    type, message and the line of the cell it came from), else what it printed. Only the proof's own notebooks
+    are read here (the source's solutions, the untouched release), yet the text is read back like any input:
+    checked field by field, bounded and made visible (course/text.py); a notebook that cannot be read shows
+    nothing, and the scores alone speak. (shown, tracebacks)"""
+    try:
+        if path.stat().st_size > MAX_AUTOGRADED_BYTES:
+            return {}, {}
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}, {}
+    shown: dict[str, str] = {}
+    traces: dict[str, str] = {}
+    for cell in cells if type(cells) is list else []:
+        meta = nbgrader_meta(cell) if type(cell) is dict else {}
+        grade_id, outputs = meta.get("grade_id"), cell.get("outputs") if meta.get("grade") else None
+        if type(grade_id) is not str or type(outputs) is not list or not is_text(cell.get("source", "")):
+            continue
+        said, trace = _raised(cell_text(cell), outputs)
+        said = said or _printed(outputs)
+        if said:
+            shown[grade_id] = said
+        if trace:
+            traces[grade_id] = trace
+    return shown, traces
+
+
+def _raised(source: str, outputs: list) -> tuple[str, str]:
+    """('line N of the cell (`code`) raised Error: message', its traceback) of a cell's error output ("" without
+    one)."""
+    error = next((o for o in outputs if type(o) is dict and o.get("output_type") == "error"), None)
+    if error is None:
+        return "", ""
+    name = safe_text(error.get("ename"), 100, one_line=True) or "an exception"
+    message = safe_text(error.get("evalue"), MAX_ERROR_TEXT, one_line=True)
+    frames = error.get("traceback")
+    trace = _ANSI.sub("", "\n".join(line for line in frames if type(line) is str)) if type(frames) is list else ""
+    numbers = _CELL_LINE.findall(trace)  # the last frame in the cell's code: where the test itself was
+    lines = source.splitlines()
+    where = ""
+    if numbers and 1 <= int(numbers[-1]) <= len(lines):
+        number = int(numbers[-1])
+        where = f"line {number} of the cell (`{safe_text(lines[number - 1].strip(), MAX_ERROR_TEXT, one_line=True)}`) "
+    return f"{where}raised {name}" + (f": {message}" if message else ""), safe_text(trace, 20 * MAX_ERROR_TEXT)
+
+
+def _printed(outputs: list) -> str:
+    """What a cell printed on stdout (Marks' notes on the values that did not match), a few lines of it."""
+    text = "".join(o["text"] if type(o.get("text")) is str else "".join(t for t in o["text"] if type(t) is str)
+                   for o in outputs if type(o) is dict and o.get("output_type") == "stream"
+                   and o.get("name") == "stdout" and type(o.get("text")) in (str, list))
+    lines = [safe_text(line, MAX_ERROR_TEXT, one_line=True) for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    more = f" (and {len(lines) - MAX_SHOWN_LINES} more lines)" if len(lines) > MAX_SHOWN_LINES else ""
+    return "its hidden tests printed: " + " | ".join(lines[:MAX_SHOWN_LINES]) + more
+
+
+def _cells_off(assignment: Assignment, run: ProofRun, *, full: bool) -> list[str]:
+    """One line per question whose grade cell did not earn full marks (full=True) or earned points (False), with
+    the exception the cell raised or what it printed."""
     lines = []
     for question in assignment.questions:
-        earned = scores.get(question.test_cell_id, 0.0)
+        earned = run.scores.get(question.test_cell_id, 0.0)
         if (earned != question.points) if full else (earned != 0):
-            lines.append(f"{question.test_cell_id} (question {question.title!r}): {earned:g} of {question.points:g}")
+            shown = run.shown.get(question.test_cell_id)
+            if question.test_cell_id in run.traces:
+                log.debug("%s raised:\n%s", question.test_cell_id, run.traces[question.test_cell_id])
+            lines.append(f"{question.test_cell_id} (question {question.title!r}): {earned:g} of {question.points:g}"
+                         + (f"; {shown}" if shown else ""))
     return lines
 
 
 def _verify(config: CourseConfig, assignment: Assignment, source_path: Path, release_path: Path) -> tuple[float, float]:
-    """The release proof under nbgrader autograde; a failure names each cell and question that is off."""
-    scores = _autograde_scores(config, assignment, release_path)
-    solutions, untouched = scores[SOLUTIONS_STUDENT], scores[UNTOUCHED_STUDENT]
-    solution_score, untouched_score = sum(solutions.values()), sum(untouched.values())
+    """The release proof under nbgrader autograde; a failure names each cell and question that is off, and the
+    exception its hidden tests raised."""
+    runs = _autograde_scores(config, assignment, release_path)
+    solutions, untouched = runs[SOLUTIONS_STUDENT], runs[UNTOUCHED_STUDENT]
+    solution_score, untouched_score = sum(solutions.scores.values()), sum(untouched.scores.values())
     if solution_score != assignment.max_score:
         raise ReleaseError(
             f"{source_path}: the source notebook's own solutions earn {solution_score:g} of "
@@ -182,6 +272,7 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
         # nbgrader would copy it into the release with every other file of the folder.
         shutil.copytree(config.root / "source" / settings.name, staging / "source" / settings.name,
                         ignore=shutil.ignore_patterns(settings.exercises, "__pycache__", "*.pyc"))
+        log.info("release %s: nbgrader generate_assignment", settings.name)
         nbgrader_bridge.generate_assignment(staging, f"sqlite:///{staging / 'gradebook.db'}", settings.name)
         release_path = staging / "release" / settings.name / settings.notebook
         if not release_path.exists():
@@ -203,8 +294,10 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
         if verify:
             solution_score, untouched_score = _verify(config, assignment, source_path, release_path)
         if students:
+            log.info("release %s: %d personalised copies", settings.name, len(students))
             _release_for_students(config, assignment, release_path, template, students)
         # Every check passed: record the cells in the course gradebook, then put the release in place.
+        log.info("release %s: recording its cells in the course gradebook, then %s", settings.name, final_path.parent)
         nbgrader_bridge.record_assignment(config.root, config.gradebook_url, settings.name)
         _install(release_path.parent, final_path.parent)
         atomic_write_text(config.release_template(settings.name), template_text, mode=PUBLIC)

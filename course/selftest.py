@@ -120,6 +120,9 @@ def _first_difference(graded: Graded, *, full: bool) -> str:
         off = question.earned != question.points if full else question.earned != 0
         if not off:
             continue
+        if question.error:  # the hidden tests raised (the course's own code, yet bounded like any text)
+            return (f"question {question.title!r} ({question.grade_id}): its hidden tests raised "
+                    f"{safe_text(question.error, 1500, one_line=True)}")
         for value in question.values:
             if value.correct != full:
                 return (f"question {question.title!r}: {value.name} was {value.student!r} against torch's "
@@ -154,8 +157,10 @@ def prove_setup(assignment: Assignment, config: CourseConfig, run: sandbox.Runne
         raise SelfTestError(
             f"the self-test failed, so nothing was graded: {what} of assignment {assignment.name!r} scored "
             f"{score:g}/{max_score:g} (it must score {max_score if full else 0:g}) at the {level} level with "
-            f"limits {describe_limits(config.limits)}: {_first_difference(one, full=full)}. Fix the machine or "
-            "source/course.yaml (limits, sandbox) and run the command again."
+            f"limits {describe_limits(config.limits)}: {_first_difference(one, full=full)}. "
+            + ("Fix those hidden tests in the source notebook, release, and run the command again."
+               if one.status == GRADED and any(question.error for question in one.questions) else
+               "Fix the machine or source/course.yaml (limits, sandbox) and run the command again.")
         )
     return SelfTest(solution.feedback["score"], untouched.feedback["score"], max_score, level,
                     time.monotonic() - started)

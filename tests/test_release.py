@@ -59,6 +59,27 @@ def test_release_is_verified_with_nbgrader_autograde(course_config, capfd):
 
 
 @pytest.mark.slow
+def test_release_says_which_stage_it_is_at_on_stderr(course_root, capsys):
+    """A release takes tens of seconds: each stage is a log line on stderr (course/logs.py), the result on stdout."""
+    from course.cli import main
+
+    assert main(["--course", str(course_root), "release", "--assignment", "autograd"]) == 0
+    captured = capsys.readouterr()
+    stages = [line.split("course.release: ", 1)[1] for line in captured.err.splitlines() if "course.release: " in line]
+    assert stages == ["release autograd: nbgrader generate_assignment",
+                      "release autograd: proof: nbgrader generate_assignment in a scratch course",
+                      "release autograd: proof: nbgrader autograde of the source's solutions",
+                      "release autograd: proof: nbgrader autograde of the untouched release",
+                      f"release autograd: recording its cells in the course gradebook, then "
+                      f"{course_root / 'release' / 'autograd'}"], captured.err
+    assert " INFO course.release: " in captured.err
+    assert "released " in captured.out
+    assert main(["--course", str(course_root), "--log-level", "warning", "release", "--assignment", "autograd",
+                 "--no-verify"]) == 0
+    assert "course.release" not in capsys.readouterr().err
+
+
+@pytest.mark.slow
 def test_instructor_changes_a_number_consistently(course_config, course_root):
     # exercise 8 with target 6 instead of 5: loss (7-6)^2 = 1, dL/dw = 2*1*3 = 6, dL/db = 2
     _edit_source(course_root, {

@@ -82,3 +82,19 @@ def test_a_value_of_the_wrong_kind_in_any_section_says_what_it_must_be(path, sch
             parse_config(_with(path, {setting.name: [object]}), Path("/course"), "/course/source/course.yaml")
         assert f"{setting.name} must be " in str(raised.value), setting.name
         assert str(raised.value).startswith("/course/source/course.yaml: "), setting.name
+
+
+def test_the_sample_course_yaml_comments_agree_with_the_settings():
+    """source/course.yaml is the first settings file an instructor reads: its comments name the pages that exist and
+    every value a choice setting accepts, as docs/settings.md says them (issue 40: `sandbox: auto` was said to fall
+    back to rlimits, `uid` was missing, and a README section that no longer exists was named)."""
+    text = (ROOT / "source" / "course.yaml").read_text(encoding="utf-8")
+    comments = "\n".join(line for line in text.splitlines() if line.lstrip().startswith("#"))
+    assert "README" not in comments
+    for page in ("docs/settings.md",):
+        assert page in comments
+        assert (ROOT / page).exists()
+    for value in ("auto", "bwrap", "uid", "rlimits"):  # the one_of of `sandbox` in course/config.py
+        assert f"#   {value} " in comments, value
+    assert "else rlimits only" not in comments  # auto refuses to grade without bubblewrap
+    assert "the first of 64 uids/gids" in comments.lower()
