@@ -43,6 +43,9 @@ class Submission:
     personalised_for: str | None = None
     edited_locked_cells: tuple[str, ...] = ()  # locked or test cells whose text differs from the release
     damaged_metadata: tuple[str, ...] = ()  # "cell 7's nbgrader grade_id is a list": no id, so the student's code
+    # A numbers cell that no personalised release marked: the release everyone was given (its default numbers),
+    # which with variants is nobody's own notebook.
+    unmarked_numbers: bool = False
 
 
 def _source_text(cell: dict, index: int, path: Path) -> str:
@@ -169,6 +172,7 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
         cells.append(Cell(-1, "your numbers (from the course)", own_numbers))
     answer_sources: dict[str, str] = {}
     claimed_student = None
+    unmarked_numbers = False
     edited: list[str] = []
     damaged: list[str] = []  # code cells whose grade_id is no nbgrader id: graded as the student's own code
     for index, raw in enumerate(raw_cells):
@@ -183,6 +187,7 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
             damaged.append(f"cell {index + 1}'s nbgrader grade_id is {meta.damaged_id}")
         if grade_id == NUMBERS_CELL:
             claimed_student = claimed_student or personalised_for(raw)
+            unmarked_numbers = unmarked_numbers or personalised_for(raw) is None
             if source.rstrip() == own_numbers.rstrip():
                 continue
         # Trailing whitespace aside (nbgrader and our own region stripping may end a cell with or without a
@@ -207,4 +212,4 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
         )
     deleted = tuple(sorted(answer_ids - set(answer_sources)))
     return Submission(student_id, path, tuple(cells), answer_sources, deleted, claimed_student, tuple(edited),
-                      tuple(damaged))
+                      tuple(damaged), unmarked_numbers and claimed_student is None)
