@@ -183,3 +183,35 @@ def test_the_untouched_release_is_named_in_the_feedback(tmp_path):
         "Nothing in this notebook is answered: every answer is still as released. If you worked in another copy")
     answered, _ = grade(submitted_notebook({**CORRECT_CODE, "net_h": "..."}), tmp_path / "one", fast_config())
     assert not any(m.startswith("Nothing in this notebook is answered") for m in answered.feedback["messages"])
+
+
+@pytest.mark.slow
+def test_the_service_gives_each_student_their_own_and_names_an_untouched_default_notebook(tmp_path, monkeypatch):
+    """The service's page: "Download your notebook" is the student's own (never a classmate's); after an upload of
+    the untouched default notebook its attempt page says both things first."""
+    import html
+
+    from service.conftest import Server, course_for_service, notebook_bytes, request
+
+    monkeypatch.setenv("AUTOGRAD_COURSE_SECRET", SECRET)  # the server inherits it
+    root = course_for_service(tmp_path / "course")
+    settings = yaml.safe_load((root / "source" / "course.yaml").read_text())
+    (root / "source" / "course.yaml").write_text(yaml.safe_dump({**settings, "variants": True}))
+    assert main(["--course", str(root), "release", "--assignment", "autograd", "--no-verify"]) == 0  # the template
+    server = Server(root)
+    server.issue_tokens(["alice", "bob"])
+    server.start()
+    try:
+        for student in ("alice", "bob"):
+            own = request(f"{server.url}/s/{server.tokens[student]}/notebook")
+            assert own.status == 200, own.text
+            assert whose_numbers(json.loads(own.text)) == {student}
+        reply = server.submit("alice", notebook_bytes(load(RELEASE_NOTEBOOK)))
+        assert reply.status in (200, 201, 202), reply.text
+        done = server.wait_graded("alice", reply.json["id"])
+        page = request(server.url + done["feedback_url"], token=server.tokens["alice"]).text
+    finally:
+        server.stop()
+    assert done["score"] == 0
+    first = page.index(html.escape("This notebook has the default numbers, the same in everyone's copy, not yours"))
+    assert first < page.index(html.escape("Nothing in this notebook is answered")) < page.index("<section")
