@@ -125,7 +125,7 @@ def numbers_messages(submission: Submission, student_id: str, params: dict, assi
         return [f"This notebook was personalised for {claimed!r} but is graded as {student_id!r}, so it was "
                 f"graded with {student_id!r}'s numbers: answers worked out from another student's numbers will not "
                 "match. If this is your own work, submit the notebook released for you."]
-    if submission.unmarked_numbers and params != assignment.default_params:
+    if submission.default_numbers and params != assignment.default_params:
         return [f"This notebook has the default numbers, the same in everyone's copy, not yours: every notebook of "
                 f"this course is graded with its student's own numbers, so it was graded with {student_id!r}'s, and "
                 "answers worked out from the default numbers will not match. Get the notebook released for you "

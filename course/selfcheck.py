@@ -211,7 +211,7 @@ def check_notebook(path: Path, config: CourseConfig | None = None, assignment_na
         answers = {name: run.answers[name] for name in question.answer_names + question.function_names}
         questions.append(QuestionCheck(question.title, answers, error, dict(question.forms)))
     cell_errors = tuple((c.label, c.error) for c in run.cells if c.error and c.index < FORM_CHECK_OFFSET)
-    numbers = submission.personalised_for or (DEFAULT_NUMBERS if submission.unmarked_numbers else NO_NUMBERS)
+    numbers = submission.personalised_for or (DEFAULT_NUMBERS if submission.default_numbers else NO_NUMBERS)
     return CheckReport(tuple(questions), run.ended_early, cell_errors,
                        f"{run.isolation}: {sandbox.ISOLATION_SUMMARY[run.isolation]}",
                        parse_cells(submission.cells).syntax_errors, numbers,

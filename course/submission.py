@@ -43,9 +43,9 @@ class Submission:
     personalised_for: str | None = None
     edited_locked_cells: tuple[str, ...] = ()  # locked or test cells whose text differs from the release
     damaged_metadata: tuple[str, ...] = ()  # "cell 7's nbgrader grade_id is a list": no id, so the student's code
-    # A numbers cell that no personalised release marked: the release everyone was given (its default numbers),
-    # which with variants is nobody's own notebook.
-    unmarked_numbers: bool = False
+    # A numbers cell that no personalised release marked, showing the release's default numbers: the notebook
+    # everyone was given, which with variants is nobody's own.
+    default_numbers: bool = False
 
 
 def _source_text(cell: dict, index: int, path: Path) -> str:
@@ -172,7 +172,7 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
         cells.append(Cell(-1, "your numbers (from the course)", own_numbers))
     answer_sources: dict[str, str] = {}
     claimed_student = None
-    unmarked_numbers = False
+    default_numbers = False
     edited: list[str] = []
     damaged: list[str] = []  # code cells whose grade_id is no nbgrader id: graded as the student's own code
     for index, raw in enumerate(raw_cells):
@@ -187,7 +187,8 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
             damaged.append(f"cell {index + 1}'s nbgrader grade_id is {meta.damaged_id}")
         if grade_id == NUMBERS_CELL:
             claimed_student = claimed_student or personalised_for(raw)
-            unmarked_numbers = unmarked_numbers or personalised_for(raw) is None
+            default_numbers = default_numbers or (personalised_for(raw) is None and source.rstrip() == (
+                assignment.released_sources.get(NUMBERS_CELL, "\0").rstrip()))
             if source.rstrip() == own_numbers.rstrip():
                 continue
         # Trailing whitespace aside (nbgrader and our own region stripping may end a cell with or without a
@@ -212,4 +213,4 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
         )
     deleted = tuple(sorted(answer_ids - set(answer_sources)))
     return Submission(student_id, path, tuple(cells), answer_sources, deleted, claimed_student, tuple(edited),
-                      tuple(damaged), unmarked_numbers and claimed_student is None)
+                      tuple(damaged), default_numbers and claimed_student is None)

@@ -160,10 +160,14 @@ def test_a_default_number_notebook_is_named_and_graded_with_the_students_own_num
     assert net_h["torch_value"] == str(alice["net_w"] * alice["net_x"] + alice["net_b"])
     assert ("submitted a notebook with the default numbers, the release everyone was given, not one personalised "
             "for 'alice' (graded with 'alice''s own numbers)") in first.integrity
-    # Alice's own notebook carries no such sentence (the check above can fail).
-    own, _ = grade(personalised_for("alice"), tmp_path / "own", config, student="alice", assignment=AUTOGRAD)
-    assert not any("numbers" in m for m in own.feedback["messages"][:1])
-    assert not own.integrity
+    # Alice's own notebook carries no such sentence (the check above can fail), nor does it with her id taken off:
+    # its numbers are hers, not the default ones.
+    unmarked = personalised_for("alice")
+    del numbers_cell(unmarked)["metadata"]["autograd_course"]
+    for notebook in (personalised_for("alice"), unmarked):
+        own, _ = grade(notebook, tmp_path / "own", config, student="alice", assignment=AUTOGRAD)
+        assert not any("numbers" in m for m in own.feedback["messages"][:1])
+        assert not own.integrity
 
 
 @pytest.mark.slow
