@@ -134,9 +134,10 @@ def numbers_messages(submission: Submission, student_id: str, params: dict, assi
     return []
 
 
-NOTHING_ANSWERED = ("Nothing in this notebook is answered: every answer is still as released. If you worked in "
-                    "another copy (nbgrader's fetch puts it in <assignment>/<notebook> in the folder you fetched "
-                    "in), submit that one.")
+def nothing_answered_text(assignment: Assignment) -> str:
+    fetched = f"{assignment.name}/{assignment.notebook_path.name}"
+    return ("Nothing in this notebook is answered: every answer is still as released. If you worked in another "
+            f"copy, submit that one: nbgrader's fetch puts it in {fetched} in the folder you fetched in.")
 
 
 def nothing_answered(answers: dict[str, Answer]) -> bool:
@@ -192,7 +193,7 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
         more = len(parsed.syntax_errors) - len(shown)
         # Whose numbers first, then an untouched notebook: each explains the whole score.
         untouched = nothing_answered(dict(ran.answers)) and not submission.deleted_answer_cells
-        first = whose + ([NOTHING_ANSWERED] if untouched else [])
+        first = whose + ([nothing_answered_text(assignment)] if untouched else [])
         messages[:0] = first + [f"{where[:1].upper()}{where[1:]} has a syntax error, so nothing in that cell ran and "
                                 "its answers are missing. Fix it first." for where in shown] + (
             [f"… and {more:,} more {'cell has a syntax error' if more == 1 else 'cells have syntax errors'}."]

@@ -66,8 +66,6 @@ class QuestionCheck:
 
 # Whose numbers a notebook shows, as its numbers cell says (read without the course's files or secret).
 NO_NUMBERS, DEFAULT_NUMBERS = "", "default"  # else: the student id a personalised release marked it with
-FETCHED_COPY = ("nbgrader's fetch puts your copy in <assignment>/<notebook> in the folder you fetched in (e.g. "
-                "autograd/autograd.ipynb), and `nbgrader submit` sends that copy")
 UNANSWERED_SHOWN = 8  # unanswered answers named in the summary line; the rest are counted
 
 
@@ -80,6 +78,7 @@ class CheckReport:
     syntax_errors: tuple[str, ...] = ()  # said first: they explain the missing answers below them
     numbers: str = NO_NUMBERS  # DEFAULT_NUMBERS, a student id (personalised), or NO_NUMBERS (no numbers cell)
     variants: bool | None = None  # whether the course gives each student numbers (None: unknown, no course files)
+    fetched: str = "autograd/autograd.ipynb"  # where nbgrader's fetch puts this notebook: <assignment>/<notebook>
 
     @property
     def unanswered(self) -> list[str]:
@@ -122,7 +121,8 @@ class CheckReport:
                  for where in self.syntax_errors]
         if self.untouched:
             lines.append("This is the notebook as released: nothing in it is answered yet. If you worked in another "
-                         f"copy, check and submit that one ({FETCHED_COPY}).")
+                         f"copy, check and submit that one: nbgrader's fetch puts it in {self.fetched} in the folder "
+                         f"you fetched in, and `nbgrader submit` sends that folder.")
         if self._numbers_line():
             lines.append(self._numbers_line())
         for question in self.questions:
@@ -175,6 +175,16 @@ def public_check_lines(error: str, said: set[str]) -> list[str]:
             if re.split(r"[\s(]", line, maxsplit=1)[0] not in said]
 
 
+def _fetched_as(path: Path, config: CourseConfig | None, name: str) -> str:
+    """Where nbgrader's fetch puts this assignment's notebook (<assignment>/<notebook>), as far as the check knows:
+    from the course's settings, else from a notebook checked where fetch put it, else an example."""
+    if config:
+        return f"{name}/{config.assignment(name).notebook}"
+    if path.resolve().parent.name == path.stem:
+        return f"{path.stem}/{path.name}"
+    return "<assignment>/<notebook> (e.g. autograd/autograd.ipynb)"
+
+
 def check_notebook(path: Path, config: CourseConfig | None = None, assignment_name: str | None = None) -> CheckReport:
     """Check a student's notebook; `config` is the course's when the check runs in a course folder (None:
     the default settings; the notebook alone says what its questions are)."""
@@ -215,4 +225,4 @@ def check_notebook(path: Path, config: CourseConfig | None = None, assignment_na
     return CheckReport(tuple(questions), run.ended_early, cell_errors,
                        f"{run.isolation}: {sandbox.ISOLATION_SUMMARY[run.isolation]}",
                        parse_cells(submission.cells).syntax_errors, numbers,
-                       config.variants if config else None)
+                       config.variants if config else None, _fetched_as(path, config, name))

@@ -133,11 +133,11 @@ def test_check_names_default_numbers_and_someone_elses(tmp_path, monkeypatch):
 
 def test_check_names_the_untouched_release_and_unanswered_answers(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    untouched = write(load(RELEASE_NOTEBOOK), tmp_path / "autograd.ipynb")
+    untouched = write(load(RELEASE_NOTEBOOK), tmp_path / "autograd" / "autograd.ipynb")  # where fetch puts it
     lines = check_notebook(untouched).lines()
-    assert lines[0].startswith("This is the notebook as released: nothing in it is answered yet. If you worked "
-                               "in another copy, check and submit that one (nbgrader's fetch puts your copy in "
-                               "<assignment>/<notebook>")
+    assert lines[0] == ("This is the notebook as released: nothing in it is answered yet. If you worked in another "
+                        "copy, check and submit that one: nbgrader's fetch puts it in autograd/autograd.ipynb in the "
+                        "folder you fetched in, and `nbgrader submit` sends that folder.")
     partly = write(submitted_notebook({**CORRECT_CODE, "net_h": "..."}), tmp_path / "part.ipynb")
     lines = check_notebook(partly).lines()
     assert not any(line.startswith("This is the notebook as released") for line in lines)
@@ -184,7 +184,8 @@ def test_the_untouched_release_is_named_in_the_feedback(tmp_path):
     graded, _ = grade(load(RELEASE_NOTEBOOK), tmp_path, fast_config())
     assert graded.feedback["score"] == 0
     assert graded.feedback["messages"][0].startswith(
-        "Nothing in this notebook is answered: every answer is still as released. If you worked in another copy")
+        "Nothing in this notebook is answered: every answer is still as released. If you worked in another copy, "
+        "submit that one: nbgrader's fetch puts it in autograd/autograd.ipynb in the folder you fetched in.")
     answered, _ = grade(submitted_notebook({**CORRECT_CODE, "net_h": "..."}), tmp_path / "one", fast_config())
     assert not any(m.startswith("Nothing in this notebook is answered") for m in answered.feedback["messages"])
 
