@@ -64,8 +64,6 @@ class QuestionCheck:
         return answered and self.public_check_error is None
 
 
-# Whose numbers a notebook shows, as its numbers cell says (read without the course's files or secret).
-NO_NUMBERS, DEFAULT_NUMBERS = "", "default"  # else: the student id a personalised release marked it with
 UNANSWERED_SHOWN = 8  # unanswered answers named in the summary line; the rest are counted
 
 
@@ -76,7 +74,10 @@ class CheckReport:
     cell_errors: tuple[tuple[str, str], ...]
     isolation: str = ""  # how the notebook was run, said on the last line
     syntax_errors: tuple[str, ...] = ()  # said first: they explain the missing answers below them
-    numbers: str = NO_NUMBERS  # DEFAULT_NUMBERS, a student id (personalised), or NO_NUMBERS (no numbers cell)
+    # Whose numbers the notebook shows, as its numbers cell says (read without the course's files or secret): the
+    # id a personalised release marked it with, or the release's default numbers with no id.
+    personalised_for: str | None = None
+    default_numbers: bool = False
     variants: bool | None = None  # whether the course gives each student numbers (None: unknown, no course files)
     fetched: str = "autograd/autograd.ipynb"  # where nbgrader's fetch puts this notebook: <assignment>/<notebook>
 
@@ -94,7 +95,7 @@ class CheckReport:
     @property
     def not_own_numbers(self) -> bool:
         """The course gives each student their own numbers, and this notebook shows the default ones."""
-        return self.variants is True and self.numbers == DEFAULT_NUMBERS
+        return self.variants is True and self.default_numbers
 
     @property
     def ready(self) -> bool:
@@ -102,11 +103,12 @@ class CheckReport:
                 and all(q.ready for q in self.questions))
 
     def _numbers_line(self) -> str:
-        if self.numbers == NO_NUMBERS:
+        if self.personalised_for is not None:
+            return (f"numbers: personalised for {safe_text(repr(self.personalised_for), 110, one_line=True)}: if that "
+                    "is not your id, this is not your notebook (the grader uses the numbers of the id it grades you "
+                    "as)")
+        if not self.default_numbers:
             return ""
-        if self.numbers != DEFAULT_NUMBERS:
-            return (f"numbers: personalised for {safe_text(repr(self.numbers), 110, one_line=True)}: if that is not "
-                    "your id, this is not your notebook (the grader uses the numbers of the id it grades you as)")
         if self.variants is True:
             return ("numbers: the default ones, the same in everyone's copy, not yours: this course grades every "
                     "notebook with its student's own numbers, so answers worked out from these will not match; get "
@@ -221,8 +223,8 @@ def check_notebook(path: Path, config: CourseConfig | None = None, assignment_na
         answers = {name: run.answers[name] for name in question.answer_names + question.function_names}
         questions.append(QuestionCheck(question.title, answers, error, dict(question.forms)))
     cell_errors = tuple((c.label, c.error) for c in run.cells if c.error and c.index < FORM_CHECK_OFFSET)
-    numbers = submission.personalised_for or (DEFAULT_NUMBERS if submission.default_numbers else NO_NUMBERS)
     return CheckReport(tuple(questions), run.ended_early, cell_errors,
                        f"{run.isolation}: {sandbox.ISOLATION_SUMMARY[run.isolation]}",
-                       parse_cells(submission.cells).syntax_errors, numbers,
+                       parse_cells(submission.cells).syntax_errors, submission.personalised_for,
+                       submission.default_numbers,
                        config.variants if config else None, _fetched_as(path, config, name))

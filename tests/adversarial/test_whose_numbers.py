@@ -220,3 +220,12 @@ def test_the_service_gives_each_student_their_own_and_names_an_untouched_default
     assert done["score"] == 0
     first = page.index(html.escape("This notebook has the default numbers, the same in everyone's copy, not yours"))
     assert first < page.index(html.escape("Nothing in this notebook is answered")) < page.index("<section")
+
+
+def test_a_student_whose_id_reads_like_a_state_is_still_named():
+    """Whose numbers is the notebook's id, never a word of ours: a student named `default` is a student."""
+    from course.selfcheck import CheckReport
+
+    lines = CheckReport((), None, (), personalised_for="default", variants=True).lines()
+    assert any(line.startswith("numbers: personalised for 'default'") for line in lines)
+    assert CheckReport((), None, (), personalised_for="default", variants=True).ready
