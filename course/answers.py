@@ -23,6 +23,9 @@ MISSING = "missing"
 WRONG_FORM = "wrong_form"
 FUNCTION = "function"
 UNREADABLE = "unreadable"
+# How the sandbox's runner details an answer still as released (a value `...`, a function returning `...` or
+# raising NotImplementedError): course/sandbox/runner.py writes these very words (it imports nothing of the course).
+STILL_RELEASED = ("still `...`", "still raises NotImplementedError")
 
 
 @dataclass(frozen=True)

@@ -76,8 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     release.add_argument("--no-verify", action="store_true",
                          help="skip the nbgrader autograde proof (solutions earn full marks, the release zero)")
     release.add_argument("--students", type=Path, metavar="ROSTER",
-                         help="also write release/<assignment>/students/<id>/ with each student's own numbers "
-                              "(variants: true; a CSV with a student_id column)")
+                         help="also write personalised/<assignment>/<id>/ with each student's own numbers, outside "
+                              "release/, which nbgrader hands to everyone (variants: true; a CSV with a student_id "
+                              "column)")
 
     check = commands.add_parser("check", help=COMMAND_HELP["check"], description=COMMAND_HELP["check"])
     check.add_argument("notebook", type=Path, help="the notebook to check")
@@ -284,9 +285,13 @@ def _release(args: argparse.Namespace) -> int:
         report = release(config, name, verify=not args.no_verify, students=students)
         print(f"released {report.release_notebook} ({plural(report.questions, 'question')}, "
               f"{report.max_score:g} points)")
-        if report.personalised:
+        if report.removed_stale is not None:
+            print(f"removed {report.removed_stale}, the personalised copies an earlier version left inside the "
+                  "release (nbgrader's release_assignment would send every one of them to every student)")
+        if report.personalised_folder is not None:
             print(f"personalised copies for {plural(report.personalised, 'student')} in "
-                  f"{report.release_notebook.parent / 'students'}")
+                  f"{report.personalised_folder} (not in nbgrader's release: hand each student their own folder, "
+                  "docs/authoring.md)")
         if report.solution_score is not None:
             print(f"verified with nbgrader autograde: source solutions {report.solution_score:g}/"
                   f"{report.max_score:g}, untouched release {report.untouched_score:g}/{report.max_score:g}")

@@ -312,6 +312,16 @@ class CourseConfig:
         settings = self.assignment(name)
         return self.root / "release" / f".{settings.name}-template.ipynb"
 
+    def personalised_folder(self, name: str | None = None) -> Path:
+        """personalised/<assignment>/: each student's own copy (variants), one folder per student id. Outside
+        release/ on purpose: `nbgrader release_assignment` copies all of release/<assignment>/ into the exchange for
+        every student, and a classmate's copy holds that classmate's numbers."""
+        return self.root / "personalised" / self.assignment(name).name
+
+    def personalised_notebook(self, student_id: str, name: str | None = None) -> Path:
+        """The notebook released for one student: personalised/<assignment>/<id>/<notebook>."""
+        return self.personalised_folder(name) / student_id / self.assignment(name).notebook
+
     @property
     def gradebook_url(self) -> str:
         return f"sqlite:///{self.root / 'gradebook.db'}"

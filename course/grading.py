@@ -14,7 +14,7 @@ from datetime import datetime
 from functools import partial
 
 from course import handwork, integrity, sandbox
-from course.answers import MISSING, Answer
+from course.answers import MISSING, STILL_RELEASED, Answer
 from course.assignment import Assignment
 from course.config import CourseConfig
 from course.discovery import SubmissionRef
@@ -109,6 +109,43 @@ def _damaged_metadata_messages(submission: Submission) -> list[str]:
             "the released notebook and copy your answers in if that is not what you meant."]
 
 
+def numbers_messages(submission: Submission, student_id: str, params: dict, assignment: Assignment,
+                     config: CourseConfig) -> list[str]:
+    """With variants, the sentence naming a notebook that does not carry the student's own numbers: the default
+    ones (the release everyone was given) or another student's. The policy is fixed (docs/grading.md, "Whose
+    numbers"): a notebook is always graded with the numbers of the id it is graded under, whatever numbers it
+    shows, so the same notebook always earns the same score and a shared default notebook's answers earn nothing
+    they should not; the sentence says why the score is low, first in the feedback."""
+    if not config.variants or not params:
+        return []
+    claim = submission.personalised_for
+    if claim is not None and claim != student_id:
+        # The claimed id is the notebook's text: quoted, short and only ever a student id.
+        claimed = claim if not student_id_problem(claim) else "?"
+        return [f"This notebook was personalised for {claimed!r} but is graded as {student_id!r}, so it was "
+                f"graded with {student_id!r}'s numbers: answers worked out from another student's numbers will not "
+                "match. If this is your own work, submit the notebook released for you."]
+    if submission.default_numbers and params != assignment.default_params:
+        return [f"This notebook has the default numbers, the same in everyone's copy, not yours: every notebook of "
+                f"this course is graded with its student's own numbers, so it was graded with {student_id!r}'s, and "
+                "answers worked out from the default numbers will not match. Get the notebook released for you "
+                "(your instructor says where: the submission service's page, or the copy handed out to you), work "
+                "your answers with its numbers, and submit that one."]
+    return []
+
+
+def nothing_answered_text(assignment: Assignment) -> str:
+    fetched = f"{assignment.name}/{assignment.notebook_path.name}"
+    return ("Nothing in this notebook is answered: every answer is still as released. If you worked in another "
+            f"copy, submit that one: nbgrader's fetch puts it in {fetched} in the folder you fetched in.")
+
+
+def nothing_answered(answers: dict[str, Answer]) -> bool:
+    """Every answer still `...` as released (and none deleted, renamed or broken): the untouched notebook."""
+    return bool(answers) and all(a.status == MISSING and a.detail in STILL_RELEASED
+                                 for a in answers.values())
+
+
 def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseConfig,
                      probe_points: dict[str, list[float]] | None = None, *, run: sandbox.Runner | None = None,
                      reveal_torch_values: bool | None = None, params: dict | None = None) -> Graded:
@@ -131,17 +168,9 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
             params = numbers_for(config, assignment.content, ref.student_id, assignment.default_params)
         submission = _read(ref, assignment, config, params)
         parsed = handwork.parse_cells(submission.cells)  # once, bounded: for hand work and the integrity report
-        findings = integrity.review(submission, ref.student_id, parsed)
-        claim = submission.personalised_for
-        if config.variants and claim is not None and claim != ref.student_id:
-            # The claimed id is the notebook's text: quoted, short and only ever a student id.
-            claimed = claim if not student_id_problem(claim) else "?"
-            messages.append(
-                f"This notebook was personalised for {claimed!r} but is graded as "
-                f"{ref.student_id!r}, so it was graded with {ref.student_id!r}'s numbers: answers worked out from "
-                "another student's numbers will not match. If this is your own work, submit the notebook released "
-                "for you."
-            )
+        whose = numbers_messages(submission, ref.student_id, params, assignment, config)
+        findings = integrity.review(submission, ref.student_id, parsed,
+                                    default_numbers=bool(whose) and submission.personalised_for is None)
         points = ProbePoints(probe_points) if probe_points is not None else course_probe_points(
             config, assignment, params)
         runner = run or cold_runner(config)
@@ -162,8 +191,11 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
         # The first few (a feedback's size is bounded: feedback.MAX_CELL_ERRORS), then how many more.
         shown = parsed.syntax_errors[:MAX_SYNTAX_ERRORS]
         more = len(parsed.syntax_errors) - len(shown)
-        messages[:0] = [f"{where[:1].upper()}{where[1:]} has a syntax error, so nothing in that cell ran and its "
-                        "answers are missing. Fix it first." for where in shown] + (
+        # Whose numbers first, then an untouched notebook: each explains the whole score.
+        untouched = nothing_answered(dict(ran.answers)) and not submission.deleted_answer_cells
+        first = whose + ([nothing_answered_text(assignment)] if untouched else [])
+        messages[:0] = first + [f"{where[:1].upper()}{where[1:]} has a syntax error, so nothing in that cell ran and "
+                                "its answers are missing. Fix it first." for where in shown] + (
             [f"… and {more:,} more {'cell has a syntax error' if more == 1 else 'cells have syntax errors'}."]
             if more else [])
         if ran.ended_early:

@@ -1,6 +1,8 @@
 """What the instructor should look at: code that patched torch or builtins, rigged number types, edited
-locked cells, a notebook personalised for someone else. None of it changes a score (the judge is immune by
-design) and none of it reaches the student's feedback: it goes to the class summary only, with what was seen.
+locked cells, a notebook personalised for someone else or (with variants) one with the default numbers. None of
+it changes a score (the judge is immune by design, and a notebook is graded with its student's own numbers
+whatever it shows) and none of these lines reaches the student's feedback: they go to the class summary only,
+with what was seen (whose numbers a notebook shows has a feedback sentence of its own, `grading.numbers_messages`).
 
 A static look at the submitted text in the grader: the code is parsed (once, within the hand-work
 check's budget, `handwork.parse_cells`), never run.
@@ -101,9 +103,18 @@ def _rigged_types(nodes: Iterable[ast.AST]) -> list[str]:
     return seen
 
 
-def review(submission: Submission, graded_as: str, parsed: ParsedCells) -> tuple[str, ...]:
-    """One line per thing seen, each naming the cell: for the instructor, never for the student."""
+def review(submission: Submission, graded_as: str, parsed: ParsedCells, *,
+           default_numbers: bool = False) -> tuple[str, ...]:
+    """One line per thing seen, each naming the cell: for the instructor, never for the student. Whose numbers
+    the notebook carries comes first (it explains the score). default_numbers: variants are on and the notebook
+    carries the default numbers, not the student's own."""
     findings = []
+    if submission.personalised_for not in (None, graded_as):
+        findings.append(f"submitted a notebook personalised for {submission.personalised_for!r} "
+                        f"(graded with {graded_as!r}'s numbers)")
+    if default_numbers:
+        findings.append(f"submitted a notebook with the default numbers, the release everyone was given, not one "
+                        f"personalised for {graded_as!r} (graded with {graded_as!r}'s own numbers)")
     deadline = time.monotonic() + ANALYSIS_SECONDS  # the hand-work check's budget, again: walking is linear
     for cell, tree in parsed.trees:
         if time.monotonic() > deadline:
@@ -114,9 +125,6 @@ def review(submission: Submission, graded_as: str, parsed: ParsedCells) -> tuple
         findings += [f"{where}: defines a rigged number type, {what}" for what in _rigged_types(nodes)]
     findings += [f"edited the locked cell {grade_id} (it was run as the student's code; the grader used its own)"
                  for grade_id in submission.edited_locked_cells]
-    if submission.personalised_for not in (None, graded_as):
-        findings.append(f"submitted a notebook personalised for {submission.personalised_for!r} "
-                        f"(graded with {graded_as!r}'s numbers)")
     return tuple(findings[:MAX_FINDINGS])
 
 

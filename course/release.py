@@ -38,6 +38,7 @@ from course.content import NO_CONTENT, Content
 from course.errors import ReleaseError
 from course.files import PUBLIC, atomic_write_text
 from course.hidden_tests import scored_without_idea
+from course.submission import student_id_problem
 from course.text import MAX_ERROR_TEXT, safe_text
 from course.variants import course_secret, fill_text, numbers_for, numbers_source
 
@@ -57,6 +58,8 @@ class ReleaseReport:
     untouched_score: float | None
     personalised: int = 0
     without_idea: tuple[str, ...] = ()  # answers whose hidden test gives no idea for verdicts-only feedback
+    personalised_folder: Path | None = None  # where the personalised copies are (None: none were written)
+    removed_stale: Path | None = None  # release/<assignment>/students/ an earlier version left, now removed
 
 
 def find_leaks(source_path: Path, release_path: Path) -> list[str]:
@@ -242,13 +245,21 @@ def _write_notebook(path: Path, notebook: dict) -> None:
     atomic_write_text(path, json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", mode=PUBLIC)  # students
 
 
-def _release_for_students(config: CourseConfig, assignment: Assignment, release_path: Path, template: dict,
+# Where earlier versions wrote the personalised copies: inside the folder nbgrader's exchange hands to everyone.
+OLD_STUDENTS_FOLDER = "students"
+
+
+def _release_for_students(config: CourseConfig, assignment: Assignment, folder: Path, template: dict,
                           ids: list[str]) -> None:
-    """release/<assignment>/students/<id>/<notebook> for each student, with their own numbers."""
+    """<folder>/<id>/<notebook> for each student, with their own numbers (staged, then installed as
+    personalised/<assignment>/, never inside release/<assignment>/, which nbgrader sends to every student)."""
     for student_id in ids:
+        problem = student_id_problem(student_id)
+        if problem:  # an id becomes a folder name: never `..` or a path
+            raise ReleaseError(f"release --students: {problem}")
         params = numbers_for(config, assignment.content, student_id, assignment.default_params)
         notebook = personalise(template, params, student_id, assignment.content)
-        _write_notebook(release_path.parent / "students" / student_id / release_path.name, notebook)
+        _write_notebook(folder / student_id / assignment.notebook_path.name, notebook)
 
 
 def release(config: CourseConfig, assignment_name: str | None = None, *, verify: bool = True,
@@ -293,18 +304,27 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
         solution_score = untouched_score = None
         if verify:
             solution_score, untouched_score = _verify(config, assignment, source_path, release_path)
+        personal_folder = config.personalised_folder(settings.name)
         if students:
             log.info("release %s: %d personalised copies", settings.name, len(students))
-            _release_for_students(config, assignment, release_path, template, students)
+            _release_for_students(config, assignment, staging / "personalised", template, students)
+        # release/<assignment>/ is replaced whole, so a students/ folder an earlier version wrote inside it (where
+        # nbgrader's release_assignment sent every classmate's copy to everyone) goes with the old release.
+        old_copies = final_path.parent / OLD_STUDENTS_FOLDER
+        stale = old_copies if old_copies.is_dir() and not (release_path.parent / OLD_STUDENTS_FOLDER).exists() \
+            else None
         # Every check passed: record the cells in the course gradebook, then put the release in place.
         log.info("release %s: recording its cells in the course gradebook, then %s", settings.name, final_path.parent)
         nbgrader_bridge.record_assignment(config.root, config.gradebook_url, settings.name)
         _install(release_path.parent, final_path.parent)
+        if students:
+            _install(staging / "personalised", personal_folder)
         atomic_write_text(config.release_template(settings.name), template_text, mode=PUBLIC)
     without_idea = tuple(name for question in assignment.questions
                          for name in scored_without_idea(question.test_source))
     return ReleaseReport(final_path, len(assignment.questions), assignment.max_score, solution_score,
-                         untouched_score, len(students or []), without_idea)
+                         untouched_score, len(students or []), without_idea,
+                         personal_folder if students else None, stale)
 
 
 def _with_question(assignment: Assignment, leak: str) -> str:

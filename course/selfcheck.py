@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course import forms, sandbox
-from course.answers import FUNCTION, MISSING, VALUE, WRONG_FORM, Answer, PlainValue, describe
+from course.answers import FUNCTION, MISSING, STILL_RELEASED, VALUE, WRONG_FORM, Answer, PlainValue, describe
 from course.assignment import released_assignment
 from course.config import DEFAULT_SANDBOX_UID, CourseConfig, Limits
 from course.errors import SandboxStartError
@@ -64,6 +64,9 @@ class QuestionCheck:
         return answered and self.public_check_error is None
 
 
+UNANSWERED_SHOWN = 8  # unanswered answers named in the summary line; the rest are counted
+
+
 @dataclass(frozen=True)
 class CheckReport:
     questions: tuple[QuestionCheck, ...]
@@ -71,14 +74,59 @@ class CheckReport:
     cell_errors: tuple[tuple[str, str], ...]
     isolation: str = ""  # how the notebook was run, said on the last line
     syntax_errors: tuple[str, ...] = ()  # said first: they explain the missing answers below them
+    # Whose numbers the notebook shows, as its numbers cell says (read without the course's files or secret): the
+    # id a personalised release marked it with, or the release's default numbers with no id.
+    personalised_for: str | None = None
+    default_numbers: bool = False
+    variants: bool | None = None  # whether the course gives each student numbers (None: unknown, no course files)
+    fetched: str = "autograd/autograd.ipynb"  # where nbgrader's fetch puts this notebook: <assignment>/<notebook>
+
+    @property
+    def unanswered(self) -> list[str]:
+        """The answers still missing (`...` as released, deleted, never set), in the notebook's order."""
+        return [name for q in self.questions for name, answer in q.answers.items() if answer.status == MISSING]
+
+    @property
+    def untouched(self) -> bool:
+        """Nothing answered at all: every answer still `...` as released (the notebook as it was handed out)."""
+        answers = [answer for q in self.questions for answer in q.answers.values()]
+        return bool(answers) and all(a.status == MISSING and a.detail in STILL_RELEASED for a in answers)
+
+    @property
+    def not_own_numbers(self) -> bool:
+        """The course gives each student their own numbers, and this notebook shows the default ones."""
+        return self.variants is True and self.default_numbers
 
     @property
     def ready(self) -> bool:
-        return not self.syntax_errors and self.ended_early is None and all(q.ready for q in self.questions)
+        return (not self.syntax_errors and self.ended_early is None and not self.not_own_numbers
+                and all(q.ready for q in self.questions))
+
+    def _numbers_line(self) -> str:
+        if self.personalised_for is not None:
+            return (f"numbers: personalised for {safe_text(repr(self.personalised_for), 110, one_line=True)}: if that "
+                    "is not your id, this is not your notebook (the grader uses the numbers of the id it grades you "
+                    "as)")
+        if not self.default_numbers:
+            return ""
+        if self.variants is True:
+            return ("numbers: the default ones, the same in everyone's copy, not yours: this course grades every "
+                    "notebook with its student's own numbers, so answers worked out from these will not match; get "
+                    "the notebook released for you (your instructor says where) and answer in it")
+        if self.variants is False:
+            return "numbers: the course's, the same in everyone's notebook"
+        return ("numbers: the default ones, the same in everyone's copy (no student's id on them); if your course "
+                "gives each student their own numbers, this is not your notebook: get yours before you answer")
 
     def lines(self) -> list[str]:
         lines = [f"syntax error in {where}: nothing in that cell ran, so its answers are missing; fix it first"
                  for where in self.syntax_errors]
+        if self.untouched:
+            lines.append("This is the notebook as released: nothing in it is answered yet. If you worked in another "
+                         f"copy, check and submit that one: nbgrader's fetch puts it in {self.fetched} in the folder "
+                         f"you fetched in, and `nbgrader submit` sends that folder.")
+        if self._numbers_line():
+            lines.append(self._numbers_line())
         for question in self.questions:
             mark = "ok  " if question.ready else "todo"
             states = []
@@ -102,6 +150,13 @@ class CheckReport:
             lines.append(f"error in {label}: {error}")
         if self.ended_early:
             lines.append(f"the notebook did not run to the end: {self.ended_early}")
+        missing = self.unanswered
+        if missing and not self.untouched:
+            named = ", ".join(missing[:UNANSWERED_SHOWN]) + (
+                f" and {len(missing) - UNANSWERED_SHOWN} more" if len(missing) > UNANSWERED_SHOWN else "")
+            total = sum(len(q.answers) for q in self.questions)
+            lines.append(f"unanswered: {len(missing)} of {total} answers ({named}); submitted as they are, they earn "
+                         "no points")
         lines.append("Ready to submit: every answer has the right form." if self.ready else
                      "Not ready yet: fix the items marked todo (this check never says whether a value is right).")
         if self.isolation:
@@ -120,6 +175,16 @@ def public_check_lines(error: str, said: set[str]) -> list[str]:
     problems = [line for line in error.removeprefix(FORM_ERROR).splitlines() if line.strip()]
     return [f"       form: {safe_text(line, 300, one_line=True)}" for line in problems
             if re.split(r"[\s(]", line, maxsplit=1)[0] not in said]
+
+
+def _fetched_as(path: Path, config: CourseConfig | None, name: str) -> str:
+    """Where nbgrader's fetch puts this assignment's notebook (<assignment>/<notebook>), as far as the check knows:
+    from the course's settings, else from a notebook checked where fetch put it, else an example."""
+    if config:
+        return f"{name}/{config.assignment(name).notebook}"
+    if path.resolve().parent.name == path.stem:
+        return f"{path.stem}/{path.name}"
+    return "<assignment>/<notebook> (e.g. autograd/autograd.ipynb)"
 
 
 def check_notebook(path: Path, config: CourseConfig | None = None, assignment_name: str | None = None) -> CheckReport:
@@ -160,4 +225,6 @@ def check_notebook(path: Path, config: CourseConfig | None = None, assignment_na
     cell_errors = tuple((c.label, c.error) for c in run.cells if c.error and c.index < FORM_CHECK_OFFSET)
     return CheckReport(tuple(questions), run.ended_early, cell_errors,
                        f"{run.isolation}: {sandbox.ISOLATION_SUMMARY[run.isolation]}",
-                       parse_cells(submission.cells).syntax_errors)
+                       parse_cells(submission.cells).syntax_errors, submission.personalised_for,
+                       submission.default_numbers,
+                       config.variants if config else None, _fetched_as(path, config, name))

@@ -49,6 +49,9 @@ class Submission:
     personalised_for: str | None = None
     edited_locked_cells: tuple[str, ...] = ()  # locked or test cells whose text differs from the release
     damaged_metadata: tuple[str, ...] = ()  # "cell 7's nbgrader grade_id is a list": no id, so the student's code
+    # A numbers cell that no personalised release marked, showing the release's default numbers: the notebook
+    # everyone was given, which with variants is nobody's own.
+    default_numbers: bool = False
 
 
 def _source_text(cell: dict, index: int, path: Path) -> str:
@@ -176,6 +179,7 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
     answer_sources: dict[str, str] = {}
     held_answers: set[str] = set()  # every answer cell's id in the notebook, this assignment's or not
     claimed_student = None
+    default_numbers = False
     edited: list[str] = []
     damaged: list[str] = []  # code cells whose grade_id is no nbgrader id: graded as the student's own code
     for index, raw in enumerate(raw_cells):
@@ -192,6 +196,8 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
             damaged.append(f"cell {index + 1}'s nbgrader grade_id is {meta.damaged_id}")
         if grade_id == NUMBERS_CELL:
             claimed_student = claimed_student or personalised_for(raw)
+            default_numbers = default_numbers or (personalised_for(raw) is None and source.rstrip() == (
+                assignment.released_sources.get(NUMBERS_CELL, "\0").rstrip()))
             if source.rstrip() == own_numbers.rstrip():
                 continue
         # Trailing whitespace aside (nbgrader and our own region stripping may end a cell with or without a
@@ -215,7 +221,7 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
             f"released it for {assignment.name!r}) with your answers", frozenset(held_answers))
     deleted = tuple(sorted(answer_ids - set(answer_sources)))
     return Submission(student_id, path, tuple(cells), answer_sources, deleted, claimed_student, tuple(edited),
-                      tuple(damaged))
+                      tuple(damaged), default_numbers and claimed_student is None)
 
 
 def other_assignment(config: CourseConfig, assignment: str, answer_ids: frozenset[str]) -> str:

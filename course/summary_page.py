@@ -230,7 +230,8 @@ def _integrity_html(integrity: dict[str, list[str]], pages: dict[str, str]) -> s
     parts = ["<section class=card id=integrity><h2>Integrity report (instructor only)</h2>"]
     if not integrity:
         parts.append("<p>Nothing seen: no submission patched torch or builtins, defined a rigged number type, "
-                     "edited a locked cell or came personalised for someone else.</p></section>")
+                     "edited a locked cell, came personalised for someone else or (with variants) came with the "
+                     "default numbers.</p></section>")
         return "".join(parts)
     parts.append("<p>None of this changed a score (the grader recomputes every reference itself) and none of it "
                  "is in the students' feedback.</p><div class=table-wrap><table><thead><tr><th>student</th>"

@@ -111,9 +111,8 @@ def record_for_nbgrader(config: CourseConfig, settings: AssignmentSettings, grad
 
 def released_to(config: CourseConfig, settings: AssignmentSettings, student_id: str) -> Path:
     """The notebook the student was given: their personalised copy (variants), else the release."""
-    release = config.release_notebook(settings.name)
-    personal = release.parent / "students" / student_id / release.name
-    return personal if personal.is_file() else release
+    personal = config.personalised_notebook(student_id, settings.name)
+    return personal if personal.is_file() else config.release_notebook(settings.name)
 
 
 def mark_missing(csv_path: Path, question_ids: tuple[str, ...], max_score: float, roster: list[Student],

@@ -37,7 +37,8 @@ WRITTEN = sorted({
     # the same with --out elsewhere in the folder (the README's sample run: --out graded)
     "graded/grades-autograd.csv", "results/grades-autograd.csv", "results/integrity-autograd.json",
     # personalised releases, and what an interrupted atomic write leaves behind
-    "release/autograd/students/alice/autograd.ipynb", ".tokens.csv.k2j3h4.tmp", ".grades-autograd.csv.x1y2.tmp",
+    "personalised/autograd/alice/autograd.ipynb", "release/autograd/students/alice/autograd.ipynb",
+    ".tokens.csv.k2j3h4.tmp", ".grades-autograd.csv.x1y2.tmp",
 })
 COMMITTED = ["source/course.yaml", "source/autograd/autograd.ipynb", "release/autograd/autograd.ipynb",
              "tests/samples/submitted/alice/autograd/autograd.ipynb", "course/roster.py", "nbgrader_config.py"]
