@@ -56,8 +56,14 @@ LATE = {"student_id": "gina", "name": "Gina Gray", "lms_id": "1007"}  # joins af
 
 
 def environment() -> dict[str, str]:
-    # as from an activated venv: nbgrader's first opening of a gradebook runs `alembic` from PATH
-    return {**os.environ, "PATH": os.pathsep.join((str(BIN), os.environ.get("PATH", "")))}
+    """As the README runs the commands: `.venv/bin/...`, the venv not activated (its bin not on PATH; nbgrader's
+    first opening of a gradebook runs `alembic` from PATH, which the course's nbgrader_config.py provides)."""
+    return {**os.environ, "PATH": without_the_venv(os.environ.get("PATH", ""))}
+
+
+def without_the_venv(path: str) -> str:
+    return os.pathsep.join(entry for entry in path.split(os.pathsep)
+                           if entry and Path(entry).resolve() != BIN.resolve())
 
 
 def run(cwd: Path, *command: str) -> str:
@@ -311,8 +317,7 @@ def test_nbgrader_opens_a_new_courses_gradebook_from_the_venv_without_activating
     root, exchange = copy_course(tmp_path / "course"), tmp_path / "exchange"
     shutil.copy(ROOT / "nbgrader_config.py", root)
     exchange.mkdir()
-    path = os.pathsep.join(entry for entry in os.environ.get("PATH", "").split(os.pathsep)
-                           if entry and Path(entry).resolve() != BIN.resolve())
+    path = without_the_venv(os.environ.get("PATH", ""))
     assert shutil.which("alembic", path=path) is None  # no alembic but the venv's: this test can fail
     for command in ("release_assignment", "collect"):
         done = subprocess.run([str(BIN / "nbgrader"), command, "autograd", f"--Exchange.root={exchange}"], cwd=root,
