@@ -3,11 +3,13 @@
 A class of the sample students: four submit through nbgrader's exchange (a temporary `--Exchange.root`, the course
 id of nbgrader_config.py), dave's notebook is dropped into submitted/ by hand (no timestamp.txt, no secret), carol
 submits nothing in the term. `autograd-course grade --roster` grades them into the gradebook. Then each nbgrader
-command an instructor runs in a term: `db student list`, `export` (read with csv.DictReader, student by student
-against our grades CSV), formgrader (a Jupyter server with nbgrader's extension, asked through the API its pages
-use), `release_feedback` and each student's `fetch_feedback`, and `collect` again (plain and `--update`: nothing
-breaks, nothing doubles, nothing we wrote is replaced). Then the service's attempts are recorded into the
-gradebook from the dashboard (carol's first work, bob's better one) and every command runs again.
+command an instructor runs in a term, run as the README runs them (`.venv/bin/...`, the venv not activated):
+`db student list`, `export` (read with csv.DictReader, student by student against our grades CSV), formgrader (a
+Jupyter server with nbgrader's extension, asked through the API its pages use, and each submission's page),
+`generate_feedback` (which leaves our pages alone), `release_feedback` and each student's `fetch_feedback`, and
+`collect` again (plain and `--update`: nothing breaks, nothing doubles, nothing we wrote is replaced). Then the
+service's attempts are recorded into the gradebook from the dashboard (carol's first work, bob's better one, a late
+student's) and every command runs again.
 """
 
 from __future__ import annotations
@@ -214,6 +216,10 @@ def every_command_of_the_term(root: Path, exchange: Path, homes: Path, *, studen
         assert entry["score"] == float(ours[student]["raw_score"]), (student, entry)
         assert listed_students[student]["score"] == float(ours[student]["raw_score"]), student
         assert opened[student] == 200, (student, opened)  # the page a TA grades by hand opens
+
+    feedback = tree_digest(root / "feedback")
+    nbgrader(root, "generate_feedback", "autograd", exchange=exchange)  # grading.md: no need, and harmless
+    assert tree_digest(root / "feedback") == feedback  # our pages left alone as up to date
 
     nbgrader(root, "release_feedback", "autograd", exchange=exchange)
     released = exchange / COURSE_ID / "feedback"
