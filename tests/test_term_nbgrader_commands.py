@@ -94,7 +94,7 @@ def tree_digest(folder: Path) -> dict[str, str]:
 def term(tmp_path_factory):
     base = tmp_path_factory.mktemp("term-commands")
     root, exchange, homes = base / "course", base / "exchange", base / "students"
-    copy_course(root)  # release/ as committed (what `autograd-course release` writes, tests/test_release.py)
+    copy_course(root)
     shutil.copy(ROOT / "nbgrader_config.py", root)
     exchange.mkdir(mode=0o777)
     exchange.chmod(0o777)
@@ -106,6 +106,7 @@ def term(tmp_path_factory):
         writer.writeheader()
         writer.writerows(ROSTER)
 
+    run(root, str(BIN / "autograd-course"), "release", "--assignment", "autograd")  # the term is about autograd
     nbgrader(root, "release_assignment", "autograd", exchange=exchange)
     for student in THROUGH_THE_EXCHANGE:
         home = homes / student
