@@ -220,8 +220,13 @@ def fresh_copy(base: Path) -> Copy:
     """What a clone of this checkout holds (its edits and new files included), with the tests' venv as .venv."""
     if shutil.which("git") is None:
         require_tool("git", "the docs' commands run in a copy of what git tracks (apt-get install git)")
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, check=True).stdout.decode().split("\0")
+    if not (VENV / "bin" / "autograd-course").is_file():
+        require_tool("the venv", f"the docs run .venv/bin/...: run the tests from the README's venv, not {VENV}")
+    listing = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                             capture_output=True, check=False)
+    if listing.returncode != 0:
+        require_tool("a git checkout", f"the docs' commands run in a copy of what git tracks; {ROOT} is none")
+    listed = listing.stdout.decode().split("\0")
     root = base / "clone"
     for name in filter(None, listed):
         source = ROOT / name
