@@ -105,9 +105,19 @@ def two_notebooks(copy: Copy) -> None:
         shutil.copy(copy.root / SAMPLES / student / "autograd" / "autograd.ipynb", copy.root / f"{student}.ipynb")
 
 
+def student_exchange(copy: Copy) -> None:
+    """docs/students.md: the student's Jupyter knows the course's exchange (a JupyterHub's nbgrader_config.py; here
+    one in the student's folder, which nbgrader reads from the folder it runs in)."""
+    (copy.student / "nbgrader_config.py").write_text(
+        f"c = get_config()\nc.CourseDirectory.course_id = {COURSE_ID!r}\nc.Exchange.root = {str(copy.exchange)!r}\n"
+        f"c.Exchange.cache = {str(copy.student / 'cache')!r}\n", encoding="utf-8")
+
+
 def students_notebook(copy: Copy) -> None:
-    """docs/students.md: in the folder of the student's notebook, worked through (the sample alice's)."""
-    shutil.copy(copy.root / SAMPLES / "alice" / "autograd" / "autograd.ipynb", copy.student / "autograd.ipynb")
+    """docs/students.md: the fetched notebook, worked through (the sample alice's saved over it)."""
+    fetched = copy.student / "autograd" / "autograd.ipynb"
+    assert fetched.is_file(), "the student's fetch_assignment gave no autograd/autograd.ipynb"
+    shutil.copy(copy.root / SAMPLES / "alice" / "autograd" / "autograd.ipynb", fetched)
 
 
 SERVER = "a server that runs until it is stopped: tests/service/ start `serve` and talk to it"
@@ -136,6 +146,10 @@ COMMANDS: dict[str, Run | Skip] = {
     ".venv/bin/autograd-course autograder build": Run(),
     ".venv/bin/autograd-course serve tokens roster.csv --out tokens.csv": Run(before=roster),
     ".venv/bin/autograd-course serve --host 127.0.0.1 --port 8000": Skip(SERVER),
+    # docs/service.md, managing the links (after the README's `serve tokens roster.csv`)
+    ".venv/bin/autograd-course serve tokens --rotate alice --out tokens.csv": Run(),
+    ".venv/bin/autograd-course serve tokens --revoke alice --out tokens.csv": Run(),
+    ".venv/bin/autograd-course serve tokens --rotate-instructor --out tokens.csv": Run(),
     ".venv/bin/autograd-course check release/autograd/autograd.ipynb": Run(fails_with="Not ready yet"),
     ".venv/bin/pip wheel --no-deps -w dist .": Skip(WHEEL),
     # docs/gradescope-and-containers.md
@@ -163,14 +177,15 @@ COMMANDS: dict[str, Run | Skip] = {
     # docs/students.md
     ".venv/bin/pip install autograd_course-*.whl": Skip(NETWORK + " (the wheel's dependencies): "
                                                          "tests/test_student_install.py installs it"),
-    ".venv/bin/jupyter lab autograd.ipynb": Skip(SERVER + "; JupyterLab in a browser: tests/browser/"),
+    ".venv/bin/nbgrader fetch_assignment autograd": Run(before=student_exchange, where="student"),
+    ".venv/bin/jupyter lab autograd/autograd.ipynb": Skip(SERVER + "; JupyterLab in a browser: tests/browser/"),
     ".venv/bin/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:formgrader "
     "@jupyter/nbgrader:create-assignment @jupyter/nbgrader:course-list":
         Skip("changes the Jupyter settings of the venv it runs from (here, the tests' own): a student's venv only"),
     ".venv/bin/jupyter server extension disable --sys-prefix nbgrader.server_extensions.formgrader "
     "nbgrader.server_extensions.course_list":
         Skip("changes the Jupyter settings of the venv it runs from (here, the tests' own): a student's venv only"),
-    ".venv/bin/autograd-course check autograd.ipynb": Run(before=students_notebook, where="student"),
+    ".venv/bin/autograd-course check autograd/autograd.ipynb": Run(before=students_notebook, where="student"),
 }
 
 
