@@ -95,7 +95,7 @@ def test_autograder_errors_are_no_stream_of_free_attempts(store):
     assert store.record(graded.id, **{**FAILED_ON_OUR_SIDE, "status": "graded", "score": 30.0})
     spent = store.submit("alice", "autograd", b'{"cells": [], "n": "after"}', policy)
     assert isinstance(spent, Refusal)
-    assert "you have used all 1 attempts" in spent.message
+    assert "you have used the one attempt allowed" in spent.message
 
 
 @pytest.fixture
