@@ -5,10 +5,13 @@ Kept in one module so the rest of the package speaks plain data and never nbgrad
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import os
+import shutil
 import sys
+import tempfile
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -40,8 +43,26 @@ def nbgrader_config(root: Path, db_url: str, *, cell_timeout: int = 120) -> Conf
     # not on disk, so two graders sharing a prefix race for the same sockets and one talks to the other's
     # kernel ("Invalid Signature").
     config.KernelManager.transport = "ipc"
-    config.KernelManager.ip = str(_runtime_dir() / f"autograd-course-kernel-{os.getpid()}-{uuid.uuid4().hex[:12]}")
+    config.KernelManager.ip = kernel_socket_prefix()
     return config
+
+
+# A unix socket's path holds at most 107 bytes on Linux (sun_path); jupyter_client appends "-<port>" to the prefix.
+MAX_SOCKET_PREFIX = 96
+
+
+def kernel_socket_prefix() -> str:
+    """The kernels' socket prefix: in Jupyter's runtime folder, or, where that path is too long for a unix socket
+    (a deep HOME or JUPYTER_RUNTIME_DIR: "File name too long" when the kernel starts), in a private folder of this
+    process's own under the temporary folder."""
+    prefix = str(_runtime_dir() / f"autograd-course-kernel-{os.getpid()}-{uuid.uuid4().hex[:12]}")
+    if len(os.fsencode(prefix)) <= MAX_SOCKET_PREFIX:
+        return prefix
+    short = str(_short_runtime_dir() / f"k-{uuid.uuid4().hex[:12]}")
+    if len(os.fsencode(short)) > MAX_SOCKET_PREFIX:
+        raise CourseError(f"the folders for the kernels' sockets are too deep for a unix socket ({prefix!r}, "
+                          f"{short!r}): set JUPYTER_RUNTIME_DIR (or TMPDIR) to a shorter path")
+    return short
 
 
 def _runtime_dir() -> Path:
@@ -50,6 +71,14 @@ def _runtime_dir() -> Path:
     path = Path(jupyter_runtime_dir())
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
+
+
+@functools.cache
+def _short_runtime_dir() -> Path:
+    """A private (0700) folder of this process's, removed at exit."""
+    folder = Path(tempfile.mkdtemp(prefix="agc-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
 
 
 def prepare_nbgrader() -> None:
