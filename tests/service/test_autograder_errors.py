@@ -130,7 +130,7 @@ def test_the_student_is_told_and_the_instructor_sees_it(service, caplog):
     assert token not in caplog.text
     dashboard = client.get(f"/i/{service.tokens['instructor']}/")
     assert dashboard.status_code == 200
-    assert "<td><strong>2</strong> (one notebook 2×: not taken again)</td>" in dashboard.text
+    assert "<strong>2</strong> (one notebook 2×: not taken again)</td>" in dashboard.text
     assert "1 student had attempts end in an autograder error: our failure, not theirs" in dashboard.text
     for index in range(FREE_AUTOGRADER_ERRORS + 1 - SAME_NOTEBOOK_ERRORS):  # other notebooks, failing too
         changed = json.loads(notebook)
