@@ -6,13 +6,14 @@ file of mode 600), `release --students`, a real `nbgrader release_assignment` (t
 student's own copy handed out beside it and saved over the fetched notebook, worked for their own numbers and sent
 with `nbgrader submit`; one student works the default notebook instead; one notebook dropped into submitted/ by
 hand; `grade --roster`. Then the service on the same course: `serve tokens` for the roster, a student who was not in
-the term uploads, a late student is added by re-running `serve tokens` with a longer roster while it runs. Then:
+the term uploads, and so does one who was; a late student is added by re-running `serve tokens` and
+`release --students` with a longer roster while it runs. Then:
 
 - each personalised notebook reaches only its student (the exchange, the students' folders, the service's page);
 - every earlier link still answers, and the late student's link gives them their own notebook;
 - the dashboard's Canvas and Moodle CSVs give no 0 to a student the service never saw (the term's grade, or blank);
-- `nbgrader release_feedback` exits 0 for the class, `nbgrader export` (read with `csv.DictReader`) and formgrader's
-  API give our grades-autograd.csv's scores student by student.
+- `nbgrader release_feedback` exits 0 for the class, `nbgrader export` (read with `csv.DictReader`) and formgrader
+  (its API, and the page of each graded notebook) give our grades-autograd.csv's scores student by student.
 """
 
 from __future__ import annotations
@@ -192,6 +193,8 @@ def term(tmp_path_factory):
             assert main(["--course", str(root), "release", "--assignment", "autograd", "--no-verify",
                          "--students", str(roster)]) == 0
             released_again = {path: path.read_bytes() for path in (root / "personalised").rglob("*.ipynb")}
+            released_again[root / "release" / "autograd" / "autograd.ipynb"] = (
+                root / "release" / "autograd" / "autograd.ipynb").read_bytes()
             server.tokens = read_tokens(tokens)
             reply = request(f"{server.url}/s/{server.tokens[LATE[0]]}/notebook")
             assert reply.status == 200, reply.text
@@ -208,7 +211,10 @@ def test_each_personalised_notebook_reaches_only_its_student(term):
     # release --students: one copy per roster student, at personalised/<assignment>/<id>/ and nowhere else
     assert term["released"] == {root / "personalised" / "autograd" / s / "autograd.ipynb": {s} for s, *_ in ROSTER}
     # the late student's copy, made by release --students with the longer roster: the earlier ones unchanged
-    again = term["released_again"]
+    again = dict(term["released_again"])
+    # release/ regenerated is still what nbgrader's exchange handed out
+    exchanged = term["exchange"] / "autograd-course" / "outbound" / "autograd" / "autograd.ipynb"
+    assert again.pop(root / "release" / "autograd" / "autograd.ipynb") == exchanged.read_bytes()
     late_copy = root / "personalised" / "autograd" / LATE[0] / "autograd.ipynb"
     assert {path: again[path] for path in term["handed_out"]} == term["handed_out"]
     assert set(again) - set(term["handed_out"]) == {late_copy}
@@ -247,6 +253,8 @@ def test_old_links_still_work_and_the_late_student_s_link_works(term):
     assert sorted(server.tokens) == sorted(EVERYONE)
     assert {s: request(f"{server.url}/s/{token}/").status for s, token in server.tokens.items()} == {
         s: 200 for s in EVERYONE}
+    assert (term["root"] / "tokens-instructor.txt").read_text().strip() == server.instructor
+    assert request(f"{server.url}/i/{server.instructor}/").status == 200  # the instructor's first link too
     for student, made in term["attempts"].items():  # an attempt made with a first link is still theirs to read
         assert request(f"{server.url}{made['feedback_url']}", token=first[student]).status == 200, student
 
@@ -262,6 +270,7 @@ def test_the_dashboards_lms_csvs_hold_no_0_for_a_student_the_service_never_saw(t
     by_email = {row[5]: row[0] for row in [*ROSTER, LATE]}
     canvas = list(csv.DictReader(io.StringIO(canvas_reply.text)))
     assert canvas[0]["Student"] == "Points Possible"
+    assert [row["Student"] for row in canvas[1:]] == [row[1] for row in [*ROSTER, LATE]]  # names as the roster's
     canvas_cells = {by_lms_id[row["ID"]]: row["autograd"] for row in canvas[1:]}
     moodle_cells = {by_email[row["Email address"]]: row["autograd"]
                     for row in csv.DictReader(io.StringIO(moodle_reply.text))}
