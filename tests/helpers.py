@@ -8,6 +8,8 @@ import json
 import os
 import re
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -63,6 +65,38 @@ TRAINING_VALUES = {name: value for values in TRAINING_CONTRACT.values() for name
 CORRECT_CODE = {name: repr(value) for name, value in ALL_VALUES.items()} | {
     name: code for functions in CONTRACT_FUNCTIONS.values() for name, code in functions.items()
 }
+
+
+def solve(p: dict) -> dict:
+    """The hand derivation of every answer of the autograd assignment for its numbers `p` (a student's, with
+    variants), written from the formulas (not from torch)."""
+    x, w, b, t = p["net_x"], p["net_w"], p["net_b"], p["net_target"]
+    h = w * x + b
+    dl_da = 2 * (h - t)
+    out = p["w2"] * h
+    dl_dout = 2 * (out - t)
+    y = p["call_w"] * p["call_x"] + p["call_b"]
+    gx = p["graph_x"]
+    grad = 2 * p["accum_x"]
+    return {
+        "slope_at_3": 6, "slope_at_minus_2": -4, "slope_at_0": 0,
+        "forward_values": [gx**2, 2 * gx**2, 2 * gx**2 + 1], "local_slopes": [1, 2, 2 * gx], "dz_dx": 4 * gx,
+        "net_h": h, "net_a": h, "net_loss": (h - t) ** 2, "net_dL_da": dl_da, "net_dL_dh": dl_da,
+        "net_dL_dw": dl_da * x, "net_dL_db": dl_da,
+        "closed_h": w * p["closed_x"] + b, "closed_a": 0, "closed_loss": t**2, "closed_dL_dw": 0, "closed_dL_db": 0,
+        "retain_x_grad": p["retain_factor"] * 3 * p["retain_x"] ** 2, "retain_y_grad": p["retain_factor"],
+        "y_grad_without_retain": None,
+        "accumulated_grads": [grad * (i + 1) for i in range(p["accum_steps"])],
+        "zeroed_grads": [grad] * p["accum_steps"],
+        "no_grad_requires_grad": False, "detached_value": p["nograd_x"] ** 2, "detached_requires_grad": False,
+        "one_call_loss": (y - p["call_target"]) ** 2, "one_call_w_grad": 2 * (y - p["call_target"]) * p["call_x"],
+        "one_call_b_grad": 2 * (y - p["call_target"]),
+        "cubic_grad": 3 * p["cubic_x"] ** 2 - 2,
+        "w2_out": out, "w2_loss": (out - t) ** 2, "w2_dL_dout": dl_dout, "w2_dL_dw2": dl_dout * h,
+        "w2_dL_da": dl_dout * p["w2"], "w2_dL_dh": dl_dout * p["w2"], "w2_dL_dw": dl_dout * p["w2"] * x,
+        "w2_dL_db": dl_dout * p["w2"],
+        "twice_w_grad": 2 * dl_da * x, "twice_b_grad": 2 * dl_da,
+    }
 
 
 def free_port() -> int:
@@ -163,6 +197,60 @@ def copy_course(root: Path) -> Path:
     for folder in ("source", "release"):
         shutil.copytree(ROOT / folder, root / folder)
     return root
+
+
+NBGRADER = str(Path(sys.executable).parent / "nbgrader")
+
+
+def nbgrader(cwd: Path, *args: str, exchange: Path) -> str:
+    """Run one of nbgrader's own commands for the course `autograd-course` with its exchange at `exchange`; fails
+    the test unless it exits 0; returns what it said."""
+    command = [NBGRADER, *args, "--course=autograd-course", f"--Exchange.root={exchange}"]
+    # as from an activated venv: nbgrader's first opening of a gradebook runs `alembic` from PATH
+    env = {**os.environ, "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", "")))}
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr
+
+
+@contextmanager
+def formgrader_server(root: Path) -> Iterator[tuple[str, str]]:
+    """The instructor's Jupyter server with nbgrader's formgrader, in the course root, as nbgrader documents it:
+    yields (its URL, its token) once it answers."""
+    import secrets
+    import time
+    import urllib.request
+
+    port, token = free_port(), secrets.token_hex(16)
+    log_path = root.parent / "formgrader.log"
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(root.parent / "jupyter-config"),
+           "JUPYTER_DATA_DIR": str(root.parent / "jupyter-data"), "JUPYTER_RUNTIME_DIR": str(root.parent / "runtime"),
+           "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", "")))}
+    with log_path.open("w") as log:
+        server = subprocess.Popen(
+            [str(Path(sys.executable).parent / "jupyter"), "server", "--no-browser", "--ip=127.0.0.1",
+             f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--allow-root",
+             "--ServerApp.jpserver_extensions={'nbgrader.server_extensions.formgrader': True}"],
+            stdout=log, stderr=subprocess.STDOUT, cwd=root, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):  # noqa: S310 - loopback
+                    break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    pytest.fail(f"the Jupyter server with formgrader did not start; see {log_path}")
+                time.sleep(0.5)
+        yield url, token
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
 def on_ci() -> bool:

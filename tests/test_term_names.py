@@ -12,8 +12,6 @@ from __future__ import annotations
 import csv
 import os
 import shutil
-import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -21,11 +19,10 @@ import pytest
 import yaml
 
 from course.cli import main
-from helpers import ROOT, SAMPLE_SCORES, copy_course
+from helpers import ROOT, SAMPLE_SCORES, copy_course, nbgrader
 
 pytestmark = pytest.mark.slow
 
-NBGRADER = str(Path(sys.executable).parent / "nbgrader")
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
 DUE = "2026-11-20 23:59:00 UTC"
 ON_TIME = "2026-11-20 20:00:00.000000 UTC"
@@ -46,15 +43,6 @@ NAMES = {  # what nbgrader's student table and export hold: (first_name, last_na
 }
 THROUGH_THE_EXCHANGE = ("alice", "bob", "erin")
 HAND_DROPPED = "dave"
-
-
-def nbgrader(cwd: Path, *args: str, exchange: Path) -> str:
-    command = [NBGRADER, *args, "--course=autograd-course", f"--Exchange.root={exchange}"]
-    # as from an activated venv: nbgrader's first opening of a gradebook runs `alembic` from PATH
-    env = {**os.environ, "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", "")))}
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout + done.stderr
 
 
 def read_csv(path: Path) -> dict[str, dict[str, str]]:

@@ -18,7 +18,7 @@ from course.config import load_config
 from course.errors import ConfigError
 from course.judge import judge
 from course.variants import fill_text, numbers_for
-from helpers import ALL_VALUES, ROOT
+from helpers import ALL_VALUES, ROOT, solve
 
 AUTOGRAD = load_course_assignment(load_config(ROOT), "autograd")
 CONTENT = AUTOGRAD.content  # source/autograd/exercises.py
@@ -36,37 +36,6 @@ def numbers_source(params: dict) -> str:
 
 SECRET = b"a course secret for the tests"
 student_ids = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789._-", min_size=1, max_size=24)
-
-
-def solve(p: dict) -> dict:
-    """The hand derivation of every answer, written from the formulas (not from torch)."""
-    x, w, b, t = p["net_x"], p["net_w"], p["net_b"], p["net_target"]
-    h = w * x + b
-    dl_da = 2 * (h - t)
-    out = p["w2"] * h
-    dl_dout = 2 * (out - t)
-    y = p["call_w"] * p["call_x"] + p["call_b"]
-    gx = p["graph_x"]
-    grad = 2 * p["accum_x"]
-    return {
-        "slope_at_3": 6, "slope_at_minus_2": -4, "slope_at_0": 0,
-        "forward_values": [gx**2, 2 * gx**2, 2 * gx**2 + 1], "local_slopes": [1, 2, 2 * gx], "dz_dx": 4 * gx,
-        "net_h": h, "net_a": h, "net_loss": (h - t) ** 2, "net_dL_da": dl_da, "net_dL_dh": dl_da,
-        "net_dL_dw": dl_da * x, "net_dL_db": dl_da,
-        "closed_h": w * p["closed_x"] + b, "closed_a": 0, "closed_loss": t**2, "closed_dL_dw": 0, "closed_dL_db": 0,
-        "retain_x_grad": p["retain_factor"] * 3 * p["retain_x"] ** 2, "retain_y_grad": p["retain_factor"],
-        "y_grad_without_retain": None,
-        "accumulated_grads": [grad * (i + 1) for i in range(p["accum_steps"])],
-        "zeroed_grads": [grad] * p["accum_steps"],
-        "no_grad_requires_grad": False, "detached_value": p["nograd_x"] ** 2, "detached_requires_grad": False,
-        "one_call_loss": (y - p["call_target"]) ** 2, "one_call_w_grad": 2 * (y - p["call_target"]) * p["call_x"],
-        "one_call_b_grad": 2 * (y - p["call_target"]),
-        "cubic_grad": 3 * p["cubic_x"] ** 2 - 2,
-        "w2_out": out, "w2_loss": (out - t) ** 2, "w2_dL_dout": dl_dout, "w2_dL_dw2": dl_dout * h,
-        "w2_dL_da": dl_dout * p["w2"], "w2_dL_dh": dl_dout * p["w2"], "w2_dL_dw": dl_dout * p["w2"] * x,
-        "w2_dL_db": dl_dout * p["w2"],
-        "twice_w_grad": 2 * dl_da * x, "twice_b_grad": 2 * dl_da,
-    }
 
 
 def answers_of(values: dict) -> dict:

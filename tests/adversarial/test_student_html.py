@@ -12,19 +12,15 @@ that the student's text is still there to read."""
 from __future__ import annotations
 
 import base64
-import os
-import secrets
 import shutil
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from course.cli import main
-from helpers import ROOT, copy_course, free_port, write
+from helpers import ROOT, copy_course, formgrader_server, write
 
 from .conftest import baseline_notebook
 
@@ -99,37 +95,8 @@ def graded_course(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def formgrader(graded_course):
-    """The instructor's Jupyter server with nbgrader's formgrader, in the course root, as nbgrader documents it."""
-    root = graded_course
-    port, token = free_port(), secrets.token_hex(16)
-    log_path = root.parent / "formgrader.log"
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(root.parent / "jupyter-config"),
-           "JUPYTER_DATA_DIR": str(root.parent / "jupyter-data"), "JUPYTER_RUNTIME_DIR": str(root.parent / "runtime")}
-    with log_path.open("w") as log:
-        server = subprocess.Popen(
-            [str(Path(sys.executable).parent / "jupyter"), "server", "--no-browser", "--ip=127.0.0.1",
-             f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--allow-root",
-             "--ServerApp.jpserver_extensions={'nbgrader.server_extensions.formgrader': True}"],
-            stdout=log, stderr=subprocess.STDOUT, cwd=root, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):  # noqa: S310 - loopback
-                    break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    pytest.fail(f"the Jupyter server with formgrader did not start; see {log_path}")
-                time.sleep(0.5)
-        yield url, token
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+    with formgrader_server(graded_course) as running:
+        yield running
 
 
 @pytest.fixture

@@ -14,8 +14,6 @@ from __future__ import annotations
 import copy
 import json
 import stat
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,12 +26,11 @@ from course.config import load_config
 from course.release import personalise
 from course.selfcheck import check_notebook
 from course.variants import derive
-from helpers import CORRECT_CODE, RELEASE_NOTEBOOK, ROOT, copy_course, load, submitted_notebook, write
+from helpers import CORRECT_CODE, RELEASE_NOTEBOOK, ROOT, copy_course, load, nbgrader, submitted_notebook, write
 
 from .conftest import fast_config, grade
 
 SECRET = "a course secret for the whose-numbers tests"  # noqa: S105 - the tests' own
-NBGRADER = str(Path(sys.executable).parent / "nbgrader")
 STUDENTS = ("alice", "bob", "carol")
 AUTOGRAD = load_course_assignment(load_config(ROOT), "autograd")
 
@@ -54,12 +51,6 @@ def personalised_for(student: str) -> dict:
 
 def numbers_cell(notebook: dict) -> dict:
     return next(c for c in notebook["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "numbers")
-
-
-def nbgrader(cwd: Path, *args: str, exchange: Path) -> None:
-    command = [NBGRADER, *args, "--course=autograd-course", f"--Exchange.root={exchange}"]
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
 
 
 def whose_numbers(notebook: dict) -> set[str]:
