@@ -261,13 +261,13 @@ def submit_the_form(page: str, post) -> object:
     choice of students, whichever the form asks for)."""
     form = re.search(r'(?s)<form method=post action="gradebook">(.*?)</form>', page)
     assert form, page
-    fields: dict[str, str] = {}
+    fields: dict[str, list[str]] = {}
     for tag in re.findall(r"<input\b[^>]*>", form.group(1)):
         name = re.search(r'name="?([^"\s>]+)', tag)
         value = re.search(r'value="([^"]*)"|value=([^\s>]+)', tag)
-        if name and value:
-            fields[name.group(1)] = html.unescape(value.group(1) or value.group(2))
-    return post(**fields)
+        if name and value:  # a name given by several boxes (one per student) is sent once per ticked box
+            fields.setdefault(name.group(1), []).append(html.unescape(value.group(1) or value.group(2)))
+    return post(**{name: values[0] if len(values) == 1 else values for name, values in fields.items()})
 
 
 def test_nbgrader_commands_after_the_dashboards_recording(term):
@@ -299,7 +299,7 @@ def test_nbgrader_commands_after_the_dashboards_recording(term):
         preview = request(f"{base}/export/gradebook").text
         csrf = re.search(r'name=csrf value="([^"]+)"', preview).group(1)
 
-        def post(**fields: str):
+        def post(**fields: str | list[str]):
             body, kind = multipart({"csrf": csrf, **fields})
             return request(f"{base}/export/gradebook", method="POST", data=body, content_type=kind)
 
