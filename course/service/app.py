@@ -83,6 +83,7 @@ CSRF_MAX_AGE = 12 * 3600
 # long after it (reloads included), at most this many characters, never a text the URL alone makes up.
 NOTE_MAX_AGE = 600
 NOTE_CHARS = 1000
+NOTE_BYTES = 3 * NOTE_CHARS  # the note's text as UTF-8, at most: its base64 and the rest fit note_text's bound
 MULTIPART_SLACK = 64 * 1024  # the form's own bytes around the notebook
 DRAIN_LIMIT = 16 * 2**20  # an oversized body is read (and dropped) up to this much before 413, so the client hears it
 # The class summary's one inline script (it sorts the student table) is allowed by its hash, nothing else inline.
@@ -282,13 +283,15 @@ class Service:
         issued, _, mac = token.partition(".")
         if not _seconds(issued) or time.time() - int(issued) > CSRF_MAX_AGE:
             return False
-        return hmac.compare_digest(mac, self._csrf_mac(who, issued))
+        return mac.isascii() and hmac.compare_digest(mac, self._csrf_mac(who, issued))  # (non-ASCII: a TypeError)
 
     # ----------------------------------------------------------------- the form's answers (post-redirect-get)
     def note(self, student: str, message: str) -> str:
         """`message` as the signed value of the student page's `note` parameter: only this server makes one,
         for this student's page, and it is shown for NOTE_MAX_AGE seconds."""
         text = safe_text(message, NOTE_CHARS)
+        while len(text.encode("utf-8")) > NOTE_BYTES:  # 1 000 characters of 4 bytes each would not fit `note_text`
+            text = text[: -max(1, (len(text.encode("utf-8")) - NOTE_BYTES) // 4)]
         issued = str(int(time.time()))
         payload = base64.urlsafe_b64encode(text.encode("utf-8")).decode("ascii").rstrip("=")
         return f"{issued}.{payload}.{self._csrf_mac(f'note:{student}', f'{issued}.{payload}')}"
@@ -298,8 +301,8 @@ class Service:
         URL says is shown only when this server said it)."""
         issued, _, rest = note.partition(".")
         payload, _, mac = rest.partition(".")
-        if (len(note) > 4 * NOTE_CHARS + 100 or not _seconds(issued)
-                or not 0 <= time.time() - int(issued) <= NOTE_MAX_AGE
+        if (len(note) > 4 * NOTE_BYTES // 3 + 100 or not _seconds(issued)
+                or not 0 <= time.time() - int(issued) <= NOTE_MAX_AGE or not mac.isascii()
                 or not hmac.compare_digest(mac, self._csrf_mac(f"note:{student}", f"{issued}.{payload}"))):
             return ""
         try:

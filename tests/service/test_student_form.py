@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import parse_qs, quote, urlsplit
@@ -161,3 +162,28 @@ def test_a_time_in_a_form_or_a_note_that_is_no_time_of_ours_is_refused_with_an_a
         shown = call(app, "GET", page_of(tokens["ana"]) + "?note=" + quote(note))
         assert shown.status == 200
         assert "id=banner" not in shown.text
+
+
+def test_a_mac_that_is_not_ascii_is_refused_with_an_answer(site):
+    """hmac.compare_digest raises TypeError on a str with non-ASCII characters: a form's CSRF token or a note whose
+    MAC part was "é" was a 500."""
+    service, app, tokens = site
+    before = attempts_of(service, "ana")
+    now = str(int(time.time()))
+    answer = upload(app, tokens["ana"], notebook_bytes(submitted_notebook()), csrf=f"{now}.\u00e9")
+    assert "the form was out of date" in followed(app, tokens["ana"], answer)
+    assert attempts_of(service, "ana") == before
+    shown = call(app, "GET", page_of(tokens["ana"]) + "?note=" + quote(f"{now}.eA.\u00e9"))
+    assert shown.status == 200
+    assert "id=banner" not in shown.text
+
+
+def test_a_long_reason_of_wide_characters_is_still_shown(site):
+    """A refusal's text may quote the student's notebook (its `nbformat`, say): 1 000 four-byte characters made a
+    note longer than note_text reads, so the page showed no reason at all."""
+    _, app, tokens = site
+    wide = "\U0001f600" * 990
+    shown = followed(app, tokens["ben"], upload(app, tokens["ben"], json.dumps(
+        {"cells": [], "metadata": {}, "nbformat": wide, "nbformat_minor": 5}).encode()))
+    assert "<strong>Not submitted:</strong>" in shown
+    assert "\U0001f600" * 10 in shown
