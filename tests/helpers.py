@@ -214,18 +214,21 @@ def nbgrader(cwd: Path, *args: str, exchange: Path) -> str:
 
 
 @contextmanager
-def formgrader_server(root: Path) -> Iterator[tuple[str, str]]:
+def formgrader_server(root: Path, env: dict[str, str] | None = None) -> Iterator[tuple[str, str]]:
     """The instructor's Jupyter server with nbgrader's formgrader, in the course root, as nbgrader documents it:
-    yields (its URL, its token) once it answers."""
+    yields (its URL, its token) once it answers. `env`: the environment it runs in (default: this one with the
+    venv's bin first on PATH, as an activated venv has it); each server gets Jupyter folders of its own."""
     import secrets
     import time
     import urllib.request
 
     port, token = free_port(), secrets.token_hex(16)
-    log_path = root.parent / "formgrader.log"
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(root.parent / "jupyter-config"),
-           "JUPYTER_DATA_DIR": str(root.parent / "jupyter-data"), "JUPYTER_RUNTIME_DIR": str(root.parent / "runtime"),
-           "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", "")))}
+    state = root.parent / f"jupyter-{port}"
+    log_path = root.parent / f"formgrader-{port}.log"
+    if env is None:
+        env = {**os.environ, "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", "")))}
+    env = {**env, "JUPYTER_CONFIG_DIR": str(state / "config"), "JUPYTER_DATA_DIR": str(state / "data"),
+           "JUPYTER_RUNTIME_DIR": str(state / "runtime")}
     with log_path.open("w") as log:
         server = subprocess.Popen(
             [str(Path(sys.executable).parent / "jupyter"), "server", "--no-browser", "--ip=127.0.0.1",
@@ -234,20 +237,20 @@ def formgrader_server(root: Path) -> Iterator[tuple[str, str]]:
             stdout=log, stderr=subprocess.STDOUT, cwd=root, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 180
         while True:
             try:
-                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):  # noqa: S310 - loopback
+                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=5):  # noqa: S310 - loopback
                     break
             except OSError:
                 if time.monotonic() > deadline or server.poll() is not None:
-                    pytest.fail(f"the Jupyter server with formgrader did not start; see {log_path}")
+                    pytest.fail(f"the Jupyter server with formgrader did not start:\n{log_path.read_text()[-3000:]}")
                 time.sleep(0.5)
         yield url, token
     finally:
         server.terminate()
         try:
-            server.wait(timeout=20)
+            server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()

@@ -21,20 +21,17 @@ import html
 import json
 import os
 import re
-import secrets
 import shutil
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from helpers import ROOT, SAMPLE_SCORES, copy_course, free_port
+from helpers import ROOT, SAMPLE_SCORES, copy_course, formgrader_server
 
 pytestmark = pytest.mark.slow
 
@@ -126,39 +123,9 @@ def term(tmp_path_factory):
     return root, exchange, homes
 
 
-@contextlib.contextmanager
-def formgrader(root: Path) -> Iterator[tuple[str, str]]:
-    """The instructor's Jupyter server with nbgrader's formgrader, in the course root, as nbgrader documents it."""
-    port, token = free_port(), secrets.token_hex(16)
-    state = root.parent / f"jupyter-{port}"
-    env = {**environment(), "JUPYTER_CONFIG_DIR": str(state / "config"), "JUPYTER_DATA_DIR": str(state / "data"),
-           "JUPYTER_RUNTIME_DIR": str(state / "runtime")}
-    log_path = root.parent / f"formgrader-{port}.log"
-    with log_path.open("w") as log:
-        server = subprocess.Popen(
-            [str(BIN / "jupyter"), "server", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-             f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--allow-root",
-             "--ServerApp.jpserver_extensions={'nbgrader.server_extensions.formgrader': True}"],
-            stdout=log, stderr=subprocess.STDOUT, cwd=root, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=5):  # noqa: S310 - loopback
-                    break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    pytest.fail(f"the Jupyter server with formgrader did not start:\n{log_path.read_text()}")
-                time.sleep(0.5)
-        yield url, token
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+def formgrader(root: Path):
+    """formgrader as the README's instructor starts it: the venv not activated."""
+    return formgrader_server(root, environment())
 
 
 def formgrader_get(url: str, token: str, path: str):
