@@ -113,13 +113,20 @@ def test_nbgrader_exchange_hands_no_student_a_classmates_numbers(tmp_path, monke
         assert whose_numbers(json.loads(mine.read_text())) == {student}  # the checks above can fail
 
 
+UNMARKED_LINE = ("numbers: this notebook's numbers cell carries no student's id (the default numbers, the same in "
+                 "everyone's copy, carry none; a copy of your own whose id was lost carries none either), and without "
+                 "the course's release the check cannot tell which they are: if your course gives each student their "
+                 "own numbers, make sure these are the numbers of the notebook released for you before you answer")
+
+
 def test_check_names_default_numbers_and_someone_elses(tmp_path, monkeypatch):
-    """`check` has no course files and no secret: the numbers cell alone says whose numbers these are."""
+    """`check` has no secret: the numbers cell says whose numbers these are, and only the course's release says
+    whether numbers without an id are the default ones."""
     monkeypatch.chdir(tmp_path)
     default = write(submitted_notebook(), tmp_path / "default" / "autograd.ipynb")
-    lines = check_notebook(default).lines()
-    assert ("numbers: the default ones, the same in everyone's copy (no student's id on them); if your course "
-            "gives each student their own numbers, this is not your notebook: get yours before you answer") in lines
+    lines = check_notebook(default).lines()  # no course files: no release to compare with
+    assert UNMARKED_LINE in lines
+    assert not any("the default ones" in line for line in lines)
     with_variants = check_notebook(default, replace(load_config(ROOT), variants=True))  # no secret needed
     assert not with_variants.ready  # every answer right for the default numbers, and still not ready
     assert any(line.startswith("numbers: the default ones, the same in everyone's copy, not yours")
@@ -129,6 +136,29 @@ def test_check_names_default_numbers_and_someone_elses(tmp_path, monkeypatch):
     report = check_notebook(write(bobs, tmp_path / "bobs" / "autograd.ipynb"))
     assert any(line.startswith("numbers: personalised for 'bob': if that is not your id, this is not your notebook")
                for line in report.lines())
+
+
+def test_check_says_default_numbers_only_of_the_releases_own(tmp_path, monkeypatch):
+    """A student's own copy whose numbers cell lost its id is not "the default numbers": in a course folder the
+    check compares with the course's release (as grading does), and without one it says only what it sees."""
+    monkeypatch.chdir(tmp_path)
+    alices = personalised_for("alice")
+    del numbers_cell(alices)["metadata"]["autograd_course"]
+    path = write(alices, tmp_path / "autograd" / "autograd.ipynb")
+    in_course = check_notebook(path, replace(load_config(ROOT), variants=True))  # release/autograd/ of the course
+    assert numbers_cell(alices)["source"] != numbers_cell(load(RELEASE_NOTEBOOK))["source"]  # alice's, not default
+    assert not in_course.default_numbers and not in_course.not_own_numbers
+    assert not any(line.startswith("numbers:") for line in in_course.lines())
+    alone = check_notebook(path).lines()  # no course files
+    assert UNMARKED_LINE in alone
+    assert not any("the default ones" in line for line in alone)
+    # A course folder without its release cannot compare either: the same plain sentence, not a verdict.
+    bare = tmp_path / "bare"
+    (bare / "source").mkdir(parents=True)
+    (bare / "source" / "course.yaml").write_text((ROOT / "source" / "course.yaml").read_text())
+    no_release = check_notebook(path, replace(load_config(bare), variants=True))
+    assert UNMARKED_LINE in no_release.lines()
+    assert not no_release.not_own_numbers
 
 
 def test_check_names_the_untouched_release_and_unanswered_answers(tmp_path, monkeypatch):
