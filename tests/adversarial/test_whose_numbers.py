@@ -113,6 +113,38 @@ def test_nbgrader_exchange_hands_no_student_a_classmates_numbers(tmp_path, monke
         assert whose_numbers(json.loads(mine.read_text())) == {student}  # the checks above can fail
 
 
+@pytest.mark.slow
+def test_upgrading_says_how_to_take_classmates_copies_out_of_the_exchange(tmp_path, monkeypatch, capsys):
+    """A course that ran `nbgrader release_assignment` with an earlier version has every classmate's copy in the
+    exchange's outbound folder, which nbgrader replaces only with --force: `release` says to run it, and it works."""
+    root, exchange = tmp_path / "course", tmp_path / "exchange"
+    copy_course(root)
+    (root / "nbgrader_config.py").write_text((ROOT / "nbgrader_config.py").read_text())
+    settings = yaml.safe_load((root / "source" / "course.yaml").read_text())
+    (root / "source" / "course.yaml").write_text(yaml.safe_dump({**settings, "variants": True}))
+    (root / "roster.csv").write_text("student_id\n" + "\n".join(STUDENTS) + "\n")
+    for student in STUDENTS:  # what an earlier version wrote, and nbgrader then sent out
+        write(personalised_for(student), root / "release" / "autograd" / "students" / student / "autograd.ipynb")
+    exchange.mkdir()
+    nbgrader(root, "release_assignment", "autograd", exchange=exchange)
+    outbound = exchange / "autograd-course" / "outbound" / "autograd"
+    assert set().union(*notebooks_in(outbound).values()) == set(STUDENTS)  # the leak, as it was
+    monkeypatch.setenv("AUTOGRAD_COURSE_SECRET", SECRET)
+    assert main(["--course", str(root), "release", "--assignment", "autograd", "--no-verify",
+                 "--students", str(root / "roster.csv")]) == 0
+    assert "run `nbgrader release_assignment autograd --force` now to replace its outbound copy" in \
+        capsys.readouterr().out
+    # Without --force nbgrader keeps the outbound folder as it is (and says it exists); with it, it is replaced.
+    command = [NBGRADER, "release_assignment", "autograd", "--course=autograd-course", f"--Exchange.root={exchange}"]
+    refused = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=600, check=False)
+    assert refused.returncode != 0
+    assert "--force" in refused.stdout + refused.stderr
+    assert set().union(*notebooks_in(outbound).values()) == set(STUDENTS)
+    nbgrader(root, "release_assignment", "autograd", "--force", exchange=exchange)
+    assert notebooks_in(outbound) == {"autograd.ipynb": set()}
+    assert not (outbound / "students").exists()
+
+
 UNMARKED_LINE = ("numbers: this notebook's numbers cell carries no student's id (the default numbers, the same in "
                  "everyone's copy, carry none; a copy of your own whose id was lost carries none either), and without "
                  "the course's release the check cannot tell which they are: if your course gives each student their "
@@ -147,7 +179,8 @@ def test_check_says_default_numbers_only_of_the_releases_own(tmp_path, monkeypat
     path = write(alices, tmp_path / "autograd" / "autograd.ipynb")
     in_course = check_notebook(path, replace(load_config(ROOT), variants=True))  # release/autograd/ of the course
     assert numbers_cell(alices)["source"] != numbers_cell(load(RELEASE_NOTEBOOK))["source"]  # alice's, not default
-    assert not in_course.default_numbers and not in_course.not_own_numbers
+    assert not in_course.default_numbers
+    assert not in_course.not_own_numbers
     assert not any(line.startswith("numbers:") for line in in_course.lines())
     alone = check_notebook(path).lines()  # no course files
     assert UNMARKED_LINE in alone
