@@ -350,6 +350,8 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
             step = personal_folder
             if ids:
                 _install(staging / "personalised", personal_folder)
+            elif remove_personal and personal_folder.is_symlink():
+                personal_folder.unlink()
             elif remove_personal:
                 shutil.rmtree(personal_folder)
             step = final_path.parent
@@ -386,5 +388,11 @@ def _install(staged: Path, target: Path) -> None:
     shutil.copytree(staged, incoming)
     if target.exists():
         target.rename(outgoing)
-    incoming.rename(target)
+    try:
+        incoming.rename(target)
+    except OSError:
+        if outgoing.exists() and not target.exists():
+            outgoing.rename(target)  # the old one back: a failed release leaves the old release, never none
+        shutil.rmtree(incoming, ignore_errors=True)
+        raise
     shutil.rmtree(outgoing, ignore_errors=True)
