@@ -287,11 +287,18 @@ def _release(args: argparse.Namespace) -> int:
               f"{report.max_score:g} points)")
         if report.removed_stale is not None:
             print(f"removed {report.removed_stale}, the personalised copies an earlier version left inside the "
-                  "release (nbgrader's release_assignment would send every one of them to every student)")
+                  "release (nbgrader's release_assignment would send every one of them to every student). If you "
+                  "already ran nbgrader release_assignment, the exchange still holds them: run `nbgrader "
+                  f"release_assignment {name} --force` now to replace its outbound copy")
         if report.personalised_folder is not None:
-            print(f"personalised copies for {plural(report.personalised, 'student')} in "
-                  f"{report.personalised_folder} (not in nbgrader's release: hand each student their own folder, "
-                  "docs/authoring.md)")
+            said = "made again from this release for the ids already there; " if report.refreshed else ""
+            print(f"personalised copies {'refreshed ' if report.refreshed else ''}for "
+                  f"{plural(report.personalised, 'student')} in {report.personalised_folder} ({said}not in nbgrader's "
+                  "release: hand each student their own folder, docs/authoring.md)")
+        if report.removed_personalised is not None:
+            why = "no student's folder was in it" if config.variants else \
+                "variants are off: every student gets the release"
+            print(f"removed {report.removed_personalised}, the personalised copies of an earlier release ({why})")
         if report.solution_score is not None:
             print(f"verified with nbgrader autograde: source solutions {report.solution_score:g}/"
                   f"{report.max_score:g}, untouched release {report.untouched_score:g}/{report.max_score:g}")

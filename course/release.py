@@ -60,6 +60,8 @@ class ReleaseReport:
     without_idea: tuple[str, ...] = ()  # answers whose hidden test gives no idea for verdicts-only feedback
     personalised_folder: Path | None = None  # where the personalised copies are (None: none were written)
     removed_stale: Path | None = None  # release/<assignment>/students/ an earlier version left, now removed
+    refreshed: bool = False  # the copies were made again for the ids already in personalised/<assignment>/
+    removed_personalised: Path | None = None  # personalised/<assignment>/ with variants off (or no id in it)
 
 
 def find_leaks(source_path: Path, release_path: Path) -> list[str]:
@@ -241,6 +243,23 @@ def read_roster(path: Path) -> list[str]:
     return [student.student_id for student in roster.read_roster(path)]
 
 
+def personalised_ids(folder: Path) -> list[str]:
+    """The student ids an earlier `release --students` wrote copies for: the names of personalised/<assignment>/'s
+    folders that are usable ids (anything else there, a file or a folder no id could have made, is not carried
+    over: the folder is written again whole)."""
+    try:
+        entries = sorted(folder.iterdir()) if folder.is_dir() else []
+    except OSError as failed:
+        raise ReleaseError(f"{folder}: could not read the personalised copies' folder ({failed.strerror}); fix its "
+                           "permissions, or remove it and release with --students ROSTER") from None
+    ids = [entry.name for entry in entries if entry.is_dir() and not entry.is_symlink()
+           and not student_id_problem(entry.name)]
+    left = [entry.name for entry in entries if entry.name not in ids]
+    if left:
+        log.warning("%s: not carried over (no student's copy): %s", folder, ", ".join(left))
+    return ids
+
+
 def _write_notebook(path: Path, notebook: dict) -> None:
     atomic_write_text(path, json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", mode=PUBLIC)  # students
 
@@ -272,9 +291,16 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
     settings = config.assignment(assignment_name)
     source_path = config.source_notebook(settings.name)
     assignment = load_course_assignment(config, settings.name)
-    if students:
-        if not config.variants:
-            raise ReleaseError("release --students needs variants: true in source/course.yaml (and a course secret)")
+    if students and not config.variants:
+        raise ReleaseError("release --students needs variants: true in source/course.yaml (and a course secret)")
+    # personalised/<assignment>/ always matches the release it comes from (the term's autograded/ copies and what
+    # each student was given are read from it): without --students the copies already there are made again from
+    # this release, for the same ids, or, with variants off (or no student's folder in it), removed.
+    personal_folder = config.personalised_folder(settings.name)
+    refresh = not students and config.variants
+    ids = list(students or []) or (personalised_ids(personal_folder) if refresh else [])
+    remove_personal = not ids and (personal_folder.exists() or personal_folder.is_symlink())
+    if ids:
         course_secret(config)  # a missing secret stops here, before anything is written
     final_path = config.release_notebook(settings.name)
     with tempfile.TemporaryDirectory(prefix="autograd-course-staging-") as scratch:
@@ -304,10 +330,9 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
         solution_score = untouched_score = None
         if verify:
             solution_score, untouched_score = _verify(config, assignment, source_path, release_path)
-        personal_folder = config.personalised_folder(settings.name)
-        if students:
-            log.info("release %s: %d personalised copies", settings.name, len(students))
-            _release_for_students(config, assignment, staging / "personalised", template, students)
+        if ids:
+            log.info("release %s: %d personalised copies", settings.name, len(ids))
+            _release_for_students(config, assignment, staging / "personalised", template, ids)
         # release/<assignment>/ is replaced whole, so a students/ folder an earlier version wrote inside it (where
         # nbgrader's release_assignment sent every classmate's copy to everyone) goes with the old release.
         old_copies = final_path.parent / OLD_STUDENTS_FOLDER
@@ -316,15 +341,31 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
         # Every check passed: record the cells in the course gradebook, then put the release in place.
         log.info("release %s: recording its cells in the course gradebook, then %s", settings.name, final_path.parent)
         nbgrader_bridge.record_assignment(config.root, config.gradebook_url, settings.name)
-        _install(release_path.parent, final_path.parent)
-        if students:
-            _install(staging / "personalised", personal_folder)
-        atomic_write_text(config.release_template(settings.name), template_text, mode=PUBLIC)
+        # What is made from the release goes in first and release/<assignment>/ last: a failure on the way leaves
+        # the old release with copies and a template already made from source/ as it is now (which grading reads),
+        # never the new release beside the old cells.
+        step = config.release_template(settings.name)
+        try:
+            atomic_write_text(step, template_text, mode=PUBLIC)
+            step = personal_folder
+            if ids:
+                _install(staging / "personalised", personal_folder)
+            elif remove_personal and personal_folder.is_symlink():
+                personal_folder.unlink()
+            elif remove_personal:
+                shutil.rmtree(personal_folder)
+            step = final_path.parent
+            _install(release_path.parent, final_path.parent)
+        except OSError as failed:
+            raise ReleaseError(f"{step}: could not be replaced ({failed.strerror or failed}); {final_path.parent} "
+                               "was left as it was. Fix the folder's permissions or free some space, then run "
+                               "release again") from None
     without_idea = tuple(name for question in assignment.questions
                          for name in scored_without_idea(question.test_source))
     return ReleaseReport(final_path, len(assignment.questions), assignment.max_score, solution_score,
-                         untouched_score, len(students or []), without_idea,
-                         personal_folder if students else None, stale)
+                         untouched_score, len(ids), without_idea, personal_folder if ids else None, stale,
+                         refreshed=bool(ids) and not students,
+                         removed_personalised=personal_folder if remove_personal else None)
 
 
 def _with_question(assignment: Assignment, leak: str) -> str:
@@ -347,5 +388,11 @@ def _install(staged: Path, target: Path) -> None:
     shutil.copytree(staged, incoming)
     if target.exists():
         target.rename(outgoing)
-    incoming.rename(target)
+    try:
+        incoming.rename(target)
+    except OSError:
+        if outgoing.exists() and not target.exists():
+            outgoing.rename(target)  # the old one back: a failed release leaves the old release, never none
+        shutil.rmtree(incoming, ignore_errors=True)
+        raise
     shutil.rmtree(outgoing, ignore_errors=True)

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from course import forms, sandbox
 from course.answers import FUNCTION, MISSING, STILL_RELEASED, VALUE, WRONG_FORM, Answer, PlainValue, describe
-from course.assignment import released_assignment
+from course.assignment import NUMBERS_CELL, cell_text, is_text, released_assignment
+from course.cell_metadata import nbgrader_cell
 from course.config import DEFAULT_SANDBOX_UID, CourseConfig, Limits
-from course.errors import SandboxStartError
+from course.errors import CourseError, SandboxStartError
 from course.handwork import parse_cells
 from course.submission import Cell, read_notebook_json, read_submission
 from course.text import safe_text
@@ -74,10 +75,12 @@ class CheckReport:
     cell_errors: tuple[tuple[str, str], ...]
     isolation: str = ""  # how the notebook was run, said on the last line
     syntax_errors: tuple[str, ...] = ()  # said first: they explain the missing answers below them
-    # Whose numbers the notebook shows, as its numbers cell says (read without the course's files or secret): the
-    # id a personalised release marked it with, or the release's default numbers with no id.
+    # Whose numbers the notebook shows, as its numbers cell says (read without the course's secret): the id a
+    # personalised release marked it with, or the default numbers of the course's release (known only where the
+    # check has that release to compare with), or no id and nothing to compare with (unmarked_numbers).
     personalised_for: str | None = None
     default_numbers: bool = False
+    unmarked_numbers: bool = False
     variants: bool | None = None  # whether the course gives each student numbers (None: unknown, no course files)
     fetched: str = "autograd/autograd.ipynb"  # where nbgrader's fetch puts this notebook: <assignment>/<notebook>
 
@@ -107,6 +110,12 @@ class CheckReport:
             return (f"numbers: personalised for {safe_text(repr(self.personalised_for), 110, one_line=True)}: if that "
                     "is not your id, this is not your notebook (the grader uses the numbers of the id it grades you "
                     "as)")
+        if self.unmarked_numbers and not self.default_numbers and self.variants is not False:
+            return ("numbers: this notebook's numbers cell carries no student's id (the default numbers, the same in "
+                    "everyone's copy, carry none; a copy of your own whose id was lost carries none either), and "
+                    "without the course's release the check cannot tell which they are: if your course gives each "
+                    "student their own numbers, make sure these are the numbers of the notebook released for you "
+                    "before you answer")
         if not self.default_numbers:
             return ""
         if self.variants is True:
@@ -197,10 +206,14 @@ def check_notebook(path: Path, config: CourseConfig | None = None, assignment_na
     name = config.assignment(assignment_name).name if config else (assignment_name or path.stem)
     notebook = read_notebook_json(path, limits.notebook_mb * 1024 * 1024)
     assignment = released_assignment(notebook, path, name)
+    # The assignment is read from the notebook itself, so its own numbers cell says nothing of what the default
+    # numbers are: only the course's release does (None: no release to compare with).
+    release_numbers = _release_numbers(config, name, limits) if config else None
     # The form checks do not depend on whose numbers these are: a personalised notebook's own numbers
     # cell runs after the course's and sets the student's.
     submission = read_submission(path, "self-check", assignment, params=assignment.default_params,
-                                 max_bytes=limits.notebook_mb * 1024 * 1024, max_cells=limits.max_cells)
+                                 max_bytes=limits.notebook_mb * 1024 * 1024, max_cells=limits.max_cells,
+                                 release_numbers="\0" if release_numbers is None else release_numbers)
     checks = [
         Cell(FORM_CHECK_OFFSET + i, f"public check of {q.title}", q.form_source or q.test_source)
         for i, q in enumerate(assignment.questions)
@@ -226,5 +239,19 @@ def check_notebook(path: Path, config: CourseConfig | None = None, assignment_na
     return CheckReport(tuple(questions), run.ended_early, cell_errors,
                        f"{run.isolation}: {sandbox.ISOLATION_SUMMARY[run.isolation]}",
                        parse_cells(submission.cells).syntax_errors, submission.personalised_for,
-                       submission.default_numbers,
+                       submission.default_numbers, submission.unmarked_numbers and release_numbers is None,
                        config.variants if config else None, _fetched_as(path, config, name))
+
+
+def _release_numbers(config: CourseConfig, name: str, limits: Limits) -> str | None:
+    """The numbers cell of the course's release (release/<assignment>/<notebook>, the default numbers everyone is
+    given), or None when there is no readable release to compare with."""
+    try:
+        release = read_notebook_json(config.release_notebook(name), limits.notebook_mb * 1024 * 1024)
+    except (CourseError, OSError):
+        return None
+    cells = release.get("cells")
+    for cell in cells if type(cells) is list else []:
+        if type(cell) is dict and nbgrader_cell(cell).grade_id == NUMBERS_CELL:
+            return cell_text(cell) if is_text(cell.get("source", "")) else None
+    return None

@@ -52,6 +52,9 @@ class Submission:
     # A numbers cell that no personalised release marked, showing the release's default numbers: the notebook
     # everyone was given, which with variants is nobody's own.
     default_numbers: bool = False
+    # A numbers cell with no student's id on it (default_numbers or not): whose numbers it shows, only a comparison
+    # with the release can say.
+    unmarked_numbers: bool = False
 
 
 def _source_text(cell: dict, index: int, path: Path) -> str:
@@ -157,12 +160,14 @@ def personalised_for(cell: dict) -> str | None:
 
 
 def read_submission(path: Path, student_id: str, assignment: Assignment, *, params: dict, max_bytes: int,
-                    max_cells: int, content: bytes | None = None) -> Submission:
+                    max_cells: int, content: bytes | None = None, release_numbers: str | None = None) -> Submission:
     """Read one notebook (the file at `path`, or `content` named by it) and split it into the student's code and
     the grader's cells.
 
     The grader's cells come first: the course's setup, then the student's numbers made from `params`
-    (recomputed by the grader, never read from the notebook)."""
+    (recomputed by the grader, never read from the notebook). `release_numbers`: the numbers cell of the release
+    everyone was given, which `default_numbers` compares with (default: the assignment's own numbers cell; pass it
+    when the assignment was read from the notebook itself, whose numbers cell is no measure of the default)."""
     notebook = read_notebook_json(path, max_bytes, content)
     raw_cells = notebook["cells"]
     if len(raw_cells) > max_cells:
@@ -179,7 +184,9 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
     answer_sources: dict[str, str] = {}
     held_answers: set[str] = set()  # every answer cell's id in the notebook, this assignment's or not
     claimed_student = None
-    default_numbers = False
+    default_numbers = unmarked_numbers = False
+    if release_numbers is None:
+        release_numbers = assignment.released_sources.get(NUMBERS_CELL, "\0")
     edited: list[str] = []
     damaged: list[str] = []  # code cells whose grade_id is no nbgrader id: graded as the student's own code
     for index, raw in enumerate(raw_cells):
@@ -196,8 +203,9 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
             damaged.append(f"cell {index + 1}'s nbgrader grade_id is {meta.damaged_id}")
         if grade_id == NUMBERS_CELL:
             claimed_student = claimed_student or personalised_for(raw)
-            default_numbers = default_numbers or (personalised_for(raw) is None and source.rstrip() == (
-                assignment.released_sources.get(NUMBERS_CELL, "\0").rstrip()))
+            unmarked_numbers = unmarked_numbers or personalised_for(raw) is None
+            default_numbers = default_numbers or (personalised_for(raw) is None
+                                                  and source.rstrip() == release_numbers.rstrip())
             if source.rstrip() == own_numbers.rstrip():
                 continue
         # Trailing whitespace aside (nbgrader and our own region stripping may end a cell with or without a
@@ -221,7 +229,8 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
             f"released it for {assignment.name!r}) with your answers", frozenset(held_answers))
     deleted = tuple(sorted(answer_ids - set(answer_sources)))
     return Submission(student_id, path, tuple(cells), answer_sources, deleted, claimed_student, tuple(edited),
-                      tuple(damaged), default_numbers and claimed_student is None)
+                      tuple(damaged), default_numbers and claimed_student is None,
+                      unmarked_numbers and claimed_student is None)
 
 
 def other_assignment(config: CourseConfig, assignment: str, answer_ids: frozenset[str]) -> str:

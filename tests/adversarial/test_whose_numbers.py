@@ -104,13 +104,52 @@ def test_nbgrader_exchange_hands_no_student_a_classmates_numbers(tmp_path, monke
         assert whose_numbers(json.loads(mine.read_text())) == {student}  # the checks above can fail
 
 
+@pytest.mark.slow
+def test_upgrading_says_how_to_take_classmates_copies_out_of_the_exchange(tmp_path, monkeypatch, capsys):
+    """A course that ran `nbgrader release_assignment` with an earlier version has every classmate's copy in the
+    exchange's outbound folder, which nbgrader replaces only with --force: `release` says to run it, and it works."""
+    root, exchange = tmp_path / "course", tmp_path / "exchange"
+    copy_course(root)
+    (root / "nbgrader_config.py").write_text((ROOT / "nbgrader_config.py").read_text())
+    settings = yaml.safe_load((root / "source" / "course.yaml").read_text())
+    (root / "source" / "course.yaml").write_text(yaml.safe_dump({**settings, "variants": True}))
+    (root / "roster.csv").write_text("student_id\n" + "\n".join(STUDENTS) + "\n")
+    for student in STUDENTS:  # what an earlier version wrote, and nbgrader then sent out
+        write(personalised_for(student), root / "release" / "autograd" / "students" / student / "autograd.ipynb")
+    exchange.mkdir()
+    nbgrader(root, "release_assignment", "autograd", exchange=exchange)
+    outbound = exchange / "autograd-course" / "outbound" / "autograd"
+    assert set().union(*notebooks_in(outbound).values()) == set(STUDENTS)  # the leak, as it was
+    monkeypatch.setenv("AUTOGRAD_COURSE_SECRET", SECRET)
+    assert main(["--course", str(root), "release", "--assignment", "autograd", "--no-verify",
+                 "--students", str(root / "roster.csv")]) == 0
+    assert "run `nbgrader release_assignment autograd --force` now to replace its outbound copy" in \
+        capsys.readouterr().out
+    # Without --force nbgrader keeps the outbound folder as it is (and says it exists); with it, it is replaced.
+    command = [NBGRADER, "release_assignment", "autograd", "--course=autograd-course", f"--Exchange.root={exchange}"]
+    refused = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=600, check=False)
+    assert refused.returncode != 0
+    assert "--force" in refused.stdout + refused.stderr
+    assert set().union(*notebooks_in(outbound).values()) == set(STUDENTS)
+    nbgrader(root, "release_assignment", "autograd", "--force", exchange=exchange)
+    assert notebooks_in(outbound) == {"autograd.ipynb": set()}
+    assert not (outbound / "students").exists()
+
+
+UNMARKED_LINE = ("numbers: this notebook's numbers cell carries no student's id (the default numbers, the same in "
+                 "everyone's copy, carry none; a copy of your own whose id was lost carries none either), and without "
+                 "the course's release the check cannot tell which they are: if your course gives each student their "
+                 "own numbers, make sure these are the numbers of the notebook released for you before you answer")
+
+
 def test_check_names_default_numbers_and_someone_elses(tmp_path, monkeypatch):
-    """`check` has no course files and no secret: the numbers cell alone says whose numbers these are."""
+    """`check` has no secret: the numbers cell says whose numbers these are, and only the course's release says
+    whether numbers without an id are the default ones."""
     monkeypatch.chdir(tmp_path)
     default = write(submitted_notebook(), tmp_path / "default" / "autograd.ipynb")
-    lines = check_notebook(default).lines()
-    assert ("numbers: the default ones, the same in everyone's copy (no student's id on them); if your course "
-            "gives each student their own numbers, this is not your notebook: get yours before you answer") in lines
+    lines = check_notebook(default).lines()  # no course files: no release to compare with
+    assert UNMARKED_LINE in lines
+    assert not any("the default ones" in line for line in lines)
     with_variants = check_notebook(default, replace(load_config(ROOT), variants=True))  # no secret needed
     assert not with_variants.ready  # every answer right for the default numbers, and still not ready
     assert any(line.startswith("numbers: the default ones, the same in everyone's copy, not yours")
@@ -120,6 +159,30 @@ def test_check_names_default_numbers_and_someone_elses(tmp_path, monkeypatch):
     report = check_notebook(write(bobs, tmp_path / "bobs" / "autograd.ipynb"))
     assert any(line.startswith("numbers: personalised for 'bob': if that is not your id, this is not your notebook")
                for line in report.lines())
+
+
+def test_check_says_default_numbers_only_of_the_releases_own(tmp_path, monkeypatch):
+    """A student's own copy whose numbers cell lost its id is not "the default numbers": in a course folder the
+    check compares with the course's release (as grading does), and without one it says only what it sees."""
+    monkeypatch.chdir(tmp_path)
+    alices = personalised_for("alice")
+    del numbers_cell(alices)["metadata"]["autograd_course"]
+    path = write(alices, tmp_path / "autograd" / "autograd.ipynb")
+    in_course = check_notebook(path, replace(load_config(ROOT), variants=True))  # release/autograd/ of the course
+    assert numbers_cell(alices)["source"] != numbers_cell(load(RELEASE_NOTEBOOK))["source"]  # alice's, not default
+    assert not in_course.default_numbers
+    assert not in_course.not_own_numbers
+    assert not any(line.startswith("numbers:") for line in in_course.lines())
+    alone = check_notebook(path).lines()  # no course files
+    assert UNMARKED_LINE in alone
+    assert not any("the default ones" in line for line in alone)
+    # A course folder without its release cannot compare either: the same plain sentence, not a verdict.
+    bare = tmp_path / "bare"
+    (bare / "source").mkdir(parents=True)
+    (bare / "source" / "course.yaml").write_text((ROOT / "source" / "course.yaml").read_text())
+    no_release = check_notebook(path, replace(load_config(bare), variants=True))
+    assert UNMARKED_LINE in no_release.lines()
+    assert not no_release.not_own_numbers
 
 
 def test_check_names_the_untouched_release_and_unanswered_answers(tmp_path, monkeypatch):
