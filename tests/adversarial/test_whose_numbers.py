@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import stat
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,7 +27,17 @@ from course.config import load_config
 from course.release import personalise
 from course.selfcheck import check_notebook
 from course.variants import derive
-from helpers import CORRECT_CODE, RELEASE_NOTEBOOK, ROOT, copy_course, load, nbgrader, submitted_notebook, write
+from helpers import (
+    CORRECT_CODE,
+    NBGRADER,
+    RELEASE_NOTEBOOK,
+    ROOT,
+    copy_course,
+    load,
+    nbgrader,
+    submitted_notebook,
+    write,
+)
 
 from .conftest import fast_config, grade
 
