@@ -67,6 +67,7 @@ from course.service.results import (
     counted_attempts,
     grades_csv,
     lms_csv,
+    lms_left_out,
     student_records,
     summary_of,
 )
@@ -720,8 +721,13 @@ async def student_notebook(request: Request, service: Service, student: str) -> 
 @instructor_route
 async def dashboard(request: Request, service: Service) -> Response:
     def make() -> str:  # a class's worth of rows: made off the event loop, from the attempts without feedback
-        return pages.dashboard_page(service.records(feedback=False), service.assignment, service.policy,
-                                    service.store.version(), service.grader.due, service.store.autograder_errors())
+        records = service.records(feedback=False)
+        try:
+            left_out = lms_left_out(service.config, service.grader.settings, records)
+        except CourseError:  # a term row grading could not have written: the export itself says which, and where
+            left_out = []
+        return pages.dashboard_page(records, service.assignment, service.policy, service.store.version(),
+                                    service.grader.due, service.store.autograder_errors(), left_out)
 
     return HTMLResponse(await run_in_threadpool(make))
 
