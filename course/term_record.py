@@ -33,7 +33,6 @@ ended) is undone the same way, from its notes: what it had written is put back.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
@@ -50,7 +49,7 @@ from typing import Any
 from course import nbgrader_layout, term_files
 from course.config import AssignmentSettings, CourseConfig
 from course.errors import CourseError
-from course.files import PUBLIC, atomic_write_json, atomic_write_text, compact_json
+from course.files import PUBLIC, atomic_write_json, atomic_write_text, compact_json, locked
 from course.gradebook import GradeRow, grades_csv_path, read_grades_csv, replace_grades_rows, write_grades_csv
 from course.gradebook_writer import GradebookWriter
 from course.nbgrader_bridge import Held, forget_submission, held_submissions
@@ -556,8 +555,7 @@ def exclusive(config: CourseConfig, assignment: str) -> Iterator[None]:
     be on a filesystem with working locks, as NFSv4 has)."""
     base = config.root / HISTORY
     base.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with open(base / f"{assignment}.lock", "a", encoding="utf-8") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    with locked(base / f"{assignment}.lock"):
         yield
 
 
