@@ -55,6 +55,7 @@ from course.gradebook_writer import GradebookWriter
 from course.nbgrader_bridge import Held, forget_submission, held_submissions
 from course.render import render_html
 from course.term import feedback_page, released_to
+from course.text import whole_number
 
 LOG = logging.getLogger(__name__)  # the instructor's: the traceback behind a student named as not recorded
 HISTORY = "gradebook-history"
@@ -124,11 +125,14 @@ def recordings(config: CourseConfig, assignment: str) -> list[tuple[Recording, d
     found = []
     folder = _history(config, assignment)
     for path in sorted(folder.glob("[0-9]*/recording.json")) if folder.is_dir() else []:
+        number = whole_number(path.parent.name)
+        if number is None:  # "1²" matches the pattern: a folder we never made, left as it is
+            continue
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as problem:
             raise CourseError(f"{path} cannot be read ({problem}); move it aside to record again") from None
-        found.append((Recording(int(path.parent.name), data["recorded_at"], sorted(data["students"]),
+        found.append((Recording(number, data["recorded_at"], sorted(data["students"]),
                                 bool(data.get("undone")), data.get("refused", {}), _stopped(data)), data))
     return found
 
@@ -562,7 +566,7 @@ def exclusive(config: CourseConfig, assignment: str) -> Iterator[None]:
 def _new_folder(config: CourseConfig, assignment: str) -> Path:
     base = _history(config, assignment)
     base.mkdir(parents=True, exist_ok=True, mode=0o700)  # students' notebooks: the instructor's only
-    taken = [int(p.name) for p in base.iterdir() if p.name.isdigit()]
+    taken = [number for p in base.iterdir() if (number := whole_number(p.name)) is not None]  # "²": not ours
     folder = base / f"{max(taken, default=0) + 1:04d}"
     folder.mkdir(mode=0o700)
     return folder

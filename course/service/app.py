@@ -74,7 +74,7 @@ from course.service.results import (
 from course.service.store import REPLACED, REVOKED, Attempt, Store, now_utc
 from course.service.worker import Grader
 from course.summary_page import SORT_SCRIPT, render_summary_html
-from course.text import safe_text
+from course.text import safe_text, whole_number
 
 WAIT_SECONDS = 30.0
 SHARED_POLL_SECONDS = 0.5  # how often a waiting upload looks at the database when processes share it
@@ -318,7 +318,7 @@ def _seconds(text: str) -> bool:
     """Whether `text` is a time this server wrote (whole seconds since 1970): digits, and few enough that the
     arithmetic with it cannot overflow (a float holds no integer of 400 digits) nor `int` refuse it ("²" is a
     digit to `isdigit`): either was a 500."""
-    return text.isascii() and text.isdigit() and len(text) <= 12
+    return whole_number(text) is not None
 
 
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -901,7 +901,7 @@ async def export_gradebook(request: Request, service: Service) -> Response:
     def undo(number: str) -> Response:
         try:
             undone = term_record.undo(service.config, service.grader.settings, tuple(_question_cells(service)),
-                                      int(number) if number.isdigit() else -1)
+                                      -1 if (numbered := whole_number(number)) is None else numbered)
         except CourseError as problem:
             return _gradebook_page(service, f"Nothing undone: {problem}.", 409)
         left = (f" Left as they are: {undone.refused_text}." if undone.refused else "")
