@@ -17,10 +17,14 @@ caller says `mode=PUBLIC` (0644): only what students must read, the released not
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import functools
 import json
 import os
 import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +69,40 @@ def unwritable_folder(folder: Path) -> str:
     except OSError as error:
         return os_reason(error)
     return ""
+
+
+LOCK_POLL_SECONDS = 0.1  # how often a bounded wait for a lock tries again
+
+
+class Busy(Exception):
+    """`locked` waited its bounded time and the lock is still held: the caller says by whom, in a sentence."""
+
+
+@contextmanager
+def locked(path: Path, *, wait: float | None = None, waiting: Callable[[], None] | None = None) -> Iterator[None]:
+    """An exclusive flock on `path` (made 0600 if missing) held for the block: one holder at a time across threads
+    (each call opens its own file description) and processes, and machines sharing the folder on a filesystem with
+    working locks (NFSv4). `wait` None: as long as it takes; else at most `wait` seconds, then Busy. `waiting` is
+    called once, should the lock be held when asked (to tell a person why nothing happens yet). The kernel drops
+    the lock with the process, so a killed holder never leaves it held."""
+    with open(os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE), "r+b") as handle:
+        if wait is None and waiting is None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        else:
+            deadline = None if wait is None else time.monotonic() + wait
+            told = False
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise Busy(str(path)) from None
+                    if waiting is not None and not told:
+                        waiting()
+                        told = True
+                    time.sleep(LOCK_POLL_SECONDS)
+        yield  # closing the file releases the lock
 
 
 def atomic_write_json(path: Path, data: Any, *, mode: int = PRIVATE) -> None:

@@ -108,12 +108,15 @@ def export_rows(grades_csv: Path, roster: list[Student], *, missing: str = "0") 
 
 
 def rows_for(grades: dict[str, dict[str, str]], roster: list[Student], where: Callable[[str], str], *,
-             missing: str = "0") -> list[ExportRow]:
+             missing: str = "0", left_out: list[str] | None = None) -> list[ExportRow]:
     """One row per roster student, in roster order, from grades rows as grades-<assignment>.csv holds them
     ({student_id: row}; `where(student)` names where a row came from, for an error). A row that says
     `missing` gets `missing` ("0", or "" to leave the LMS's cell as it is); an autograder error and a student
     with no row get "" (the LMS keeps what it has). Every row is checked: a student id, status or score grading
-    could not have written stops the export (CourseError, naming where and whom)."""
+    could not have written stops the export (CourseError, naming where and whom).
+    A graded student not on the roster has no LMS ids, so no row can match them in the LMS: the export stops,
+    naming them; or, given `left_out`, they get no row (never one without ids) and those whose cell would have
+    carried a grade are appended to it, for the caller to say so (the service's dashboard)."""
     for graded, row in grades.items():
         problem = student_id_problem(graded) if isinstance(graded, str) else f"{graded!r:.60} is not a student id"
         if problem:
@@ -122,7 +125,11 @@ def rows_for(grades: dict[str, dict[str, str]], roster: list[Student], where: Ca
             raise CourseError(f"{where(graded)}: {graded}'s row is not a grades row; grade again to write it")
     on_roster = {student.student_id for student in roster}
     strangers = sorted(set(grades) - on_roster)
-    if strangers:
+    if strangers and left_out is not None:
+        # Read back like every row (a forged one still stops the export); only a grade lost is worth saying.
+        left_out += [student for student in strangers
+                     if _score_cell(grades[student], student, where(student), missing) != ""]
+    elif strangers:
         places = sorted({where(student) for student in strangers})
         raise CourseError(f"{', '.join(places)}: {', '.join(strangers)} graded but not in the roster, so the LMS "
                           "could not match the row; add them to the roster with their LMS ids, then export again")

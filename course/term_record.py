@@ -33,7 +33,6 @@ ended) is undone the same way, from its notes: what it had written is put back.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
@@ -50,12 +49,13 @@ from typing import Any
 from course import nbgrader_layout, term_files
 from course.config import AssignmentSettings, CourseConfig
 from course.errors import CourseError
-from course.files import PUBLIC, atomic_write_json, atomic_write_text, compact_json
+from course.files import PUBLIC, atomic_write_json, atomic_write_text, compact_json, locked
 from course.gradebook import GradeRow, grades_csv_path, read_grades_csv, replace_grades_rows, write_grades_csv
 from course.gradebook_writer import GradebookWriter
 from course.nbgrader_bridge import Held, forget_submission, held_submissions
 from course.render import render_html
 from course.term import feedback_page, released_to
+from course.text import whole_number
 
 LOG = logging.getLogger(__name__)  # the instructor's: the traceback behind a student named as not recorded
 HISTORY = "gradebook-history"
@@ -125,11 +125,14 @@ def recordings(config: CourseConfig, assignment: str) -> list[tuple[Recording, d
     found = []
     folder = _history(config, assignment)
     for path in sorted(folder.glob("[0-9]*/recording.json")) if folder.is_dir() else []:
+        number = whole_number(path.parent.name)
+        if number is None:  # "1²" matches the pattern: a folder we never made, left as it is
+            continue
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as problem:
             raise CourseError(f"{path} cannot be read ({problem}); move it aside to record again") from None
-        found.append((Recording(int(path.parent.name), data["recorded_at"], sorted(data["students"]),
+        found.append((Recording(number, data["recorded_at"], sorted(data["students"]),
                                 bool(data.get("undone")), data.get("refused", {}), _stopped(data)), data))
     return found
 
@@ -556,15 +559,14 @@ def exclusive(config: CourseConfig, assignment: str) -> Iterator[None]:
     be on a filesystem with working locks, as NFSv4 has)."""
     base = config.root / HISTORY
     base.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with open(base / f"{assignment}.lock", "a", encoding="utf-8") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    with locked(base / f"{assignment}.lock"):
         yield
 
 
 def _new_folder(config: CourseConfig, assignment: str) -> Path:
     base = _history(config, assignment)
     base.mkdir(parents=True, exist_ok=True, mode=0o700)  # students' notebooks: the instructor's only
-    taken = [int(p.name) for p in base.iterdir() if p.name.isdigit()]
+    taken = [number for p in base.iterdir() if (number := whole_number(p.name)) is not None]  # "²": not ours
     folder = base / f"{max(taken, default=0) + 1:04d}"
     folder.mkdir(mode=0o700)
     return folder

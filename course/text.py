@@ -105,6 +105,14 @@ def csv_text(rows: Iterable[Sequence[str]]) -> str:
     return buffer.getvalue()
 
 
+def whole_number(text: str, most_digits: int = 12) -> int | None:
+    """The whole number `text` writes in ASCII digits only (at most `most_digits` of them), else None: for what we
+    read back that should be one of our numbers (a form's field, a folder's name). `str.isdigit` is no check that
+    `int` takes it: "²" is a digit to it and `int` refuses it (a 500 where it was trusted), and "٣" `int` reads
+    as 3; a number of thousands of digits would cost `int` and whatever follows."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= most_digits else None
+
+
 def plural(count: int, word: str, many: str = "") -> str:
     """A count with its noun as a person would write it: "1 question", "2 questions", "0 students" (`many`:
     the plural when it is not `word` + "s")."""

@@ -6,7 +6,7 @@ import pytest
 
 from course.answers import decode_answer
 from course.sandbox.protocol import EventReader
-from course.text import csv_cell, markdown_text, safe_text
+from course.text import csv_cell, markdown_text, safe_text, whole_number
 
 
 def test_safe_text_is_valid_visible_and_bounded():
@@ -57,3 +57,13 @@ def test_the_event_reader_stops_trusting_a_hostile_stream(frame, broken):
         return
     assert broken in reader.broken
     assert reader.feed(b'{"event": "ready"}\n') == []  # once broken, never trusted again
+
+
+@pytest.mark.parametrize(("text", "number"), [
+    ("0001", 1), ("42", 42), ("9" * 12, 10**12 - 1),
+    ("²", None), ("1²", None), ("١", None), ("٣", None), ("", None), ("-1", None), ("+1", None), (" 1", None),
+    ("1_0", None), ("9" * 13, None),
+])
+def test_whole_number_takes_ascii_digits_only(text, number):
+    """`str.isdigit` says yes to "²" (which `int` refuses) and "١" (which `int` reads as 1)."""
+    assert whole_number(text) == number

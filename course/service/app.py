@@ -67,13 +67,14 @@ from course.service.results import (
     counted_attempts,
     grades_csv,
     lms_csv,
+    lms_left_out,
     student_records,
     summary_of,
 )
 from course.service.store import REPLACED, REVOKED, Attempt, Store, now_utc
 from course.service.worker import Grader
 from course.summary_page import SORT_SCRIPT, render_summary_html
-from course.text import safe_text
+from course.text import safe_text, whole_number
 
 WAIT_SECONDS = 30.0
 SHARED_POLL_SECONDS = 0.5  # how often a waiting upload looks at the database when processes share it
@@ -320,7 +321,7 @@ def _seconds(text: str) -> bool:
     """Whether `text` is a time this server wrote (whole seconds since 1970): digits, and few enough that the
     arithmetic with it cannot overflow (a float holds no integer of 400 digits) nor `int` refuse it ("²" is a
     digit to `isdigit`): either was a 500."""
-    return text.isascii() and text.isdigit() and len(text) <= 12
+    return whole_number(text) is not None
 
 
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -723,8 +724,13 @@ async def student_notebook(request: Request, service: Service, student: str) -> 
 @instructor_route
 async def dashboard(request: Request, service: Service) -> Response:
     def make() -> str:  # a class's worth of rows: made off the event loop, from the attempts without feedback
-        return pages.dashboard_page(service.records(feedback=False), service.assignment, service.policy,
-                                    service.store.version(), service.grader.due, service.store.autograder_errors())
+        records = service.records(feedback=False)
+        try:
+            left_out = lms_left_out(service.config, service.grader.settings, records)
+        except CourseError:  # a term row grading could not have written: the export itself says which, and where
+            left_out = []
+        return pages.dashboard_page(records, service.assignment, service.policy, service.store.version(),
+                                    service.grader.due, service.store.autograder_errors(), left_out)
 
     return HTMLResponse(await run_in_threadpool(make))
 
@@ -898,7 +904,7 @@ async def export_gradebook(request: Request, service: Service) -> Response:
     def undo(number: str) -> Response:
         try:
             undone = term_record.undo(service.config, service.grader.settings, tuple(_question_cells(service)),
-                                      int(number) if number.isdigit() else -1)
+                                      -1 if (numbered := whole_number(number)) is None else numbered)
         except CourseError as problem:
             return _gradebook_page(service, f"Nothing undone: {problem}.", 409)
         left = (f" Left as they are: {undone.refused_text}." if undone.refused else "")

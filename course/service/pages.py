@@ -174,9 +174,19 @@ def _errors_cell(errors: tuple[int, int] | None) -> str:
 
 
 def dashboard_page(records: list[StudentRecord], assignment: str, policy: ServicePolicy, version: str,
-                   due: datetime | None, errors: dict[str, tuple[int, int]] | None = None) -> str:
-    """The class at a glance; `errors`: per student, their autograder errors (Store.autograder_errors)."""
+                   due: datetime | None, errors: dict[str, tuple[int, int]] | None = None,
+                   left_out: list[str] | None = None) -> str:
+    """The class at a glance; `errors`: per student, their autograder errors (Store.autograder_errors);
+    `left_out`: students graded in the term with no link here, whom the LMS CSVs leave out (results.lms_left_out)."""
     errors = errors or {}
+    unmatched = ("" if not left_out else
+                 f"<p class=note id=lms-left-out role=status>Left out of the Canvas and Moodle CSVs: "
+                 f"{e(', '.join(left_out))}. The term's record (grades-{e(assignment)}.csv) grades "
+                 f"{'them' if len(left_out) > 1 else 'this student'}, but nobody here has a link for "
+                 f"{'them' if len(left_out) > 1 else 'this student'}, so the service has no LMS id to match a row "
+                 "with (a row without one would put the grade on nobody, or on someone else). Give them links with "
+                 "<code>autograd-course serve tokens roster.csv</code> (a roster with their LMS ids), or export "
+                 "the term's record with <code>autograd-course export --roster roster.csv</code>.</p>")
     rows = []
     for record in records:
         last = record.attempts[-1] if record.attempts else None
@@ -209,7 +219,7 @@ def dashboard_page(records: list[StudentRecord], assignment: str, policy: Servic
             "the term gave (record it first). A student graded nowhere (no attempt here, nothing or missing work in "
             "the term) gets a blank cell, so the LMS keeps what it has: never a 0 for work nobody graded. At the "
             "term's end, <code>autograd-course export --format canvas --roster roster.csv</code> exports the "
-            "term's record alone, missing work as 0.</p>"
+            f"term's record alone, missing work as 0.</p>{unmatched}"
             '<p><a class=button href="export/gradebook">Record the counted scores in nbgrader\'s gradebook…</a> '
             "(shows who would change first; nothing is written until you confirm)</p></section>"
             "<section class=card><h2>Students</h2><div class=table-wrap><table id=students class=students><thead><tr>"

@@ -87,11 +87,12 @@ def lms_csv(fmt: str, records: list[StudentRecord], lms_ids: dict[str, dict[str,
     nbgrader's gradebook (recording asks to confirm that: until it is recorded, the term's grade is exported);
     else the term's row (grades-<assignment>.csv in the course folder: `grade` and the recordings write it);
     else a blank cell (the LMS keeps what it has). A term row that says `missing` is blank too when the service
-    has no attempt of theirs: no 0 for work that may still come. Raises CourseError, saying what, when a row is
-    not one grading writes or a student cannot be matched."""
+    has no attempt of theirs: no 0 for work that may still come. A student graded in the term who has no row
+    here (no link) has no LMS ids to be matched by, so they get no row (`lms_left_out` names them for the
+    dashboard): one such student never blocks the class's export. Raises CourseError, saying what, when a row is
+    not one grading writes or a student here has no LMS id."""
     lms_format(fmt)
-    term_csv = grades_csv_path(config.root, settings.name)
-    term = read_term_grades(term_csv) if term_csv.exists() else {}
+    term_csv, term = _term_grades(config, settings)
     waiting = {change.student_id for change in term_record.plan(config, settings, counted_attempts(records))
                if change.replaces_term_grade}
     ours = {row.student_id: csv_row(row, ()) for row in grade_rows(records, assignment.max_score)
@@ -99,8 +100,27 @@ def lms_csv(fmt: str, records: list[StudentRecord], lms_ids: dict[str, dict[str,
     roster = [Student(r.student_id, lms_ids.get(r.student_id, {})) for r in records]
     rows = rows_for({**term, **ours}, roster,
                     lambda student: "the service's counted attempt" if student in ours else str(term_csv),
-                    missing="")
+                    missing="", left_out=[])
     return lms_text(fmt, rows, assignment.name, assignment.max_score)
+
+
+def lms_left_out(config: CourseConfig, settings: AssignmentSettings, records: list[StudentRecord]) -> list[str]:
+    """The students the dashboard's Canvas and Moodle CSVs leave out although the term's record grades them:
+    graded in grades-<assignment>.csv but with no row in the service (a submission dropped in by hand, a section
+    that never got links), so the service has none of their LMS ids. Their ids could come from nbgrader's student
+    table only, which anyone's `nbgrader db student add` writes, unchecked against the LMS and without Canvas's
+    SIS ids: a row matched on it could put a grade on someone else's. Raises CourseError as `lms_csv` does."""
+    term_csv, term = _term_grades(config, settings)
+    served = {record.student_id for record in records}
+    left_out: list[str] = []
+    rows_for({student: row for student, row in term.items() if student not in served}, [],
+             lambda student: str(term_csv), missing="", left_out=left_out)
+    return left_out
+
+
+def _term_grades(config: CourseConfig, settings: AssignmentSettings) -> tuple[Path, dict[str, dict[str, str]]]:
+    term_csv = grades_csv_path(config.root, settings.name)
+    return term_csv, read_term_grades(term_csv) if term_csv.exists() else {}
 
 
 def counted_attempts(records: list[StudentRecord]) -> list[Counted]:

@@ -1,5 +1,6 @@
-"""Starting the service (uvicorn, one process: the warm pool and the attempt counter live in it) and
-issuing the secret tokens of a roster."""
+"""Starting the service (uvicorn, one process: the warm pool and the attempt counter live in it), and the check
+that a file of secrets is not one git would commit (`refuse_committable_secret`; the tokens themselves are
+issued by `course.service.tokens`)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,12 @@ from pathlib import Path
 
 from course.config import CourseConfig
 from course.errors import CourseError, SecretFileError
-from course.files import atomic_write_text
-from course.nbgrader_bridge import record_students
-from course.roster import Student, nbgrader_student
 from course.service.app import WAIT_SECONDS, Service, create_app
 from course.service.connections import protocol_for
 from course.service.edge import BACKLOG, EDGE_HEADER_BYTES, Edge
 from course.service.heap import bound_the_heap
-from course.service.store import Store, database_url, new_token
+from course.service.store import Store, database_url
 from course.service.worker import Grader
-from course.text import csv_text
 
 log = logging.getLogger(__name__)
 
@@ -105,39 +102,3 @@ def refuse_committable_secret(path: Path) -> None:
     if ignored.returncode != 0:
         raise SecretFileError(f"cannot tell whether git ignores {path} in the work tree {top} (git check-ignore: "
                               f"{ignored.stderr.strip()[-300:]}): write it outside the work tree")
-
-
-def _private_write(path: Path, text: str) -> None:
-    atomic_write_text(path, text)  # 0600 from its first byte (course.files.PRIVATE)
-
-
-def issue_tokens(config: CourseConfig, roster: list[Student], out: Path, *, database: str | None = None,
-                 instructor_out: Path | None = None) -> tuple[int, Path]:
-    """A fresh secret token for every roster student (a student's earlier token stops working), written to
-    `out` as student_id,token rows (mode 600; the database keeps only hashes), and a new instructor token
-    written beside it. Returns (how many students, where the instructor token is)."""
-    if out.exists() and out.is_dir():
-        raise CourseError(f"{out} is a folder: name the CSV file to write the tokens to")
-    instructor_path = instructor_out or out.with_name(f"{out.stem}-instructor.txt")
-    for path in (out, instructor_path):  # before any token changes: a refusal leaves the old ones working
-        refuse_committable_secret(path)
-    store = Store(database_url(database, config.root))
-    try:
-        rows = [["student_id", "token"]]
-        for student in roster:
-            token = new_token()
-            store.set_student(student.student_id, token, student.lms)
-            rows.append([student.student_id, token])
-        _private_write(out, csv_text(rows))
-        instructor = new_token()
-        store.add_instructor(instructor)
-        _private_write(instructor_path, instructor + "\n")
-    finally:
-        store.close()
-    # The roster's names reach nbgrader's student table too (formgrader, nbgrader export), as grade --roster does.
-    try:
-        record_students(config.gradebook_url, {student.student_id: nbgrader_student(student) for student in roster})
-    except Exception as problem:  # nbgrader's or the database's own errors: one sentence, the tokens stand
-        raise CourseError(f"the tokens are written ({out}), but nbgrader's gradebook ({config.gradebook_url}) did "
-                          f"not take the roster's names: {type(problem).__name__}: {problem}") from None
-    return len(roster), instructor_path

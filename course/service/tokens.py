@@ -5,33 +5,45 @@ The database keeps only the tokens' hashes, so a token can be shown once: when i
 (`--out`) is the instructor's list of links: each run writes the tokens it issued into it, marked "new", and keeps
 the rows of the file as it was that still work (each checked against the database); a student whose working link
 was written to another file is named as such, and `--rotate` gives them a new one.
+
+One run at a time per course (`_one_run`, an flock held for the whole run, as the dashboard's recordings take
+theirs): two runs at once each read the file and the hashes at their start and wrote their own view, so one
+could drop a link the other had just issued or rotated.
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import hmac
 import io
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from course.config import CourseConfig
 from course.errors import CourseError
-from course.files import atomic_write_bytes, atomic_write_text
+from course.files import Busy, atomic_write_bytes, atomic_write_text, locked, make_folders
 from course.nbgrader_bridge import record_students
 from course.roster import Student, nbgrader_student
 from course.service.run import refuse_committable_secret
 from course.service.store import Store, TokenRow, database_url, hash_token, new_token, shown_url
+from course.service.worker import SCRATCH
 from course.submission import student_id_problem
 from course.text import csv_text, safe_text
 
 HEADER = ["student_id", "token", "new"]  # "new": "yes" for a token this run issued (to be sent), else ""
 TOKENS_FILE_BYTES = 16 * 1024 * 1024  # an earlier tokens file read back: 100,000 students' rows fit in 10 MB
+P = ParamSpec("P")
+R = TypeVar("R")
 SHOWN_NAMES = 20  # students named in one line of the command's report; beyond, how many more
+RUN_WAIT_SECONDS = 120.0  # a run waits this long for another run on the course to end (a big roster: seconds)
+LOCK_FILE = "serve-tokens.lock"  # in the course's scratch folder (SCRATCH): one `serve tokens` run at a time
 
 
 @dataclass(frozen=True)
@@ -94,11 +106,35 @@ class TokensRun:
         return lines
 
 
+def _one_run(run: Callable[Concatenate[CourseConfig, P], R]) -> Callable[Concatenate[CourseConfig, P], R]:
+    """The run, once no other `serve tokens` run on the course is under way: an flock (files.locked, the kind the
+    dashboard's recordings take) held from before it reads the database's hashes and the tokens file until its
+    last write, so each run starts from what the one before it left. A run waits RUN_WAIT_SECONDS (saying so),
+    then stops, changing nothing."""
+    @functools.wraps(run)
+    def one_at_a_time(config: CourseConfig, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        folder = config.root / SCRATCH
+        make_folders(folder)
+        lock = folder / LOCK_FILE
+        try:
+            with locked(lock, wait=RUN_WAIT_SECONDS, waiting=lambda: print(
+                    f"another serve tokens run on {config.root} is under way: waiting for it to end (up to "
+                    f"{RUN_WAIT_SECONDS:g} s)", file=sys.stderr, flush=True)):
+                return run(config, *args, **kwargs)
+        except Busy:
+            raise CourseError(f"another serve tokens run on {config.root} is still under way after "
+                              f"{RUN_WAIT_SECONDS:g} s (it holds {lock}): nothing changed; run the command again "
+                              "once it has ended") from None
+
+    return one_at_a_time
+
+
 def _names(ids: list[str]) -> str:
     shown = ", ".join(ids[:SHOWN_NAMES])
     return shown + (f" and {len(ids) - SHOWN_NAMES} more" if len(ids) > SHOWN_NAMES else "")
 
 
+@_one_run
 def issue_tokens(config: CourseConfig, roster: list[Student], out: Path, *, database: str | None = None,
                  instructor_out: Path | None = None) -> TokensRun:
     """A token for every roster student who has none yet; every other student's token stays as it is (a revoked
@@ -138,6 +174,7 @@ def issue_tokens(config: CourseConfig, roster: list[Student], out: Path, *, data
     return run
 
 
+@_one_run
 def rotate_tokens(config: CourseConfig, student_ids: list[str], out: Path, *,
                   database: str | None = None) -> TokensRun:
     """A new token for each of these students (already in the database): their old one stops working and its link
@@ -159,6 +196,7 @@ def rotate_tokens(config: CourseConfig, student_ids: list[str], out: Path, *,
         store.close()
 
 
+@_one_run
 def revoke_tokens(config: CourseConfig, student_ids: list[str], out: Path | None = None, *,
                   database: str | None = None) -> TokensRun:
     """These students' tokens stop working: their links answer 410 with a sentence saying so; their rows and
@@ -184,6 +222,7 @@ def revoke_tokens(config: CourseConfig, student_ids: list[str], out: Path | None
         store.close()
 
 
+@_one_run
 def rotate_instructor(config: CourseConfig, out: Path, *, database: str | None = None,
                       instructor_out: Path | None = None) -> TokensRun:
     """One new instructor token, written beside `out`; every earlier instructor token stops working (its link says

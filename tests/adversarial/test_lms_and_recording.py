@@ -33,7 +33,9 @@ ROSTER = [  # alice, bob, erin hand in through nbgrader (the term); carol, erin,
     {"student_id": "frank", "name": "Fox, Frank", "lms_id": "1006", "email": "frank@example.edu"},
     {"student_id": "gus", "name": "Gray, Gus", "lms_id": "1007", "email": "gus@example.edu"},
 ]
-TERM = {"alice": 57, "bob": 45, "erin": 4}  # the bundled samples' scores (helpers.SAMPLE_SCORES)
+# dave, in a section that never got links: graded in the term (the grade's roster has him), no link on the service
+UNLINKED = {"student_id": "dave", "name": "Dunn, Dave", "lms_id": "1004", "email": "dave@example.edu"}
+TERM = {"alice": 57, "bob": 45, "dave": 57, "erin": 4}  # the bundled samples' scores (helpers.SAMPLE_SCORES)
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +45,13 @@ def course(tmp_path_factory):
     root = course_for_service(tmp_path_factory.mktemp("lms") / "course")
     for student in TERM:
         shutil.copytree(SAMPLES / student, root / "submitted" / student)
-    roster = root / "roster.csv"
-    with roster.open("w", newline="", encoding="utf-8") as stream:
-        writer = csv.DictWriter(stream, fieldnames=list(ROSTER[0]))
-        writer.writeheader()
-        writer.writerows(ROSTER)
-    assert main(["--course", str(root), "grade", "--roster", str(roster), "--jobs", "1", "--quiet"]) == 0
+    roster, term_roster = root / "roster.csv", root / "term-roster.csv"
+    for path, students in ((roster, ROSTER), (term_roster, [*ROSTER, UNLINKED])):
+        with path.open("w", newline="", encoding="utf-8") as stream:
+            writer = csv.DictWriter(stream, fieldnames=list(ROSTER[0]))
+            writer.writeheader()
+            writer.writerows(students)
+    assert main(["--course", str(root), "grade", "--roster", str(term_roster), "--jobs", "1", "--quiet"]) == 0
     assert {s: float(row["score"]) for s, row in grades_rows(root).items() if row["status"] != "missing"} == TERM
     tokens = root / "tokens.csv"
     assert main(["--course", str(root), "serve", "tokens", str(roster), "--out", str(tokens)]) == 0
@@ -155,6 +158,31 @@ def test_the_dashboards_lms_csvs_give_no_grade_to_a_student_nobody_graded(course
 
     dashboard = request(f"{server.url}/i/{server.instructor}/").text
     assert "never a 0 for work nobody graded" in dashboard
+
+
+def test_a_term_student_with_no_link_is_left_out_and_named_not_a_409(course):
+    """dave is graded in the term (57) but his section never got links, so the service has no LMS id of his: the
+    dashboard's Canvas and Moodle CSVs still answer for the class (at d763e9f: 409, "dave graded but not in the
+    roster", for everyone), with no row for him (none without ids, no 0), and the dashboard names him."""
+    from service.conftest import request
+
+    root, server = course
+    assert grades_rows(root)["dave"]["score"] == "57"
+    base = f"{server.url}/i/{server.instructor}"
+    for fmt in ("canvas", "moodle"):
+        reply = request(f"{base}/export/{fmt}.csv")
+        assert reply.status == 200, reply.text
+        rows = list(csv.DictReader(io.StringIO(reply.text)))
+        assert not [row for row in rows if "dave" in "".join(row.values()).lower() or "1004" in row.values()]
+        assert len(rows) == len(ROSTER) + (fmt == "canvas")  # one row a linked student, and Points Possible
+    canvas, moodle = lms_cells(server)
+    want = {"alice": "57", "bob": "45", "carol": "0", "erin": "4", "frank": "", "gus": "57"}
+    assert (canvas, moodle) == (want, want)
+    dashboard = request(f"{base}/").text
+    said = re.search(r"<p class=note id=lms-left-out role=status>(.*?)</p>", dashboard, re.S)
+    assert said is not None, dashboard[:2000]
+    assert "Left out of the Canvas and Moodle CSVs: dave." in said.group(1)
+    assert "no LMS id" in said.group(1)
 
 
 def test_the_lms_export_refuses_a_term_row_grading_could_not_have_written(course):

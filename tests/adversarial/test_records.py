@@ -249,6 +249,66 @@ def test_a_recording_that_stopped_half_way_is_undone(tmp_path):
         server.stop()
 
 
+def test_an_undo_number_that_is_no_number_of_ours_is_refused_in_a_sentence(tmp_path):
+    """The undo form's recording number, with the instructor's valid CSRF token: "²" is a digit to `isdigit` and
+    no number to `int` (at d763e9f: a 500); "١" `int` reads as 1, and undid recording 1. Each is refused with the
+    page's sentence and recording 1 stands, until the form's own "1" undoes it."""
+    from service.conftest import Server, course_for_service, notebook_bytes
+
+    root = course_for_service(tmp_path / "course")
+    server = Server(root, jobs=1)
+    server.issue_tokens(["alice"])
+    server.start()
+    try:
+        assert server.submit("alice", notebook_bytes(submitted_notebook())).json["score"] == 57
+        _, _, _, plan = recording_page(server)
+        assert "as recording 1" in message(post_form(server, plan=plan))
+        for number in ("²", "١", "1" * 40, "-1", ""):
+            refused = post_form(server, undo=number)
+            assert refused.status == 409, (number[:5], refused.text[:300])
+            said = re.findall(r"Nothing undone[^<]*", refused.text)
+            assert len(said) == 1, refused.text[-2000:]
+            assert said[0].startswith("Nothing undone: the form was for recording -1, and the one to undo now is "
+                                      "recording 1"), said
+        assert held(root)["alice"].score == 57  # still recorded
+        undone = post_form(server, undo="1")
+        assert "Undid recording 1: the records of alice are back" in message(undone), message(undone)
+    finally:
+        server.stop()
+
+
+def test_a_history_folder_named_with_a_digit_int_refuses_is_left_alone(tmp_path):
+    """Folders under gradebook-history/autograd/ that no recording made: "²" (a digit to `isdigit`, which
+    numbering the next recording trusted) and "1²" (which the recordings' pattern [0-9]* matches): at d763e9f
+    the preview or the recording was a 500. Now they are not recordings: left as they are, and the recording is
+    number 1, which undo then finds."""
+    from service.conftest import Server, course_for_service, notebook_bytes, request
+
+    root = course_for_service(tmp_path / "course")
+    server = Server(root, jobs=1)
+    server.issue_tokens(["alice"])
+    history = root / "gradebook-history" / "autograd"
+    for name in ("²", "1²"):
+        (history / name).mkdir(parents=True)
+        (history / name / "recording.json").write_text("{}\n", encoding="utf-8")
+    server.start()
+    try:
+        assert server.submit("alice", notebook_bytes(submitted_notebook())).json["score"] == 57
+        assert request(f"{server.url}/i/{server.instructor}/export/gradebook").status == 200  # the preview
+        _, preview, _, plan = recording_page(server)
+        assert plan, preview[:500]
+        done = post_form(server, plan=plan)
+        assert done.status == 200, message(done)
+        assert "Recorded 1 student (alice) as recording 1" in message(done), message(done)
+        assert sorted(p.name for p in history.iterdir()) == ["0001", "1²", "²"]
+        assert (history / "1²" / "recording.json").read_text(encoding="utf-8") == "{}\n"
+        undone = post_form(server, undo="1")
+        assert undone.status == 200, message(undone)
+        assert "Undid recording 1: the records of alice are back" in message(undone), message(undone)
+    finally:
+        server.stop()
+
+
 # ----------------------------------------------------------------------------------------- shards read back
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "submitted"
