@@ -55,7 +55,7 @@ from course.gradebook_writer import GradebookWriter
 from course.nbgrader_bridge import Held, forget_submission, held_submissions
 from course.render import render_html
 from course.term import feedback_page, released_to
-from course.text import whole_number
+from course.text import safe_text, whole_number
 
 LOG = logging.getLogger(__name__)  # the instructor's: the traceback behind a student named as not recorded
 HISTORY = "gradebook-history"
@@ -132,9 +132,32 @@ def recordings(config: CourseConfig, assignment: str) -> list[tuple[Recording, d
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as problem:
             raise CourseError(f"{path} cannot be read ({problem}); move it aside to record again") from None
+        wrong = _recording_problem(data)
+        if wrong:
+            raise CourseError(f"{path} is not a recording this program wrote ({wrong}); move it aside to record "
+                              "again")
         found.append((Recording(number, data["recorded_at"], sorted(data["students"]),
                                 bool(data.get("undone")), data.get("refused", {}), _stopped(data)), data))
     return found
+
+
+def _recording_problem(data: Any) -> str:
+    """What makes `data` (a recording.json, read back: input like any other) not one `record` writes; "" if none."""
+    if not isinstance(data, dict):
+        return "not an object"
+    if not isinstance(data.get("recorded_at"), str):
+        return "no recorded_at time"
+    students = data.get("students")
+    if not isinstance(students, dict):
+        return "no students"
+    for student, entry in students.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("written"), str) or "held" not in entry \
+                or "csv_row" not in entry or ("wrote" in entry and not isinstance(entry["wrote"], dict)):
+            return f"student {safe_text(str(student), 80)!r} has no entry of ours"
+    for key in ("refused", "left_as_they_are"):
+        if not isinstance(data.get(key, {}), dict):
+            return f"{key} is not an object"
+    return ""
 
 
 def _stopped(data: dict[str, Any]) -> bool:

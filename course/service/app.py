@@ -796,9 +796,13 @@ def _gradebook_page(service: Service, message: str = "", status: int = 200) -> R
     confirms it, and the recordings made so far (the last one can be undone). Blocking."""
     config, settings = service.config, service.grader.settings
     counted = counted_attempts(service.records())
-    changes = term_record.plan(config, settings, counted)
-    history = [recording for recording, _ in term_record.recordings(config, settings.name)]
-    differs = term_record.differences(config, settings, changes, service.store.notebook_of)
+    try:
+        changes = term_record.plan(config, settings, counted)
+        history = [recording for recording, _ in term_record.recordings(config, settings.name)]
+        differs = term_record.differences(config, settings, changes, service.store.notebook_of)
+    except CourseError as problem:  # the term's record read back is not as we wrote it: said, not a 500
+        return HTMLResponse(pages.gradebook_unavailable_page(service.assignment, str(problem), message),
+                            status_code=409)
     return HTMLResponse(pages.gradebook_page(service.assignment, changes, len(counted) - len(changes),
                                              term_record.digest(changes), service.csrf_token("instructor"),
                                              history, str(config.root / "gradebook.db"), message, differs,

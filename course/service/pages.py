@@ -55,6 +55,14 @@ def _page(title: str, body: str, *, refresh: bool = False, script: str = "", dat
             f"<body{data}><main>{body}</main></body></html>")
 
 
+def gradebook_unavailable_page(assignment: str, problem: str, message: str = "") -> str:
+    """The recording page when the term's record cannot be read (a file of the history that is not ours, the
+    gradebook): what is wrong and where, instead of the preview; `message`: what the last action did."""
+    said = banner(message, ok=False) if message else ""
+    return _page(f"Gradebook: {assignment}", f"{said}{banner(problem, ok=False, label='Cannot show the recording')}"
+                                             '<p><a href="../">back to the dashboard</a></p>')
+
+
 def _when(moment: datetime) -> str:
     return f"{moment:%Y-%m-%d %H:%M:%S} UTC"
 

@@ -309,6 +309,35 @@ def test_a_history_folder_named_with_a_digit_int_refuses_is_left_alone(tmp_path)
         server.stop()
 
 
+def test_a_recording_file_of_another_shape_is_named_not_a_500(tmp_path):
+    """gradebook-history/<a>/0001/recording.json is read back: input. One that is JSON of another shape ({}, a
+    list, a student without an entry of ours) was a KeyError: the preview answered 500. Now the page names the
+    file and says what to do, and recording stays possible once it is moved aside."""
+    from service.conftest import Server, course_for_service, notebook_bytes, request
+
+    root = course_for_service(tmp_path / "course")
+    server = Server(root, jobs=1)
+    server.issue_tokens(["alice"])
+    history = root / "gradebook-history" / "autograd"
+    (history / "0001").mkdir(parents=True)
+    server.start()
+    try:
+        assert server.submit("alice", notebook_bytes(submitted_notebook())).json["score"] == 57
+        for odd in ("{}", "[]", '{"recorded_at": "x", "students": {"alice": {}}}',
+                    '{"recorded_at": "x", "students": {"alice": {"written": "", "held": null, "csv_row": null}}, '
+                    '"refused": []}'):
+            (history / "0001" / "recording.json").write_text(odd, encoding="utf-8")
+            page = request(f"{server.url}/i/{server.instructor}/export/gradebook")
+            assert page.status != 500, (odd, page.text[:500])
+            assert "is not a recording this program wrote" in page.text, (odd, page.text[-1500:])
+            assert "move it aside" in page.text
+        (history / "0001").rename(tmp_path / "aside")
+        _, _, _, plan = recording_page(server)
+        assert "as recording 1" in message(post_form(server, plan=plan))
+    finally:
+        server.stop()
+
+
 # ----------------------------------------------------------------------------------------- shards read back
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "submitted"
