@@ -89,3 +89,14 @@ def test_the_readmes_wheel_command_builds_the_wheel_students_install(tmp_path):
                                capture_output=True, text=True, check=False)
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert [p.name for p in tmp_path.glob("*.whl")] == [f"autograd_course-{__version__}-py3-none-any.whl"]
+
+
+@pytest.mark.parametrize("page", MARKDOWN, ids=lambda page: page.name)
+def test_every_code_fence_is_closed_and_holds_something(page):
+    """docs/architecture.md's layout once opened with two fences: an empty block, then the layout as prose and
+    every later fence inverted."""
+    fences = [number for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+              if line.startswith("```")]
+    assert len(fences) % 2 == 0, f"{page.name}: a code fence is never closed (fences at lines {fences})"
+    empty = [opening for opening, closing in zip(fences[::2], fences[1::2], strict=True) if closing == opening + 1]
+    assert not empty, f"{page.name}: an empty code block at line(s) {empty}"
