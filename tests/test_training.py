@@ -334,7 +334,7 @@ def test_a_personalised_training_notebook_grades_with_its_students_numbers(cours
     monkeypatch.setenv("AUTOGRAD_COURSE_SECRET", SECRET.decode())
     config = replace(load_config(course_root), variants=True)
     release(config, "training", verify=False, students=["alice"])
-    notebook = load(course_root / "release" / "training" / "students" / "alice" / "training.ipynb")
+    notebook = load(config.personalised_notebook("alice", "training"))
     alice = derive("alice")
     assert f"lr = {variants.show(alice['lr'])}" in json.dumps(notebook, ensure_ascii=False)
     submitted = write(_student_notebook(solve(alice), notebook), tmp_path / "alice.ipynb")
