@@ -3,7 +3,7 @@
 The values are written as they are to grades CSVs, feedback.json, nbgrader's gradebook, the service's database and
 Gradescope's results, so they never change. This module sits at the bottom of the package: it imports nothing of
 `course`, so any module can use it. A status read back (a CSV row, a shard record, a database row) is input:
-`Status(value)` raises ValueError for any other word, and the reader says where and what to do.
+`Status.read(value)` raises ValueError for anything else, and the reader says where and what to do.
 """
 
 from __future__ import annotations
