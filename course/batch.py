@@ -33,17 +33,17 @@ from course.files import (
 )
 from course.gradebook import GradeRow, grades_csv_path, read_grades_csv, write_course_totals, write_grades_csv
 from course.gradebook_writer import GradebookWriter
-from course.grading import ERROR, FAILED, GRADED, TIMED_OUT, Graded, cold_runner, grade_submission, warm_imports
+from course.grading import Graded, cold_runner, grade_submission, warm_imports
 from course.nbgrader_bridge import assignment_due
 from course.probes import has_secret
 from course.render import render_html
 from course.roster import Student, gradebook_students
 from course.selftest import SelfTest, prove_setup, released_code_cells
 from course.shards import Shard, class_digest, shard_of, shard_sources, write_shard
+from course.status import Status
 from course.summary import class_summary, read_class_feedback
 from course.summary_page import render_summary_html
 from course.term import (
-    MISSING_WORK,
     NoGradebook,
     feedback_page,
     gradebook_note,
@@ -80,7 +80,8 @@ class BatchSummary:
 
     def _not_graded_lines(self) -> list[str]:
         """Who failed or timed out, and why (the first line of their feedback's reason)."""
-        unlucky = sorted((g for g in self.graded if g.status in (FAILED, TIMED_OUT)), key=lambda g: g.student_id)
+        unlucky = sorted((g for g in self.graded if g.status in (Status.FAILED, Status.TIMED_OUT)),
+                         key=lambda g: g.student_id)
         lines = []
         for graded in unlucky[:FAILED_SHOWN]:
             messages = graded.feedback.get("messages") or ["see their feedback"]
@@ -92,13 +93,13 @@ class BatchSummary:
 
     def lines(self) -> list[str]:
         total = len(self.graded)
-        lines = [f"{plural(total, 'submission')}: {self.count(GRADED)} graded, "
-                 f"{self.count(FAILED)} failed, {self.count(TIMED_OUT)} timed out, "
-                 f"{plural(self.count(ERROR), 'autograder error')}"]
+        lines = [f"{plural(total, 'submission')}: {self.count(Status.GRADED)} graded, "
+                 f"{self.count(Status.FAILED)} failed, {self.count(Status.TIMED_OUT)} timed out, "
+                 f"{plural(self.count(Status.AUTOGRADER_ERROR), 'autograder error')}"]
         for ref in self.refused:
             lines.append(f"not graded: {safe_text(str(ref.path), 300, one_line=True)}: {ref.problem}")
         lines += self._not_graded_lines()
-        ours = [g.student_id for g in self.graded if g.status == ERROR]
+        ours = [g.student_id for g in self.graded if g.status == Status.AUTOGRADER_ERROR]
         if ours:
             lines.append(f"autograder errors (ours, not the students': no score recorded; the cause is above, and "
                          f"grading them again is safe): {', '.join(ours)}")
@@ -344,7 +345,7 @@ def record_graded(graded: Graded, out_dir: Path, config: CourseConfig, settings:
         write_feedback(out_dir, settings.name, graded, page=feedback_page(settings), submitted=submitted,
                        writes=writes)
         # An autograder error is no grade: the gradebook keeps what it had (nothing, or the last real grading).
-        if gradebook is not None and submitted is not None and graded.status != ERROR:
+        if gradebook is not None and submitted is not None and graded.status != Status.AUTOGRADER_ERROR:
             record_for_nbgrader(config, settings, gradebook, graded, submitted, writes)
         return graded
     except Exception:
@@ -354,10 +355,11 @@ def record_graded(graded: Graded, out_dir: Path, config: CourseConfig, settings:
 def unrecorded(graded: Graded, out_dir: Path, settings: AssignmentSettings, why: str,
                writes: SyncedWrites | None = None) -> Graded:
     """A student whose results could not be recorded: an autograder error, with feedback that says so."""
-    failed = replace(graded, status=ERROR, questions=tuple(replace(q, earned=0.0) for q in graded.questions),
+    failed = replace(graded, status=Status.AUTOGRADER_ERROR,
+                     questions=tuple(replace(q, earned=0.0) for q in graded.questions),
                      internal_error=f"{graded.internal_error}\nwhile recording the results:\n{why}")
     failed = replace(failed, feedback={
-        **graded.feedback, "status": ERROR, "score": 0, "questions": [], "cell_errors": [],
+        **graded.feedback, "status": Status.AUTOGRADER_ERROR, "score": 0, "questions": [], "cell_errors": [],
         "messages": ["The autograder could not record the results of this notebook (a problem on our side, "
                      "not in your notebook). Your instructor can see the details; you do not need to resubmit."],
     })
@@ -376,7 +378,7 @@ def write_class_summary(out_dir: Path, assignment: str, csv_path: Path | None = 
     out_dir; the students whose CSV row says `missing` are listed as having submitted nothing; page: the
     feedback page's name, which the summary links for every student."""
     rows = read_grades_csv(csv_path) if csv_path else {}
-    missing = sorted(sid for sid, row in rows.items() if row.get("status") == MISSING_WORK)
+    missing = sorted(sid for sid, row in rows.items() if row.get("status") == Status.MISSING)
     feedback, unreadable = read_class_feedback(out_dir, assignment)
     summary = class_summary(feedback, missing=missing, unreadable=unreadable, page=page)
     seen = read_integrity(out_dir, assignment)

@@ -21,6 +21,7 @@ from course.lms import FORMATS
 from course.logs import DEFAULT_LEVEL, LEVELS
 from course.logs import configure as configure_logging
 from course.service.edge import Edge
+from course.status import Status
 from course.text import plural
 
 if TYPE_CHECKING:
@@ -424,7 +425,7 @@ class ProgressBar:
     def update(self, done: int, total: int, status: str) -> None:
         self.counts[status] = self.counts.get(status, 0) + 1
         filled = self.WIDTH * done // max(total, 1)
-        problems = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(self.counts.items()) if s != "graded")
+        problems = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(self.counts.items()) if s != Status.GRADED)
         self.stream.write(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{total}"
                           f"{' (' + problems + ')' if problems else ''}\x1b[K")
         self.stream.flush()

@@ -21,11 +21,12 @@ from course.config import CourseConfig, load_config
 from course.discovery import SubmissionRef
 from course.errors import CourseError, NoIsolationError, SelfTestError, SubmissionError
 from course.files import atomic_write_json, os_reason, unwritable_folder
-from course.grading import ERROR, Graded, grade_submission
+from course.grading import Graded, grade_submission
 from course.probes import has_secret
 from course.render import question_markdown, summary_markdown
 from course.sandbox import ISOLATION_SUMMARY, WarmPool, choose_isolation
 from course.selftest import prove_setup
+from course.status import Status
 from course.text import markdown_text, safe_text
 from course.variants import load_secret
 
@@ -217,7 +218,7 @@ def run_autograder(root: Path) -> dict[str, Any]:
         _say_isolation(config)
         if graded.internal_error:
             print(graded.internal_error, file=sys.stderr)  # the grader's log, hidden from students
-        if graded.status == ERROR:  # our failure, never a graded 0: a visible autograder error
+        if graded.status == Status.AUTOGRADER_ERROR:  # our failure, never a graded 0: a visible autograder error
             results = error_results(AUTOGRADER_ERROR_TEXT, time.monotonic() - started, ours=True)
         else:
             results = to_results(graded, time.monotonic() - started)

@@ -22,16 +22,15 @@ from course.errors import NotThisAssignment, SubmissionError, UnreadableSubmissi
 from course.feedback import MAX_SYNTAX_ERRORS, build_feedback, cell_errors_of, limit_messages
 from course.judge import QuestionResult, judge
 from course.probes import ProbePoints, course_probe_points
+from course.status import Status
 from course.submission import Submission, other_assignment, other_assignment_text, read_submission, student_id_problem
 from course.variants import numbers_for
-
-GRADED, TIMED_OUT, FAILED, ERROR = "graded", "timed_out", "failed", "autograder_error"
 
 
 @dataclass(frozen=True)
 class Graded:
     student_id: str
-    status: str
+    status: Status
     questions: tuple[QuestionResult, ...]
     feedback: dict
     seconds: float
@@ -82,8 +81,8 @@ def _zero(assignment: Assignment, answers_reason: str, config: CourseConfig) -> 
     return judge(assignment, answers, tolerance=config.tolerance)
 
 
-def _status_of(run: sandbox.RunResult) -> str:
-    return TIMED_OUT if run.limit_hit in ("cell_seconds", "submission_seconds") else GRADED
+def _status_of(run: sandbox.RunResult) -> Status:
+    return Status.TIMED_OUT if run.limit_hit in ("cell_seconds", "submission_seconds") else Status.GRADED
 
 
 OUR_ERROR_TEXT = ("The autograder hit an error of its own while grading this notebook (not your fault). "
@@ -209,19 +208,19 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
     except UnreadableSubmission as problem:
         # The file is there but this grader cannot read it (permissions, a link, ...): the grader's set-up, so its
         # error, never the student's 0.
-        status, questions = ERROR, _zero(assignment, "autograder error", config)
+        status, questions = Status.AUTOGRADER_ERROR, _zero(assignment, "autograder error", config)
         internal_error = (f"the submitted file {ref.path} could not be read by the grader: {problem}. Make it a "
                           "regular file the grader may read, and grade again")
         messages.append(OUR_ERROR_TEXT)
     except SubmissionError as problem:
-        status, questions = FAILED, _zero(assignment, "the notebook could not be read", config)
+        status, questions = Status.FAILED, _zero(assignment, "the notebook could not be read", config)
         # Another assignment's notebook is named as that one's, not as this assignment's file.
         other = (other_assignment(config, assignment.name, problem.answer_ids)
                  if isinstance(problem, NotThisAssignment) else "")
         said = other_assignment_text(other, assignment) if other else str(problem)
         messages.append(f"Your submission could not be graded: {said}")
     except Exception:
-        status, questions = ERROR, _zero(assignment, "autograder error", config)
+        status, questions = Status.AUTOGRADER_ERROR, _zero(assignment, "autograder error", config)
         internal_error = traceback.format_exc()
         messages.append(OUR_ERROR_TEXT)
     if reveal_torch_values is None:

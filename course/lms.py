@@ -25,14 +25,11 @@ from course.config import CourseConfig
 from course.errors import CourseError
 from course.files import atomic_write_text
 from course.gradebook import grades_csv_path, read_grades_csv
-from course.grading import ERROR as AUTOGRADER_ERROR
-from course.grading import FAILED, GRADED, TIMED_OUT
 from course.roster import Student
+from course.status import SCORED, Status
 from course.submission import student_id_problem
 from course.text import csv_text, safe_text
 
-MISSING_WORK = "missing"
-SCORED = (GRADED, TIMED_OUT, FAILED)  # statuses that carry a score for the LMS
 MAX_GRADES_CSV_BYTES = 64 * 2**20  # a grades CSV read back: far above a class's, far below a machine's memory
 SAME = 1e-6  # a score this far above its max_score is the same score (rounding of the CSV's %g)
 _SCORE = re.compile(r"\d+(?:\.\d*)?(?:[eE][+-]?\d+)?")  # as our writers write a score: never nan, inf, -0 or 1_0
@@ -143,14 +140,16 @@ def rows_for(grades: dict[str, dict[str, str]], roster: list[Student], where: Ca
 
 def _score_cell(row: dict[str, str], student: str, where: str, missing: str) -> str:
     """The LMS's cell of one grades row ("": none to send), once the row is shown to be one grading writes."""
-    status = row.get("status")
-    if status == AUTOGRADER_ERROR:  # our failure is no grade: the cell stays empty, the LMS keeps what it had
+    try:
+        status = Status.read(row.get("status"))
+    except ValueError:
+        raise CourseError(f"{where}: {student}'s status {_shown(row.get('status'))} is not one of "
+                          f"{', '.join((*SCORED, Status.MISSING, Status.AUTOGRADER_ERROR))}; grade again to write it"
+                          ) from None
+    if status == Status.AUTOGRADER_ERROR:  # our failure is no grade: the cell stays empty, the LMS keeps what it had
         return ""
-    if status == MISSING_WORK:
+    if status == Status.MISSING:
         return missing
-    if status not in SCORED:
-        raise CourseError(f"{where}: {student}'s status {_shown(status)} is not one of "
-                          f"{', '.join((*SCORED, MISSING_WORK, AUTOGRADER_ERROR))}; grade again to write it")
     score, maximum = _number(row.get("score")), _number(row.get("max_score"))
     if maximum is None or maximum <= 0:
         raise CourseError(f"{where}: {student}'s max_score {_shown(row.get('max_score'))} is not a number of "

@@ -31,7 +31,8 @@ from course.assignment import (
 from course.config import CourseConfig, Limits
 from course.discovery import SubmissionRef
 from course.errors import SandboxStartError, SelfTestError
-from course.grading import GRADED, Graded, grade_submission
+from course.grading import Graded, grade_submission
+from course.status import Status
 from course.text import safe_text
 
 SOLUTION, UNTOUCHED = "the course's solution", "the untouched release"
@@ -106,7 +107,7 @@ def describe_limits(limits: Limits) -> str:
 
 def _first_difference(graded: Graded, *, full: bool) -> str:
     """Why a known notebook did not score what it must: the run's failure, else the first value off."""
-    if graded.status != GRADED:
+    if graded.status != Status.GRADED:
         # The exception that ended grading, as raised (its message may span lines: a failed start's output).
         error = graded.internal_error.strip()
         start = error.rfind(f"\n{SandboxStartError.__module__}.")
@@ -152,14 +153,14 @@ def prove_setup(assignment: Assignment, config: CourseConfig, run: sandbox.Runne
     max_score = assignment.max_score
     for what, one, full in ((SOLUTION, solution, True), (UNTOUCHED, untouched, False)):
         score = one.feedback["score"]
-        if one.status == GRADED and score == (max_score if full else 0):
+        if one.status == Status.GRADED and score == (max_score if full else 0):
             continue
         raise SelfTestError(
             f"the self-test failed, so nothing was graded: {what} of assignment {assignment.name!r} scored "
             f"{score:g}/{max_score:g} (it must score {max_score if full else 0:g}) at the {level} level with "
             f"limits {describe_limits(config.limits)}: {_first_difference(one, full=full)}. "
             + ("Fix those hidden tests in the source notebook, release, and run the command again."
-               if one.status == GRADED and any(question.error for question in one.questions) else
+               if one.status == Status.GRADED and any(question.error for question in one.questions) else
                "Fix the machine or source/course.yaml (limits, sandbox) and run the command again.")
         )
     return SelfTest(solution.feedback["score"], untouched.feedback["score"], max_score, level,

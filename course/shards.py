@@ -33,16 +33,16 @@ from course.discovery import SubmissionRef, discover
 from course.errors import CourseError
 from course.files import atomic_write_json
 from course.gradebook import grades_csv_path, write_course_totals
-from course.grading import ERROR, FAILED, GRADED, TIMED_OUT, Graded
+from course.grading import Graded
 from course.judge import QuestionResult
 from course.roster import Student
+from course.status import GRADING_GIVES, Status
 from course.submission import student_id_problem
 from course.term import feedback_page, gradebook_note, records_in_gradebook, write_integrity
 from course.text import safe_text
 
 SHARD_FORMAT = 3  # 2: each shard names the whole class it was cut from; 3: and the folders it was cut from,
 # every path relative to the course folder, the class cut by student
-STATUSES = (GRADED, TIMED_OUT, FAILED, ERROR)  # what grading gives a submission
 SAME = 1e-6  # scores equal to within this (they are rounded to 6 places) are the same
 
 
@@ -124,7 +124,7 @@ def _graded(data: dict[str, Any]) -> Graded:
     questions = tuple(QuestionResult(q["id"], q["title"], q["grade_id"], q["points"], q["earned"], (), q["error"])
                       for q in data["questions"])
     submitted = datetime.fromisoformat(data["submitted"]) if data["submitted"] else None
-    return Graded(data["student_id"], data["status"], questions, data["feedback"], data["seconds"],
+    return Graded(data["student_id"], Status(data["status"]), questions, data["feedback"], data["seconds"],
                   data["internal_error"], data["sandbox"], data["late_penalty"], submitted, tuple(data["integrity"]))
 
 
@@ -291,8 +291,12 @@ def _check_result(where: str, one: dict[str, Any], assignment: Assignment) -> No
     def refuse(field: str, what: str) -> CourseError:
         return CourseError(f"{where}.{field}` {what}; grade the shard again")
 
-    if one.get("status") not in STATUSES:
-        raise refuse("status", f"{_shown(one.get('status'))} is not one of {', '.join(STATUSES)}")
+    try:
+        given = Status.read(one.get("status")) in GRADING_GIVES  # `missing` is a grades row's, never grading's
+    except ValueError:
+        given = False
+    if not given:
+        raise refuse("status", f"{_shown(one.get('status'))} is not one of {', '.join(GRADING_GIVES)}")
     for field, kinds in (("internal_error", (str,)), ("sandbox", (str,)), ("integrity", (list,)),
                          ("submitted", (str, type(None))), ("questions", (list,)), ("feedback", (dict,))):
         if type(one.get(field)) not in kinds:

@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from course.grading import ERROR, FAILED, GRADED, TIMED_OUT
+from course.status import RAN, Status
 
-COUNTED = (GRADED, TIMED_OUT)  # notebooks that were read and run: their scores are the class's statistics
 MAX_BINS = 20  # the histogram's bins are whole points wide, as few points as keep it to this many bars
 
 
@@ -67,7 +66,7 @@ def class_summary(feedback: list[dict[str, Any]], *, missing: Sequence[str] = ()
     feedback/<student>/<assignment>/<page>; "" links nobody.
     """
     feedback = sorted(feedback, key=lambda f: str(f.get("student_id", "")))
-    counted = [f for f in feedback if f.get("status") in COUNTED]
+    counted = [f for f in feedback if f.get("status") in RAN]
     max_score = max((_number(f.get("max_score")) for f in feedback), default=0.0)
     scores = [_number(f.get("score")) for f in counted]
     link = {str(f["student_id"]): feedback_link(str(f["student_id"]), str(f.get("assignment", "")), page)
@@ -102,27 +101,28 @@ def class_summary(feedback: list[dict[str, Any]], *, missing: Sequence[str] = ()
     ranked = sorted(misconceptions.values(), key=lambda item: -len(item["students"]))
 
     not_counted = {
-        "failed": [str(f["student_id"]) for f in feedback if f.get("status") == FAILED],
-        "autograder_error": [str(f["student_id"]) for f in feedback if f.get("status") == ERROR],
-        "missing": sorted(missing),
+        Status.FAILED: [str(f["student_id"]) for f in feedback if f.get("status") == Status.FAILED],
+        Status.AUTOGRADER_ERROR: [str(f["student_id"]) for f in feedback
+                                  if f.get("status") == Status.AUTOGRADER_ERROR],
+        Status.MISSING: sorted(missing),
         "unreadable": sorted(unreadable),
     }
     roster = []
     for student in feedback:
         sid = str(student["student_id"])
         roster.append({
-            "student_id": sid, "status": student.get("status", ""), "counted": student.get("status") in COUNTED,
+            "student_id": sid, "status": student.get("status", ""), "counted": student.get("status") in RAN,
             "score": _number(student.get("score")), "max_score": _number(student.get("max_score")),
             "late_penalty": _number(student.get("late_penalty")),
             "questions": {q["id"]: _number(q["earned"]) for q in student.get("questions", [])},
             "misconceptions": sorted({d["id"] for q in student.get("questions", []) for d in q["misconceptions"]}),
-            "reason": (student.get("messages") or [""])[0] if student.get("status") not in COUNTED else "",
+            "reason": (student.get("messages") or [""])[0] if student.get("status") not in RAN else "",
             "page": link.get(sid, ""),
         })
     roster += [{"student_id": sid, "status": status, "counted": False, "score": 0.0, "max_score": max_score,
                 "late_penalty": 0.0, "questions": {}, "misconceptions": [], "reason": reason, "page": ""}
                for status, names, reason in (
-                   ("missing", not_counted["missing"], "nothing submitted"),
+                   (Status.MISSING, not_counted[Status.MISSING], "nothing submitted"),
                    ("unreadable", not_counted["unreadable"], "the feedback file could not be read: grade again"))
                for sid in names]
     return {
@@ -137,7 +137,7 @@ def class_summary(feedback: list[dict[str, Any]], *, missing: Sequence[str] = ()
         "misconceptions": ranked,
         "not_counted": not_counted,
         "roster": roster,
-        "missing": not_counted["missing"],
+        "missing": not_counted[Status.MISSING],
         "unreadable": not_counted["unreadable"],
     }
 

@@ -9,6 +9,7 @@ import html
 from typing import Any
 
 from course.render import CSS, course_text_html
+from course.status import Status
 
 SUMMARY_CSS = """
 .stats { color: var(--muted); }
@@ -67,8 +68,8 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
 """
 
 NOT_COUNTED = {
-    "failed": "Could not be read",
-    "autograder_error": "Autograder errors",
+    Status.FAILED: "Could not be read",
+    Status.AUTOGRADER_ERROR: "Autograder errors",
 }
 
 
@@ -128,10 +129,10 @@ def _header(summary: dict[str, Any], assignment: str) -> str:
     if counted:
         parts.append(f"<div>mean score {summary['mean_score']:.1f} / {_points(summary['max_score'])}, median "
                      f"{_points(summary['median_score'])}</div>")
-    apart = [f"{len(away['failed'])} could not be read"] if away["failed"] else []
-    apart += [f"{len(away['autograder_error'])} autograder error{'s' if len(away['autograder_error']) != 1 else ''}"
-              ] if away["autograder_error"] else []
-    apart += [f"{len(away['missing'])} did not submit"] if away["missing"] else []
+    failed, ours, missing = away[Status.FAILED], away[Status.AUTOGRADER_ERROR], away[Status.MISSING]
+    apart = [f"{len(failed)} could not be read"] if failed else []
+    apart += [f"{len(ours)} autograder error{'s' if len(ours) != 1 else ''}"] if ours else []
+    apart += [f"{len(missing)} did not submit"] if missing else []
     apart += [f"{len(away['unreadable'])} unreadable feedback"] if away["unreadable"] else []
     if apart:
         parts.append(f"<div class=stats>Not counted in these numbers: {', '.join(apart)} (listed below).</div>")
@@ -154,9 +155,10 @@ def _not_counted_html(summary: dict[str, Any]) -> str:
             parts.append(f"<section class=card id=not-counted-{status}><h2>{title} ({len(away[status])})</h2>"
                          f"<p>Not counted in the score statistics; their feedback says why.</p><ul>{items}</ul>"
                          "</section>")
-    if away["missing"]:
-        parts.append(f"<section class=card id=not-counted-missing><h2>Did not submit ({len(away['missing'])})</h2>"
-                     f"<p class=names>{', '.join(_student(sid, '') for sid in away['missing'])}</p></section>")
+    if away[Status.MISSING]:
+        missing = away[Status.MISSING]
+        parts.append(f"<section class=card id=not-counted-missing><h2>Did not submit ({len(missing)})</h2>"
+                     f"<p class=names>{', '.join(_student(sid, '') for sid in missing)}</p></section>")
     if away["unreadable"]:
         count = len(away["unreadable"])
         parts.append(f'<section class=card id=not-counted-unreadable><div class="note">The feedback of '

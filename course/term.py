@@ -21,13 +21,11 @@ from course.files import SyncedWrites, atomic_write_json
 from course.gradebook import GradeRow, read_grades_csv, write_grades_csv
 from course.gradebook_writer import GradebookWriter
 from course.roster import Student, nbgrader_student
+from course.status import Status
 from course.submission import student_id_problem
 
 if TYPE_CHECKING:
     from course.grading import Graded
-
-MISSING_WORK = "missing"  # on the roster, nothing submitted
-
 
 def records_in_gradebook(config: CourseConfig, out_dir: Path, wanted: bool | None) -> bool:
     """Whether a batch goes into the course's nbgrader gradebook: when asked, else only for the course root."""
@@ -122,12 +120,12 @@ def mark_missing(csv_path: Path, question_ids: tuple[str, ...], max_score: float
     with nothing submitted, the graded students not on the roster)."""
     existing = read_grades_csv(csv_path)
     ids = [student.student_id for student in roster]
-    rows = [GradeRow(sid, {}, 0.0, max_score, MISSING_WORK) for sid in ids if sid not in existing]
+    rows = [GradeRow(sid, {}, 0.0, max_score, Status.MISSING) for sid in ids if sid not in existing]
     if rows:
         write_grades_csv(csv_path, question_ids, rows)
     gradebook.add_students(ids, {student.student_id: nbgrader_student(student) for student in roster})
     gradebook.commit()
-    missing = [sid for sid in ids if existing.get(sid, {}).get("status", MISSING_WORK) == MISSING_WORK]
+    missing = [sid for sid in ids if existing.get(sid, {}).get("status", Status.MISSING) == Status.MISSING]
     on_roster = set(ids)
     return missing, sorted(sid for sid in graded_ids if sid not in on_roster)
 

@@ -31,12 +31,13 @@ from course.cli import main
 from course.config import load_config
 from course.discovery import SubmissionRef
 from course.errors import SandboxStartError, SelfTestError
-from course.grading import ERROR, GRADED, grade_submission
+from course.grading import grade_submission
 from course.lms import export_rows
 from course.roster import read_roster
 from course.sandbox import WarmPool, run_cells
 from course.sandbox.handed_in import RUNNER_SOURCE
 from course.selftest import from_source, prove_setup, untouched_release
+from course.status import Status
 from course.submission import Cell
 from helpers import ROOT, SAMPLE_SCORES, add_cell, copy_course, load, set_limit, submitted_notebook, write
 
@@ -76,7 +77,7 @@ def test_a_worker_killed_before_its_run_is_retried_and_the_student_gets_the_righ
         os.kill(worker.process.pid, signal.SIGKILL)
         worker.process.wait()
         graded = grade_alice(tmp_path, pool.run)
-    assert (graded.status, graded.feedback["score"]) == (GRADED, SAMPLE_SCORES["alice"])
+    assert (graded.status, graded.feedback["score"]) == (Status.GRADED, SAMPLE_SCORES["alice"])
     retries = [r for r in caplog.records if r.name == "course.sandbox.retry" and r.levelname == "WARNING"]
     assert any("trying again on another warm worker" in r.getMessage() for r in retries)  # said, in the grader's log
 
@@ -91,7 +92,7 @@ def test_a_sandbox_that_ends_before_ready_is_an_autograder_error_never_graded(mo
         graded = grade_submission(SubmissionRef("doomed", path), assignment, config, run=run)
         # The same sandbox grades a notebook without the mark: the failure was the start-up's, and only it failed.
         honest = grade_alice(tmp_path, run)
-    assert graded.status == ERROR
+    assert graded.status == Status.AUTOGRADER_ERROR
     assert graded.feedback["score"] == 0
     assert "not your fault" in " ".join(graded.feedback["messages"])
     assert "did not run to the end" not in json.dumps(graded.feedback)
@@ -100,7 +101,7 @@ def test_a_sandbox_that_ends_before_ready_is_an_autograder_error_never_graded(mo
     tries = "a warm worker, another warm worker, a fresh cold sandbox" if mode == "warm" else \
         "this sandbox, a fresh sandbox"
     assert f"({tries})" in graded.internal_error
-    assert (honest.status, honest.feedback["score"]) == (GRADED, SAMPLE_SCORES["alice"])
+    assert (honest.status, honest.feedback["score"]) == (Status.GRADED, SAMPLE_SCORES["alice"])
     assert "trying again" in caplog.text
 
 
@@ -122,15 +123,15 @@ def test_a_student_whose_sandbox_never_starts_is_no_grade_in_the_gradebook_or_th
     config = load_config(root)
     summary = grade_batch(config, [], root, record_gradebook=True, roster=read_roster(roster))
     statuses = {g.student_id: g.status for g in summary.graded}
-    assert statuses["dan"] == ERROR
-    assert all(statuses[s] == (GRADED if s != "frank" else "failed") for s in SAMPLE_SCORES)
+    assert statuses["dan"] == Status.AUTOGRADER_ERROR
+    assert all(statuses[s] == (Status.GRADED if s != "frank" else Status.FAILED) for s in SAMPLE_SCORES)
     assert "1 autograder error" in summary.lines()[0]
     assert "1 autograder errors" not in summary.lines()[0]
     assert any(line.startswith("autograder errors (ours, not the students'") and line.endswith(": dan")
                for line in summary.lines())
     with (root / "grades-autograd.csv").open(newline="") as stream:
         rows = {row["student_id"]: row for row in csv.DictReader(stream)}
-    assert rows["dan"]["status"] == ERROR
+    assert rows["dan"]["status"] == Status.AUTOGRADER_ERROR
     assert {s: float(rows[s]["score"]) for s in SAMPLE_SCORES} == SAMPLE_SCORES
     # nbgrader's gradebook records the graded students and nothing for dan: no submission, no score of 0.
     from nbgrader.api import Gradebook
@@ -225,7 +226,7 @@ def test_a_submitted_link_is_the_graders_error_not_the_students_zero(tmp_path):
     link.symlink_to(real)
     graded = grade_submission(SubmissionRef("alice", link), load_course_assignment(config), config,
                               run=lambda *_: pytest.fail("a file that was not read must not run"))
-    assert graded.status == ERROR
+    assert graded.status == Status.AUTOGRADER_ERROR
     assert "is a symbolic link" in graded.internal_error
     assert str(link) in graded.internal_error
     assert any("not your fault" in message for message in graded.feedback["messages"])

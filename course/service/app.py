@@ -44,7 +44,6 @@ from starlette.routing import Route
 from course import term_record
 from course.config import CourseConfig
 from course.errors import CourseError
-from course.grading import ERROR as AUTOGRADER_ERROR
 from course.release import personalise
 from course.render import render_html
 from course.service import pages
@@ -73,6 +72,7 @@ from course.service.results import (
 )
 from course.service.store import REPLACED, REVOKED, Attempt, Store, now_utc
 from course.service.worker import Grader
+from course.status import Status
 from course.summary_page import SORT_SCRIPT, render_summary_html
 from course.text import safe_text, whole_number
 
@@ -620,8 +620,8 @@ def _same_origin(request: Request) -> bool:
 
 def _refusal_now(service: Service, record: StudentRecord) -> Refusal | None:
     """What the policy would answer to an attempt now (the store asks the same when one arrives)."""
-    earlier = [a.submitted_at for a in record.attempts if a.status != AUTOGRADER_ERROR]
-    errors = [a.submitted_at for a in record.attempts if a.status == AUTOGRADER_ERROR]
+    earlier = [a.submitted_at for a in record.attempts if a.status != Status.AUTOGRADER_ERROR]
+    errors = [a.submitted_at for a in record.attempts if a.status == Status.AUTOGRADER_ERROR]
     stored = service.store.stored_bytes(record.student_id) if record.attempts else 0
     return refusal(service.policy, earlier, now_utc(), stored=stored, errors=errors)
 

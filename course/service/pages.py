@@ -7,11 +7,11 @@ from __future__ import annotations
 import html
 from datetime import datetime
 
-from course.grading import ERROR as AUTOGRADER_ERROR
 from course.render import CSS, course_text_html
 from course.service.policy import SAME_NOTEBOOK_ERRORS, Refusal, ServicePolicy, minutes
 from course.service.results import StudentRecord
 from course.service.store import Attempt
+from course.status import Status
 from course.term_record import Change, Recording
 from course.text import plural
 
@@ -114,7 +114,7 @@ def student_page(record: StudentRecord, assignment: str, policy: ServicePolicy, 
     if record.counted is not None:
         counted = f"<div class=score>{_score(record.counted)}</div><div>counted: attempt {record.counted.number}</div>"
     note = banner(message, ok=False, label="Not submitted") if message else ""
-    used = sum(a.status != AUTOGRADER_ERROR for a in record.attempts)  # our failures use up no attempt
+    used = sum(a.status != Status.AUTOGRADER_ERROR for a in record.attempts)  # our failures use up no attempt
     if policy.attempts is not None and used >= policy.attempts:
         # Nothing to submit any more: no heading naming an attempt that cannot be made, and no form.
         submit = (f"<section class=card id=submit><h2>No attempts left</h2><p id=closed role=status>You have used "

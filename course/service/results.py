@@ -13,13 +13,12 @@ from course import integrity, term_record
 from course.assignment import Assignment
 from course.config import AssignmentSettings, CourseConfig
 from course.gradebook import GradeRow, csv_row, grades_csv_path, write_grades_csv
-from course.grading import ERROR as AUTOGRADER_ERROR
 from course.lms import lms_format, lms_text, read_term_grades, rows_for
 from course.roster import Student
 from course.service.policy import ServicePolicy, counted
 from course.service.store import Attempt
+from course.status import Status
 from course.summary import class_summary
-from course.term import MISSING_WORK
 from course.term_record import Counted
 
 
@@ -44,7 +43,7 @@ def student_records(policy: ServicePolicy, roster: list[str], all_attempts: list
     records = []
     for student, attempts in sorted(by_student.items()):
         # An autograder error is no grade: it never counts, as best or as last.
-        graded = [(a.id, a.score or 0.0) for a in attempts if a.done and a.status != AUTOGRADER_ERROR]
+        graded = [(a.id, a.score or 0.0) for a in attempts if a.done and a.status != Status.AUTOGRADER_ERROR]
         chosen = counted(policy, graded)
         records.append(StudentRecord(student, attempts, next((a for a in attempts if a.id == chosen), None)))
     return records
@@ -66,7 +65,7 @@ def grade_rows(records: list[StudentRecord], max_score: float) -> list[GradeRow]
     for record in records:
         chosen = record.counted
         if chosen is None or chosen.feedback is None:
-            rows.append(GradeRow(record.student_id, {}, 0.0, max_score, MISSING_WORK))
+            rows.append(GradeRow(record.student_id, {}, 0.0, max_score, Status.MISSING))
             continue
         rows.append(GradeRow(record.student_id, {q["id"]: q["earned"] for q in chosen.feedback["questions"]},
                              chosen.score or 0.0, chosen.max_score or max_score, chosen.status,
@@ -96,7 +95,7 @@ def lms_csv(fmt: str, records: list[StudentRecord], lms_ids: dict[str, dict[str,
     waiting = {change.student_id for change in term_record.plan(config, settings, counted_attempts(records))
                if change.replaces_term_grade}
     ours = {row.student_id: csv_row(row, ()) for row in grade_rows(records, assignment.max_score)
-            if row.status != MISSING_WORK and row.student_id not in waiting}
+            if row.status != Status.MISSING and row.student_id not in waiting}
     roster = [Student(r.student_id, lms_ids.get(r.student_id, {})) for r in records]
     rows = rows_for({**term, **ours}, roster,
                     lambda student: "the service's counted attempt" if student in ours else str(term_csv),

@@ -51,9 +51,9 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 
 from course.errors import CourseError
 from course.files import private_sqlite
-from course.grading import ERROR as AUTOGRADER_ERROR
 from course.service.policy import Refusal, ServicePolicy, refusal
 from course.service.schedule import Queued
+from course.status import GRADING_GIVES, Status
 from course.submission import student_id_problem
 from course.text import safe_text
 
@@ -177,9 +177,23 @@ class Attempt:
         return self.status not in (QUEUED, GRADING)
 
 
+def _status(row: Any) -> str:
+    """A row's status as this package writes it (queued, grading, or what grading gave), or CourseError naming it."""
+    if row.status in (QUEUED, GRADING):
+        return str(row.status)
+    try:
+        given = Status.read(row.status)
+    except ValueError:
+        given = None
+    if given not in GRADING_GIVES:  # `missing` is a grades row's: no attempt is ever stored as one
+        raise CourseError(f"the service's database: attempt {row.id}'s status {safe_text(str(row.status), 60)!r} is "
+                          f"not one of {', '.join((QUEUED, GRADING, *GRADING_GIVES))}: mend that row")
+    return given
+
+
 def _attempt(row: Any) -> Attempt:
     feedback = row._mapping.get("feedback")
-    return Attempt(row.id, row.student_id, row.assignment, row.number, row.submitted_at, row.status, row.score,
+    return Attempt(row.id, row.student_id, row.assignment, row.number, row.submitted_at, _status(row), row.score,
                    row.max_score, row.late_penalty, json.loads(feedback) if feedback else None,
                    json.loads(row.integrity) if row.integrity else [], row.seconds, row.results_written)
 
@@ -465,13 +479,13 @@ class Store:
             # cooldown either (policy.py: FREE_AUTOGRADER_ERRORS); it keeps its number. Its notebook is stored all
             # the same, and counts towards what the student stores. The same bytes are not taken again once they
             # failed SAME_NOTEBOOK_ERRORS times since this process started (a restart after a mend takes them).
-            earlier = [row.submitted_at for row in rows if row.status != AUTOGRADER_ERROR]
-            errors = [row.submitted_at for row in rows if row.status == AUTOGRADER_ERROR]
+            earlier = [row.submitted_at for row in rows if row.status != Status.AUTOGRADER_ERROR]
+            errors = [row.submitted_at for row in rows if row.status == Status.AUTOGRADER_ERROR]
             same = 0
             if errors:
                 same = db.execute(select(func.count()).where(
                     attempts.c.student_id == student_id, attempts.c.assignment == assignment,
-                    attempts.c.status == AUTOGRADER_ERROR, attempts.c.submitted_at >= self.started,
+                    attempts.c.status == Status.AUTOGRADER_ERROR, attempts.c.submitted_at >= self.started,
                     func.length(attempts.c.notebook) == len(notebook), attempts.c.notebook == notebook)).scalar_one()
             number = len(rows) + 1
             now = now_utc()
@@ -541,7 +555,7 @@ class Store:
         """Per student with any: (their attempts that ended in an autograder error, the most of them with one and
         the same notebook), for the instructor's dashboard."""
         query = self._mine(select(attempts.c.student_id, func.count().label("n"))
-                           .where(attempts.c.status == AUTOGRADER_ERROR)
+                           .where(attempts.c.status == Status.AUTOGRADER_ERROR)
                            .group_by(attempts.c.student_id, attempts.c.notebook))
         found: dict[str, tuple[int, int]] = {}
         with self.engine.connect() as db:

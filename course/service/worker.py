@@ -22,7 +22,7 @@ from course.assignment import load_course_assignment
 from course.config import CourseConfig
 from course.discovery import SubmissionRef
 from course.errors import CourseError, NotThisAssignment, SubmissionError
-from course.grading import TIMED_OUT, grade_submission
+from course.grading import grade_submission
 from course.nbgrader_bridge import assignment_due
 from course.probes import has_secret
 from course.selftest import SelfTest, prove_setup, released_code_cells
@@ -31,6 +31,7 @@ from course.service.policy import ServicePolicy, attempt_numbers
 from course.service.schedule import LONG_GRADING_SECONDS, Scheduler
 from course.service.shared import SharedQueue
 from course.service.store import Attempt, Store
+from course.status import Status
 from course.submission import other_assignment, read_submission
 from course.term import late_policy_at
 from course.text import safe_text
@@ -296,7 +297,7 @@ class Grader:
             log.error(f"autograder error for attempt {attempt.id} ({attempt.student_id}'s attempt {attempt.number}, "
                       f"{len(notebook)} bytes; it uses none of their attempts):\n"
                       f"{safe_text(graded.internal_error, 20_000)}")
-        went_long = graded.status == TIMED_OUT or graded.seconds >= LONG_GRADING_SECONDS
+        went_long = graded.status == Status.TIMED_OUT or graded.seconds >= LONG_GRADING_SECONDS
         feedback = graded.feedback
         results = {"status": graded.status, "score": feedback["score"], "raw_score": feedback["raw_score"],
                    "late_penalty": graded.late_penalty, "max_score": feedback["max_score"], "feedback": feedback,
