@@ -263,6 +263,9 @@ def test_a_service_db_of_b99931e_serves_its_students_history(tmp_path):
     finally:
         server.stop()
     assert version_rows(f"sqlite:///{root / 'service.db'}") == [HEAD]
+    said = server.log.read_text(encoding="utf-8")  # the instructor reads what happened to their database
+    assert "recognised as revision 0001" in said
+    assert f"upgraded from revision 0001 to revision {HEAD}" in said
 
 
 def change(url: str, *statements: str) -> None:
@@ -368,5 +371,7 @@ def test_stores_opening_one_database_at_once_migrate_it_once(url, version, caplo
         old_database(url, version)
     with caplog.at_level(logging.INFO, logger="course.service.migrations"):
         assert at_once(4, lambda: opened(url)) == []
-    assert len([r for r in caplog.records if "upgraded from" in r.getMessage()]) == 1
+    migrated = [r.getMessage() for r in caplog.records if f"to revision {HEAD}" in r.getMessage()
+                or f"made at revision {HEAD}" in r.getMessage()]
+    assert len(migrated) == 1, migrated
     assert version_rows(url) == [HEAD]

@@ -94,8 +94,10 @@ def migrate(db: Connection, where: str) -> None:
     with EnvironmentContext(Config(), revisions, fn=upgrade, destination_rev=target) as environment:
         environment.configure(connection=db, version_table=VERSION_TABLE)
         environment.run_migrations()
-    log.info("the service's database %s: upgraded from %s to revision %s", where,
-             f"revision {current}" if current else "nothing", target)
+    if current is None:
+        log.info("the service's database %s: new, made at revision %s", where, target)
+    else:
+        log.info("the service's database %s: upgraded from revision %s to revision %s", where, current, target)
 
 
 def _current(db: Connection, where: str, revisions: ScriptDirectory, target: str) -> str | None:
@@ -117,9 +119,9 @@ def _current(db: Connection, where: str, revisions: ScriptDirectory, target: str
             return values[0]
         if int(values[0]) > int(target):
             raise CourseError(f"the service's database {where} is at revision {values[0]}, written by a newer "
-                              f"version of autograd-course (this one knows up to revision {target}): upgrade "
-                              "autograd-course on this machine to the version the other serve processes run; the "
-                              "database was left as it is")
+                              f"version of autograd-course (this one knows up to revision {target}): run that "
+                              "version or a later one here (to go back to this one, restore a backup taken before "
+                              "the upgrade); the database was left as it is")
     raise CourseError(f"the service's database {where}: its version table {VERSION_TABLE} holds {shown}, which no "
                       f"version of autograd-course writes (one revision like {target}): restore the database from "
                       "a backup, or mend that table; the database was left as it is")
