@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +61,9 @@ SHARED_QUEUE_TABLES = {"claims": frozenset({"attempt_id", "owner", "claimed_at"}
 OURS = set(BEFORE_VERSIONS["0002"]) | set(SHARED_QUEUE_TABLES)
 
 
+@cache
 def script() -> ScriptDirectory:
-    """The revisions this code knows (versions/)."""
+    """The revisions this code knows (versions/), read once per process."""
     config = Config()
     config.set_main_option("script_location", str(HERE))
     return ScriptDirectory.from_config(config)
