@@ -91,7 +91,8 @@ def migrate(db: Connection, where: str) -> None:
         current = found
 
     def upgrade(revision: Any, _context: MigrationContext) -> Any:
-        return revisions._upgrade_revs(target, revision)  # what alembic's `command.upgrade` runs
+        # What alembic's own `command.upgrade` runs (a private name: alembic is pinned, and test_migrations runs it).
+        return revisions._upgrade_revs(target, revision)
 
     with EnvironmentContext(Config(), revisions, fn=upgrade, destination_rev=target) as environment:
         environment.configure(connection=db, version_table=VERSION_TABLE)
