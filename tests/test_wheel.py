@@ -92,6 +92,22 @@ def test_the_wheel_holds_no_answer_key_and_no_hidden_test(wheel):
     assert not [name for name in names if name.endswith(".ipynb") or name.startswith(("source/", "release/"))]
 
 
+def test_the_wheel_holds_the_service_database_revisions(wheel, tmp_path):
+    """The service's migrations are read by path (alembic's ScriptDirectory): every revision file is in the wheel,
+    and the package unpacked from it alone finds the head."""
+    revisions = sorted(path.name for path in (ROOT / "course" / "service" / "migrations" / "versions").glob("*.py"))
+    assert "0001_first_schema.py" in revisions
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        assert {f"course/service/migrations/versions/{name}" for name in revisions} <= names
+        archive.extractall(tmp_path / "unpacked")
+    found = subprocess.run([sys.executable, "-c", "from course.service import migrations; print(migrations.head(), "
+                            "migrations.__file__)"], env={**os.environ, "PYTHONPATH": str(tmp_path / "unpacked")},
+                           capture_output=True, text=True, check=True, cwd=tmp_path).stdout.split()
+    assert found[0] == max(name[:4] for name in revisions if name[0].isdigit())
+    assert found[1].startswith(str(tmp_path / "unpacked"))
+
+
 def answered_release(change=None) -> dict:
     """The released notebook with every answer cell replaced by the source's solution region (a student who
     got everything right), optionally changed per answer cell by `change(grade_id, text)`."""

@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 LIVE = 0x61670001  # held by every live serve process, on its own id, for its whole life
 QUEUE = 0x61670002  # taken for the length of a claim, on the assignment's key
 
+# Made by revision 0003 (migrations/).
 claims = Table(
     "claims", metadata,
     Column("attempt_id", Integer, ForeignKey("attempts.id"), primary_key=True),
@@ -153,9 +154,8 @@ class SharedQueue:
         self.store, self.assignment = store, assignment
         self.key = assignment_key(assignment)
         try:
-            with store.begin() as db:
+            with store.begin() as db:  # the tables are the store's (migrations/, revision 0003); the rule is ours
                 db.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
-                metadata.create_all(db, tables=[claims, turns])
                 db.exec_driver_sql(ONE_IN_GRADING)
             self.presence = Presence(store)
         except OperationalError as error:

@@ -47,10 +47,11 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
 
 from course.errors import CourseError
 from course.files import private_sqlite
+from course.service.migrations import migrate
 from course.service.policy import Refusal, ServicePolicy, refusal
 from course.service.schedule import Queued
 from course.status import GRADING_GIVES, Status
@@ -58,11 +59,13 @@ from course.submission import student_id_problem
 from course.text import safe_text
 
 QUEUED, GRADING = "queued", "grading"
-# The PostgreSQL advisory lock (one bigint key) under which a process makes the tables it needs: two processes
-# starting at once on a new database would otherwise both create them, and one fail.
+# The PostgreSQL advisory lock (one bigint key) under which a process migrates the database (migrations/): two
+# processes starting at once would otherwise both create or alter its tables, and one fail.
 SCHEMA_LOCK = 0x6167000000000003
 TOKEN_BYTES = 32
 
+# The tables as this code reads and writes them. A database gets them from the revisions in migrations/, never
+# from `create_all`: a change here is a new revision there (CONTRIBUTING.md), and test_migrations checks they agree.
 metadata = MetaData()
 students = Table(
     "students", metadata,
@@ -97,8 +100,7 @@ attempts = Table(
 )
 # Tokens that no longer open anything, kept by their hash so that their links can say why (410, app.py) rather
 # than "not found": a student's revoked token (it stays their row's token_hash until they get a new one), a
-# student's replaced token, an instructor's replaced token (student_id NULL). A table of its own, not a column of
-# `students`: `create_all` adds it to a database made before it (the service has no migrations yet).
+# student's replaced token, an instructor's replaced token (student_id NULL). Made by revision 0002 (migrations/).
 retired_tokens = Table(
     "retired_tokens", metadata,
     Column("token_hash", String(64), primary_key=True),
@@ -254,10 +256,7 @@ class Store:
             self._unsynced = create_engine(url)
             event.listen(self._unsynced, "connect", _sqlite_unsynced_pragmas)
         try:
-            with self.engine.begin() as db:
-                if backend == "postgresql":  # processes starting at once on a new database make its tables in turn
-                    db.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
-                metadata.create_all(db)
+            self._migrate(sqlite)
         except OperationalError as error:
             raise CourseError(f"cannot open the service's database: {error.orig}") from None
         # Attempts are counted under this lock within a process, and under the student's row lock across the
@@ -286,6 +285,36 @@ class Store:
                        .select_from(students.outerjoin(retired_tokens,
                                                        retired_tokens.c.token_hash == students.c.token_hash))
                        .where(students.c.token_hash == bindparam("digest")))
+
+    def _migrate(self, sqlite: bool) -> None:
+        """The database brought to this code's schema (migrations/), by one process at a time: of processes
+        opening it at once, the first migrates under the database's own lock and the others then find it done."""
+        where = self.engine.url.render_as_string(hide_password=True)
+        try:
+            if not sqlite:
+                with self.engine.begin() as db:
+                    if db.dialect.name == "postgresql":  # held until the transaction ends, whatever ends it
+                        db.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+                    migrate(db, where)
+                return
+            # SQLite: the write lock from the transaction's first statement (BEGIN IMMEDIATE), which pysqlite's own
+            # transactions would take only at the first write, after both processes had read the version.
+            with self.engine.connect() as connection:
+                db = connection.execution_options(isolation_level="AUTOCOMMIT")
+                db.exec_driver_sql("BEGIN IMMEDIATE")
+                try:
+                    migrate(db, where)
+                except BaseException:
+                    if connection.connection.dbapi_connection.in_transaction:  # type: ignore[union-attr]
+                        db.exec_driver_sql("ROLLBACK")
+                    raise
+                db.exec_driver_sql("COMMIT")
+        except OperationalError:
+            raise  # the database cannot be reached or is busy: said by __init__
+        except SQLAlchemyError as error:  # the whole migration is one transaction: nothing of it is left
+            raise CourseError(f"the service's database {where}: bringing it to this version's schema failed and "
+                              f"changed nothing ({safe_text(str(getattr(error, 'orig', error)), 300)}): check that "
+                              "its user may create and alter tables") from None
 
     @contextmanager
     def begin(self) -> Iterator[Connection]:
