@@ -593,10 +593,10 @@ def student_route(handler: Callable[[Request, Service, str], Awaitable[Response]
         if student is None:
             return await _retired_or_not_found(service, request.path_params["token"])
         if request.method not in ("GET", "HEAD"):
-            return await handler(request, service, student)
+            return await _unless_unreadable(handler(request, service, student), instructor=False)
         with service.page_slot(student) as wait:  # a refused one holds no place while it is answered
             if wait is None:
-                return await handler(request, service, student)
+                return await _unless_unreadable(handler(request, service, student), instructor=False)
             return await _pages_refused(service, student, wait)
     return route
 
@@ -606,8 +606,19 @@ def instructor_route(handler: Callable[[Request, Service], Awaitable[Response]])
         service: Service = request.app.state.service
         if not await run_in_threadpool(service.store.is_instructor, request.path_params["token"]):
             return await _retired_or_not_found(service, request.path_params["token"], instructor=True)
-        return await handler(request, service)
+        return await _unless_unreadable(handler(request, service), instructor=True)
     return route
+
+
+async def _unless_unreadable(answer: Awaitable[Response], *, instructor: bool) -> Response:
+    """A page's answer, or, where the service's records read back are not as it wrote them (a row of the database
+    mended by hand, say: CourseError names it), a page saying so with 503: our records, never the reader's doing,
+    and never a bare 500."""
+    try:
+        return await answer
+    except CourseError as problem:
+        LOG.error("a page could not be made from the service's records: %s", problem)
+        return HTMLResponse(pages.records_unreadable_page(str(problem), instructor=instructor), status_code=503)
 
 
 def _same_origin(request: Request) -> bool:

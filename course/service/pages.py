@@ -63,6 +63,19 @@ def gradebook_unavailable_page(assignment: str, problem: str, message: str = "")
                                              '<p><a href="../">back to the dashboard</a></p>')
 
 
+def records_unreadable_page(problem: str, *, instructor: bool) -> str:
+    """The page when the service's own records cannot be read: what is wrong for the course staff (it names the
+    row), and, for a student, only that it is not their doing."""
+    if instructor:
+        said = banner(f"{problem}. The other pages that need this record answer the same until it is mended.",
+                      ok=False, label="The service's records cannot be read")
+    else:
+        said = banner("the service cannot read its records of your attempts right now. Nothing you did caused "
+                      "this, and nothing of yours is lost; please tell your instructor.", ok=False,
+                      label="Not available")
+    return _page("Not available", said)
+
+
 def _when(moment: datetime) -> str:
     return f"{moment:%Y-%m-%d %H:%M:%S} UTC"
 

@@ -187,3 +187,35 @@ def test_a_long_reason_of_wide_characters_is_still_shown(site):
         {"cells": [], "metadata": {}, "nbformat": wide, "nbformat_minor": 5}).encode()))
     assert "<strong>Not submitted:</strong>" in shown
     assert "\U0001f600" * 10 in shown
+
+
+def test_a_record_the_service_cannot_read_is_a_page_that_says_so_not_a_500(site):
+    """An attempt row whose status the service never writes (mended by hand, say) is refused when read back; the
+    pages that need it said so with a bare 500. Now the instructor's pages name the row, the student's page says it
+    is not their doing (503 both), and a classmate's page is untouched."""
+    from sqlalchemy import update
+
+    from course.service import store as store_module
+
+    service, app, tokens = site
+    instructor = new_token()
+    service.store.add_instructor(instructor)
+    upload(app, tokens["ana"], notebook_bytes(submitted_notebook()))  # an attempt (or a refusal: she has one)
+    with service.store.begin() as db:
+        db.execute(update(store_module.attempts).where(store_module.attempts.c.student_id == "ana")
+                   .values(status="excellent"))
+    try:
+        for path in ("", "summary", "students/ana", "export/gradebook"):
+            shown = call(app, "GET", f"/i/{instructor}/{path}")
+            assert shown.status == 503, (path, shown.status, shown.text[:300])
+            assert "status &#x27;excellent&#x27; is not one of" in shown.text, (path, shown.text[-800:])
+            assert "mend that row" in shown.text
+        mine = call(app, "GET", page_of(tokens["ana"]))
+        assert mine.status == 503
+        assert "Nothing you did caused this" in mine.text
+        assert "excellent" not in mine.text  # the row's word is the staff's to see
+        assert call(app, "GET", page_of(tokens["ben"])).status == 200
+    finally:
+        with service.store.begin() as db:
+            db.execute(update(store_module.attempts).where(store_module.attempts.c.status == "excellent")
+                       .values(status="graded"))
