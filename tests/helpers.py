@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
@@ -211,6 +211,41 @@ def nbgrader(cwd: Path, *args: str, exchange: Path) -> str:
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout + done.stderr
+
+
+def exchange_course(base: Path) -> tuple[Path, Path, Path]:
+    """A term run with nbgrader's exchange, under `base`: a copy of the course with its nbgrader_config.py, an
+    exchange folder every user may write (as nbgrader's must be), and the folder of the students' homes."""
+    import shutil
+
+    root, exchange, homes = base / "course", base / "exchange", base / "students"
+    copy_course(root)
+    shutil.copy(ROOT / "nbgrader_config.py", root)
+    exchange.mkdir(mode=0o777)
+    exchange.chmod(0o777)  # (mkdir's mode is cut by the umask)
+    return root, exchange, homes
+
+
+def write_roster(path: Path, rows: list[dict[str, str]]) -> Path:
+    """A roster CSV with the rows' keys as its header (the first row's), as an LMS export writes it."""
+    import csv
+
+    with path.open("w", newline="", encoding="utf-8") as stream:
+        writer = csv.DictWriter(stream, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def fetch_and_submit(home: Path, student: str, exchange: Path, work: Callable[[Path], None],
+                     run: Callable[..., str] = nbgrader) -> None:
+    """One student in a home of their own: nbgrader's fetch_assignment, `work` on the fetched
+    autograd/autograd.ipynb, then submit (`run`: how an nbgrader command is run, `nbgrader` above by default)."""
+    home.mkdir(parents=True)
+    cache = f"--Exchange.cache={home / 'cache'}"
+    run(home, "fetch_assignment", "autograd", cache, exchange=exchange)
+    work(home / "autograd" / "autograd.ipynb")
+    run(home, "submit", "autograd", f"--student={student}", cache, exchange=exchange)
 
 
 @contextmanager

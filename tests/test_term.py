@@ -12,7 +12,6 @@ import csv
 import json
 import shutil
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,14 +23,16 @@ from helpers import (
     ALL_VALUES,
     CORRECT_CODE,
     ROOT,
-    copy_course,
+    exchange_course,
+    fetch_and_submit,
+    nbgrader,
     require_tool,
     submitted_notebook,
     write,
+    write_roster,
     wrong_literal,
 )
 
-NBGRADER = str(Path(sys.executable).parent / "nbgrader")
 DUE = "2026-11-20 23:59:00 UTC"
 SUBMITTED_AT = {  # what nbgrader's clock said when each student submitted
     "alice": "2026-11-20 20:00:00.000000 UTC",  # on time
@@ -50,13 +51,6 @@ ROSTER = [  # carol is on the roster and submits nothing
 ]
 
 
-def nbgrader(cwd: Path, *args: str, exchange: Path) -> str:
-    command = [NBGRADER, *args, "--course=autograd-course", f"--Exchange.root={exchange}"]
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout + done.stderr
-
-
 def read_csv(path: Path) -> dict[str, dict[str, str]]:
     with path.open(newline="", encoding="utf-8") as stream:
         return {row.get("student_id") or row.get("Student"): row for row in csv.DictReader(stream)}
@@ -64,20 +58,12 @@ def read_csv(path: Path) -> dict[str, dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def term(tmp_path_factory):
-    base = tmp_path_factory.mktemp("term")
-    root, exchange, homes = base / "course", base / "exchange", base / "students"
-    copy_course(root)
-    shutil.copy(ROOT / "nbgrader_config.py", root)
-    exchange.mkdir(mode=0o777)
-    exchange.chmod(0o777)
+    root, exchange, homes = exchange_course(tmp_path_factory.mktemp("term"))
     settings = yaml.safe_load((root / "source" / "course.yaml").read_text())
     settings["assignments"][0].update(due=DUE, extensions={"dave": 48})
     settings["late_policy"] = {"mode": "penalty", "percent": 10, "per": "day"}
     (root / "source" / "course.yaml").write_text(yaml.safe_dump(settings))
-    with (root / "roster.csv").open("w", newline="") as stream:
-        writer = csv.DictWriter(stream, fieldnames=list(ROSTER[0]))
-        writer.writeheader()
-        writer.writerows(ROSTER)
+    write_roster(root / "roster.csv", ROSTER)
 
     # The instructor releases (our proof, then nbgrader's exchange).
     assert main(["--course", str(root), "release", "--assignment", "autograd"]) == 0  # the term is about autograd
@@ -90,14 +76,11 @@ def term(tmp_path_factory):
         "dave": {**CORRECT_CODE, "twice_w_grad": "12"},
     }
     def fetch_answer_submit(student: str) -> None:
-        home = homes / student
-        home.mkdir(parents=True)
-        cache = f"--Exchange.cache={home / 'cache'}"
-        nbgrader(home, "fetch_assignment", "autograd", cache, exchange=exchange)
-        fetched = home / "autograd" / "autograd.ipynb"
-        assert "net_h = ..." in fetched.read_text()
-        write(submitted_notebook(answers[student]), fetched)
-        nbgrader(home, "submit", "autograd", f"--student={student}", cache, exchange=exchange)
+        def answer(fetched: Path) -> None:
+            assert "net_h = ..." in fetched.read_text()
+            write(submitted_notebook(answers[student]), fetched)
+
+        fetch_and_submit(homes / student, student, exchange, answer)
 
     with ThreadPoolExecutor(len(answers)) as students:  # each in their own home, at the same time, as in a class
         list(students.map(fetch_answer_submit, answers))  # list(): a failed assertion is raised here

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from course.cli import main
-from helpers import ROOT, SAMPLE_SCORES, copy_course, nbgrader
+from helpers import ROOT, SAMPLE_SCORES, exchange_course, fetch_and_submit, nbgrader, write_roster
 
 pytestmark = pytest.mark.slow
 
@@ -52,29 +52,18 @@ def read_csv(path: Path) -> dict[str, dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def term(tmp_path_factory):
-    base = tmp_path_factory.mktemp("names")
-    root, exchange, homes = base / "course", base / "exchange", base / "students"
-    copy_course(root)  # release/ as committed: nbgrader's release_assignment hands it out
-    shutil.copy(ROOT / "nbgrader_config.py", root)
-    exchange.mkdir(mode=0o777)
-    exchange.chmod(0o777)
+    root, exchange, homes = exchange_course(tmp_path_factory.mktemp("names"))  # release/ as committed
     settings = yaml.safe_load((root / "source" / "course.yaml").read_text())
     settings["assignments"][0]["due"] = DUE
     settings["late_policy"] = {"mode": "penalty", "percent": 10, "per": "day"}
     (root / "source" / "course.yaml").write_text(yaml.safe_dump(settings))
-    with (root / "roster.csv").open("w", newline="", encoding="utf-8") as stream:
-        writer = csv.DictWriter(stream, fieldnames=list(ROSTER[0]))
-        writer.writeheader()
-        writer.writerows(ROSTER)
+    write_roster(root / "roster.csv", ROSTER)
 
     nbgrader(root, "release_assignment", "autograd", exchange=exchange)
     for student in THROUGH_THE_EXCHANGE:
-        home = homes / student
-        home.mkdir(parents=True)
-        cache = f"--Exchange.cache={home / 'cache'}"
-        nbgrader(home, "fetch_assignment", "autograd", cache, exchange=exchange)
-        shutil.copy(SAMPLES / student / "autograd" / "autograd.ipynb", home / "autograd" / "autograd.ipynb")
-        nbgrader(home, "submit", "autograd", f"--student={student}", cache, exchange=exchange)
+        fetch_and_submit(homes / student, student, exchange,
+                         lambda fetched, student=student: shutil.copy(SAMPLES / student / "autograd" / "autograd.ipynb",
+                                                                      fetched))
     for folder in (exchange / "autograd-course" / "inbound").iterdir():
         (folder / "timestamp.txt").write_text(ON_TIME)
         if folder.name.startswith("erin+"):

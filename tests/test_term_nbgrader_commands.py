@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import ROOT, SAMPLE_SCORES, copy_course, formgrader_server
+from helpers import ROOT, SAMPLE_SCORES, copy_course, exchange_course, fetch_and_submit, formgrader_server, write_roster
 
 pytestmark = pytest.mark.slow
 
@@ -89,29 +89,18 @@ def tree_digest(folder: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def term(tmp_path_factory):
-    base = tmp_path_factory.mktemp("term-commands")
-    root, exchange, homes = base / "course", base / "exchange", base / "students"
-    copy_course(root)
-    shutil.copy(ROOT / "nbgrader_config.py", root)
-    exchange.mkdir(mode=0o777)
-    exchange.chmod(0o777)
+    root, exchange, homes = exchange_course(tmp_path_factory.mktemp("term-commands"))
     settings = yaml.safe_load((root / "source" / "course.yaml").read_text())
     settings["assignments"][0]["due"] = DUE
     (root / "source" / "course.yaml").write_text(yaml.safe_dump(settings))
-    with (root / "roster.csv").open("w", newline="", encoding="utf-8") as stream:
-        writer = csv.DictWriter(stream, fieldnames=list(ROSTER[0]))
-        writer.writeheader()
-        writer.writerows(ROSTER)
+    write_roster(root / "roster.csv", ROSTER)
 
     run(root, str(BIN / "autograd-course"), "release", "--assignment", "autograd")  # the term is about autograd
     nbgrader(root, "release_assignment", "autograd", exchange=exchange)
     for student in THROUGH_THE_EXCHANGE:
-        home = homes / student
-        home.mkdir(parents=True)
-        cache = f"--Exchange.cache={home / 'cache'}"
-        nbgrader(home, "fetch_assignment", "autograd", cache, exchange=exchange)
-        shutil.copy(SAMPLES / student / "autograd" / "autograd.ipynb", home / "autograd" / "autograd.ipynb")
-        nbgrader(home, "submit", "autograd", f"--student={student}", cache, exchange=exchange)
+        fetch_and_submit(homes / student, student, exchange,
+                         lambda fetched, student=student: shutil.copy(SAMPLES / student / "autograd" / "autograd.ipynb",
+                                                                      fetched), run=nbgrader)
     for folder in (exchange / COURSE_ID / "inbound").iterdir():
         (folder / "timestamp.txt").write_text(ON_TIME)
     nbgrader(root, "collect", "autograd", exchange=exchange)
@@ -249,10 +238,7 @@ def test_nbgrader_commands_after_the_dashboards_recording(term):
     settings = yaml.safe_load(yaml_path.read_text())
     settings["assignments"][0]["due"] = "2099-01-01 00:00:00 UTC"  # the service's attempts are on time
     yaml_path.write_text(yaml.safe_dump(settings))
-    with (root / "service-roster.csv").open("w", newline="", encoding="utf-8") as stream:
-        writer = csv.DictWriter(stream, fieldnames=list(ROSTER[0]))
-        writer.writeheader()
-        writer.writerows([*ROSTER, LATE])
+    write_roster(root / "service-roster.csv", [*ROSTER, LATE])
     run(root, str(BIN / "autograd-course"), "serve", "tokens", "service-roster.csv", "--out", "tokens.csv")
     with (root / "tokens.csv").open(encoding="utf-8") as stream:
         tokens = {row["student_id"]: row["token"] for row in csv.DictReader(stream)}

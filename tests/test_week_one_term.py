@@ -21,7 +21,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import shutil
 import subprocess
 import urllib.request
 from pathlib import Path
@@ -36,7 +35,8 @@ from course.variants import derive, numbers_source
 from helpers import (
     CORRECT_CODE,
     ROOT,
-    copy_course,
+    exchange_course,
+    fetch_and_submit,
     fill,
     formgrader_server,
     load,
@@ -45,6 +45,7 @@ from helpers import (
     write,
     wrong_literal,
 )
+from helpers import write_roster as write_roster_rows
 
 pytestmark = pytest.mark.slow
 
@@ -103,11 +104,8 @@ def named_in(path: Path) -> set[str]:
 
 
 def write_roster(path: Path, rows: list[list[str]]) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as stream:
-        writer = csv.writer(stream)
-        writer.writerow(COLUMNS)
-        writer.writerows(rows)
-    return path
+    """The roster of rows in COLUMNS' order."""
+    return write_roster_rows(path, [dict(zip(COLUMNS, row, strict=True)) for row in rows])
 
 
 def read_csv(path: Path) -> dict[str, dict[str, str]]:
@@ -125,9 +123,7 @@ def term(tmp_path_factory):
     from service.conftest import Server, notebook_bytes, request
 
     base = tmp_path_factory.mktemp("week-one")
-    root, exchange, homes = base / "course", base / "exchange", base / "students"
-    copy_course(root)
-    shutil.copy(ROOT / "nbgrader_config.py", root)
+    root, exchange, homes = exchange_course(base)
     secret = root / "course-secret.txt"
     secret.write_text(SECRET)
     secret.chmod(0o600)
@@ -136,8 +132,6 @@ def term(tmp_path_factory):
     settings |= {"variants": True, "variant_secret_file": secret.name}
     (root / "source" / "course.yaml").write_text(yaml.safe_dump(settings))
     roster = write_roster(root / "roster.csv", ROSTER)
-    exchange.mkdir(mode=0o777)
-    exchange.chmod(0o777)
 
     with pytest.MonkeyPatch.context() as env:
         env.delenv("AUTOGRAD_COURSE_SECRET", raising=False)  # the file is the secret (the variable would win)
@@ -147,19 +141,17 @@ def term(tmp_path_factory):
         released = notebooks_under(root / "personalised")
         fetched = {}
         for student in (*OWN_COPY, DEFAULT_COPY):
-            home = homes / student
-            home.mkdir(parents=True)
-            cache = f"--Exchange.cache={home / 'cache'}"
-            nbgrader(home, "fetch_assignment", "autograd", cache, exchange=exchange)
-            fetched[student] = {p.relative_to(home).as_posix(): whose for p, whose in
-                                notebooks_under(home / "autograd").items()}
-            given = load(home / "autograd" / "autograd.ipynb")
-            if student in OWN_COPY:  # docs/authoring.md: saved over the fetched notebook, worked there
-                given = load(root / "personalised" / "autograd" / student / "autograd.ipynb")
-            answers = answers_for(student, ("net_dL_dw", "cubic_grad") if student == "bob" else ())
-            worked = fill(given, CORRECT_CODE if student == DEFAULT_COPY else answers)
-            write(worked, home / "autograd" / "autograd.ipynb")
-            nbgrader(home, "submit", "autograd", f"--student={student}", cache, exchange=exchange)
+            def work(notebook: Path, student: str = student) -> None:
+                home = notebook.parents[1]
+                fetched[student] = {p.relative_to(home).as_posix(): whose for p, whose in
+                                    notebooks_under(notebook.parent).items()}
+                given = load(notebook)
+                if student in OWN_COPY:  # docs/authoring.md: saved over the fetched notebook, worked there
+                    given = load(root / "personalised" / "autograd" / student / "autograd.ipynb")
+                answers = answers_for(student, ("net_dL_dw", "cubic_grad") if student == "bob" else ())
+                write(fill(given, CORRECT_CODE if student == DEFAULT_COPY else answers), notebook)
+
+            fetch_and_submit(homes / student, student, exchange, work)
         for folder in (exchange / "autograd-course" / "inbound").iterdir():
             (folder / "timestamp.txt").write_text(ON_TIME)
         nbgrader(root, "collect", "autograd", exchange=exchange)
