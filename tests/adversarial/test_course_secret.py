@@ -47,27 +47,16 @@ def test_a_secret_owned_by_someone_else_is_refused(tmp_path, monkeypatch):
         load_secret("AUTOGRAD_COURSE_SECRET", path.name, tmp_path)
 
 
-def test_the_gradescope_zip_packs_the_secret_for_root_only(tmp_path, course_root):
+@pytest.mark.parametrize("variants", [True, False], ids=["variants", "without-variants"])
+def test_the_gradescope_zip_packs_the_secret_for_root_only(tmp_path, course_root, variants):
+    """Without variants too: the secret also keys the function answers' points (course/probes.py), so a course
+    that names one grades at those points on Gradescope only if the zip holds it."""
     secret = _secret(course_root, 0o600)
     (course_root / "pyproject.toml").symlink_to(ROOT / "pyproject.toml")
     for folder in ("course", "autograder"):
         (course_root / folder).symlink_to(ROOT / folder)
     (course_root / "README.md").symlink_to(ROOT / "README.md")
-    config = replace(load_config(course_root), variants=True, variant_secret_file=secret.name)
-    with zipfile.ZipFile(build_bundle(config, tmp_path / "dist")) as archive:
-        modes = {info.filename: info.external_attr >> 16 for info in archive.infolist()}
-    assert modes["course.key"] == 0o600
-
-
-def test_the_gradescope_zip_packs_a_secret_named_without_variants(tmp_path, course_root):
-    """The secret also keys the function answers' points (course/probes.py): a course without variants that names
-    one grades at those points on Gradescope only if the zip holds it."""
-    secret = _secret(course_root, 0o600)
-    (course_root / "pyproject.toml").symlink_to(ROOT / "pyproject.toml")
-    for folder in ("course", "autograder"):
-        (course_root / folder).symlink_to(ROOT / folder)
-    (course_root / "README.md").symlink_to(ROOT / "README.md")
-    config = replace(load_config(course_root), variants=False, variant_secret_file=secret.name)
+    config = replace(load_config(course_root), variants=variants, variant_secret_file=secret.name)
     with zipfile.ZipFile(build_bundle(config, tmp_path / "dist")) as archive:
         modes = {info.filename: info.external_attr >> 16 for info in archive.infolist()}
     assert modes["course.key"] == 0o600
