@@ -83,14 +83,20 @@ def notebooks_in(folder: Path) -> dict[str, set[str]]:
     return found
 
 
-@pytest.mark.slow
-def test_nbgrader_exchange_hands_no_student_a_classmates_numbers(tmp_path, monkeypatch, capsys):
-    root, exchange = tmp_path / "course", tmp_path / "exchange"
+def variants_course(tmp_path: Path) -> Path:
+    """A copy of the course with variants on, its nbgrader_config.py and a roster of STUDENTS."""
+    root = tmp_path / "course"
     copy_course(root)
     (root / "nbgrader_config.py").write_text((ROOT / "nbgrader_config.py").read_text())
     settings = yaml.safe_load((root / "source" / "course.yaml").read_text())
     (root / "source" / "course.yaml").write_text(yaml.safe_dump({**settings, "variants": True}))
     (root / "roster.csv").write_text("student_id\n" + "\n".join(STUDENTS) + "\n")
+    return root
+
+
+@pytest.mark.slow
+def test_nbgrader_exchange_hands_no_student_a_classmates_numbers(tmp_path, monkeypatch, capsys):
+    root, exchange = variants_course(tmp_path), tmp_path / "exchange"
     # What an earlier version left: copies inside the release nbgrader hands to everyone.
     write(personalised_for("carol"), root / "release" / "autograd" / "students" / "carol" / "autograd.ipynb")
     monkeypatch.setenv("AUTOGRAD_COURSE_SECRET", SECRET)
@@ -119,12 +125,7 @@ def test_nbgrader_exchange_hands_no_student_a_classmates_numbers(tmp_path, monke
 def test_upgrading_says_how_to_take_classmates_copies_out_of_the_exchange(tmp_path, monkeypatch, capsys):
     """A course that ran `nbgrader release_assignment` with an earlier version has every classmate's copy in the
     exchange's outbound folder, which nbgrader replaces only with --force: `release` says to run it, and it works."""
-    root, exchange = tmp_path / "course", tmp_path / "exchange"
-    copy_course(root)
-    (root / "nbgrader_config.py").write_text((ROOT / "nbgrader_config.py").read_text())
-    settings = yaml.safe_load((root / "source" / "course.yaml").read_text())
-    (root / "source" / "course.yaml").write_text(yaml.safe_dump({**settings, "variants": True}))
-    (root / "roster.csv").write_text("student_id\n" + "\n".join(STUDENTS) + "\n")
+    root, exchange = variants_course(tmp_path), tmp_path / "exchange"
     for student in STUDENTS:  # what an earlier version wrote, and nbgrader then sent out
         write(personalised_for(student), root / "release" / "autograd" / "students" / student / "autograd.ipynb")
     exchange.mkdir()
