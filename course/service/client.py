@@ -57,7 +57,7 @@ def submit(notebook: Path, server: str, token: str, *, wait: bool = True) -> Sub
         raise CourseError(f"{notebook}: cannot read the notebook ({error.strerror})") from None
     base = server.rstrip("/") + "/"
     status, body = _request(urljoin(base, "api/submissions"), token, data)
-    if status == 401:  # a revoked or replaced token: the server's sentence says which (app.RETIRED_LINK)
+    if status == 401:  # a revoked or replaced token: the server's sentence says which (access.RETIRED_LINK)
         reason = body.get("error") if body.get("token") in ("revoked", "replaced") else None
         raise CourseError("the server did not accept the token: " + (
             reason[:300] if isinstance(reason, str) and reason else "use the one from your personal link"))

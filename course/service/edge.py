@@ -1,5 +1,5 @@
 """The bounds of the service's edge: what one connection, one upload and one student may hold before the app does
-any work. `connections.py` holds them where the bytes arrive, `app.py` per upload and per student.
+any work. `connections.py` holds them where the bytes arrive, `uploads.py` and `state.py` per upload and per student.
 
 uvicorn bounds a request's headers in size (h11's 16 KB) and an idle keep-alive connection in time, but nothing else
 before a request is complete: a connection that sends half a request line and waits is never timed out (its

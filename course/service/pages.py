@@ -120,7 +120,7 @@ def student_page(record: StudentRecord, assignment: str, policy: ServicePolicy, 
                  message: str = "", notebook_note: str = "", refused: Refusal | None = None) -> str:
     """The upload form (with the policy, and closed, saying why and until when, when it refuses an attempt now)
     and the attempts; once every attempt is used, no form at all. message: why the last upload was not
-    submitted (the form's answer, carried to this page: app.py, the upload's notes). refused: the policy's
+    submitted (the form's answer, carried to this page: student_pages.py, the upload's notes). refused: the policy's
     answer to an attempt now."""
     pending = any(not a.done for a in record.attempts)
     counted = ""

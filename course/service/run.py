@@ -13,10 +13,11 @@ from pathlib import Path
 
 from course.config import CourseConfig
 from course.errors import CourseError, SecretFileError
-from course.service.app import WAIT_SECONDS, Service, create_app
+from course.service.app import create_app
 from course.service.connections import protocol_for
 from course.service.edge import BACKLOG, EDGE_HEADER_BYTES, Edge
 from course.service.heap import bound_the_heap
+from course.service.state import WAIT_SECONDS, Service
 from course.service.store import Store, database_url
 from course.service.worker import Grader
 

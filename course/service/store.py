@@ -98,7 +98,7 @@ attempts = Table(
     Column("notebook", LargeBinary, nullable=False),
     UniqueConstraint("student_id", "assignment", "number"),
 )
-# Tokens that no longer open anything, kept by their hash so that their links can say why (410, app.py) rather
+# Tokens that no longer open anything, kept by their hash so that their links can say why (410, access.py) rather
 # than "not found": a student's revoked token (it stays their row's token_hash until they get a new one), a
 # student's replaced token, an instructor's replaced token (student_id NULL). Made by revision 0002 (migrations/).
 retired_tokens = Table(

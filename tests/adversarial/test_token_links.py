@@ -95,7 +95,7 @@ def test_over_http_a_late_student_a_rotation_and_a_revocation_reach_only_their_l
 
 
 def links_over_http(tmp_path: Path, database: str | None) -> None:
-    from course.service.app import RETIRED_INSTRUCTOR_LINK, RETIRED_LINK
+    from course.service.access import RETIRED_INSTRUCTOR_LINK, RETIRED_LINK
     from service.conftest import Server, course_for_service, notebook_bytes
     from service.conftest import request as http
 

@@ -18,8 +18,7 @@ import pytest
 from sqlalchemy import event
 
 from course.config import load_config
-from course.service import app as app_module
-from course.service import pages
+from course.service import access, instructor_pages, pages, student_pages
 from course.service.app import create_app
 from course.service.edge import PageGate
 from course.service.run import make_service
@@ -164,8 +163,9 @@ def test_feedback_pages_and_the_class_summary_are_rendered_off_the_event_loop(se
             return real(*args, **kwargs)
         return rendering
 
-    monkeypatch.setattr(app_module, "render_html", spy("feedback", app_module.render_html))
-    monkeypatch.setattr(app_module, "render_summary_html", spy("summary", app_module.render_summary_html))
+    monkeypatch.setattr(student_pages, "render_html", spy("feedback", student_pages.render_html))
+    monkeypatch.setattr(instructor_pages, "render_summary_html",
+                        spy("summary", instructor_pages.render_summary_html))
     last = service.store.attempts_of("mallory", feedback=False)[-1].number
     assert client.get(f"/s/{service.tokens['mallory']}/attempts/{last}").status_code == 200
     assert client.get(f"/i/{service.tokens['instructor']}/students/mallory/attempts/{last}").status_code == 200
@@ -180,7 +180,7 @@ def test_one_students_pages_beyond_their_pace_are_refused_while_another_students
     are answered again."""
     monkeypatch.setattr(service, "page_gate", PageGate(in_flight=2, per_minute=120))  # the defaults, unused
     monkeypatch.setattr(service, "wait_seconds", 0)  # alice's upload is acknowledged (202) without its grading
-    monkeypatch.setattr(app_module, "PAGE_REFUSAL_SECONDS", 0)  # refusals at once (the delay: the benchmark's)
+    monkeypatch.setattr(access, "PAGE_REFUSAL_SECONDS", 0)  # refusals at once (the delay: the benchmark's)
     rendering, finish = threading.Semaphore(0), threading.Event()
     real = pages.student_page
 

@@ -14,7 +14,8 @@ from course.cli import main
 from course.config import load_config
 from course.errors import CourseError
 from course.service import store as store_module
-from course.service.app import RETIRED_INSTRUCTOR_LINK, RETIRED_LINK, create_app
+from course.service.access import RETIRED_INSTRUCTOR_LINK, RETIRED_LINK
+from course.service.app import create_app
 from course.service.policy import ServicePolicy
 from course.service.run import make_service
 from course.service.store import REPLACED, REVOKED, Store, hash_token, new_token

@@ -8,20 +8,20 @@ import pytest
 
 from course.config import load_config
 from course.errors import CourseError
-from course.service.app import _notebook_problem
 from course.service.policy import ServicePolicy
 from course.service.run import make_service
 from course.service.store import Store
+from course.service.uploads import notebook_problem
 from course.service.worker import SCRATCH
 
 from .conftest import course_for_service
 
 
 def test_a_deeply_nested_upload_is_refused_with_a_message():
-    assert _notebook_problem(b"[" * 100_000 + b"]" * 100_000) == (
+    assert notebook_problem(b"[" * 100_000 + b"]" * 100_000) == (
         "the upload is not a Jupyter notebook (.ipynb): its JSON is nested too deeply")
     nested = b'{"cells": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
-    assert "nested too deeply" in _notebook_problem(nested)
+    assert "nested too deeply" in notebook_problem(nested)
 
 
 def test_an_attempt_id_beyond_the_databases_integers_is_no_attempt(tmp_path):
