@@ -8,8 +8,8 @@ and sent, as plain data, in the order backward visited the nodes.
 
 A step of the walk is a *named* value, not a torch node: the author names the tensors the table should show
 (`names`: symbol -> tensor, the leaves and the intermediates a student computes), and the torch nodes between
-two named values are one step, written as one expression (`h = w·x + b` is torch's AddBackward0 and
-MulBackward0). A torch node whose value is used twice (a fork) is always a step of its own, named `t1`, `t2`,
+two named values are one step, written as one expression (`h = w·x + b` is torch's AddBackward node and
+its MulBackward one). A torch node whose value is used twice (a fork) is always a step of its own, named `t1`, `t2`,
 ...  when the author gave it no name: its gradient is the sum of what each use sends back, and the step lists
 each contribution and the sum (`Contribution`). Name every intermediate to see torch's walk node by node.
 
@@ -20,6 +20,7 @@ never on anything from a student.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -80,15 +81,30 @@ class GraphStep:
 # ----------------------------------------------------------------------------- expressions of torch nodes
 
 SUPERSCRIPTS = {2: "²", 3: "³"}
-INFIX = {"AddBackward0": " + ", "AddBackward1": " + ", "SubBackward0": " − ", "SubBackward1": " − ",
-         "MulBackward0": "·", "MulBackward1": "·", "DivBackward0": "/", "DivBackward1": "/", "DotBackward0": "·"}
-CALLS = {"ExpBackward0": "exp", "LogBackward0": "log", "ReluBackward0": "ReLU", "LeakyReluBackward0": "LeakyReLU",
-         "SigmoidBackward0": "σ", "TanhBackward0": "tanh", "SumBackward0": "sum", "MeanBackward0": "mean",
-         "SinBackward0": "sin", "CosBackward0": "cos", "SqrtBackward0": "sqrt", "AbsBackward0": "abs"}
+# torch's node classes are the operation's name and Backward with a number: the operation is what they show.
+INFIX = {"Add": " + ", "Sub": " − ", "Mul": "·", "Div": "/", "Dot": "·"}
+SPECIAL = ("Pow", "Neg", "Rsub", "Reciprocal", "Select")  # written as torch's notation would be
+SYMBOLS = {"Sigmoid": "σ"}  # a function's name as the course writes it; else torch's own (`relu` -> ReLU, `exp`)
 
 
 def _operation(node: Any) -> str:
     return type(node).__name__
+
+
+def _kind(node: Any) -> str:
+    """The operation of a torch node, from its class: `Mul` for MulBackward, `AccumulateGrad` for a leaf's."""
+    return re.sub(r"Backward\d*$", "", _operation(node))
+
+
+def _call(kind: str) -> str | None:
+    """How a function-like operation is written (`exp`, `ReLU`, `σ`), None for an infix or special one."""
+    if kind in INFIX or kind in SPECIAL:
+        return None
+    if kind in SYMBOLS:
+        return SYMBOLS[kind]
+    if kind.endswith("Relu"):  # the rectifiers keep their capitals: ReLU, and its variants' prefix
+        return kind.removesuffix("Relu") + "ReLU"
+    return kind.lower()
 
 
 def _constant(node: Any, slot: int, symbols: dict[int, str]) -> str:
@@ -109,14 +125,14 @@ def _constant(node: Any, slot: int, symbols: dict[int, str]) -> str:
     return "const"
 
 
-def _wrapped(text: str, operation: str, slot: int, parent: str) -> str:
+def _wrapped(text: str, kind: str, slot: int, parent: str) -> str:
     """Brackets where reading left to right would bind the operand otherwise."""
-    if operation in ("leaf", "constant", "named") or operation in CALLS or operation.startswith("Select"):
+    if kind in ("constant", "named", "Select") or _call(kind) is not None:
         return text
-    loose = operation.startswith(("Add", "Sub", "Rsub", "Neg"))
-    if parent.startswith(("Add",)) or (parent.startswith("Sub") and slot == 0):
+    loose = kind in ("Add", "Sub", "Rsub", "Neg")
+    if parent == "Add" or (parent == "Sub" and slot == 0):
         return text
-    if parent.startswith(("Mul", "Dot")) and not loose and not operation.startswith("Div"):
+    if parent in ("Mul", "Dot") and not loose and kind != "Div":
         return text
     return f"({text})"
 
@@ -283,8 +299,7 @@ def _segment(node: Any, named: dict[int, str], symbols: dict[int, str],
     edges: list[tuple[Any, Any]] = []
 
     def render(current: Any) -> str:
-        operation = _operation(current)
-        operations.append(operation)
+        operations.append(_operation(current))
         sent = graph.sent.get(id(current), ())
         operands = []
         for slot, (child, _) in enumerate(current.next_functions):
@@ -296,39 +311,36 @@ def _segment(node: Any, named: dict[int, str], symbols: dict[int, str],
                 edges.append((child, gradient))
                 operands.append((named[id(child)], "named"))
             else:
-                operands.append((render(child), _operation(child)))
-        return _expression(current, operation, operands)
+                operands.append((render(child), _kind(child)))
+        return _expression(current, _kind(current), operands)
 
     return render(node), tuple(operations), edges
 
 
-def _expression(node: Any, operation: str, operands: list[tuple[str, str]]) -> str:
-    texts = [_wrapped(text, kind, slot, operation) for slot, (text, kind) in enumerate(operands)]
-    if operation in INFIX and len(texts) == 2:
-        return INFIX[operation].join(texts)
-    if operation in INFIX and len(texts) == 1:  # the other operand a Python number: torch keeps it, or not
-        other = _constant(node, 1, {})
-        return f"{texts[0]}{INFIX[operation]}{other}"
-    if operation.startswith("Pow") and texts:
+def _expression(node: Any, kind: str, operands: list[tuple[str, str]]) -> str:
+    texts = [_wrapped(text, of, slot, kind) for slot, (text, of) in enumerate(operands)]
+    joined = ", ".join(text for text, _ in operands)
+    if kind in INFIX:
+        if len(texts) == 1:  # the other operand a Python number: its value where torch keeps it
+            return f"{texts[0]}{INFIX[kind]}{_constant(node, 1, {})}"
+        return INFIX[kind].join(texts)
+    if kind == "Pow" and texts:
         exponent = getattr(node, "_saved_exponent", None)
-        if isinstance(exponent, int | float):
-            power = SUPERSCRIPTS.get(int(exponent), f"^{describe(exponent)}") if exponent == int(exponent) \
-                else f"^{describe(exponent)}"
-            return f"{texts[0]}{power}" if operands[0][1] in ("named", "constant") or operands[0][1] in CALLS \
-                else f"({operands[0][0]}){power}"
-        return "^".join(texts)
-    if operation == "NegBackward0" and texts:
+        if not isinstance(exponent, int | float):
+            return "^".join(texts)
+        power = SUPERSCRIPTS.get(int(exponent), f"^{describe(exponent)}") if exponent == int(exponent) \
+            else f"^{describe(exponent)}"
+        simple = operands[0][1] in ("named", "constant") or _call(operands[0][1]) is not None
+        return f"{operands[0][0]}{power}" if simple else f"({operands[0][0]}){power}"
+    if kind == "Neg" and texts:
         return f"−{texts[0]}"
-    if operation == "RsubBackward1" and texts:
+    if kind == "Rsub" and texts:
         return f"{_constant(node, 1, {})} − {texts[0]}"
-    if operation == "ReciprocalBackward0" and texts:
+    if kind == "Reciprocal" and texts:
         return f"1/{texts[0]}"
-    if operation.startswith("Select") and texts:
+    if kind == "Select" and texts:
         return f"{operands[0][0]}[{getattr(node, '_saved_index', '?')}]"
-    if operation in CALLS:
-        return f"{CALLS[operation]}({', '.join(text for text, _ in operands)})"
-    call = operation.removesuffix("0").removesuffix("Backward").lower() or operation
-    return f"{call}({', '.join(text for text, _ in operands)})"
+    return f"{_call(kind) or kind.lower()}({joined})"
 
 
 # ----------------------------------------------------------------------------- chain tables
