@@ -320,6 +320,9 @@ def _segment(node: Any, named: dict[int, str], symbols: dict[int, str],
 def _expression(node: Any, kind: str, operands: list[tuple[str, str]]) -> str:
     texts = [_wrapped(text, of, slot, kind) for slot, (text, of) in enumerate(operands)]
     joined = ", ".join(text for text, _ in operands)
+    if kind == "Mul" and len(operands) == 2 and operands[0][1] == "Reciprocal" and operands[1][1] == "constant":
+        numerator = operands[1][0]  # torch writes k / x as x's reciprocal times k
+        return operands[0][0] if numerator == "1" else f"{numerator}/{operands[0][0].removeprefix('1/')}"
     if kind in INFIX:
         if len(texts) == 1:  # the other operand a Python number: its value where torch keeps it
             return f"{texts[0]}{INFIX[kind]}{_constant(node, 1, {})}"
@@ -348,13 +351,13 @@ def _expression(node: Any, kind: str, operands: list[tuple[str, str]]) -> str:
 
 def chain_from_graph(output: torch.Tensor, names: Mapping[str, torch.Tensor], *,
                      forwards: Mapping[str, str] | None = None,
-                     gradients: Mapping[str, str] | None = None) -> tuple[ChainStep, ...]:
+                     gradients: Mapping[str, str] | None = None, partial: bool = False) -> tuple[ChainStep, ...]:
     """The feedback chain table of `output`'s backward walk (`walk`), as `ChainStep`s: one per edge (step ->
     input) whose gradient is an answer, in the walk's order. `forwards`: symbol -> the answer holding its
     forward value; `gradients`: symbol -> the answer holding the gradient at it (the output's is 1 and needs
     none). The feedback computes each local derivative as the gradient sent over the gradient received, so the
     gradient at a step that sends an answer must itself be an answer (or the output's): GraphChainError says
-    which to add otherwise."""
+    which to add otherwise, or with `partial` the row is left out (the table shows what the answers cover)."""
     forwards, gradients = dict(forwards or {}), dict(gradients or {})
     steps = walk(output, names)
     known = {step.name for step in steps}
@@ -371,11 +374,16 @@ def chain_from_graph(output: torch.Tensor, names: Mapping[str, torch.Tensor], *,
                 continue
             upstream = gradients.get(step.name)
             if upstream is None and step.name != root:
+                if partial:
+                    continue
                 raise GraphChainError(f"the gradient at {step.name!r} is no answer, so the chain table cannot show "
                                       f"∂{step.name}/∂{target}: name the answer that holds it in `gradients`, or "
                                       "write the table by hand (CHAINS)")
             chain.append(ChainStep(f"{step.node} (to {target})" if several else step.node,
                                    f"∂{step.name}/∂{target}", forwards.get(step.name), gradients[target], upstream))
+    if not chain and not partial:
+        raise GraphChainError("no gradient of the walk is an answer, so the chain table would be empty: name in "
+                              "`gradients` the answers that hold the gradients")
     return tuple(chain)
 
 
@@ -392,9 +400,69 @@ class Computation:
     names: Mapping[str, Any]
     forwards: Mapping[str, str] = field(default_factory=dict)
     gradients: Mapping[str, str] = field(default_factory=dict)
+    partial: bool = False  # rows whose upstream gradient is no answer are left out, not refused
 
     def chain(self) -> tuple[ChainStep, ...]:
-        return chain_from_graph(self.output, self.names, forwards=self.forwards, gradients=self.gradients)
+        return chain_from_graph(self.output, self.names, forwards=self.forwards, gradients=self.gradients,
+                                partial=self.partial)
+
+
+def computation_from_build(build: Callable[..., Mapping[str, Any]], numbers: Mapping[str, Any]) -> Computation:
+    """The `Computation` of a build in the authoring kit's shape (course/kit.py): `build(**numbers)` makes its
+    tensors, calls `backward()` on its output and returns {answer name: tensor}. Read from the run itself: the
+    output is the tensor `backward()` was called on (that call is made to keep its graph, as a thread-local torch
+    function mode does it, so the walk can run it again); the names are the build's own local variables (its
+    last binding of each); an answer is a forward value when it is a named tensor, a gradient when it is a named
+    tensor's `.grad`. Raises GraphChainError when the build calls `backward()` other than once."""
+    import sys
+
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    outputs: list[Any] = []
+
+    class KeepGraph(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = dict(kwargs or {})
+            if func is torch.Tensor.backward:
+                outputs.append(args[0])
+                kwargs["retain_graph"] = True
+            return func(*args, **kwargs)
+
+    found: dict[str, Any] = {}
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "return" and frame.f_code is getattr(build, "__code__", None):
+            found.update(frame.f_locals)
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        with KeepGraph():
+            returned = dict(build(**dict(numbers)))
+    finally:
+        sys.setprofile(previous)
+    if len(outputs) != 1:
+        raise GraphChainError(f"the build called backward() {len(outputs)} times: a chain table walks one output")
+    names = {name: value for name, value in found.items() if isinstance(value, torch.Tensor)}
+    forwards, gradients = {}, {}
+    for answer, value in returned.items():
+        for name, tensor in names.items():
+            if value is tensor and tensor.grad_fn is not None:
+                forwards[name] = answer
+            elif value is not None and (tensor.is_leaf or tensor.retains_grad) and value is tensor.grad:
+                gradients[name] = answer
+    return Computation(outputs[0], names, forwards, gradients, partial=True)
+
+
+def kit_graphs(exercises: Any) -> dict[str, Build]:
+    """`GRAPHS` for the authoring kit's exercises (course/kit.py: each with `id`, `build` and `number_names()`,
+    its own names of its numbers -> theirs in the numbers cell's P): the chain table of each read from its build,
+    the part of the walk its answers cover (`Computation.partial`)."""
+    def graph(exercise: Any) -> Build:
+        return lambda P: computation_from_build(
+            exercise.build, {own: P[name] for own, name in exercise.number_names().items()})
+    return {exercise.id: graph(exercise) for exercise in exercises}
 
 
 Build = Callable[[dict[str, Any]], Computation]  # the exercise's numbers (the `P` of its notebook) -> its build
@@ -437,9 +505,6 @@ def check_graphs(content: Content, answers: Mapping[str, tuple[str, ...]], numbe
             raise GraphChainError(f"{content.path or EXERCISES_FILE}: GRAPHS[{question!r}] names "
                                   f"{', '.join(map(repr, foreign))}, which {'is' if len(foreign) == 1 else 'are'} no "
                                   f"answer of {question!r}: map each value to one of {', '.join(answers[question])}")
-        if not chain:
-            raise GraphChainError(f"{content.path or EXERCISES_FILE}: GRAPHS[{question!r}] gives an empty chain "
-                                  "table: name in `gradients` the answers that hold the gradients")
 
 
 def with_derived_chains(content: Content, numbers: dict[str, Any] | None) -> Content:
@@ -452,7 +517,9 @@ def with_derived_chains(content: Content, numbers: dict[str, Any] | None) -> Con
     chains = dict(content.chains)
     for question in questions:
         try:
-            chains[question] = derived_chain(content, question, numbers)
+            chain = derived_chain(content, question, numbers)
         except GraphChainError:
             continue
+        if chain:
+            chains[question] = chain
     return replace(content, chains=chains)

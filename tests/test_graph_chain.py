@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,15 @@ from course.config import load_config
 from course.content import ChainStep
 from course.errors import SourceNotebookError
 from course.feedback import build_feedback
-from course.graph_chain import GraphChainError, GraphStep, chain_from_graph, walk, with_derived_chains
+from course.graph_chain import (
+    GraphChainError,
+    GraphStep,
+    chain_from_graph,
+    computation_from_build,
+    kit_graphs,
+    walk,
+    with_derived_chains,
+)
 from course.judge import judge
 from helpers import ROOT
 
@@ -339,3 +348,114 @@ def test_chain_from_graph_names_answers_only():
     with pytest.raises(GraphChainError, match="'z' name no value of the walk"):
         chain_from_graph(y, {"w": w, "y": y}, gradients={"z": "dz"})
     assert math.isclose(walk(y, {"w": w, "y": y})[-1].upstream, 2.0)
+
+
+# ----------------------------------------------------------------------------- builds in the authoring kit's shape
+
+
+def kit_gate(x, y, z):
+    """A build as the authoring kit has them (course/kit.py): it calls backward() and returns answers by name."""
+    x = torch.tensor(float(x), dtype=torch.float64, requires_grad=True)
+    y = torch.tensor(float(y), dtype=torch.float64, requires_grad=True)
+    z = torch.tensor(float(z), dtype=torch.float64, requires_grad=True)
+    q = x + y
+    q.retain_grad()
+    f = q * z
+    f.backward()
+    return {"gate_q": q, "gate_f": f, "gate_df_dq": q.grad, "gate_df_dz": z.grad, "gate_df_dx": x.grad,
+            "gate_df_dy": y.grad}
+
+
+def kit_neuron(w0, w1, w2, x0, x1):
+    w = torch.tensor([float(w0), float(w1), float(w2)], dtype=torch.float64, requires_grad=True)
+    x = torch.tensor([float(x0), float(x1)], dtype=torch.float64, requires_grad=True)
+    dot = w[0] * x[0] + w[1] * x[1] + w[2]
+    dot.retain_grad()
+    f = 1 / (1 + torch.exp(-dot))
+    f.backward()
+    return {"neuron_dot": dot, "neuron_f": f, "neuron_df_ddot": dot.grad, "neuron_df_dx": x.grad,
+            "neuron_df_dw": w.grad}
+
+
+def kit_micrograd(a, b):
+    a = torch.tensor(float(a), dtype=torch.float64, requires_grad=True)
+    b = torch.tensor(float(b), dtype=torch.float64, requires_grad=True)
+    c = a + b
+    d = a * b + b**3
+    c = c + (c + 1)
+    c = c + (1 + c + (-a))
+    d = d + (d * 2 + (b + a).relu())
+    d = d + (3 * d + (b - a).relu())
+    e = c - d
+    f = e**2
+    g = f / 2.0
+    g = g + 10.0 / f
+    g.backward()
+    return {"mg_g": g, "mg_dg_da": a.grad, "mg_dg_db": b.grad}
+
+
+def test_a_kit_build_gives_its_table_from_its_own_run():
+    """The output is what backward() was called on, the names the build's own variables, and each answer a
+    forward value or a gradient by what it is: CS231n's gate as the kit's backprop assignment asks it."""
+    computation = computation_from_build(kit_gate, {"x": -2, "y": 5, "z": -4})
+    assert computation.forwards == {"q": "gate_q", "f": "gate_f"}
+    assert computation.gradients == {"q": "gate_df_dq", "z": "gate_df_dz", "x": "gate_df_dx", "y": "gate_df_dy"}
+    assert computation.chain() == (
+        ChainStep("f = q·z (to q)", "∂f/∂q", "gate_f", "gate_df_dq", None),
+        ChainStep("f = q·z (to z)", "∂f/∂z", "gate_f", "gate_df_dz", None),
+        ChainStep("q = x + y (to x)", "∂q/∂x", "gate_q", "gate_df_dx", "gate_df_dq"),
+        ChainStep("q = x + y (to y)", "∂q/∂y", "gate_q", "gate_df_dy", "gate_df_dq"))
+    by_name = steps_by_name(walk(computation.output, computation.names))  # the graph was kept to walk again
+    assert [by_name[n].upstream for n in ("x", "y", "z")] == [-4.0, -4.0, 3.0]
+
+
+def test_a_kit_build_of_vectors_and_one_that_asks_only_the_ends():
+    neuron = computation_from_build(kit_neuron, {"w0": 2, "w1": -3, "w2": -3, "x0": -1, "x1": -2})
+    assert [(s.node, s.gradient) for s in neuron.chain()] == [
+        ("f = 1/(exp(−dot) + const)", "neuron_df_ddot"),
+        ("dot = w[0]·x[0] + w[1]·x[1] + w[2] (to w)", "neuron_df_dw"),
+        ("dot = w[0]·x[0] + w[1]·x[1] + w[2] (to x)", "neuron_df_dx")]
+    by_name = steps_by_name(walk(neuron.output, neuron.names))
+    assert by_name["w"].upstream == pytest.approx(NEURON_DW, abs=1e-3)
+    # micrograd's exercise asks for g and the gradients at a and b only: no row's upstream gradient is an answer,
+    # so a kit build (partial) gives no table, where a declared one is told what to add.
+    micrograd = computation_from_build(kit_micrograd, {"a": -4, "b": 2})
+    assert micrograd.partial
+    assert micrograd.chain() == ()
+    with pytest.raises(GraphChainError, match="the gradient at 'd' is no answer"):
+        chain_from_graph(micrograd.output, micrograd.names, gradients=micrograd.gradients)
+
+
+def test_a_kit_build_leaves_no_trace():
+    before = sys.getprofile()
+    computation_from_build(kit_gate, {"x": -2, "y": 5, "z": -4})
+    assert sys.getprofile() is before
+    x = torch.tensor(1.0, requires_grad=True)
+    y = x * x
+    y.backward()  # no mode left behind that keeps graphs: a second backward() finds its graph freed
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+
+
+def test_a_kit_build_that_calls_backward_twice_is_refused():
+    def twice(x):
+        x = torch.tensor(float(x), requires_grad=True)
+        (x * 2).backward()
+        (x * 3).backward()
+        return {"dx": x.grad}
+
+    with pytest.raises(GraphChainError, match="called backward\\(\\) 2 times"):
+        computation_from_build(twice, {"x": 1})
+
+
+def test_kit_graphs_read_the_numbers_cell_through_the_exercises_names():
+    class Exercise:  # the kit's Exercise, as far as kit_graphs reads it
+        id = "gate"
+        build = staticmethod(kit_gate)
+
+        def number_names(self):
+            return {"x": "gate_x", "y": "gate_y", "z": "gate_z"}
+
+    graphs = kit_graphs([Exercise()])
+    computation = graphs["gate"]({"gate_x": -2, "gate_y": 5, "gate_z": -4, "other": 1})
+    assert computation.output.item() == -12.0
