@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     import torch
 
 OUTPUT = "output"  # the output's name in the walk when `names` gives it none
-MAX_NODES = 10_000  # an exercise's graph is a handful of nodes; past this the build is not an exercise
+MAX_NODES = 500  # an exercise's graph is a handful of nodes; a step's expression is written one frame a node
+MAX_EXPRESSION = 200  # characters of a step's expression shown; past them, an ellipsis
 
 
 class GraphChainError(SourceNotebookError):
@@ -314,7 +315,9 @@ def _segment(node: Any, named: dict[int, str], symbols: dict[int, str],
                 operands.append((render(child), _kind(child)))
         return _expression(current, _kind(current), operands)
 
-    return render(node), tuple(operations), edges
+    text = render(node)
+    shown = text if len(text) <= MAX_EXPRESSION else text[:MAX_EXPRESSION - 1] + "…"
+    return shown, tuple(operations), edges
 
 
 def _expression(node: Any, kind: str, operands: list[tuple[str, str]]) -> str:

@@ -19,6 +19,8 @@ from course.content import ChainStep
 from course.errors import SourceNotebookError
 from course.feedback import build_feedback
 from course.graph_chain import (
+    MAX_EXPRESSION,
+    MAX_NODES,
     GraphChainError,
     GraphStep,
     chain_from_graph,
@@ -211,6 +213,21 @@ def test_what_cannot_be_walked_is_said():
     with pytest.raises(GraphChainError, match=r"a leaf that requires grad has no name \(its value 2"):
         walk((a * b).sum(), {"a": a})
     assert issubclass(GraphChainError, SourceNotebookError)
+
+
+def test_a_graph_up_to_the_bound_is_walked_and_past_it_refused():
+    """Up to MAX_NODES nodes, one chain of unnamed ones is one step (its expression written one frame a node,
+    its text bounded); one more node and the graph is refused."""
+    x = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+    y = x
+    for _ in range(MAX_NODES - 1):  # and x's own node
+        y = y * 1.001
+    first, leaf = walk(y, {"x": x})
+    assert len(first.node) <= MAX_EXPRESSION + len("output = ")
+    assert first.node.endswith("…")
+    assert leaf.upstream == pytest.approx(1.001 ** (MAX_NODES - 1))
+    with pytest.raises(GraphChainError, match="more than 500 nodes"):
+        walk(y * 1.001, {"x": x})
 
 
 # ----------------------------------------------------------------------------- the two assignments' CHAINS
@@ -459,3 +476,25 @@ def test_kit_graphs_read_the_numbers_cell_through_the_exercises_names():
     graphs = kit_graphs([Exercise()])
     computation = graphs["gate"]({"gate_x": -2, "gate_y": 5, "gate_z": -4, "other": 1})
     assert computation.output.item() == -12.0
+
+
+@pytest.mark.slow
+def test_grading_shows_the_graphs_table_where_none_is_written(course_root, tmp_path):
+    """The whole way: a notebook graded in the sandbox, its feedback's tiny_net table read from the graph (the
+    course's copy has no hand-written CHAINS), breaking where the student's chain broke."""
+    from course.config import load_config
+    from course.discovery import SubmissionRef
+    from course.grading import grade_submission
+    from helpers import ALL_VALUES, CORRECT_CODE, submitted_notebook, write
+
+    exercises = course_root / "source" / "autograd" / "exercises.py"
+    exercises.write_text(exercises.read_text() + "\nCHAINS = {}\n")
+    config = load_config(course_root)
+    assignment = load("autograd", exercises)
+    wrong = {**CORRECT_CODE, "net_dL_dw": repr(ALL_VALUES["net_dL_dw"] + 1)}
+    path = write(submitted_notebook(wrong), tmp_path / "alice.ipynb")
+    graded = grade_submission(SubmissionRef("alice", path), assignment, config, reveal_torch_values=True)
+    table = next(q for q in graded.feedback["questions"] if q["id"] == "tiny_net")["chain_table"]
+    assert table["rows"][0]["node"] == "L = (a − const)²"
+    assert table["first_wrong"] == 2
+    assert "chain_table" in next(q for q in graded.feedback["questions"] if q["id"] == "w2_net")
