@@ -13,6 +13,8 @@ its MulBackward one). A torch node whose value is used twice (a fork) is always 
 ...  when the author gave it no name: its gradient is the sum of what each use sends back, and the step lists
 each contribution and the sum (`Contribution`). Name every intermediate to see torch's walk node by node.
 
+A node with several outputs (`unbind`, `split`) is shown with the gradient of its first.
+
 `chain_from_graph` turns a walk into the `ChainStep`s of a feedback chain table (course/content.py), one per
 edge whose gradient is an answer. Everything here runs in the trusted grader, on the instructor's own build,
 never on anything from a student.
@@ -211,6 +213,12 @@ def _run_backward(output: Any, graph: _Graph) -> dict[int, Any]:
     try:
         grads = torch.autograd.grad(output, [node.variable for node in accumulators], retain_graph=True,
                                     allow_unused=True)
+    except RuntimeError as error:
+        if "second time" not in str(error):
+            raise
+        raise GraphChainError("torch has freed this graph: backward() ran on it already. Return the "
+                              "Computation before calling backward(), or read a build that calls it with "
+                              "computation_from_build") from None
     finally:
         for handle in handles:
             handle.remove()

@@ -215,6 +215,14 @@ def test_what_cannot_be_walked_is_said():
     assert issubclass(GraphChainError, SourceNotebookError)
 
 
+def test_a_graph_backward_has_freed_is_named_as_such():
+    w = torch.tensor(2.0, requires_grad=True)
+    y = w * w
+    y.backward()
+    with pytest.raises(GraphChainError, match="torch has freed this graph: backward\\(\\) ran on it already"):
+        walk(y, {"w": w, "y": y})
+
+
 def test_a_graph_up_to_the_bound_is_walked_and_past_it_refused():
     """Up to MAX_NODES nodes, one chain of unnamed ones is one step (its expression written one frame a node,
     its text bounded); one more node and the graph is refused."""
