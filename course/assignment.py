@@ -26,6 +26,7 @@ from course.config import CourseConfig
 from course.content import EXERCISES_FILE, NO_CONTENT, Content, load_content
 from course.errors import SourceNotebookError, SubmissionError
 from course.forms import FUNCTION
+from course.graph_chain import check_graphs
 from course.syntax import parse_python
 
 SOLUTION_BEGIN = "### BEGIN SOLUTION"
@@ -390,6 +391,8 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
     problems = content.constraint_violations(default_params) if default_params else []
     if problems:
         raise SourceNotebookError(f"{path}: the numbers cell's P does not fit the exercises ({'; '.join(problems)})")
+    if content.graphs:  # a chain table read from torch's graph: checked here, with the notebook's numbers
+        check_graphs(content, {question.id: question.answer_names for question in questions}, default_params)
     function_answers = {name for question in questions for name in question.function_names}
     for function, number in content.function_points.items():
         if function not in function_answers or number not in default_params:

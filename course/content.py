@@ -9,6 +9,8 @@ module whose names, all optional, are
   HMAC of the course secret and the student's id), and `constraint_violations(numbers)`: what makes a set
   of numbers unfit for the exercises (an empty list when they are fit);
 - `CHAINS`: question id -> the `ChainStep`s of its backward walk, shown as a table in the feedback;
+- `GRAPHS`: question id -> its torch build, `build(P) -> course.graph_chain.Computation`: the chain table of a
+  question with no `CHAINS` entry is read from the graph torch records (course/graph_chain.py);
 - `MISCONCEPTIONS`: `Rule`s that recognise a wrong answer betraying a specific misunderstanding;
 - `FUNCTION_POINTS`: function answer -> the name, in the numbers cell, of the number its exercise asks about
   (`{"slope": "slope_x"}`): the grader always calls the function there too (course/probes.py).
@@ -76,6 +78,7 @@ class Content:
     rules: tuple[Rule, ...] = ()
     path: Path | None = None
     function_points: dict[str, str] = field(default_factory=dict)  # function answer -> its number's name in P
+    graphs: dict[str, Callable[[Numbers], Any]] = field(default_factory=dict)  # question id -> its torch build
 
     def groups_for(self, numbers: Numbers) -> list[list[str]]:
         """The lines of the numbers cell for these numbers: the module's groups, then any name they leave out."""
@@ -121,6 +124,11 @@ def _checked(path: Path, module: Any) -> Content:
             isinstance(name, str) and isinstance(number, str) for name, number in function_points.items()):
         raise SourceNotebookError(f"{where}: FUNCTION_POINTS must map function answers to names of the numbers "
                                   "cell's P (both strings)")
+    graphs = getattr(module, "GRAPHS", {})
+    if not isinstance(graphs, dict) or not all(
+            isinstance(question, str) and callable(build) for question, build in graphs.items()):
+        raise SourceNotebookError(f"{where}: GRAPHS must map question ids to functions (the exercise's numbers "
+                                  "-> a course.graph_chain.Computation)")
     derive = getattr(module, "derive", None)
     violations = getattr(module, "constraint_violations", None)
     for name, function in (("derive", derive), ("constraint_violations", violations)):
@@ -134,6 +142,7 @@ def _checked(path: Path, module: Any) -> Content:
         rules=tuple(rules),
         path=path,
         function_points=dict(function_points),
+        graphs=dict(graphs),
     )
 
 

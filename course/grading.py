@@ -20,6 +20,7 @@ from course.config import CourseConfig
 from course.discovery import SubmissionRef
 from course.errors import NotThisAssignment, SubmissionError, UnreadableSubmission
 from course.feedback import MAX_SYNTAX_ERRORS, build_feedback, cell_errors_of, limit_messages
+from course.graph_chain import with_derived_chains
 from course.judge import QuestionResult, judge
 from course.probes import ProbePoints, course_probe_points
 from course.status import Status
@@ -227,7 +228,7 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
         reveal_torch_values = config.reveals_torch_values(gradescope=False)
     feedback = build_feedback(ref.student_id, assignment.name, questions, status=status, messages=messages,
                               cell_errors=cell_errors, reveal_torch_values=reveal_torch_values,
-                              content=assignment.content)
+                              content=with_derived_chains(assignment.content, params))
     return Graded(ref.student_id, status, questions, feedback, time.monotonic() - started, internal_error,
                   sandbox=level, integrity=findings)
 

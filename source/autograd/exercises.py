@@ -104,6 +104,48 @@ CHAINS = {
 
 
 
+# The same two networks as torch builds them in the hidden tests: their chain tables read from torch's graph
+# (course/graph_chain.py) agree with the hand-written CHAINS above, which are kept for their words: the local
+# derivative as a formula ("∂h/∂w = x", where the graph gives "∂h/∂w" and its number) and the target by name (a
+# subtraction keeps neither operand, so the graph writes "(a − const)²"). tests/test_graph_chain.py holds them to it.
+def tiny_net_graph(P: dict[str, Any]) -> Any:
+    import torch
+
+    from course.graph_chain import Computation
+
+    x = torch.tensor(float(P["net_x"]))
+    w = torch.tensor(float(P["net_w"]), requires_grad=True)
+    b = torch.tensor(float(P["net_b"]), requires_grad=True)
+    h = w * x + b
+    a = torch.relu(h)
+    loss = (a - torch.tensor(float(P["net_target"]))) ** 2
+    return Computation(loss, {"x": x, "w": w, "b": b, "h": h, "a": a, "L": loss},
+                       forwards={"h": "net_h", "a": "net_a", "L": "net_loss"},
+                       gradients={"a": "net_dL_da", "h": "net_dL_dh", "w": "net_dL_dw", "b": "net_dL_db"})
+
+
+def w2_net_graph(P: dict[str, Any]) -> Any:
+    import torch
+
+    from course.graph_chain import Computation
+
+    x = torch.tensor(float(P["net_x"]))
+    w = torch.tensor(float(P["net_w"]), requires_grad=True)
+    b = torch.tensor(float(P["net_b"]), requires_grad=True)
+    w2 = torch.tensor(float(P["w2"]), requires_grad=True)
+    h = w * x + b
+    a = torch.relu(h)
+    out = w2 * a
+    loss = (out - torch.tensor(float(P["net_target"]))) ** 2
+    return Computation(loss, {"x": x, "w": w, "b": b, "w2": w2, "h": h, "a": a, "out": out, "L": loss},
+                       forwards={"out": "w2_out", "L": "w2_loss"},
+                       gradients={"out": "w2_dL_dout", "w2": "w2_dL_dw2", "a": "w2_dL_da", "h": "w2_dL_dh",
+                                  "w": "w2_dL_dw", "b": "w2_dL_db"})
+
+
+GRAPHS = {"tiny_net": tiny_net_graph, "w2_net": w2_net_graph}
+
+
 # Wrong answers that betray a specific misunderstanding; each names the idea of the article it violates.
 def _forgot_times_x(grad_name: str, upstream_name: str) -> Callable[[dict[str, Any]], bool]:
     return lambda v: student_equals(v, grad_name, expected(v, upstream_name))

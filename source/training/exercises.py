@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 from fractions import Fraction
+from typing import Any
 
 from course.content import ChainStep, Rule, expected, student, student_equals, wrong
 
@@ -167,6 +168,29 @@ CHAINS = {
         ChainStep("h = w·x + b (to b)", "∂h/∂b = 1", "leaky_h", "leaky_dL_db", "leaky_dL_dh"),
     ),
 }
+
+
+# The leaky network as the hidden test builds it (float64, as there): its chain table read from torch's graph
+# (course/graph_chain.py) agrees with CHAINS above, which is kept for its words (the local derivative as a formula,
+# the target by name: a subtraction keeps neither operand, so the graph writes "(a − const)²");
+# tests/test_graph_chain.py holds the two to it.
+def leaky_relu_graph(P: dict) -> Any:
+    import torch
+
+    from course.graph_chain import Computation
+
+    x = torch.tensor(float(P["closed_x"]), dtype=torch.float64)
+    w = torch.tensor(float(P["net_w"]), dtype=torch.float64, requires_grad=True)
+    b = torch.tensor(float(P["net_b"]), dtype=torch.float64, requires_grad=True)
+    h = w * x + b
+    a = torch.nn.functional.leaky_relu(h, negative_slope=0.01)
+    loss = (a - torch.tensor(float(P["net_target"]), dtype=torch.float64)) ** 2
+    return Computation(loss, {"x": x, "w": w, "b": b, "h": h, "a": a, "L": loss},
+                       forwards={"h": "leaky_h", "a": "leaky_a", "L": "leaky_loss"},
+                       gradients={"a": "leaky_dL_da", "h": "leaky_dL_dh", "w": "leaky_dL_dw", "b": "leaky_dL_db"})
+
+
+GRAPHS = {"leaky_relu": leaky_relu_graph}
 
 
 def _scaled(values, name: str, of: str, factor) -> bool:
