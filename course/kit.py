@@ -57,6 +57,8 @@ from course.errors import SourceNotebookError
 from course.forms import FUNCTION, form, gap
 
 ID_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
+PARTS = ("question", "answer", "form", "test")  # the cells the kit writes per exercise, in order
+KIT_ID = re.compile(r"kit-[a-z0-9-]+-(question|answer|form|test)")
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 # What the test cell's visible part and the hidden region say to a reader of the source (not to students: the
@@ -268,20 +270,25 @@ def exercise_cells(exercise: Exercise, key: dict[str, Any], where: str) -> list[
                       f"references = {build}({arguments})", "marks = Marks()", *marks, "marks.total()", HIDDEN_END])
     stem = exercise.id
     return [
-        _cell("markdown", f"## {exercise.title}\n\n{question}", f"kit-{stem}-question".replace("_", "-"), None),
-        _cell("code", answer, f"kit-{stem}-answer".replace("_", "-"),
+        _cell("markdown", f"## {exercise.title}\n\n{question}", _cell_id(stem, "question"), None),
+        _cell("code", answer, _cell_id(stem, "answer"),
               _nbgrader(f"answer_{stem}", solution=True, locked=False)),
-        _cell("code", _form_call(exercise), f"kit-{stem}-form".replace("_", "-"), _nbgrader(f"form_{stem}")),
-        _cell("code", test, f"kit-{stem}-test".replace("_", "-"),
+        _cell("code", _form_call(exercise), _cell_id(stem, "form"), _nbgrader(f"form_{stem}")),
+        _cell("code", test, _cell_id(stem, "test"),
               _nbgrader(f"test_{stem}", grade=True, points=exercise.points)),
     ]
+
+
+def _cell_id(stem: str, part: str) -> str:
+    """The nbformat id of a cell the kit writes (ids allow letters, digits, - and _; the kit's use -)."""
+    return f"kit-{stem.replace('_', '-')}-{part}"
 
 
 def _is_kit_cell(cell: dict, stem: str) -> bool:
     grade_id = nbgrader_meta(cell).get("grade_id")
     if grade_id in (f"answer_{stem}", f"form_{stem}", f"test_{stem}"):
         return True
-    return cell.get("id") == f"kit-{stem}-question".replace("_", "-")
+    return cell.get("id") == _cell_id(stem, "question")
 
 
 def _numbers_cell(cells: list[dict], exercises: Sequence[Exercise]) -> None:
@@ -325,6 +332,12 @@ def write_cells(notebook: dict, exercises: Sequence[Exercise], where: Path) -> d
     keys = check_exercises(exercises, where)
     written = copy.deepcopy(notebook)
     cells: list[dict] = written["cells"]
+    ours = {_cell_id(exercise.id, part) for exercise in exercises for part in PARTS}
+    for index, cell in enumerate(cells):
+        if KIT_ID.fullmatch(str(cell.get("id", ""))) and cell["id"] not in ours:
+            raise AuthoringError(f"{where}: cell {index} of the notebook ({cell['id']}) was written by the kit for an "
+                                 "exercise that no definition of EXERCISES names now; delete that exercise's cells "
+                                 "from the notebook, or put its definition back")
     _numbers_cell(cells, exercises)
     previous_end: int | None = None
     for exercise in exercises:
