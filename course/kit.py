@@ -56,7 +56,8 @@ from course.content import ChainStep
 from course.errors import SourceNotebookError
 from course.forms import FUNCTION, form, gap
 
-ID_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
+ID_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,39}")  # its cells' ids, kit-<id>-question, stay within nbformat's 64
+RESERVED = frozenset({"P", "Marks", "marks", "references", "torch", "math"})  # names the kit's hidden tests use
 PARTS = ("question", "answer", "form", "test")  # the cells the kit writes per exercise, in order
 KIT_ID = re.compile(r"kit-[a-z0-9-]+-(question|answer|form|test)")
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -131,11 +132,13 @@ def check_exercises(exercises: Sequence[Exercise], where: Path) -> dict[str, dic
                                  "make every item Exercise(...) (course.kit)")
         at = f"{where}: exercise {exercise.id!r}"
         if not ID_PATTERN.fullmatch(exercise.id):
-            raise AuthoringError(f"{at}: its id must be lower-case letters, digits and _ (it names the cells "
+            raise AuthoringError(f"{at}: its id must be lower-case letters, digits and _, at most 40 (it names the cells "
                                  "answer_<id>, form_<id>, test_<id>); rename it")
         if exercise.id in seen_ids:
             raise AuthoringError(f"{at}: the id is used twice; give each exercise its own")
         seen_ids.add(exercise.id)
+        if not callable(exercise.build) or not isinstance(exercise.numbers, Mapping):
+            raise AuthoringError(f"{at}: build must be a function and numbers a dict of its numbers by name")
         if not exercise.answers:
             raise AuthoringError(f"{at}: it asks for no answer; add at least one Ask(...)")
         for ask in exercise.answers:
@@ -154,8 +157,42 @@ def check_exercises(exercises: Sequence[Exercise], where: Path) -> dict[str, dic
             if name not in exercise.numbers:
                 raise AuthoringError(f"{at}: its question shows {{{{{name}}}}}, which is none of its numbers "
                                      f"({', '.join(exercise.numbers) or 'none'}); add it to numbers or fix the name")
+        reserved = RESERVED | {exercise.build.__name__}
+        taken = sorted(reserved & ({ask.name for ask in exercise.answers} | {exercise.build.__name__}))
+        if exercise.build.__name__ in RESERVED or set(taken) - {exercise.build.__name__}:
+            raise AuthoringError(f"{at}: {', '.join(taken)} would be both {'an answer and ' if taken else ''}a name the "
+                                 f"hidden tests use ({', '.join(sorted(RESERVED))}, and the build's name); rename it")
         keys[exercise.id] = _answer_key(exercise, at, to_plain)
+        _check_standalone(exercise, keys[exercise.id], at, to_plain)
     return keys
+
+
+def _check_standalone(exercise: Exercise, key: dict[str, Any], at: str, to_plain: Callable[[Any], Any]) -> None:
+    """`build`'s source, run alone as the hidden tests run it (their namespace has torch and math, not the
+    exercises module), gives the answer key: a build that leans on a name of its module fails here, not in the
+    release proof."""
+    import builtins
+    import math
+
+    import torch
+
+    namespace: dict[str, Any] = {"__builtins__": builtins, "torch": torch, "math": math}
+    try:
+        exec(compile(_source_of(exercise, at), f"<build of {exercise.id}>", "exec"), namespace)  # noqa: S102 - the instructor's own
+        returned = namespace[exercise.build.__name__](**dict(exercise.numbers))
+        alone = {name: to_plain(returned[name]) for name in key}
+    except Exception as error:
+        raise AuthoringError(f"{at}: build, run alone as the hidden tests run it, raised {type(error).__name__}: "
+                             f"{error}; build may use only its arguments, torch and math (move anything else of "
+                             "the module inside it)") from None
+    if to_plain(list(alone.values())) != to_plain([_one(key[name], alone[name]) for name in key]):
+        raise AuthoringError(f"{at}: build, run alone as the hidden tests run it, gives other values than in the "
+                             "exercises module; make it depend only on its arguments")
+
+
+def _one(key: Any, alone: Any) -> Any:
+    """The key's value in the shape `alone` has (a number the key unwrapped from a one-element list)."""
+    return [key] if isinstance(alone, list) and not isinstance(key, list) else key
 
 
 def _check_ask(ask: Ask, exercise: Exercise, at: str, seen: dict[str, str]) -> None:
@@ -321,7 +358,12 @@ def number_groups(exercises: Sequence[Exercise]) -> tuple[tuple[str, ...], ...]:
 
 
 def chains(exercises: Sequence[Exercise]) -> dict[str, tuple[ChainStep, ...]]:
-    """CHAINS for an exercises module written with the kit: the hand-written tables its exercises carry."""
+    """CHAINS for an exercises module written with the kit: the hand-written tables its exercises carry.
+
+    This is where the chain tables read from torch's graph (issue 42, `chain_from_graph`) join: for an exercise
+    without a hand-written `chain`, walk the graph of `exercise.build` at `exercise.numbers` (the returned
+    forward tensors' `grad_fn` are its roots; `build` calls backward itself, so wrap the call to keep what the
+    walk needs). A hand-written `chain` overrides the derived table."""
     return {exercise.id: tuple(exercise.chain) for exercise in exercises if exercise.chain}
 
 

@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from course.assignment import load_course_assignment
+from course.assignment import HIDDEN_BEGIN, HIDDEN_END, load_course_assignment, region_lines
 from course.config import load_config
 from course.content import load_content
+from course.hidden_tests import reads_no_answer, scored_without_idea
 from course.kit import load_exercises, write_cells
 from helpers import BACKPROP_SOURCE, ROOT
 from samples.make_samples import BACKPROP, BACKPROP_SCORES
@@ -57,6 +58,11 @@ def test_the_assignment_loads_with_its_three_questions_and_its_hidden_tests_are_
                                          "micrograd_b": 2}
     content = load_content(EXERCISES_MODULE)
     assert content.number_groups[0] == ("gate_x", "gate_y", "gate_z")
+    # the kit's hidden tests read nothing of the student's: the judge runs each once per set of numbers
+    for question in assignment.questions:
+        region = "\n".join(region_lines(question.test_source, HIDDEN_BEGIN, HIDDEN_END))
+        assert reads_no_answer(region, frozenset(assignment.answer_names)), question.id
+        assert scored_without_idea(question.test_source) == (), question.id
 
 
 @pytest.mark.slow
