@@ -132,8 +132,8 @@ def check_exercises(exercises: Sequence[Exercise], where: Path) -> dict[str, dic
                                  "make every item Exercise(...) (course.kit)")
         at = f"{where}: exercise {exercise.id!r}"
         if not ID_PATTERN.fullmatch(exercise.id):
-            raise AuthoringError(f"{at}: its id must be lower-case letters, digits and _, at most 40 (it names the cells "
-                                 "answer_<id>, form_<id>, test_<id>); rename it")
+            raise AuthoringError(f"{at}: its id must be lower-case letters, digits and _, at most 40 (it names "
+                                 "the cells answer_<id>, form_<id>, test_<id>); rename it")
         if exercise.id in seen_ids:
             raise AuthoringError(f"{at}: the id is used twice; give each exercise its own")
         seen_ids.add(exercise.id)
@@ -157,11 +157,12 @@ def check_exercises(exercises: Sequence[Exercise], where: Path) -> dict[str, dic
             if name not in exercise.numbers:
                 raise AuthoringError(f"{at}: its question shows {{{{{name}}}}}, which is none of its numbers "
                                      f"({', '.join(exercise.numbers) or 'none'}); add it to numbers or fix the name")
-        reserved = RESERVED | {exercise.build.__name__}
-        taken = sorted(reserved & ({ask.name for ask in exercise.answers} | {exercise.build.__name__}))
-        if exercise.build.__name__ in RESERVED or set(taken) - {exercise.build.__name__}:
-            raise AuthoringError(f"{at}: {', '.join(taken)} would be both {'an answer and ' if taken else ''}a name the "
-                                 f"hidden tests use ({', '.join(sorted(RESERVED))}, and the build's name); rename it")
+        build_name = exercise.build.__name__
+        clash = sorted({ask.name for ask in exercise.answers} & (RESERVED | {build_name}))
+        if build_name in RESERVED or clash:
+            named = f"build's name {build_name!r}" if build_name in RESERVED else f"answer {', '.join(clash)}"
+            raise AuthoringError(f"{at}: the {named} is a name the hidden tests use themselves "
+                                 f"({', '.join(sorted(RESERVED))} and build's name); rename it")
         keys[exercise.id] = _answer_key(exercise, at, to_plain)
         _check_standalone(exercise, keys[exercise.id], at, to_plain)
     return keys

@@ -114,6 +114,10 @@ BROKEN = [
     (SLOPE.replace('"b": -1}', '"bias": -1}'), r"build takes \(b, w, x\) but numbers names \(bias, w, x\)"),
     (SLOPE.replace(', idea="The forward pass."', ""), "needs a hint .* and an idea"),
     (SLOPE.replace('id="line"', 'id="Line"'), "its id must be lower-case letters"),
+    (SLOPE.replace("y = w * x + b\n", "y = w * x + b + OFFSET\n").replace("EXERCISES = [", "OFFSET = 0\nEXERCISES = ["),
+     "build, run alone as the hidden tests run it, raised NameError: name 'OFFSET' is not defined; build may use "
+     "only its arguments, torch and math"),
+    (SLOPE.replace('"line_y"', '"references"'), "the answer references is a name the hidden tests use themselves"),
     (SLOPE.replace("EXERCISES = [Exercise(", "EXERCISES = [('not an exercise'), Exercise("),
      "EXERCISES holds str, not an Exercise"),
 ]
