@@ -54,7 +54,7 @@ from course.assignment import (
 )
 from course.content import ChainStep
 from course.errors import SourceNotebookError
-from course.forms import FUNCTION, form, gap
+from course.forms import FUNCTION, NAMES, form, gap
 
 ID_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,39}")  # its cells' ids, kit-<id>-question, stay within nbformat's 64
 RESERVED = frozenset({"P", "Marks", "marks", "references", "torch", "math"})  # names the kit's hidden tests use
@@ -206,9 +206,9 @@ def _check_ask(ask: Ask, exercise: Exercise, at: str, seen: dict[str, str]) -> N
                              "names are unique in an assignment")
     seen[ask.name] = exercise.id
     if ask.form == FUNCTION or form(ask.form) is None:
-        raise AuthoringError(f"{at}: answer {ask.name!r} has the form {ask.form!r}; the kit writes \"number\", "
-                             "\"number or None\", \"True or False\", \"class name or None\" or \"list of N numbers\" "
-                             "(a function answer is written by hand: docs/authoring.md, cell conventions)")
+        kinds = ", ".join(f'"{name}"' for name in NAMES if name != FUNCTION)
+        raise AuthoringError(f"{at}: answer {ask.name!r} has the form {ask.form!r}; the kit writes {kinds} (a "
+                             "function answer is written by hand: docs/authoring.md, cell conventions)")
     if not ask.points > 0:
         raise AuthoringError(f"{at}: answer {ask.name!r} is worth {ask.points!r} points; give it more than 0")
     if not ask.hint or not ask.idea:
