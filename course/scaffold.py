@@ -113,25 +113,30 @@ def new_assignment(root: Path, name: str) -> NewAssignment:
         "nbformat": 4,
         "nbformat_minor": 5,
     }
+    config_text = _config_with(config_path, name)  # before anything is written: refused, nothing is
     folder.mkdir(parents=True)
     exercises = folder / "exercises.py"
     exercises.write_text(EXERCISES.format(name=name), encoding="utf-8")
     notebook_path = folder / f"{name}.ipynb"
     notebook_path.write_text(kit.dump(kit.write_cells(notebook, kit.load_exercises(exercises), exercises)),
                              encoding="utf-8")
-    _add_to_config(config_path, name)
+    config_path.write_text(config_text, encoding="utf-8")
     load_config(root).assignment(name)  # the entry reads back
     return NewAssignment(notebook_path, exercises, config_path)
 
 
-def _add_to_config(config_path: Path, name: str) -> None:
-    """Append the entry after the last item of `assignments:`, keeping the file's comments (a YAML round trip
-    would drop them)."""
-    lines = config_path.read_text(encoding="utf-8").splitlines(keepends=True)
-    start = next((index for index, line in enumerate(lines) if line.startswith("assignments:")), None)
+def _config_with(config_path: Path, name: str) -> str:
+    """course.yaml's text with the entry appended after the last item of `assignments:`, its comments kept (a YAML
+    round trip would drop them); refused, with what to do, where the result would not read back as one more item."""
+    import yaml
+
+    text = config_path.read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    by_hand = (f"add `- name: {name}` with `notebook: {name}.ipynb` under `assignments:` in {config_path} by hand, "
+               "then run `autograd-course kit write`")
+    start = next((index for index, line in enumerate(lines) if line.rstrip() == "assignments:"), None)
     if start is None:
-        raise ConfigError(f"{config_path}: no `assignments:` list to add {name!r} to; add "
-                          f"`- name: {name}` with `notebook: {name}.ipynb` under assignments by hand")
+        raise ConfigError(f"{config_path}: no block list `assignments:` to add {name!r} to; {by_hand}")
     end = start + 1
     while end < len(lines) and (lines[end].startswith((" ", "-")) or not lines[end].strip()):
         end += 1
@@ -142,7 +147,14 @@ def _add_to_config(config_path: Path, name: str) -> None:
     if not lines[end - 1].endswith("\n"):
         lines[end - 1] += "\n"
     lines[end:end] = [f"{indent}- name: {name}\n", f"{indent}  notebook: {name}.ipynb\n"]
-    config_path.write_text("".join(lines), encoding="utf-8")
+    changed = "".join(lines)
+    try:
+        before, after = yaml.safe_load(text)["assignments"], yaml.safe_load(changed)["assignments"]
+    except (yaml.YAMLError, TypeError, KeyError):
+        before, after = None, None
+    if before is None or after != [*before, {"name": name, "notebook": f"{name}.ipynb"}]:
+        raise ConfigError(f"{config_path}: cannot add {name!r} to its `assignments:` as it is written; {by_hand}")
+    return changed
 
 
 def write_assignment(config: CourseConfig, name: str | None = None) -> list[tuple[str, bool]]:

@@ -181,3 +181,19 @@ def test_a_new_assignment_releases_and_its_proof_passes_as_it_stands(course_root
     assert main(["--course", str(course_root), "new", "assignment", "demo"]) == 0
     report = release(load_config(course_root), "demo")
     assert (report.questions, report.solution_score, report.untouched_score, report.max_score) == (1, 3, 0, 3)
+
+
+def test_a_course_yaml_the_scaffold_cannot_extend_is_left_as_it_is_with_what_to_do(course_root, capsys):
+    config = course_root / "source" / "course.yaml"
+    flow = config.read_text(encoding="utf-8").replace(
+        "assignments:\n  - name: autograd\n    notebook: autograd.ipynb\n",
+        "assignments: [{name: autograd, notebook: autograd.ipynb},\n  ")
+    flow = flow.replace("  - name: training\n    notebook: training.ipynb\n  - name: backprop\n"
+                        "    notebook: backprop.ipynb\n",
+                        "{name: training, notebook: training.ipynb}, {name: backprop, notebook: backprop.ipynb}]\n")
+    config.write_text(flow, encoding="utf-8")
+    assert [a.name for a in load_config(course_root).assignments] == ["autograd", "training", "backprop"]
+    assert main(["--course", str(course_root), "new", "assignment", "demo"]) == 1
+    assert "no block list `assignments:` to add 'demo' to; add `- name: demo`" in capsys.readouterr().err
+    assert config.read_text(encoding="utf-8") == flow
+    assert not (course_root / "source" / "demo").exists()
