@@ -36,6 +36,7 @@ import inspect
 import json
 import keyword
 import re
+import tempfile
 import textwrap
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -54,6 +55,7 @@ from course.assignment import (
 )
 from course.content import ChainStep
 from course.errors import SourceNotebookError
+from course.files import PUBLIC, atomic_write_text
 from course.forms import FUNCTION, NAMES, form, gap
 
 ID_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,39}")  # its cells' ids, kit-<id>-question, stay within nbformat's 64
@@ -450,8 +452,25 @@ def write_notebook(notebook_path: Path, exercises_path: Path) -> bool:
     written = write_cells(notebook, load_exercises(exercises_path), exercises_path)
     if written == notebook:
         return False
-    notebook_path.write_text(dump(written), encoding="utf-8")
+    _check_conventions(written, notebook_path, exercises_path)
+    atomic_write_text(notebook_path, dump(written), mode=PUBLIC)
     return True
+
+
+def _check_conventions(notebook: dict, notebook_path: Path, exercises_path: Path) -> None:
+    """The written notebook read as `release` will read it (course/assignment.py), before it replaces the old one:
+    a clash with a hand-written exercise (an answer name both assign, say) is named and nothing is written."""
+    from course.assignment import load_assignment
+
+    with tempfile.TemporaryDirectory() as scratch:
+        trial = Path(scratch) / notebook_path.name
+        trial.write_text(dump(notebook), encoding="utf-8")
+        try:
+            load_assignment(trial, notebook_path.parent.name, exercises_path)
+        except SourceNotebookError as error:
+            said = str(error).replace(str(trial), str(notebook_path))
+            raise AuthoringError(f"{exercises_path}: the cells written from it would break the notebook's cell "
+                                 f"conventions, so {notebook_path} was left as it was: {said}") from None
 
 
 def dump(notebook: dict) -> str:

@@ -197,3 +197,14 @@ def test_a_course_yaml_the_scaffold_cannot_extend_is_left_as_it_is_with_what_to_
     assert "no block list `assignments:` to add 'demo' to; add `- name: demo`" in capsys.readouterr().err
     assert config.read_text(encoding="utf-8") == flow
     assert not (course_root / "source" / "demo").exists()
+
+
+def test_cells_that_would_clash_with_a_hand_written_exercise_are_named_and_nothing_is_written(tmp_path):
+    module = _module(tmp_path, SLOPE.replace('"line_y"', '"cubic_grad"'))  # an answer of the hand-written cubic
+    notebook = tmp_path / "source" / "autograd" / "autograd.ipynb"
+    notebook.write_text(SOURCE_NOTEBOOK.read_text(encoding="utf-8"), encoding="utf-8")
+    with pytest.raises(AuthoringError, match=r"would break the notebook's cell conventions, so .*autograd.ipynb was "
+                                             r"left as it was: .*answer 'cubic_grad' is assigned in both answer_cubic "
+                                             "and answer_line"):
+        write_notebook(notebook, module)
+    assert notebook.read_text(encoding="utf-8") == SOURCE_NOTEBOOK.read_text(encoding="utf-8")
