@@ -44,8 +44,11 @@ def test_the_published_numbers_are_torchs(references, name, published, decimals)
 
 
 def test_the_source_notebook_is_what_the_kit_writes_from_the_definitions():
+    import nbformat
+
     notebook = json.loads(BACKPROP_SOURCE.read_text(encoding="utf-8"))
     assert write_cells(notebook, load_exercises(EXERCISES_MODULE), EXERCISES_MODULE) == notebook
+    nbformat.validate(nbformat.from_dict(notebook))  # the kit's cells are valid nbformat 4.5 (ids included)
 
 
 def test_the_assignment_loads_with_its_three_questions_and_its_hidden_tests_are_the_builds():
