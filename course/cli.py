@@ -173,8 +173,12 @@ def _new(args: argparse.Namespace) -> int:
 def _kit(args: argparse.Namespace) -> int:
     from course.scaffold import write_assignment
 
-    for name, changed in write_assignment(load_config(args.course), args.assignment):
+    written = write_assignment(load_config(args.course), args.assignment)
+    for name, changed in written:
         print(f"{name}: {'cells written' if changed else 'already up to date'}")
+    if not written:
+        print("no assignment's exercises module defines EXERCISES: nothing to write (docs/authoring.md, the "
+              "authoring kit)")
     return 0
 
 

@@ -14,7 +14,7 @@ numbers with torch and returns each answer's reference value by name:
     EXERCISES = [Exercise(id="gate", title="1. Two gates", question="... x = {{x}} ...", build=gate,
                           numbers={"x": -2, "y": 5, "z": -4}, answers=[Ask("gate_f", points=1, ...), ...])]
 
-`write_exercises` writes, per exercise, a Markdown question, the solution cell `answer_<id>` (a `name = ...`
+`write_cells` writes, per exercise, a Markdown question, the solution cell `answer_<id>` (a `name = ...`
 template line per answer, then the answer key between the solution markers, computed by `build` itself), the
 locked `form_<id>` check and the autograded `test_<id>` cell, whose hidden region is `build`'s own source, called
 with the numbers of the locked `numbers` cell, and one `marks.value(...)` per answer. So the hidden test is the

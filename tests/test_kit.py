@@ -172,6 +172,8 @@ def test_new_assignment_makes_an_assignment_that_loads_and_scores_its_own_key(co
                      capsys.readouterr().err)
     assert main(["--course", str(course_root), "new", "assignment", "Bad-Name"]) == 1
     assert "an assignment's name is lower-case letters" in capsys.readouterr().err
+    assert main(["--course", str(course_root), "kit", "write", "--assignment", "autograd"]) == 1  # hand-written
+    assert "source/autograd/exercises.py: defines no EXERCISES; add EXERCISES = " in capsys.readouterr().err
 
 
 @pytest.mark.slow
