@@ -39,6 +39,10 @@ COMMAND_HELP = {
     "serve tokens": "Issue secret tokens, one per student: the roster's students who have none yet (every other "
                     "link keeps working), or rotate or revoke one student's, or replace the instructor's.",
     "submit": "Submit a notebook to the course's feedback service and print the score and the feedback link.",
+    "new assignment": "Start an assignment: source/NAME/ with a notebook, an example exercise defined for the "
+                      "authoring kit, and its entry in course.yaml; it releases and grades as it stands.",
+    "kit write": "Write the source notebook's cells (question, answer, form check, graded test) from the exercise "
+                 "definitions of the assignment's exercises module (docs/authoring.md, the authoring kit).",
 }
 
 
@@ -140,7 +144,42 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--root", type=Path, default=None,
                      help="the Gradescope root (default: $AUTOGRADER_ROOT, else /autograder)")
     _service_parsers(commands)
+    _kit_parsers(commands)
     return parser
+
+
+def _kit_parsers(commands) -> None:
+    new = commands.add_parser("new", help="Start something new from a scaffold: an assignment.")
+    new_actions = new.add_subparsers(dest="action", required=True, metavar="ACTION")
+    assignment = new_actions.add_parser("assignment", help=COMMAND_HELP["new assignment"],
+                                        description=COMMAND_HELP["new assignment"])
+    assignment.add_argument("name", metavar="NAME", help="the assignment's name: its folder under source/")
+    kit = commands.add_parser("kit", help="The authoring kit: exercises defined once, their cells written from them.")
+    kit_actions = kit.add_subparsers(dest="action", required=True, metavar="ACTION")
+    write = kit_actions.add_parser("write", help=COMMAND_HELP["kit write"], description=COMMAND_HELP["kit write"])
+    write.add_argument("--assignment", help="which assignment (default: every one whose exercises module defines "
+                                            "EXERCISES)")
+
+
+def _new(args: argparse.Namespace) -> int:
+    from course.scaffold import new_assignment
+
+    made = new_assignment(args.course, args.name)
+    print(f"new assignment {args.name}: {made.notebook}, {made.exercises}, listed in {made.config}; next: "
+          f"autograd-course release --assignment {args.name}")
+    return 0
+
+
+def _kit(args: argparse.Namespace) -> int:
+    from course.scaffold import write_assignment
+
+    written = write_assignment(load_config(args.course), args.assignment)
+    for name, changed in written:
+        print(f"{name}: {'cells written' if changed else 'already up to date'}")
+    if not written:
+        print("no assignment's exercises module defines EXERCISES: nothing to write (docs/authoring.md, the "
+              "authoring kit)")
+    return 0
 
 
 def _service_parsers(commands) -> None:
@@ -436,7 +475,7 @@ class ProgressBar:
 
 
 HANDLERS = {"release": _release, "check": _check, "grade": _grade, "merge": _merge, "export": _export,
-            "autograder": _autograder, "serve": _serve, "submit": _submit}
+            "autograder": _autograder, "serve": _serve, "submit": _submit, "new": _new, "kit": _kit}
 
 
 def main(argv: list[str] | None = None) -> int:

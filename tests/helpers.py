@@ -44,6 +44,8 @@ ALL_VALUES = {name: value for values in CONTRACT.values() for name, value in val
 # The second assignment's contract (docs/authoring.md, "The second assignment"): exercise -> {variable: expected value}.
 TRAINING_SOURCE = ROOT / "source" / "training" / "training.ipynb"
 TRAINING_RELEASE = ROOT / "release" / "training" / "training.ipynb"
+BACKPROP_SOURCE = ROOT / "source" / "backprop" / "backprop.ipynb"
+BACKPROP_RELEASE = ROOT / "release" / "backprop" / "backprop.ipynb"
 TRAINING_CONTRACT = {
     "leaves": {"x_is_leaf": True, "y_is_leaf": False, "data_is_leaf": True, "x_grad_fn": None,
                "y_grad_fn": "PowBackward0", "doubled_grad_fn": "MulBackward0", "z_grad_fn": "AddBackward0"},

@@ -51,7 +51,7 @@ def test_release_for_students_needs_variants(course_root, capsys):
 
 
 @pytest.mark.parametrize(("which", "said"), [
-    ([], "no submissions of any assignment (autograd, training) found"),  # the course has two
+    ([], "no submissions of any assignment (autograd, training, backprop) found"),  # the course has three
     (["--assignment", "autograd"], "no submissions found"),
 ])
 def test_grade_with_no_submissions_says_what_it_expected(course_root, capsys, which, said):

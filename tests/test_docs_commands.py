@@ -125,6 +125,8 @@ DOCKER = "needs docker and an image build (minutes, the network): tests/test_ima
 NETWORK = "downloads from a package index: the network"
 WHEEL = ("pip builds the wheel with setuptools fetched from the package index (the network): "
          "tests/test_docs.py's test_the_readmes_wheel_command_builds_the_wheel_students_install runs it")
+KIT = ("the walk-through's step 2 is an edit by hand: tests/test_kit.py runs `new assignment` and `kit write` in "
+       "process and releases the new assignment, tests/test_backprop.py grades a wrong notebook of a kit's assignment")
 BENCHMARK = "a measurement taking minutes on an idle machine, whose figures are the page's; not a check"
 
 # Every command of a ```bash block of README.md and docs/*.md, as written (its comment left out).
@@ -159,6 +161,11 @@ COMMANDS: dict[str, Run | Skip] = {
         Skip(DOCKER),
     "docker build -f autograder/jupyterhub-singleuser.Dockerfile -t autograd-course-student --build-arg "
     "COURSE_ID=autograd-course --build-arg EXCHANGE_ROOT=/srv/nbgrader/exchange .": Skip(DOCKER),
+    # docs/authoring.md: the authoring kit's walk-through (its step 2 is an edit of exercises.py by hand)
+    ".venv/bin/autograd-course new assignment chain": Skip(KIT),
+    ".venv/bin/autograd-course kit write --assignment chain": Skip(KIT),
+    ".venv/bin/autograd-course release --assignment chain": Skip(KIT),
+    ".venv/bin/autograd-course grade some/folder --assignment chain --out results": Skip(KIT),
     # docs/grading.md
     ".venv/bin/autograd-course grade": Run(),
     ".venv/bin/autograd-course grade some/folder --assignment training --out results": Run(before=training_folder),

@@ -19,7 +19,7 @@ from course.term import integrity_path
 from helpers import ROOT, require_tool
 
 COURSE = Path("/course")  # where the names below are made; only their part under it is checked
-ASSIGNMENTS = ("autograd", "training")
+ASSIGNMENTS = ("autograd", "training", "backprop")
 SQLITE_FILES = ("", "-journal", "-wal", "-shm")
 SERVICE_DB = Path(database_url(None, COURSE).removeprefix("sqlite:///")).relative_to(COURSE).as_posix()
 WRITTEN = sorted({

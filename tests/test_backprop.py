@@ -1,0 +1,86 @@
+"""The third assignment, `backprop`, built with the authoring kit: its published numbers are torch's, its notebook
+is what the kit writes from its definitions, and the sample right and wrong notebooks grade as expected."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from course.assignment import HIDDEN_BEGIN, HIDDEN_END, load_course_assignment, region_lines
+from course.config import load_config
+from course.content import load_content
+from course.hidden_tests import reads_no_answer, scored_without_idea
+from course.kit import load_exercises, write_cells
+from helpers import BACKPROP_SOURCE, ROOT
+from samples.make_samples import BACKPROP, BACKPROP_SCORES
+
+EXERCISES_MODULE = ROOT / "source" / "backprop" / "exercises.py"
+
+
+@pytest.fixture(scope="module")
+def references() -> dict[str, object]:
+    """Every answer's reference, from the definitions' builds at their own numbers (the published ones)."""
+    found: dict[str, object] = {}
+    for exercise in load_exercises(EXERCISES_MODULE):
+        found.update({name: value.tolist() for name, value in exercise.references().items()})
+    return found
+
+
+# The published numbers, at the precision they are published with: CS231n's notes on backpropagation (the gate
+# circuit, exact; the 2-D sigmoid neuron, 3 decimals) and the micrograd README (4 decimals).
+PUBLISHED = [
+    ("gate_f", -12, 0), ("gate_df_dx", -4, 0), ("gate_df_dy", -4, 0), ("gate_df_dz", 3, 0),
+    ("neuron_df_dx", [0.393, -0.590], 3), ("neuron_df_dw", [-0.197, -0.393, 0.197], 3),
+    ("mg_g", 24.7041, 4), ("mg_dg_da", 138.8338, 4), ("mg_dg_db", 645.5773, 4),
+]
+
+
+@pytest.mark.parametrize(("name", "published", "decimals"), PUBLISHED)
+def test_the_published_numbers_are_torchs(references, name, published, decimals):
+    value = references[name]
+    rounded = [round(v, decimals) for v in value] if isinstance(value, list) else round(value, decimals)
+    assert rounded == published
+
+
+def test_the_source_notebook_is_what_the_kit_writes_from_the_definitions():
+    import nbformat
+
+    notebook = json.loads(BACKPROP_SOURCE.read_text(encoding="utf-8"))
+    assert write_cells(notebook, load_exercises(EXERCISES_MODULE), EXERCISES_MODULE) == notebook
+    nbformat.validate(nbformat.from_dict(notebook))  # the kit's cells are valid nbformat 4.5 (ids included)
+
+
+def test_the_assignment_loads_with_its_three_questions_and_its_hidden_tests_are_the_builds():
+    assignment = load_course_assignment(load_config(ROOT), "backprop")
+    assert [q.id for q in assignment.questions] == ["gate", "neuron", "micrograd"]
+    assert assignment.max_score == 27
+    assert "def micrograd_expression(a, b):" in assignment.questions[2].test_source
+    assert assignment.default_params == {"gate_x": -2, "gate_y": 5, "gate_z": -4, "neuron_w0": 2, "neuron_w1": -3,
+                                         "neuron_w2": -3, "neuron_x0": -1, "neuron_x1": -2, "micrograd_a": -4,
+                                         "micrograd_b": 2}
+    content = load_content(EXERCISES_MODULE)
+    assert content.number_groups[0] == ("gate_x", "gate_y", "gate_z")
+    # the kit's hidden tests read nothing of the student's: the judge runs each once per set of numbers
+    for question in assignment.questions:
+        region = "\n".join(region_lines(question.test_source, HIDDEN_BEGIN, HIDDEN_END))
+        assert reads_no_answer(region, frozenset(assignment.answer_names)), question.id
+        assert scored_without_idea(question.test_source) == (), question.id
+
+
+@pytest.mark.slow
+def test_the_sample_right_notebook_earns_full_marks_and_the_wrong_one_its_partial_score():
+    from course.discovery import SubmissionRef
+    from course.grading import grade_submission
+
+    config = load_config(ROOT)
+    assignment = load_course_assignment(config, "backprop")
+    scores = {}
+    for name in BACKPROP_SCORES:
+        graded = grade_submission(SubmissionRef(name, BACKPROP / f"{name}.ipynb"), assignment, config)
+        scores[name] = graded.feedback["score"]
+        if name == "wrong":
+            wrong = {value["name"] for question in graded.feedback["questions"] for value in question["values"]
+                     if not value["correct"]}
+            assert wrong == {"gate_df_dx", "gate_df_dz", "neuron_df_dw", "mg_dg_db"}
+    assert scores == BACKPROP_SCORES
