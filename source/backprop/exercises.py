@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from course.graph_chain import kit_graphs
 from course.kit import Ask, Exercise, chains, number_groups
 
 # ----------------------------------------------------------------------------- 1. a circuit of two gates
@@ -166,4 +167,5 @@ a value feeds two later nodes, the gradients from both paths add up. Exact fract
 
 EXERCISES = [GATE, NEURON, MICROGRAD]
 NUMBER_GROUPS = number_groups(EXERCISES)
-CHAINS = chains(EXERCISES)  # none hand-written: the graph-read tables (chain_from_graph) will come from the builds
+CHAINS = chains(EXERCISES)  # none hand-written
+GRAPHS = kit_graphs(EXERCISES)  # so each table is read from its build's graph (course/graph_chain.py)
