@@ -300,13 +300,45 @@ def _numbers(by_id: dict, path: Path) -> dict:
 def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Assignment:
     """Read and check the source notebook of assignment `name`, and its exercises module (`exercises`, by
     default exercises.py beside the notebook; none is fine)."""
+    cells = _read_cells(path)
+    by_id = _cells_by_grade_id(cells, path)
+    _check_regions_and_locks(cells, by_id, path)
+    locked_sources = {
+        grade_id: cell_text(cell)
+        for grade_id, (_, cell) in by_id.items()
+        if nbgrader_meta(cell).get("locked") or nbgrader_meta(cell).get("grade")
+    }
+    questions = [_read_question(grade_id, index, cell, cells, by_id, path)
+                 for grade_id, (index, cell) in by_id.items() if grade_id.startswith("test_")]
+    if not questions:
+        raise SourceNotebookError(f"{path}: no graded question (no cell with a grade_id starting with 'test_')")
+    _check_each_answer_once(questions, path)
+    content = load_content(exercises or path.parent / EXERCISES_FILE)
+    default_params = _numbers(by_id, path)
+    _check_numbers_fit(content, default_params, questions, path)
+    return Assignment(
+        name=name,
+        notebook_path=path,
+        default_params=default_params,
+        content=content,
+        setup_source=cell_text(by_id["setup"][1]),
+        questions=tuple(questions),
+        locked_sources=locked_sources,
+    )
+
+
+def _read_cells(path: Path) -> list:
     try:
         notebook = json.loads(path.read_text(encoding="utf-8"))
-        cells = notebook["cells"]
+        return notebook["cells"]
     except FileNotFoundError:
         raise SourceNotebookError(f"{path}: the source notebook does not exist") from None
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise SourceNotebookError(f"{path}: cannot be read as a notebook ({error})") from None
+
+
+def _cells_by_grade_id(cells: list, path: Path) -> dict[str, tuple[int, dict]]:
+    """grade_id -> (index, cell): each id a well-formed one, and used once."""
     by_id: dict[str, tuple[int, dict]] = {}
     for index, cell in enumerate(cells):
         damaged = nbgrader_cell(cell).damaged_id
@@ -318,7 +350,11 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
             if grade_id in by_id:
                 raise SourceNotebookError(f"{path}: cell {index}: grade_id {grade_id!r} is used twice")
             by_id[grade_id] = (index, cell)
+    return by_id
 
+
+def _check_regions_and_locks(cells: list, by_id: dict[str, tuple[int, dict]], path: Path) -> None:
+    """Every cell's marked regions, and the locked cells every answer is graded against (setup, numbers)."""
     for index, cell in enumerate(cells):
         _check_markers(cell, index, cells, path)
     if "setup" not in by_id:
@@ -327,56 +363,52 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
         if locked_id in by_id:
             _check_locked(by_id[locked_id][1], f"{path}: cell {by_id[locked_id][0]} ({locked_id})",
                           "students could change what every answer is graded against")
-    locked_sources = {
-        grade_id: cell_text(cell)
-        for grade_id, (_, cell) in by_id.items()
-        if nbgrader_meta(cell).get("locked") or nbgrader_meta(cell).get("grade")
-    }
 
-    questions = []
-    for grade_id, (index, cell) in by_id.items():
-        if not grade_id.startswith("test_"):
-            continue
-        stem = grade_id.removeprefix("test_")
-        where = f"{path}: cell {index} ({grade_id})"
-        meta = nbgrader_meta(cell)
-        if not meta.get("grade") or cell.get("cell_type") != "code":
-            raise SourceNotebookError(f"{where}: a test_ cell must be an autograded code cell with points")
-        if HIDDEN_BEGIN not in cell_text(cell):
-            raise SourceNotebookError(f"{where}: has no {HIDDEN_BEGIN} region; the tests would be shown to students")
-        answer_id, form_id = f"answer_{stem}", f"form_{stem}"
-        for needed in (answer_id, form_id):
-            if needed not in by_id:
-                raise SourceNotebookError(f"{where}: its question has no cell with grade_id {needed!r}")
-        answer_index, answer_cell = by_id[answer_id]
-        if not nbgrader_meta(answer_cell).get("solution"):
-            raise SourceNotebookError(f"{path}: cell {answer_index} ({answer_id}): must be a solution cell")
-        if SOLUTION_BEGIN not in cell_text(answer_cell):
+
+def _read_question(grade_id: str, index: int, cell: dict, cells: list, by_id: dict[str, tuple[int, dict]],
+                   path: Path) -> Question:
+    """The question of the test cell `grade_id`, with its answer cell and its (locked) form cell."""
+    stem = grade_id.removeprefix("test_")
+    where = f"{path}: cell {index} ({grade_id})"
+    meta = nbgrader_meta(cell)
+    if not meta.get("grade") or cell.get("cell_type") != "code":
+        raise SourceNotebookError(f"{where}: a test_ cell must be an autograded code cell with points")
+    if HIDDEN_BEGIN not in cell_text(cell):
+        raise SourceNotebookError(f"{where}: has no {HIDDEN_BEGIN} region; the tests would be shown to students")
+    answer_id, form_id = f"answer_{stem}", f"form_{stem}"
+    for needed in (answer_id, form_id):
+        if needed not in by_id:
+            raise SourceNotebookError(f"{where}: its question has no cell with grade_id {needed!r}")
+    answer_index, answer_cell = by_id[answer_id]
+    if not nbgrader_meta(answer_cell).get("solution"):
+        raise SourceNotebookError(f"{path}: cell {answer_index} ({answer_id}): must be a solution cell")
+    if SOLUTION_BEGIN not in cell_text(answer_cell):
+        raise SourceNotebookError(
+            f"{path}: cell {answer_index} ({answer_id}): has no {SOLUTION_BEGIN} region holding the answer key"
+        )
+    answer_where = f"{path}: cell {answer_index} ({answer_id})"
+    form_index, form_cell = by_id[form_id]
+    _check_locked(form_cell, f"{path}: cell {form_index} ({form_id})", "students could edit the check")
+    names, functions = _template_answers(cell_text(answer_cell), answer_where, form_checks(
+        strip_region(cell_text(form_cell), HIDDEN_BEGIN, HIDDEN_END), f"{path}: cell {form_index} ({form_id})"))
+    # The self-check knows a question's answers only from its checks (students have no answer key):
+    # both checks must name exactly the answers the answer cell asks for.
+    declared: dict[str, str] = {}
+    for checked_id, checked_index, checked_source in ((form_id, form_index, cell_text(form_cell)),
+                                                     (grade_id, index, cell_text(cell))):
+        checked_where = f"{path}: cell {checked_index} ({checked_id})"
+        checked = form_checks(strip_region(checked_source, HIDDEN_BEGIN, HIDDEN_END), checked_where)
+        if _checked_names(checked) != (names, functions):
             raise SourceNotebookError(
-                f"{path}: cell {answer_index} ({answer_id}): has no {SOLUTION_BEGIN} region holding the answer key"
-            )
-        answer_where = f"{path}: cell {answer_index} ({answer_id})"
-        form_index, form_cell = by_id[form_id]
-        _check_locked(form_cell, f"{path}: cell {form_index} ({form_id})", "students could edit the check")
-        names, functions = _template_answers(cell_text(answer_cell), answer_where, form_checks(
-            strip_region(cell_text(form_cell), HIDDEN_BEGIN, HIDDEN_END), f"{path}: cell {form_index} ({form_id})"))
-        # The self-check knows a question's answers only from its checks (students have no answer key):
-        # both checks must name exactly the answers the answer cell asks for.
-        declared: dict[str, str] = {}
-        for checked_id, checked_index, checked_source in ((form_id, form_index, cell_text(form_cell)),
-                                                         (grade_id, index, cell_text(cell))):
-            checked_where = f"{path}: cell {checked_index} ({checked_id})"
-            checked = form_checks(strip_region(checked_source, HIDDEN_BEGIN, HIDDEN_END), checked_where)
-            if _checked_names(checked) != (names, functions):
-                raise SourceNotebookError(
-                    f"{checked_where}: its {FORM_CHECK}(...) must name the answers of {answer_id} in order, as "
-                    f"keywords with their form (\"function\" for a function): expected "
-                    f"{', '.join(names + functions)}; found {', '.join(checked) or 'none'}")
-            declared = declared or checked  # the form cell's
-        questions.append(_question(stem, _title_before(cells, answer_index) or stem, float(meta.get("points", 0)),
-                                   declared, cell_text(cell), cell_text(form_cell)))
-    if not questions:
-        raise SourceNotebookError(f"{path}: no graded question (no cell with a grade_id starting with 'test_')")
+                f"{checked_where}: its {FORM_CHECK}(...) must name the answers of {answer_id} in order, as "
+                f"keywords with their form (\"function\" for a function): expected "
+                f"{', '.join(names + functions)}; found {', '.join(checked) or 'none'}")
+        declared = declared or checked  # the form cell's
+    return _question(stem, _title_before(cells, answer_index) or stem, float(meta.get("points", 0)),
+                     declared, cell_text(cell), cell_text(form_cell))
+
+
+def _check_each_answer_once(questions: list[Question], path: Path) -> None:
     seen: dict[str, str] = {}
     for question in questions:
         for answer_name in question.answer_names + question.function_names:
@@ -386,8 +418,10 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
                     f"and {question.answer_cell_id}"
                 )
             seen[answer_name] = question.answer_cell_id
-    content = load_content(exercises or path.parent / EXERCISES_FILE)
-    default_params = _numbers(by_id, path)
+
+
+def _check_numbers_fit(content: Content, default_params: dict, questions: list[Question], path: Path) -> None:
+    """The numbers cell's P against the exercises module: its constraints, and each function answer's point."""
     problems = content.constraint_violations(default_params) if default_params else []
     if problems:
         raise SourceNotebookError(f"{path}: the numbers cell's P does not fit the exercises ({'; '.join(problems)})")
@@ -400,15 +434,6 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
                 f"{content.path}: FUNCTION_POINTS maps {function!r} to {number!r}, but "
                 + (f"{function!r} is no function answer of {path.name}" if function not in function_answers else
                    f"the numbers cell's P has no {number!r}") + "; name a function answer and a number of P")
-    return Assignment(
-        name=name,
-        notebook_path=path,
-        default_params=default_params,
-        content=content,
-        setup_source=cell_text(by_id["setup"][1]),
-        questions=tuple(questions),
-        locked_sources=locked_sources,
-    )
 
 
 def load_course_assignment(config: CourseConfig, name: str | None = None) -> Assignment:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from course import __version__
 from course.config import CourseConfig, find_config, load_config
-from course.deferred_imports import defer_setuptools_for_archives, defer_torch_meta_kernels
+from course.deferred_imports import defer_start_up_imports
 from course.errors import CourseError
 from course.extras import require
 from course.files import os_reason
@@ -479,11 +479,13 @@ HANDLERS = {"release": _release, "check": _check, "grade": _grade, "merge": _mer
 
 
 def main(argv: list[str] | None = None) -> int:
-    # A command's own process, before anything imports torch or nbgrader (deferred_imports.py): its torch needs no
+    # A command's own process, before anything imports nbformat, nbgrader or torch (deferred_imports.py; importing
+    # this module imports none of them, tests/test_deferred_imports.py): no IRI grammar is compiled until a schema
+    # checks one, nbgrader's package __init__ (its server extensions) runs only if a server asks, its torch needs no
     # Python meta kernels until something traces or compiles (its students' code runs in the sandbox's interpreter,
-    # which imports nothing of ours), and nbgrader's utilities need setuptools only to unpack an archive.
-    defer_torch_meta_kernels()
-    defer_setuptools_for_archives()
+    # which imports nothing of ours), and nbgrader's utilities need setuptools only to unpack an archive. Here and
+    # not in `import course`, which a student's kernel does too.
+    defer_start_up_imports()
     args = _parser().parse_args(argv)
     configure_logging(args.log_level)
     try:

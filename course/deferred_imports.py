@@ -2,7 +2,12 @@
 compiles some forty Earley grammars as it is imported (seconds of CPU on a busy machine, in every process that
 imports nbformat: each command of ours). No schema that nbformat, nbgrader or the service validates uses those
 formats, so here the package stands in until one is checked: then the grammars are compiled, once, as before.
-(jsonschema issue #1428; `rfc3987`, which jsonschema would prefer, is GPL-licensed.)"""
+(jsonschema issue #1428; `rfc3987`, which jsonschema would prefer, is GPL-licensed.)
+
+Each function here puts stand-ins in sys.modules, so none runs on import: a command's own process switches them all
+on, first thing (defer_start_up_imports, called by cli.main: every command, the service and the Gradescope
+`autograder run` start there). Importing `course` or `course.notebook` (a student's Jupyter kernel does) leaves
+sys.modules as it was; the sandbox's interpreter imports nothing of ours."""
 
 from __future__ import annotations
 
@@ -212,3 +217,12 @@ def defer_torch_meta_kernels() -> None:
         return
     sys.modules[TORCH_META] = _ImportedOnFirstUse(TORCH_META, "torch's Python meta kernels, imported on first use")
     sys.meta_path.insert(0, _MetaKernelsFirst())
+
+
+def defer_start_up_imports() -> None:
+    """Every stand-in above, in a command's own process (cli.main), before anything of ours imports nbformat (and
+    with it jsonschema), nbgrader or torch: a stand-in is put in place only for a package not imported yet."""
+    defer_iri_grammars()
+    defer_nbgrader_package_init()
+    defer_torch_meta_kernels()
+    defer_setuptools_for_archives()

@@ -206,6 +206,12 @@ def run_autograder(root: Path) -> dict[str, Any]:
     if problem:  # not even an error result could reach the student: said once, before anyone is graded
         raise CourseError(f"cannot write {root / 'results' / 'results.json'} ({problem}), so nothing was graded: "
                           "run as a user who may write there (Gradescope runs the autograder as root)")
+    results = _results(root, started)
+    return _write_results(root, results, started)
+
+
+def _results(root: Path, started: float) -> dict[str, Any]:
+    """results.json's content: the student's grade, or a result that says whose the failure was."""
     try:
         config = load_config(root / "source")
         try:
@@ -219,23 +225,26 @@ def run_autograder(root: Path) -> dict[str, Any]:
         if graded.internal_error:
             print(graded.internal_error, file=sys.stderr)  # the grader's log, hidden from students
         if graded.status == Status.AUTOGRADER_ERROR:  # our failure, never a graded 0: a visible autograder error
-            results = error_results(AUTOGRADER_ERROR_TEXT, time.monotonic() - started, ours=True)
-        else:
-            results = to_results(graded, time.monotonic() - started)
+            return error_results(AUTOGRADER_ERROR_TEXT, time.monotonic() - started, ours=True)
+        return to_results(graded, time.monotonic() - started)
     except SubmissionError as problem:
-        results = error_results(f"{markdown_text(problem)} Your score is 0 until you resubmit.",
-                                time.monotonic() - started, ours=False)
+        return error_results(f"{markdown_text(problem)} Your score is 0 until you resubmit.",
+                             time.monotonic() - started, ours=False)
     except CourseError as problem:
         print(f"autograder configuration error: {problem}", file=sys.stderr)
-        results = error_results("The autograder is misconfigured; your instructor has been notified. "
-                                "You do not need to resubmit.", time.monotonic() - started, ours=True)
+        return error_results("The autograder is misconfigured; your instructor has been notified. "
+                             "You do not need to resubmit.", time.monotonic() - started, ours=True)
     except Exception:
         traceback.print_exc()
-        results = error_results(AUTOGRADER_ERROR_TEXT, time.monotonic() - started, ours=True)
+        return error_results(AUTOGRADER_ERROR_TEXT, time.monotonic() - started, ours=True)
+
+
+def _write_results(root: Path, results: dict[str, Any], started: float) -> dict[str, Any]:
+    """Write results.json, and the results written: whatever made them unwritable, the student still gets a valid
+    file that says what happened."""
     try:
         atomic_write_json(root / "results" / "results.json", results)
     except Exception:
-        # Whatever made the results unwritable, the student still gets a valid file that says what happened.
         traceback.print_exc()
         results = error_results("The autograder could not write your results (not your fault). Your instructor "
                                 "can see the details; you do not need to resubmit.", time.monotonic() - started,

@@ -9,7 +9,8 @@ import importlib
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 
@@ -156,81 +157,108 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
     local grading). params: the numbers to grade with (default: the student's own, `variants.numbers_for`;
     the submission service passes an attempt's fresh numbers)."""
     started = time.monotonic()
-    messages: list[str] = []
-    cell_errors: list[dict[str, str]] = []
-    internal_error = ""
-    level = ""
-    findings: tuple[str, ...] = ()
+    so_far = _SoFar()
     try:
-        if ref.problem:
-            raise SubmissionError(ref.problem)
-        if params is None:
-            params = numbers_for(config, assignment.content, ref.student_id, assignment.default_params)
-        submission = _read(ref, assignment, config, params)
-        parsed = handwork.parse_cells(submission.cells)  # once, bounded: for hand work and the integrity report
-        whose = numbers_messages(submission, ref.student_id, params, assignment, config)
-        findings = integrity.review(submission, ref.student_id, parsed,
-                                    default_numbers=bool(whose) and submission.personalised_for is None)
-        points = ProbePoints(probe_points) if probe_points is not None else course_probe_points(
-            config, assignment, params)
-        runner = run or cold_runner(config)
-        ran = runner(list(submission.cells), assignment.answer_names + assignment.function_names, points.points,
-                     config.limits)
-        level = ran.isolation
-        answers = dict(ran.answers)
-        for cell_id in submission.deleted_answer_cells:
-            question = assignment.question_by_answer_cell(cell_id)
-            for name in question.answer_names + question.function_names:
-                answers[name] = Answer(MISSING, detail="its answer cell was deleted")
-        hand_work = handwork.computed_answers(parsed, assignment.answer_names + assignment.function_names)
-        deduction = config.hand_work_deduction if config.hand_work == "deduct" else 0.0
-        questions = judge(assignment, answers, tolerance=config.tolerance, computed=hand_work.computed,
-                          deduction=deduction, params=params, private_points=points.private)
-        status = _status_of(ran)
-        # A syntax error first: every answer its cell sets is missing because of it, not because of the answers.
-        # The first few (a feedback's size is bounded: feedback.MAX_CELL_ERRORS), then how many more.
-        shown = parsed.syntax_errors[:MAX_SYNTAX_ERRORS]
-        more = len(parsed.syntax_errors) - len(shown)
-        # Whose numbers first, then an untouched notebook: each explains the whole score.
-        untouched = nothing_answered(dict(ran.answers)) and not submission.deleted_answer_cells
-        first = whose + ([nothing_answered_text(assignment)] if untouched else [])
-        messages[:0] = first + [f"{where[:1].upper()}{where[1:]} has a syntax error, so nothing in that cell ran and "
-                                "its answers are missing. Fix it first." for where in shown] + (
-            [f"… and {more:,} more {'cell has a syntax error' if more == 1 else 'cells have syntax errors'}."]
-            if more else [])
-        if ran.ended_early:
-            messages.append(f"Your notebook did not run to the end: {ran.ended_early}. "
-                            "Answers set before that point were graded.")
-        messages += limit_messages(ran, config)
-        if not hand_work.complete:
-            messages.append(INCOMPLETE_CHECK_TEXT)
-        messages += _damaged_metadata_messages(submission)
-        cell_errors = cell_errors_of(ran, config.limits)
+        status, questions = _grade(ref, assignment, config, probe_points, run, params, so_far)
     except UnreadableSubmission as problem:
         # The file is there but this grader cannot read it (permissions, a link, ...): the grader's set-up, so its
         # error, never the student's 0.
         status, questions = Status.AUTOGRADER_ERROR, _zero(assignment, "autograder error", config)
-        internal_error = (f"the submitted file {ref.path} could not be read by the grader: {problem}. Make it a "
-                          "regular file the grader may read, and grade again")
-        messages.append(OUR_ERROR_TEXT)
+        so_far.internal_error = (f"the submitted file {ref.path} could not be read by the grader: {problem}. Make it "
+                                 "a regular file the grader may read, and grade again")
+        so_far.messages.append(OUR_ERROR_TEXT)
     except SubmissionError as problem:
         status, questions = Status.FAILED, _zero(assignment, "the notebook could not be read", config)
         # Another assignment's notebook is named as that one's, not as this assignment's file.
         other = (other_assignment(config, assignment.name, problem.answer_ids)
                  if isinstance(problem, NotThisAssignment) else "")
         said = other_assignment_text(other, assignment) if other else str(problem)
-        messages.append(f"Your submission could not be graded: {said}")
+        so_far.messages.append(f"Your submission could not be graded: {said}")
     except Exception:
         status, questions = Status.AUTOGRADER_ERROR, _zero(assignment, "autograder error", config)
-        internal_error = traceback.format_exc()
-        messages.append(OUR_ERROR_TEXT)
+        so_far.internal_error = traceback.format_exc()
+        so_far.messages.append(OUR_ERROR_TEXT)
     if reveal_torch_values is None:
         reveal_torch_values = config.reveals_torch_values(gradescope=False)
-    feedback = build_feedback(ref.student_id, assignment.name, questions, status=status, messages=messages,
-                              cell_errors=cell_errors, reveal_torch_values=reveal_torch_values,
-                              content=with_derived_chains(assignment.content, params))
-    return Graded(ref.student_id, status, questions, feedback, time.monotonic() - started, internal_error,
-                  sandbox=level, integrity=findings)
+    feedback = build_feedback(ref.student_id, assignment.name, questions, status=status, messages=so_far.messages,
+                              cell_errors=so_far.cell_errors, reveal_torch_values=reveal_torch_values,
+                              content=with_derived_chains(assignment.content, so_far.params))
+    return Graded(ref.student_id, status, questions, feedback, time.monotonic() - started, so_far.internal_error,
+                  sandbox=so_far.level, integrity=so_far.findings)
+
+
+@dataclass
+class _SoFar:
+    """What grading one notebook has learnt so far: kept when a later step fails (the run's level, the integrity
+    findings), and the messages and cell errors of its feedback."""
+
+    messages: list[str] = field(default_factory=list)
+    cell_errors: list[dict[str, str]] = field(default_factory=list)
+    internal_error: str = ""
+    level: str = ""
+    findings: tuple[str, ...] = ()
+    params: dict | None = None  # the numbers graded with, once known (the chain tables read from graphs use them)
+
+
+def _grade(ref: SubmissionRef, assignment: Assignment, config: CourseConfig,
+           probe_points: dict[str, list[float]] | None, run: sandbox.Runner | None, params: dict | None,
+           so_far: _SoFar) -> tuple[Status, tuple[QuestionResult, ...]]:
+    """Read the notebook, run it in the sandbox, judge its answers: the status and the questions' results. Raises
+    for grade_submission to turn into a status: SubmissionError (the student's), anything else (ours)."""
+    if ref.problem:
+        raise SubmissionError(ref.problem)
+    if params is None:
+        params = numbers_for(config, assignment.content, ref.student_id, assignment.default_params)
+    so_far.params = params
+    submission = _read(ref, assignment, config, params)
+    parsed = handwork.parse_cells(submission.cells)  # once, bounded: for hand work and the integrity report
+    whose = numbers_messages(submission, ref.student_id, params, assignment, config)
+    so_far.findings = integrity.review(submission, ref.student_id, parsed,
+                                       default_numbers=bool(whose) and submission.personalised_for is None)
+    points = ProbePoints(probe_points) if probe_points is not None else course_probe_points(
+        config, assignment, params)
+    runner = run or cold_runner(config)
+    ran = runner(list(submission.cells), assignment.answer_names + assignment.function_names, points.points,
+                 config.limits)
+    so_far.level = ran.isolation
+    answers = dict(ran.answers)
+    for cell_id in submission.deleted_answer_cells:
+        question = assignment.question_by_answer_cell(cell_id)
+        for name in question.answer_names + question.function_names:
+            answers[name] = Answer(MISSING, detail="its answer cell was deleted")
+    hand_work = handwork.computed_answers(parsed, assignment.answer_names + assignment.function_names)
+    deduction = config.hand_work_deduction if config.hand_work == "deduct" else 0.0
+    questions = judge(assignment, answers, tolerance=config.tolerance, computed=hand_work.computed,
+                      deduction=deduction, params=params, private_points=points.private)
+    status = _status_of(ran)
+    _add_messages(so_far.messages, whose, parsed.syntax_errors, ran, submission, assignment, config,
+                  hand_work.complete)
+    so_far.cell_errors = cell_errors_of(ran, config.limits)
+    return status, questions
+
+
+def _add_messages(messages: list[str], whose: list[str], syntax_errors: Sequence[str], ran: sandbox.RunResult,
+                  submission: Submission, assignment: Assignment, config: CourseConfig,
+                  hand_work_complete: bool) -> None:
+    """The feedback's messages of a notebook that ran: what explains the whole score first, then how the run went."""
+    # A syntax error first: every answer its cell sets is missing because of it, not because of the answers.
+    # The first few (a feedback's size is bounded: feedback.MAX_CELL_ERRORS), then how many more.
+    shown = syntax_errors[:MAX_SYNTAX_ERRORS]
+    more = len(syntax_errors) - len(shown)
+    # Whose numbers first, then an untouched notebook: each explains the whole score.
+    untouched = nothing_answered(dict(ran.answers)) and not submission.deleted_answer_cells
+    first = whose + ([nothing_answered_text(assignment)] if untouched else [])
+    messages[:0] = first + [f"{where[:1].upper()}{where[1:]} has a syntax error, so nothing in that cell ran and "
+                            "its answers are missing. Fix it first." for where in shown] + (
+        [f"… and {more:,} more {'cell has a syntax error' if more == 1 else 'cells have syntax errors'}."]
+        if more else [])
+    if ran.ended_early:
+        messages.append(f"Your notebook did not run to the end: {ran.ended_early}. "
+                        "Answers set before that point were graded.")
+    messages += limit_messages(ran, config)
+    if not hand_work_complete:
+        messages.append(INCOMPLETE_CHECK_TEXT)
+    messages += _damaged_metadata_messages(submission)
 
 
 def _read(ref: SubmissionRef, assignment: Assignment, config: CourseConfig, params: dict) -> Submission:

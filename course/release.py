@@ -33,7 +33,7 @@ from course.assignment import (
     nbgrader_meta,
     region_lines,
 )
-from course.config import CourseConfig
+from course.config import AssignmentSettings, CourseConfig
 from course.content import NO_CONTENT, Content
 from course.errors import ReleaseError
 from course.files import PUBLIC, atomic_write_text
@@ -305,28 +305,8 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
     final_path = config.release_notebook(settings.name)
     with tempfile.TemporaryDirectory(prefix="autograd-course-staging-") as scratch:
         staging = Path(scratch)
-        # The exercises module is the instructor's (it says how numbers vary and how wrong answers are read):
-        # nbgrader would copy it into the release with every other file of the folder.
-        shutil.copytree(config.root / "source" / settings.name, staging / "source" / settings.name,
-                        ignore=shutil.ignore_patterns(settings.exercises, "__pycache__", "*.pyc"))
-        log.info("release %s: nbgrader generate_assignment", settings.name)
-        nbgrader_bridge.generate_assignment(staging, f"sqlite:///{staging / 'gradebook.db'}", settings.name)
-        release_path = staging / "release" / settings.name / settings.notebook
-        if not release_path.exists():
-            raise ReleaseError(f"nbgrader wrote no {final_path.name} for {settings.name!r}; "
-                               f"check source/{settings.name}/")
-        # nbgrader's output keeps the {{placeholders}}: it is the template of every personalised copy.
-        template_text = release_path.read_text(encoding="utf-8")
-        template = json.loads(template_text)
-        _write_notebook(release_path, personalise(template, assignment.default_params))
-        leaks = [_with_question(assignment, leak) for leak in find_leaks(source_path, release_path)]
-        if leaks:
-            raise ReleaseError(
-                f"{final_path} would not be safe to give to students (release/ was left as it was):\n  "
-                + "\n  ".join(leaks)
-                + "\nPut answers between ### BEGIN SOLUTION / ### END SOLUTION and tests between "
-                "### BEGIN HIDDEN TESTS / ### END HIDDEN TESTS in the source notebook."
-            )
+        release_path, template_text, template = _generate(config, settings, assignment, staging, final_path)
+        _refuse_leaks(assignment, source_path, release_path, final_path)
         solution_score = untouched_score = None
         if verify:
             solution_score, untouched_score = _verify(config, assignment, source_path, release_path)
@@ -341,31 +321,70 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
         # Every check passed: record the cells in the course gradebook, then put the release in place.
         log.info("release %s: recording its cells in the course gradebook, then %s", settings.name, final_path.parent)
         nbgrader_bridge.record_assignment(config.root, config.gradebook_url, settings.name)
-        # What is made from the release goes in first and release/<assignment>/ last: a failure on the way leaves
-        # the old release with copies and a template already made from source/ as it is now (which grading reads),
-        # never the new release beside the old cells.
-        step = config.release_template(settings.name)
-        try:
-            atomic_write_text(step, template_text, mode=PUBLIC)
-            step = personal_folder
-            if ids:
-                _install(staging / "personalised", personal_folder)
-            elif remove_personal and personal_folder.is_symlink():
-                personal_folder.unlink()
-            elif remove_personal:
-                shutil.rmtree(personal_folder)
-            step = final_path.parent
-            _install(release_path.parent, final_path.parent)
-        except OSError as failed:
-            raise ReleaseError(f"{step}: could not be replaced ({failed.strerror or failed}); {final_path.parent} "
-                               "was left as it was. Fix the folder's permissions or free some space, then run "
-                               "release again") from None
+        _put_in_place(config, settings.name, staging, release_path, final_path, template_text, ids,
+                      remove_personal=remove_personal)
     without_idea = tuple(name for question in assignment.questions
                          for name in scored_without_idea(question.test_source))
     return ReleaseReport(final_path, len(assignment.questions), assignment.max_score, solution_score,
                          untouched_score, len(ids), without_idea, personal_folder if ids else None, stale,
                          refreshed=bool(ids) and not students,
                          removed_personalised=personal_folder if remove_personal else None)
+
+
+def _generate(config: CourseConfig, settings: AssignmentSettings, assignment: Assignment, staging: Path,
+              final_path: Path) -> tuple[Path, str, dict]:
+    """nbgrader's release of source/<assignment>/ in the staging course: the notebook students get (with the default
+    numbers), and nbgrader's own output, as text and read: it keeps the {{placeholders}} of every personalised copy."""
+    # The exercises module is the instructor's (it says how numbers vary and how wrong answers are read):
+    # nbgrader would copy it into the release with every other file of the folder.
+    shutil.copytree(config.root / "source" / settings.name, staging / "source" / settings.name,
+                    ignore=shutil.ignore_patterns(settings.exercises, "__pycache__", "*.pyc"))
+    log.info("release %s: nbgrader generate_assignment", settings.name)
+    nbgrader_bridge.generate_assignment(staging, f"sqlite:///{staging / 'gradebook.db'}", settings.name)
+    release_path = staging / "release" / settings.name / settings.notebook
+    if not release_path.exists():
+        raise ReleaseError(f"nbgrader wrote no {final_path.name} for {settings.name!r}; "
+                           f"check source/{settings.name}/")
+    # nbgrader's output keeps the {{placeholders}}: it is the template of every personalised copy.
+    template_text = release_path.read_text(encoding="utf-8")
+    template = json.loads(template_text)
+    _write_notebook(release_path, personalise(template, assignment.default_params))
+    return release_path, template_text, template
+
+
+def _refuse_leaks(assignment: Assignment, source_path: Path, release_path: Path, final_path: Path) -> None:
+    leaks = [_with_question(assignment, leak) for leak in find_leaks(source_path, release_path)]
+    if leaks:
+        raise ReleaseError(
+            f"{final_path} would not be safe to give to students (release/ was left as it was):\n  "
+            + "\n  ".join(leaks)
+            + "\nPut answers between ### BEGIN SOLUTION / ### END SOLUTION and tests between "
+            "### BEGIN HIDDEN TESTS / ### END HIDDEN TESTS in the source notebook."
+        )
+
+
+def _put_in_place(config: CourseConfig, name: str, staging: Path, release_path: Path, final_path: Path,
+                  template_text: str, ids: list[str], *, remove_personal: bool) -> None:
+    """What is made from the release goes in first and release/<assignment>/ last: a failure on the way leaves
+    the old release with copies and a template already made from source/ as it is now (which grading reads),
+    never the new release beside the old cells."""
+    personal_folder = config.personalised_folder(name)
+    step = config.release_template(name)
+    try:
+        atomic_write_text(step, template_text, mode=PUBLIC)
+        step = personal_folder
+        if ids:
+            _install(staging / "personalised", personal_folder)
+        elif remove_personal and personal_folder.is_symlink():
+            personal_folder.unlink()
+        elif remove_personal:
+            shutil.rmtree(personal_folder)
+        step = final_path.parent
+        _install(release_path.parent, final_path.parent)
+    except OSError as failed:
+        raise ReleaseError(f"{step}: could not be replaced ({failed.strerror or failed}); {final_path.parent} "
+                           "was left as it was. Fix the folder's permissions or free some space, then run "
+                           "release again") from None
 
 
 def _with_question(assignment: Assignment, leak: str) -> str:

@@ -21,7 +21,7 @@ import os
 import re
 import stat
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -175,62 +175,83 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
             f"{_name(path)}: the notebook has {len(raw_cells)} cells, more than the limit of {max_cells}; "
             "start again from the released notebook and copy your answers in"
         )
-    answer_ids = {q.answer_cell_id for q in assignment.questions}
     own_numbers = numbers_source(params, assignment.content)
     cells = [Cell(-3, "helpers (from the course)", notebook_module_cell()),
              Cell(-2, "setup (from the course)", assignment.setup_source)]
     if params:
         cells.append(Cell(-1, "your numbers (from the course)", own_numbers))
-    answer_sources: dict[str, str] = {}
-    held_answers: set[str] = set()  # every answer cell's id in the notebook, this assignment's or not
-    claimed_student = None
-    default_numbers = unmarked_numbers = False
     if release_numbers is None:
         release_numbers = assignment.released_sources.get(NUMBERS_CELL, "\0")
-    edited: list[str] = []
-    damaged: list[str] = []  # code cells whose grade_id is no nbgrader id: graded as the student's own code
+    reading = _Reading(path, assignment, own_numbers, release_numbers, cells)
     for index, raw in enumerate(raw_cells):
         if type(raw) is not dict:
             raise SubmissionError(f"{_name(path)}: cell {index} is not a notebook cell")
-        if raw.get("cell_type") != "code":
-            continue
-        source = _source_text(raw, index, path)
-        meta = nbgrader_cell(raw)
-        grade_id = meta.grade_id
-        if grade_id and grade_id.startswith(ANSWER_PREFIX):
-            held_answers.add(grade_id)
-        if meta.damaged_id:
-            damaged.append(f"cell {index + 1}'s nbgrader grade_id is {meta.damaged_id}")
-        if grade_id == NUMBERS_CELL:
-            claimed_student = claimed_student or personalised_for(raw)
-            unmarked_numbers = unmarked_numbers or personalised_for(raw) is None
-            default_numbers = default_numbers or (personalised_for(raw) is None
-                                                  and source.rstrip() == release_numbers.rstrip())
-            if source.rstrip() == own_numbers.rstrip():
-                continue
-        # Trailing whitespace aside (nbgrader and our own region stripping may end a cell with or without a
-        # newline, and it changes no code):
-        if grade_id in assignment.locked_sources and \
-                source.rstrip() == assignment.released_sources.get(grade_id, "\0").rstrip():
-            continue  # the grader's own cell, untouched: its source/ version is what counts
-        personalised_numbers = grade_id == NUMBERS_CELL and personalised_for(raw) is not None
-        if grade_id in assignment.locked_sources and grade_id not in edited and not personalised_numbers:
-            edited.append(grade_id)
-        if grade_id in answer_ids and grade_id not in answer_sources:
-            answer_sources[grade_id] = source
-            label = f"your answer cell for {assignment.question_by_answer_cell(grade_id).title}"
-        else:
-            label = f"cell {index + 1}"
-        cells.append(Cell(index, label, source))
-    if not answer_sources:
+        if raw.get("cell_type") == "code":
+            reading.take(index, raw)
+    if not reading.answer_sources:
         raise NotThisAssignment(
             f"{_name(path)}: none of the answer cells of assignment {assignment.name!r} is in this notebook; "
             f"submit the notebook you were given for it ({assignment.notebook_path.name}, as your instructor "
-            f"released it for {assignment.name!r}) with your answers", frozenset(held_answers))
-    deleted = tuple(sorted(answer_ids - set(answer_sources)))
-    return Submission(student_id, path, tuple(cells), answer_sources, deleted, claimed_student, tuple(edited),
-                      tuple(damaged), default_numbers and claimed_student is None,
-                      unmarked_numbers and claimed_student is None)
+            f"released it for {assignment.name!r}) with your answers", frozenset(reading.held_answers))
+    deleted = tuple(sorted(reading.answer_ids - set(reading.answer_sources)))
+    claimed = reading.claimed_student
+    return Submission(student_id, path, tuple(reading.cells), reading.answer_sources, deleted, claimed,
+                      tuple(reading.edited), tuple(reading.damaged), reading.default_numbers and claimed is None,
+                      reading.unmarked_numbers and claimed is None)
+
+
+@dataclass
+class _Reading:
+    """A notebook's code cells read one by one: the student's code, and what the grader learns of the notebook."""
+
+    path: Path
+    assignment: Assignment
+    own_numbers: str  # the student's numbers cell as the grader makes it
+    release_numbers: str  # the numbers cell of the release everyone was given
+    cells: list[Cell]  # the grader's cells, then the student's code
+    answer_sources: dict[str, str] = field(default_factory=dict)
+    held_answers: set[str] = field(default_factory=set)  # every answer cell id in the notebook, any assignment's
+    claimed_student: str | None = None
+    default_numbers: bool = False
+    unmarked_numbers: bool = False
+    edited: list[str] = field(default_factory=list)
+    damaged: list[str] = field(default_factory=list)  # code cells whose grade_id is no nbgrader id: the student's code
+
+    @functools.cached_property
+    def answer_ids(self) -> set[str]:
+        return {q.answer_cell_id for q in self.assignment.questions}
+
+    def take(self, index: int, raw: dict) -> None:
+        """One code cell: the student's code, unless it is the grader's own cell untouched."""
+        source = _source_text(raw, index, self.path)
+        meta = nbgrader_cell(raw)
+        grade_id = meta.grade_id
+        if grade_id and grade_id.startswith(ANSWER_PREFIX):
+            self.held_answers.add(grade_id)
+        if meta.damaged_id:
+            self.damaged.append(f"cell {index + 1}'s nbgrader grade_id is {meta.damaged_id}")
+        if grade_id == NUMBERS_CELL:
+            self.claimed_student = self.claimed_student or personalised_for(raw)
+            self.unmarked_numbers = self.unmarked_numbers or personalised_for(raw) is None
+            self.default_numbers = self.default_numbers or (personalised_for(raw) is None
+                                                            and source.rstrip() == self.release_numbers.rstrip())
+            if source.rstrip() == self.own_numbers.rstrip():
+                return
+        locked = self.assignment.locked_sources
+        # Trailing whitespace aside (nbgrader and our own region stripping may end a cell with or without a
+        # newline, and it changes no code):
+        if grade_id in locked and \
+                source.rstrip() == self.assignment.released_sources.get(grade_id, "\0").rstrip():
+            return  # the grader's own cell, untouched: its source/ version is what counts
+        personalised_numbers = grade_id == NUMBERS_CELL and personalised_for(raw) is not None
+        if grade_id in locked and grade_id not in self.edited and not personalised_numbers:
+            self.edited.append(grade_id)
+        if grade_id in self.answer_ids and grade_id not in self.answer_sources:
+            self.answer_sources[grade_id] = source
+            label = f"your answer cell for {self.assignment.question_by_answer_cell(grade_id).title}"
+        else:
+            label = f"cell {index + 1}"
+        self.cells.append(Cell(index, label, source))
 
 
 def other_assignment(config: CourseConfig, assignment: str, answer_ids: frozenset[str]) -> str:

@@ -1,5 +1,6 @@
-"""course.deferred_imports: importing nbformat through our package compiles no IRI grammar, and a schema that does
-check an "iri" format still gets the real check (the grammars compiled then)."""
+"""course.deferred_imports: in a command's process (cli.main's first step, defer_start_up_imports) importing nbformat
+compiles no IRI grammar, and a schema that does check an "iri" format still gets the real check (the grammars
+compiled then); importing the package alone changes nothing outside it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from helpers import ROOT
 
 CHECK = """
 import json, sys
-import course, nbformat, jsonschema
+from course.deferred_imports import defer_start_up_imports
+defer_start_up_imports()  # as a command's main() does first
+import nbformat, jsonschema
 notebook = nbformat.read(sys.argv[1], as_version=4)
 nbformat.validate(notebook)
 before = "rfc3987_syntax.syntax_helpers" in sys.modules
@@ -32,7 +35,8 @@ def test_nbformat_validates_without_compiling_iri_grammars_and_iri_formats_are_s
 
 NBGRADER_CHECK = """
 import json, sys
-import course
+from course.deferred_imports import defer_start_up_imports
+defer_start_up_imports()  # as a command's main() does first
 import nbgrader.api, nbgrader.converters, nbgrader.utils
 from nbgrader.api import Gradebook
 light = {"version": nbgrader.__version__, "server_extensions": "nbgrader.server_extensions" in sys.modules,
@@ -83,8 +87,8 @@ def test_warm_imports_freeze_their_objects_once_and_leave_the_collector_as_they_
 GRADEBOOK_CHECK = """
 import json, os, sys, tempfile, zipfile
 import course.cli
-from course.deferred_imports import defer_setuptools_for_archives
-defer_setuptools_for_archives()  # as the command line's main() does
+from course.deferred_imports import defer_start_up_imports
+defer_start_up_imports()  # as the command line's main() does first
 import nbgrader.api, nbgrader.utils
 light = {name: name in sys.modules for name in ("requests", "setuptools")}
 from nbgrader.auth import Authenticator, JupyterHubAuthPlugin  # the real classes, the plugin by running auth's __init__
@@ -141,3 +145,64 @@ def test_importing_the_package_leaves_torch_whole_as_a_students_kernel_imports_i
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "module"
+
+
+PACKAGE_CHECK = """
+import json, sys
+def snapshot():
+    return dict(sys.modules), list(sys.meta_path)
+def changes(before, finders):
+    return {"replaced": sorted(name for name, module in before.items() if sys.modules.get(name) is not module),
+            "finders_changed": sys.meta_path != finders}
+before, finders = snapshot()
+import course
+added = sorted(name for name in sys.modules if name not in before)
+package = {"foreign": [name for name in added if name.split(".")[0] not in ("course", *sys.stdlib_module_names)],
+           **changes(before, finders)}
+before, finders = snapshot()
+import course.notebook  # as a student's Jupyter kernel does: it imports torch
+meta = sys.modules.get("torch._meta_registrations")
+notebook = {"stand_in_targets": sorted(name for name in ("nbgrader", "rfc3987_syntax", "setuptools.archive_util")
+                                       if name in sys.modules),
+            "torch_meta_kernels_real": meta is not None and "activate_meta" in vars(meta), **changes(before, finders)}
+print(json.dumps({"package": package, "notebook": notebook}))
+"""
+
+
+def test_importing_the_package_or_its_notebook_module_leaves_sys_modules_as_it_was():
+    """`import course` loads the package and the standard library only, and neither it nor `import course.notebook`
+    (a student's kernel) puts a stand-in in sys.modules, replaces a module there or adds an import finder."""
+    done = subprocess.run([sys.executable, "-c", PACKAGE_CHECK], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen == {"package": {"foreign": [], "replaced": [], "finders_changed": False},
+                    "notebook": {"stand_in_targets": [], "torch_meta_kernels_real": True, "replaced": [],
+                                 "finders_changed": False}}, seen
+
+
+COMMAND_CHECK = """
+import json, sys
+import course.cli  # what the `autograd-course` script and `python -m course` import before main() runs
+heavy = sorted(name for name in ("nbformat", "jsonschema", "rfc3987_syntax", "nbgrader", "torch", "setuptools")
+               if name in sys.modules)
+try:
+    course.cli.main(["--version"])  # prints the version and exits, after main's first step
+except SystemExit:
+    pass
+print(json.dumps({"imported_before_main": heavy,
+                  "stand_ins": {name: type(sys.modules.get(name)).__name__
+                                for name in ("torch._meta_registrations", "setuptools.archive_util")},
+                  "nbgrader_light": "nbgrader" in sys.modules and "nbgrader.server_extensions" not in sys.modules,
+                  "iri_standin": getattr(sys.modules.get("rfc3987_syntax"), "__doc__", "")}))
+"""
+
+
+def test_a_commands_main_switches_the_stand_ins_on_before_anything_imports_what_they_stand_in_for():
+    done = subprocess.run([sys.executable, "-c", COMMAND_CHECK], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen == {"imported_before_main": [],
+                    "stand_ins": {"torch._meta_registrations": "_ImportedOnFirstUse",
+                                  "setuptools.archive_util": "_ImportedOnFirstUse"},
+                    "nbgrader_light": True,
+                    "iri_standin": "rfc3987_syntax, its grammars compiled on first use"}, seen

@@ -31,7 +31,7 @@ from course.sandbox.bubblewrap import DEVPTS_OPTIONS, bwrap_view, interpreter_pa
 from course.sandbox.cold import run_cells
 from course.sandbox.giving_way import GivingWay
 from course.sandbox.handed_in import RUNNER_SOURCE, Cell, notebook_module_cell
-from course.sandbox.levels import LEVELS, choose_isolation, first_choice
+from course.sandbox.levels import LEVELS, Level, choose_isolation, first_choice
 from course.sandbox.limits import SANDBOX_ENV, rlimits_for
 from course.sandbox.memory import RunMemory, at_ready
 from course.sandbox.protocol import EventReader, encode_request, write_in_background
@@ -405,23 +405,13 @@ class WarmPool:
             self._release(worker, healthy)
 
     def _run_on(self, worker: _Worker, cells, answer_names, function_points, limits) -> tuple[RunResult, bool]:
+        """One run on `worker`, and whether the worker may take the next."""
         request_read, request_write = os.pipe()
         channel_read, channel_write = os.pipe()
         output_read, output_write = os.pipe()
         private_tmp = self.isolation.namespaces
         scratch = "/tmp" if private_tmp else self._scratch(worker.uid)
-        job = {
-            "uid": worker.uid if self.isolation.leased_uid else None,
-            "private_tmp": private_tmp,
-            "namespaces": private_tmp,  # a pid, mount and IPC namespace per student (see runner.py)
-            "rebind": interpreter_paths_under_tmp() if private_tmp else [],
-            "tmp_mb": limits.tmp_mb,
-            "ptys": DEVPTS_OPTIONS,  # a devpts of the student's own (with private_tmp)
-            "cwd": scratch,
-            "rlimits": rlimits_for(limits),
-            "nice": STUDENT_NICENESS,
-            "env": {**SANDBOX_ENV, "HOME": scratch, "IPYTHONDIR": f"{scratch}/.ipython"},
-        }
+        job = self._job(worker, limits, scratch)
         started = time.monotonic()
         try:
             socket.send_fds(worker.control, [json.dumps(job).encode()], [request_read, channel_write, output_write])
@@ -433,79 +423,17 @@ class WarmPool:
             os.close(fd)
         forked = worker.read_event(WORKER_START_SECONDS) or {}
         child_pid = forked.get("pid") if forked.get("event") == "forked" and type(forked.get("pid")) is int else None
-
-        def run_processes() -> list[int]:
-            """The run's processes, by host pid, from the child the worker forked (it may not have its uid yet)."""
-            if self.isolation.namespaces:  # all of the run is below the worker (the child's pid is the worker's view)
-                return below_the_worker_quickly(worker.process.pid, keep=[*WORKER_COMMAND_START])
-            tree = [] if child_pid is None else [child_pid, *descendants(child_pid)]
-            return sorted({*tree, *processes_of(worker.uid)}) if self.isolation.leased_uid else tree
-
-        # The child reads the request before any student code: it and all it forked are in the run's memory bound
-        # (memory.py) before the request is written.
-        memory = None
+        followed = _WarmRun(worker, self.isolation, child_pid)
         try:
-            if forked.get("event") == "forked":
-                memory = RunMemory(limits.memory_mb, run_processes)
-                memory.admit()
+            memory = _bound_memory(followed, limits) if forked.get("event") == "forked" else None
         except (OSError, SandboxError) as error:
             for fd in (request_write, channel_read, output_read):
                 os.close(fd)
             raise SandboxError(f"cannot bound the run's memory: {error}") from None
         go = threading.Event()  # the child runs no cell before it (protocol.write_in_background)
         write_in_background(request_write, encode_request(cells, answer_names, function_points), go=go)
-        exit_codes: list[int] = []
-        emptied: list[bool] = []  # the worker ended the run's pid namespace, and with it every process of the run
-        cpu: list[float] = []
-        cleaned: list[bool] = []
-
-        def exit_code(timeout: float) -> int | None:
-            if exit_codes:
-                return exit_codes[0]
-            event = worker.read_event(timeout) if timeout else worker.read_event(0.001)
-            if event and event.get("event") == "exit" and type(event.get("code")) is int:
-                exit_codes.append(event["code"])
-                emptied.append(event.get("emptied") is True)
-                if type(event.get("cpu")) is float:
-                    cpu.append(event["cpu"])
-                return event["code"]
-            return None
-
-        def kill() -> None:
-            if any(emptied):
-                # The worker ended the run's pid 1 itself before it reported the end (runner.py), and the kernel ends
-                # every process of a pid namespace before its pid 1 can be waited for: nothing of the run is left,
-                # and no process outside that namespace ever ran the student's code. (A scan of every process on
-                # the machine here cost 1-2 ms of the grader's CPU a run, more on a busy machine.)
-                cleaned.append(True)
-            elif self.isolation.leased_uid:
-                cleaned.append(reap_uid(worker.uid))
-            elif self.isolation.namespaces:
-                # The student's uid is the grader's own here: end the worker's children (the student's pid 1
-                # among them, which takes its whole pid namespace along), never anything by uid.
-                cleaned.append(kill_descendants(worker.process.pid, keep=[*WORKER_COMMAND_START]))
-            elif child_pid is not None:
-                # Same uid as the grader: end the child's own session (it called setsid), not by uid.
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(child_pid, signal.SIGKILL)
-
-        def processes() -> list[int]:
-            """The run's processes, by host pid, as kill() finds them."""
-            if self.isolation.leased_uid:
-                return processes_of(worker.uid)
-            if self.isolation.namespaces:
-                return below_the_worker(worker.process.pid, keep=[*WORKER_COMMAND_START])
-            return [] if child_pid is None else [child_pid, *descendants(child_pid)]
-
-        def processes_quickly() -> list[int]:
-            """The same, found in a fraction of a millisecond where the run has a pid namespace of its own (all of
-            it is below the worker): a run that hops from process to process every millisecond is caught."""
-            if self.isolation.namespaces:
-                return below_the_worker_quickly(worker.process.pid, keep=[*WORKER_COMMAND_START])
-            return processes()
-
-        run = Supervised(output_read, channel_read, kill, exit_code, lambda: cpu[0] if cpu else None,
-                         waited=GivingWay(processes_quickly, started).waited,
+        run = Supervised(output_read, channel_read, followed.kill, followed.exit_code, followed.cpu_seconds,
+                         waited=GivingWay(followed.processes_quickly, started).waited,
                          over_memory=memory.exceeded if memory else lambda: False,
                          look_every=memory.look_every if memory else 0.1,
                          at_ready=at_ready(memory, go))
@@ -518,12 +446,28 @@ class WarmPool:
             if not private_tmp:
                 self._clear_scratch(scratch)
             if memory is not None and not memory.close():
-                cleaned.append(False)  # something of the run is still there: the worker is replaced
+                followed.cleaned.append(False)  # something of the run is still there: the worker is replaced
         # The worker is reusable only if it reported its child's end and the uid owns nothing any more.
-        healthy = (bool(exit_codes) or exit_code(5.0) is not None) and all(cleaned)
+        healthy = (bool(followed.exit_codes) or followed.exit_code(5.0) is not None) and all(followed.cleaned)
         if not self.isolation.root_inside and not self.isolation.leased_uid and not healthy:
             worker.process.kill()
         return result, healthy and worker.process.poll() is None
+
+    def _job(self, worker: _Worker, limits: Limits, scratch: str) -> dict:
+        """What the worker is told of the run it forks (runner.py), beside the request's pipes."""
+        private_tmp = self.isolation.namespaces
+        return {
+            "uid": worker.uid if self.isolation.leased_uid else None,
+            "private_tmp": private_tmp,
+            "namespaces": private_tmp,  # a pid, mount and IPC namespace per student (see runner.py)
+            "rebind": interpreter_paths_under_tmp() if private_tmp else [],
+            "tmp_mb": limits.tmp_mb,
+            "ptys": DEVPTS_OPTIONS,  # a devpts of the student's own (with private_tmp)
+            "cwd": scratch,
+            "rlimits": rlimits_for(limits),
+            "nice": STUDENT_NICENESS,
+            "env": {**SANDBOX_ENV, "HOME": scratch, "IPYTHONDIR": f"{scratch}/.ipython"},
+        }
 
     def _scratch(self, uid: int) -> str:
         folder = tempfile.mkdtemp(prefix="autograd-sandbox-")
@@ -551,6 +495,83 @@ class WarmPool:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _bound_memory(followed: _WarmRun, limits: Limits) -> RunMemory:
+    """The child reads the request before any student code: it and all it forked are in the run's memory bound
+    (memory.py) before the request is written."""
+    memory = RunMemory(limits.memory_mb, followed.memory_processes)
+    memory.admit()
+    return memory
+
+
+@dataclass
+class _WarmRun:
+    """One run on a warm worker as the grader follows it: the processes it is made of, its end as the worker reports
+    it, and ending whatever is left of it."""
+
+    worker: _Worker
+    isolation: Level
+    child_pid: int | None  # the child the worker forked for the run (it may not have its uid yet)
+    exit_codes: list[int] = field(default_factory=list)
+    emptied: list[bool] = field(default_factory=list)  # the worker ended the run's pid namespace, and every process
+    cpu: list[float] = field(default_factory=list)
+    cleaned: list[bool] = field(default_factory=list)
+
+    def memory_processes(self) -> list[int]:
+        """The run's processes, by host pid, from the child the worker forked (it may not have its uid yet)."""
+        if self.isolation.namespaces:  # all of the run is below the worker (the child's pid is the worker's view)
+            return below_the_worker_quickly(self.worker.process.pid, keep=[*WORKER_COMMAND_START])
+        tree = [] if self.child_pid is None else [self.child_pid, *descendants(self.child_pid)]
+        return sorted({*tree, *processes_of(self.worker.uid)}) if self.isolation.leased_uid else tree
+
+    def exit_code(self, timeout: float) -> int | None:
+        if self.exit_codes:
+            return self.exit_codes[0]
+        event = self.worker.read_event(timeout) if timeout else self.worker.read_event(0.001)
+        if event and event.get("event") == "exit" and type(event.get("code")) is int:
+            self.exit_codes.append(event["code"])
+            self.emptied.append(event.get("emptied") is True)
+            if type(event.get("cpu")) is float:
+                self.cpu.append(event["cpu"])
+            return event["code"]
+        return None
+
+    def cpu_seconds(self) -> float | None:
+        return self.cpu[0] if self.cpu else None
+
+    def kill(self) -> None:
+        if any(self.emptied):
+            # The worker ended the run's pid 1 itself before it reported the end (runner.py), and the kernel ends
+            # every process of a pid namespace before its pid 1 can be waited for: nothing of the run is left,
+            # and no process outside that namespace ever ran the student's code. (A scan of every process on
+            # the machine here cost 1-2 ms of the grader's CPU a run, more on a busy machine.)
+            self.cleaned.append(True)
+        elif self.isolation.leased_uid:
+            self.cleaned.append(reap_uid(self.worker.uid))
+        elif self.isolation.namespaces:
+            # The student's uid is the grader's own here: end the worker's children (the student's pid 1
+            # among them, which takes its whole pid namespace along), never anything by uid.
+            self.cleaned.append(kill_descendants(self.worker.process.pid, keep=[*WORKER_COMMAND_START]))
+        elif self.child_pid is not None:
+            # Same uid as the grader: end the child's own session (it called setsid), not by uid.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.child_pid, signal.SIGKILL)
+
+    def processes(self) -> list[int]:
+        """The run's processes, by host pid, as kill() finds them."""
+        if self.isolation.leased_uid:
+            return processes_of(self.worker.uid)
+        if self.isolation.namespaces:
+            return below_the_worker(self.worker.process.pid, keep=[*WORKER_COMMAND_START])
+        return [] if self.child_pid is None else [self.child_pid, *descendants(self.child_pid)]
+
+    def processes_quickly(self) -> list[int]:
+        """The same, found in a fraction of a millisecond where the run has a pid namespace of its own (all of
+        it is below the worker): a run that hops from process to process every millisecond is caught."""
+        if self.isolation.namespaces:
+            return below_the_worker_quickly(self.worker.process.pid, keep=[*WORKER_COMMAND_START])
+        return self.processes()
 
 
 def default_jobs() -> int:

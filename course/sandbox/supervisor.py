@@ -100,6 +100,7 @@ class _Protocol:
         self.harvested: dict[str, Answer] = {}  # each answer name's answer as last reported, decoded
         self.outcomes: list[tuple[int, str | None]] = []
         self.finished = False
+        self.finished_at = 0.0  # when `finished` was read (the grader's clock): its grace to exit starts there
         self.violation = ""
 
     @property
@@ -136,114 +137,19 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
               function_points: dict[str, list[float]], limits: Limits, level: str, note: str,
               started: float) -> RunResult:
     """Read output and events of one run, enforce the time limits, and turn what came back into plain data."""
-    labels = {c.index: c.label for c in cells}
-    output_limit = limits.output_kb * 1024
-    output = bytearray()
-    output_total = 0
-    channel = EventReader()
     protocol = _Protocol(cells, answer_names, function_points, started)
-    finish_time = 0.0
-    limit_hit: str | None = None
-    cell_waited = (-1, 0.0)  # (the position of the cell being timed, what the run had waited when it began)
-    credit = 0.0  # what the cell being timed is not charged: its wait for a processor, up to one more limit
-
-    selector = selectors.DefaultSelector()
-    selector.register(run.output_fd, selectors.EVENT_READ, "output")
-    selector.register(run.channel_fd, selectors.EVENT_READ, "channel")
-    open_streams = 2
-    gather = False
-    while open_streams and not (channel.broken or protocol.violation):
-        now = time.monotonic()
-        if protocol.finished and now > finish_time + EXIT_GRACE_SECONDS:
-            break
-        ready = protocol.confined is not None
-        # Until `ready`, the start-up's bound; from it, the submission's own limit.
-        if now > (protocol.ready_at + limits.submission_seconds if ready else started + START_SECONDS):
-            limit_hit = "submission_seconds" if ready else "start_seconds"
-            break
-        if run.over_memory():
-            limit_hit = "memory_mb"
-            break
-        if protocol.running_cell is not None:
-            waited = run.waited()
-            if cell_waited[0] != protocol.position:
-                cell_waited = (protocol.position, waited)
-            credit = min(limits.cell_seconds, waited - cell_waited[1])
-            if now > protocol.clock + limits.cell_seconds + credit:
-                limit_hit = "cell_seconds"
-                break
-        if gather and protocol.position >= 0 and not protocol.finished:
-            time.sleep(GATHER_SECONDS)  # a burst of cells' reports is read in one look (see GATHER_SECONDS)
-        gather = True
-        for key, _ in selector.select(timeout=run.look_every):
-            data = os.read(key.fd, 65536)
-            if not data:
-                selector.unregister(key.fd)
-                open_streams -= 1
-                continue
-            if key.data == "output":
-                gather = False  # output is drained at once: a notebook blocked on a full pipe is not kept waiting
-                output_total += len(data)
-                if len(output) < output_limit:
-                    output += data[: output_limit - len(output)]
-                continue
-            for event in channel.feed(data):
-                was_ready = protocol.confined is not None
-                protocol.accept(event, time.monotonic())
-                if not was_ready and protocol.confined is not None:
-                    run.at_ready()
-                if protocol.violation:
-                    break
-                if protocol.finished and not finish_time:
-                    finish_time = time.monotonic()
-    selector.close()
-    finished = protocol.finished
-    returncode = run.exit_code(EXIT_GRACE_SECONDS if finished and not limit_hit else 0.0)
-    # Always end everything the run started: children or threads the notebook left behind die with it.
-    run.kill()
-    if returncode is None:
-        returncode = run.exit_code(EXIT_GRACE_SECONDS)
+    streams = _Streams(output_limit=limits.output_kb * 1024)
+    clock = _CellClock()
+    limit_hit = _watch(run, protocol, streams, clock, limits, started)
+    returncode = _end(run, finished_in_time=protocol.finished and not limit_hit)
     seconds = time.monotonic() - started
     # The kernel may have killed a process of the run for its memory between two looks, as the run ended (its end,
     # then, may be that kill): a run that went over the limit is named so however it ended, the same every time.
     if limit_hit is None and run.over_memory():
         limit_hit = "memory_mb"
-    current_cell = protocol.running_cell
-    current_label = labels.get(current_cell, "a cell") if current_cell is not None else "a cell"
-    ended_early = None
-    if limit_hit == "cell_seconds":
-        beside = f" (not counting {credit:.1f} s it waited for a processor)" if credit >= 0.1 else ""
-        ended_early = (f"{current_label} ran longer than the limit of "
-                       f"{limits.cell_seconds:g} s per cell{beside}, so the run was stopped there")
-    elif limit_hit == "submission_seconds":
-        ended_early = (f"the notebook ran longer than the limit of {limits.submission_seconds:g} s, "
-                       "so the run was stopped")
-    elif limit_hit == "memory_mb":
-        where = (f"during {current_label}" if current_cell is not None
-                 else "after the last cell" if protocol.position == len(protocol.order) else "between cells")
-        ended_early = f"{memory_sentence(limits.memory_mb)} ({where})"
-    elif limit_hit == "start_seconds":
-        ended_early = f"the sandbox did not start within {START_SECONDS:g} s (before any cell)"
-    elif channel.broken or protocol.violation:
-        ended_early = ("the notebook wrote over the grader's answer channel "
-                       f"({channel.broken or protocol.violation}), so the run was stopped there; answers "
-                       "reported after that point were ignored")
-    elif not finished:
-        if current_cell is not None:
-            where = labels.get(current_cell, "start-up")
-        else:  # before the runner's `ready` nothing of the notebook had run yet
-            where = "between cells" if protocol.confined is not None else "start-up (before any cell)"
-        if returncode == 0:
-            ended_early = (f"the Python process stopped during {where} before grading finished "
-                           "(it exited, or the cell broke the grader's reporting inside the sandbox)")
-        else:
-            ended_early = f"the Python process ended during {where} ({_exit_text(returncode)})"
-    # The CPU limit is named only when the run ended by SIGXCPU (bubblewrap reports a signal as 128 + n)
-    # *and* the kernel's own account of its CPU time reaches the limit: student code can send itself the
-    # signal, or lower its own limit, but not fake the CPU time.
-    cpu = run.cpu_seconds()
-    by_sigxcpu = returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU)
-    if by_sigxcpu and cpu is not None and cpu >= (limits.submission_seconds + CPU_GRACE_SECONDS) * 0.99:
+    labels = {c.index: c.label for c in cells}
+    ended_early = _ended_early(limit_hit, protocol, streams.channel, labels, limits, clock.credit, returncode)
+    if _ended_by_its_cpu_limit(run, returncode, limits):
         limit_hit = limit_hit or "cpu_seconds"
     notes = [note] if note else []
     if protocol.confined is False:
@@ -254,15 +160,156 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
         answers=answers,
         cells=tuple(CellOutcome(index, labels.get(index, f"cell {index}"), safe_text(error, MAX_ERROR_TEXT)
                                 if error is not None else None) for index, error in protocol.outcomes),
-        output=safe_text(output.decode("utf-8", errors="replace"), output_limit),
-        output_truncated=output_total > len(output),
-        limit_hit=limit_hit or ("output_kb" if output_total > output_limit else None),
+        output=safe_text(streams.output.decode("utf-8", errors="replace"), streams.output_limit),
+        output_truncated=streams.output_total > len(streams.output),
+        limit_hit=limit_hit or ("output_kb" if streams.output_total > streams.output_limit else None),
         ended_early=ended_early,
         isolation=level,
         seconds=seconds,
         notes=tuple(notes),
         ready=protocol.confined is not None,
     )
+
+
+@dataclass
+class _Streams:
+    """What a run wrote: its output (kept up to the limit, every byte counted) and its answer channel."""
+
+    output_limit: int
+    output: bytearray = field(default_factory=bytearray)
+    output_total: int = 0
+    channel: EventReader = field(default_factory=EventReader)
+
+    def keep_output(self, data: bytes) -> None:
+        self.output_total += len(data)
+        if len(self.output) < self.output_limit:
+            self.output += data[: self.output_limit - len(self.output)]
+
+
+@dataclass
+class _CellClock:
+    """The running cell's limit: `credit` is what it is not charged, its wait for a processor, up to one more limit."""
+
+    position: int = -1  # the position of the cell being timed
+    waited_when_it_began: float = 0.0  # what the run had waited when it began
+    credit: float = 0.0
+
+    def over(self, run: Supervised, protocol: _Protocol, limits: Limits, now: float) -> bool:
+        waited = run.waited()
+        if self.position != protocol.position:
+            self.position, self.waited_when_it_began = protocol.position, waited
+        self.credit = min(limits.cell_seconds, waited - self.waited_when_it_began)
+        return now > protocol.clock + limits.cell_seconds + self.credit
+
+
+def _watch(run: Supervised, protocol: _Protocol, streams: _Streams, clock: _CellClock, limits: Limits,
+           started: float) -> str | None:
+    """Read the run's output and messages until both streams close, the channel is broken, the run has finished
+    (and its grace to exit has passed) or a limit is reached: the limit, if one was."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(run.output_fd, selectors.EVENT_READ, "output")
+        selector.register(run.channel_fd, selectors.EVENT_READ, "channel")
+        open_streams = 2
+        gather = False
+        while open_streams and not (streams.channel.broken or protocol.violation):
+            now = time.monotonic()
+            if protocol.finished and now > protocol.finished_at + EXIT_GRACE_SECONDS:
+                return None
+            limit_hit = _limit_reached(run, protocol, clock, limits, started, now)
+            if limit_hit:
+                return limit_hit
+            if gather and protocol.position >= 0 and not protocol.finished:
+                time.sleep(GATHER_SECONDS)  # a burst of cells' reports is read in one look (see GATHER_SECONDS)
+            gather = True
+            for key, _ in selector.select(timeout=run.look_every):
+                data = os.read(key.fd, 65536)
+                if not data:
+                    selector.unregister(key.fd)
+                    open_streams -= 1
+                elif key.data == "output":
+                    gather = False  # output is drained at once: a notebook blocked on a full pipe is not kept waiting
+                    streams.keep_output(data)
+                else:
+                    _take_messages(run, protocol, streams.channel.feed(data))
+    return None
+
+
+def _limit_reached(run: Supervised, protocol: _Protocol, clock: _CellClock, limits: Limits, started: float,
+                   now: float) -> str | None:
+    ready = protocol.confined is not None
+    # Until `ready`, the start-up's bound; from it, the submission's own limit.
+    if now > (protocol.ready_at + limits.submission_seconds if ready else started + START_SECONDS):
+        return "submission_seconds" if ready else "start_seconds"
+    if run.over_memory():
+        return "memory_mb"
+    if protocol.running_cell is not None and clock.over(run, protocol, limits, now):
+        return "cell_seconds"
+    return None
+
+
+def _take_messages(run: Supervised, protocol: _Protocol, events: list[dict]) -> None:
+    for event in events:
+        was_ready = protocol.confined is not None
+        protocol.accept(event, time.monotonic())
+        if not was_ready and protocol.confined is not None:
+            run.at_ready()
+        if protocol.violation:
+            break
+        if protocol.finished and not protocol.finished_at:
+            protocol.finished_at = time.monotonic()
+
+
+def _end(run: Supervised, *, finished_in_time: bool) -> int | None:
+    """The run's exit code, once everything it started is ended: children or threads the notebook left behind die
+    with it."""
+    returncode = run.exit_code(EXIT_GRACE_SECONDS if finished_in_time else 0.0)
+    run.kill()
+    if returncode is None:
+        returncode = run.exit_code(EXIT_GRACE_SECONDS)
+    return returncode
+
+
+def _ended_early(limit_hit: str | None, protocol: _Protocol, channel: EventReader, labels: dict[int, str],
+                 limits: Limits, credit: float, returncode: int | None) -> str | None:
+    """Why the run ended before its last cell was done, in a sentence for the student; None if it did not."""
+    current_cell = protocol.running_cell
+    current_label = labels.get(current_cell, "a cell") if current_cell is not None else "a cell"
+    if limit_hit == "cell_seconds":
+        beside = f" (not counting {credit:.1f} s it waited for a processor)" if credit >= 0.1 else ""
+        return (f"{current_label} ran longer than the limit of "
+                f"{limits.cell_seconds:g} s per cell{beside}, so the run was stopped there")
+    if limit_hit == "submission_seconds":
+        return (f"the notebook ran longer than the limit of {limits.submission_seconds:g} s, "
+                "so the run was stopped")
+    if limit_hit == "memory_mb":
+        where = (f"during {current_label}" if current_cell is not None
+                 else "after the last cell" if protocol.position == len(protocol.order) else "between cells")
+        return f"{memory_sentence(limits.memory_mb)} ({where})"
+    if limit_hit == "start_seconds":
+        return f"the sandbox did not start within {START_SECONDS:g} s (before any cell)"
+    if channel.broken or protocol.violation:
+        return ("the notebook wrote over the grader's answer channel "
+                f"({channel.broken or protocol.violation}), so the run was stopped there; answers "
+                "reported after that point were ignored")
+    if protocol.finished:
+        return None
+    if current_cell is not None:
+        where = labels.get(current_cell, "start-up")
+    else:  # before the runner's `ready` nothing of the notebook had run yet
+        where = "between cells" if protocol.confined is not None else "start-up (before any cell)"
+    if returncode == 0:
+        return (f"the Python process stopped during {where} before grading finished "
+                "(it exited, or the cell broke the grader's reporting inside the sandbox)")
+    return f"the Python process ended during {where} ({_exit_text(returncode)})"
+
+
+def _ended_by_its_cpu_limit(run: Supervised, returncode: int | None, limits: Limits) -> bool:
+    """The CPU limit is named only when the run ended by SIGXCPU (bubblewrap reports a signal as 128 + n) *and* the
+    kernel's own account of its CPU time reaches the limit: student code can send itself the signal, or lower its
+    own limit, but not fake the CPU time."""
+    cpu = run.cpu_seconds()
+    by_sigxcpu = returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU)
+    return by_sigxcpu and cpu is not None and cpu >= (limits.submission_seconds + CPU_GRACE_SECONDS) * 0.99
 
 
 def _exit_text(returncode: int | None) -> str:

@@ -35,11 +35,26 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from course import nbgrader_bridge
-from course.batch import grade_batch
-from course.config import load_config
-from course.release import release
-from helpers import ALL_VALUES, CORRECT_CODE, ROOT, add_cell, copy_course, submitted_notebook, write, wrong_literal
+from course.deferred_imports import defer_start_up_imports
+
+# What a command's process does first (cli.main), before anything imports nbformat or nbgrader: the in-process
+# figures are then a command's.
+defer_start_up_imports()
+
+from course import nbgrader_bridge  # noqa: E402
+from course.batch import grade_batch  # noqa: E402
+from course.config import load_config  # noqa: E402
+from course.release import release  # noqa: E402
+from helpers import (  # noqa: E402
+    ALL_VALUES,
+    CORRECT_CODE,
+    ROOT,
+    add_cell,
+    copy_course,
+    submitted_notebook,
+    write,
+    wrong_literal,
+)
 
 MISCONCEPTIONS = [
     {"accumulated_grads": "[6, 6, 6]"}, {"net_dL_dw": "6"}, {"w2_dL_da": "1.0", "w2_dL_dw": "2.0"},

@@ -1,7 +1,8 @@
 """docs/cli.md, generated from the command line's own parser: every command, subcommand and option with its help.
 
-Regenerate after changing course/cli.py:  .venv/bin/python -m course.cli_reference docs/cli.md
-(tests/test_cli_reference.py fails while docs/cli.md differs from what this writes.)
+Regenerate after changing course/cli.py:  .venv/bin/python tools/cli_reference.py docs/cli.md
+(tests/test_cli_reference.py fails while docs/cli.md differs from what this writes.) A script of the repository, not
+a module of the package: the documentation's generators are no part of what a course installs or imports.
 
 The page is built from the parser's actions, not from argparse's formatted --help, so it is the same on every
 supported Python (argparse's layout and line wrapping differ between versions and terminal widths).
@@ -13,9 +14,11 @@ import argparse
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's package, whatever the venv installed
+
 from course.cli import _parser
 
-REGENERATE = ".venv/bin/python -m course.cli_reference docs/cli.md"
+REGENERATE = ".venv/bin/python tools/cli_reference.py docs/cli.md"
 PROG = "autograd-course"
 
 
@@ -95,7 +98,7 @@ def render() -> str:
     """The whole of docs/cli.md."""
     parser = _parser()
     lines = [f"# `{PROG}`: the command-line reference", "",
-             f"<!-- Generated from course/cli.py by course/cli_reference.py; do not edit. Regenerate: {REGENERATE} -->",
+             f"<!-- Generated from course/cli.py by tools/cli_reference.py; do not edit. Regenerate: {REGENERATE} -->",
              "", "Run every command from the course's virtual environment (`.venv/bin/autograd-course ...`), in the",
              "course root or with `--course`. `autograd-course COMMAND --help` prints the same help.", "",
              "```", parser.description or "", "```", "",
@@ -109,20 +112,14 @@ def render() -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def write_generated(text: str, argv: list[str] | None) -> int:
-    """A generated reference's command line (this one's and course/settings_reference.py's): the text into the
-    file named by the first argument, or to standard output."""
-    args = sys.argv[1:] if argv is None else argv
-    if args:
-        Path(args[0]).write_text(text, encoding="utf-8")
+def main(argv: list[str]) -> int:
+    """The page into the file named by the first argument, or to standard output."""
+    if argv:
+        Path(argv[0]).write_text(render(), encoding="utf-8")
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(render())
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    return write_generated(render(), argv)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -1,20 +1,23 @@
 """docs/settings.md, generated from the settings' schema (course/config.py's dataclasses, course/schema.py): every
 key of every section of source/course.yaml with its type, default and help.
 
-Regenerate after changing a setting:  .venv/bin/python -m course.settings_reference docs/settings.md
-(tests/test_settings_reference.py fails while docs/settings.md differs from what this writes.)
+Regenerate after changing a setting:  .venv/bin/python tools/settings_reference.py docs/settings.md
+(tests/test_settings_reference.py fails while docs/settings.md differs from what this writes.) A script of the
+repository, not a module of the package, as tools/cli_reference.py.
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import Field
+from pathlib import Path
 
-from course.cli_reference import write_generated
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's package, whatever the venv installed
+
 from course.config import CourseConfig
 from course.schema import declared, shown_default
 
-REGENERATE = ".venv/bin/python -m course.settings_reference docs/settings.md"
+REGENERATE = ".venv/bin/python tools/settings_reference.py docs/settings.md"
 
 INTRO = """\
 Every setting of the course, with its default. All are optional but `course_id` and `assignments`. A missing or
@@ -79,7 +82,7 @@ def _section(title: str, prefix: str, schema: type, help_: str) -> list[str]:
 def render() -> str:
     """The whole of docs/settings.md."""
     lines = ["# Course settings: `source/course.yaml`", "",
-             f"<!-- Generated from course/config.py by course/settings_reference.py; do not edit. "
+             f"<!-- Generated from course/config.py by tools/settings_reference.py; do not edit. "
              f"Regenerate: {REGENERATE} -->", "", INTRO, ""]
     rows, inner = _rows("", CourseConfig)
     lines += ["## The top level", "", "| key | value | default | meaning |", "|---|---|---|---|", *rows, ""]
@@ -88,9 +91,14 @@ def render() -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    return write_generated(render(), argv)
+def main(argv: list[str]) -> int:
+    """The page into the file named by the first argument, or to standard output."""
+    if argv:
+        Path(argv[0]).write_text(render(), encoding="utf-8")
+    else:
+        sys.stdout.write(render())
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
