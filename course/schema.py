@@ -1,6 +1,6 @@
 """The course YAML's schema, declared once: each setting is a field of its section's dataclass, carrying its type
 (the field's), its default, what a value must be (a `Kind`), and what it does (help). Loading checks a section's
-mapping against it (`read_section`); docs/settings.md is generated from it (tools/settings_reference.py).
+mapping against it (`read_section`); docs/settings.md is generated from it (docs/generators/settings_reference.py).
 
 A new setting is one line in its section's dataclass, e.g. in `ServicePolicy`:
 

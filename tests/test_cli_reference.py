@@ -1,4 +1,5 @@
-"""docs/cli.md is generated from the parser (tools/cli_reference.py, a script of the repository) and must not drift
+"""docs/cli.md is generated from the parser (docs/generators/cli_reference.py, a script of the repository) and
+must not drift
 from it."""
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import sys
 from course.cli import COMMAND_HELP
 from helpers import ROOT
 
-GENERATOR = runpy.run_path(str(ROOT / "tools" / "cli_reference.py"))  # the script's names, as it defines them
+# the script's names, as it defines them
+GENERATOR = runpy.run_path(str(ROOT / "docs" / "generators" / "cli_reference.py"))
 REGENERATE, main, render = GENERATOR["REGENERATE"], GENERATOR["main"], GENERATOR["render"]
 
 CLI_MD = ROOT / "docs" / "cli.md"
@@ -36,14 +38,16 @@ def test_the_generator_writes_the_file(tmp_path):
 
 
 def test_both_generators_run_as_scripts_of_the_repository_as_contributing_names_them():
-    """`.venv/bin/python tools/<generator>.py` (no argument: the page to standard output) from the repository's root:
+    """`.venv/bin/python docs/generators/<generator>.py` (no argument: the page to standard output) from the
+repository's root:
     scripts beside the package, not modules of it (issue 41)."""
     assert not (ROOT / "course" / "cli_reference.py").exists()
     assert not (ROOT / "course" / "settings_reference.py").exists()
     contributing = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
     for script, page in (("cli_reference.py", "cli.md"), ("settings_reference.py", "settings.md")):
-        assert f"`.venv/bin/python tools/{script} docs/{page}`" in contributing, script
-        done = subprocess.run([sys.executable, f"tools/{script}"], capture_output=True, text=True, timeout=120,
+        assert f"`.venv/bin/python docs/generators/{script} docs/{page}`" in contributing, script
+        done = subprocess.run([sys.executable, f"docs/generators/{script}"], capture_output=True, text=True,
+                              timeout=120,
                               cwd=ROOT)
         assert done.returncode == 0, done.stderr
         assert done.stdout == (ROOT / "docs" / page).read_text(encoding="utf-8"), script

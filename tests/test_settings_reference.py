@@ -1,6 +1,6 @@
 """The settings' schema is one declaration (course/config.py's dataclasses): every section is checked by it at
-load, and docs/settings.md is generated from it (tools/settings_reference.py, a script of the repository) and must
-not drift from it."""
+load, and docs/settings.md is generated from it (docs/generators/settings_reference.py, a script of the repository)
+and must not drift from it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from course.errors import ConfigError
 from course.schema import declared
 from helpers import ROOT
 
-GENERATOR = runpy.run_path(str(ROOT / "tools" / "settings_reference.py"))  # the script's names, as it defines them
+# the script's names, as it defines them
+GENERATOR = runpy.run_path(str(ROOT / "docs" / "generators" / "settings_reference.py"))
 REGENERATE, main, render = GENERATOR["REGENERATE"], GENERATOR["main"], GENERATOR["render"]
 
 SETTINGS_MD = ROOT / "docs" / "settings.md"

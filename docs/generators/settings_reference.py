@@ -1,9 +1,9 @@
 """docs/settings.md, generated from the settings' schema (course/config.py's dataclasses, course/schema.py): every
 key of every section of source/course.yaml with its type, default and help.
 
-Regenerate after changing a setting:  .venv/bin/python tools/settings_reference.py docs/settings.md
+Regenerate after changing a setting:  .venv/bin/python docs/generators/settings_reference.py docs/settings.md
 (tests/test_settings_reference.py fails while docs/settings.md differs from what this writes.) A script of the
-repository, not a module of the package, as tools/cli_reference.py.
+repository, not a module of the package, as docs/generators/cli_reference.py.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import sys
 from dataclasses import Field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's package, whatever the venv installed
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's package, whatever the venv installed
 
 from course.config import CourseConfig
 from course.schema import declared, shown_default
 
-REGENERATE = ".venv/bin/python tools/settings_reference.py docs/settings.md"
+REGENERATE = ".venv/bin/python docs/generators/settings_reference.py docs/settings.md"
 
 INTRO = """\
 Every setting of the course, with its default. All are optional but `course_id` and `assignments`. A missing or
@@ -82,7 +82,7 @@ def _section(title: str, prefix: str, schema: type, help_: str) -> list[str]:
 def render() -> str:
     """The whole of docs/settings.md."""
     lines = ["# Course settings: `source/course.yaml`", "",
-             f"<!-- Generated from course/config.py by tools/settings_reference.py; do not edit. "
+             f"<!-- Generated from course/config.py by docs/generators/settings_reference.py; do not edit. "
              f"Regenerate: {REGENERATE} -->", "", INTRO, ""]
     rows, inner = _rows("", CourseConfig)
     lines += ["## The top level", "", "| key | value | default | meaning |", "|---|---|---|---|", *rows, ""]

@@ -1,6 +1,6 @@
 """docs/cli.md, generated from the command line's own parser: every command, subcommand and option with its help.
 
-Regenerate after changing course/cli.py:  .venv/bin/python tools/cli_reference.py docs/cli.md
+Regenerate after changing course/cli.py:  .venv/bin/python docs/generators/cli_reference.py docs/cli.md
 (tests/test_cli_reference.py fails while docs/cli.md differs from what this writes.) A script of the repository, not
 a module of the package: the documentation's generators are no part of what a course installs or imports.
 
@@ -14,11 +14,11 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's package, whatever the venv installed
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's package, whatever the venv installed
 
 from course.cli import _parser
 
-REGENERATE = ".venv/bin/python tools/cli_reference.py docs/cli.md"
+REGENERATE = ".venv/bin/python docs/generators/cli_reference.py docs/cli.md"
 PROG = "autograd-course"
 
 
@@ -98,7 +98,8 @@ def render() -> str:
     """The whole of docs/cli.md."""
     parser = _parser()
     lines = [f"# `{PROG}`: the command-line reference", "",
-             f"<!-- Generated from course/cli.py by tools/cli_reference.py; do not edit. Regenerate: {REGENERATE} -->",
+             f"<!-- Generated from course/cli.py by docs/generators/cli_reference.py; do not edit. "
+             f"Regenerate: {REGENERATE} -->",
              "", "Run every command from the course's virtual environment (`.venv/bin/autograd-course ...`), in the",
              "course root or with `--course`. `autograd-course COMMAND --help` prints the same help.", "",
              "```", parser.description or "", "```", "",
