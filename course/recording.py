@@ -56,6 +56,8 @@ FAILED_SHOWN = 20  # students named, with their reason, in the terminal's summar
 
 @dataclass
 class BatchSummary:
+    """What a run of one assignment graded, refused and recorded; `lines` is what the terminal shows of it."""
+
     assignment: str = ""
     graded: list[Graded] = field(default_factory=list)
     refused: list[SubmissionRef] = field(default_factory=list)
