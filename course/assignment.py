@@ -280,7 +280,7 @@ def _title_before(cells: list, index: int) -> str:
 NUMBERS_CELL = "numbers"  # the grade id of the locked cell that holds the exercises' numbers, `P = {...}`
 
 
-def _numbers(by_id: dict, path: Path) -> dict:
+def numbers_cell_values(by_id: dict, path: Path) -> dict:
     """The exercises' numbers: the literal dict `P = {...}` of the locked `numbers` cell ({} without one)."""
     if NUMBERS_CELL not in by_id:
         return {}
@@ -314,7 +314,7 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
         raise SourceNotebookError(f"{path}: no graded question (no cell with a grade_id starting with 'test_')")
     _check_each_answer_once(questions, path)
     content = load_content(exercises or path.parent / EXERCISES_FILE)
-    default_params = _numbers(by_id, path)
+    default_params = numbers_cell_values(by_id, path)
     _check_numbers_fit(content, default_params, questions, path)
     return Assignment(
         name=name,
@@ -492,7 +492,7 @@ def released_assignment(notebook: dict, path: Path, name: str) -> Assignment:
     locked_sources = {grade_id: cell_text(cell) for grade_id, (index, cell) in by_id.items()
                       if metas[index].locked_or_graded}
     try:
-        numbers = _numbers(by_id, path)
+        numbers = numbers_cell_values(by_id, path)
     except SourceNotebookError:
         numbers = {}  # an edited numbers cell: it runs as the student's own code
     return Assignment(name=name, notebook_path=path, setup_source=cell_text(by_id["setup"][1]),

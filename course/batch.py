@@ -1,143 +1,32 @@
-"""Grading a class: every submission of a batch through `grading.grade_submission` in parallel sandboxes,
-then feedback, the grades CSV, nbgrader's gradebook and the class summary, each written as results arrive.
+"""Grading a class: every submission of a batch through `grading.grade_submission` in parallel sandboxes, the
+results recorded as they arrive (recording.py: feedback, the grades CSV, nbgrader's gradebook, the class summary).
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import time
-import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from course import integrity, nbgrader_layout, sandbox
+from course import sandbox
 from course.assignment import Assignment, load_course_assignment
 from course.config import AssignmentSettings, CourseConfig
 from course.discovery import SubmissionRef, check_paths_exist, discover
 from course.errors import CourseError
-from course.files import (
-    PUBLIC,
-    SyncedWrites,
-    atomic_write_json,
-    atomic_write_text,
-    compact_json,
-    private_folders,
-    unwritable_folder,
-)
-from course.gradebook import GradeRow, grades_csv_path, read_grades_csv, write_course_totals, write_grades_csv
-from course.gradebook_writer import GradebookWriter
+from course.files import unwritable_folder
+from course.gradebook import write_course_totals
 from course.grading import Graded, cold_runner, grade_submission, warm_imports
-from course.nbgrader_bridge import assignment_due
 from course.probes import has_secret
-from course.render import render_html
-from course.roster import Student, gradebook_students
-from course.selftest import SelfTest, prove_setup, released_code_cells
+from course.recording import BatchSummary, Records, open_records, record_results, start_summary, write_reports
+from course.roster import Student
+from course.selftest import prove_setup, released_code_cells
 from course.shards import Shard, class_digest, shard_of, shard_sources, write_shard
-from course.status import Status
-from course.summary import class_summary, read_class_feedback
-from course.summary_page import render_summary_html
-from course.term import (
-    NoGradebook,
-    feedback_page,
-    gradebook_note,
-    mark_missing,
-    read_integrity,
-    record_for_nbgrader,
-    records_in_gradebook,
-    with_late_policy,
-    write_integrity,
-)
-from course.text import plural, safe_text
+from course.term import NoGradebook, records_in_gradebook, with_late_policy
 from course.variants import course_secret
-
-log = logging.getLogger(__name__)
-
-FAILED_SHOWN = 20  # students named, with their reason, in the terminal's summary; the rest are counted
-
-
-@dataclass
-class BatchSummary:
-    assignment: str = ""
-    graded: list[Graded] = field(default_factory=list)
-    refused: list[SubmissionRef] = field(default_factory=list)
-    out_dir: Path = Path()
-    csv_path: Path = Path()
-    isolation: str = ""
-    gradebook_note: str = ""
-    missing: list[str] = field(default_factory=list)
-    not_on_roster: list[str] = field(default_factory=list)
-    selftest: SelfTest | None = None
-
-    def count(self, status: str) -> int:
-        return sum(1 for g in self.graded if g.status == status)
-
-    def _not_graded_lines(self) -> list[str]:
-        """Who failed or timed out, and why (the first line of their feedback's reason)."""
-        unlucky = sorted((g for g in self.graded if g.status in (Status.FAILED, Status.TIMED_OUT)),
-                         key=lambda g: g.student_id)
-        lines = []
-        for graded in unlucky[:FAILED_SHOWN]:
-            messages = graded.feedback.get("messages") or ["see their feedback"]
-            why = safe_text(str(messages[0]), 200, one_line=True)
-            lines.append(f"{graded.status.replace('_', ' ')}: {graded.student_id}: {why}")
-        if len(unlucky) > FAILED_SHOWN:
-            lines.append(f"... and {len(unlucky) - FAILED_SHOWN} more failed or timed out (see their feedback)")
-        return lines
-
-    def lines(self) -> list[str]:
-        total = len(self.graded)
-        lines = [f"{plural(total, 'submission')}: {self.count(Status.GRADED)} graded, "
-                 f"{self.count(Status.FAILED)} failed, {self.count(Status.TIMED_OUT)} timed out, "
-                 f"{plural(self.count(Status.AUTOGRADER_ERROR), 'autograder error')}"]
-        for ref in self.refused:
-            lines.append(f"not graded: {safe_text(str(ref.path), 300, one_line=True)}: {ref.problem}")
-        lines += self._not_graded_lines()
-        ours = [g.student_id for g in self.graded if g.status == Status.AUTOGRADER_ERROR]
-        if ours:
-            lines.append(f"autograder errors (ours, not the students': no score recorded; the cause is above, and "
-                         f"grading them again is safe): {', '.join(ours)}")
-        if self.missing:
-            lines.append(f"{len(self.missing)} missing (on the roster, nothing submitted): {', '.join(self.missing)}")
-        if self.not_on_roster:
-            lines.append(f"graded but not on the roster: {', '.join(self.not_on_roster)}")
-        slowest = sorted(self.graded, key=lambda g: g.seconds, reverse=True)[:3]
-        if slowest:
-            lines.append("slowest: " + ", ".join(f"{g.student_id} {g.seconds:.1f} s" for g in slowest))
-        lines.append(f"grades: {self.csv_path}; class summary: {class_summary_path(self.out_dir, self.assignment)}; "
-                     f"feedback: {self.out_dir / 'feedback'}/<student>/{self.assignment}/")
-        if self.gradebook_note:
-            lines.append(f"gradebook: {self.gradebook_note}")
-        if self.isolation:
-            lines.append(f"sandbox: {self.isolation}")
-        if self.selftest:
-            lines.append(self.selftest.line())
-        return lines
-
-
-def write_feedback(out_dir: Path, assignment: str, graded: Graded, *, page: str = "feedback.html",
-                   submitted: Path | None = None, writes: SyncedWrites | None = None) -> Path:
-    """feedback/<student>/<assignment>/: feedback.json and the page, in nbgrader's feedback layout: named
-    like the notebook (page) and beside nbgrader's timestamp.txt and submission_secret.txt from the
-    submission, `nbgrader release_feedback` hands the page to the student through the exchange.
-    writes: the batch's synced writes (the files land at its next commit); else each is synced now."""
-    folder = private_folders(out_dir, "feedback", graded.student_id, assignment)
-    write = writes.write_text if writes is not None else atomic_write_text
-    write(folder / "feedback.json", compact_json(graded.feedback))
-    # The page alone is readable by others, inside folders that are not: release_feedback copies it into the
-    # exchange with its mode, where the student's own user reads it.
-    write(folder / page, render_html(graded.feedback), mode=PUBLIC)
-    nbgrader_layout.write_feedback_files(submitted, folder)
-    return folder
-
-
-CSV_FLUSH_SECONDS = 1.0
 
 
 def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assignment_name: str | None = None,
@@ -158,6 +47,37 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
     record = records_in_gradebook(config, out_dir, record_gradebook)
     settings = config.assignment(assignment_name)
     assignment = load_course_assignment(config, settings.name)
+    found = _find_submissions(config, paths, out_dir, settings, shard)
+    jobs = sandbox.default_jobs() if jobs is None else jobs
+    if has_secret(config):  # the variants' numbers and the function answers' points (course/probes.py) need it:
+        course_secret(config)  # a missing or readable course secret stops the batch before anything is graded
+    summary = start_summary(config, out_dir, settings.name, record)
+    summary.refused = [ref for ref in found.refs if ref.problem]
+    refs = [ref for ref in found.refs if not ref.problem]
+    paths_by_id = {ref.student_id: ref.path for ref in refs}
+    _grade_and_record(config, settings, assignment, refs, paths_by_id, summary, jobs=jobs, record=record,
+                      roster=roster, report=report)
+    write_reports(summary, settings)
+    if shard is not None:
+        write_shard(out_dir, settings.name, shard, summary.graded, summary.refused, paths_by_id, found.whole_class,
+                    config.root, found.sources)
+    return summary
+
+
+@dataclass(frozen=True)
+class _Found:
+    """A batch's submissions: the folders read, what was found there (this shard's slice, with a shard), and the
+    digest of the whole class the slice was cut from."""
+
+    sources: list[Path]
+    refs: list[SubmissionRef]
+    whole_class: str
+
+
+def _find_submissions(config: CourseConfig, paths: list[Path], out_dir: Path, settings: AssignmentSettings,
+                      shard: Shard | None) -> _Found:
+    """The submissions under PATHs (default: submitted/), or a CourseError when there are none or the results
+    could not be written: both said before anything is graded."""
     sources = paths or [config.root / "submitted"]
     if shard is not None:  # inside the course, where merge finds them again
         sources = shard_sources(config.root, sources)
@@ -174,24 +94,20 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
     whole_class = class_digest(refs, config.root)
     if shard is not None:
         refs = shard_of(refs, shard)
-    jobs = sandbox.default_jobs() if jobs is None else jobs
-    if has_secret(config):  # the variants' numbers and the function answers' points (course/probes.py) need it:
-        course_secret(config)  # a missing or readable course secret stops the batch before anything is graded
-    summary = BatchSummary(assignment=settings.name, out_dir=out_dir, csv_path=grades_csv_path(out_dir, settings.name),
-                           gradebook_note=gradebook_note(config, record))
-    summary.refused = [ref for ref in refs if ref.problem]
-    refs = [ref for ref in refs if not ref.problem]
-    paths_by_id = {ref.student_id: ref.path for ref in refs}
+    return _Found(sources, refs, whole_class)
+
+
+def _grade_and_record(config: CourseConfig, settings: AssignmentSettings, assignment: Assignment,
+                      refs: list[SubmissionRef], paths_by_id: dict[str, Path], summary: BatchSummary, *, jobs: int,
+                      record: bool, roster: list[Student] | None,
+                      report: Callable[[Graded, int, int], None] | None) -> None:
+    """Prove the setup, then grade `refs` in parallel and record each result as it arrives (recording.py)."""
     with ExitStack() as stack:
         # Start-up overlaps: the workers import torch while this process imports its own (for the judge), then
         # nbgrader's, in one thread, and reads the roster and the due date and opens the gradebook in another;
         # results wait for these only where they need them. The probe and the workers' start come first: done while
         # the imports hold this process's interpreter lock, their few milliseconds of work took 0.3 s more.
-        pool = None
-        if jobs > 0 and refs:
-            pool = stack.enter_context(sandbox.WarmPool(min(jobs, len(refs)), config.limits, isolation=config.sandbox,
-                                                        base_uid=config.sandbox_uid,
-                                                        compiled=released_code_cells(config, settings.name)))
+        pool = _start_pool(stack, config, settings, jobs, refs)
         background = stack.enter_context(ThreadPoolExecutor(2))
         background.submit(warm_imports, "nbgrader.api")  # torch for the judge, then nbgrader for the records
         # no sandbox, no grading: refused before the gradebook is opened (or the assignment recorded in it)
@@ -200,14 +116,9 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
         summary.isolation = note or sandbox.ISOLATION_SUMMARY[level]
         # The gradebook is opened (and written) only once the self-test below has passed.
         proven: Future[bool] = Future()
-        opening = background.submit(_open_records, config, settings, record, roster, proven)
+        opening = background.submit(_records_once_proven, config, settings, record, roster, proven)
         stack.callback(lambda: opening.result().gradebook.close())
-        run: sandbox.Runner = cold_runner(config)
-        proving: sandbox.Runner = run
-        threads = max(1, jobs)
-        if pool is not None:
-            run, threads = pool.run, pool.threads  # more runs waiting than workers: long runs get stand-ins
-            proving = partial(pool.run, cold_fallback=False)  # a pool that cannot start a run is refused
+        run, proving, threads = _runners(config, pool, jobs)
         try:
             if refs:  # nobody is graded before the course's own notebooks grade as they must (selftest.py)
                 summary.selftest = prove_setup(assignment, config, proving, level=level)
@@ -226,48 +137,37 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
 
         record_results(results(), summary, config, settings, assignment, opening.result, paths_by_id,
                        report=(lambda graded, done: report(graded, done, len(refs))) if report else None)
-    write_integrity(out_dir, settings.name, summary.graded)
-    write_class_summary(out_dir, settings.name, summary.csv_path, page=feedback_page(settings))
-    if shard is not None:
-        write_shard(out_dir, settings.name, shard, summary.graded, summary.refused, paths_by_id, whole_class,
-                    config.root, sources)
-    return summary
 
 
-def record_results(results: Iterable[Graded], summary: BatchSummary, config: CourseConfig,
-                   settings: AssignmentSettings, assignment: Assignment, records: Callable[[], _Records],
-                   paths_by_id: dict[str, Path], *,
-                   report: Callable[[Graded, int], None] | None = None) -> None:
-    """Write the results as they come into summary.out_dir: each student's feedback and nbgrader's records, the
-    grades CSV and the gradebook (flushed every CSV_FLUSH_SECONDS), then the roster's missing students. The
-    batch's results as they are graded, or the shards' results when they are merged (shards.py): the same
-    writes either way. records: the gradebook, due date and roster, waited for when first needed."""
-    question_ids = tuple(q.id for q in assignment.questions)
-    writes = SyncedWrites()
-    try:
-        flush = _Flush(summary, question_ids, writes, summary.out_dir, settings)
-        last_flush = time.monotonic()
-        for graded in results:
-            gradebook = records().gradebook
-            graded = record_graded(graded, summary.out_dir, config, settings,
-                                   gradebook if isinstance(gradebook, GradebookWriter) else None,
-                                   paths_by_id.get(graded.student_id), writes=writes)
-            if graded.internal_error:
-                _print_internal_error(graded)
-            flush.add(graded)
-            if time.monotonic() - last_flush > CSV_FLUSH_SECONDS:
-                flush(gradebook)
-                last_flush = time.monotonic()
-            if report:
-                report(graded, len(summary.graded))
-        flush(records().gradebook)
-        roster = records().roster
-        if roster:
-            summary.missing, summary.not_on_roster = mark_missing(
-                summary.csv_path, question_ids, assignment.max_score, roster, [g.student_id for g in summary.graded],
-                records().gradebook)
-    finally:
-        writes.discard()  # what an interrupted batch had not committed never lands half-way
+def _start_pool(stack: ExitStack, config: CourseConfig, settings: AssignmentSettings, jobs: int,
+                refs: list[SubmissionRef]) -> sandbox.WarmPool | None:
+    """The warm workers (closed with `stack`), none for cold runs (jobs 0) or an empty batch."""
+    if jobs <= 0 or not refs:
+        return None
+    return stack.enter_context(sandbox.WarmPool(min(jobs, len(refs)), config.limits, isolation=config.sandbox,
+                                                base_uid=config.sandbox_uid,
+                                                compiled=released_code_cells(config, settings.name)))
+
+
+def _runners(config: CourseConfig, pool: sandbox.WarmPool | None,
+             jobs: int) -> tuple[sandbox.Runner, sandbox.Runner, int]:
+    """How the students' runs go (the pool, else a cold sandbox each), how the self-test's go, and in how many
+    threads."""
+    if pool is None:
+        run: sandbox.Runner = cold_runner(config)
+        return run, run, max(1, jobs)
+    # more runs waiting than workers: long runs get stand-ins; a pool that cannot start a run is refused
+    return pool.run, partial(pool.run, cold_fallback=False), pool.threads
+
+
+def _records_once_proven(config: CourseConfig, settings: AssignmentSettings, record: bool,
+                         roster: list[Student] | None, proven: Future[bool]) -> Records:
+    """open_records, in the background, once the self-test has passed (`proven`); after a failed one the
+    gradebook is not opened at all (nor the assignment recorded in it). nbgrader is imported meanwhile
+    (warm_imports)."""
+    if not proven.result():
+        return Records(NoGradebook(), None, None)
+    return open_records(config, settings, record, roster)
 
 
 def assignments_in(config: CourseConfig, paths: list[Path], assignment_name: str | None) -> list[AssignmentSettings]:
@@ -306,129 +206,3 @@ def grade_course(config: CourseConfig, paths: list[Path], out_dir: Path, *, assi
                  for settings in assignments_in(config, paths, assignment_name)]
     write_course_totals(out_dir, tuple(a.name for a in config.assignments))
     return summaries
-
-
-@dataclass
-class _Records:
-    """What a batch reads from and writes to the course's records beside the grading."""
-
-    gradebook: GradebookWriter | NoGradebook
-    due: datetime | None
-    roster: list[Student] | None
-
-
-def _open_records(config: CourseConfig, settings: AssignmentSettings, record: bool,
-                  roster: list[Student] | None, proven: Future[bool]) -> _Records:
-    """The roster (default, for a course-root run: the gradebook's students), the due date (the YAML's, else
-    the gradebook's) and the open gradebook. Opening it (and, the first time, recording the assignment in it)
-    takes seconds, so it runs beside the grading: nbgrader is imported in the background (warm_imports), and the
-    gradebook is opened once the self-test has passed (`proven`); after a failed one, not at all."""
-    if not proven.result():
-        return _Records(NoGradebook(), None, None)
-    gradebook_path = config.root / "gradebook.db"
-    if roster is None and record:
-        roster = gradebook_students(config.gradebook_url, gradebook_path)
-    due = settings.due or assignment_due(config.gradebook_url, gradebook_path, settings.name)
-    if not record:
-        return _Records(NoGradebook(), due, roster)
-    return _Records(GradebookWriter(config.root, config.gradebook_url, settings.name,
-                                    config.source_notebook(settings.name), settings.due), due, roster)
-
-
-def record_graded(graded: Graded, out_dir: Path, config: CourseConfig, settings: AssignmentSettings,
-                  gradebook: GradebookWriter | None, submitted: Path | None,
-                  writes: SyncedWrites | None = None) -> Graded:
-    """Write one student's feedback (and, with a gradebook, nbgrader's records). A failure here stays this
-    student's: they become an autograder error (score 0, a message, the details in the log), and the batch
-    goes on."""
-    try:
-        write_feedback(out_dir, settings.name, graded, page=feedback_page(settings), submitted=submitted,
-                       writes=writes)
-        # An autograder error is no grade: the gradebook keeps what it had (nothing, or the last real grading).
-        if gradebook is not None and submitted is not None and graded.status != Status.AUTOGRADER_ERROR:
-            record_for_nbgrader(config, settings, gradebook, graded, submitted, writes)
-        return graded
-    except Exception:
-        return unrecorded(graded, out_dir, settings, traceback.format_exc(), writes)
-
-
-def unrecorded(graded: Graded, out_dir: Path, settings: AssignmentSettings, why: str,
-               writes: SyncedWrites | None = None) -> Graded:
-    """A student whose results could not be recorded: an autograder error, with feedback that says so."""
-    failed = replace(graded, status=Status.AUTOGRADER_ERROR,
-                     questions=tuple(replace(q, earned=0.0) for q in graded.questions),
-                     internal_error=f"{graded.internal_error}\nwhile recording the results:\n{why}")
-    failed = replace(failed, feedback={
-        **graded.feedback, "status": Status.AUTOGRADER_ERROR, "score": 0, "questions": [], "cell_errors": [],
-        "messages": ["The autograder could not record the results of this notebook (a problem on our side, "
-                     "not in your notebook). Your instructor can see the details; you do not need to resubmit."],
-    })
-    with contextlib.suppress(Exception):
-        write_feedback(out_dir, settings.name, failed, page=feedback_page(settings), writes=writes)
-    return failed
-
-
-def class_summary_path(out_dir: Path, assignment: str, suffix: str = ".html") -> Path:
-    """The instructor's page of one assignment: class-summary-<assignment>.html (and .json)."""
-    return out_dir / f"class-summary-{assignment}{suffix}"
-
-
-def write_class_summary(out_dir: Path, assignment: str, csv_path: Path | None = None, *, page: str = "") -> None:
-    """class-summary-<assignment>.html (and .json) next to the grades CSV, over every student graded into
-    out_dir; the students whose CSV row says `missing` are listed as having submitted nothing; page: the
-    feedback page's name, which the summary links for every student."""
-    rows = read_grades_csv(csv_path) if csv_path else {}
-    missing = sorted(sid for sid, row in rows.items() if row.get("status") == Status.MISSING)
-    feedback, unreadable = read_class_feedback(out_dir, assignment)
-    summary = class_summary(feedback, missing=missing, unreadable=unreadable, page=page)
-    seen = read_integrity(out_dir, assignment)
-    for student, findings in integrity.borrowed_numbers(feedback).items():  # across students: the whole class
-        seen[student] = [*seen.get(student, []), *findings]
-    summary["integrity"] = dict(sorted(seen.items()))
-    atomic_write_json(class_summary_path(out_dir, assignment, ".json"), summary)
-    atomic_write_text(class_summary_path(out_dir, assignment), render_summary_html(summary, assignment))
-
-
-def _print_internal_error(graded: Graded) -> None:
-    log.error(f"autograder error for {graded.student_id}:\n{safe_text(graded.internal_error, 20_000)}")
-
-
-class _Flush:
-    """The results graded since the last flush; calling it makes the grades CSV, the files and the gradebook
-    catch up with them (all replace, never append). The files go first, the gradebook last, so that a batch
-    killed in between has the gradebook behind the files, never ahead of them; a student the gradebook then
-    refuses becomes an autograder error, and their row and feedback are written again to say so."""
-
-    def __init__(self, summary: BatchSummary, question_ids: tuple[str, ...], writes: SyncedWrites, out_dir: Path,
-                 settings: AssignmentSettings) -> None:
-        self.summary, self.question_ids, self.writes = summary, question_ids, writes
-        self.out_dir, self.settings = out_dir, settings
-        self.recent: dict[str, int] = {}  # student -> index in summary.graded, since the last flush
-
-    def add(self, graded: Graded) -> None:
-        self.recent[graded.student_id] = len(self.summary.graded)
-        self.summary.graded.append(graded)
-
-    def _files(self, students: list[str]) -> None:
-        rows = [_row(self.summary.graded[self.recent[student]]) for student in students]
-        if rows:
-            write_grades_csv(self.summary.csv_path, self.question_ids, rows, writes=self.writes)
-        self.writes.commit()
-
-    def __call__(self, gradebook: GradebookWriter | NoGradebook) -> None:
-        self._files(list(self.recent))
-        refused = gradebook.commit()
-        for student, why in refused.items():
-            index = self.recent[student]
-            failed = unrecorded(self.summary.graded[index], self.out_dir, self.settings,
-                                f"the gradebook refused the scores: {why}", self.writes)
-            self.summary.graded[index] = failed
-            _print_internal_error(failed)
-        if refused:
-            self._files(list(refused))
-        self.recent.clear()
-
-
-def _row(graded: Graded) -> GradeRow:
-    return GradeRow(graded.student_id, {q.id: q.earned for q in graded.questions}, graded.feedback["score"],
-                    graded.feedback["max_score"], graded.status, graded.late_penalty)

@@ -90,7 +90,7 @@ class Content:
 NO_CONTENT = Content()
 
 
-def _module(path: Path) -> Any:
+def load_exercises_module(path: Path) -> Any:
     name = f"_autograd_course_exercises_{abs(hash(str(path)))}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -150,7 +150,7 @@ def load_content(path: Path) -> Content:
     """The content of the exercises module at `path` (none when the file does not exist)."""
     if not path.is_file():
         return NO_CONTENT
-    return _checked(path, _module(path))
+    return _checked(path, load_exercises_module(path))
 
 
 # ----------------------------------------------------------------------------- predicates for rules

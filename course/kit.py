@@ -334,7 +334,7 @@ def _is_kit_cell(cell: dict, stem: str) -> bool:
 def _numbers_cell(cells: list[dict], exercises: Sequence[Exercise]) -> None:
     """Put every exercise's numbers into the locked numbers cell's P, keeping the numbers of hand-written exercises
     (a notebook without such a cell gets one after its setup cell)."""
-    from course.assignment import _numbers
+    from course.assignment import numbers_cell_values
     from course.content import Content
     from course.variants import numbers_source
 
@@ -343,7 +343,7 @@ def _numbers_cell(cells: list[dict], exercises: Sequence[Exercise]) -> None:
     if not ours:
         return
     by_id = {nbgrader_meta(cell).get("grade_id"): (index, cell) for index, cell in enumerate(cells)}
-    params = dict(_numbers(by_id, Path("the numbers cell")) if NUMBERS_CELL in by_id else {})
+    params = dict(numbers_cell_values(by_id, Path("the numbers cell")) if NUMBERS_CELL in by_id else {})
     params.update(ours)
     source = numbers_source(params, Content(number_groups=number_groups(exercises)))
     if NUMBERS_CELL in by_id:
@@ -431,12 +431,12 @@ def _after_last_question(cells: list[dict]) -> int:
 
 def load_exercises(path: Path) -> list[Exercise]:
     """EXERCISES of the exercises module at `path` (the module is loaded as the grader loads it)."""
-    from course.content import _module
+    from course.content import load_exercises_module
 
     if not path.is_file():
         raise AuthoringError(f"{path}: no exercises module; write one with EXERCISES = [Exercise(...), ...] "
                              "(docs/authoring.md, the authoring kit)")
-    exercises = getattr(_module(path), "EXERCISES", None)
+    exercises = getattr(load_exercises_module(path), "EXERCISES", None)
     if not isinstance(exercises, list | tuple) or not exercises:
         raise AuthoringError(f"{path}: defines no EXERCISES; add EXERCISES = [Exercise(...), ...] "
                              "(docs/authoring.md, the authoring kit)")

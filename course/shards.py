@@ -1,7 +1,7 @@
 """A class graded in slices: `grade --shard K/N` grades the K-th of N deterministic slices of the submissions
 (warm pool and all) into a folder of its own, and `merge OUT...` writes the shards' results into the course as
-one unsharded run would have: the same writers (batch.record_results, write_integrity, write_class_summary,
-nbgrader's gradebook), fed with the shards' results instead of the pool's.
+one unsharded run would have: the same writers (recording.py: record_results, the integrity report, the class
+summary, nbgrader's gradebook), fed with the shards' results instead of the pool's.
 
 A shard leaves, beside its feedback and CSV, shard-<assignment>.json: every result as plain data (the feedback
 the student sees, the scores per gradebook cell, the submission's path in the course and its time), which is all
@@ -20,10 +20,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +30,14 @@ from course.config import CourseConfig
 from course.discovery import SubmissionRef, discover
 from course.errors import CourseError
 from course.files import atomic_write_json
-from course.gradebook import grades_csv_path, write_course_totals
+from course.gradebook import write_course_totals
 from course.grading import Graded
 from course.judge import QuestionResult
+from course.recording import BatchSummary, open_records, record_results, start_summary, write_reports
 from course.roster import Student
 from course.status import GRADING_GIVES, Status
 from course.submission import student_id_problem
-from course.term import feedback_page, gradebook_note, records_in_gradebook, write_integrity
+from course.term import records_in_gradebook
 from course.text import safe_text
 
 SHARD_FORMAT = 3  # 2: each shard names the whole class it was cut from; 3: and the folders it was cut from,
@@ -353,19 +352,13 @@ def _check_result(where: str, one: dict[str, Any], assignment: Assignment) -> No
         raise refuse("feedback.messages", "holds something other than sentences")
 
 
-def _same(records: Any) -> Any:
-    return records
-
-
 def merge_shards(config: CourseConfig, outs: list[Path], out_dir: Path, *, record_gradebook: bool | None = None,
-                 roster: list[Student] | None = None) -> list[Any]:
+                 roster: list[Student] | None = None) -> list[BatchSummary]:
     """Write the shards' results into out_dir (the course root: also nbgrader's gradebook), as one unsharded
     `grade` would have: the grades CSVs, feedback folders, class summaries, integrity reports, the roster's
     missing students and course-totals.csv. Every shard's record is checked first, against the course as it is
     now (_class_now, _checked): nothing is written unless every shard of every assignment holds. Returns one
     BatchSummary per assignment."""
-    from course.batch import BatchSummary, _open_records, record_results, write_class_summary
-
     checked = []
     for name, shards in _shards(outs).items():
         refs = _class_now(config, name, shards)
@@ -379,28 +372,30 @@ def merge_shards(config: CourseConfig, outs: list[Path], out_dir: Path, *, recor
             refused += kept_out
         checked.append((name, assignment, sorted(results, key=lambda pair: pair[0].student_id), refused))
 
-    summaries = []
-    for name, assignment, results, refused in checked:
-        settings = config.assignment(name)
-        record = records_in_gradebook(config, out_dir, record_gradebook)
-        summary = BatchSummary(assignment=name, out_dir=out_dir, csv_path=grades_csv_path(out_dir, name),
-                               gradebook_note=gradebook_note(config, record))
-        summary.refused = refused
-        paths = {graded.student_id: path for graded, path in results}
-        for graded, path in results:
-            if not path.is_file():
-                raise CourseError(f"{path}: {graded.student_id}'s submission, graded by a shard, is not here; merge "
-                                  "where the submissions the shards graded can be read")
-        proven: Future[bool] = Future()
-        proven.set_result(True)  # each shard proved the setup on its own pool before grading
-        records = _open_records(config, settings, record, roster, proven)
-        try:
-            record_results((graded for graded, _ in results), summary, config, settings, assignment,
-                           partial(_same, records), paths)
-        finally:
-            records.gradebook.close()
-        write_integrity(out_dir, name, summary.graded)
-        write_class_summary(out_dir, name, summary.csv_path, page=feedback_page(settings))
-        summaries.append(summary)
+    summaries = [_record_merged(config, out_dir, name, assignment, results, refused, record_gradebook, roster)
+                 for name, assignment, results, refused in checked]
     write_course_totals(out_dir, tuple(a.name for a in config.assignments))
     return summaries
+
+
+def _record_merged(config: CourseConfig, out_dir: Path, name: str, assignment: Assignment,
+                   results: list[tuple[Graded, Path]], refused: list[SubmissionRef], record_gradebook: bool | None,
+                   roster: list[Student] | None) -> BatchSummary:
+    """One assignment's checked results written as a batch writes them (recording.py)."""
+    settings = config.assignment(name)
+    record = records_in_gradebook(config, out_dir, record_gradebook)
+    summary = start_summary(config, out_dir, name, record)
+    summary.refused = refused
+    paths = {graded.student_id: path for graded, path in results}
+    for graded, path in results:
+        if not path.is_file():
+            raise CourseError(f"{path}: {graded.student_id}'s submission, graded by a shard, is not here; merge "
+                              "where the submissions the shards graded can be read")
+    records = open_records(config, settings, record, roster)  # each shard proved the setup on its own pool
+    try:
+        record_results((graded for graded, _ in results), summary, config, settings, assignment, lambda: records,
+                       paths)
+    finally:
+        records.gradebook.close()
+    write_reports(summary, settings)
+    return summary

@@ -97,7 +97,7 @@ def record_for_nbgrader(config: CourseConfig, settings: AssignmentSettings, grad
                         graded: Graded, submitted_path: Path, writes: SyncedWrites | None = None) -> None:
     """autograded/<student>/ for formgrader, then the gradebook's scores and timestamp (queued until its next
     commit; course-root runs only). The gradebook comes last: a file that cannot be written makes the student
-    an autograder error (batch.record_graded) before anything of theirs is queued for the gradebook, so the
+    an autograder error (recording.record_graded) before anything of theirs is queued for the gradebook, so the
     gradebook never holds a grade the CSV and the LMS export do not."""
     nbgrader_layout.write_autograded(config.root, settings.name, settings.notebook, graded.student_id,
                                      submitted_path, released_to(config, settings, graded.student_id), graded.feedback,

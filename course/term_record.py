@@ -53,6 +53,7 @@ from course.files import PUBLIC, atomic_write_json, atomic_write_text, compact_j
 from course.gradebook import GradeRow, grades_csv_path, read_grades_csv, replace_grades_rows, write_grades_csv
 from course.gradebook_writer import GradebookWriter
 from course.nbgrader_bridge import Held, forget_submission, held_submissions
+from course.recording import write_class_summary
 from course.render import render_html
 from course.term import feedback_page, released_to
 from course.text import safe_text, whole_number
@@ -628,8 +629,6 @@ def _write_files(config: CourseConfig, settings: AssignmentSettings, change: Cha
 def _class_summary(config: CourseConfig, settings: AssignmentSettings, csv_path: Path) -> None:
     """The class summary made again from the CSV. It is a view of the records, not one of them: a failure to
     refresh it is logged, and never undoes (or stops undoing) what the records hold."""
-    from course.batch import write_class_summary
-
     try:
         write_class_summary(config.root, settings.name, csv_path, page=feedback_page(settings))
     except Exception:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from course.batch import class_summary_path
 from course.gradebook import COURSE_TOTALS, grades_csv_path
 from course.lms import FORMATS
+from course.recording import class_summary_path
 from course.service.store import database_url
 from course.service.worker import SCRATCH
 from course.term import integrity_path

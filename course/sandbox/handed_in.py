@@ -15,7 +15,7 @@ import importlib.resources
 from dataclasses import dataclass
 from pathlib import Path
 
-from course.sandbox.bubblewrap import path_prelude
+from course.sandbox.interpreter import path_prelude
 
 NOTEBOOK_MODULE = "course.notebook"
 

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from course.errors import NoIsolationError
-from course.sandbox.bubblewrap import bwrap_binary, bwrap_command, path_prelude, userns_command
+from course.sandbox.bubblewrap import bwrap_binary, bwrap_command, userns_command
+from course.sandbox.interpreter import path_prelude
 from course.sandbox.uids import lease_uid
 
 

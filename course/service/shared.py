@@ -36,7 +36,17 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from course.errors import CourseError
 from course.service.schedule import Queued, Scheduler
-from course.service.store import GRADING, QUEUED, SCHEMA_LOCK, Attempt, Store, _attempt, attempts, metadata, now_utc
+from course.service.store import (
+    GRADING,
+    QUEUED,
+    SCHEMA_LOCK,
+    Attempt,
+    Store,
+    attempt_from_row,
+    attempts,
+    metadata,
+    now_utc,
+)
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +208,7 @@ class SharedQueue:
             db.execute(self.store._claim, {"attempt_id": chosen})
             db.execute(claims.insert().values(attempt_id=chosen, owner=owner, claimed_at=now_utc()))
             row = db.execute(self.store._claimed, {"attempt_id": chosen}).one()
-            return _attempt(row), row.notebook
+            return attempt_from_row(row), row.notebook
 
     def record(self, attempt_id: int, student_id: str, *, went_long: bool, **results: Any) -> bool:
         """Record a graded attempt's results, if this process's claim on it still stands (False: it does not;

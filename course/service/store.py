@@ -193,7 +193,8 @@ def _status(row: Any) -> str:
     return given
 
 
-def _attempt(row: Any) -> Attempt:
+def attempt_from_row(row: Any) -> Attempt:
+    """One stored row of `attempts` as an Attempt, its status read back as the input it is (`_status`)."""
     feedback = row._mapping.get("feedback")
     return Attempt(row.id, row.student_id, row.assignment, row.number, row.submitted_at, _status(row), row.score,
                    row.max_score, row.late_penalty, json.loads(feedback) if feedback else None,
@@ -545,7 +546,7 @@ class Store:
             return None
         with self.engine.connect() as db:
             row = db.execute(self._by_id[feedback], {"attempt_id": attempt_id}).first()
-        return _attempt(row) if row else None
+        return attempt_from_row(row) if row else None
 
     def attempt_numbered(self, student_id: str, number: int, *, feedback: bool = True) -> Attempt | None:
         """A student's attempt by its number (1, 2, ..., as their pages show it), in one query; None: they have no
@@ -554,7 +555,7 @@ class Store:
             return None
         with self.engine.connect() as db:
             row = db.execute(self._by_number[feedback], {"student_id": student_id, "number": number}).first()
-        return _attempt(row) if row else None
+        return attempt_from_row(row) if row else None
 
     def attempts_of(self, student_id: str | None = None, *, feedback: bool = True) -> list[Attempt]:
         """Attempts in order (of one student, or all); without their feedback unless asked for."""
@@ -562,7 +563,7 @@ class Store:
         if student_id is not None:
             query = query.where(attempts.c.student_id == student_id)
         with self.engine.connect() as db:
-            return [_attempt(row) for row in db.execute(query)]
+            return [attempt_from_row(row) for row in db.execute(query)]
 
     def feedback_of(self, attempt_ids: list[int]) -> dict[int, dict[str, Any]]:
         if not attempt_ids:
@@ -618,7 +619,7 @@ class Store:
                     return None
                 if db.execute(self._claim, {"attempt_id": chosen}).rowcount:
                     row = db.execute(self._claimed, {"attempt_id": chosen}).one()
-                    return _attempt(row), row.notebook
+                    return attempt_from_row(row), row.notebook
 
     def record(self, attempt_id: int, *, status: str, score: float, raw_score: float, late_penalty: float,
                max_score: float, feedback: dict[str, Any], integrity: list[str], seconds: float) -> bool:

@@ -79,16 +79,16 @@ def test_text_that_cannot_be_written_stays_one_students_problem(jobs, tmp_path, 
 
 
 def test_a_failure_while_recording_one_student_costs_only_that_student(tmp_path, course_root, monkeypatch):
-    from course import batch
+    from course import recording
 
-    original = batch.write_feedback
+    original = recording.write_feedback
 
     def refuse_bob(out_dir, assignment, graded, **where):
         if graded.student_id == "bob" and graded.status != "autograder_error":
             raise OSError("disk said no")
         return original(out_dir, assignment, graded, **where)
 
-    monkeypatch.setattr(batch, "write_feedback", refuse_bob)
+    monkeypatch.setattr(recording, "write_feedback", refuse_bob)
     samples = ROOT / "tests" / "samples" / "submitted"
     summary = grade_batch(replace(fast_config(), root=course_root), [samples / "alice", samples / "bob",
                                                                     samples / "carol"], tmp_path / "out", jobs=0)
