@@ -20,6 +20,7 @@ from course.config import CourseConfig
 from course.discovery import SubmissionRef
 from course.errors import NotThisAssignment, SubmissionError, UnreadableSubmission
 from course.feedback import MAX_SYNTAX_ERRORS, build_feedback, cell_errors_of, limit_messages
+from course.feedback_model import CellError, Feedback
 from course.judge import QuestionResult, judge
 from course.probes import ProbePoints, course_probe_points
 from course.status import Status
@@ -32,7 +33,7 @@ class Graded:
     student_id: str
     status: Status
     questions: tuple[QuestionResult, ...]
-    feedback: dict
+    feedback: Feedback
     seconds: float
     internal_error: str = ""
     sandbox: str = ""  # the isolation level the notebook ran under ("" when it did not run)
@@ -156,7 +157,7 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
     the submission service passes an attempt's fresh numbers)."""
     started = time.monotonic()
     messages: list[str] = []
-    cell_errors: list[dict[str, str]] = []
+    cell_errors: list[CellError] = []
     internal_error = ""
     level = ""
     findings: tuple[str, ...] = ()
