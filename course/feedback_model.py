@@ -401,12 +401,14 @@ class Feedback:
     @classmethod
     def _read(cls, value: object) -> Feedback:
         data = _object(value, "")
+        student_id, assignment = _text(data, "student_id", ""), _text(data, "assignment", "")
         try:
             status = Status.read(data.get("status"))
         except ValueError:
-            raise _Malformed("status", f"is not one of {', '.join(Status)}") from None
+            raise _Malformed("status", "is missing" if "status" not in data else
+                             f"is not one of {', '.join(Status)}") from None
         return cls(
-            _text(data, "student_id", ""), _text(data, "assignment", ""), status, _number(data, "score", ""),
+            student_id, assignment, status, _number(data, "score", ""),
             _number(data, "max_score", ""),
             tuple(_sentence(m, f"messages[{i}]") for i, m in enumerate(_items(data, "messages", ""))),
             tuple(CellError.read(e, f"cell_errors[{i}]") for i, e in enumerate(_items(data, "cell_errors", ""))),
