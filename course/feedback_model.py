@@ -19,7 +19,7 @@ from importlib import resources
 from typing import Any
 
 from course.errors import CourseError
-from course.status import Status
+from course.status import GRADING_GIVES, Status
 
 __all__ = ["SCHEMA_FILE", "AnswerFeedback", "CellError", "ChainRow", "ChainTable", "Feedback", "FeedbackError",
            "MisconceptionNote", "ProbeFeedback", "QuestionFeedback", "schema_text"]
@@ -405,8 +405,10 @@ class Feedback:
         try:
             status = Status.read(data.get("status"))
         except ValueError:
+            status = None
+        if status not in GRADING_GIVES:  # `missing` is a grades row's: no submission's feedback says it
             raise _Malformed("status", "is missing" if "status" not in data else
-                             f"is not one of {', '.join(Status)}") from None
+                             f"is not one of {', '.join(GRADING_GIVES)}")
         return cls(
             student_id, assignment, status, _number(data, "score", ""),
             _number(data, "max_score", ""),
