@@ -66,7 +66,10 @@ def _text(data: dict[str, Any], key: str, at: str, default: str | None = None) -
 
 
 def _text_or_none(data: dict[str, Any], key: str, at: str) -> str | None:
-    value = data.get(key)
+    """A field always written, as text or null (torch's value where the feedback shows none, ...)."""
+    if key not in data:
+        raise _Malformed(f"{at}{key}", "is missing")
+    value = data[key]
     if value is not None and type(value) is not str:
         raise _Malformed(f"{at}{key}", "is neither text nor null")
     return value
