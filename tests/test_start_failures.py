@@ -95,7 +95,7 @@ def test_a_sandbox_that_ends_before_ready_is_an_autograder_error_never_graded(mo
     assert graded.status == Status.AUTOGRADER_ERROR
     assert graded.feedback.score == 0
     assert "not your fault" in " ".join(graded.feedback.messages)
-    assert "did not run to the end" not in json.dumps(graded.feedback)
+    assert "did not run to the end" not in json.dumps(graded.feedback.to_json())
     assert "SandboxStartError" in graded.internal_error
     assert "exit code 70" in graded.internal_error
     tries = "a warm worker, another warm worker, a fresh cold sandbox" if mode == "warm" else \

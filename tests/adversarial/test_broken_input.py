@@ -41,7 +41,7 @@ def test_unreadable_submissions_score_zero_with_a_reason(case, tmp_path):
     assert graded.status == "failed"
     assert graded.feedback.score == 0
     assert reason in graded.feedback.messages[0]
-    assert "Traceback" not in json.dumps(graded.feedback)
+    assert "Traceback" not in json.dumps(graded.feedback.to_json())
 
 
 def test_a_notebook_of_another_assignment(tmp_path):

@@ -16,6 +16,7 @@ import pytest
 from test_gradescope import unescape_markdown
 
 from course.assignment import load_assignment
+from course.feedback_model import Feedback
 from course.render import question_markdown, render_html
 from helpers import CORRECT_CODE, write
 
@@ -48,8 +49,8 @@ def _folder(tmp_path, name):
     return folder
 
 
-def _without_id(feedback: dict) -> dict:
-    return {key: value for key, value in feedback.items() if key != "student_id"}
+def _without_id(feedback: Feedback) -> dict:
+    return {key: value for key, value in feedback.to_json().items() if key != "student_id"}
 
 
 @pytest.mark.parametrize("function", [WRONG_FAR_LEFT, RIGHT_FOR_POSITIVE_ONLY], ids=["wrong-far-left", "wrong-left"])
