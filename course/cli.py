@@ -371,7 +371,7 @@ def _grade(args: argparse.Namespace) -> int:
         if progress:
             progress.update(done, total, graded.status)
         elif not args.quiet:
-            print(f"{graded.student_id}: {graded.feedback['score']:g}/{graded.feedback['max_score']:g} "
+            print(f"{graded.student_id}: {graded.feedback.score:g}/{graded.feedback.max_score:g} "
                   f"{graded.status} ({graded.seconds:.1f} s)", file=sys.stderr)
 
     if args.jobs is not None and args.jobs < 0:

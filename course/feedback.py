@@ -1,20 +1,29 @@
 """Scores -> feedback a student learns from: per value explanations, chain tables, misconceptions.
 
-`build_feedback` makes one plain, JSON-ready dict: the model that `course.render` shows as an HTML page
-and as Gradescope's Markdown.
+`build_feedback` makes one `course.feedback_model.Feedback`: the model that `course.render` shows as an HTML page
+and as Gradescope's Markdown, and whose `to_json` is feedback.json.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from course.answers import VALUE, describe, is_number
 from course.config import CourseConfig, Limits
 from course.content import NO_CONTENT, ChainStep, Content
+from course.feedback_model import (
+    AnswerFeedback,
+    CellError,
+    ChainRow,
+    ChainTable,
+    Feedback,
+    MisconceptionNote,
+    ProbeFeedback,
+    QuestionFeedback,
+)
 from course.judge import ProbeCheck, QuestionResult, ValueResult
-from course.misconceptions import diagnose
+from course.misconceptions import Diagnosis, diagnose
 from course.sandbox import RunResult
 from course.sandbox.limits import PTYS
+from course.status import Status
 
 
 def _shown(result: ValueResult | None) -> str:
@@ -34,7 +43,7 @@ def _local_value(values: dict[str, ValueResult], step: ChainStep) -> str:
     return describe(leaving / arriving)
 
 
-def chain_table(steps: tuple[ChainStep, ...], values: dict[str, ValueResult], reveal: bool) -> dict[str, Any] | None:
+def chain_table(steps: tuple[ChainStep, ...], values: dict[str, ValueResult], reveal: bool) -> ChainTable | None:
     """The backward walk node by node; torch's numbers (forward, local derivative, gradient) only if `reveal`."""
     if not steps or not all(step.gradient in values for step in steps):
         return None
@@ -45,52 +54,47 @@ def chain_table(steps: tuple[ChainStep, ...], values: dict[str, ValueResult], re
         ok = gradient.correct and (forward is None or forward.correct)
         if not ok and first_wrong is None:
             first_wrong = index
-        rows.append({
-            "node": step.node,
-            "local_derivative": step.local,
-            "torch_local_derivative": _local_value(values, step) if reveal else None,
-            "forward": step.forward,
-            "your_forward": _shown(forward) if forward else "—",
-            "torch_forward": (describe(forward.expected) if forward else "—") if reveal else None,
-            "gradient": step.gradient,
-            "your_gradient": _shown(gradient),
-            "torch_gradient": describe(gradient.expected) if reveal else None,
-            "correct": ok,
-        })
-    return {"rows": rows, "first_wrong": first_wrong}
+        rows.append(ChainRow(
+            node=step.node,
+            local_derivative=step.local,
+            torch_local_derivative=_local_value(values, step) if reveal else None,
+            forward=step.forward,
+            your_forward=_shown(forward) if forward else "—",
+            torch_forward=(describe(forward.expected) if forward else "—") if reveal else None,
+            gradient=step.gradient,
+            your_gradient=_shown(gradient),
+            torch_gradient=describe(gradient.expected) if reveal else None,
+            correct=ok,
+        ))
+    return ChainTable(tuple(rows), first_wrong)
 
 
-def _value_entry(result: ValueResult, reveal: bool) -> dict[str, Any]:
+def _value_entry(result: ValueResult, reveal: bool) -> AnswerFeedback:
     """One answer: the student's value, torch's (only if `reveal`), points and the reasoning: the hidden test's
     hint with torch's values, its idea without them. A hint may tell the answer ("ReLU of a negative number is
     0"), and a right answer's hint another's, so verdicts-only feedback shows no hint at all."""
     torch_value = "torch's slope at each point" if result.function else describe(result.expected)
-    entry: dict[str, Any] = {
-        "name": result.name,
-        "your_value": _shown(result) if result.status == VALUE else None,
-        "torch_value": torch_value if reveal else None,
-        "status": result.status,
-        "correct": result.correct,
-        "points": result.points,
-        "earned": result.earned,
-        "explanation": " ".join(part for part in ("Matches torch." if result.correct else "",
-                                                  result.hint if reveal else result.idea) if part),
-    }
-    if result.detail:
-        entry["detail"] = result.detail
+    detail = result.detail
+    if detail:
         wrong = [p for p in result.probes if not p.correct]
         if wrong:
-            entry["detail"] += ": " + wrong_points(wrong, reveal)
-    if result.hand_work_note:
-        entry["hand_work_note"] = ("This value was computed with torch in your code rather than written down "
-                                   "from your own derivation.")
-    if result.probes:
-        entry["probes"] = [
-            {"x": p.x, "yours": p.error or describe(p.student), "torch": describe(p.expected) if reveal else None,
-             "correct": p.correct, "private": p.private}
-            for p in result.probes
-        ]
-    return entry
+            detail += ": " + wrong_points(wrong, reveal)
+    return AnswerFeedback(
+        name=result.name,
+        your_value=_shown(result) if result.status == VALUE else None,
+        torch_value=torch_value if reveal else None,
+        status=result.status,
+        correct=result.correct,
+        points=result.points,
+        earned=result.earned,
+        explanation=" ".join(part for part in ("Matches torch." if result.correct else "",
+                                               result.hint if reveal else result.idea) if part),
+        detail=detail,
+        hand_work_note=("This value was computed with torch in your code rather than written down from your own "
+                        "derivation.") if result.hand_work_note else "",
+        probes=tuple(ProbeFeedback(p.x, p.error or describe(p.student), describe(p.expected) if reveal else None,
+                                   p.correct, p.private) for p in result.probes),
+    )
 
 
 MAX_STATED_POINTS = 3  # the points a function was wrong at, stated one by one; past these, how many more
@@ -115,27 +119,20 @@ def wrong_points(wrong: list[ProbeCheck], reveal: bool) -> str:
     return "; ".join(said) + (f"; and at {more} more" if more else "")
 
 
-def question_entry(question: QuestionResult, diagnoses: list, reveal: bool = True,
-                   chain: tuple[ChainStep, ...] = ()) -> dict[str, Any]:
+def question_entry(question: QuestionResult, diagnoses: list[Diagnosis], reveal: bool = True,
+                   chain: tuple[ChainStep, ...] = ()) -> QuestionFeedback:
     values = {value.name: value for value in question.values}
-    entry: dict[str, Any] = {
-        "id": question.id,
-        "title": question.title,
-        "points": question.points,
-        "earned": question.earned,
-        "values": [_value_entry(v, reveal) for v in question.values],
-        "misconceptions": [
-            {"id": d.id, "value": d.value, "diagnosis": d.message, "idea": d.idea, "from_numbers": d.from_numbers}
-            for d in diagnoses
-        ],
-    }
-    if question.error:
-        entry["error"] = ("The autograder could not score this question (a problem on our side, not in your "
-                          "notebook). Your instructor has been told; you do not need to do anything.")
-    table = chain_table(chain, values, reveal)
-    if table:
-        entry["chain_table"] = table
-    return entry
+    return QuestionFeedback(
+        id=question.id,
+        title=question.title,
+        points=question.points,
+        earned=question.earned,
+        values=tuple(_value_entry(v, reveal) for v in question.values),
+        misconceptions=tuple(MisconceptionNote(d.id, d.value, d.message, d.idea, d.from_numbers) for d in diagnoses),
+        error=("The autograder could not score this question (a problem on our side, not in your notebook). Your "
+               "instructor has been told; you do not need to do anything.") if question.error else "",
+        chain_table=chain_table(chain, values, reveal),
+    )
 
 
 # A feedback document's size is bounded where it is made, so every view (the page, Gradescope's Markdown, the
@@ -146,31 +143,28 @@ MAX_CELL_ERRORS = 20
 MAX_SYNTAX_ERRORS = 5  # a message each at the top of the feedback (course/grading.py), then how many more
 
 
-def build_feedback(student_id: str, assignment: str, questions: tuple[QuestionResult, ...], *, status: str,
-                   messages: list[str], cell_errors: list[dict[str, str]],
-                   reveal_torch_values: bool = True, content: Content = NO_CONTENT) -> dict[str, Any]:
-    """The complete feedback of one submission as plain data (what feedback.json holds), with the chain tables
-    and misconception notes of the assignment's `content`. Without `reveal_torch_values` it holds no torch
+def build_feedback(student_id: str, assignment: str, questions: tuple[QuestionResult, ...], *, status: Status,
+                   messages: list[str], cell_errors: list[CellError],
+                   reveal_torch_values: bool = True, content: Content = NO_CONTENT) -> Feedback:
+    """The complete feedback of one submission (`Feedback.to_json` is what feedback.json holds), with the chain
+    tables and misconception notes of the assignment's `content`. Without `reveal_torch_values` it holds no torch
     value at all: verdicts, chain-table verdicts and notes only. The notes are kept whole either way (the class
     summary counts them); what a student is shown of them is `course.render.notes_shown`'s to decide. Of
     `cell_errors`, the first MAX_CELL_ERRORS are kept, and how many more there were."""
     diagnoses = diagnose(questions, content.rules)
-    entries = [question_entry(q, diagnoses.get(q.id, []), reveal_torch_values, content.chains.get(q.id, ()))
-               for q in questions]
-    left_out = {"cell_errors_left_out": len(cell_errors) - MAX_CELL_ERRORS} if len(cell_errors) > MAX_CELL_ERRORS \
-        else {}
-    return {
-        "student_id": student_id,
-        "assignment": assignment,
-        "status": status,
-        "score": round(sum(q.earned for q in questions), 6),
-        "max_score": sum(q.points for q in questions),
-        "messages": messages,
-        "cell_errors": cell_errors[:MAX_CELL_ERRORS],
-        **left_out,
-        "reveals_torch_values": reveal_torch_values,
-        "questions": entries,
-    }
+    return Feedback(
+        student_id=student_id,
+        assignment=assignment,
+        status=status,
+        score=round(sum(q.earned for q in questions), 6),
+        max_score=sum(q.points for q in questions),
+        messages=tuple(messages),
+        cell_errors=tuple(cell_errors[:MAX_CELL_ERRORS]),
+        cell_errors_left_out=max(0, len(cell_errors) - MAX_CELL_ERRORS),
+        reveals_torch_values=reveal_torch_values,
+        questions=tuple(question_entry(q, diagnoses.get(q.id, []), reveal_torch_values, content.chains.get(q.id, ()))
+                        for q in questions),
+    )
 
 
 # ----------------------------------------------------------------------------- what a run's limits say
@@ -196,17 +190,9 @@ def limit_hint(error: str, limits: Limits) -> str:
                     if any(sign in error for sign in signs))
 
 
-def cell_errors_of(run: RunResult, limits: Limits) -> list[dict[str, str]]:
+def cell_errors_of(run: RunResult, limits: Limits) -> list[CellError]:
     """The errors the notebook reported, each labelled with its cell and, where it fits, a limit hint."""
-    errors = []
-    for cell in run.cells:
-        if cell.error:
-            entry = {"cell": cell.label, "error": cell.error}
-            hint = limit_hint(cell.error, limits)
-            if hint:
-                entry["hint"] = hint
-            errors.append(entry)
-    return errors
+    return [CellError(cell.label, cell.error, limit_hint(cell.error, limits)) for cell in run.cells if cell.error]
 
 
 def limit_messages(run: RunResult, config: CourseConfig) -> list[str]:

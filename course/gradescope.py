@@ -101,22 +101,21 @@ def student_id_from_metadata(root: Path) -> str:
 
 def to_results(graded: Graded, seconds: float) -> dict[str, Any]:
     feedback = graded.feedback
-    reveal = feedback.get("reveals_torch_values", True)
     tests = [
         {
-            "name": question["title"],
+            "name": question.title,
             "number": str(index + 1),
-            "score": question["earned"],
-            "max_score": question["points"],
-            "status": "passed" if question["earned"] == question["points"] else "failed",
-            "output": question_markdown(question, reveal),
+            "score": question.earned,
+            "max_score": question.points,
+            "status": "passed" if question.earned == question.points else "failed",
+            "output": question_markdown(question, feedback.reveals_torch_values),
             "output_format": "md",
             "visibility": "visible",
         }
-        for index, question in enumerate(feedback["questions"])
+        for index, question in enumerate(feedback.questions)
     ]
     return {
-        "score": feedback["score"],
+        "score": feedback.score,
         "execution_time": round(seconds, 3),
         "output": summary_markdown(feedback),
         "output_format": "md",

@@ -21,6 +21,7 @@ from course.config import CourseConfig
 from course.discovery import SubmissionRef
 from course.errors import NotThisAssignment, SubmissionError, UnreadableSubmission
 from course.feedback import MAX_SYNTAX_ERRORS, build_feedback, cell_errors_of, limit_messages
+from course.feedback_model import CellError, Feedback
 from course.graph_chain import with_derived_chains
 from course.judge import QuestionResult, judge
 from course.probes import ProbePoints, course_probe_points
@@ -34,7 +35,7 @@ class Graded:
     student_id: str
     status: Status
     questions: tuple[QuestionResult, ...]
-    feedback: dict
+    feedback: Feedback
     seconds: float
     internal_error: str = ""
     sandbox: str = ""  # the isolation level the notebook ran under ("" when it did not run)
@@ -193,7 +194,7 @@ class _SoFar:
     findings), and the messages and cell errors of its feedback."""
 
     messages: list[str] = field(default_factory=list)
-    cell_errors: list[dict[str, str]] = field(default_factory=list)
+    cell_errors: list[CellError] = field(default_factory=list)
     internal_error: str = ""
     level: str = ""
     findings: tuple[str, ...] = ()

@@ -13,9 +13,10 @@ from __future__ import annotations
 import ast
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
 
+from course.answers import VALUE
+from course.feedback_model import Feedback
 from course.handwork import ANALYSIS_SECONDS, ParsedCells
 from course.submission import Submission
 
@@ -131,7 +132,7 @@ def review(submission: Submission, graded_as: str, parsed: ParsedCells, *,
 MIN_BORROWED = 3  # values that must match one classmate's references before it is worth an instructor's look
 
 
-def borrowed_numbers(class_feedback: list[dict[str, Any]]) -> dict[str, list[str]]:
+def borrowed_numbers(class_feedback: Sequence[Feedback]) -> dict[str, list[str]]:
     """With per-student numbers: students whose wrong answers are another student's right ones.
 
     For each wrong value of A that equals torch's value for the same name under B's numbers, A and B are
@@ -140,19 +141,19 @@ def borrowed_numbers(class_feedback: list[dict[str, Any]]) -> dict[str, list[str
     anyone's reference."""
     references: dict[tuple[str, str], set[str]] = {}
     for feedback in class_feedback:
-        for question in feedback.get("questions", []):
-            for value in question.get("values", []):
-                if value.get("status") == "value" and value.get("torch_value") is not None:
-                    references.setdefault((value["name"], value["torch_value"]), set()).add(feedback["student_id"])
+        for question in feedback.questions:
+            for value in question.values:
+                if value.status == VALUE and value.torch_value is not None:
+                    references.setdefault((value.name, value.torch_value), set()).add(feedback.student_id)
     found: dict[str, list[str]] = {}
     for feedback in class_feedback:
-        student = feedback["student_id"]
-        wrong = [v for q in feedback.get("questions", []) for v in q.get("values", [])
-                 if v.get("status") == "value" and not v.get("correct") and v.get("your_value") is not None]
+        student = feedback.student_id
+        wrong = [(v.name, yours) for q in feedback.questions for v in q.values
+                 if v.status == VALUE and not v.correct and (yours := v.your_value) is not None]
         matches: dict[str, list[str]] = {}
-        for value in wrong:
-            for other in references.get((value["name"], value["your_value"]), set()) - {student}:
-                matches.setdefault(other, []).append(value["name"])
+        for name, yours in wrong:
+            for other in references.get((name, yours), set()) - {student}:
+                matches.setdefault(other, []).append(name)
         for other, names in sorted(matches.items(), key=lambda item: (-len(item[1]), item[0])):
             if len(names) >= MIN_BORROWED and 2 * len(names) > len(wrong):
                 found.setdefault(student, []).append(

@@ -18,12 +18,14 @@ import functools
 import json
 import re
 import secrets
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from course.cell_metadata import NbgraderCell, nbgrader_cell
 from course.errors import SubmissionError
+from course.feedback_model import Feedback, QuestionFeedback
 from course.files import SyncedWrites, atomic_write_text, compact_json, private_copy, private_folders
 from course.student_markup import inert_cells
 from course.submission import read_notebook_json
@@ -73,16 +75,18 @@ def _read_notebook(path: Path, max_bytes: int) -> dict | None:
     return notebook
 
 
-def _result_output(question: dict[str, Any]) -> dict[str, Any]:
-    lines = [f"autograd-course: {question['earned']:g} / {question['points']:g} points"]
-    for value in question.get("values", []):
-        mark = "ok " if value.get("correct") else "-- "
-        lines.append(f"{mark} {value['name']}: {value.get('earned', 0):g} / {value.get('points', 0):g}")
+def _result_output(question: QuestionFeedback) -> dict[str, Any]:
+    lines = [f"autograd-course: {question.earned:g} / {question.points:g} points"]
+    for value in question.values:
+        mark = "ok " if value.correct else "-- "
+        lines.append(f"{mark} {value.name}: {value.earned:g} / {value.points:g}")
     return {"output_type": "stream", "name": "stdout", "text": "\n".join(lines) + "\n"}
 
 
-def autograded_notebook(release: dict, submitted: dict | None, feedback: dict[str, Any], note: str = "") -> dict:
-    """The student's cells, the release's locked and grade cells, our result under each grade cell.
+def autograded_notebook(release: dict, submitted: dict | None, questions: Sequence[QuestionFeedback],
+                        note: str = "") -> dict:
+    """The student's cells, the release's locked and grade cells, our result (`questions`, the feedback's) under
+    each grade cell.
 
     The submission is the student's input: its nbgrader metadata is read through `nbgrader_cell` (a grade_id
     that is no nbgrader id is no id), its other metadata is kept only when it is plain JSON (`_plain_metadata`),
@@ -96,7 +100,7 @@ def autograded_notebook(release: dict, submitted: dict | None, feedback: dict[st
         if meta.grade_id is not None:
             by_id.setdefault(meta.grade_id, (meta, cell))
     restored = {grade_id for grade_id, (meta, _) in by_id.items() if meta.locked_or_graded}
-    results = {f"test_{q['id']}": q for q in feedback.get("questions", [])}
+    results = {f"test_{q.id}": q for q in questions}
     base = submitted if submitted is not None else release
     cells: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -194,7 +198,7 @@ def _clean(cell: dict, meta: NbgraderCell | None) -> dict:
 
 
 def write_autograded(root: Path, assignment: str, notebook_name: str, student: str, submitted_path: Path,
-                     release_path: Path, feedback: dict[str, Any], *, writes: SyncedWrites | None = None,
+                     release_path: Path, feedback: Feedback, *, writes: SyncedWrites | None = None,
                      max_bytes: int) -> Path:
     """autograded/<student>/<assignment>/<notebook>, with the submission's timestamp.txt when it has one.
     max_bytes: the largest submission read (the course's limits.notebook_mb, as when it was graded)."""
@@ -204,7 +208,7 @@ def write_autograded(root: Path, assignment: str, notebook_name: str, student: s
     note = "" if submitted is not None else (
         "**autograd-course could not read this submission**; the released notebook is shown in its place. "
         "See the student's feedback for the reason.")
-    notebook = autograded_notebook(release, submitted, feedback, note)
+    notebook = autograded_notebook(release, submitted, feedback.questions, note)
     (writes.write_text if writes is not None else atomic_write_text)(folder / notebook_name, compact_json(notebook))
     _copy_beside(submission_folder(submitted_path), folder, (TIMESTAMP,))
     return folder / notebook_name

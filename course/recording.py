@@ -78,7 +78,7 @@ class BatchSummary:
                          key=lambda g: g.student_id)
         lines = []
         for graded in unlucky[:FAILED_SHOWN]:
-            messages = graded.feedback.get("messages") or ["see their feedback"]
+            messages = graded.feedback.messages or ("see their feedback",)
             why = safe_text(str(messages[0]), 200, one_line=True)
             lines.append(f"{graded.status.replace('_', ' ')}: {graded.student_id}: {why}")
         if len(unlucky) > FAILED_SHOWN:
@@ -123,7 +123,7 @@ def write_feedback(out_dir: Path, assignment: str, graded: Graded, *, page: str 
     writes: the batch's synced writes (the files land at its next commit); else each is synced now."""
     folder = private_folders(out_dir, "feedback", graded.student_id, assignment)
     write = writes.write_text if writes is not None else atomic_write_text
-    write(folder / "feedback.json", compact_json(graded.feedback))
+    write(folder / "feedback.json", compact_json(graded.feedback.to_json()))
     # The page alone is readable by others, inside folders that are not: release_feedback copies it into the
     # exchange with its mode, where the student's own user reads it.
     write(folder / page, render_html(graded.feedback), mode=PUBLIC)
@@ -231,11 +231,11 @@ def unrecorded(graded: Graded, out_dir: Path, settings: AssignmentSettings, why:
     failed = replace(graded, status=Status.AUTOGRADER_ERROR,
                      questions=tuple(replace(q, earned=0.0) for q in graded.questions),
                      internal_error=f"{graded.internal_error}\nwhile recording the results:\n{why}")
-    failed = replace(failed, feedback={
-        **graded.feedback, "status": Status.AUTOGRADER_ERROR, "score": 0, "questions": [], "cell_errors": [],
-        "messages": ["The autograder could not record the results of this notebook (a problem on our side, "
-                     "not in your notebook). Your instructor can see the details; you do not need to resubmit."],
-    })
+    failed = replace(failed, feedback=replace(
+        graded.feedback, status=Status.AUTOGRADER_ERROR, score=0, questions=(), cell_errors=(),
+        messages=("The autograder could not record the results of this notebook (a problem on our side, "
+                  "not in your notebook). Your instructor can see the details; you do not need to resubmit.",),
+    ))
     with contextlib.suppress(Exception):
         write_feedback(out_dir, settings.name, failed, page=feedback_page(settings), writes=writes)
     return failed
@@ -303,5 +303,5 @@ class _Flush:
 
 
 def _row(graded: Graded) -> GradeRow:
-    return GradeRow(graded.student_id, {q.id: q.earned for q in graded.questions}, graded.feedback["score"],
-                    graded.feedback["max_score"], graded.status, graded.late_penalty)
+    return GradeRow(graded.student_id, {q.id: q.earned for q in graded.questions}, graded.feedback.score,
+                    graded.feedback.max_score, graded.status, graded.late_penalty)

@@ -1,4 +1,5 @@
-"""Views of one feedback model (what `feedback.build_feedback` makes): the HTML page and Gradescope's Markdown.
+"""Views of one feedback model (the `course.feedback_model.Feedback` that `feedback.build_feedback` makes): the
+HTML page and Gradescope's Markdown.
 
 What a student is shown is decided once, here, as plain tables and notes (`question_view`); each renderer
 only lays them out, with its one escaping rule: `html.escape` for the page, `text.markdown_text` for
@@ -13,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from course.feedback_model import AnswerFeedback, ChainTable, Feedback, MisconceptionNote, QuestionFeedback
 from course.text import markdown_text
 
 # ----------------------------------------------------------------------------- the view: tables and notes
@@ -58,51 +60,51 @@ def _mark(correct: bool, earned: float | None = None, points: float | None = Non
     return Cell(text, "mark")
 
 
-def _values_table(values: list[dict[str, Any]], reveal: bool) -> Table:
+def _values_table(values: tuple[AnswerFeedback, ...], reveal: bool) -> Table:
     rows = []
     for value in values:
         # Said once, in one place: a missing value's cell says why there is none; a function's cell says
         # "function" and what the grader found at its points goes under the explanation.
-        if value["your_value"] is None and value["status"] != "function":
-            yours, shown_below = value.get("detail", value["status"]), ""
+        if value.your_value is None and value.status != "function":
+            yours, shown_below = value.detail or value.status, ""
         else:
-            yours = value["your_value"] if value["your_value"] is not None else value["status"]
-            shown_below = value.get("detail", "")
+            yours = value.your_value if value.your_value is not None else value.status
+            shown_below = value.detail
         notes: list[tuple[str, str]] = [("", shown_below)] if shown_below else []
-        if value.get("hand_work_note"):
-            notes.append(("note", value["hand_work_note"]))
-        row = [Cell(value["name"], "name"), Cell(str(yours), "num")]
+        if value.hand_work_note:
+            notes.append(("note", value.hand_work_note))
+        row = [Cell(value.name, "name"), Cell(str(yours), "num")]
         if reveal:
-            row.append(Cell(str(value["torch_value"]), "num"))
-        row += [_mark(value["correct"], value["earned"], value["points"]), Cell(value["explanation"], "", tuple(notes))]
+            row.append(Cell(str(value.torch_value), "num"))
+        row += [_mark(value.correct, value.earned, value.points), Cell(value.explanation, "", tuple(notes))]
         rows.append(tuple(row))
     head = ("answer", "your value", *(("torch",) if reveal else ()), "points", "explanation")
     return Table("values", head, tuple(rows))
 
 
-def _chain_table(table: dict[str, Any], reveal: bool) -> Table:
+def _chain_table(table: ChainTable, reveal: bool) -> Table:
     rows: list[tuple[Cell, ...]] = []
-    for index, row in enumerate(table["rows"]):
-        node = Cell(f"→ {row['node']}" if index == table["first_wrong"] else row["node"])
+    for index, row in enumerate(table.rows):
+        node = Cell(f"→ {row.node}" if index == table.first_wrong else row.node)
         if reveal:
-            rows.append((node, Cell(row["your_forward"], "num"), Cell(row["torch_forward"], "num"),
-                         Cell(f"{row['local_derivative']} (here {row['torch_local_derivative']})"),
-                         Cell(row["your_gradient"], "num"), Cell(row["torch_gradient"], "num"), _mark(row["correct"])))
+            rows.append((node, Cell(row.your_forward, "num"), Cell(str(row.torch_forward), "num"),
+                         Cell(f"{row.local_derivative} (here {row.torch_local_derivative})"),
+                         Cell(row.your_gradient, "num"), Cell(str(row.torch_gradient), "num"), _mark(row.correct)))
         else:
-            rows.append((node, Cell(row["your_forward"], "num"), Cell(row["local_derivative"]),
-                         Cell(row["your_gradient"], "num"), _mark(row["correct"])))
+            rows.append((node, Cell(row.your_forward, "num"), Cell(row.local_derivative),
+                         Cell(row.your_gradient, "num"), _mark(row.correct)))
     head = (("node", "your forward value", "torch forward", "local derivative (torch)", "your gradient",
              "torch gradient", "") if reveal else
             ("node", "your forward value", "local derivative", "your gradient", ""))
-    caption = ("Your chain matches torch at every node." if table["first_wrong"] is None else
+    caption = ("Your chain matches torch at every node." if table.first_wrong is None else
                "Your chain first breaks at the node marked →; every gradient behind it inherits the error.")
     # On a phone the gradients (yours, and torch's when shown) come first: they show where the chain broke.
     first = (len(head) - 3, len(head) - 2) if reveal else (len(head) - 2,)
-    return Table("chain", head, tuple(rows), table["first_wrong"], "Chain table (backward pass, right to left)",
+    return Table("chain", head, tuple(rows), table.first_wrong, "Chain table (backward pass, right to left)",
                  caption, first)
 
 
-def notes_shown(misconceptions: list[dict[str, Any]], reveal: bool) -> tuple[tuple[str, str], ...]:
+def notes_shown(misconceptions: tuple[MisconceptionNote, ...], reveal: bool) -> tuple[tuple[str, str], ...]:
     """The misconception notes a student is shown, as (diagnosis, idea). With torch's values, every note whole.
 
     Verdicts only, no note may narrow the answer down (else a student resubmits their way to it): a note's
@@ -111,18 +113,17 @@ def notes_shown(misconceptions: list[dict[str, Any]], reveal: bool) -> tuple[tup
     shown, each idea once per question. A note found from the numbers alone (the sign slip: the answer is
     exactly minus torch's) names no misunderstanding, and its being there tells the sign: it is left out."""
     if reveal:
-        return tuple((d["diagnosis"], d["idea"]) for d in misconceptions)
-    ideas = [d["idea"] for d in misconceptions if not d.get("from_numbers", False)]
+        return tuple((note.diagnosis, note.idea) for note in misconceptions)
+    ideas = [note.idea for note in misconceptions if not note.from_numbers]
     return tuple(("", idea) for idea in dict.fromkeys(ideas))
 
 
-def question_view(question: dict[str, Any], reveal: bool) -> QuestionView:
-    tables = [_values_table(question["values"], reveal)]
-    if question.get("chain_table"):
-        tables.append(_chain_table(question["chain_table"], reveal))
-    return QuestionView(question["id"], question["title"],
-                        f"{_points(question['earned'])} / {_points(question['points'])}", question.get("error", ""),
-                        tuple(tables), notes_shown(question["misconceptions"], reveal))
+def question_view(question: QuestionFeedback, reveal: bool) -> QuestionView:
+    tables = [_values_table(question.values, reveal)]
+    if question.chain_table is not None:
+        tables.append(_chain_table(question.chain_table, reveal))
+    return QuestionView(question.id, question.title, f"{_points(question.earned)} / {_points(question.points)}",
+                        question.error, tuple(tables), notes_shown(question.misconceptions, reveal))
 
 
 VERDICTS_ONLY = "This feedback says which answers are right, not what torch computes: work out the ones marked ✗ " \
@@ -255,31 +256,31 @@ def _table_html(table: Table) -> str:
     return "".join(parts)
 
 
-def errors_left_out(feedback: dict[str, Any]) -> str:
+def errors_left_out(feedback: Feedback) -> str:
     """The sentence that stands for the notebook's errors past the first few (feedback.MAX_CELL_ERRORS)."""
-    more = feedback["cell_errors_left_out"]
+    more = feedback.cell_errors_left_out
     return (f"… and {more:,} more {'error' if more == 1 else 'errors'} (only the first "
-            f"{len(feedback['cell_errors'])} are listed: fix those first, later ones often follow from them).")
+            f"{len(feedback.cell_errors)} are listed: fix those first, later ones often follow from them).")
 
 
-def render_html(feedback: dict[str, Any], *, lead: str = "") -> str:
+def render_html(feedback: Feedback, *, lead: str = "") -> str:
     """A self-contained page (no scripts, no network) a student can open from disk or a phone. lead: the
     service's own HTML (already escaped) shown first: when it was submitted, links, the summary."""
-    reveal = feedback.get("reveals_torch_values", True)
+    reveal = feedback.reveals_torch_values
     parts = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         '<meta name=viewport content="width=device-width, initial-scale=1">',
-        f"<title>Feedback: {_e(feedback['assignment'])} — {_e(feedback['student_id'])}</title>",
+        f"<title>Feedback: {_e(feedback.assignment)} — {_e(feedback.student_id)}</title>",
         f"<style>{CSS}</style></head><body><main>{lead}",
-        f"<header class=summary><div>Feedback for <strong>{_e(feedback['student_id'])}</strong>, "
-        f"assignment <strong>{_e(feedback['assignment'])}</strong></div>",
-        f"<div class=score>{_points(feedback['score'])} / {_points(feedback['max_score'])}</div>",
+        f"<header class=summary><div>Feedback for <strong>{_e(feedback.student_id)}</strong>, "
+        f"assignment <strong>{_e(feedback.assignment)}</strong></div>",
+        f"<div class=score>{_points(feedback.score)} / {_points(feedback.max_score)}</div>",
     ]
-    parts += [f'<div class="note">{_e(message)}</div>' for message in feedback["messages"]]
+    parts += [f'<div class="note">{_e(message)}</div>' for message in feedback.messages]
     if not reveal:
         parts.append(f"<p>{_e(VERDICTS_ONLY)}</p>")
     parts.append("</header>")
-    for question in feedback["questions"]:
+    for question in feedback.questions:
         view = question_view(question, reveal)
         parts.append(f'<section class=card id="q-{_e(view.id)}"><h2><span>{course_text_html(view.title)}</span>'
                      f"<span class=points>{_e(view.score)}</span></h2>")
@@ -291,13 +292,13 @@ def render_html(feedback: dict[str, Any], *, lead: str = "") -> str:
                   f'<div class="misconception"><strong>{_e(IDEA_TO_REVISIT)}</strong> {_e(idea)}</div>'
                   for diagnosis, idea in view.slips]
         parts.append("</section>")
-    if feedback["cell_errors"]:
+    if feedback.cell_errors:
         parts.append(f"<section class=card><h2>{_e(ERRORS_TITLE)}</h2><p>{_e(ERRORS_INTRO)}</p><ul>")
-        for error in feedback["cell_errors"]:
-            hint = f"<div class=idea>{_e(error['hint'])}</div>" if error.get("hint") else ""
-            parts.append(f"<li>{_e(_at_line_start(error['cell']))}: <code>{_e(error['error'])}</code>{hint}</li>")
+        for error in feedback.cell_errors:
+            hint = f"<div class=idea>{_e(error.hint)}</div>" if error.hint else ""
+            parts.append(f"<li>{_e(_at_line_start(error.cell))}: <code>{_e(error.error)}</code>{hint}</li>")
         parts.append("</ul>")
-        if feedback.get("cell_errors_left_out"):
+        if feedback.cell_errors_left_out:
             parts.append(f"<p>{_e(errors_left_out(feedback))}</p>")
         parts.append("</section>")
     parts.append("</main></body></html>")
@@ -331,7 +332,7 @@ def _table_markdown(table: Table) -> list[str]:
     return lines
 
 
-def question_markdown(question: dict[str, Any], reveal: bool) -> str:
+def question_markdown(question: QuestionFeedback, reveal: bool) -> str:
     """One question's feedback as Markdown: the same tables and notes as the page."""
     view = question_view(question, reveal)
     lines = [f"**{_md(view.error)}**", ""] if view.error else []
@@ -343,16 +344,16 @@ def question_markdown(question: dict[str, Any], reveal: bool) -> str:
     return "\n".join(lines)
 
 
-def summary_markdown(feedback: dict[str, Any]) -> str:
+def summary_markdown(feedback: Feedback) -> str:
     """The top of results.json: the score, the grader's messages, and the notebook's own errors as its own."""
-    lines = [f"**{_points(feedback['score'])} / {_points(feedback['max_score'])}** points."]
-    lines += [_md(message) for message in feedback["messages"]]
-    if not feedback.get("reveals_torch_values", True):
+    lines = [f"**{_points(feedback.score)} / {_points(feedback.max_score)}** points."]
+    lines += [_md(message) for message in feedback.messages]
+    if not feedback.reveals_torch_values:
         lines.append(_md(VERDICTS_ONLY))
-    if feedback["cell_errors"]:
+    if feedback.cell_errors:
         lines.append(f"**{_md(ERRORS_TITLE)}.** {_md(ERRORS_INTRO)}")
-        lines += [f"- {_md(_at_line_start(e['cell']))}: {_md(e['error'])}"
-                  + (f" ({_md(e['hint'])})" if e.get("hint") else "") for e in feedback["cell_errors"]]
-        if feedback.get("cell_errors_left_out"):
+        lines += [f"- {_md(_at_line_start(e.cell))}: {_md(e.error)}" + (f" ({_md(e.hint)})" if e.hint else "")
+                  for e in feedback.cell_errors]
+        if feedback.cell_errors_left_out:
             lines.append(_md(errors_left_out(feedback)))
     return "\n\n".join(lines)

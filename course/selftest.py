@@ -112,9 +112,9 @@ def _first_difference(graded: Graded, *, full: bool) -> str:
         error = graded.internal_error.strip()
         start = error.rfind(f"\n{SandboxStartError.__module__}.")
         cause = " ".join(error[start:].split()).split(": ", 1)[-1] if start >= 0 else (error.splitlines() or [""])[-1]
-        said = " ".join(graded.feedback.get("messages", []))
+        said = " ".join(graded.feedback.messages)
         return f"its status was {graded.status}: {safe_text(cause or said, 1500, one_line=True)}"
-    messages = [m for m in graded.feedback.get("messages", []) if "did not run to the end" in m]
+    messages = [m for m in graded.feedback.messages if "did not run to the end" in m]
     if messages:
         return safe_text(messages[0], 1500, one_line=True)
     for question in graded.questions:
@@ -152,7 +152,7 @@ def prove_setup(assignment: Assignment, config: CourseConfig, run: sandbox.Runne
     solution, untouched = graded[SOLUTION], graded[UNTOUCHED]
     max_score = assignment.max_score
     for what, one, full in ((SOLUTION, solution, True), (UNTOUCHED, untouched, False)):
-        score = one.feedback["score"]
+        score = one.feedback.score
         if one.status == Status.GRADED and score == (max_score if full else 0):
             continue
         raise SelfTestError(
@@ -163,5 +163,5 @@ def prove_setup(assignment: Assignment, config: CourseConfig, run: sandbox.Runne
                if one.status == Status.GRADED and any(question.error for question in one.questions) else
                "Fix the machine or source/course.yaml (limits, sandbox) and run the command again.")
         )
-    return SelfTest(solution.feedback["score"], untouched.feedback["score"], max_score, level,
+    return SelfTest(solution.feedback.score, untouched.feedback.score, max_score, level,
                     time.monotonic() - started)

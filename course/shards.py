@@ -29,6 +29,7 @@ from course.assignment import Assignment, load_course_assignment
 from course.config import CourseConfig
 from course.discovery import SubmissionRef, discover
 from course.errors import CourseError
+from course.feedback_model import Feedback, FeedbackError
 from course.files import atomic_write_json
 from course.gradebook import write_course_totals
 from course.grading import Graded
@@ -108,7 +109,7 @@ def shard_path(out_dir: Path, assignment: str) -> Path:
 
 
 def _plain(graded: Graded, path: Path | None, root: Path) -> dict[str, Any]:
-    return {"student_id": graded.student_id, "status": graded.status, "feedback": graded.feedback,
+    return {"student_id": graded.student_id, "status": graded.status, "feedback": graded.feedback.to_json(),
             "seconds": graded.seconds, "internal_error": graded.internal_error, "sandbox": graded.sandbox,
             "late_penalty": graded.late_penalty, "integrity": list(graded.integrity),
             "submitted": graded.submitted.isoformat() if graded.submitted else None,
@@ -118,12 +119,12 @@ def _plain(graded: Graded, path: Path | None, root: Path) -> dict[str, Any]:
                            "earned": q.earned, "error": q.error} for q in graded.questions]}
 
 
-def _graded(data: dict[str, Any]) -> Graded:
-    """A checked result (_check_result) as the writers take it."""
+def _graded(data: dict[str, Any], feedback: Feedback) -> Graded:
+    """A checked result (_check_result, which read its `feedback`) as the writers take it."""
     questions = tuple(QuestionResult(q["id"], q["title"], q["grade_id"], q["points"], q["earned"], (), q["error"])
                       for q in data["questions"])
     submitted = datetime.fromisoformat(data["submitted"]) if data["submitted"] else None
-    return Graded(data["student_id"], Status(data["status"]), questions, data["feedback"], data["seconds"],
+    return Graded(data["student_id"], Status(data["status"]), questions, feedback, data["seconds"],
                   data["internal_error"], data["sandbox"], data["late_penalty"], submitted, tuple(data["integrity"]))
 
 
@@ -262,8 +263,8 @@ def _checked(path: Path, data: dict[str, Any], expected: list[SubmissionRef], as
         if ref is None:
             raise CourseError(f"{where}` ({one['student_id']}, {_shown(one['path'])}) is not a submission of "
                               f"{slice_} in the course as it is now; grade the shard again")
-        _check_result(where, one, assignment)
-        results.append((_graded(one), ref.path))  # the course's path, never the record's
+        feedback = _check_result(where, one, assignment)
+        results.append((_graded(one, feedback), ref.path))  # the course's path, never the record's
     kept_out = []
     for index, one in enumerate(data["refused"]):
         ref = refused.pop((one["student_id"], one.get("path")), None)
@@ -283,9 +284,10 @@ def _number(value: Any) -> float | None:
     return float(value) if type(value) in (int, float) and math.isfinite(value) else None
 
 
-def _check_result(where: str, one: dict[str, Any], assignment: Assignment) -> None:
-    """One result as grading could have given it: a known status, each question of the assignment in order with
-    its grade cell and points, a score within them, the totals their sum less the late penalty."""
+def _check_result(where: str, one: dict[str, Any], assignment: Assignment) -> Feedback:
+    """One result as grading could have given it: a known status, a feedback document (`Feedback.from_json`, which
+    is returned), each question of the assignment in order with its grade cell and points, a score within them,
+    the totals their sum less the late penalty."""
 
     def refuse(field: str, what: str) -> CourseError:
         return CourseError(f"{where}.{field}` {what}; grade the shard again")
@@ -310,9 +312,12 @@ def _check_result(where: str, one: dict[str, Any], assignment: Assignment) -> No
             datetime.fromisoformat(one["submitted"])
         except ValueError:
             raise refuse("submitted", f"{_shown(one['submitted'])} is not a time") from None
-    feedback, questions = one["feedback"], one["questions"]
-    shown = feedback.get("questions")
-    if len(questions) != len(assignment.questions) or type(shown) is not list or len(shown) != len(questions):
+    try:
+        feedback = Feedback.from_json(one["feedback"])
+    except FeedbackError as problem:
+        raise refuse(f"feedback.{problem.field}" if problem.field else "feedback", problem.what) from None
+    questions, shown = one["questions"], feedback.questions
+    if len(questions) != len(assignment.questions) or len(shown) != len(questions):
         raise refuse("questions", f"are not the {len(assignment.questions)} questions of {assignment.name}")
     earned_total = 0.0
     for index, (question, want) in enumerate(zip(questions, assignment.questions, strict=True)):
@@ -328,28 +333,25 @@ def _check_result(where: str, one: dict[str, Any], assignment: Assignment) -> No
             raise refuse(f"{at}.earned", f"{_shown(question.get('earned'))} is not a score within {want.id}'s "
                                          f"{want.points:g} points")
         entry = shown[index]
-        said = _number(entry.get("earned")) if isinstance(entry, dict) else None
-        if not isinstance(entry, dict) or entry.get("id") != want.id or _number(entry.get("points")) != want.points \
-                or said is None or abs(said - earned) > SAME:
+        if entry.id != want.id or entry.points != want.points or abs(entry.earned - earned) > SAME:
             raise refuse(f"feedback.questions[{index}]", f"does not say {want.id}'s {earned:g} of {want.points:g}")
         earned_total += earned
     penalty = _number(one.get("late_penalty"))
     if penalty is None or not 0 <= penalty <= earned_total + SAME:
         raise refuse("late_penalty", f"{_shown(one.get('late_penalty'))} is not a penalty within the "
                                      f"{earned_total:g} points earned")
-    checks = (("feedback.max_score", feedback.get("max_score"), assignment.max_score),
-              ("feedback.raw_score", feedback.get("raw_score", feedback.get("score")), earned_total),
-              ("feedback.score", feedback.get("score"), earned_total - penalty),
-              ("feedback.late_penalty", feedback.get("late_penalty", 0), penalty))
+    checks = (("feedback.max_score", feedback.max_score, assignment.max_score),
+              ("feedback.raw_score", feedback.before_penalty, earned_total),
+              ("feedback.score", feedback.score, earned_total - penalty),
+              ("feedback.late_penalty", feedback.penalty, penalty))
     for field, value, want_total in checks:
         number = _number(value)
         if number is None or abs(number - want_total) > SAME:
             raise refuse(field, f"{_shown(value)} is not {want_total:g}, the sum of the questions' scores")
-    if feedback.get("student_id") != one["student_id"] or feedback.get("status") != one["status"] or feedback.get(
-            "assignment") != assignment.name:
+    if feedback.student_id != one["student_id"] or feedback.status != one["status"] or \
+            feedback.assignment != assignment.name:
         raise refuse("feedback", "is not this result's (student, status or assignment differ)")
-    if type(feedback.get("messages")) is not list or not all(type(m) is str for m in feedback["messages"]):
-        raise refuse("feedback.messages", "holds something other than sentences")
+    return feedback
 
 
 def merge_shards(config: CourseConfig, outs: list[Path], out_dir: Path, *, record_gradebook: bool | None = None,

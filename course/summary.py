@@ -15,19 +15,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from course.feedback_model import Feedback, FeedbackError
 from course.status import RAN, Status
 
 MAX_BINS = 20  # the histogram's bins are whole points wide, as few points as keep it to this many bars
 
 
-def read_class_feedback(out_dir: Path, assignment: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every student's feedback.json under out_dir, and the students whose file could not be read (said in
-    the summary, never silently left out)."""
+def read_class_feedback(out_dir: Path, assignment: str) -> tuple[list[Feedback], list[str]]:
+    """Every student's feedback.json under out_dir, and the students whose file could not be read or is not a
+    feedback document (said in the summary, never silently left out, never a traceback)."""
     feedback, unreadable = [], []
     for path in sorted((out_dir / "feedback").glob(f"*/{assignment}/feedback.json")):
         try:
-            feedback.append(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
+            feedback.append(Feedback.from_json(json.loads(path.read_text(encoding="utf-8")), where=str(path)))
+        except (OSError, ValueError, FeedbackError):
             unreadable.append(path.parent.parent.name)
     return feedback, unreadable
 
@@ -51,11 +52,7 @@ def score_bins(max_score: float, scores: Sequence[tuple[str, float]]) -> list[di
     return bins
 
 
-def _number(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and math.isfinite(value) else 0.0
-
-
-def class_summary(feedback: list[dict[str, Any]], *, missing: Sequence[str] = (),
+def class_summary(feedback: Sequence[Feedback], *, missing: Sequence[str] = (),
                   unreadable: Sequence[str] = (), page: str = "") -> dict[str, Any]:
     """Plain data for the page and class-summary-<assignment>.json.
 
@@ -65,58 +62,56 @@ def class_summary(feedback: list[dict[str, Any]], *, missing: Sequence[str] = ()
     page: the feedback page's file name (e.g. autograd.html): each student links to
     feedback/<student>/<assignment>/<page>; "" links nobody.
     """
-    feedback = sorted(feedback, key=lambda f: str(f.get("student_id", "")))
-    counted = [f for f in feedback if f.get("status") in RAN]
-    max_score = max((_number(f.get("max_score")) for f in feedback), default=0.0)
-    scores = [_number(f.get("score")) for f in counted]
-    link = {str(f["student_id"]): feedback_link(str(f["student_id"]), str(f.get("assignment", "")), page)
-            for f in feedback if page}
+    feedback = sorted(feedback, key=lambda f: f.student_id)
+    counted = [f for f in feedback if f.status in RAN]
+    max_score = max((float(f.max_score) for f in feedback), default=0.0)
+    scores = [float(f.score) for f in counted]
+    link = {f.student_id: feedback_link(f.student_id, f.assignment, page) for f in feedback if page}
 
-    bins = score_bins(max_score, [(str(f["student_id"]), _number(f.get("score"))) for f in counted]) if counted else []
+    bins = score_bins(max_score, [(f.student_id, float(f.score)) for f in counted]) if counted else []
 
     questions = []
-    template = counted[0]["questions"] if counted else []
+    template = counted[0].questions if counted else ()
     for index, question in enumerate(template):
-        earned = [_number(f["questions"][index]["earned"]) for f in counted if len(f["questions"]) > index]
-        full = [str(f["student_id"]) for f in counted if len(f["questions"]) > index
-                and _number(f["questions"][index]["earned"]) >= _number(question["points"])]
+        earned = [float(f.questions[index].earned) for f in counted if len(f.questions) > index]
+        full = [f.student_id for f in counted if len(f.questions) > index
+                and f.questions[index].earned >= question.points]
         questions.append({
-            "id": question["id"], "title": question["title"], "points": question["points"],
+            "id": question.id, "title": question.title, "points": question.points,
             "full_marks": len(full), "success_rate": len(full) / len(earned) if earned else 0.0,
             "mean": sum(earned) / len(earned) if earned else 0.0,
         })
 
     misconceptions: dict[str, dict[str, Any]] = {}
     for student in counted:
-        for question in student["questions"]:
-            for diagnosis in question["misconceptions"]:
-                item = misconceptions.setdefault(diagnosis["id"], {
-                    "id": diagnosis["id"], "diagnosis": diagnosis["diagnosis"], "idea": diagnosis["idea"],
+        for question in student.questions:
+            for note in question.misconceptions:
+                item = misconceptions.setdefault(note.id, {
+                    "id": note.id, "diagnosis": note.diagnosis, "idea": note.idea,
                     "questions": [], "students": [], "where": {}})
-                if question["title"] not in item["questions"]:
-                    item["questions"].append(question["title"])
-                if student["student_id"] not in item["where"]:
-                    item["students"].append(student["student_id"])
-                    item["where"][student["student_id"]] = question["id"]
+                if question.title not in item["questions"]:
+                    item["questions"].append(question.title)
+                if student.student_id not in item["where"]:
+                    item["students"].append(student.student_id)
+                    item["where"][student.student_id] = question.id
     ranked = sorted(misconceptions.values(), key=lambda item: -len(item["students"]))
 
     not_counted = {
-        Status.FAILED: [str(f["student_id"]) for f in feedback if f.get("status") == Status.FAILED],
-        Status.AUTOGRADER_ERROR: [str(f["student_id"]) for f in feedback
-                                  if f.get("status") == Status.AUTOGRADER_ERROR],
+        Status.FAILED: [f.student_id for f in feedback if f.status == Status.FAILED],
+        Status.AUTOGRADER_ERROR: [f.student_id for f in feedback if f.status == Status.AUTOGRADER_ERROR],
         Status.MISSING: sorted(missing),
         "unreadable": sorted(unreadable),
     }
     roster = []
     for student in feedback:
-        sid = str(student["student_id"])
+        sid = student.student_id
         roster.append({
-            "student_id": sid, "status": student.get("status", ""), "counted": student.get("status") in RAN,
-            "score": _number(student.get("score")), "max_score": _number(student.get("max_score")),
-            "late_penalty": _number(student.get("late_penalty")),
-            "questions": {q["id"]: _number(q["earned"]) for q in student.get("questions", [])},
-            "misconceptions": sorted({d["id"] for q in student.get("questions", []) for d in q["misconceptions"]}),
-            "reason": (student.get("messages") or [""])[0] if student.get("status") not in RAN else "",
+            "student_id": sid, "status": student.status, "counted": student.status in RAN,
+            "score": float(student.score), "max_score": float(student.max_score),
+            "late_penalty": float(student.penalty),
+            "questions": {q.id: float(q.earned) for q in student.questions},
+            "misconceptions": sorted(student.misconception_ids()),
+            "reason": (student.messages or ("",))[0] if student.status not in RAN else "",
             "page": link.get(sid, ""),
         })
     roster += [{"student_id": sid, "status": status, "counted": False, "score": 0.0, "max_score": max_score,
@@ -130,8 +125,8 @@ def class_summary(feedback: list[dict[str, Any]], *, missing: Sequence[str] = ()
         "max_score": max_score,
         "mean_score": sum(scores) / len(scores) if scores else None,
         "median_score": _median(scores),
-        "statuses": {status: sum(1 for f in feedback if f.get("status") == status)
-                     for status in sorted({str(f.get("status")) for f in feedback})},
+        "statuses": {status: sum(1 for f in feedback if f.status == status)
+                     for status in sorted({str(f.status) for f in feedback})},
         "histogram": bins,
         "questions": questions,
         "misconceptions": ranked,

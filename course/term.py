@@ -82,14 +82,9 @@ def late_policy_at(graded: Graded, submitted: datetime | None, due: datetime | N
                    config: CourseConfig) -> Graded:
     """`with_late_policy` for a submission time already known (naive UTC; None: on time), as the submission
     service knows when it received each attempt."""
-    raw, max_score = graded.feedback["score"], graded.feedback["max_score"]
-    lateness = late.assess(raw, max_score, submitted, due, settings.extensions.get(graded.student_id, 0.0),
-                           config.late_policy)
-    feedback = dict(graded.feedback)
-    if lateness.explanation:
-        feedback["messages"] = [*feedback["messages"], lateness.explanation]
-    feedback["raw_score"], feedback["late_penalty"] = raw, lateness.penalty
-    feedback["score"] = round(raw - lateness.penalty, 6)
+    lateness = late.assess(graded.feedback.score, graded.feedback.max_score, submitted, due,
+                           settings.extensions.get(graded.student_id, 0.0), config.late_policy)
+    feedback = graded.feedback.with_late_policy(lateness.penalty, lateness.explanation)
     return replace(graded, feedback=feedback, late_penalty=lateness.penalty, submitted=submitted)
 
 

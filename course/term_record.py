@@ -49,6 +49,7 @@ from typing import Any
 from course import nbgrader_layout, term_files
 from course.config import AssignmentSettings, CourseConfig
 from course.errors import CourseError
+from course.feedback_model import Feedback
 from course.files import PUBLIC, atomic_write_json, atomic_write_text, compact_json, locked
 from course.gradebook import GradeRow, grades_csv_path, read_grades_csv, replace_grades_rows, write_grades_csv
 from course.gradebook_writer import GradebookWriter
@@ -76,7 +77,7 @@ class Counted:
     status: str
     score: float
     late_penalty: float
-    feedback: dict[str, Any]
+    feedback: Feedback
 
 
 @dataclass(frozen=True)
@@ -367,8 +368,8 @@ def _write_records(config: CourseConfig, settings: AssignmentSettings, question_
         for change in changes:
             student = change.student_id
             try:
-                scores = {question_ids[q["id"]]: q["earned"] for q in change.after.feedback.get("questions", [])
-                          if q["id"] in question_ids}
+                scores: dict[str, float | None] = {question_ids[q.id]: q.earned for q in change.after.feedback.questions
+                                                   if q.id in question_ids}
                 _write_files(config, settings, change, notebook_of(change.after.attempt_id))
                 atomic_write_json(folder / "files" / student / WROTE,  # in place: what undo may find
                                   term_files.fingerprints(config.root, assignment, student))
@@ -605,9 +606,8 @@ def _held_json(held: Held | None) -> dict[str, Any] | None:
 
 
 def _grade_row(counted: Counted, max_score: float) -> GradeRow:
-    questions = counted.feedback.get("questions", [])
-    return GradeRow(counted.student_id, {q["id"]: q["earned"] for q in questions}, counted.score,
-                    float(counted.feedback.get("max_score", max_score)), counted.status, counted.late_penalty)
+    return GradeRow(counted.student_id, counted.feedback.earned_by_question(), counted.score,
+                    float(counted.feedback.max_score), counted.status, counted.late_penalty)
 
 
 def _write_files(config: CourseConfig, settings: AssignmentSettings, change: Change, notebook: bytes) -> None:
@@ -621,7 +621,7 @@ def _write_files(config: CourseConfig, settings: AssignmentSettings, change: Cha
                                      released_to(config, settings, student), change.after.feedback,
                                      max_bytes=config.limits.notebook_mb * 2**20)
     feedback = config.root / "feedback" / student / assignment
-    atomic_write_text(feedback / "feedback.json", compact_json(change.after.feedback))
+    atomic_write_text(feedback / "feedback.json", compact_json(change.after.feedback.to_json()))
     atomic_write_text(feedback / feedback_page(settings), render_html(change.after.feedback), mode=PUBLIC)
     nbgrader_layout.write_feedback_files(submitted, feedback)
 

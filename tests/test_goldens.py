@@ -45,7 +45,7 @@ def bob_graded():
 
 def _outputs(graded) -> dict[str, str]:
     return {
-        "feedback.json": json.dumps(graded.feedback, indent=2, ensure_ascii=False, sort_keys=True) + "\n",
+        "feedback.json": json.dumps(graded.feedback.to_json(), indent=2, ensure_ascii=False, sort_keys=True) + "\n",
         "feedback.html": render_html(graded.feedback) + "\n",
         "results.json": json.dumps(_normalised_results(to_results(graded, 0.0)), indent=2, ensure_ascii=False,
                                    sort_keys=True) + "\n",

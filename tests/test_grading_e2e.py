@@ -51,6 +51,26 @@ def test_sample_class_scores(graded_samples):
     assert "not a notebook" in summary.lines()[1]
 
 
+def test_every_feedback_json_validates_against_the_shipped_schema(graded_samples):
+    """Every feedback.json the sample class gets (graded, failed) holds to course/schemas/feedback.schema.json and
+    reads back as the same document, byte for byte as written."""
+    import jsonschema
+
+    from course.feedback_model import Feedback, schema_text
+    from course.files import compact_json
+
+    _, root, _ = graded_samples
+    schema = json.loads(schema_text())
+    paths = sorted((root / "out" / "feedback").glob("*/autograd/feedback.json"))
+    assert {path.parent.parent.name for path in paths} == set(EXPECTED_SAMPLE_SCORES) | {"frank"}
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        jsonschema.validate(json.loads(text), schema)
+        read = Feedback.from_json(json.loads(text), where=str(path))
+        assert compact_json(read.to_json()) == text
+        assert Feedback.from_json(read.to_json()) == read
+
+
 def test_gradebook_matches_grades_csv(graded_samples):
     config, root, _ = graded_samples
     rows = read_csv(root / "out" / "grades-autograd.csv")

@@ -11,6 +11,7 @@ from course.answers import FUNCTION, MISSING, VALUE, WRONG_FORM, Answer, Probe, 
 from course.assignment import load_course_assignment
 from course.config import load_config
 from course.feedback import build_feedback
+from course.feedback_model import CellError, Feedback, QuestionFeedback
 from course.judge import judge
 from course.render import question_markdown, question_view, render_html
 from helpers import ALL_VALUES, ROOT, TRAINING_VALUES, wrong_literal
@@ -19,12 +20,12 @@ from test_contract import contract_answers
 TOL = 1e-6
 
 
-def _cubic_feedback(assignment, answer: Answer, reveal: bool) -> tuple[dict, dict]:
+def _cubic_feedback(assignment, answer: Answer, reveal: bool) -> tuple[Feedback, dict]:
     answers = contract_answers(assignment)
     answers["cubic_derivative"] = answer
     feedback = build_feedback("s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded",
                               messages=[], cell_errors=[], reveal_torch_values=reveal)
-    question = next(q for q in feedback["questions"] if q["id"] == "cubic")
+    question = next(q for q in feedback.to_json()["questions"] if q["id"] == "cubic")
     return feedback, next(v for v in question["values"] if v["name"] == "cubic_derivative")
 
 
@@ -32,8 +33,8 @@ def _html_row(page: str, name: str) -> str:
     return re.search(rf"<tr><td><code>{name}</code></td>.*?</tr>", page).group(0)
 
 
-def _markdown_row(feedback: dict, name: str, reveal: bool) -> str:
-    question = next(q for q in feedback["questions"] if q["id"] == "cubic")
+def _markdown_row(feedback: Feedback, name: str, reveal: bool) -> str:
+    question = next(q for q in feedback.questions if q.id == "cubic")
     return next(line for line in question_markdown(question, reveal).splitlines()
                 if line.startswith(f"| {name.replace('_', chr(92) + '_')} |"))
 
@@ -130,7 +131,7 @@ def test_the_code_a_value_still_as_released_names_is_code_on_the_page_and_litera
     assert ("at x = -2.5 yours returned <code>...</code> (replace <code>return ...</code> with your derivative), "
             "not a plain number") in _html_row(page, "cubic_derivative")
     # Gradescope's Markdown keeps every character literal: the backticks are shown, not Markdown.
-    net = next(q for q in feedback["questions"] if q["id"] == "tiny_net")
+    net = next(q for q in feedback.questions if q.id == "tiny_net")
     assert r"no answer \(still \`\.\.\.\`\)" in question_markdown(net, reveal)
     function_row = _markdown_row(feedback, "cubic_derivative", reveal)
     assert r"returned \`\.\.\.\` \(replace \`return \.\.\.\` with" in function_row
@@ -163,8 +164,8 @@ def test_a_function_answer_without_a_function_is_shown_as_one(assignment, answer
 def test_each_reported_error_starts_its_line_with_a_capital(assignment):
     from course.render import summary_markdown
 
-    cell_errors = [{"cell": "your answer cell for 3. A whole (tiny) network by hand", "error": "NameError: name 'y'"},
-                   {"cell": "cell 12", "error": "ZeroDivisionError: division by zero"}]
+    cell_errors = [CellError("your answer cell for 3. A whole (tiny) network by hand", "NameError: name 'y'"),
+                   CellError("cell 12", "ZeroDivisionError: division by zero")]
     feedback = build_feedback("s1", "autograd", tuple(judge(assignment, contract_answers(assignment), tolerance=TOL)),
                               status="graded", messages=[], cell_errors=cell_errors)
     page = render_html(feedback)
@@ -183,22 +184,22 @@ SLIPS = {"slope_at_minus_2": -ALL_VALUES["slope_at_minus_2"], "y_grad_without_re
          "twice_w_grad": ALL_VALUES["net_dL_dw"], "twice_b_grad": ALL_VALUES["net_dL_db"]}
 
 
-def _slipped_feedback(assignment, reveal: bool) -> dict:
+def _slipped_feedback(assignment, reveal: bool) -> Feedback:
     answers = contract_answers(assignment, {**ALL_VALUES, **SLIPS})
     return build_feedback("s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded",
                           messages=[], cell_errors=[], reveal_torch_values=reveal, content=assignment.content)
 
 
-def _shown(feedback: dict, reveal: bool) -> tuple[str, str]:
+def _shown(feedback: Feedback, reveal: bool) -> tuple[str, str]:
     """What a student reads: the page's text, and the questions' Markdown unescaped (as Gradescope shows it)."""
     page = html.unescape(re.sub(r"<[^>]+>", "", render_html(feedback)))
-    markdown = "\n".join(question_markdown(q, reveal) for q in feedback["questions"])
+    markdown = "\n".join(question_markdown(q, reveal) for q in feedback.questions)
     return page, re.sub(r"\\(.)", r"\1", markdown)
 
 
 def test_notes_with_torch_values_say_the_slip_and_the_idea(assignment):
     feedback = _slipped_feedback(assignment, reveal=True)
-    notes = [m for q in feedback["questions"] for m in q["misconceptions"]]
+    notes = [m for q in feedback.to_json()["questions"] for m in q["misconceptions"]]
     assert {m["id"] for m in notes} == {"sign_slip", "unretained_grad_kept", "second_backward_overwrites",
                                         "second_backward_overwrites_b"}
     for shown in _shown(feedback, reveal=True):
@@ -214,7 +215,7 @@ def test_verdicts_only_notes_give_the_idea_never_the_answer(assignment):
     violates, the same words for everyone), once per question, never its diagnosis (which relates the answer
     to torch's); the sign slip, found from the numbers alone, is not shown at all."""
     feedback = _slipped_feedback(assignment, reveal=False)
-    notes = {m["id"]: m for q in feedback["questions"] for m in q["misconceptions"]}
+    notes = {m["id"]: m for q in feedback.to_json()["questions"] for m in q["misconceptions"]}
     accumulate = notes["second_backward_overwrites"]["idea"]
     assert accumulate == notes["second_backward_overwrites_b"]["idea"]  # two notes of one question, one idea
     for shown in _shown(feedback, reveal=False):
@@ -233,7 +234,7 @@ def test_verdicts_only_feedback_json_keeps_the_notes_whole_for_the_class_summary
     gets results.json): the class summary counts every note, with its diagnosis, whatever students are shown."""
     hidden = _slipped_feedback(assignment, reveal=False)
     shown = _slipped_feedback(assignment, reveal=True)
-    assert [q["misconceptions"] for q in hidden["questions"]] == [q["misconceptions"] for q in shown["questions"]]
+    assert [q.misconceptions for q in hidden.questions] == [q.misconceptions for q in shown.questions]
 
 
 # ----------------------------------------------------------------------------- fixed hints, verdicts only
@@ -262,7 +263,7 @@ def _telling(text: str, expected) -> list[str]:
     return [match.group(0) for pattern in patterns for match in [re.search(pattern, text)] if match]
 
 
-def _offered(question: dict, name: str) -> str:
+def _offered(question: QuestionFeedback, name: str) -> str:
     """All a verdicts-only view says about the answer `name` beyond the student's own value: its explanation
     and the notes under it, the question's notes, and the chain-table steps that name it."""
     view = question_view(question, reveal=False)
@@ -270,7 +271,7 @@ def _offered(question: dict, name: str) -> str:
     for row in view.tables[0].rows:
         if row[0].text == name:
             said += [row[-1].text, *(text for _, text in row[-1].notes)]
-    for step in question.get("chain_table", {}).get("rows", []):
+    for step in question.to_json().get("chain_table", {}).get("rows", []):
         if name in (step["gradient"], step["forward"]):
             said.append(step["local_derivative"])
     return "\n".join(said)
@@ -312,13 +313,13 @@ def test_verdicts_only_feedback_never_tells_a_wrong_answer(assignment, which, sl
     feedback = build_feedback("s1", which, tuple(results), status="graded", messages=[], cell_errors=[],
                               reveal_torch_values=False, content=graded.content)
     told = {}
-    for question in feedback["questions"]:
-        for value in question["values"]:
-            if value["status"] == VALUE and not value["correct"]:
-                found = _telling(_offered(question, value["name"]), truth[value["name"]])
-                told.update({value["name"]: found} if found else {})
+    for question in feedback.questions:
+        for value in question.values:
+            if value.status == VALUE and not value.correct:
+                found = _telling(_offered(question, value.name), truth[value.name])
+                told.update({value.name: found} if found else {})
     assert told == {}
-    noted = {m["id"] for q in feedback["questions"] for m in q["misconceptions"]}
+    noted = {m.id for q in feedback.questions for m in q.misconceptions}
     assert len(noted) >= (10 if slips else 1), noted  # the notes were there to be read
 
 
@@ -336,7 +337,7 @@ def test_every_answer_has_an_idea_for_verdicts_only_feedback(assignment, which):
     for reveal in (True, False):
         feedback = build_feedback("s1", which, tuple(judge(graded, answers, tolerance=TOL)), status="graded",
                                   messages=[], cell_errors=[], reveal_torch_values=reveal)
-        shown = {v["name"]: v["explanation"] for q in feedback["questions"] for v in q["values"]}
+        shown = {v.name: v.explanation for q in feedback.questions for v in q.values}
         assert shown == {v.name: v.hint if reveal else v.idea for v in results}
 
 
@@ -347,15 +348,16 @@ def test_a_feedback_of_many_errors_is_capped_where_it_is_made_and_says_how_many_
 
     from course.render import summary_markdown
 
-    errors = [{"cell": f"cell {i}", "error": "ZeroDivisionError: " + "x" * 480, "hint": "h"} for i in range(2000)]
+    errors = [CellError(f"cell {i}", "ZeroDivisionError: " + "x" * 480, "h") for i in range(2000)]
     feedback = build_feedback("s1", "autograd", tuple(judge(assignment, contract_answers(assignment), tolerance=TOL)),
                               status="graded", messages=[], cell_errors=errors)
-    assert feedback["cell_errors"] == errors[:20]
-    assert feedback["cell_errors_left_out"] == 1980
-    assert len(json.dumps(feedback)) < 60_000
+    assert feedback.cell_errors == tuple(errors[:20])
+    assert feedback.cell_errors_left_out == 1980
+    assert feedback.to_json()["cell_errors_left_out"] == 1980
+    assert len(json.dumps(feedback.to_json())) < 60_000
     said = "… and 1,980 more errors (only the first 20 are listed"
     assert said in render_html(feedback)
     assert said.replace("(", "\\(") in summary_markdown(feedback)  # Markdown: every character literal
     few = build_feedback("s1", "autograd", (), status="graded", messages=[], cell_errors=errors[:20])
-    assert "cell_errors_left_out" not in few
+    assert "cell_errors_left_out" not in few.to_json()
     assert "more error" not in render_html(few)

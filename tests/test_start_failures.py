@@ -77,7 +77,7 @@ def test_a_worker_killed_before_its_run_is_retried_and_the_student_gets_the_righ
         os.kill(worker.process.pid, signal.SIGKILL)
         worker.process.wait()
         graded = grade_alice(tmp_path, pool.run)
-    assert (graded.status, graded.feedback["score"]) == (Status.GRADED, SAMPLE_SCORES["alice"])
+    assert (graded.status, graded.feedback.score) == (Status.GRADED, SAMPLE_SCORES["alice"])
     retries = [r for r in caplog.records if r.name == "course.sandbox.retry" and r.levelname == "WARNING"]
     assert any("trying again on another warm worker" in r.getMessage() for r in retries)  # said, in the grader's log
 
@@ -93,15 +93,15 @@ def test_a_sandbox_that_ends_before_ready_is_an_autograder_error_never_graded(mo
         # The same sandbox grades a notebook without the mark: the failure was the start-up's, and only it failed.
         honest = grade_alice(tmp_path, run)
     assert graded.status == Status.AUTOGRADER_ERROR
-    assert graded.feedback["score"] == 0
-    assert "not your fault" in " ".join(graded.feedback["messages"])
-    assert "did not run to the end" not in json.dumps(graded.feedback)
+    assert graded.feedback.score == 0
+    assert "not your fault" in " ".join(graded.feedback.messages)
+    assert "did not run to the end" not in json.dumps(graded.feedback.to_json())
     assert "SandboxStartError" in graded.internal_error
     assert "exit code 70" in graded.internal_error
     tries = "a warm worker, another warm worker, a fresh cold sandbox" if mode == "warm" else \
         "this sandbox, a fresh sandbox"
     assert f"({tries})" in graded.internal_error
-    assert (honest.status, honest.feedback["score"]) == (Status.GRADED, SAMPLE_SCORES["alice"])
+    assert (honest.status, honest.feedback.score) == (Status.GRADED, SAMPLE_SCORES["alice"])
     assert "trying again" in caplog.text
 
 
@@ -229,7 +229,7 @@ def test_a_submitted_link_is_the_graders_error_not_the_students_zero(tmp_path):
     assert graded.status == Status.AUTOGRADER_ERROR
     assert "is a symbolic link" in graded.internal_error
     assert str(link) in graded.internal_error
-    assert any("not your fault" in message for message in graded.feedback["messages"])
+    assert any("not your fault" in message for message in graded.feedback.messages)
 
 
 @pytest.mark.parametrize("command", ["grade", "autograder"])

@@ -63,7 +63,7 @@ def test_a_code_cell_written_as_the_releases_markdown_cell_is_inert():
     submitted = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
         {"cell_type": "code", "id": "notes", "metadata": {"nbgrader": notes}, "outputs": [],
          "execution_count": None, "source": "<script>document.title = 'pwned'</script>"}]}
-    (cell,) = autograded_notebook(release, submitted, {"questions": []})["cells"]
+    (cell,) = autograded_notebook(release, submitted, ())["cells"]
     assert cell["cell_type"] == "markdown"  # the release's type: the check can fail only through it
     assert cell["source"].startswith(LABEL)
     assert "```text\n<script>" in cell["source"]

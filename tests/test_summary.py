@@ -5,26 +5,29 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from html.parser import HTMLParser
 from typing import ClassVar
 
 import pytest
 
+from course.feedback_model import Feedback
 from course.summary import MAX_BINS, class_summary, feedback_link, read_class_feedback, score_bins
 from course.summary_page import render_summary_html
 
 
 def _question(qid: str, points: float, earned: float, slips: tuple[str, ...] = ()) -> dict:
     return {"id": qid, "title": f"Question `{qid}`", "points": points, "earned": earned, "values": [],
-            "misconceptions": [{"id": slip, "diagnosis": f"diagnosis of {slip} <b>", "idea": f"idea of {slip}"}
-                               for slip in slips]}
+            "misconceptions": [{"id": slip, "value": "x", "diagnosis": f"diagnosis of {slip} <b>",
+                                "idea": f"idea of {slip}"} for slip in slips]}
 
 
 def _feedback(student: str, score: float, status: str = "graded", *, q1: float = 2, slips: tuple[str, ...] = (),
-              messages: tuple[str, ...] = ()) -> dict:
-    return {"student_id": student, "assignment": "autograd", "status": status, "score": score, "max_score": 10,
-            "late_penalty": 0, "messages": list(messages), "cell_errors": [],
-            "questions": [_question("q1", 2, q1, slips), _question("q2", 8, score - q1)]}
+              messages: tuple[str, ...] = ()) -> Feedback:
+    return Feedback.from_json({
+        "student_id": student, "assignment": "autograd", "status": status, "score": score, "max_score": 10,
+        "late_penalty": 0, "messages": list(messages), "cell_errors": [],
+        "questions": [_question("q1", 2, q1, slips), _question("q2", 8, score - q1)]})
 
 
 CLASS = [
@@ -39,16 +42,22 @@ CLASS = [
 
 def test_an_unreadable_feedback_file_is_said_not_skipped(tmp_path):
     good = _feedback("alice", 3)
-    for student, text in (("alice", json.dumps(good)), ("bob", '{"half a file')):
+    # bob's file is cut short; carol's and dave's are JSON but no feedback grading writes (a question without its
+    # points, a score that is text): each is said as unreadable, never a KeyError in the middle of the summary
+    carol = good.to_json()
+    del carol["questions"][0]["points"]
+    dave = {**good.to_json(), "score": "3"}
+    for student, text in (("alice", json.dumps(good.to_json())), ("bob", '{"half a file'),
+                          ("carol", json.dumps(carol)), ("dave", json.dumps(dave))):
         path = tmp_path / "feedback" / student / "autograd" / "feedback.json"
         path.parent.mkdir(parents=True)
         path.write_text(text)
     feedback, unreadable = read_class_feedback(tmp_path, "autograd")
-    assert [f["student_id"] for f in feedback] == ["alice"]
-    assert unreadable == ["bob"]
+    assert [f.student_id for f in feedback] == ["alice"]
+    assert unreadable == ["bob", "carol", "dave"]
     summary = class_summary(feedback, unreadable=unreadable)
     assert summary["students"] == 1
-    assert summary["unreadable"] == ["bob"]
+    assert summary["unreadable"] == ["bob", "carol", "dave"]
     assert "could not be read and is not counted here: bob" in render_summary_html(summary, "autograd")
 
 
@@ -174,7 +183,7 @@ def test_the_page_shows_whole_point_bins_and_every_student():
 
 
 def test_wide_bins_are_named_by_their_width():
-    wide = [{**_feedback("ana", 30), "max_score": 57}]
+    wide = [replace(_feedback("ana", 30), max_score=57)]
     page = render_summary_html(class_summary(wide), "autograd")
     assert "in bars of 3 points (a score" in page  # 58 whole points in at most MAX_BINS bars
     assert "whole points" not in page

@@ -340,9 +340,9 @@ def test_a_personalised_training_notebook_grades_with_its_students_numbers(cours
     submitted = write(_student_notebook(solve(alice), notebook), tmp_path / "alice.ipynb")
     assignment = load_course_assignment(config, "training")
     graded = grade_submission(SubmissionRef("alice", submitted), assignment, config)
-    assert graded.feedback["score"] == 58
+    assert graded.feedback.score == 58
     as_bob = grade_submission(SubmissionRef("bob", submitted), assignment, config)
-    assert as_bob.feedback["score"] < 58
+    assert as_bob.feedback.score < 58
 
 
 def test_a_grad_fn_object_instead_of_its_name_is_a_wrong_form_that_says_what_was_wanted():

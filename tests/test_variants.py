@@ -137,12 +137,12 @@ def test_personalised_release_and_the_wrong_student_id(course_root, monkeypatch,
     submitted.write_text(json.dumps(fill(alice_notebook, answers)))
     assignment = load_course_assignment(config, "autograd")
     as_alice = grade_submission(SubmissionRef("alice", submitted), assignment, config)
-    assert as_alice.feedback["score"] == 57
-    assert not any("personalised for" in m for m in as_alice.feedback["messages"])
+    assert as_alice.feedback.score == 57
+    assert not any("personalised for" in m for m in as_alice.feedback.messages)
     as_bob = grade_submission(SubmissionRef("bob", submitted), assignment, config)
-    assert any("personalised for 'alice' but is graded as 'bob'" in m for m in as_bob.feedback["messages"])
-    assert as_bob.feedback["score"] < 57
-    torch_value = next(v for q in as_bob.feedback["questions"] for v in q["values"] if v["name"] == "net_h")
+    assert any("personalised for 'alice' but is graded as 'bob'" in m for m in as_bob.feedback.messages)
+    assert as_bob.feedback.score < 57
+    torch_value = next(v for q in as_bob.feedback.to_json()["questions"] for v in q["values"] if v["name"] == "net_h")
     bob = derive(SECRET, "bob")
     assert torch_value["torch_value"] == str(bob["net_w"] * bob["net_x"] + bob["net_b"])  # bob's own numbers
     # the instructor's integrity report names whose numbers bob's answers fit; everyone's own answers fit nobody else

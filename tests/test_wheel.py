@@ -108,6 +108,19 @@ def test_the_wheel_holds_the_service_database_revisions(wheel, tmp_path):
     assert found[1].startswith(str(tmp_path / "unpacked"))
 
 
+def test_the_wheel_holds_the_feedback_schema(wheel, tmp_path):
+    """course/schemas/feedback.schema.json is package data: the package unpacked from the wheel alone reads it."""
+    with zipfile.ZipFile(wheel) as archive:
+        assert "course/schemas/feedback.schema.json" in archive.namelist()
+        archive.extractall(tmp_path / "unpacked")
+    found = subprocess.run([sys.executable, "-c", "import json; from course.feedback_model import schema_text; "
+                            "import course; print(json.loads(schema_text())['title'], course.__file__)"],
+                           env={**os.environ, "PYTHONPATH": str(tmp_path / "unpacked")},
+                           capture_output=True, text=True, check=True, cwd=tmp_path).stdout.split()
+    assert found[0] == "feedback.json"
+    assert found[1].startswith(str(tmp_path / "unpacked"))
+
+
 def answered_release(change=None) -> dict:
     """The released notebook with every answer cell replaced by the source's solution region (a student who
     got everything right), optionally changed per answer cell by `change(grade_id, text)`."""

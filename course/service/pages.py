@@ -168,13 +168,13 @@ def waiting_page(attempt: Attempt, back_link: str = "../", *, instructor: bool =
 
 def feedback_lead(attempt: Attempt, back: str, *, instructor: bool = False) -> str:
     """What the service puts above an attempt's feedback: when, links back and onwards, and what to revisit."""
-    feedback = attempt.feedback or {}
-    revisit = [q for q in feedback.get("questions", []) if q.get("earned", 0) < q.get("points", 0)]
-    links = "".join(f'<li><a href="#q-{e(str(q["id"]))}">{course_text_html(str(q["title"]))}</a> '
-                    f"({q['earned']:g} / {q['points']:g})</li>" for q in revisit)
+    questions = attempt.feedback.questions if attempt.feedback is not None else ()
+    revisit = [q for q in questions if q.earned < q.points]
+    links = "".join(f'<li><a href="#q-{e(q.id)}">{course_text_html(q.title)}</a> ({q.earned:g} / {q.points:g})</li>'
+                    for q in revisit)
     if revisit:
         todo = f"<div>To revisit ({len(revisit)}):</div><ul class=revisit>{links}</ul>"
-    elif feedback.get("questions"):
+    elif questions:
         todo = "<div>Every question is right.</div>"
     else:
         todo = "<div>No question could be graded: the messages below say why.</div>"

@@ -67,7 +67,7 @@ def grade_rows(records: list[StudentRecord], max_score: float) -> list[GradeRow]
         if chosen is None or chosen.feedback is None:
             rows.append(GradeRow(record.student_id, {}, 0.0, max_score, Status.MISSING))
             continue
-        rows.append(GradeRow(record.student_id, {q["id"]: q["earned"] for q in chosen.feedback["questions"]},
+        rows.append(GradeRow(record.student_id, chosen.feedback.earned_by_question(),
                              chosen.score or 0.0, chosen.max_score or max_score, chosen.status,
                              chosen.late_penalty or 0.0))
     return rows

@@ -50,6 +50,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
 
 from course.errors import CourseError
+from course.feedback_model import Feedback, FeedbackError
 from course.files import private_sqlite
 from course.service.migrations import migrate
 from course.service.policy import Refusal, ServicePolicy, refusal
@@ -169,7 +170,7 @@ class Attempt:
     score: float | None
     max_score: float | None
     late_penalty: float | None
-    feedback: dict[str, Any] | None
+    feedback: Feedback | None
     integrity: list[str]
     seconds: float | None
     results_written: int
@@ -193,11 +194,22 @@ def _status(row: Any) -> str:
     return given
 
 
+def _feedback(attempt_id: int, text: str) -> Feedback:
+    """A row's feedback document, read back as input: a FeedbackError (a CourseError) naming the row when it is
+    not one grading writes, as for a status (_status); the pages say so with a 503, never a 500."""
+    where = f"the service's database: attempt {attempt_id}'s feedback"
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise FeedbackError(f"{where} is not JSON: mend that row") from None
+    return Feedback.from_json(data, where=where, then="mend that row")
+
+
 def attempt_from_row(row: Any) -> Attempt:
-    """One stored row of `attempts` as an Attempt, its status read back as the input it is (`_status`)."""
+    """One stored row of `attempts` as an Attempt, its status and feedback read back as the input they are."""
     feedback = row._mapping.get("feedback")
     return Attempt(row.id, row.student_id, row.assignment, row.number, row.submitted_at, _status(row), row.score,
-                   row.max_score, row.late_penalty, json.loads(feedback) if feedback else None,
+                   row.max_score, row.late_penalty, _feedback(row.id, feedback) if feedback else None,
                    json.loads(row.integrity) if row.integrity else [], row.seconds, row.results_written)
 
 
@@ -565,13 +577,13 @@ class Store:
         with self.engine.connect() as db:
             return [attempt_from_row(row) for row in db.execute(query)]
 
-    def feedback_of(self, attempt_ids: list[int]) -> dict[int, dict[str, Any]]:
+    def feedback_of(self, attempt_ids: list[int]) -> dict[int, Feedback]:
         if not attempt_ids:
             return {}
         with self.engine.connect() as db:
             rows = db.execute(self._mine(select(attempts.c.id, attempts.c.feedback)
                                          .where(attempts.c.id.in_(attempt_ids))))
-            return {row.id: json.loads(row.feedback) for row in rows if row.feedback}
+            return {row.id: _feedback(row.id, row.feedback) for row in rows if row.feedback}
 
     def notebook_of(self, attempt_id: int) -> bytes:
         """The notebook an attempt was submitted with (issue 28: recorded into nbgrader's submitted/)."""
@@ -622,7 +634,7 @@ class Store:
                     return attempt_from_row(row), row.notebook
 
     def record(self, attempt_id: int, *, status: str, score: float, raw_score: float, late_penalty: float,
-               max_score: float, feedback: dict[str, Any], integrity: list[str], seconds: float) -> bool:
+               max_score: float, feedback: Feedback, integrity: list[str], seconds: float) -> bool:
         """Write the results of the grading run that claimed the attempt; False when it was not being graded."""
         with self._begin_unsynced() as db:
             return self.record_in(db, attempt_id, status=status, score=score, raw_score=raw_score,
@@ -630,12 +642,12 @@ class Store:
                                   integrity=integrity, seconds=seconds)
 
     def record_in(self, db: Connection, attempt_id: int, *, status: str, score: float, raw_score: float,
-                  late_penalty: float, max_score: float, feedback: dict[str, Any], integrity: list[str],
+                  late_penalty: float, max_score: float, feedback: Feedback, integrity: list[str],
                   seconds: float) -> bool:
         """`record`, in the caller's transaction (shared.py records and releases its claim in one)."""
         values = {"status": status, "score": score, "raw_score": raw_score, "late_penalty": late_penalty,
-                  "max_score": max_score, "feedback": json.dumps(feedback), "integrity": json.dumps(integrity),
-                  "graded_at": now_utc(), "seconds": seconds}
+                  "max_score": max_score, "feedback": json.dumps(feedback.to_json()),
+                  "integrity": json.dumps(integrity), "graded_at": now_utc(), "seconds": seconds}
         return db.execute(self._record, {"attempt_id": attempt_id,
                                          **{f"new_{name}": value for name, value in values.items()}}).rowcount == 1
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from course import sandbox
 from course.assignment import load_course_assignment
@@ -299,9 +300,10 @@ class Grader:
                       f"{safe_text(graded.internal_error, 20_000)}")
         went_long = graded.status == Status.TIMED_OUT or graded.seconds >= LONG_GRADING_SECONDS
         feedback = graded.feedback
-        results = {"status": graded.status, "score": feedback["score"], "raw_score": feedback["raw_score"],
-                   "late_penalty": graded.late_penalty, "max_score": feedback["max_score"], "feedback": feedback,
-                   "integrity": list(graded.integrity), "seconds": graded.seconds}
+        results: dict[str, Any] = {
+            "status": graded.status, "score": feedback.score, "raw_score": feedback.before_penalty,
+            "late_penalty": graded.late_penalty, "max_score": feedback.max_score, "feedback": feedback,
+            "integrity": list(graded.integrity), "seconds": graded.seconds}
         if self.shared is not None:
             recorded = self.shared.record(attempt.id, attempt.student_id, went_long=went_long, **results)
         else:
@@ -309,6 +311,6 @@ class Grader:
             recorded = self.store.record(attempt.id, **results)
         if not recorded:
             return None
-        return replace(attempt, status=graded.status, score=feedback["score"], max_score=feedback["max_score"],
+        return replace(attempt, status=graded.status, score=feedback.score, max_score=feedback.max_score,
                        late_penalty=graded.late_penalty, feedback=feedback, integrity=list(graded.integrity),
                        seconds=graded.seconds, results_written=attempt.results_written + 1)

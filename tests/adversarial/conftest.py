@@ -96,5 +96,5 @@ def baseline(tmp_path_factory):
     graded, _ = grade(baseline_notebook(), tmp_path_factory.mktemp("baseline"))
     assert graded.status == "graded"
     # 57 points minus the four wrong values: net_dL_dw 1, w2_dL_dw 2, accumulated_grads 1, cubic_grad 3
-    assert graded.feedback["score"] == 50
+    assert graded.feedback.score == 50
     return per_question(graded)

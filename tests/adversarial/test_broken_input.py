@@ -39,9 +39,9 @@ def test_unreadable_submissions_score_zero_with_a_reason(case, tmp_path):
     content, reason = BROKEN[case]
     graded, _ = grade(content, tmp_path)
     assert graded.status == "failed"
-    assert graded.feedback["score"] == 0
-    assert reason in graded.feedback["messages"][0]
-    assert "Traceback" not in json.dumps(graded.feedback)
+    assert graded.feedback.score == 0
+    assert reason in graded.feedback.messages[0]
+    assert "Traceback" not in json.dumps(graded.feedback.to_json())
 
 
 def test_a_notebook_of_another_assignment(tmp_path):
@@ -50,7 +50,7 @@ def test_a_notebook_of_another_assignment(tmp_path):
         cell.get("metadata", {}).pop("nbgrader", None)
     graded, _ = grade(other, tmp_path)
     assert graded.status == "failed"
-    assert "none of the answer cells of assignment 'autograd'" in graded.feedback["messages"][0]
+    assert "none of the answer cells of assignment 'autograd'" in graded.feedback.messages[0]
 
 
 def test_the_notebook_of_another_assignment_of_the_course_is_named_as_that_ones(tmp_path):
@@ -59,7 +59,7 @@ def test_the_notebook_of_another_assignment_of_the_course_is_named_as_that_ones(
     training = json.loads((ROOT / "release" / "training" / "training.ipynb").read_text(encoding="utf-8"))
     graded, _ = grade(training, tmp_path)
     assert graded.status == "failed"
-    assert graded.feedback["messages"][0] == (
+    assert graded.feedback.messages[0] == (
         "Your submission could not be graded: this is the notebook of assignment 'training', not of 'autograd' "
         "(its answer cells are those of 'training'). Submit your notebook of 'autograd' (autograd.ipynb) here, and "
         "the one of 'training' where 'training' is submitted")
@@ -70,7 +70,7 @@ def test_too_many_cells(tmp_path):
     notebook["cells"] += [{"cell_type": "code", "metadata": {}, "outputs": [], "source": "pass"}] * 100_000
     graded, seconds = grade(notebook, tmp_path)
     assert graded.status == "failed"
-    assert f"{len(notebook['cells'])} cells, more than the limit of 2000" in graded.feedback["messages"][0]
+    assert f"{len(notebook['cells'])} cells, more than the limit of 2000" in graded.feedback.messages[0]
     assert seconds < 30
 
 
@@ -91,7 +91,7 @@ def test_over_the_size_limit(tmp_path):
     notebook["cells"][3]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x" * (2 * 1024 ** 2)}]
     graded, _ = grade(notebook, tmp_path, config=config)
     assert graded.status == "failed"
-    assert "over the limit of 1 MB; clear the outputs" in graded.feedback["messages"][0]
+    assert "over the limit of 1 MB; clear the outputs" in graded.feedback.messages[0]
 
 
 def test_a_symlink_to_the_answer_key_is_refused(tmp_path):
@@ -109,7 +109,7 @@ def test_a_symlink_to_the_answer_key_is_refused(tmp_path):
     # grader's layout (or someone's doing there): the instructor is told, the student gets no 0 for it.
     assert graded.status == "autograder_error"
     assert "is a symbolic link" in graded.internal_error
-    assert any("not your fault" in message for message in graded.feedback["messages"])
+    assert any("not your fault" in message for message in graded.feedback.messages)
 
 
 def test_wrong_extension(tmp_path):
@@ -121,7 +121,7 @@ def test_wrong_extension(tmp_path):
     config = fast_config()
     graded = grade_submission(refs[0], load_assignment(config.source_notebook(), "autograd"), config)
     assert graded.status == "failed"
-    assert "expected a Jupyter notebook (.ipynb), not a .txt file" in graded.feedback["messages"][0]
+    assert "expected a Jupyter notebook (.ipynb), not a .txt file" in graded.feedback.messages[0]
 
 
 def test_duplicate_student_ids_and_unusable_names_in_a_batch(tmp_path, course_root):
@@ -159,12 +159,12 @@ def test_a_syntax_error_is_named_before_the_answers_it_cost(tmp_path, grader):
     from helpers import CORRECT_CODE, submitted_notebook
 
     graded, _ = grader(submitted_notebook({**CORRECT_CODE, "net_dL_dw": "12 +* 3"}), tmp_path)
-    first = graded.feedback["messages"][0]
+    first = graded.feedback.messages[0]
     assert first.startswith("Your answer cell for 3. A whole (tiny) network by hand, line ")
     assert "has a syntax error" in first
-    tiny = next(q for q in graded.feedback["questions"] if q["id"] == "tiny_net")
+    tiny = next(q for q in graded.feedback.to_json()["questions"] if q["id"] == "tiny_net")
     assert tiny["earned"] == 0
-    assert graded.feedback["score"] == 57 - tiny["points"]
+    assert graded.feedback.score == 57 - tiny["points"]
 
 
 def test_a_function_answer_still_returning_the_stub_is_said_so(sandbox_run):

@@ -70,13 +70,13 @@ def _check(name, code, limit, baseline, tmp_path, grader):
     graded, seconds = grader(with_cell(code), tmp_path)
     assert per_question(graded) == baseline, name
     if name in LIMIT_HINTS:
-        hints = [error.get("hint", "") for error in graded.feedback["cell_errors"]]
-        assert any(LIMIT_HINTS[name] in hint for hint in hints), graded.feedback["cell_errors"]
-        assert not any(LIMIT_HINTS[name] in m for m in graded.feedback["messages"])
+        hints = [error.get("hint", "") for error in graded.feedback.to_json()["cell_errors"]]
+        assert any(LIMIT_HINTS[name] in hint for hint in hints), graded.feedback.to_json()["cell_errors"]
+        assert not any(LIMIT_HINTS[name] in m for m in graded.feedback.messages)
     assert seconds < SUBMISSION_SECONDS + MARGIN
     if limit == "cell_seconds":
         assert graded.status == "timed_out"
-        assert any(f"limit of {CELL_SECONDS} s per cell" in m for m in graded.feedback["messages"])
+        assert any(f"limit of {CELL_SECONDS} s per cell" in m for m in graded.feedback.messages)
     return graded
 
 
@@ -87,7 +87,7 @@ def test_escapes_and_exhaustion_are_contained(name, baseline, tmp_path, grader):
     if name == "gigabytes of output":
         # With torch imported the flood ends at the memory limit (the printed text is retained in the
         # process), otherwise at the cell time limit; either way it is named.
-        said = graded.feedback["messages"] + [e.get("hint", "") for e in graded.feedback["cell_errors"]]
+        said = [*graded.feedback.messages, *(e.hint for e in graded.feedback.cell_errors)]
         assert any("printed more than 10240 KB" in m or "memory limit" in m or "limit of 4 s per cell" in m
                    for m in said), said
 
@@ -112,5 +112,5 @@ def test_the_batch_goes_on_after_a_hostile_submission(tmp_path):
     from dataclasses import replace
 
     summary = grade_batch(replace(config, root=root), [], root / "out")
-    statuses = {g.student_id: (g.status, g.feedback["score"]) for g in summary.graded}
+    statuses = {g.student_id: (g.status, g.feedback.score) for g in summary.graded}
     assert statuses == {"a-looper": ("timed_out", 50), "b-exiter": ("graded", 50), "c-alice": ("graded", 57)}

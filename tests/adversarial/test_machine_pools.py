@@ -117,5 +117,5 @@ def test_a_notebook_past_the_pseudo_terminal_bound_is_told_which_limit(grader, b
     """ENOSPC from openpty reads like a full /tmp: the hint beside the notebook's error names both."""
     graded, _ = grader(with_cell("import os\nheld = [os.openpty() for _ in range(64)]"), tmp_path)
     assert per_question(graded) == baseline
-    hints = [error.get("hint", "") for error in graded.feedback["cell_errors"]]
-    assert any(f"on pseudo-terminals ({PTYS})" in hint for hint in hints), graded.feedback["cell_errors"]
+    hints = [error.get("hint", "") for error in graded.feedback.to_json()["cell_errors"]]
+    assert any(f"on pseudo-terminals ({PTYS})" in hint for hint in hints), graded.feedback.to_json()["cell_errors"]

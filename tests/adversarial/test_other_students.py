@@ -92,7 +92,7 @@ def test_a_failure_while_recording_one_student_costs_only_that_student(tmp_path,
     samples = ROOT / "tests" / "samples" / "submitted"
     summary = grade_batch(replace(fast_config(), root=course_root), [samples / "alice", samples / "bob",
                                                                     samples / "carol"], tmp_path / "out", jobs=0)
-    statuses = {g.student_id: (g.status, g.feedback["score"]) for g in summary.graded}
+    statuses = {g.student_id: (g.status, g.feedback.score) for g in summary.graded}
     assert statuses == {"alice": ("graded", 57), "bob": ("autograder_error", 0), "carol": ("graded", 0)}
     assert "disk said no" in next(g for g in summary.graded if g.student_id == "bob").internal_error
     rows = (tmp_path / "out" / "grades-autograd.csv").read_text(encoding="utf-8").splitlines()
@@ -234,7 +234,7 @@ def test_a_forged_message_cannot_reset_the_cell_clock(grader, baseline, tmp_path
     graded, _ = grader(with_cell(code), tmp_path)
     assert time.monotonic() - started < 15  # the cell limit is 4 s; 40 s of forged starts would have run
     assert per_question(graded) == baseline
-    assert "wrote over the grader's answer channel" in " ".join(graded.feedback["messages"])
+    assert "wrote over the grader's answer channel" in " ".join(graded.feedback.messages)
 
 
 def test_forged_messages_cannot_speak_in_the_graders_voice(grader, baseline, tmp_path):
@@ -245,15 +245,15 @@ def test_forged_messages_cannot_speak_in_the_graders_voice(grader, baseline, tmp
     graded, _ = grader(with_cell(code), tmp_path)
     assert per_question(graded) == baseline
     assert not any("ran out of memory" in message or "memory limit" in message
-                   for message in graded.feedback["messages"])
+                   for message in graded.feedback.messages)
 
 
 def test_a_self_sent_sigxcpu_is_not_reported_as_the_cpu_limit(grader, baseline, tmp_path):
     """The grader names the CPU limit from the kernel's account of CPU time, not from the signal alone."""
     graded, _ = grader(with_cell("import os, signal\nos.kill(os.getpid(), signal.SIGXCPU)"), tmp_path)
     assert per_question(graded) == baseline
-    assert not any("CPU time" in message for message in graded.feedback["messages"])
-    assert any("SIGXCPU" in message or "exit code 152" in message for message in graded.feedback["messages"])
+    assert not any("CPU time" in message for message in graded.feedback.messages)
+    assert any("SIGXCPU" in message or "exit code 152" in message for message in graded.feedback.messages)
 
 
 def test_flooding_the_channel_costs_the_grader_almost_nothing(grader, baseline, tmp_path):
@@ -318,7 +318,7 @@ def test_feedback_that_reveals_only_verdicts_holds_no_torch_value(grader, tmp_pa
     assignment = load_assignment(config.source_notebook(), "autograd")
     graded = grade_submission(SubmissionRef("student", path), assignment, config,
                               reveal_torch_values=config.reveals_torch_values(gradescope=True))
-    feedback = graded.feedback
+    feedback = graded.feedback.to_json()
     assert feedback["reveals_torch_values"] is False
     wrong = [v for q in feedback["questions"] for v in q["values"] if not v["correct"]]
     assert {v["name"] for v in wrong} == {"net_dL_dw", "w2_dL_dw", "accumulated_grads", "cubic_grad"}
@@ -327,7 +327,7 @@ def test_feedback_that_reveals_only_verdicts_holds_no_torch_value(grader, tmp_pa
     assert chain_rows
     assert all(row["torch_gradient"] is None and row["torch_forward"] is None for row in chain_rows)
     assert all(p["torch"] is None for q in feedback["questions"] for v in q["values"] for p in v.get("probes", []))
-    rendered = json.dumps(to_results(graded, 1.0)) + render_html(feedback)
+    rendered = json.dumps(to_results(graded, 1.0)) + render_html(graded.feedback)
     for secret in ("46", "6, 12, 18", "torch gradient", "torch forward"):  # right values the student missed
         assert secret not in rendered, secret
     # Locally the instructor's default still shows them.

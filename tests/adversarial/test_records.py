@@ -426,6 +426,13 @@ FORGERIES = {  # what is edited -> the field merge must name
     "a student of another class": (_set("graded", 0, "student_id", value="mallory"), "`graded[0]`"),
     "another class's digest": (_set("class", value="0123456789abcdef"), "`class` of"),
     "a folder out of the course": (_set("sources", 0, value="../elsewhere"), "`sources[0]`"),
+    # The feedback a student is shown, read back as grading writes it (course/feedback_model.py). On 7fe442b an
+    # answer without its fields passed the check, and writing its page raised a KeyError: the student was merged
+    # as an autograder error, their files written.
+    "a feedback answer without its fields": (_set("graded", 0, "feedback", "questions", 0, "values", value=[
+        {"name": "slope_at_3"}]), "`graded[0].feedback.questions[0].values[0].your_value` is missing"),
+    "a feedback note that is markup": (_set("graded", 0, "feedback", "questions", 0, "misconceptions", value=[
+        "<script>alert(1)</script>"]), "`graded[0].feedback.questions[0].misconceptions[0]` is not an object"),
 }
 
 

@@ -16,6 +16,7 @@ import pytest
 from test_gradescope import unescape_markdown
 
 from course.assignment import load_assignment
+from course.feedback_model import Feedback
 from course.render import question_markdown, render_html
 from helpers import CORRECT_CODE, write
 
@@ -38,7 +39,7 @@ def _notebook(function: str) -> dict:
 
 
 def _cubic(graded) -> dict:
-    question = next(q for q in graded.feedback["questions"] if q["id"] == "cubic")
+    question = next(q for q in graded.feedback.to_json()["questions"] if q["id"] == "cubic")
     return next(v for v in question["values"] if v["name"] == "cubic_derivative")
 
 
@@ -48,8 +49,8 @@ def _folder(tmp_path, name):
     return folder
 
 
-def _without_id(feedback: dict) -> dict:
-    return {key: value for key, value in feedback.items() if key != "student_id"}
+def _without_id(feedback: Feedback) -> dict:
+    return {key: value for key, value in feedback.to_json().items() if key != "student_id"}
 
 
 @pytest.mark.parametrize("function", [WRONG_FAR_LEFT, RIGHT_FOR_POSITIVE_ONLY], ids=["wrong-far-left", "wrong-left"])
@@ -60,7 +61,7 @@ def test_a_regrade_and_another_student_get_the_same_score_and_feedback(grader, t
     assert {g.status for g in runs} == {"graded"}
     first = runs[0]
     for other in runs[1:]:
-        assert other.feedback["score"] == first.feedback["score"]
+        assert other.feedback.score == first.feedback.score
         assert [q.earned for q in other.questions] == [q.earned for q in first.questions]
         assert _without_id(other.feedback) == _without_id(first.feedback)
         assert render_html(other.feedback).replace("bob", "alice") == render_html(first.feedback)
@@ -127,13 +128,13 @@ def test_with_a_secret_the_points_are_the_courses_own_and_a_verdicts_page_never_
 
     path = write(notebook, tmp_path / "verdicts.ipynb")
     verdicts = grade_submission(SubmissionRef("student", path), assignment, config, reveal_torch_values=False)
-    cubic = next(q for q in verdicts.feedback["questions"] if q["id"] == "cubic")
+    cubic = next(q for q in verdicts.feedback.questions if q.id == "cubic")
     page = render_html(verdicts.feedback)
     shown = page[page.index('id="q-cubic"'):] + unescape_markdown(question_markdown(cubic, False))
     assert "at a negative x the course keeps private, yours gave 0" in shown
     for x in keyed_points[2:]:
         assert f"x = {x:g}" not in shown
-    assert verdicts.feedback["score"] == keyed[0].feedback["score"]
+    assert verdicts.feedback.score == keyed[0].feedback.score
 
 
 def test_gradescope_calls_the_function_at_the_points_grade_uses(tmp_path):
@@ -152,9 +153,9 @@ def test_gradescope_calls_the_function_at_the_points_grade_uses(tmp_path):
     path = write(notebook, tmp_path / "local.ipynb")
     local = grade_submission(SubmissionRef("student", path), assignment, config,
                              reveal_torch_values=config.reveals_torch_values(gradescope=True))
-    assert results["score"] == local.feedback["score"]
+    assert results["score"] == local.feedback.score
     test = next(t for t in results["tests"] if t["name"].startswith("9."))
-    cubic = next(q for q in local.feedback["questions"] if q["id"] == "cubic")
+    cubic = next(q for q in local.feedback.questions if q.id == "cubic")
     assert test["output"] == question_markdown(cubic, False)
     assert "at x = -" in unescape_markdown(test["output"])
 
@@ -181,7 +182,7 @@ def test_the_service_calls_the_function_at_the_points_grade_uses(tmp_path):
     path = write(notebook, tmp_path / "local.ipynb")
     local = grade_submission(SubmissionRef("alice", path), assignment, config,
                              reveal_torch_values=config.reveals_torch_values(gradescope=True))
-    assert done["score"] == local.feedback["score"]
+    assert done["score"] == local.feedback.score
     detail = _cubic(local)["detail"]
     assert "at x = -" in detail
     assert html.escape(detail) in page

@@ -147,8 +147,8 @@ def test_the_memory_limit_is_the_students_outcome(baseline, tmp_path, grader):
     graded, _ = grader(with_cell(FORK_AND_FILL), tmp_path, config=CONFIG)
     assert graded.status == "graded"  # never autograder_error: the notebook's content did it
     assert per_question(graded) == baseline  # the answers set before the attack stand
-    assert any(f"more memory than the limit of {LIMITS.memory_mb} MB" in m for m in graded.feedback["messages"]), \
-        graded.feedback["messages"]
+    assert any(f"more memory than the limit of {LIMITS.memory_mb} MB" in m for m in graded.feedback.messages), \
+        graded.feedback.messages
     assert _run_cgroups() == []
 
 

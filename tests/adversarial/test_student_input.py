@@ -109,7 +109,7 @@ def test_a_valid_elif_chain_is_graded(tmp_path, grader, baseline):
     graded, _ = grader(with_cell(ELIF_CHAIN), tmp_path)
     assert graded.status == "graded", graded.internal_error
     assert per_question(graded) == baseline
-    assert INCOMPLETE_CHECK_TEXT not in graded.feedback["messages"]  # the check read it all
+    assert INCOMPLETE_CHECK_TEXT not in graded.feedback.messages  # the check read it all
 
 
 def test_the_hand_work_check_follows_a_deep_chain_to_its_end():
@@ -133,7 +133,7 @@ def test_syntax_deeper_than_the_parser_leaves_the_check_incomplete_not_the_grade
     graded, _ = grader(with_cell(DEEPER_THAN_THE_PARSER[case]), tmp_path)
     assert graded.status == "graded", graded.internal_error
     assert per_question(graded) == baseline
-    assert INCOMPLETE_CHECK_TEXT in graded.feedback["messages"]
+    assert INCOMPLETE_CHECK_TEXT in graded.feedback.messages
 
 
 def test_deep_syntax_in_a_batch_with_the_gradebook(tmp_path):

@@ -82,4 +82,4 @@ def test_reading_the_instructors_notebook_and_running_its_solutions(baseline, tm
     )
     graded, _ = grader(with_cell(attack), tmp_path)
     assert per_question(graded) == baseline
-    assert any("FileNotFoundError" in error["error"] for error in graded.feedback["cell_errors"])
+    assert any("FileNotFoundError" in error["error"] for error in graded.feedback.to_json()["cell_errors"])

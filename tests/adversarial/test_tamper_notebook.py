@@ -101,7 +101,7 @@ def test_notebook_tampering_earns_nothing(tamper, baseline, tmp_path, grader):
     graded, _ = grader(notebook, tmp_path)
     assert graded.status == "graded"
     assert per_question(graded) == baseline
-    assert graded.feedback["max_score"] == 57
+    assert graded.feedback.max_score == 57
 
 
 def test_a_deleted_answer_cell_counts_as_unanswered(baseline, tmp_path, grader):
@@ -109,7 +109,7 @@ def test_a_deleted_answer_cell_counts_as_unanswered(baseline, tmp_path, grader):
     notebook["cells"] = [c for c in notebook["cells"] if _grade_id(c) != "answer_tiny_net"]
     graded, _ = grader(notebook, tmp_path)
     assert per_question(graded) == {**baseline, "tiny_net": 0}
-    tiny = next(q for q in graded.feedback["questions"] if q["id"] == "tiny_net")
+    tiny = next(q for q in graded.feedback.to_json()["questions"] if q["id"] == "tiny_net")
     assert all(v["detail"] == "no answer (its answer cell was deleted)" for v in tiny["values"])
 
 

@@ -216,13 +216,13 @@ def test_a_default_number_notebook_is_named_and_graded_with_the_students_own_num
     right_for_defaults = submitted_notebook()  # every answer right for the default numbers
     first, _ = grade(right_for_defaults, tmp_path, config, student="alice", assignment=AUTOGRAD)
     again, _ = grade(right_for_defaults, tmp_path / "again", config, student="alice", assignment=AUTOGRAD)
-    messages = first.feedback["messages"]
+    messages = first.feedback.messages
     assert messages[0].startswith("This notebook has the default numbers, the same in everyone's copy, not yours: "
                                   "every notebook of this course is graded with its student's own numbers, so it "
                                   "was graded with 'alice''s")
-    assert first.feedback["score"] == again.feedback["score"] < AUTOGRAD.max_score  # the policy: alice's numbers
+    assert first.feedback.score == again.feedback.score < AUTOGRAD.max_score  # the policy: alice's numbers
     alice = numbers_of("alice")
-    net_h = next(v for q in first.feedback["questions"] for v in q["values"] if v["name"] == "net_h")
+    net_h = next(v for q in first.feedback.to_json()["questions"] for v in q["values"] if v["name"] == "net_h")
     assert net_h["torch_value"] == str(alice["net_w"] * alice["net_x"] + alice["net_b"])
     assert ("submitted a notebook with the default numbers, the release everyone was given, not one personalised "
             "for 'alice' (graded with 'alice''s own numbers)") in first.integrity
@@ -232,7 +232,7 @@ def test_a_default_number_notebook_is_named_and_graded_with_the_students_own_num
     del numbers_cell(unmarked)["metadata"]["autograd_course"]
     for notebook in (personalised_for("alice"), unmarked):
         own, _ = grade(notebook, tmp_path / "own", config, student="alice", assignment=AUTOGRAD)
-        assert not any("numbers" in m for m in own.feedback["messages"][:1])
+        assert not any("numbers" in m for m in own.feedback.messages[:1])
         assert not own.integrity
 
 
@@ -240,7 +240,7 @@ def test_a_default_number_notebook_is_named_and_graded_with_the_students_own_num
 def test_someone_elses_notebook_is_named_first(tmp_path, monkeypatch):
     config = variants_config(monkeypatch)
     graded, _ = grade(personalised_for("bob"), tmp_path, config, student="alice", assignment=AUTOGRAD)
-    assert graded.feedback["messages"][0].startswith("This notebook was personalised for 'bob' but is graded as "
+    assert graded.feedback.messages[0].startswith("This notebook was personalised for 'bob' but is graded as "
                                                      "'alice', so it was graded with 'alice''s numbers")
     assert graded.integrity[0] == "submitted a notebook personalised for 'bob' (graded with 'alice''s numbers)"
 
@@ -248,12 +248,12 @@ def test_someone_elses_notebook_is_named_first(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_the_untouched_release_is_named_in_the_feedback(tmp_path):
     graded, _ = grade(load(RELEASE_NOTEBOOK), tmp_path, fast_config())
-    assert graded.feedback["score"] == 0
-    assert graded.feedback["messages"][0].startswith(
+    assert graded.feedback.score == 0
+    assert graded.feedback.messages[0].startswith(
         "Nothing in this notebook is answered: every answer is still as released. If you worked in another copy, "
         "submit that one: nbgrader's fetch puts it in autograd/autograd.ipynb in the folder you fetched in.")
     answered, _ = grade(submitted_notebook({**CORRECT_CODE, "net_h": "..."}), tmp_path / "one", fast_config())
-    assert not any(m.startswith("Nothing in this notebook is answered") for m in answered.feedback["messages"])
+    assert not any(m.startswith("Nothing in this notebook is answered") for m in answered.feedback.messages)
 
 
 @pytest.mark.slow

@@ -218,7 +218,7 @@ def main() -> int:
             sample = sorted(random.Random(1).sample(sorted(mix), args.nbgrader_sample))
             nb_seconds, nb_totals = run_nbgrader(root, sample)
             nb_rate = len(sample) / nb_seconds
-            ours_totals = {g.student_id: g.feedback["score"] for g in summary.graded}
+            ours_totals = {g.student_id: g.feedback.score for g in summary.graded}
             disagreements = {s: (ours_totals[s], nb_totals[s]) for s in sample if ours_totals[s] != nb_totals[s]}
             print(f"nbgrader autograde: {len(sample)} in {nb_seconds:.1f} s = {nb_rate:.3f} submissions/s "
                   f"({nb_seconds / len(sample):.2f} s each)")

@@ -69,7 +69,7 @@ def main() -> None:
         with WarmPool(1, config.limits, isolation=config.sandbox, base_uid=config.sandbox_uid) as pool:
             for _ in range(3):  # the worker starts, and its first children warm what they share
                 graded = grade_submission(ref, assignment, config, run=pool.run)
-            score = graded.feedback["score"]
+            score = graded.feedback.score
             bwrap = pool._workers[0].process.pid
             worker = next(pid for pid in [bwrap, *descendants(bwrap)]
                           if b"--serve" in Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -78,7 +78,7 @@ def main() -> None:
             own, started = time.process_time(), time.monotonic()
             for _ in range(args.runs):
                 graded = grade_submission(ref, assignment, config, run=pool.run)
-                assert graded.feedback["score"] == score, graded.feedback
+                assert graded.feedback.score == score, graded.feedback
             own, wall = time.process_time() - own, time.monotonic() - started
             faults_after, cpu_after = children_usage(worker)
         per = 1000 / args.runs

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from course.config import load_config
+from course.feedback_model import Feedback
 from course.service import store as store_module
 from course.service.app import create_app
 from course.service.policy import (
@@ -26,13 +27,15 @@ from course.service.policy import (
 )
 from course.service.run import make_service
 from course.service.store import Attempt, Store, new_token
+from course.status import Status
 from helpers import submitted_notebook
 
 from .conftest import course_for_service, notebook_bytes
 from .test_page_cost import Client
 
 FAILED_ON_OUR_SIDE = {"status": "autograder_error", "score": 0.0, "raw_score": 0.0, "late_penalty": 0.0,
-                      "max_score": 57.0, "feedback": {"score": 0}, "integrity": [], "seconds": 0.1}
+                      "max_score": 57.0, "integrity": [], "seconds": 0.1,
+                      "feedback": Feedback("alice", "autograd", Status.AUTOGRADER_ERROR, 0.0, 57.0, (), (), True, ())}
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])

@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import event
 
 from course.config import load_config
+from course.feedback_model import Feedback
 from course.service import access, instructor_pages, pages, student_pages
 from course.service.app import create_app
 from course.service.edge import PageGate
@@ -51,7 +52,8 @@ def service(tmp_path_factory):
         claimed, _ = service.store.claim_next()
         assert claimed.id == attempt.id
         assert service.store.record(attempt.id, status="graded", score=1.0, raw_score=1.0, late_penalty=0.0,
-                                    max_score=57.0, feedback=large_feedback("mallory"), integrity=[], seconds=0.1)
+                                    max_score=57.0, feedback=Feedback.from_json(large_feedback("mallory")),
+                                    integrity=[], seconds=0.1)
     assert len(json.dumps(large_feedback("mallory"))) > 10**6
     yield service
     service.store.close()

@@ -7,15 +7,17 @@ from dataclasses import replace
 from datetime import datetime
 
 from course.config import ServicePolicy
+from course.feedback_model import Feedback, QuestionFeedback
 from course.service import pages
 from course.service.policy import refusal
 from course.service.results import student_records
 from course.service.store import QUEUED, Attempt
+from course.status import Status
 
 SUBMITTED = datetime(2026, 11, 30, 12, 0, 0)
-FEEDBACK = {"questions": [{"id": "slopes", "title": "Slopes", "earned": 5, "points": 5},
-                          {"id": "cubic", "title": "A cubic", "earned": 0, "points": 3},
-                          {"id": "tiny_net", "title": "A <tiny> net", "earned": 1, "points": 4}]}
+FEEDBACK = Feedback("ana", "autograd", Status.GRADED, 6, 12, (), (), True, (
+    QuestionFeedback("slopes", "Slopes", 5, 5, (), ()), QuestionFeedback("cubic", "A cubic", 3, 0, (), ()),
+    QuestionFeedback("tiny_net", "A <tiny> net", 4, 1, (), ())))
 
 
 def attempt(number: int, *, status: str = "graded", score: float | None = 6.0) -> Attempt:
@@ -77,8 +79,9 @@ def test_the_form_is_closed_once_the_attempts_take_the_storage_limit():
 
 
 def test_the_revisit_list_shows_the_courses_backticked_names_as_code_and_escapes_the_rest():
-    feedback = {"questions": [{"id": "grad", "title": "The `grad` of <b>x</b> & `y`", "earned": 0, "points": 2},
-                              {"id": "odd", "title": "`<script>alert(1)</script>`", "earned": 0, "points": 1}]}
+    feedback = Feedback("ana", "autograd", Status.GRADED, 0, 3, (), (), True, (
+        QuestionFeedback("grad", "The `grad` of <b>x</b> & `y`", 2, 0, (), ()),
+        QuestionFeedback("odd", "`<script>alert(1)</script>`", 1, 0, (), ())))
     lead = pages.feedback_lead(replace(attempt(1), feedback=feedback), "../")
     assert "The <code>grad</code> of &lt;b&gt;x&lt;/b&gt; &amp; <code>y</code>" in lead
     assert "<code>&lt;script&gt;alert(1)&lt;/script&gt;</code>" in lead  # code, still escaped
