@@ -78,9 +78,16 @@ def test_the_sample_right_notebook_earns_full_marks_and_the_wrong_one_its_partia
     scores = {}
     for name in BACKPROP_SCORES:
         graded = grade_submission(SubmissionRef(name, BACKPROP / f"{name}.ipynb"), assignment, config)
-        scores[name] = graded.feedback["score"]
+        scores[name] = graded.feedback.score
         if name == "wrong":
-            wrong = {value["name"] for question in graded.feedback["questions"] for value in question["values"]
-                     if not value["correct"]}
+            wrong = {value.name for question in graded.feedback.questions for value in question.values
+                     if not value.correct}
             assert wrong == {"gate_df_dx", "gate_df_dz", "neuron_df_dw", "mg_dg_db"}
+            # The gate's chain table: nobody wrote it (no CHAINS entry), it is read from the build's graph, and its
+            # numbers are torch's (CS231n: df/dq = z = -4, df/dz = q = 3, then 1 and 1 through the adder).
+            assert not assignment.content.chains
+            gate = next(q for q in graded.feedback.to_json()["questions"] if q["id"] == "gate")["chain_table"]
+            assert [(row["torch_local_derivative"], row["torch_gradient"]) for row in gate["rows"]] == [
+                ("-4", "-4"), ("3", "3"), ("1", "-4"), ("1", "-4")]
+            assert gate["first_wrong"] == 1  # the student's df/dz (-4 for 3) is where the walk first goes wrong
     assert scores == BACKPROP_SCORES
