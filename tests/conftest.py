@@ -6,11 +6,16 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from course.assignment import load_assignment
 from course.config import load_config
-from helpers import ROOT, copy_course, require_tool
+from tests import helpers as _helpers_of_this_round
+from tests.support.helpers import ROOT, copy_course, require_tool
+
+# The suite is a package (`tests.`, the repository's root on sys.path: pyproject.toml's pythonpath); its shared
+# pieces are in tests/support/. For this round only, tests written before it (other branches', merged later) still
+# say `from helpers import ...`: that one name is an alias of tests/helpers.py, a thin re-export of
+# tests/support/helpers.py. Remove both once no test says it (grep -rn "from helpers import" tests).
+sys.modules.setdefault("helpers", _helpers_of_this_round)
 
 
 @pytest.fixture(scope="session")
@@ -50,7 +55,7 @@ def pytest_runtest_setup(item):
             require_tool(mark.kwargs["name"], mark.kwargs["why"])
 
 
-# Work started in the background at collection (a module of tests/ with start_in_background and remove): what
+# Work started in the background at collection (a module of tests/support/ with start_in_background and remove): what
 # it is, and which selected test needs it. Nothing starts for a run that selects none of them (the fast loop).
 BUNDLE_TEST = "test_bundle_installs_in_a_fresh_venv_and_grades"  # tests/test_gradescope.py
 STUDENT_INSTALL_TEST = "test_a_student_install_fetches_checks_and_submits_without_the_grader_s_tools"
@@ -104,7 +109,7 @@ def pytest_collection_finish(session):
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     for name, (what, needed_by) in BACKGROUND.items():
         if any(needed_by(item) for item in session.items):
-            importlib.import_module(name).start_in_background()
+            importlib.import_module(f"tests.support.{name}").start_in_background()
             if reporter is not None:
                 reporter.write_line(f"started in the background: {what}")
 
@@ -113,5 +118,5 @@ def pytest_sessionfinish(session):
     # a build or install no test waited for (the run stopped early) is ended and removed too; each module's
     # remove() undoes only what it started
     for name in BACKGROUND:
-        if name in sys.modules:
-            sys.modules[name].remove()
+        if f"tests.support.{name}" in sys.modules:
+            sys.modules[f"tests.support.{name}"].remove()

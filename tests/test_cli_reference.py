@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from course.cli import COMMAND_HELP
 from course.cli_reference import REGENERATE, main, render
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 CLI_MD = ROOT / "docs" / "cli.md"
 

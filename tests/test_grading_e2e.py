@@ -12,7 +12,16 @@ import pytest
 from course import nbgrader_bridge
 from course.batch import grade_batch
 from course.cli import main
-from helpers import ALL_VALUES, CORRECT_CODE, ROOT, SAMPLE_SCORES, copy_course, submitted_notebook, write, wrong_literal
+from tests.support.helpers import (
+    ALL_VALUES,
+    CORRECT_CODE,
+    ROOT,
+    SAMPLE_SCORES,
+    copy_course,
+    submitted_notebook,
+    write,
+    wrong_literal,
+)
 
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
 EXPECTED_SAMPLE_SCORES = SAMPLE_SCORES

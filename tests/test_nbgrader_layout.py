@@ -11,23 +11,12 @@ from pathlib import Path
 import pytest
 
 from course.cli import main
-from helpers import ROOT, copy_course
+from tests.support.helpers import ROOT, copy_course, formgrader_api
 
 pytestmark = pytest.mark.slow
 
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
 TIMESTAMPS = {"alice": "2026-11-20 09:00:00.000000 UTC", "bob": "2026-11-21 17:30:00.000000 UTC"}
-
-
-def formgrader_api(root):
-    from nbgrader.apps.api import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
-    from traitlets.config import Config
-
-    config = Config()
-    config.CourseDirectory.root = str(root)
-    config.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
-    return NbGraderAPI(CourseDirectory(config=config), config=config)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from course.assignment import load_course_assignment
 from course.config import load_config
 from course.errors import CourseError, ReleaseError
 from course.release import find_leaks, release
-from helpers import RELEASE_NOTEBOOK, ROOT, SOURCE_NOTEBOOK, TRAINING_RELEASE, load
+from tests.support.helpers import RELEASE_NOTEBOOK, ROOT, SOURCE_NOTEBOOK, TRAINING_RELEASE, load
 
 
 def _edit_source(course_root, replacements: dict[str, str]) -> None:

@@ -55,7 +55,7 @@ def test_a_canvas_style_roster_reads_with_its_quoted_names(tmp_path):
 
 
 def test_the_example_roster_names_the_sample_class_with_the_columns_the_docs_describe():
-    from helpers import ROOT
+    from tests.support.helpers import ROOT
 
     students = read_roster(ROOT / "docs" / "example-roster.csv")
     samples = ROOT / "tests" / "samples" / "submitted"

@@ -12,7 +12,7 @@ from course.config import CourseConfig, parse_config
 from course.errors import ConfigError
 from course.schema import declared
 from course.settings_reference import REGENERATE, main, render
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 SETTINGS_MD = ROOT / "docs" / "settings.md"
 BASE = {"course_id": "c", "assignments": [{"name": "a", "notebook": "a.ipynb"}]}

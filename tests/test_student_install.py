@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import student_install
 
-from helpers import ROOT
+from tests.support import student_install
+from tests.support.helpers import ROOT
 
 STUDENTS_MD = ROOT / "docs" / "students.md"
 NBGRADER = str(Path(sys.executable).parent / "nbgrader")  # the instructor's, in the test environment

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from course.cli import main
-from helpers import ROOT, SAMPLE_SCORES, exchange_course, fetch_and_submit, nbgrader, write_roster
+from tests.support.helpers import ROOT, SAMPLE_SCORES, exchange_course, fetch_and_submit, nbgrader, write_roster
 
 pytestmark = pytest.mark.slow
 

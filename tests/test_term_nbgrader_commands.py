@@ -31,7 +31,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import ROOT, SAMPLE_SCORES, copy_course, exchange_course, fetch_and_submit, formgrader_server, write_roster
+from tests.support.helpers import (
+    ROOT,
+    SAMPLE_SCORES,
+    copy_course,
+    exchange_course,
+    fetch_and_submit,
+    formgrader_server,
+    write_roster,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -230,8 +238,8 @@ def test_nbgrader_commands_after_the_dashboards_recording(term):
     """The service's attempts recorded into the gradebook (carol's first work, bob's better one, and the work of
     gina, who joined the course late: on the service's roster, not in the term's), then every nbgrader command
     again. After the test above: the same term, one step later."""
-    from helpers import CORRECT_CODE, submitted_notebook
-    from service.conftest import Server, multipart, notebook_bytes, request
+    from tests.support.helpers import CORRECT_CODE, submitted_notebook
+    from tests.support.service import Server, multipart, notebook_bytes, request
 
     root, exchange, homes = term
     yaml_path = root / "source" / "course.yaml"

@@ -28,9 +28,8 @@ from hypothesis import strategies as st
 
 from course.batch import grade_batch
 from course.config import load_config
-from helpers import copy_course, submitted_notebook
-
-from .conftest import BASELINE_ANSWERS
+from tests.support.adversarial import BASELINE_ANSWERS
+from tests.support.helpers import copy_course, submitted_notebook
 
 FAST_EXAMPLES = 40
 SLOW_EXAMPLES = int(os.environ.get("PROPERTY_EXAMPLES", "2000"))  # 1 min on two idle cores, 2 min busy

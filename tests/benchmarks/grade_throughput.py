@@ -33,13 +33,22 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from course import nbgrader_bridge
 from course.batch import grade_batch
 from course.config import load_config
 from course.release import release
-from helpers import ALL_VALUES, CORRECT_CODE, ROOT, add_cell, copy_course, submitted_notebook, write, wrong_literal
+from tests.support.helpers import (
+    ALL_VALUES,
+    CORRECT_CODE,
+    ROOT,
+    add_cell,
+    copy_course,
+    submitted_notebook,
+    write,
+    wrong_literal,
+)
 
 MISCONCEPTIONS = [
     {"accumulated_grads": "[6, 6, 6]"}, {"net_dL_dw": "6"}, {"w2_dL_da": "1.0", "w2_dL_dw": "2.0"},

@@ -8,9 +8,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from helpers import CORRECT_CODE, RELEASE_NOTEBOOK, add_cell, fill, load
+from tests.support.helpers import CORRECT_CODE, RELEASE_NOTEBOOK, add_cell, fill, load
 
 SUBMITTED = Path(__file__).resolve().parent / "submitted"
 

@@ -17,12 +17,8 @@ from course.service.policy import Refusal, ServicePolicy, attempt_numbers, count
 from course.service.results import student_records
 from course.service.store import GRADING, QUEUED, Store, hash_token, new_token
 from course.variants import numbers_for
-from helpers import ROOT
-
-from .conftest import course_for_service
-
-RESULTS = {"status": "graded", "score": 5.0, "raw_score": 5.0, "late_penalty": 0.0, "max_score": 57.0,
-           "feedback": {"score": 5}, "integrity": [], "seconds": 0.1}
+from tests.support.helpers import ROOT
+from tests.support.service import RESULTS, course_for_service
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])

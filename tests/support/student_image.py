@@ -11,11 +11,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import image_build
-from image_build import Podman
-
 from course.bundle import build_wheel
-from helpers import ROOT
+from tests.support import image_build
+from tests.support.helpers import ROOT
+from tests.support.image_build import Podman
 
 STUDENT_IMAGE = "localhost/autograd-course-student:test"
 DOCKERFILE = ROOT / "autograder" / "jupyterhub-singleuser.Dockerfile"

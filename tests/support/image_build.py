@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, require_tool, serve_folder
+from tests.support.helpers import ROOT, require_tool, serve_folder
 
 IMAGE = "localhost/autograd-course-grader:test"
 BASE = "localhost/autograd-course-base:bookworm"
