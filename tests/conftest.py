@@ -9,7 +9,7 @@ import pytest
 from course.assignment import load_assignment
 from course.config import load_config
 from tests import helpers as _helpers_of_this_round
-from tests.support.helpers import ROOT, copy_course, require_tool
+from tests.support.helpers import ROOT, SAMPLE_TIMESTAMPS, copy_course, require_tool
 
 # The suite is a package (`tests.`, the repository's root on sys.path: pyproject.toml's pythonpath); its shared
 # pieces are in tests/support/. For this round only, tests written before it (other branches', merged later) still
@@ -22,6 +22,30 @@ sys.modules.setdefault("helpers", _helpers_of_this_round)
 def assignment():
     config = load_config(ROOT)
     return load_assignment(config.source_notebook(), "autograd")
+
+
+@pytest.fixture(scope="session")
+def graded_sample_class(tmp_path_factory) -> tuple[Path, str]:
+    """The sample class (tests/samples/submitted; alice's and bob's with nbgrader's timestamp.txt, as `nbgrader
+    collect` leaves them) graded ONCE by `autograd-course grade` in the README's default layout (submitted/ at the
+    course root, the gradebook recorded): (the course root, what the command printed). For the tests that only read
+    what it wrote (tests/test_grading_e2e.py, tests/test_nbgrader_layout.py); a test that writes there works on a
+    copy of the folder (copying is cheap, grading is not)."""
+    import contextlib
+    import io
+    import shutil
+
+    from course.cli import main
+
+    root = tmp_path_factory.mktemp("sample-class") / "course"
+    copy_course(root)
+    shutil.copytree(ROOT / "tests" / "samples" / "submitted", root / "submitted")
+    for student, stamp in SAMPLE_TIMESTAMPS.items():
+        (root / "submitted" / student / "autograd" / "timestamp.txt").write_text(stamp)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["--course", str(root), "grade"]) == 0
+    return root, printed.getvalue()
 
 
 @pytest.fixture
@@ -99,9 +123,9 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_collection_finish(session):
     """The container images take minutes to build, mostly downloading: when tests marked `container` are to
-    run, the builds start now, in the background, and their fixtures wait for them (tests/image_build.py; the
-    students' image, tests/student_image.py, after the grader's). So does the Gradescope bundle's install into
-    a fresh venv (tests/bundle_install.py), most of a minute of pip.
+    run, the builds start now, in the background, and their fixtures wait for them (tests/support/image_build.py; the
+    students' image, tests/support/student_image.py, after the grader's). So does the Gradescope bundle's install into
+    a fresh venv (tests/support/bundle_install.py), most of a minute of pip.
     Each says so on the terminal: a contributor sees why the machine is busy. (Under pytest-xdist each starts
     in the one worker whose tests need it, as above.)"""
     if session.config.option.collectonly or xdist_worker(session.config):

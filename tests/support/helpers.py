@@ -61,6 +61,8 @@ TRAINING_CONTRACT = {
 }
 # What the bundled sample class (tests/samples/submitted/) scores: the README's quick start and every grading of it.
 SAMPLE_SCORES = {"alice": 57, "bob": 45, "carol": 0, "dave": 57, "erin": 4, "frank": 0}
+# nbgrader's timestamp.txt of two samples in the graded sample class (tests/conftest.py, graded_sample_class)
+SAMPLE_TIMESTAMPS = {"alice": "2026-11-20 09:00:00.000000 UTC", "bob": "2026-11-21 17:30:00.000000 UTC"}
 TRAINING_VALUES = {name: value for values in TRAINING_CONTRACT.values() for name, value in values.items()}
 CORRECT_CODE = {name: repr(value) for name, value in ALL_VALUES.items()} | {
     name: code for functions in CONTRACT_FUNCTIONS.values() for name, code in functions.items()
