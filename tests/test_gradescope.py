@@ -180,7 +180,7 @@ def test_bundle_layout(tmp_path):
 @pytest.mark.slow
 def test_bundle_installs_in_a_fresh_venv_and_grades():
     """Unpack the zip like Gradescope, run setup.sh into a new venv, then run_autograder. The first two run in
-    the background from the start of the run (tests/bundle_install.py); this waits for them."""
+    the background from the start of the run (tests/support/bundle_install.py); this waits for them."""
     done = bundle_install.installed()
     assert done.setup.returncode == 0, f"setup.sh failed:\n{done.setup.stdout[-3000:]}\n{done.setup.stderr[-3000:]}"
     root, env = done.root, done.env

@@ -1,6 +1,6 @@
 """The container images, built and run with podman as the docs document them (docs/gradescope-and-containers.md,
 docs/service.md): the grader's (autograder/Dockerfile), and the students' JupyterHub single-user image
-(autograder/jupyterhub-singleuser.Dockerfile, built after it on the same base: tests/student_image.py).
+(autograder/jupyterhub-singleuser.Dockerfile, built after it on the same base: tests/support/student_image.py).
 
 No image registry is needed: the base is Debian bookworm made with mmdebstrap and imported
 (`podman build --from` stands in for the Dockerfile's FROM), and torch's CPU wheel is served to the

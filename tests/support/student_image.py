@@ -1,6 +1,6 @@
 """Building the students' JupyterHub image (autograder/jupyterhub-singleuser.Dockerfile) for tests/test_image.py, in
 the background from the start of the run: after the grader's image, on its base, with its torch index, in its podman
-storage (tests/image_build.py), so that all it adds is its own `podman build`.
+storage (tests/support/image_build.py), so that all it adds is its own `podman build`.
 
 Built as docs/gradescope-and-containers.md says: the wheel in dist/ of a context laid out like the repository root
 (the repository's .dockerignore included), build arguments naming a course other than the sample's defaults.
