@@ -17,8 +17,8 @@ TOP_LEVEL = {path.stem for path in TESTS.iterdir() if path.suffix == ".py" or (p
 
 
 def imported_names(path) -> list[tuple[int, str]]:
-    """(line, module) for each import of the file, relative ones as written (`.conftest`)."""
-    found = []
+    """(line, module) for each import of the file, relative ones as written (`.conftest`), once each."""
+    found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
@@ -26,7 +26,7 @@ def imported_names(path) -> list[tuple[int, str]]:
             module = "." * node.level + (node.module or "")
             found += [(node.lineno, f"{module}.{alias.name}" if node.module is None else module)
                       for alias in node.names]
-    return found
+    return sorted(set(found))
 
 
 def test_no_test_module_imports_another_test_module_or_a_conftest():
