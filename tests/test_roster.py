@@ -1,5 +1,6 @@
 """Names as rosters write them reach nbgrader's student table as a person would expect, and as nbgrader's own
-unquoting `export` can carry them (the end-to-end check, with `nbgrader export` itself: test_term_names.py)."""
+unquoting `export` can carry them (the end-to-end check, with `nbgrader export` itself:
+test_term_nbgrader_commands.py)."""
 
 from __future__ import annotations
 

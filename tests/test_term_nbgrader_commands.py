@@ -1,15 +1,26 @@
 """After our commands, every nbgrader command of the term still works, for the whole class, as real processes.
 
-A class of the sample students: four submit through nbgrader's exchange (a temporary `--Exchange.root`, the course
-id of nbgrader_config.py), dave's notebook is dropped into submitted/ by hand (no timestamp.txt, no secret), carol
-submits nothing in the term. `autograd-course grade --roster` grades them into the gradebook. Then each nbgrader
-command an instructor runs in a term, run as the README runs them (`.venv/bin/...`, the venv not activated):
-`db student list`, `export` (read with csv.DictReader, student by student against our grades CSV), formgrader (a
-Jupyter server with nbgrader's extension, asked through the API its pages use, and each submission's page),
-`generate_feedback` (which leaves our pages alone), `release_feedback` and each student's `fetch_feedback`, and
-`collect` again (plain and `--update`: nothing breaks, nothing doubles, nothing we wrote is replaced). Then the
-service's attempts are recorded into the gradebook from the dashboard (carol's first work, bob's better one, a late
-student's) and every command runs again.
+A class of the sample students with a Canvas-style roster: four submit through nbgrader's exchange (a temporary
+`--Exchange.root`, the course id of nbgrader_config.py), and hal too, who then empties the secret of his submission
+(the inbound folder is the student's to write); dave's notebook is dropped into submitted/ by hand (no
+timestamp.txt, no secret), carol submits nothing in the term. `autograd-course grade --roster` grades them into the
+gradebook. Then:
+
+- names as rosters write them ("Last, First", "First Last", one word, non-ASCII, quotes) reach nbgrader's student
+  table as a person would expect, and `nbgrader export` (which writes its fields unquoted) gives a CSV that
+  `csv.DictReader` reads into the right columns, with our scores student by student;
+- the hand-dropped submission and the one with an emptied secret do not stop `nbgrader release_feedback`: it exits
+  0 and every graded student's page is in the exchange (the hand-dropped one's under a secret of its own, its
+  timestamp.txt the file's time, a label only: his work counts as on time);
+- each nbgrader command an instructor runs in a term, run as the README runs them (`.venv/bin/...`, the venv not
+  activated): `db student list`, `export` (read with csv.DictReader, student by student against our grades CSV),
+  formgrader (a Jupyter server with nbgrader's extension, asked through the API its pages use, and each
+  submission's page), `generate_feedback` (which leaves our pages alone), `release_feedback` and each student's
+  `fetch_feedback`, and `collect` again (plain and `--update`: nothing breaks, nothing doubles, nothing we wrote is
+  replaced). Then the service's attempts are recorded into the gradebook from the dashboard (carol's first work,
+  bob's better one, a late student's) and every command runs again.
+
+(The names and release_feedback cases were tests/test_term_names.py, a term of their own; they share this one.)
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -49,17 +61,33 @@ COURSE_ID = "autograd-course"  # nbgrader_config.py's (tests/test_term.py checks
 DUE = "2026-11-20 23:59:00 UTC"
 ON_TIME = "2026-11-20 20:00:00.000000 UTC"
 THROUGH_THE_EXCHANGE = ("alice", "bob", "erin", "frank")  # frank's "notebook" is not one: graded 0, with a message
+EMPTIED = "hal"  # submits alice's sample through the exchange, then empties his submission_secret.txt
 HAND_DROPPED = "dave"
-ROSTER = [
-    {"student_id": "alice", "name": "Liddell, Alice", "lms_id": "1001"},
-    {"student_id": "bob", "name": "Bob Baker", "lms_id": "1002"},
-    {"student_id": "carol", "name": "Carol Cole", "lms_id": "1003"},  # nothing in the term: the service's later
-    {"student_id": "dave", "name": "Dvořák, Antonín", "lms_id": "1004"},
-    {"student_id": "erin", "name": "Erin Eastwood", "lms_id": "1005"},
-    {"student_id": "frank", "name": "Frank Fox", "lms_id": "1006"},
+HAND_DROPPED_AT = datetime(2026, 12, 1, 8, 0).timestamp()  # after the deadline: the file's time is a label only
+SAMPLE_OF = {student: student for student in SAMPLE_SCORES} | {EMPTIED: "alice"}
+SCORES = {student: SAMPLE_SCORES[sample] for student, sample in SAMPLE_OF.items()}
+ROSTER = [  # as a Canvas export writes it
+    {"student_id": "alice", "name": "Liddell, Alice", "email": "alice@example.edu", "lms_id": "1001"},
+    {"student_id": "bob", "name": 'O\'Brien, Robert "Bob"', "email": "bob@example.edu", "lms_id": "1002"},
+    # nothing in the term: the service's later
+    {"student_id": "carol", "name": "Plato", "email": "carol@example.edu", "lms_id": "1003"},
+    {"student_id": "dave", "name": "Dvořák, Antonín", "email": "dave@example.edu", "lms_id": "1004"},
+    {"student_id": "erin", "name": "Erin Eastwood", "email": "erin,eastwood@example.edu", "lms_id": "1005"},
+    {"student_id": "frank", "name": "Frank Fox", "email": "frank@example.edu", "lms_id": "1006"},
+    {"student_id": "hal", "name": "Hal", "email": "hal@example.edu", "lms_id": "1008"},
 ]
+NAMES = {  # what nbgrader's student table and export hold: (first_name, last_name, email)
+    "alice": ("Alice", "Liddell", "alice@example.edu"),
+    "bob": ("Robert 'Bob'", "O'Brien", "bob@example.edu"),
+    "carol": ("", "Plato", "carol@example.edu"),
+    "dave": ("Antonín", "Dvořák", "dave@example.edu"),
+    "erin": ("Erin", "Eastwood", ""),  # an address nbgrader could not carry whole is left out
+    "frank": ("Frank", "Fox", "frank@example.edu"),
+    "hal": ("", "Hal", "hal@example.edu"),
+}
 STUDENTS = [row["student_id"] for row in ROSTER]
-LATE = {"student_id": "gina", "name": "Gina Gray", "lms_id": "1007"}  # joins after the term's grading
+# joins after the term's grading
+LATE = {"student_id": "gina", "name": "Gina Gray", "email": "gina@example.edu", "lms_id": "1007"}
 
 
 def environment() -> dict[str, str]:
@@ -100,21 +128,25 @@ def term(tmp_path_factory):
     root, exchange, homes = exchange_course(tmp_path_factory.mktemp("term-commands"))
     settings = yaml.safe_load((root / "source" / "course.yaml").read_text())
     settings["assignments"][0]["due"] = DUE
+    settings["late_policy"] = {"mode": "penalty", "percent": 10, "per": "day"}
     (root / "source" / "course.yaml").write_text(yaml.safe_dump(settings))
     write_roster(root / "roster.csv", ROSTER)
 
     run(root, str(BIN / "autograd-course"), "release", "--assignment", "autograd")  # the term is about autograd
     nbgrader(root, "release_assignment", "autograd", exchange=exchange)
-    for student in THROUGH_THE_EXCHANGE:
+    for student in (*THROUGH_THE_EXCHANGE, EMPTIED):
+        sample = SAMPLES / SAMPLE_OF[student] / "autograd" / "autograd.ipynb"
         fetch_and_submit(homes / student, student, exchange,
-                         lambda fetched, student=student: shutil.copy(SAMPLES / student / "autograd" / "autograd.ipynb",
-                                                                      fetched), run=nbgrader)
+                         lambda fetched, sample=sample: shutil.copy(sample, fetched), run=nbgrader)
     for folder in (exchange / COURSE_ID / "inbound").iterdir():
         (folder / "timestamp.txt").write_text(ON_TIME)
+        if folder.name.startswith(f"{EMPTIED}+"):
+            (folder / "submission_secret.txt").write_text("")  # the inbound folder is the student's to write
     nbgrader(root, "collect", "autograd", exchange=exchange)
     dropped = root / "submitted" / HAND_DROPPED / "autograd" / "autograd.ipynb"  # it came by email
     dropped.parent.mkdir(parents=True)
     shutil.copy(SAMPLES / HAND_DROPPED / "autograd" / "autograd.ipynb", dropped)
+    os.utime(dropped, (HAND_DROPPED_AT, HAND_DROPPED_AT))
 
     run(root, str(BIN / "autograd-course"), "grade", "--roster", "roster.csv", "--jobs", "1")
     return root, exchange, homes
@@ -210,11 +242,60 @@ def every_command_of_the_term(root: Path, exchange: Path, homes: Path, *, studen
     assert (root / "gradebook.db").read_bytes() == gradebook
 
 
+def test_nbgrader_export_parses_into_the_right_columns_with_our_scores(term):
+    root, exchange, _ = term
+    nbgrader(root, "export", exchange=exchange)
+    theirs, ours = read_csv(root / "grades.csv"), read_csv(root / "grades-autograd.csv")
+    assert set(theirs) == set(ours) == set(NAMES)
+    for student, row in theirs.items():
+        assert None not in row, (student, row)  # no field too many...
+        assert None not in row.values(), (student, row)  # ...and none too few
+        assert (row["first_name"], row["last_name"], row["email"]) == NAMES[student], student
+        assert float(row["raw_score"]) == float(ours[student]["raw_score"]), student
+        assert float(row["late_submission_penalty"]) == float(ours[student]["late_penalty"]), student
+        assert float(row["score"]) == float(ours[student]["score"]), student
+    assert {student: float(ours[student]["score"]) for student in STUDENTS if student != "carol"} == {
+        student: SCORES[student] for student in STUDENTS if student != "carol"}  # on time, dave too
+    assert (ours["carol"]["status"], ours["carol"]["score"]) == ("missing", "0")
+
+
+def test_nbgrader_lists_the_students_by_their_names(term):
+    root, exchange, _ = term
+    listed = nbgrader(root, "db", "student", "list", exchange=exchange)
+    for student, (first, last, _) in NAMES.items():
+        assert f"{student} ({last}, {first}) --" in listed, listed
+
+
+def test_release_feedback_releases_every_page_hand_dropped_and_emptied_secret_included(term):
+    from nbgrader.utils import notebook_hash, parse_utc
+
+    root, exchange, homes = term
+    nbgrader(root, "release_feedback", "autograd", exchange=exchange)
+    released = exchange / COURSE_ID / "feedback"
+    graded = sorted(path.name for path in (root / "feedback").iterdir())
+    assert graded == sorted(student for student in STUDENTS if student != "carol")
+    pages = {student: (root / "feedback" / student / "autograd" / "autograd.html").read_text() for student in graded}
+    assert sorted(path.read_text() for path in released.glob("*.html")) == sorted(pages.values())
+    for student in ("alice", "bob"):  # each fetches their own page with nbgrader's fetch_feedback
+        home = homes / student
+        nbgrader(home, "fetch_feedback", "autograd", f"--student={student}", f"--Exchange.cache={home / 'cache'}",
+                 exchange=exchange)
+        assert [page.read_text() for page in (home / "autograd" / "feedback").glob("*/autograd.html")] == [
+            pages[student]]
+    # dave's page went under a hash of a secret of its own (nobody else can compute it); its timestamp.txt is the
+    # file's time, a label: his work counted as on time (no penalty above)
+    folder = root / "feedback" / HAND_DROPPED / "autograd"
+    secret = (folder / "submission_secret.txt").read_text()
+    assert (released / f"{notebook_hash(secret=secret, notebook_id='autograd')}.html").read_text() == pages["dave"]
+    assert parse_utc((folder / "timestamp.txt").read_text()) == datetime.utcfromtimestamp(HAND_DROPPED_AT)
+    assert not (root / "submitted" / HAND_DROPPED / "autograd" / "timestamp.txt").exists()  # submitted/ untouched
+
+
 def test_nbgrader_commands_after_grade(term):
     root, exchange, homes = term
     ours = read_csv(root / "grades-autograd.csv")
     assert {s: float(row["score"]) for s, row in ours.items() if s != "carol"} == {
-        s: SAMPLE_SCORES[s] for s in STUDENTS if s != "carol"}  # dave's hand-dropped notebook counted
+        s: SCORES[s] for s in STUDENTS if s != "carol"}  # dave's hand-dropped notebook counted
     assert ours["carol"]["status"] == "missing"
     every_command_of_the_term(root, exchange, homes, students=STUDENTS,
                               submitted={s for s in STUDENTS if s != "carol"}, fetchers=THROUGH_THE_EXCHANGE)
