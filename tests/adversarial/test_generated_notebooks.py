@@ -221,5 +221,5 @@ def test_generated_notebooks_are_graded_or_failed_with_a_sentence(tmp_path):
 
 
 @pytest.mark.slow
-def test_thousands_of_generated_notebooks_are_graded_or_failed_with_a_sentence(tmp_path):
+def test_hundreds_of_generated_notebooks_are_graded_or_failed_with_a_sentence(tmp_path):
     check_class(grade_generated_class(tmp_path / "course", SLOW_EXAMPLES))
