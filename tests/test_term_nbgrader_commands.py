@@ -20,7 +20,8 @@ gradebook. Then:
   replaced). Then the service's attempts are recorded into the gradebook from the dashboard (carol's first work,
   bob's better one, a late student's) and every command runs again.
 
-(The names and release_feedback cases were tests/test_term_names.py, a term of their own; they share this one.)
+(The names and release_feedback cases were tests/test_term_names.py, three tests on a term of their own: they
+are assertions on this term's first round now.)
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -174,8 +176,19 @@ def formgrade_page(url: str, token: str, submission_id: str) -> int:
         return error.code
 
 
+@dataclass
+class Seen:
+    """What one round of the term's commands showed, for the assertions of the round's test."""
+
+    listed: str  # `nbgrader db student list`
+    theirs: dict[str, dict[str, str]]  # `nbgrader export`'s grades.csv, by student
+    released: list[str]  # the pages in the exchange after `nbgrader release_feedback`
+    pages: dict[str, str]  # our feedback page of each graded student
+    fetched: dict[str, list[str]] = field(default_factory=dict)  # what each fetcher's fetch_feedback brought
+
+
 def every_command_of_the_term(root: Path, exchange: Path, homes: Path, *, students: list[str], submitted: set[str],
-                              fetchers: tuple[str, ...]) -> None:
+                              fetchers: tuple[str, ...]) -> Seen:
     """nbgrader's commands of a term, each a real process, for the whole class, against our grades CSV.
 
     `submitted`: the students with work in the term's record; `fetchers`: those who fetch their feedback
@@ -223,7 +236,8 @@ def every_command_of_the_term(root: Path, exchange: Path, homes: Path, *, studen
     graded = {path.name for path in (root / "feedback").iterdir()}
     assert graded == submitted
     pages = {s: (root / "feedback" / s / "autograd" / "autograd.html").read_text() for s in graded}
-    assert {page.read_text() for page in released.glob("*.html")} >= set(pages.values())
+    seen = Seen(listed, theirs, [page.read_text() for page in released.glob("*.html")], pages)
+    assert set(seen.released) >= set(pages.values())
     for student in fetchers:
         home = homes / student
         shutil.rmtree(home / "autograd" / "feedback", ignore_errors=True)  # what this round fetches, only
@@ -231,6 +245,7 @@ def every_command_of_the_term(root: Path, exchange: Path, homes: Path, *, studen
                  exchange=exchange)
         fetched = [page.read_text() for page in (home / "autograd" / "feedback").glob("*/autograd.html")]
         assert pages[student] in fetched, student
+        seen.fetched[student] = fetched
 
     records = {folder: tree_digest(root / folder) for folder in ("submitted", "autograded", "feedback")}
     gradebook = (root / "gradebook.db").read_bytes()
@@ -240,66 +255,44 @@ def every_command_of_the_term(root: Path, exchange: Path, homes: Path, *, studen
         nbgrader(root, "export", exchange=exchange)
         assert read_csv(root / "grades.csv") == theirs, again
     assert (root / "gradebook.db").read_bytes() == gradebook
+    return seen
 
 
-def test_nbgrader_export_parses_into_the_right_columns_with_our_scores(term):
-    root, exchange, _ = term
-    nbgrader(root, "export", exchange=exchange)
-    theirs, ours = read_csv(root / "grades.csv"), read_csv(root / "grades-autograd.csv")
-    assert set(theirs) == set(ours) == set(NAMES)
-    for student, row in theirs.items():
-        assert None not in row, (student, row)  # no field too many...
-        assert None not in row.values(), (student, row)  # ...and none too few
-        assert (row["first_name"], row["last_name"], row["email"]) == NAMES[student], student
-        assert float(row["raw_score"]) == float(ours[student]["raw_score"]), student
-        assert float(row["late_submission_penalty"]) == float(ours[student]["late_penalty"]), student
-        assert float(row["score"]) == float(ours[student]["score"]), student
-    assert {student: float(ours[student]["score"]) for student in STUDENTS if student != "carol"} == {
-        student: SCORES[student] for student in STUDENTS if student != "carol"}  # on time, dave too
-    assert (ours["carol"]["status"], ours["carol"]["score"]) == ("missing", "0")
-
-
-def test_nbgrader_lists_the_students_by_their_names(term):
-    root, exchange, _ = term
-    listed = nbgrader(root, "db", "student", "list", exchange=exchange)
-    for student, (first, last, _) in NAMES.items():
-        assert f"{student} ({last}, {first}) --" in listed, listed
-
-
-def test_release_feedback_releases_every_page_hand_dropped_and_emptied_secret_included(term):
+def test_nbgrader_commands_after_grade(term):
+    """Every command of the term after `grade --roster`, and what its first round shows: the roster's names in
+    nbgrader's student table and export, and release_feedback for the whole class, the hand-dropped submission and
+    the emptied secret included (once tests/test_term_names.py, three tests on a term of its own)."""
     from nbgrader.utils import notebook_hash, parse_utc
 
     root, exchange, homes = term
-    nbgrader(root, "release_feedback", "autograd", exchange=exchange)
-    released = exchange / COURSE_ID / "feedback"
-    graded = sorted(path.name for path in (root / "feedback").iterdir())
-    assert graded == sorted(student for student in STUDENTS if student != "carol")
-    pages = {student: (root / "feedback" / student / "autograd" / "autograd.html").read_text() for student in graded}
-    assert sorted(path.read_text() for path in released.glob("*.html")) == sorted(pages.values())
-    for student in ("alice", "bob"):  # each fetches their own page with nbgrader's fetch_feedback
-        home = homes / student
-        nbgrader(home, "fetch_feedback", "autograd", f"--student={student}", f"--Exchange.cache={home / 'cache'}",
-                 exchange=exchange)
-        assert [page.read_text() for page in (home / "autograd" / "feedback").glob("*/autograd.html")] == [
-            pages[student]]
+    ours = read_csv(root / "grades-autograd.csv")
+    assert {s: float(row["score"]) for s, row in ours.items() if s != "carol"} == {
+        s: SCORES[s] for s in STUDENTS if s != "carol"}  # dave's hand-dropped notebook counted, on time
+    assert (ours["carol"]["status"], ours["carol"]["score"]) == ("missing", "0")
+    seen = every_command_of_the_term(root, exchange, homes, students=STUDENTS,
+                                     submitted={s for s in STUDENTS if s != "carol"}, fetchers=THROUGH_THE_EXCHANGE)
+
+    # names as rosters write them ("Last, First", quotes, one word, non-ASCII), as a person would expect them, in
+    # nbgrader's student table and in its export (its fields unquoted), read into the right columns
+    for student, (first, last, _) in NAMES.items():
+        assert f"{student} ({last}, {first}) --" in seen.listed, seen.listed
+    assert set(seen.theirs) == set(NAMES)
+    for student, row in seen.theirs.items():
+        assert (row["first_name"], row["last_name"], row["email"]) == NAMES[student], student
+
+    # the class's first release_feedback released every graded student's page and nothing else, each fetcher got
+    # exactly their own
+    assert sorted(seen.released) == sorted(seen.pages.values())
+    assert seen.fetched == {student: [seen.pages[student]] for student in THROUGH_THE_EXCHANGE}
     # dave's page went under a hash of a secret of its own (nobody else can compute it); its timestamp.txt is the
     # file's time, a label: his work counted as on time (no penalty above)
     folder = root / "feedback" / HAND_DROPPED / "autograd"
     secret = (folder / "submission_secret.txt").read_text()
-    assert (released / f"{notebook_hash(secret=secret, notebook_id='autograd')}.html").read_text() == pages["dave"]
+    released = exchange / COURSE_ID / "feedback"
+    assert (released / f"{notebook_hash(secret=secret, notebook_id='autograd')}.html").read_text() == \
+        seen.pages["dave"]
     assert parse_utc((folder / "timestamp.txt").read_text()) == datetime.utcfromtimestamp(HAND_DROPPED_AT)
     assert not (root / "submitted" / HAND_DROPPED / "autograd" / "timestamp.txt").exists()  # submitted/ untouched
-
-
-def test_nbgrader_commands_after_grade(term):
-    root, exchange, homes = term
-    ours = read_csv(root / "grades-autograd.csv")
-    assert {s: float(row["score"]) for s, row in ours.items() if s != "carol"} == {
-        s: SCORES[s] for s in STUDENTS if s != "carol"}  # dave's hand-dropped notebook counted
-    assert ours["carol"]["status"] == "missing"
-    every_command_of_the_term(root, exchange, homes, students=STUDENTS,
-                              submitted={s for s in STUDENTS if s != "carol"}, fetchers=THROUGH_THE_EXCHANGE)
-
 
 def submit_the_form(page: str, post) -> object:
     """The dashboard's recording form sent as a browser sends it with every box ticked (a confirmation, or a
