@@ -6,17 +6,42 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from course.assignment import load_assignment
 from course.config import load_config
-from helpers import ROOT, copy_course, require_tool
+from tests.support.helpers import ROOT, SAMPLE_TIMESTAMPS, copy_course, require_tool
+
+# The suite is a package (`tests.`, the repository's root on sys.path: pyproject.toml's pythonpath); its shared
+# pieces are in tests/support/, and no test module imports another (tests/test_suite_layout.py).
 
 
 @pytest.fixture(scope="session")
 def assignment():
     config = load_config(ROOT)
     return load_assignment(config.source_notebook(), "autograd")
+
+
+@pytest.fixture(scope="session")
+def graded_sample_class(tmp_path_factory) -> tuple[Path, str]:
+    """The sample class (tests/samples/submitted; alice's and bob's with nbgrader's timestamp.txt, as `nbgrader
+    collect` leaves them) graded ONCE by `autograd-course grade` in the README's default layout (submitted/ at the
+    course root, the gradebook recorded): (the course root, what the command printed). For the tests that only read
+    what it wrote (tests/test_grading_e2e.py, tests/test_nbgrader_layout.py); a test that writes there works on a
+    copy of the folder (copying is cheap, grading is not)."""
+    import contextlib
+    import io
+    import shutil
+
+    from course.cli import main
+
+    root = tmp_path_factory.mktemp("sample-class") / "course"
+    copy_course(root)
+    shutil.copytree(ROOT / "tests" / "samples" / "submitted", root / "submitted")
+    for student, stamp in SAMPLE_TIMESTAMPS.items():
+        (root / "submitted" / student / "autograd" / "timestamp.txt").write_text(stamp)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["--course", str(root), "grade"]) == 0
+    return root, printed.getvalue()
 
 
 @pytest.fixture
@@ -50,7 +75,7 @@ def pytest_runtest_setup(item):
             require_tool(mark.kwargs["name"], mark.kwargs["why"])
 
 
-# Work started in the background at collection (a module of tests/ with start_in_background and remove): what
+# Work started in the background at collection (a module of tests/support/ with start_in_background and remove): what
 # it is, and which selected test needs it. Nothing starts for a run that selects none of them (the fast loop).
 BUNDLE_TEST = "test_bundle_installs_in_a_fresh_venv_and_grades"  # tests/test_gradescope.py
 STUDENT_INSTALL_TEST = "test_a_student_install_fetches_checks_and_submits_without_the_grader_s_tools"
@@ -94,9 +119,9 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_collection_finish(session):
     """The container images take minutes to build, mostly downloading: when tests marked `container` are to
-    run, the builds start now, in the background, and their fixtures wait for them (tests/image_build.py; the
-    students' image, tests/student_image.py, after the grader's). So does the Gradescope bundle's install into
-    a fresh venv (tests/bundle_install.py), most of a minute of pip.
+    run, the builds start now, in the background, and their fixtures wait for them (tests/support/image_build.py; the
+    students' image, tests/support/student_image.py, after the grader's). So does the Gradescope bundle's install into
+    a fresh venv (tests/support/bundle_install.py), most of a minute of pip.
     Each says so on the terminal: a contributor sees why the machine is busy. (Under pytest-xdist each starts
     in the one worker whose tests need it, as above.)"""
     if session.config.option.collectonly or xdist_worker(session.config):
@@ -104,7 +129,7 @@ def pytest_collection_finish(session):
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     for name, (what, needed_by) in BACKGROUND.items():
         if any(needed_by(item) for item in session.items):
-            importlib.import_module(name).start_in_background()
+            importlib.import_module(f"tests.support.{name}").start_in_background()
             if reporter is not None:
                 reporter.write_line(f"started in the background: {what}")
 
@@ -113,5 +138,5 @@ def pytest_sessionfinish(session):
     # a build or install no test waited for (the run stopped early) is ended and removed too; each module's
     # remove() undoes only what it started
     for name in BACKGROUND:
-        if name in sys.modules:
-            sys.modules[name].remove()
+        if f"tests.support.{name}" in sys.modules:
+            sys.modules[f"tests.support.{name}"].remove()

@@ -20,7 +20,7 @@ from course.config import load_config
 from course.content import ChainStep, load_content
 from course.errors import ConfigError, CourseError, SourceNotebookError
 from course.variants import numbers_for
-from helpers import ROOT, SOURCE_NOTEBOOK, copy_course, fill
+from tests.support.helpers import ROOT, SOURCE_NOTEBOOK, copy_course, fill
 
 ENGINE = ROOT / "course"
 

@@ -12,8 +12,8 @@ from course.config import load_config
 from course.content import load_content
 from course.hidden_tests import reads_no_answer, scored_without_idea
 from course.kit import load_exercises, write_cells
-from helpers import BACKPROP_SOURCE, ROOT
-from samples.make_samples import BACKPROP, BACKPROP_SCORES
+from tests.samples.make_samples import BACKPROP, BACKPROP_SCORES
+from tests.support.helpers import BACKPROP_SOURCE, ROOT
 
 EXERCISES_MODULE = ROOT / "source" / "backprop" / "exercises.py"
 

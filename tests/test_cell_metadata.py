@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from course.cell_metadata import NONE, nbgrader_cell
-from helpers import RELEASE_NOTEBOOK, load
+from tests.support.helpers import RELEASE_NOTEBOOK, load
 
 ODD = [None, True, False, 0, -1, 2.5, float("nan"), float("inf"), 10**400, "", "x" * 200_000, "a b", "\ud800",
        [], ["grade"], {}, {"grade_id": "setup"}]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from course.cli import COMMAND_HELP, main
-from helpers import RELEASE_NOTEBOOK, ROOT, submitted_notebook, write
+from tests.support.helpers import RELEASE_NOTEBOOK, ROOT, submitted_notebook, write
 
 
 @pytest.mark.parametrize("command", sorted(COMMAND_HELP))
@@ -79,7 +79,7 @@ def test_check_on_the_untouched_release_lists_what_is_missing(capsys):
 
 def test_check_on_a_complete_notebook_is_ready_and_reveals_no_hidden_value(tmp_path, capsys):
     wrong_but_well_formed = {"net_dL_dw": "6"}
-    from helpers import CORRECT_CODE
+    from tests.support.helpers import CORRECT_CODE
 
     path = write(submitted_notebook({**CORRECT_CODE, **wrong_but_well_formed}), tmp_path / "me.ipynb")
     assert main(["--course", str(ROOT), "check", str(path)]) == 0
@@ -91,7 +91,7 @@ def test_check_on_a_complete_notebook_is_ready_and_reveals_no_hidden_value(tmp_p
 
 def test_check_names_a_syntax_error_first(tmp_path, capsys):
     """A syntax error in an answer cell reads as the cause of its missing answers, not as missing answers."""
-    from helpers import CORRECT_CODE
+    from tests.support.helpers import CORRECT_CODE
 
     broken = {**CORRECT_CODE, "net_dL_dw": "12 +* 3"}  # the tiny network's answer cell no longer parses
     path = write(submitted_notebook(broken), tmp_path / "me.ipynb")
@@ -129,7 +129,7 @@ def test_an_interrupted_grade_says_the_class_is_not_finished(tmp_path):
     import subprocess
     import sys
 
-    from helpers import add_cell, copy_course
+    from tests.support.helpers import add_cell, copy_course
 
     root = copy_course(tmp_path / "course")
     shutil.copytree(ROOT / "tests" / "samples" / "submitted", root / "submitted")

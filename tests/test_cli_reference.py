@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from course.cli import COMMAND_HELP
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 # the script's names, as it defines them
 GENERATOR = runpy.run_path(str(ROOT / "docs" / "generators" / "cli_reference.py"))

@@ -9,7 +9,7 @@ import yaml
 from course import config as config_module
 from course.config import ServicePolicy, default_memory_mb, load_config, parse_config
 from course.errors import ConfigError
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 
 def test_the_course_yaml_loads_with_documented_defaults():

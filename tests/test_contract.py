@@ -6,18 +6,10 @@ import ast
 
 import pytest
 
-from course.answers import FUNCTION, VALUE, Answer, Probe
+from course.answers import VALUE, Answer
 from course.assignment import SOLUTION_BEGIN, SOLUTION_END, region_lines
 from course.judge import judge
-from helpers import ALL_VALUES, CONTRACT, CONTRACT_FUNCTIONS
-
-
-def contract_answers(assignment, values=ALL_VALUES, cubic=lambda x: 3 * x**2 - 2):
-    answers = {name: Answer(VALUE, value) for name, value in values.items()}
-    points = [-2.5, 0.0, 1.5, 4.0]
-    answers["cubic_derivative"] = Answer(FUNCTION, probes=tuple(Probe(x, float(cubic(x))) for x in points))
-    assert set(answers) == set(assignment.answer_names + assignment.function_names)
-    return answers
+from tests.support.helpers import ALL_VALUES, CONTRACT, CONTRACT_FUNCTIONS, contract_answers
 
 
 def test_every_contract_exercise_is_a_question(assignment):
@@ -51,7 +43,7 @@ def test_answer_key_in_source_equals_the_contract(assignment):
 def _source_cells():
     import json
 
-    from helpers import SOURCE_NOTEBOOK
+    from tests.support.helpers import SOURCE_NOTEBOOK
 
     return json.loads(SOURCE_NOTEBOOK.read_text())["cells"]
 
@@ -79,7 +71,7 @@ def test_points_add_up(assignment):
 def training():
     from course.assignment import load_course_assignment
     from course.config import load_config
-    from helpers import ROOT
+    from tests.support.helpers import ROOT
 
     return load_course_assignment(load_config(ROOT), "training")
 
@@ -89,7 +81,7 @@ def _authoring_table(heading: str) -> dict[int, list[str]]:
     column."""
     import re
 
-    from helpers import ROOT
+    from tests.support.helpers import ROOT
 
     text = (ROOT / "docs" / "authoring.md").read_text(encoding="utf-8")
     section = text.split(heading, 1)[1].split("\n#", 1)[0]
@@ -107,7 +99,7 @@ def _authoring_table(heading: str) -> dict[int, list[str]]:
 def test_the_exercise_tables_name_every_answer_in_order(heading, name, assignment, training):
     from course.assignment import load_course_assignment
     from course.config import load_config
-    from helpers import ROOT
+    from tests.support.helpers import ROOT
 
     chosen = {"autograd": assignment, "training": training}.get(name) or load_course_assignment(load_config(ROOT),
                                                                                                name)
@@ -118,7 +110,7 @@ def test_the_exercise_tables_name_every_answer_in_order(heading, name, assignmen
 
 
 def test_training_questions_and_names_are_the_contract(training):
-    from helpers import TRAINING_CONTRACT
+    from tests.support.helpers import TRAINING_CONTRACT
 
     assert [q.id for q in training.questions] == list(TRAINING_CONTRACT)
     for question in training.questions:
@@ -132,7 +124,7 @@ def test_training_questions_and_names_are_the_contract(training):
 def test_training_answer_key_equals_the_contract():
     import json
 
-    from helpers import TRAINING_SOURCE, TRAINING_VALUES
+    from tests.support.helpers import TRAINING_SOURCE, TRAINING_VALUES
 
     key = {}
     for cell in json.loads(TRAINING_SOURCE.read_text())["cells"]:
@@ -145,7 +137,7 @@ def test_training_answer_key_equals_the_contract():
 
 
 def test_training_contract_values_earn_full_marks_and_the_challenges_weigh_most(training):
-    from helpers import TRAINING_VALUES
+    from tests.support.helpers import TRAINING_VALUES
 
     results = judge(training, {n: Answer(VALUE, v) for n, v in TRAINING_VALUES.items()}, tolerance=1e-6)
     assert [r.error for r in results] == [None] * len(results)

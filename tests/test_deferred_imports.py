@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 CHECK = """
 import json, sys

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from course import __version__
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 README_MAX_LINES = 250
 # The pages the README sends each reader to (docs/cli.md is generated: tests/test_cli_reference.py).

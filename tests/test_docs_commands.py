@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, require_tool
+from tests.support.helpers import ROOT, require_tool
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"(?ms)^```bash\n(.*?)^```")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import NONROOT_USER, ROOT, SAMPLE_SCORES, nonroot_python
+from tests.support.helpers import NONROOT_USER, ROOT, SAMPLE_SCORES, nonroot_python
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ from course.files import compact_json
 from course.judge import judge
 from course.render import render_html, summary_markdown
 from course.status import Status
-from helpers import ALL_VALUES, ROOT
+from tests.support.helpers import ALL_VALUES, ROOT
 
 GOLDENS = ROOT / "tests" / "goldens"
 # feedback.json as b99931e wrote it (the commit whose service.db tests/service/test_migrations.py upgrades): its

@@ -16,7 +16,7 @@ from course.recording import class_summary_path
 from course.service.store import database_url
 from course.service.worker import SCRATCH
 from course.term import integrity_path
-from helpers import ROOT, require_tool
+from tests.support.helpers import ROOT, require_tool
 
 COURSE = Path("/course")  # where the names below are made; only their part under it is checked
 ASSIGNMENTS = ("autograd", "training", "backprop")

@@ -21,7 +21,7 @@ from course.discovery import SubmissionRef
 from course.gradescope import to_results
 from course.grading import grade_submission
 from course.render import render_html
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ import pytest
 
 from course.gradebook_writer import GradebookWriter
 from course.nbgrader_bridge import ensure_assignment_in_gradebook, open_gradebook
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -176,7 +176,7 @@ def test_a_batch_whose_gradebook_refuses_a_student_makes_only_them_an_autograder
 
     from course.batch import grade_course
     from course.config import load_config
-    from helpers import copy_course, submitted_notebook, write
+    from tests.support.helpers import copy_course, submitted_notebook, write
 
     root = copy_course(tmp_path / "course")
     config = load_config(root)

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
-import bundle_install
 import jsonschema
 import pytest
 
@@ -20,7 +18,9 @@ from course.bundle import build_bundle
 from course.config import load_config
 from course.gradescope import run_autograder
 from course.sandbox import ISOLATION_SUMMARY, choose_isolation
-from helpers import (
+from tests.support import bundle_install
+from tests.support.gradescope import make_root, unescape_markdown
+from tests.support.helpers import (
     CORRECT_CODE,
     ROOT,
     closed_loopback_url,
@@ -33,25 +33,6 @@ from helpers import (
 
 SCHEMA = json.loads((ROOT / "tests" / "gradescope_results.schema.json").read_text())
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
-
-
-def make_root(tmp_path: Path, files: dict[str, bytes | str | dict], metadata: dict | None = None) -> Path:
-    root = tmp_path / "autograder"
-    (root / "source").mkdir(parents=True)
-    shutil.copytree(ROOT / "source", root / "source" / "source")
-    (root / "submission").mkdir()
-    for name, content in files.items():
-        path = root / "submission" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, dict):
-            write(content, path)
-        elif isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
-    if metadata is not None:
-        (root / "submission_metadata.json").write_text(json.dumps(metadata))
-    return root
 
 
 def results_of(root: Path) -> dict:
@@ -86,11 +67,6 @@ CASES = {
                    "archives are not opened"),
     "a symlink to the answer key": ({}, 0, "no Jupyter notebook"),
 }
-
-
-def unescape_markdown(text: str) -> str:
-    """What a reader sees of Markdown text escaped by course.text.markdown_text."""
-    return re.sub(r"\\(.)", r"\1", text).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 @pytest.mark.slow
@@ -204,7 +180,7 @@ def test_bundle_layout(tmp_path):
 @pytest.mark.slow
 def test_bundle_installs_in_a_fresh_venv_and_grades():
     """Unpack the zip like Gradescope, run setup.sh into a new venv, then run_autograder. The first two run in
-    the background from the start of the run (tests/bundle_install.py); this waits for them."""
+    the background from the start of the run (tests/support/bundle_install.py); this waits for them."""
     done = bundle_install.installed()
     assert done.setup.returncode == 0, f"setup.sh failed:\n{done.setup.stdout[-3000:]}\n{done.setup.stderr[-3000:]}"
     root, env = done.root, done.env

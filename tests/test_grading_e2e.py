@@ -12,7 +12,16 @@ import pytest
 from course import nbgrader_bridge
 from course.batch import grade_batch
 from course.cli import main
-from helpers import ALL_VALUES, CORRECT_CODE, ROOT, SAMPLE_SCORES, copy_course, submitted_notebook, write, wrong_literal
+from tests.support.helpers import (
+    ALL_VALUES,
+    CORRECT_CODE,
+    ROOT,
+    SAMPLE_SCORES,
+    copy_course,
+    submitted_notebook,
+    write,
+    wrong_literal,
+)
 
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
 EXPECTED_SAMPLE_SCORES = SAMPLE_SCORES
@@ -25,30 +34,29 @@ def read_csv(path):
         return {row["student_id"]: row for row in csv.DictReader(stream)}
 
 
-@pytest.fixture(scope="module")
-def graded_samples(tmp_path_factory):
-    root = tmp_path_factory.mktemp("samples") / "course"
-    copy_course(root)
-    shutil.copytree(SAMPLES, root / "submitted")
+@pytest.fixture
+def graded_samples(graded_sample_class):
+    """The sample class graded once by `autograd-course grade` (tests/conftest.py): (its config, its root, what the
+    command printed). Read only: a test that writes works on a copy."""
     from course.config import load_config
 
-    config = load_config(root)
-    summary = grade_batch(config, [], root / "out", record_gradebook=True)
-    return config, root, summary
+    root, printed = graded_sample_class
+    return load_config(root), root, printed
 
 
 def test_sample_class_scores(graded_samples):
-    _, root, summary = graded_samples
-    rows = read_csv(root / "out" / "grades-autograd.csv")
+    _, root, printed = graded_samples
+    rows = read_csv(root / "grades-autograd.csv")
     assert {student: float(row["score"]) for student, row in rows.items()} == EXPECTED_SAMPLE_SCORES
     assert rows["frank"]["status"] == "failed"
     assert all(rows[s]["status"] == "graded" for s in EXPECTED_SAMPLE_SCORES if s != "frank")
     assert set(rows["alice"]) == {"student_id", "slopes", "graph_walk", "tiny_net", "closed_relu", "retain_grad",
                                   "accumulation", "no_grad_detach", "one_call", "cubic", "w2_net", "predict_twice",
                                   "raw_score", "late_penalty", "score", "max_score", "status"}
-    assert summary.lines()[0] == "6 submissions: 5 graded, 1 failed, 0 timed out, 0 autograder errors"
-    assert summary.lines()[1].startswith("failed: frank: ")  # who failed, and why, in the terminal
-    assert "not a notebook" in summary.lines()[1]
+    lines = [line.strip() for line in printed.splitlines()]  # (indented under "autograd:" in a course of two)
+    first = lines.index("6 submissions: 5 graded, 1 failed, 0 timed out, 0 autograder errors")
+    assert lines[first + 1].startswith("failed: frank: ")  # who failed, and why, in the terminal
+    assert "not a notebook" in lines[first + 1]
 
 
 def test_every_feedback_json_validates_against_the_shipped_schema(graded_samples):
@@ -73,7 +81,7 @@ def test_every_feedback_json_validates_against_the_shipped_schema(graded_samples
 
 def test_gradebook_matches_grades_csv(graded_samples):
     config, root, _ = graded_samples
-    rows = read_csv(root / "out" / "grades-autograd.csv")
+    rows = read_csv(root / "grades-autograd.csv")
     for student, row in rows.items():
         scores = nbgrader_bridge.grade_cell_scores(config.gradebook_url, "autograd", student)
         assert sum(scores.values()) == float(row["score"])
@@ -83,27 +91,27 @@ def test_gradebook_matches_grades_csv(graded_samples):
 def test_feedback_files_for_every_student(graded_samples):
     _, root, _ = graded_samples
     for student in EXPECTED_SAMPLE_SCORES:
-        folder = root / "out" / "feedback" / student / "autograd"
+        folder = root / "feedback" / student / "autograd"
         feedback = json.loads((folder / "feedback.json").read_text())
         assert feedback["score"] == EXPECTED_SAMPLE_SCORES[student]
         page = (folder / "autograd.html").read_text()
         assert page.startswith("<!DOCTYPE html>")
         assert "<script" not in page
         assert "http" not in page
-    frank = json.loads((root / "out" / "feedback" / "frank" / "autograd" / "feedback.json").read_text())
+    frank = json.loads((root / "feedback" / "frank" / "autograd" / "feedback.json").read_text())
     assert "not a notebook" in frank["messages"][0]
-    bob = json.loads((root / "out" / "feedback" / "bob" / "autograd" / "feedback.json").read_text())
+    bob = json.loads((root / "feedback" / "bob" / "autograd" / "feedback.json").read_text())
     found = {m["id"] for q in bob["questions"] for m in q["misconceptions"]}
     assert {"accumulation_overwrites", "forgot_times_x", "w2_factor_missing", "cubic_dropped_linear_term",
             "retained_grad_is_none", "gradient_through_closed_relu", "sign_slip"} <= found
-    dave = json.loads((root / "out" / "feedback" / "dave" / "autograd" / "feedback.json").read_text())
+    dave = json.loads((root / "feedback" / "dave" / "autograd" / "feedback.json").read_text())
     notes = [v["name"] for q in dave["questions"] for v in q["values"] if v.get("hand_work_note")]
     assert notes == ["net_dL_dw", "net_dL_db"]
 
 
 def test_tampering_adds_nothing(graded_samples):
     _, root, _ = graded_samples
-    erin = json.loads((root / "out" / "feedback" / "erin" / "autograd" / "feedback.json").read_text())
+    erin = json.loads((root / "feedback" / "erin" / "autograd" / "feedback.json").read_text())
     values = {v["name"]: v for q in erin["questions"] for v in q["values"]}
     # Her honest literals (all 0) are right exactly where the true answer is 0: slope_at_0 and the closed ReLU.
     assert {name for name, v in values.items() if v["correct"]} == {
@@ -144,15 +152,15 @@ def test_roster_students_without_a_submission_are_listed_as_missing(course_root,
 
 def test_integrity_report_is_for_the_instructor_only(graded_samples):
     _, root, _ = graded_samples
-    report = json.loads((root / "out" / "integrity-autograd.json").read_text())
+    report = json.loads((root / "integrity-autograd.json").read_text())
     assert set(report) == {"erin"}
     assert "cell 65: patches torch.allclose = ..." in report["erin"]
-    assert set(json.loads((root / "out" / "class-summary-autograd.json").read_text())["integrity"]) == {"erin"}
-    summary = (root / "out" / "class-summary-autograd.html").read_text()
+    assert set(json.loads((root / "class-summary-autograd.json").read_text())["integrity"]) == {"erin"}
+    summary = (root / "class-summary-autograd.html").read_text()
     assert "Integrity report (instructor only)" in summary
     assert "class AlwaysEqual(float) overriding __eq__, __sub__" in summary
     for name in ("feedback.json", "autograd.html"):  # the student's own feedback stays neutral
-        text = (root / "out" / "feedback" / "erin" / "autograd" / name).read_text()
+        text = (root / "feedback" / "erin" / "autograd" / name).read_text()
         assert "patches" not in text
         assert "rigged" not in text
         assert "ntegrity" not in text
@@ -162,13 +170,13 @@ def test_the_class_summary_names_students_for_the_instructor_only(graded_samples
     """The summary says who showed each misconception and links every page; no student's feedback folder
     (what nbgrader release_feedback hands out) and no Gradescope result names another student."""
     _, root, _ = graded_samples
-    summary = json.loads((root / "out" / "class-summary-autograd.json").read_text())
+    summary = json.loads((root / "class-summary-autograd.json").read_text())
     assert {m["id"]: m["students"] for m in summary["misconceptions"]}["forgot_times_x"] == ["bob"]
     assert summary["not_counted"]["failed"] == ["frank"]
     assert summary["students"] == 5
     for student in EXPECTED_SAMPLE_SCORES:
         others = re.compile(r"\b(" + "|".join(s for s in EXPECTED_SAMPLE_SCORES if s != student) + r")\b")
-        for path in (root / "out" / "feedback" / student).rglob("*"):
+        for path in (root / "feedback" / student).rglob("*"):
             if path.is_file():
                 assert not others.search(path.read_text(encoding="utf-8", errors="replace")), path
     others = re.compile(r"\b(alice|carol|dave|erin|frank)\b")
@@ -176,17 +184,19 @@ def test_the_class_summary_names_students_for_the_instructor_only(graded_samples
         assert not others.search(golden.read_text(encoding="utf-8")), golden
 
 
-def test_regrading_is_idempotent(graded_samples):
-    config, root, _ = graded_samples
-    before = (root / "out" / "grades-autograd.csv").read_text()
-    grade_batch(config, [root / "submitted" / "alice", root / "submitted" / "carol"], root / "out")
-    assert (root / "out" / "grades-autograd.csv").read_text() == before
+def test_regrading_is_idempotent(graded_samples, tmp_path):
+    from course.config import load_config
+
+    root = shutil.copytree(graded_samples[1], tmp_path / "course")  # it writes: a copy of the graded class
+    before = (root / "grades-autograd.csv").read_text()
+    grade_batch(load_config(root), [root / "submitted" / "alice", root / "submitted" / "carol"], root)
+    assert (root / "grades-autograd.csv").read_text() == before
 
 
 def test_feedback_json_is_deterministic(graded_samples, tmp_path):
     config, root, _ = graded_samples
     grade_batch(config, [root / "submitted" / "bob"], tmp_path / "again")
-    first = json.loads((root / "out" / "feedback" / "bob" / "autograd" / "feedback.json").read_text())
+    first = json.loads((root / "feedback" / "bob" / "autograd" / "feedback.json").read_text())
     second = json.loads((tmp_path / "again" / "feedback" / "bob" / "autograd" / "feedback.json").read_text())
 
     def without_run_specifics(feedback):

@@ -30,7 +30,7 @@ from course.graph_chain import (
     with_derived_chains,
 )
 from course.judge import judge
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 CLOSE = 1e-4  # the published numbers have four decimals (micrograd) or three (CS231n)
 
@@ -494,7 +494,7 @@ def test_grading_shows_the_graphs_table_where_none_is_written(course_root, tmp_p
     from course.config import load_config
     from course.discovery import SubmissionRef
     from course.grading import grade_submission
-    from helpers import ALL_VALUES, CORRECT_CODE, submitted_notebook, write
+    from tests.support.helpers import ALL_VALUES, CORRECT_CODE, submitted_notebook, write
 
     exercises = course_root / "source" / "autograd" / "exercises.py"
     exercises.write_text(exercises.read_text() + "\nCHAINS = {}\n")

@@ -1,6 +1,6 @@
 """The container images, built and run with podman as the docs document them (docs/gradescope-and-containers.md,
 docs/service.md): the grader's (autograder/Dockerfile), and the students' JupyterHub single-user image
-(autograder/jupyterhub-singleuser.Dockerfile, built after it on the same base: tests/student_image.py).
+(autograder/jupyterhub-singleuser.Dockerfile, built after it on the same base: tests/support/student_image.py).
 
 No image registry is needed: the base is Debian bookworm made with mmdebstrap and imported
 (`podman build --from` stands in for the Dockerfile's FROM), and torch's CPU wheel is served to the
@@ -18,15 +18,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import image_build
 import jsonschema
 import pytest
-import student_image as student_image_build
-from image_build import BASE, IMAGE, Podman
-from student_image import BUILD_ARGS, DOCKERFILE, STUDENT_IMAGE, build_context
 
 import course
-from helpers import RELEASE_NOTEBOOK, ROOT, closed_loopback_url
+from tests.support import image_build
+from tests.support import student_image as student_image_build
+from tests.support.helpers import RELEASE_NOTEBOOK, ROOT, closed_loopback_url
+from tests.support.image_build import BASE, IMAGE, Podman
+from tests.support.student_image import BUILD_ARGS, DOCKERFILE, STUDENT_IMAGE, build_context
 
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
 SCHEMA = json.loads((ROOT / "tests" / "gradescope_results.schema.json").read_text())
@@ -152,7 +152,7 @@ def test_image_runs_the_submission_service(podman, tmp_path):
     import csv
     import urllib.request
 
-    from helpers import copy_course
+    from tests.support.helpers import copy_course
 
     course = copy_course(tmp_path / "course")
     (course / "roster.csv").write_text("student_id\nalice\n")

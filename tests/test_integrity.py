@@ -7,7 +7,7 @@ import copy
 from course.handwork import parse_cells
 from course.integrity import review
 from course.submission import read_submission
-from helpers import RELEASE_NOTEBOOK, ROOT, add_cell, load, submitted_notebook, write
+from tests.support.helpers import RELEASE_NOTEBOOK, ROOT, add_cell, load, submitted_notebook, write
 
 ERIN = ROOT / "tests" / "samples" / "submitted" / "erin" / "autograd" / "autograd.ipynb"
 

@@ -19,7 +19,7 @@ from course.sandbox.bubblewrap import bwrap_binary
 from course.sandbox.levels import first_choice
 from course.sandbox.uids import UID_RANGE
 from course.submission import Cell
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 LIMITS = Limits(cell_seconds=10, submission_seconds=20)
 SOURCE = ROOT / "source" / "course.yaml"

@@ -8,8 +8,7 @@ import pytest
 
 from course.answers import FUNCTION, MISSING, UNREADABLE, VALUE, WRONG_FORM, Answer, Probe
 from course.judge import judge, matches, to_plain
-from helpers import ALL_VALUES, wrong_literal
-from test_contract import contract_answers
+from tests.support.helpers import ALL_VALUES, contract_answers, wrong_literal
 
 TOL = 1e-6
 

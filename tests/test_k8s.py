@@ -15,7 +15,7 @@ import yaml
 
 from course.cli import _parser
 from course.service.app import ROUTES
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 MANIFESTS = sorted((ROOT / "autograder").glob("k8s-*.yaml"))
 VERSIONS = ("1.30.0", kubernetes_validate.latest_version())  # an older cluster still in service, and the newest

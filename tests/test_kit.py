@@ -16,7 +16,7 @@ from course.cli import main
 from course.config import load_config
 from course.judge import judge
 from course.kit import AuthoringError, load_exercises, write_cells, write_notebook
-from helpers import SOURCE_NOTEBOOK, load
+from tests.support.helpers import SOURCE_NOTEBOOK, load
 
 HEADER = "import torch\n\nfrom course.kit import Ask, Exercise\n\n\n"
 

@@ -1,6 +1,6 @@
 """Every feedback folder has the timestamp.txt and submission_secret.txt that `nbgrader release_feedback` opens
 beside each page (it stops the whole class at the first folder without them). The run of the real command over a
-class with a hand-dropped submission and a student's emptied secret: test_term_names.py."""
+class with a hand-dropped submission and a student's emptied secret: test_term_nbgrader_commands.py."""
 
 from __future__ import annotations
 

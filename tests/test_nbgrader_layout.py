@@ -10,35 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from course.cli import main
-from helpers import ROOT, copy_course
+from tests.support.helpers import SAMPLE_TIMESTAMPS, formgrader_api
 
 pytestmark = pytest.mark.slow
 
-SAMPLES = ROOT / "tests" / "samples" / "submitted"
-TIMESTAMPS = {"alice": "2026-11-20 09:00:00.000000 UTC", "bob": "2026-11-21 17:30:00.000000 UTC"}
 
-
-def formgrader_api(root):
-    from nbgrader.apps.api import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
-    from traitlets.config import Config
-
-    config = Config()
-    config.CourseDirectory.root = str(root)
-    config.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
-    return NbGraderAPI(CourseDirectory(config=config), config=config)
-
-
-@pytest.fixture(scope="module")
-def graded_course(tmp_path_factory):
-    root = tmp_path_factory.mktemp("term") / "course"
-    copy_course(root)
-    shutil.copytree(SAMPLES, root / "submitted")
-    for student, stamp in TIMESTAMPS.items():
-        (root / "submitted" / student / "autograd" / "timestamp.txt").write_text(stamp)
-    assert main(["--course", str(root), "grade", "--quiet"]) == 0
-    return root
+@pytest.fixture
+def graded_course(graded_sample_class):
+    """The sample class graded by `autograd-course grade` in the default layout (tests/conftest.py), read only."""
+    return graded_sample_class[0]
 
 
 def our_grades(root):
@@ -85,7 +65,8 @@ def test_autograded_notebook_has_no_hidden_tests_and_shows_our_result(graded_cou
     assert "marks.value(" not in text
     cells = {c["metadata"].get("nbgrader", {}).get("grade_id"): c for c in json.loads(text)["cells"]}
     assert cells["test_tiny_net"]["outputs"][0]["text"].startswith("autograd-course: 6 / 7 points")
-    assert (graded_course / "autograded" / "alice" / "autograd" / "timestamp.txt").read_text() == TIMESTAMPS["alice"]
+    stamp = (graded_course / "autograded" / "alice" / "autograd" / "timestamp.txt").read_text()
+    assert stamp == SAMPLE_TIMESTAMPS["alice"]
     # frank's file is no notebook: the release stands in, with a note, so formgrader can still open it
     frank = json.loads((graded_course / "autograded" / "frank" / "autograd" / "autograd.ipynb").read_text())
     assert "could not read this submission" in frank["cells"][0]["source"]

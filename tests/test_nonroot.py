@@ -17,9 +17,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from test_pool import ORPHAN
 
-from helpers import NONROOT_USER, ROOT, add_cell, nonroot_python, submitted_notebook, write
+from tests.support.helpers import NONROOT_USER, ORPHAN, ROOT, add_cell, nonroot_python, submitted_notebook, write
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from course.notebook import FormError, Marks, check_form, check_with_torch
-from helpers import CORRECT_CODE, RELEASE_NOTEBOOK, fill, load
+from tests.support.helpers import CORRECT_CODE, RELEASE_NOTEBOOK, fill, load
 
 NBGRADER_VALIDATE_WIDTH = 87  # nbgrader validate cuts longer lines with "..."
 
@@ -235,7 +235,7 @@ def test_the_judges_marks_wins_over_the_notebooks(assignment, monkeypatch):
     every question with its own Marks (ValueResults come only from it) and never runs the setup cell."""
     import course.notebook
     from course.judge import judge
-    from test_contract import contract_answers
+    from tests.support.helpers import contract_answers
 
     class Sabotaged:
         def __init__(self, *args, **kwargs) -> None:

@@ -8,7 +8,7 @@ from course.config import DEFAULT_SANDBOX_UID, Limits
 from course.sandbox import WarmPool, choose_isolation
 from course.sandbox.uids import lease_uid
 from course.submission import Cell
-from helpers import ROOT, needs_tool
+from tests.support.helpers import ORPHAN, ROOT, needs_tool
 
 LIMITS = Limits(cell_seconds=3, submission_seconds=15)
 ISOLATION = choose_isolation("auto", DEFAULT_SANDBOX_UID, LIMITS.tmp_mb)[0]
@@ -254,7 +254,7 @@ def test_workers_are_handed_only_the_releases_public_code_cells(tmp_path):
     from course.config import load_config
     from course.release import release
     from course.selftest import released_code_cells
-    from helpers import copy_course
+    from tests.support.helpers import copy_course
 
     root = copy_course(tmp_path / "course")
     config = load_config(root)
@@ -270,17 +270,6 @@ def test_workers_are_handed_only_the_releases_public_code_cells(tmp_path):
                              "source": "x = 1\n### BEGIN HIDDEN TESTS\nassert x == 1\n### END HIDDEN TESTS\n"}
     config.release_notebook("autograd").write_text(json.dumps(notebook), encoding="utf-8")
     assert not any("HIDDEN" in cell for cell in released_code_cells(config, "autograd"))
-
-
-ORPHAN = """import os, subprocess, time
-# a process whose parent ends first is orphaned to the namespace's pid 1, a small program that never waits:
-# the kernel must reap it when it ends, or it would stay behind as a zombie, holding a pid of the allowance
-orphan = int(subprocess.run(['sh', '-c', 'sleep 0.2 & echo $!'], capture_output=True, text=True).stdout)
-deadline = time.monotonic() + 2
-while os.path.exists(f'/proc/{orphan}') and time.monotonic() < deadline:
-    time.sleep(0.05)
-result = [os.path.exists(f'/proc/{orphan}'), open('/proc/1/cmdline').read().split(chr(0))[0]]
-"""
 
 
 def test_what_a_student_orphans_is_reaped_by_their_pid_1(pool):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 CONFIG = ROOT / ".pre-commit-config.yaml"
 

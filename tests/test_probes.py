@@ -10,7 +10,7 @@ import pytest
 from course.config import load_config
 from course.errors import ConfigError, SourceNotebookError
 from course.probes import GRID, drawn_points, has_secret, probe_points
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from course.assignment import load_course_assignment
 from course.config import load_config
 from course.errors import CourseError, ReleaseError
 from course.release import find_leaks, release
-from helpers import RELEASE_NOTEBOOK, ROOT, SOURCE_NOTEBOOK, TRAINING_RELEASE, load
+from tests.support.helpers import RELEASE_NOTEBOOK, ROOT, SOURCE_NOTEBOOK, TRAINING_RELEASE, load
 
 
 def _edit_source(course_root, replacements: dict[str, str]) -> None:
@@ -50,21 +50,14 @@ def test_a_solution_outside_its_region_is_caught(course_config, course_root, tmp
 
 
 @pytest.mark.slow
-def test_release_is_verified_with_nbgrader_autograde(course_config, capfd):
-    report = release(course_config)
-    assert (report.solution_score, report.untouched_score, report.max_score) == (57, 0, 57)
-    noise = capfd.readouterr()
-    # nbgrader's kernels use unix sockets (configured), so ipykernel has no TCP warning to give
-    assert "without encryption" not in noise.out + noise.err
-
-
-@pytest.mark.slow
-def test_release_says_which_stage_it_is_at_on_stderr(course_root, capsys):
-    """A release takes tens of seconds: each stage is a log line on stderr (course/logs.py), the result on stdout."""
+def test_release_is_verified_with_nbgrader_autograde_and_says_each_stage_on_stderr(course_root, capfd):
+    """A release takes tens of seconds: each stage is a log line on stderr (course/logs.py), the result on stdout,
+    with the proof's scores. (One release for what were two tests, each releasing: the proof's scores and quiet
+    kernels, and the stages.)"""
     from course.cli import main
 
     assert main(["--course", str(course_root), "release", "--assignment", "autograd"]) == 0
-    captured = capsys.readouterr()
+    captured = capfd.readouterr()  # nbgrader's kernels write to the file descriptors, not through sys.stderr
     stages = [line.split("course.release: ", 1)[1] for line in captured.err.splitlines() if "course.release: " in line]
     assert stages == ["release autograd: nbgrader generate_assignment",
                       "release autograd: proof: nbgrader generate_assignment in a scratch course",
@@ -74,9 +67,12 @@ def test_release_says_which_stage_it_is_at_on_stderr(course_root, capsys):
                       f"{course_root / 'release' / 'autograd'}"], captured.err
     assert " INFO course.release: " in captured.err
     assert "released " in captured.out
+    assert "verified with nbgrader autograde: source solutions 57/57, untouched release 0/57" in captured.out
+    # nbgrader's kernels use unix sockets (configured), so ipykernel has no TCP warning to give
+    assert "without encryption" not in captured.out + captured.err
     assert main(["--course", str(course_root), "--log-level", "warning", "release", "--assignment", "autograd",
                  "--no-verify"]) == 0
-    assert "course.release" not in capsys.readouterr().err
+    assert "course.release" not in capfd.readouterr().err
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ from course.config import load_config
 from course.errors import ReleaseError
 from course.release import release
 from course.term import released_to
-from helpers import copy_course
+from tests.support.helpers import copy_course
 
 SECRET = "a course secret for the refresh tests"  # noqa: S105 - the tests' own
 FIXED_POINTS = 4.0  # test_slopes' points after the instructor's fix (3 in the course as committed)

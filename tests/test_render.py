@@ -14,8 +14,7 @@ from course.feedback import build_feedback
 from course.feedback_model import CellError, Feedback, QuestionFeedback
 from course.judge import judge
 from course.render import question_markdown, question_view, render_html
-from helpers import ALL_VALUES, ROOT, TRAINING_VALUES, wrong_literal
-from test_contract import contract_answers
+from tests.support.helpers import ALL_VALUES, ROOT, TRAINING_VALUES, contract_answers, wrong_literal
 
 TOL = 1e-6
 

@@ -1,5 +1,6 @@
 """Names as rosters write them reach nbgrader's student table as a person would expect, and as nbgrader's own
-unquoting `export` can carry them (the end-to-end check, with `nbgrader export` itself: test_term_names.py)."""
+unquoting `export` can carry them (the end-to-end check, with `nbgrader export` itself:
+test_term_nbgrader_commands.py)."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def test_a_canvas_style_roster_reads_with_its_quoted_names(tmp_path):
 
 
 def test_the_example_roster_names_the_sample_class_with_the_columns_the_docs_describe():
-    from helpers import ROOT
+    from tests.support.helpers import ROOT
 
     students = read_roster(ROOT / "docs" / "example-roster.csv")
     samples = ROOT / "tests" / "samples" / "submitted"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from helpers import ROOT
-from samples.make_samples import BACKPROP, SUBMITTED, backprop_samples, render, samples
+from tests.samples.make_samples import BACKPROP, SUBMITTED, backprop_samples, render, samples
+from tests.support.helpers import ROOT
 
 
 def test_samples_are_up_to_date():

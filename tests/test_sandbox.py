@@ -12,7 +12,7 @@ from course.config import DEFAULT_SANDBOX_UID, Limits
 from course.sandbox import choose_isolation, run_cells
 from course.sandbox.uids import UID_RANGE
 from course.submission import Cell
-from helpers import ROOT, needs_tool
+from tests.support.helpers import ROOT, needs_tool
 
 LIMITS = Limits(cell_seconds=5, submission_seconds=20)
 ISOLATION = choose_isolation("auto", DEFAULT_SANDBOX_UID, LIMITS.tmp_mb)[0]

@@ -13,7 +13,7 @@ from course.assignment import load_assignment, released_assignment
 from course.cli import main
 from course.errors import SourceNotebookError, SubmissionError
 from course.selfcheck import CheckReport, QuestionCheck
-from helpers import CORRECT_CODE, RELEASE_NOTEBOOK, SOURCE_NOTEBOOK, load, submitted_notebook, write
+from tests.support.helpers import CORRECT_CODE, RELEASE_NOTEBOOK, SOURCE_NOTEBOOK, load, submitted_notebook, write
 
 
 def test_the_release_alone_gives_the_questions_the_source_gives(assignment):

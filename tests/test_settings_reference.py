@@ -13,7 +13,7 @@ import pytest
 from course.config import CourseConfig, parse_config
 from course.errors import ConfigError
 from course.schema import declared
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 # the script's names, as it defines them
 GENERATOR = runpy.run_path(str(ROOT / "docs" / "generators" / "settings_reference.py"))

@@ -14,7 +14,7 @@ from course.cli import main
 from course.discovery import SubmissionRef
 from course.errors import CourseError
 from course.shards import SHARD_FORMAT, Shard, _shards, parse_shard, shard_of
-from helpers import ROOT, copy_course
+from tests.support.helpers import ROOT, copy_course
 
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
 ROSTER = "student_id\nalice\nbob\ncarol\ndave\nerin\nfrank\ngina\n"  # gina submits nothing

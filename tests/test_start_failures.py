@@ -39,7 +39,7 @@ from course.sandbox.handed_in import RUNNER_SOURCE
 from course.selftest import from_source, prove_setup, untouched_release
 from course.status import Status
 from course.submission import Cell
-from helpers import ROOT, SAMPLE_SCORES, add_cell, copy_course, load, set_limit, submitted_notebook, write
+from tests.support.helpers import ROOT, SAMPLE_SCORES, add_cell, copy_course, load, set_limit, submitted_notebook, write
 
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
 DOOMED = "# this notebook's sandbox ends before ready"

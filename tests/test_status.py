@@ -20,7 +20,7 @@ from course.service import store as store_module
 from course.service.policy import ServicePolicy
 from course.service.store import Attempt, Store, new_token
 from course.status import GRADING_GIVES, RAN, SCORED, Status
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 STATUS_SOURCE = ROOT / "course" / "status.py"
 GOLDEN_FEEDBACK = ROOT / "tests" / "goldens" / "bob.verdicts.feedback.json"

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import student_install
 
-from helpers import ROOT
+from tests.support import student_install
+from tests.support.helpers import ROOT
 
 STUDENTS_MD = ROOT / "docs" / "students.md"
 NBGRADER = str(Path(sys.executable).parent / "nbgrader")  # the instructor's, in the test environment
@@ -61,7 +61,7 @@ def test_the_jupyterhub_image_sets_up_what_the_page_says():
 
 @pytest.mark.slow
 def test_a_student_install_fetches_checks_and_submits_without_the_grader_s_tools(tmp_path):
-    # The page's install command, run in the background from the start of the run (tests/student_install.py).
+    # The page's install command, run in the background from the start of the run (tests/support/student_install.py).
     [create] = [line for line in blocks("bash") if "pip install" in line]
     assert create == "python3.11 -m venv .venv && .venv/bin/pip install autograd_course-*.whl"
     install = student_install.installed()

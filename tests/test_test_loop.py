@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, require_tool
+from tests.support.helpers import ROOT, require_tool
 
 # What a fresh machine lacks: the tools of the container, browser, PostgreSQL and proxy tests.
 HIDDEN = frozenset({"podman", "buildah", "runc", "crun", "conmon", "mmdebstrap", "chromium", "chromium-browser",

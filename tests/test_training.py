@@ -20,7 +20,7 @@ from course.config import load_config
 from course.judge import judge, matches
 from course.misconceptions import diagnose
 from course.release import find_leaks, release
-from helpers import ROOT, TRAINING_RELEASE, TRAINING_SOURCE, TRAINING_VALUES, fill, load, write
+from tests.support.helpers import ROOT, TRAINING_RELEASE, TRAINING_SOURCE, TRAINING_VALUES, fill, load, write
 
 TRAINING = load_course_assignment(load_config(ROOT), "training")
 CONTENT = TRAINING.content  # source/training/exercises.py
@@ -377,7 +377,7 @@ def test_the_training_zip_grades_on_gradescope_with_its_chain_table_and_notes(tm
 
     from course.bundle import build_bundle
     from course.gradescope import run_autograder
-    from helpers import copy_course
+    from tests.support.helpers import copy_course
 
     root = copy_course(tmp_path / "course")
     for part in ("pyproject.toml", "README.md", "LICENSE", "course", "autograder"):  # the zip packs the package

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CORRECT_CODE, RELEASE_NOTEBOOK, submitted_notebook, write
+from tests.support.helpers import CORRECT_CODE, RELEASE_NOTEBOOK, submitted_notebook, write
 
 pytestmark = pytest.mark.slow
 

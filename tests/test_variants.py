@@ -18,7 +18,7 @@ from course.config import load_config
 from course.errors import ConfigError
 from course.judge import judge
 from course.variants import fill_text, numbers_for
-from helpers import ALL_VALUES, ROOT, solve
+from tests.support.helpers import ALL_VALUES, ROOT, solve
 
 AUTOGRAD = load_course_assignment(load_config(ROOT), "autograd")
 CONTENT = AUTOGRAD.content  # source/autograd/exercises.py
@@ -119,7 +119,7 @@ def test_personalised_release_and_the_wrong_student_id(course_root, monkeypatch,
     from course.discovery import SubmissionRef
     from course.grading import grade_submission
     from course.release import release
-    from helpers import fill
+    from tests.support.helpers import fill
 
     monkeypatch.setenv("AUTOGRAD_COURSE_SECRET", SECRET.decode())
     config = replace(load_config(course_root), variants=True)

@@ -32,7 +32,7 @@ from course.assignment import load_course_assignment
 from course.cli import main
 from course.config import load_config
 from course.variants import derive, numbers_source
-from helpers import (
+from tests.support.helpers import (
     CORRECT_CODE,
     ROOT,
     exchange_course,
@@ -45,7 +45,7 @@ from helpers import (
     write,
     wrong_literal,
 )
-from helpers import write_roster as write_roster_rows
+from tests.support.helpers import write_roster as write_roster_rows
 
 pytestmark = pytest.mark.slow
 
@@ -120,7 +120,7 @@ def read_tokens(path: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def term(tmp_path_factory):
     """The whole term, up to a running service with the late student added; yields what the tests look at."""
-    from service.conftest import Server, notebook_bytes, request
+    from tests.support.service import Server, notebook_bytes, request
 
     base = tmp_path_factory.mktemp("week-one")
     root, exchange, homes = exchange_course(base)
@@ -238,7 +238,7 @@ def test_each_personalised_notebook_reaches_only_its_student(term):
 
 
 def test_old_links_still_work_and_the_late_student_s_link_works(term):
-    from service.conftest import request
+    from tests.support.service import request
 
     server, first = term["server"], term["first_links"]
     assert {s: server.tokens[s] for s in first} == first  # re-running serve tokens changed no earlier link
@@ -252,7 +252,7 @@ def test_old_links_still_work_and_the_late_student_s_link_works(term):
 
 
 def test_the_dashboards_lms_csvs_hold_no_0_for_a_student_the_service_never_saw(term):
-    from service.conftest import request
+    from tests.support.service import request
 
     server, ours = term["server"], read_csv(term["root"] / "grades-autograd.csv")
     base = f"{server.url}/i/{server.instructor}"

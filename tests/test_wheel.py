@@ -15,7 +15,7 @@ import pytest
 
 from course.assignment import HIDDEN_BEGIN, HIDDEN_END, SOLUTION_BEGIN, SOLUTION_END, nbgrader_meta, region_lines
 from course.bundle import build_wheel
-from helpers import RELEASE_NOTEBOOK, ROOT, SOURCE_NOTEBOOK, load, write
+from tests.support.helpers import RELEASE_NOTEBOOK, ROOT, SOURCE_NOTEBOOK, load, write
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ import pytest
 
 from course import nbgrader_bridge
 from course.config import load_config
-from helpers import ROOT, copy_course
+from tests.support.helpers import ROOT, copy_course
 
 pytestmark = pytest.mark.slow
 

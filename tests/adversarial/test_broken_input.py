@@ -10,9 +10,8 @@ import pytest
 
 from course.batch import grade_batch
 from course.discovery import discover
-from helpers import ROOT, load, write
-
-from .conftest import baseline_notebook, fast_config, grade, per_question
+from tests.support.adversarial import baseline_notebook, fast_config, grade, per_question
+from tests.support.helpers import ROOT, load, write
 
 NOTEBOOK_V3 = json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [{"cells": []}]})
 
@@ -95,7 +94,7 @@ def test_over_the_size_limit(tmp_path):
 
 
 def test_a_symlink_to_the_answer_key_is_refused(tmp_path):
-    from helpers import SOURCE_NOTEBOOK
+    from tests.support.helpers import SOURCE_NOTEBOOK
 
     (tmp_path / "student.ipynb").symlink_to(SOURCE_NOTEBOOK)
     from course.assignment import load_assignment
@@ -156,7 +155,7 @@ def test_duplicate_student_ids_and_unusable_names_in_a_batch(tmp_path, course_ro
 
 
 def test_a_syntax_error_is_named_before_the_answers_it_cost(tmp_path, grader):
-    from helpers import CORRECT_CODE, submitted_notebook
+    from tests.support.helpers import CORRECT_CODE, submitted_notebook
 
     graded, _ = grader(submitted_notebook({**CORRECT_CODE, "net_dL_dw": "12 +* 3"}), tmp_path)
     first = graded.feedback.messages[0]

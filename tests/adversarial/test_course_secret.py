@@ -18,7 +18,7 @@ from course.config import load_config
 from course.errors import ConfigError
 from course.gradescope import run_autograder
 from course.variants import load_secret
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 
 def _secret(folder, mode: int):

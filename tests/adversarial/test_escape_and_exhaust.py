@@ -11,9 +11,8 @@ import shutil
 import pytest
 
 from course.batch import grade_batch
-from helpers import ROOT, copy_course
-
-from .conftest import fast_config, needs_bwrap, per_question, with_cell
+from tests.support.adversarial import fast_config, needs_bwrap, per_question, with_cell
+from tests.support.helpers import ROOT, copy_course
 
 pytestmark = pytest.mark.slow
 
@@ -103,7 +102,7 @@ def test_the_batch_goes_on_after_a_hostile_submission(tmp_path):
     root = tmp_path / "course"
     copy_course(root)
     submitted = root / "submitted"
-    from helpers import write
+    from tests.support.helpers import write
 
     write(with_cell("while True:\n    pass"), submitted / "a-looper" / "autograd" / "autograd.ipynb")
     write(with_cell("import os\nos._exit(1)"), submitted / "b-exiter" / "autograd" / "autograd.ipynb")

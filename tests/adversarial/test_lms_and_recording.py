@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from course.cli import main
-from helpers import ALL_VALUES, CONTRACT_FUNCTIONS, ROOT, submitted_notebook, wrong_literal
+from tests.support.helpers import ALL_VALUES, CONTRACT_FUNCTIONS, ROOT, submitted_notebook, wrong_literal
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +40,7 @@ TERM = {"alice": 57, "bob": 45, "dave": 57, "erin": 4}  # the bundled samples' s
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    from service.conftest import Server, course_for_service, notebook_bytes
+    from tests.support.service import Server, course_for_service, notebook_bytes
 
     root = course_for_service(tmp_path_factory.mktemp("lms") / "course")
     for student in TERM:
@@ -86,7 +86,7 @@ def grades_rows(root: Path) -> dict[str, dict[str, str]]:
 
 def lms_cells(server) -> tuple[dict[str, str], dict[str, str]]:
     """{student: cell} of the dashboard's Canvas CSV (by Canvas's ID) and Moodle CSV (by email)."""
-    from service.conftest import request
+    from tests.support.service import request
 
     base = f"{server.url}/i/{server.instructor}"
     by_id = {row["lms_id"]: row["student_id"] for row in ROSTER}
@@ -124,7 +124,7 @@ def files_of(root: Path, student: str) -> dict[str, bytes]:
 
 
 def preview(server) -> tuple[str, str, str]:
-    from service.conftest import request
+    from tests.support.service import request
 
     page = request(f"{server.url}/i/{server.instructor}/export/gradebook").text
     csrf = re.search(r'name=csrf value="([^"]+)"', page).group(1)
@@ -133,7 +133,7 @@ def preview(server) -> tuple[str, str, str]:
 
 
 def post(server, fields: dict):
-    from service.conftest import multipart, request
+    from tests.support.service import multipart, request
 
     body, kind = multipart(fields)
     return request(f"{server.url}/i/{server.instructor}/export/gradebook", method="POST", data=body,
@@ -154,7 +154,7 @@ def test_the_dashboards_lms_csvs_give_no_grade_to_a_student_nobody_graded(course
     assert canvas == want
     assert moodle == want
     assert [s for s, cell in canvas.items() if cell == "0"] == ["carol"]  # no 0 but the one the service gave
-    from service.conftest import request
+    from tests.support.service import request
 
     dashboard = request(f"{server.url}/i/{server.instructor}/").text
     assert "never a 0 for work nobody graded" in dashboard
@@ -164,7 +164,7 @@ def test_a_term_student_with_no_link_is_left_out_and_named_not_a_409(course):
     """dave is graded in the term (57) but his section never got links, so the service has no LMS id of his: the
     dashboard's Canvas and Moodle CSVs still answer for the class (at d763e9f: 409, "dave graded but not in the
     roster", for everyone), with no row for him (none without ids, no 0), and the dashboard names him."""
-    from service.conftest import request
+    from tests.support.service import request
 
     root, server = course
     assert grades_rows(root)["dave"]["score"] == "57"
@@ -188,7 +188,7 @@ def test_a_term_student_with_no_link_is_left_out_and_named_not_a_409(course):
 def test_the_lms_export_refuses_a_term_row_grading_could_not_have_written(course):
     """A grades-autograd.csv row read back is input: a score above its maximum, a formula or nan stops the
     export with a sentence naming the file and the student; nothing is sent to the LMS."""
-    from service.conftest import request
+    from tests.support.service import request
 
     root, server = course
     path = root / "grades-autograd.csv"

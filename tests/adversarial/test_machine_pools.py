@@ -20,8 +20,7 @@ import pytest
 from course.config import Limits
 from course.sandbox.limits import PTYS
 from course.submission import Cell
-
-from .conftest import per_question, with_cell
+from tests.support.adversarial import per_question, with_cell
 
 pytestmark = pytest.mark.slow
 

@@ -24,9 +24,8 @@ from course.gradescope import to_results
 from course.handwork import computed_answers, parse_cells
 from course.render import render_html
 from course.submission import Cell
-from helpers import ROOT, write
-
-from .conftest import ISOLATION, fast_config, needs_bwrap, per_question, with_cell
+from tests.support.adversarial import ISOLATION, fast_config, needs_bwrap, per_question, with_cell
+from tests.support.helpers import ROOT, write
 
 pytestmark = pytest.mark.slow
 
@@ -310,8 +309,7 @@ def test_feedback_that_reveals_only_verdicts_holds_no_torch_value(grader, tmp_pa
     from course.assignment import load_assignment
     from course.discovery import SubmissionRef
     from course.grading import grade_submission
-
-    from .conftest import baseline_notebook
+    from tests.support.adversarial import baseline_notebook
 
     config = fast_config()
     path = write(baseline_notebook(), tmp_path / "student.ipynb")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from course.cli import main
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 SAMPLES = ROOT / "tests" / "samples" / "submitted"
 TIMESTAMP = "2026-11-20 09:00:00.000000 UTC"

@@ -10,9 +10,8 @@ import pytest
 
 from course.config import Limits
 from course.submission import Cell
-from helpers import ROOT
-
-from .conftest import needs_bwrap
+from tests.support.adversarial import needs_bwrap
+from tests.support.helpers import ROOT
 
 pytestmark = [pytest.mark.slow, needs_bwrap]
 

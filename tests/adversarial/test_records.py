@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from helpers import add_cell, submitted_notebook
+from tests.support.helpers import add_cell, submitted_notebook
 
 # A cell whose nbgrader metadata is of a JSON type nobody expects: what a student can put in any upload.
 ODD_METADATA = {"nbgrader": {"grade_id": ["odd"], "grade": False, "solution": False, "locked": False}}
 
 
 def recording_page(server):
-    from service.conftest import request
+    from tests.support.service import request
 
     base = f"{server.url}/i/{server.instructor}"
     preview = request(f"{base}/export/gradebook").text
@@ -31,7 +31,7 @@ def recording_page(server):
 
 
 def post_form(server, **fields):
-    from service.conftest import multipart, request
+    from tests.support.service import multipart, request
 
     base, preview, csrf, _ = recording_page(server)
     if "plan" in fields and "student" not in fields:  # as the preview's form sends it: every student ticked
@@ -88,7 +88,7 @@ def test_one_students_fault_never_stops_or_bends_anothers_record(tmp_path):
     rows agreeing, names each one it could not record with why, and leaves their records exactly as they were;
     its undo then puts the honest students back. (At b99931e: a 500, nobody recorded, alice's submitted/
     replaced while the gradebook had nothing of hers.)"""
-    from service.conftest import Server, course_for_service, notebook_bytes
+    from tests.support.service import Server, course_for_service, notebook_bytes
 
     root = course_for_service(tmp_path / "course")
     server = Server(root, jobs=1)
@@ -203,7 +203,7 @@ def test_a_recording_that_stopped_half_way_is_undone(tmp_path):
     one's files are in place, the gradebook holds nothing. The dashboard says the recording stopped half-way, its
     undo puts the first student's files back, and a new recording then records everyone. (At b99931e the undo
     refused: "every record it wrote has changed", and alice's files stayed without a gradebook row.)"""
-    from service.conftest import Server, course_for_service, notebook_bytes
+    from tests.support.service import Server, course_for_service, notebook_bytes
 
     root = course_for_service(tmp_path / "course")
     server = Server(root, jobs=1)
@@ -253,7 +253,7 @@ def test_an_undo_number_that_is_no_number_of_ours_is_refused_in_a_sentence(tmp_p
     """The undo form's recording number, with the instructor's valid CSRF token: "²" is a digit to `isdigit` and
     no number to `int` (at d763e9f: a 500); "١" `int` reads as 1, and undid recording 1. Each is refused with the
     page's sentence and recording 1 stands, until the form's own "1" undoes it."""
-    from service.conftest import Server, course_for_service, notebook_bytes
+    from tests.support.service import Server, course_for_service, notebook_bytes
 
     root = course_for_service(tmp_path / "course")
     server = Server(root, jobs=1)
@@ -282,7 +282,7 @@ def test_a_history_folder_named_with_a_digit_int_refuses_is_left_alone(tmp_path)
     numbering the next recording trusted) and "1²" (which the recordings' pattern [0-9]* matches): at d763e9f
     the preview or the recording was a 500. Now they are not recordings: left as they are, and the recording is
     number 1, which undo then finds."""
-    from service.conftest import Server, course_for_service, notebook_bytes, request
+    from tests.support.service import Server, course_for_service, notebook_bytes, request
 
     root = course_for_service(tmp_path / "course")
     server = Server(root, jobs=1)
@@ -313,7 +313,7 @@ def test_a_recording_file_of_another_shape_is_named_not_a_500(tmp_path):
     """gradebook-history/<a>/0001/recording.json is read back: input. One that is JSON of another shape ({}, a
     list, a student without an entry of ours) was a KeyError: the preview answered 500. Now the page names the
     file and says what to do, and recording stays possible once it is moved aside."""
-    from service.conftest import Server, course_for_service, notebook_bytes, request
+    from tests.support.service import Server, course_for_service, notebook_bytes, request
 
     root = course_for_service(tmp_path / "course")
     server = Server(root, jobs=1)
@@ -346,7 +346,7 @@ SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "submitted"
 def sharded_course(root: Path, students: tuple[str, ...] = ("alice", "bob")) -> Path:
     import shutil
 
-    from helpers import copy_course
+    from tests.support.helpers import copy_course
 
     copy_course(root)
     for student in students:

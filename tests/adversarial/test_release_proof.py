@@ -18,7 +18,7 @@ from course.cli import main
 from course.config import load_config
 from course.errors import ReleaseError
 from course.release import release
-from helpers import copy_course
+from tests.support.helpers import copy_course
 
 ONE_CALL = "8. One `backward()` fills every parameter"
 SLOPES = "1. A gradient is a slope"

@@ -13,14 +13,13 @@ import html
 from dataclasses import replace
 
 import pytest
-from test_gradescope import unescape_markdown
 
 from course.assignment import load_assignment
 from course.feedback_model import Feedback
 from course.render import question_markdown, render_html
-from helpers import CORRECT_CODE, write
-
-from .conftest import fast_config, grade
+from tests.support.adversarial import fast_config, grade
+from tests.support.gradescope import unescape_markdown
+from tests.support.helpers import CORRECT_CODE, write
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +32,7 @@ WRONG_FAR_LEFT = ("def cubic_derivative(x):\n"
 
 
 def _notebook(function: str) -> dict:
-    from helpers import submitted_notebook
+    from tests.support.helpers import submitted_notebook
 
     return submitted_notebook({**CORRECT_CODE, "cubic_derivative": function})
 
@@ -90,7 +89,7 @@ def test_a_function_wrong_only_for_negative_inputs_always_fails(grader, tmp_path
 
 def _with_secret(tmp_path, name: str = "course.key"):
     """The course, copied, with a course secret in a private file (and variants still off)."""
-    from helpers import copy_course
+    from tests.support.helpers import copy_course
 
     root = copy_course(tmp_path / "course")
     secret = root / name
@@ -139,11 +138,10 @@ def test_with_a_secret_the_points_are_the_courses_own_and_a_verdicts_page_never_
 
 def test_gradescope_calls_the_function_at_the_points_grade_uses(tmp_path):
     """run_autograder (Gradescope) and `grade` agree on the score and on the points stated in the feedback."""
-    from test_gradescope import make_root
-
     from course.discovery import SubmissionRef
     from course.gradescope import run_autograder
     from course.grading import grade_submission
+    from tests.support.gradescope import make_root
 
     notebook = _notebook(RIGHT_FOR_POSITIVE_ONLY)
     root = make_root(tmp_path, {"autograd.ipynb": notebook})
@@ -164,7 +162,7 @@ def test_the_service_calls_the_function_at_the_points_grade_uses(tmp_path):
     """An upload to `serve` is graded at the points `grade` uses: the same score and the same stated points."""
     from course.discovery import SubmissionRef
     from course.grading import grade_submission
-    from service.conftest import Server, course_for_service, notebook_bytes, request
+    from tests.support.service import Server, course_for_service, notebook_bytes, request
 
     notebook = _notebook(RIGHT_FOR_POSITIVE_ONLY)
     server = Server(course_for_service(tmp_path / "course"))

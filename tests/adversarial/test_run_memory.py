@@ -21,8 +21,7 @@ import pytest
 from course.config import DEFAULT_SANDBOX_UID
 from course.sandbox import Cell
 from course.sandbox.uids import descendants
-
-from .conftest import ISOLATION, fast_config, needs_bwrap, per_question, with_cell
+from tests.support.adversarial import ISOLATION, fast_config, needs_bwrap, per_question, with_cell
 
 pytestmark = pytest.mark.slow
 
@@ -197,7 +196,7 @@ def test_a_grader_that_is_not_root_accounts_the_run(tmp_path):
     import json
     import subprocess
 
-    from helpers import NONROOT_USER, ROOT, nonroot_python
+    from tests.support.helpers import NONROOT_USER, ROOT, nonroot_python
 
     python = nonroot_python()
     tmp_path.chmod(0o755)

@@ -20,9 +20,8 @@ from pathlib import Path
 import pytest
 
 from course.cli import main
-from helpers import ROOT, copy_course, formgrader_server, write
-
-from .conftest import baseline_notebook
+from tests.support.adversarial import baseline_notebook
+from tests.support.helpers import ROOT, copy_course, formgrader_server, write
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -77,7 +76,7 @@ MARKUP_FOUND = """(root) => {
 
 @pytest.fixture(scope="module")
 def graded_course(tmp_path_factory):
-    from browser.conftest import require_browser
+    from tests.support.browser import require_browser
 
     require_browser()
     root = tmp_path_factory.mktemp("formgrader") / "course"
@@ -101,8 +100,9 @@ def formgrader(graded_course):
 
 @pytest.fixture
 def page():
-    from browser.conftest import CHROMIUM, CHROMIUM_ARGS
     from playwright.sync_api import sync_playwright
+
+    from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

@@ -24,9 +24,8 @@ from course.grading import INCOMPLETE_CHECK_TEXT
 from course.nbgrader_bridge import grade_cell_scores
 from course.roster import Student
 from course.submission import Cell
-from helpers import copy_course, write
-
-from .conftest import baseline_notebook, per_question, with_cell
+from tests.support.adversarial import baseline_notebook, per_question, with_cell
+from tests.support.helpers import copy_course, write
 
 LOCKED_CELL = 5  # the released notebook's locked form cell of "1. A gradient is a slope" (form_slopes)
 ANSWER_CELL = 4  # that question's answer cell (answer_slopes, 3 points)

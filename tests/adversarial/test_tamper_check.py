@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import ROOT
-
-from .conftest import needs_bwrap, per_question, with_cell
+from tests.support.adversarial import needs_bwrap, per_question, with_cell
+from tests.support.helpers import ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -6,9 +6,8 @@ import copy
 
 import pytest
 
-from helpers import SOURCE_NOTEBOOK, load
-
-from .conftest import baseline_notebook, per_question, with_cell
+from tests.support.adversarial import baseline_notebook, per_question, with_cell
+from tests.support.helpers import SOURCE_NOTEBOOK, load
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from sqlalchemy import select
 from course.cli import main
 from course.service import store as store_module
 from course.service.store import Store
-from helpers import submitted_notebook
+from tests.support.helpers import submitted_notebook
 
 
 def write_roster(path: Path, students: list[str]) -> Path:
@@ -41,7 +41,7 @@ def hashes(root: Path) -> dict[str, str]:
 
 
 def test_a_longer_roster_adds_the_new_students_and_leaves_every_earlier_link(tmp_path, capsys):
-    from service.conftest import course_for_service
+    from tests.support.service import course_for_service
 
     root = course_for_service(tmp_path / "course")
     out, instructor_file = tmp_path / "tokens.csv", tmp_path / "tokens-instructor.txt"
@@ -85,7 +85,7 @@ def test_a_longer_roster_adds_the_new_students_and_leaves_every_earlier_link(tmp
 def test_over_http_a_late_student_a_rotation_and_a_revocation_reach_only_their_link(tmp_path, backend):
     """Against a running `autograd-course serve` (SQLite, or a real PostgreSQL server of its own): the tokens
     changed while it runs, each link opened over HTTP."""
-    from service.conftest import new_database, running_postgres
+    from tests.support.service import new_database, running_postgres
 
     if backend == "sqlite":
         links_over_http(tmp_path, None)
@@ -96,8 +96,8 @@ def test_over_http_a_late_student_a_rotation_and_a_revocation_reach_only_their_l
 
 def links_over_http(tmp_path: Path, database: str | None) -> None:
     from course.service.access import RETIRED_INSTRUCTOR_LINK, RETIRED_LINK
-    from service.conftest import Server, course_for_service, notebook_bytes
-    from service.conftest import request as http
+    from tests.support.service import Server, course_for_service, notebook_bytes
+    from tests.support.service import request as http
 
     server = Server(course_for_service(tmp_path / "course"), database=database)
     server.issue_tokens(["alice", "bob"])

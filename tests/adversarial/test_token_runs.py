@@ -24,7 +24,7 @@ ROUNDS = 6  # pairs of runs at once; one round of the old code's race was enough
 
 
 def course(tmp_path: Path) -> Path:
-    from service.conftest import course_for_service
+    from tests.support.service import course_for_service
 
     return course_for_service(tmp_path / "course")
 

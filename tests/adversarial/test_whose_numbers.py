@@ -27,7 +27,8 @@ from course.config import load_config
 from course.release import personalise
 from course.selfcheck import check_notebook
 from course.variants import derive
-from helpers import (
+from tests.support.adversarial import fast_config, grade
+from tests.support.helpers import (
     CORRECT_CODE,
     NBGRADER,
     RELEASE_NOTEBOOK,
@@ -38,8 +39,6 @@ from helpers import (
     submitted_notebook,
     write,
 )
-
-from .conftest import fast_config, grade
 
 SECRET = "a course secret for the whose-numbers tests"  # noqa: S105 - the tests' own
 STUDENTS = ("alice", "bob", "carol")
@@ -262,7 +261,7 @@ def test_the_service_gives_each_student_their_own_and_names_an_untouched_default
     the untouched default notebook its attempt page says both things first."""
     import html
 
-    from service.conftest import Server, course_for_service, notebook_bytes, request
+    from tests.support.service import Server, course_for_service, notebook_bytes, request
 
     monkeypatch.setenv("AUTOGRAD_COURSE_SECRET", SECRET)  # the server inherits it
     root = course_for_service(tmp_path / "course")

@@ -47,11 +47,11 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from course.service.store import Store, attempts, database_url, now_utc
-from helpers import submitted_notebook
-from service.conftest import Server, course_for_service, notebook_bytes, request
+from tests.support.helpers import submitted_notebook
+from tests.support.service import Server, course_for_service, notebook_bytes, request
 
 BODY = 2 * 1024 * 1024 - 1  # bytes an upload declares: within the default limit of 2048 KB
 

@@ -33,7 +33,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from course.deferred_imports import defer_start_up_imports
 
@@ -45,7 +45,7 @@ from course import nbgrader_bridge  # noqa: E402
 from course.batch import grade_batch  # noqa: E402
 from course.config import load_config  # noqa: E402
 from course.release import release  # noqa: E402
-from helpers import (  # noqa: E402
+from tests.support.helpers import (  # noqa: E402
     ALL_VALUES,
     CORRECT_CODE,
     ROOT,

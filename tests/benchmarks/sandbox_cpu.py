@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from course.assignment import load_course_assignment
 from course.config import load_config
@@ -31,7 +31,7 @@ from course.discovery import SubmissionRef
 from course.grading import grade_submission
 from course.release import release
 from course.sandbox import WarmPool
-from helpers import copy_course, submitted_notebook, write
+from tests.support.helpers import copy_course, submitted_notebook, write
 
 
 def descendants(pid: int) -> list[int]:

@@ -28,12 +28,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from sqlalchemy import create_engine, text
 
-from helpers import ALL_VALUES, CORRECT_CODE, add_cell, submitted_notebook, wrong_literal
-from service.conftest import Server, course_for_service, notebook_bytes
+from tests.support.helpers import ALL_VALUES, CORRECT_CODE, add_cell, submitted_notebook, wrong_literal
+from tests.support.service import Server, course_for_service, notebook_bytes
 
 HOSTILE = [
     "import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept Exception:\n    pass",

@@ -25,13 +25,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.serve_load import _cpu
 from sqlalchemy import create_engine, text
 
-from helpers import submitted_notebook
-from service.conftest import Server, course_for_service, new_database, notebook_bytes, running_postgres
+from tests.benchmarks.serve_load import _cpu
+from tests.support.helpers import submitted_notebook
+from tests.support.service import Server, course_for_service, new_database, notebook_bytes, running_postgres
 
 
 def _postgres_cpu(port: int) -> float:

@@ -22,13 +22,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from serve_load import _cpu, warm_up
-
-from helpers import ROOT, submitted_notebook
-from service.conftest import Server, course_for_service, notebook_bytes
+from tests.benchmarks.serve_load import _cpu, warm_up
+from tests.support.helpers import ROOT, submitted_notebook
+from tests.support.service import Server, course_for_service, notebook_bytes
 
 
 def _restore(pythonpath: str | None) -> None:

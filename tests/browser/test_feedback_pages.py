@@ -11,9 +11,8 @@ from playwright.sync_api import expect
 from course.batch import grade_batch
 from course.config import load_config
 from course.roster import Student
-from helpers import ROOT, copy_course
-
-from .conftest import screenshot
+from tests.support.browser import screenshot
+from tests.support.helpers import ROOT, copy_course
 
 pytestmark = pytest.mark.browser
 

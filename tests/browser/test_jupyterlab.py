@@ -13,16 +13,15 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from helpers import copy_course, free_port
-
-from .conftest import screenshot
+from tests.support.browser import screenshot
+from tests.support.helpers import copy_course, free_port
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
 def jupyterlab(tmp_path_factory):
-    from .conftest import require_browser
+    from tests.support.browser import require_browser
 
     require_browser()
     root = tmp_path_factory.mktemp("lab") / "course"

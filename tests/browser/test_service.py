@@ -7,10 +7,9 @@ import re
 
 import pytest
 
-from helpers import CORRECT_CODE, ROOT, add_cell, submitted_notebook, write
-from service.conftest import Server, course_for_service, notebook_bytes
-
-from .conftest import screenshot
+from tests.support.browser import screenshot
+from tests.support.helpers import CORRECT_CODE, ROOT, add_cell, submitted_notebook, write
+from tests.support.service import Server, course_for_service, notebook_bytes
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

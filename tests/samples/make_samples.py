@@ -8,9 +8,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from helpers import BACKPROP_RELEASE, CORRECT_CODE, RELEASE_NOTEBOOK, add_cell, fill, load
+from tests.support.helpers import BACKPROP_RELEASE, CORRECT_CODE, RELEASE_NOTEBOOK, add_cell, fill, load
 
 SUBMITTED = Path(__file__).resolve().parent / "submitted"
 BACKPROP = Path(__file__).resolve().parent / "backprop"  # not in the sample class: the README grades that one

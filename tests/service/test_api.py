@@ -9,9 +9,8 @@ import time
 
 import pytest
 
-from helpers import CORRECT_CODE, add_cell, submitted_notebook
-
-from .conftest import Server, course_for_service, multipart, notebook_bytes, request
+from tests.support.helpers import CORRECT_CODE, add_cell, submitted_notebook
+from tests.support.service import Server, course_for_service, multipart, notebook_bytes, request
 
 pytestmark = pytest.mark.slow
 

@@ -28,10 +28,8 @@ from course.service.policy import (
 from course.service.run import make_service
 from course.service.store import Attempt, Store, new_token
 from course.status import Status
-from helpers import submitted_notebook
-
-from .conftest import course_for_service, notebook_bytes
-from .test_page_cost import Client
+from tests.support.helpers import submitted_notebook
+from tests.support.service import Client, course_for_service, notebook_bytes
 
 FAILED_ON_OUR_SIDE = {"status": "autograder_error", "score": 0.0, "raw_score": 0.0, "late_penalty": 0.0,
                       "max_score": 57.0, "integrity": [], "seconds": 0.1,

@@ -26,9 +26,8 @@ from course.service.run import make_service
 from course.service.state import Service
 from course.service.store import REPLACED, REVOKED, new_token
 from course.service.uploads import MULTIPART_SLACK, UploadRefused, accept_upload
-from helpers import submitted_notebook
-
-from .conftest import course_for_service, multipart, notebook_bytes
+from tests.support.helpers import submitted_notebook
+from tests.support.service import course_for_service, multipart, notebook_bytes
 
 ATTEMPTS = 2
 UPLOAD_KB = 512

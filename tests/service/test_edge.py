@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import submitted_notebook
-
-from .conftest import STUDENTS, Server, course_for_service, free_port, notebook_bytes
+from tests.support.helpers import submitted_notebook
+from tests.support.service import STUDENTS, Server, course_for_service, free_port, notebook_bytes
 
 pytestmark = pytest.mark.slow
 

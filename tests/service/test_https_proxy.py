@@ -5,7 +5,6 @@ the proxy passes on)."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import ssl
@@ -17,12 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, needs_tool, submitted_notebook
-
-from .conftest import Reply, Server, course_for_service, free_port, multipart, notebook_bytes
+from tests.support.helpers import ROOT, needs_tool, submitted_notebook
+from tests.support.service import NGINX, Reply, Server, course_for_service, free_port, multipart, notebook_bytes
 
 # /usr/sbin is not on every user's PATH
-NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)
 pytestmark = [pytest.mark.slow,
               needs_tool("nginx", NGINX is not None, "the HTTPS proxy test runs it (apt-get install nginx-light)"),
               needs_tool("openssl", shutil.which("openssl") is not None, "the HTTPS proxy test makes its certificate")]

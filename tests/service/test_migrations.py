@@ -36,8 +36,7 @@ from course.errors import CourseError
 from course.feedback_model import FeedbackError
 from course.service import migrations
 from course.service.store import REVOKED, Store, hash_token, metadata
-
-from .conftest import Server, course_for_service, request
+from tests.support.service import Server, course_for_service, request
 
 DATABASES = Path(__file__).parent / "databases"
 HEAD = "0003"

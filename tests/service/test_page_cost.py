@@ -12,7 +12,6 @@ import json
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 import pytest
 from sqlalchemy import event
@@ -24,9 +23,8 @@ from course.service.app import create_app
 from course.service.edge import PageGate
 from course.service.run import make_service
 from course.service.store import new_token
-from helpers import submitted_notebook
-
-from .conftest import course_for_service, notebook_bytes
+from tests.support.helpers import submitted_notebook
+from tests.support.service import Client, course_for_service, notebook_bytes
 
 ATTEMPTS = 20
 
@@ -57,48 +55,6 @@ def service(tmp_path_factory):
     assert len(json.dumps(large_feedback("mallory"))) > 10**6
     yield service
     service.store.close()
-
-
-@dataclass
-class Answer:
-    status_code: int
-    text: str
-    headers: dict[str, str] = field(default_factory=dict)
-
-    def json(self) -> dict:
-        return json.loads(self.text)
-
-
-@dataclass
-class Client:
-    """Requests straight into the ASGI app (its lifespan, which would start the warm pool, is not run)."""
-
-    app: object
-
-    def get(self, path: str, headers: dict[str, str] | None = None, *, method: str = "GET",
-            body: bytes = b"") -> Answer:
-        # A thread of its own for the event loop: the browser tests' Playwright, alive for the whole session,
-        # keeps a loop running in this one.
-        with ThreadPoolExecutor(1) as thread:
-            return thread.submit(asyncio.run, self._get(path, headers or {}, method, body)).result()
-
-    async def _get(self, path: str, headers: dict[str, str], method: str, body: bytes) -> Answer:
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-                 "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-                 "headers": [(b"host", b"127.0.0.1"), *((k.lower().encode(), v.encode()) for k, v in headers.items())],
-                 "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80)}
-        sent: list[dict] = []
-
-        async def receive() -> dict:
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        async def send(message: dict) -> None:
-            sent.append(message)
-
-        await self.app(scope, receive, send)  # type: ignore[operator]
-        answer = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-        return Answer(sent[0]["status"], answer.decode("utf-8"),
-                      {k.decode().lower(): v.decode() for k, v in sent[0].get("headers", [])})
 
 
 @pytest.fixture

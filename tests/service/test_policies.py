@@ -14,10 +14,8 @@ from course.config import load_config
 from course.release import release
 from course.service.policy import attempt_numbers
 from course.variants import numbers_source
-from helpers import CONTRACT_FUNCTIONS, fill
-from test_variants import solve
-
-from .conftest import Server, course_for_service, notebook_bytes, request
+from tests.support.helpers import CONTRACT_FUNCTIONS, fill, solve
+from tests.support.service import Server, course_for_service, notebook_bytes, request
 
 pytestmark = pytest.mark.slow
 

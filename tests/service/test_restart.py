@@ -8,9 +8,8 @@ import time
 import pytest
 from sqlalchemy import create_engine, text
 
-from helpers import add_cell, submitted_notebook
-
-from .conftest import Server, course_for_service, notebook_bytes
+from tests.support.helpers import add_cell, submitted_notebook
+from tests.support.service import Server, course_for_service, notebook_bytes
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 SERVICE = ROOT / "course" / "service"
 # From the bottom up: a room may import the rooms before it in this list, never one after it.

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from course.cli import main
-from helpers import ROOT, require_tool
-
-from .conftest import course_for_service
+from tests.support.helpers import ROOT, require_tool
+from tests.support.service import course_for_service
 
 
 def git(*args: str, cwd: Path) -> subprocess.CompletedProcess:

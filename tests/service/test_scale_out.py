@@ -17,10 +17,8 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from course.service.shared import LIVE, owners_alive
-from helpers import add_cell, needs_tool, submitted_notebook
-
-from .conftest import Reply, Server, course_for_service, free_port, notebook_bytes, request
-from .test_https_proxy import NGINX
+from tests.support.helpers import add_cell, needs_tool, submitted_notebook
+from tests.support.service import NGINX, Reply, Server, course_for_service, free_port, notebook_bytes, request
 
 pytestmark = [pytest.mark.slow, needs_tool("nginx", NGINX is not None, "the scale-out test balances with it")]
 

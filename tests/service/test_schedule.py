@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -13,20 +13,13 @@ from sqlalchemy import create_engine, text
 from course.service.policy import ServicePolicy
 from course.service.schedule import SUSPECT_WAIT_SECONDS, Queued, Scheduler
 from course.service.store import GRADING, Store, new_token
-from helpers import add_cell, submitted_notebook
-
-from .conftest import Server, course_for_service, notebook_bytes
-
-NOW = datetime(2026, 11, 30, 12, 0, 0)
-
-
-def _queue(*students: str, first: int = 1) -> list[Queued]:
-    return [Queued(index, student, NOW) for index, student in enumerate(students, start=first)]
+from tests.support.helpers import add_cell, submitted_notebook
+from tests.support.service import NOW, Server, course_for_service, notebook_bytes, queue_of
 
 
 def test_one_student_uploading_many_takes_turns_with_the_others():
     scheduler = Scheduler()
-    queue = _queue("mallory", "mallory", "mallory", "mallory", "alice", "bob")
+    queue = queue_of("mallory", "mallory", "mallory", "mallory", "alice", "bob")
     first = scheduler.pick(queue, [], NOW)
     assert first == 1
     # while mallory's first attempt is graded, her others wait and everyone else goes in order of arrival
@@ -49,11 +42,11 @@ def _drain(scheduler: Scheduler, queue: list[Queued]) -> list[str]:
 
 def test_students_with_many_queued_take_turns_and_newcomers_join_at_the_back():
     scheduler = Scheduler()
-    assert _drain(scheduler, _queue("mallory", "mallory", "mallory", "alice", "alice", "alice")) == [
+    assert _drain(scheduler, queue_of("mallory", "mallory", "mallory", "alice", "alice", "alice")) == [
         "mallory", "alice", "mallory", "alice", "mallory", "alice"]
-    assert scheduler.pick(_queue("bob", first=10), [], NOW) == 10
+    assert scheduler.pick(queue_of("bob", first=10), [], NOW) == 10
     # bob's next joins the queue while his first is graded; dave's is taken meanwhile
-    assert scheduler.pick(_queue("bob", "dave", first=11), ["bob"], NOW) == 12
+    assert scheduler.pick(queue_of("bob", "dave", first=11), ["bob"], NOW) == 12
     # carol, never served, arrives after bob's next joined: she does not jump ahead of him
     assert scheduler.pick([Queued(11, "bob", NOW), Queued(13, "carol", NOW)], [], NOW) == 11
 
@@ -61,7 +54,7 @@ def test_students_with_many_queued_take_turns_and_newcomers_join_at_the_back():
 def test_a_student_whose_last_attempt_went_long_waits_behind_the_others_for_a_while():
     scheduler = Scheduler()
     scheduler.graded("mallory", went_long=True)
-    queue = _queue("mallory", "alice")
+    queue = queue_of("mallory", "alice")
     assert scheduler.pick(queue, [], NOW) == 2  # mallory came first, but her last attempt went long
     assert scheduler.pick(queue[:1], [], NOW) == 1  # nobody else waiting: no grading run stays idle
     scheduler.graded("mallory", went_long=True)
@@ -69,7 +62,7 @@ def test_a_student_whose_last_attempt_went_long_waits_behind_the_others_for_a_wh
     queue = [Queued(3, "mallory", NOW), Queued(4, "alice", later)]
     assert scheduler.pick(queue, [], later) == 3  # she has waited long enough: taken in her turn
     scheduler.graded("mallory", went_long=False)
-    assert scheduler.pick(_queue("mallory", "alice", first=5), [], NOW) == 5  # in turn again
+    assert scheduler.pick(queue_of("mallory", "alice", first=5), [], NOW) == 5  # in turn again
 
 
 def test_the_store_claims_in_the_schedulers_order(tmp_path):

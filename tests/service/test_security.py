@@ -10,9 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from course.service.app import ROUTES
-from helpers import CORRECT_CODE, add_cell, submitted_notebook
-
-from .conftest import multipart, notebook_bytes, request
+from tests.support.helpers import CORRECT_CODE, add_cell, submitted_notebook
+from tests.support.service import multipart, notebook_bytes, request
 
 pytestmark = pytest.mark.slow
 

@@ -15,16 +15,13 @@ from course.service.run import make_service
 from course.service.schedule import Scheduler
 from course.service.shared import SharedQueue, owners_alive
 from course.service.store import Store
-
-from .conftest import course_for_service, free_port
-from .test_schedule import NOW, _queue
-from .test_store import RESULTS
+from tests.support.service import NOW, RESULTS, course_for_service, free_port, queue_of
 
 
 def test_the_schedulers_state_survives_its_round_trip_through_json():
     scheduler = Scheduler()
     scheduler.graded("mallory", went_long=True)
-    queue = _queue("mallory", "alice", "alice")
+    queue = queue_of("mallory", "alice", "alice")
     assert scheduler.pick(queue, [], NOW) == 2
     again = Scheduler.from_state(scheduler.state())
     assert again.state() == scheduler.state()

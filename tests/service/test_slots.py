@@ -17,9 +17,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from helpers import submitted_notebook
-
-from .conftest import STUDENTS, Server, course_for_service, notebook_bytes, set_service_policy
+from tests.support.helpers import submitted_notebook
+from tests.support.service import STUDENTS, Server, course_for_service, notebook_bytes, set_service_policy
 
 pytestmark = pytest.mark.slow
 

@@ -8,9 +8,8 @@ import subprocess
 
 import pytest
 
-from helpers import set_limit
-
-from .conftest import Server, course_for_service, free_port
+from tests.support.helpers import set_limit
+from tests.support.service import Server, course_for_service, free_port
 
 pytestmark = pytest.mark.slow
 

@@ -12,20 +12,13 @@ from sqlalchemy import select
 from course.assignment import load_course_assignment
 from course.config import load_config
 from course.errors import ConfigError
-from course.feedback_model import Feedback
 from course.service import store as store_module
 from course.service.policy import Refusal, ServicePolicy, attempt_numbers, counted, refusal
 from course.service.results import student_records
 from course.service.store import GRADING, QUEUED, Store, hash_token, new_token
-from course.status import Status
 from course.variants import numbers_for
-from helpers import ROOT
-
-from .conftest import course_for_service
-
-RESULTS = {"status": "graded", "score": 5.0, "raw_score": 5.0, "late_penalty": 0.0, "max_score": 57.0,
-           "feedback": Feedback("alice", "autograd", Status.GRADED, 5.0, 57.0, (), (), True, ()), "integrity": [],
-           "seconds": 0.1}
+from tests.support.helpers import ROOT
+from tests.support.service import RESULTS, course_for_service
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])

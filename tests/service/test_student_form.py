@@ -19,9 +19,8 @@ from course.config import load_config
 from course.service.app import create_app
 from course.service.run import make_service
 from course.service.store import new_token
-from helpers import ROOT, submitted_notebook
-
-from .conftest import course_for_service, multipart, notebook_bytes
+from tests.support.helpers import ROOT, submitted_notebook
+from tests.support.service import course_for_service, multipart, notebook_bytes
 
 
 @dataclass

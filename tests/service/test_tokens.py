@@ -20,9 +20,7 @@ from course.service.policy import ServicePolicy
 from course.service.run import make_service
 from course.service.store import REPLACED, REVOKED, Store, hash_token, new_token
 from course.service.tokens import HEADER, _provisionally, read_tokens_file
-
-from .conftest import course_for_service
-from .test_page_cost import Client
+from tests.support.service import Client, course_for_service
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])

@@ -13,8 +13,7 @@ from course.service.run import make_service
 from course.service.store import Store
 from course.service.uploads import notebook_problem
 from course.service.worker import SCRATCH
-
-from .conftest import course_for_service
+from tests.support.service import course_for_service
 
 
 def test_a_deeply_nested_upload_is_refused_with_a_message():

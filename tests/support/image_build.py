@@ -2,7 +2,7 @@
 
 The builds take minutes, most of them waiting on downloads (mmdebstrap's Debian packages, pip's inside
 the builds), so conftest.py starts them when the run's tests are known to include the image tests, and the
-tests' fixtures wait for them (`built_image`, and tests/student_image.py's). One thread builds, one step after
+tests' fixtures wait for them (`built_image`, and tests/support/student_image.py's). One thread builds, one step after
 the other, in one podman storage: the base (mmdebstrap's Debian, the CPU wheel of torch in a loopback index) is
 made once and every image is built on it (`queue`). Failures and skips raised here reach those fixtures unchanged.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, require_tool, serve_folder
+from tests.support.helpers import ROOT, require_tool, serve_folder
 
 IMAGE = "localhost/autograd-course-grader:test"
 BASE = "localhost/autograd-course-base:bookworm"

@@ -15,11 +15,10 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from background_work import BackgroundWork
-
 from course.bundle import build_bundle
 from course.config import load_config
-from helpers import ROOT
+from tests.support.background_work import BackgroundWork
+from tests.support.helpers import ROOT
 
 TEST = "test_bundle_installs_in_a_fresh_venv_and_grades"
 

@@ -18,7 +18,7 @@ from typing import NoReturn
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOURCE_NOTEBOOK = ROOT / "source" / "autograd" / "autograd.ipynb"
 RELEASE_NOTEBOOK = ROOT / "release" / "autograd" / "autograd.ipynb"
 
@@ -63,6 +63,8 @@ TRAINING_CONTRACT = {
 }
 # What the bundled sample class (tests/samples/submitted/) scores: the README's quick start and every grading of it.
 SAMPLE_SCORES = {"alice": 57, "bob": 45, "carol": 0, "dave": 57, "erin": 4, "frank": 0}
+# nbgrader's timestamp.txt of two samples in the graded sample class (tests/conftest.py, graded_sample_class)
+SAMPLE_TIMESTAMPS = {"alice": "2026-11-20 09:00:00.000000 UTC", "bob": "2026-11-21 17:30:00.000000 UTC"}
 TRAINING_VALUES = {name: value for values in TRAINING_CONTRACT.values() for name, value in values.items()}
 CORRECT_CODE = {name: repr(value) for name, value in ALL_VALUES.items()} | {
     name: code for functions in CONTRACT_FUNCTIONS.values() for name, code in functions.items()
@@ -338,3 +340,37 @@ def nonroot_python() -> str:
         require_tool("AUTOGRAD_COURSE_NONROOT_PYTHON", "set it to a python every user can run, with this package "
                                                        "installed (.ci/run builds one)")
     return NONROOT_PYTHON
+
+
+def contract_answers(assignment, values=ALL_VALUES, cubic=lambda x: 3 * x**2 - 2):
+    """The judge's answers for a notebook whose answers are `values` and whose derivative is `cubic`."""
+    from course.answers import FUNCTION, VALUE, Answer, Probe
+
+    answers = {name: Answer(VALUE, value) for name, value in values.items()}
+    points = [-2.5, 0.0, 1.5, 4.0]
+    answers["cubic_derivative"] = Answer(FUNCTION, probes=tuple(Probe(x, float(cubic(x))) for x in points))
+    assert set(answers) == set(assignment.answer_names + assignment.function_names)
+    return answers
+
+
+def formgrader_api(root):
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    config = Config()
+    config.CourseDirectory.root = str(root)
+    config.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
+    return NbGraderAPI(CourseDirectory(config=config), config=config)
+
+
+# A sandbox program (tests/test_pool.py, tests/test_nonroot.py): what a student orphans is reaped by their pid 1
+ORPHAN = """import os, subprocess, time
+# a process whose parent ends first is orphaned to the namespace's pid 1, a small program that never waits:
+# the kernel must reap it when it ends, or it would stay behind as a zombie, holding a pid of the allowance
+orphan = int(subprocess.run(['sh', '-c', 'sleep 0.2 & echo $!'], capture_output=True, text=True).stdout)
+deadline = time.monotonic() + 2
+while os.path.exists(f'/proc/{orphan}') and time.monotonic() < deadline:
+    time.sleep(0.05)
+result = [os.path.exists(f'/proc/{orphan}'), open('/proc/1/cmdline').read().split(chr(0))[0]]
+"""

@@ -1,6 +1,6 @@
 """Work that a few tests wait for, started in the background at the start of the run (conftest.py's BACKGROUND):
 one piece of work per run, in a thread, whose processes run in sessions of their own so that `remove` can end
-them when the run stops before any test waited (tests/bundle_install.py, tests/student_install.py)."""
+them when the run stops before any test waited (tests/support/bundle_install.py, tests/support/student_install.py)."""
 
 from __future__ import annotations
 

@@ -14,10 +14,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from background_work import BackgroundWork
-
 from course.bundle import build_wheel
-from helpers import ROOT
+from tests.support.background_work import BackgroundWork
+from tests.support.helpers import ROOT
 
 TEST = "test_a_student_install_fetches_checks_and_submits_without_the_grader_s_tools"
 

@@ -1,6 +1,6 @@
 """Building the students' JupyterHub image (autograder/jupyterhub-singleuser.Dockerfile) for tests/test_image.py, in
 the background from the start of the run: after the grader's image, on its base, with its torch index, in its podman
-storage (tests/image_build.py), so that all it adds is its own `podman build`.
+storage (tests/support/image_build.py), so that all it adds is its own `podman build`.
 
 Built as docs/gradescope-and-containers.md says: the wheel in dist/ of a context laid out like the repository root
 (the repository's .dockerignore included), build arguments naming a course other than the sample's defaults.
@@ -11,11 +11,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import image_build
-from image_build import Podman
-
 from course.bundle import build_wheel
-from helpers import ROOT
+from tests.support import image_build
+from tests.support.helpers import ROOT
+from tests.support.image_build import Podman
 
 STUDENT_IMAGE = "localhost/autograd-course-student:test"
 DOCKERFILE = ROOT / "autograder" / "jupyterhub-singleuser.Dockerfile"

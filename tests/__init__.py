@@ -1,0 +1,1 @@
+"""The test suite, a package: shared pieces in tests/support/, no test module imports another (CONTRIBUTING.md)."""
