@@ -1,6 +1,6 @@
 """nbgrader's settings for this course: every `nbgrader` command run in the course root reads this file.
 
-autograd-course passes the same settings to nbgrader itself (course/nbgrader_bridge.py); keep them equal
+autograd-course passes the same settings to nbgrader itself (course/term/nbgrader_bridge.py); keep them equal
 (tests/test_term.py checks the course id against source/course.yaml).
 """
 

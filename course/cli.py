@@ -11,21 +11,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from course import __version__
-from course.config import CourseConfig, find_config, load_config
-from course.deferred_imports import defer_start_up_imports
-from course.errors import CourseError
-from course.extras import require
-from course.files import os_reason
-from course.gradebook import COURSE_TOTALS
-from course.lms import FORMATS
-from course.logs import DEFAULT_LEVEL, LEVELS
-from course.logs import configure as configure_logging
-from course.service.edge import Edge
-from course.status import Status
-from course.text import plural
+from course.core.config import CourseConfig, find_config, load_config
+from course.core.deferred_imports import defer_start_up_imports
+from course.core.errors import CourseError
+from course.core.extras import require
+from course.core.files import os_reason
+from course.core.logs import DEFAULT_LEVEL, LEVELS
+from course.core.logs import configure as configure_logging
+from course.core.status import Status
+from course.core.text import plural
+from course.platforms.service.edge import Edge
+from course.term.gradebook import COURSE_TOTALS
+from course.term.lms import FORMATS
 
 if TYPE_CHECKING:
-    from course.service.tokens import TokensRun
+    from course.platforms.service.tokens import TokensRun
 
 COMMAND_HELP = {
     "release": "Regenerate release/ from source/ with nbgrader and prove the release sound.",
@@ -162,7 +162,7 @@ def _kit_parsers(commands) -> None:
 
 
 def _new(args: argparse.Namespace) -> int:
-    from course.scaffold import new_assignment
+    from course.authoring.scaffold import new_assignment
 
     made = new_assignment(args.course, args.name)
     print(f"new assignment {args.name}: {made.notebook}, {made.exercises}, listed in {made.config}; next: "
@@ -171,7 +171,7 @@ def _new(args: argparse.Namespace) -> int:
 
 
 def _kit(args: argparse.Namespace) -> int:
-    from course.scaffold import write_assignment
+    from course.authoring.scaffold import write_assignment
 
     written = write_assignment(load_config(args.course), args.assignment)
     for name, changed in written:
@@ -254,7 +254,7 @@ def _edge(args: argparse.Namespace) -> Edge:
 def _database(args: argparse.Namespace) -> str | None:
     """The one database of `serve` and its action: --database given before the action or after it (both: the
     same URL, else a refusal), else $AUTOGRAD_SERVICE_DATABASE, else None (SQLite in the course root)."""
-    from course.service.store import shown_url
+    from course.platforms.service.store import shown_url
 
     before, after = args.database, getattr(args, "action_database", None)
     if before is not None and after is not None and before != after:
@@ -266,7 +266,7 @@ def _database(args: argparse.Namespace) -> str | None:
 
 def _serve(args: argparse.Namespace) -> int:
     require("service", "autograd-course serve")
-    from course.service.run import serve
+    from course.platforms.service.run import serve
 
     config = load_config(args.course)
     database = _database(args)
@@ -283,7 +283,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _tokens(args: argparse.Namespace, config: CourseConfig, database: str | None) -> TokensRun:
     """`serve tokens`: one of adding the roster's new students, --rotate, --revoke, --rotate-instructor."""
-    from course.service import tokens
+    from course.platforms.service import tokens
 
     if args.revoke:
         if args.roster is not None:
@@ -299,13 +299,13 @@ def _tokens(args: argparse.Namespace, config: CourseConfig, database: str | None
         return tokens.rotate_tokens(config, args.rotate, args.out, database=database)
     if args.rotate_instructor:
         return tokens.rotate_instructor(config, args.out, database=database)
-    from course.roster import read_roster
+    from course.term.roster import read_roster
 
     return tokens.issue_tokens(config, read_roster(args.roster), args.out, database=database)
 
 
 def _submit(args: argparse.Namespace) -> int:
-    from course.service.client import submit
+    from course.platforms.service.client import submit
 
     if not args.token:
         raise CourseError("--token is needed (the token of your personal link), or set AUTOGRAD_TOKEN")
@@ -316,7 +316,7 @@ def _submit(args: argparse.Namespace) -> int:
 
 def _release(args: argparse.Namespace) -> int:
     require("grader", "autograd-course release")
-    from course.release import read_roster, release
+    from course.authoring.release import read_roster, release
 
     config = load_config(args.course)
     students = read_roster(args.students) if args.students else None
@@ -349,7 +349,7 @@ def _release(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from course.selfcheck import check_notebook
+    from course.pipeline.selfcheck import check_notebook
 
     report = check_notebook(args.notebook, find_config(args.course), args.assignment)
     for line in report.lines():
@@ -359,8 +359,8 @@ def _check(args: argparse.Namespace) -> int:
 
 def _grade(args: argparse.Namespace) -> int:
     require("grader", "autograd-course grade")
-    from course.batch import grade_course
-    from course.roster import read_roster
+    from course.term.batch import grade_course
+    from course.term.roster import read_roster
 
     config = load_config(args.course)
     out_dir = (args.out or config.root).resolve()
@@ -379,7 +379,7 @@ def _grade(args: argparse.Namespace) -> int:
     roster = read_roster(args.roster) if args.roster else None
     shard = None
     if args.shard is not None:
-        from course.shards import parse_shard
+        from course.term.shards import parse_shard
 
         shard = parse_shard(args.shard)
         if out_dir == config.root.resolve() or args.gradebook or roster is not None:
@@ -395,8 +395,8 @@ def _grade(args: argparse.Namespace) -> int:
 
 def _merge(args: argparse.Namespace) -> int:
     require("grader", "autograd-course merge")
-    from course.roster import read_roster
-    from course.shards import merge_shards
+    from course.term.roster import read_roster
+    from course.term.shards import merge_shards
 
     config = load_config(args.course)
     out_dir = (args.out or config.root).resolve()
@@ -419,8 +419,8 @@ def _print_summaries(config, summaries, out_dir: Path) -> None:
 
 def _export(args: argparse.Namespace) -> int:
     require("grader", "autograd-course export")
-    from course.lms import export_course
-    from course.roster import read_roster
+    from course.term.lms import export_course
+    from course.term.roster import read_roster
 
     config = load_config(args.course)
     path = export_course(config, args.format, read_roster(args.roster), (args.out or config.root).resolve(),
@@ -432,7 +432,7 @@ def _export(args: argparse.Namespace) -> int:
 def _autograder(args: argparse.Namespace) -> int:
     require("grader", "autograd-course autograder")
     if args.action == "build":
-        from course.bundle import build_bundle
+        from course.platforms.bundle import build_bundle
 
         config = load_config(args.course)
         names = [args.assignment] if args.assignment else [a.name for a in config.assignments]
@@ -441,7 +441,7 @@ def _autograder(args: argparse.Namespace) -> int:
             print(f"built {path} ({path.stat().st_size / 2**20:.1f} MB): upload it as the Gradescope autograder "
                   f"of {name}")
         return 0
-    from course.gradescope import run_autograder
+    from course.platforms.gradescope import run_autograder
 
     root = args.root or Path(os.environ.get("AUTOGRADER_ROOT", "/autograder"))
     # One submission, then the process ends: the cyclic collector would only rescan torch's objects while they

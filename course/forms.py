@@ -4,11 +4,11 @@ too, when an answer of the right form is right: `matches`, the one comparison wi
 
 Three places hold an answer to its form, and all three use what is here, so they cannot drift apart: the form
 check in the student's notebook (course/notebook.py, on the live value), the self-check's report
-(course/selfcheck.py, on the plain value the sandbox sent back) and the judge's notes on an unanswered value
-(course/judge.py). Each says a problem in its own sentence; the rule and the words come from here.
+(course/pipeline/selfcheck.py, on the plain value the sandbox sent back) and the judge's notes on an unanswered value
+(course/pipeline/judge.py). Each says a problem in its own sentence; the rule and the words come from here.
 
 It imports nothing but the standard library and nothing of the course: the grader hands this file's text to
-the sandbox, where it becomes the module `course.forms` that `course.notebook` imports (course/submission.py).
+the sandbox, where it becomes the module `course.forms` that `course.notebook` imports (course/pipeline/submission.py).
 """
 
 from __future__ import annotations

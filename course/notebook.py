@@ -10,10 +10,10 @@ reports every problem of the question at once, in sentences, never a traceback t
 Forms: "number", "number or None", "True or False", "class name or None" (a class's name in quotes), "list of
 N numbers", "function" (of x, returning a number). Under plain `nbgrader autograde` the hidden tests score
 with `Marks`; the course's own grader never runs this module's `Marks`: it injects its own into the hidden
-tests (course/judge.py).
+tests (course/pipeline/judge.py).
 
 The grader hands this file's text to the sandbox, where it becomes the module `course.notebook`
-(course/submission.py), so it imports nothing of the course but `course.forms` (the forms' rules and words,
+(course/pipeline/submission.py), so it imports nothing of the course but `course.forms` (the forms' rules and words,
 handed in as text the same way, before this file), and nothing but torch beyond the standard library.
 """
 
@@ -209,7 +209,7 @@ class Marks:
     """Scores one question value by value, for the hidden tests when plain nbgrader grades.
 
     `hint` explains a value and may tell it; `idea` is what the course's feedback says in its place when it
-    shows only verdicts (course/judge.py): the concept or step to revisit, never the value or the verdict.
+    shows only verdicts (course/pipeline/judge.py): the concept or step to revisit, never the value or the verdict.
     Plain nbgrader prints the hint of each value that does not match: its feedback is the instructor's to
     release."""
 

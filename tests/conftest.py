@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from course.assignment import load_assignment
-from course.config import load_config
+from course.core.config import load_config
+from course.pipeline.assignment import load_assignment
 from tests.support.helpers import ROOT, SAMPLE_TIMESTAMPS, copy_course, require_tool
 
 # The suite is a package (`tests.`, the repository's root on sys.path: pyproject.toml's pythonpath); its shared

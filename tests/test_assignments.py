@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from course.assignment import load_assignment, load_course_assignment
-from course.config import load_config
-from course.content import ChainStep, load_content
-from course.errors import ConfigError, CourseError, SourceNotebookError
-from course.variants import numbers_for
+from course.core.config import load_config
+from course.core.errors import ConfigError, CourseError, SourceNotebookError
+from course.pipeline.assignment import load_assignment, load_course_assignment
+from course.pipeline.content import ChainStep, load_content
+from course.pipeline.variants import numbers_for
 from tests.support.helpers import ROOT, SOURCE_NOTEBOOK, copy_course, fill
 
 ENGINE = ROOT / "course"
@@ -137,7 +137,7 @@ def test_a_broken_exercises_module_names_its_file_and_fault(tmp_path, text, mess
 
 def test_the_number_groups_lay_out_the_numbers_cell(tmp_path):
     path = tmp_path / "exercises.py"
-    path.write_text("from course.content import ChainStep\nNUMBER_GROUPS = [['w', 'b'], ['gone']]\n"
+    path.write_text("from course.pipeline.content import ChainStep\nNUMBER_GROUPS = [['w', 'b'], ['gone']]\n"
                     "CHAINS = {'q': [ChainStep('n', 'local', None, 'g', None)]}\n")
     content = load_content(path)
     assert content.groups_for({"x": 1, "b": 2, "w": 3}) == [["w", "b"], ["x"]]
@@ -175,7 +175,7 @@ def test_default_numbers_that_break_the_constraints_stop_at_loading(tmp_path):
 
 
 def test_a_course_with_two_assignments_needs_the_assignment_for_loose_notebooks(course_root, tmp_path):
-    from course.batch import assignments_in
+    from course.term.batch import assignments_in
 
     add_minimal_assignment(course_root)
     config = load_config(course_root)
@@ -204,10 +204,10 @@ def test_duplicate_assignment_names_are_refused(course_root):
 
 @pytest.mark.slow
 def test_a_minimal_assignment_releases_grades_and_runs_on_gradescope(tmp_path):
-    from course.batch import grade_course
-    from course.bundle import build_bundle
-    from course.gradescope import run_autograder
-    from course.release import release
+    from course.authoring.release import release
+    from course.platforms.bundle import build_bundle
+    from course.platforms.gradescope import run_autograder
+    from course.term.batch import grade_course
 
     root = copy_course(tmp_path / "course")
     add_minimal_assignment(root)

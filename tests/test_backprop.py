@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from course.assignment import HIDDEN_BEGIN, HIDDEN_END, load_course_assignment, region_lines
-from course.config import load_config
-from course.content import load_content
-from course.hidden_tests import reads_no_answer, scored_without_idea
-from course.kit import load_exercises, write_cells
+from course.authoring.kit import load_exercises, write_cells
+from course.core.config import load_config
+from course.pipeline.assignment import HIDDEN_BEGIN, HIDDEN_END, load_course_assignment, region_lines
+from course.pipeline.content import load_content
+from course.pipeline.hidden_tests import reads_no_answer, scored_without_idea
 from tests.samples.make_samples import BACKPROP, BACKPROP_SCORES
 from tests.support.helpers import BACKPROP_SOURCE, ROOT
 
@@ -70,8 +70,8 @@ def test_the_assignment_loads_with_its_three_questions_and_its_hidden_tests_are_
 
 @pytest.mark.slow
 def test_the_sample_right_notebook_earns_full_marks_and_the_wrong_one_its_partial_score():
-    from course.discovery import SubmissionRef
-    from course.grading import grade_submission
+    from course.pipeline.discovery import SubmissionRef
+    from course.pipeline.grading import grade_submission
 
     config = load_config(ROOT)
     assignment = load_course_assignment(config, "backprop")

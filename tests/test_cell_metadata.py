@@ -1,11 +1,11 @@
-"""A cell's nbgrader metadata, checked field by field (course/cell_metadata.py): a field of the wrong JSON type is
+"""A cell's nbgrader metadata, checked field by field (course/core/cell_metadata.py): a field of the wrong JSON type is
 absent, never an exception, and what the release holds comes back unchanged."""
 
 from __future__ import annotations
 
 import pytest
 
-from course.cell_metadata import NONE, nbgrader_cell
+from course.core.cell_metadata import NONE, nbgrader_cell
 from tests.support.helpers import RELEASE_NOTEBOOK, load
 
 ODD = [None, True, False, 0, -1, 2.5, float("nan"), float("inf"), 10**400, "", "x" * 200_000, "a b", "\ud800",

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from course import config as config_module
-from course.config import ServicePolicy, default_memory_mb, load_config, parse_config
-from course.errors import ConfigError
+from course.core import config as config_module
+from course.core.config import ServicePolicy, default_memory_mb, load_config, parse_config
+from course.core.errors import ConfigError
 from tests.support.helpers import ROOT
 
 

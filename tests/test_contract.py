@@ -6,9 +6,9 @@ import ast
 
 import pytest
 
-from course.answers import VALUE, Answer
-from course.assignment import SOLUTION_BEGIN, SOLUTION_END, region_lines
-from course.judge import judge
+from course.core.answers import VALUE, Answer
+from course.pipeline.assignment import SOLUTION_BEGIN, SOLUTION_END, region_lines
+from course.pipeline.judge import judge
 from tests.support.helpers import ALL_VALUES, CONTRACT, CONTRACT_FUNCTIONS, contract_answers
 
 
@@ -69,8 +69,8 @@ def test_points_add_up(assignment):
 
 @pytest.fixture(scope="module")
 def training():
-    from course.assignment import load_course_assignment
-    from course.config import load_config
+    from course.core.config import load_config
+    from course.pipeline.assignment import load_course_assignment
     from tests.support.helpers import ROOT
 
     return load_course_assignment(load_config(ROOT), "training")
@@ -97,8 +97,8 @@ def _authoring_table(heading: str) -> dict[int, list[str]]:
                                                ("### The second assignment", "training"),
                                                ("### The third assignment", "backprop")])
 def test_the_exercise_tables_name_every_answer_in_order(heading, name, assignment, training):
-    from course.assignment import load_course_assignment
-    from course.config import load_config
+    from course.core.config import load_config
+    from course.pipeline.assignment import load_course_assignment
     from tests.support.helpers import ROOT
 
     chosen = {"autograd": assignment, "training": training}.get(name) or load_course_assignment(load_config(ROOT),

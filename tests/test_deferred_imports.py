@@ -1,4 +1,5 @@
-"""course.deferred_imports: in a command's process (cli.main's first step, defer_start_up_imports) importing nbformat
+"""course.core.deferred_imports: in a command's process (cli.main's first step, defer_start_up_imports) importing
+nbformat
 compiles no IRI grammar, and a schema that does check an "iri" format still gets the real check (the grammars
 compiled then); importing the package alone changes nothing outside it."""
 
@@ -12,7 +13,7 @@ from tests.support.helpers import ROOT
 
 CHECK = """
 import json, sys
-from course.deferred_imports import defer_start_up_imports
+from course.core.deferred_imports import defer_start_up_imports
 defer_start_up_imports()  # as a command's main() does first
 import nbformat, jsonschema
 notebook = nbformat.read(sys.argv[1], as_version=4)
@@ -35,7 +36,7 @@ def test_nbformat_validates_without_compiling_iri_grammars_and_iri_formats_are_s
 
 NBGRADER_CHECK = """
 import json, sys
-from course.deferred_imports import defer_start_up_imports
+from course.core.deferred_imports import defer_start_up_imports
 defer_start_up_imports()  # as a command's main() does first
 import nbgrader.api, nbgrader.converters, nbgrader.utils
 from nbgrader.api import Gradebook
@@ -61,7 +62,7 @@ def test_nbgrader_imports_without_its_server_extensions_until_a_server_asks_for_
 
 WARM_CHECK = """
 import gc, json, sys
-from course.grading import warm_imports
+from course.pipeline.grading import warm_imports
 gc.disable()  # a caller that had the collector off gets it back off
 warm_imports("nbgrader.api")
 first = {"frozen": gc.get_freeze_count(), "enabled": gc.isenabled(),
@@ -87,7 +88,7 @@ def test_warm_imports_freeze_their_objects_once_and_leave_the_collector_as_they_
 GRADEBOOK_CHECK = """
 import json, os, sys, tempfile, zipfile
 import course.cli
-from course.deferred_imports import defer_start_up_imports
+from course.core.deferred_imports import defer_start_up_imports
 defer_start_up_imports()  # as the command line's main() does first
 import nbgrader.api, nbgrader.utils
 light = {name: name in sys.modules for name in ("requests", "setuptools")}
@@ -117,7 +118,7 @@ def test_the_gradebook_imports_without_requests_or_setuptools_and_nbgrader_still
 TORCH_CHECK = """
 import json, sys
 import course.cli  # what a command imports before main() runs
-from course.deferred_imports import defer_torch_meta_kernels
+from course.core.deferred_imports import defer_torch_meta_kernels
 assert "torch" not in sys.modules
 defer_torch_meta_kernels()  # main()'s first step
 import torch

@@ -1,4 +1,4 @@
-"""The package's dependencies are a student's; the grader's and the service's are extras (course/extras.py reads
+"""The package's dependencies are a student's; the grader's and the service's are extras (course/core/extras.py reads
 them from the installed package's metadata). The test extra installs every one of them."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import importlib.metadata
 
 import pytest
 
-from course.errors import MissingExtraError
-from course.extras import extra_requirements, missing, require
+from course.core.errors import MissingExtraError
+from course.core.extras import extra_requirements, missing, require
 
 
 def test_the_extras_are_what_pyproject_declares_and_the_test_extra_holds_them_all():

@@ -1,4 +1,4 @@
-"""The feedback document as types (course/feedback_model.py): what build_feedback makes validates against the
+"""The feedback document as types (course/pipeline/feedback_model.py): what build_feedback makes validates against the
 shipped JSON Schema and survives to_json -> from_json; the files of this and earlier versions read back; anything
 grading could not have written is refused with a sentence naming the field, never a KeyError. (That every
 feedback.json of the sample class validates: tests/test_grading_e2e.py, on the class it grades anyway.)"""
@@ -11,13 +11,13 @@ import json
 import jsonschema
 import pytest
 
-from course.answers import FUNCTION, VALUE, Answer, Probe
-from course.feedback import MAX_CELL_ERRORS, build_feedback
-from course.feedback_model import CellError, Feedback, FeedbackError, schema_text
-from course.files import compact_json
-from course.judge import judge
-from course.render import render_html, summary_markdown
-from course.status import Status
+from course.core.answers import FUNCTION, VALUE, Answer, Probe
+from course.core.files import compact_json
+from course.core.status import Status
+from course.pipeline.feedback import MAX_CELL_ERRORS, build_feedback
+from course.pipeline.feedback_model import CellError, Feedback, FeedbackError, schema_text
+from course.pipeline.judge import judge
+from course.pipeline.render import render_html, summary_markdown
 from tests.support.helpers import ALL_VALUES, ROOT
 
 GOLDENS = ROOT / "tests" / "goldens"

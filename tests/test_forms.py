@@ -1,7 +1,7 @@
 """course.forms, the one definition of the answer forms: the form check in the student's notebook
 (course.notebook.check_form, on live values, in the student's kernel and as the grader hands it to the
-sandbox), the self-check's report (course.selfcheck.form_gap, on plain values) and the judge's words
-(course.judge.declared_forms) all accept the same values and say each form in the same words. And of the one
+sandbox), the self-check's report (course.pipeline.selfcheck.form_gap, on plain values) and the judge's words
+(course.pipeline.judge.declared_forms) all accept the same values and say each form in the same words. And of the one
 comparison with torch's value: the judge's score and plain nbgrader's Marks agree."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 import course
-from course.assignment import Question
-from course.judge import declared_forms, matches
 from course.notebook import TOLERANCE, FormError, Marks, check_form
+from course.pipeline.assignment import Question
+from course.pipeline.judge import declared_forms, matches
+from course.pipeline.selfcheck import form_gap
 from course.sandbox.handed_in import notebook_module_cell
-from course.selfcheck import form_gap
 
 NAN, INF = float("nan"), float("inf")
 

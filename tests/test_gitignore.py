@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from course.gradebook import COURSE_TOTALS, grades_csv_path
-from course.lms import FORMATS
-from course.recording import class_summary_path
-from course.service.store import database_url
-from course.service.worker import SCRATCH
-from course.term import integrity_path
+from course.platforms.service.store import database_url
+from course.platforms.service.worker import SCRATCH
+from course.term.gradebook import COURSE_TOTALS, grades_csv_path
+from course.term.lms import FORMATS
+from course.term.nbgrader_term import integrity_path
+from course.term.recording import class_summary_path
 from tests.support.helpers import ROOT, require_tool
 
 COURSE = Path("/course")  # where the names below are made; only their part under it is checked
@@ -41,7 +41,7 @@ WRITTEN = sorted({
     ".tokens.csv.k2j3h4.tmp", ".grades-autograd.csv.x1y2.tmp",
 })
 COMMITTED = ["source/course.yaml", "source/autograd/autograd.ipynb", "release/autograd/autograd.ipynb",
-             "tests/samples/submitted/alice/autograd/autograd.ipynb", "course/roster.py", "nbgrader_config.py"]
+             "tests/samples/submitted/alice/autograd/autograd.ipynb", "course/term/roster.py", "nbgrader_config.py"]
 
 
 def git() -> str:

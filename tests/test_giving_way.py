@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from course.config import Limits
+from course.core.config import Limits
+from course.pipeline.submission import Cell
 from course.sandbox import WarmPool
 from course.sandbox.giving_way import (
     FIRST_LOOK_SECONDS,
@@ -21,7 +22,6 @@ from course.sandbox.giving_way import (
     GivingWay,
     thread_times,
 )
-from course.submission import Cell
 
 SPIN = "while True:\n    pass"
 

@@ -2,7 +2,7 @@
 
 bob (tests/samples) makes the classic slips, so his feedback exercises every part: values, chain tables,
 misconception notes, revealed and verdicts-only. The function answer is called at the course's own points (fixed
-per course: course/probes.py, so these files also hold the points a course without a secret uses) and the run's
+per course: course/pipeline/probes.py, so these files also hold the points a course without a secret uses) and the run's
 timings and sandbox level are normalised, so the files change only when what is shown changes.
 After an intended change: `.venv/bin/python -m pytest tests/test_goldens.py --update-goldens`, then read
 the diff before committing it.
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from course.assignment import load_assignment
-from course.config import load_config
-from course.discovery import SubmissionRef
-from course.gradescope import to_results
-from course.grading import grade_submission
-from course.render import render_html
+from course.core.config import load_config
+from course.pipeline.assignment import load_assignment
+from course.pipeline.discovery import SubmissionRef
+from course.pipeline.grading import grade_submission
+from course.pipeline.render import render_html
+from course.platforms.gradescope import to_results
 from tests.support.helpers import ROOT
 
 pytestmark = pytest.mark.slow

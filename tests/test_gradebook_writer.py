@@ -9,8 +9,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from course.gradebook_writer import GradebookWriter
-from course.nbgrader_bridge import ensure_assignment_in_gradebook, open_gradebook
+from course.term.gradebook_writer import GradebookWriter
+from course.term.nbgrader_bridge import ensure_assignment_in_gradebook, open_gradebook
 from tests.support.helpers import ROOT
 
 pytestmark = pytest.mark.slow
@@ -174,8 +174,8 @@ def test_a_batch_whose_gradebook_refuses_a_student_makes_only_them_an_autograder
     import csv
     import json
 
-    from course.batch import grade_course
-    from course.config import load_config
+    from course.core.config import load_config
+    from course.term.batch import grade_course
     from tests.support.helpers import copy_course, submitted_notebook, write
 
     root = copy_course(tmp_path / "course")

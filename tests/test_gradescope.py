@@ -14,9 +14,9 @@ import jsonschema
 import pytest
 
 import course.sandbox.pool as pool_module
-from course.bundle import build_bundle
-from course.config import load_config
-from course.gradescope import run_autograder
+from course.core.config import load_config
+from course.platforms.bundle import build_bundle
+from course.platforms.gradescope import run_autograder
 from course.sandbox import ISOLATION_SUMMARY, choose_isolation
 from tests.support import bundle_install
 from tests.support.gradescope import make_root, unescape_markdown
@@ -138,7 +138,7 @@ def test_the_shell_entry_point_grades_with_autograder_root(tmp_path):
 
 
 def test_student_id_comes_from_submission_metadata(tmp_path):
-    from course.gradescope import student_id_from_metadata
+    from course.platforms.gradescope import student_id_from_metadata
 
     root = make_root(tmp_path, {}, metadata={"id": 3, "users": [{"email": "ada@example.edu", "sid": "s123"}]})
     assert student_id_from_metadata(root) == "s123"

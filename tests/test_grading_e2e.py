@@ -9,9 +9,9 @@ import shutil
 
 import pytest
 
-from course import nbgrader_bridge
-from course.batch import grade_batch
 from course.cli import main
+from course.term import nbgrader_bridge
+from course.term.batch import grade_batch
 from tests.support.helpers import (
     ALL_VALUES,
     CORRECT_CODE,
@@ -38,7 +38,7 @@ def read_csv(path):
 def graded_samples(graded_sample_class):
     """The sample class graded once by `autograd-course grade` (tests/conftest.py): (its config, its root, what the
     command printed). Read only: a test that writes works on a copy."""
-    from course.config import load_config
+    from course.core.config import load_config
 
     root, printed = graded_sample_class
     return load_config(root), root, printed
@@ -64,8 +64,8 @@ def test_every_feedback_json_validates_against_the_shipped_schema(graded_samples
     reads back as the same document, byte for byte as written."""
     import jsonschema
 
-    from course.feedback_model import Feedback, schema_text
-    from course.files import compact_json
+    from course.core.files import compact_json
+    from course.pipeline.feedback_model import Feedback, schema_text
 
     _, root, _ = graded_samples
     schema = json.loads(schema_text())
@@ -185,7 +185,7 @@ def test_the_class_summary_names_students_for_the_instructor_only(graded_samples
 
 
 def test_regrading_is_idempotent(graded_samples, tmp_path):
-    from course.config import load_config
+    from course.core.config import load_config
 
     root = shutil.copytree(graded_samples[1], tmp_path / "course")  # it writes: a copy of the graded class
     before = (root / "grades-autograd.csv").read_text()
@@ -228,7 +228,7 @@ def test_our_scores_equal_nbgrader_autograde_on_honest_notebooks(tmp_path):
         target.parent.mkdir(parents=True)
         shutil.copy(path, target)
 
-    from course.config import load_config
+    from course.core.config import load_config
 
     config = load_config(root)
     grade_batch(config, [], root / "out")

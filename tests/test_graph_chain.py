@@ -1,4 +1,4 @@
-"""Chain tables read from torch's graph (course/graph_chain.py): the published numbers of three public
+"""Chain tables read from torch's graph (course/pipeline/graph_chain.py): the published numbers of three public
 backpropagation examples, forks, the order of torch's own backward pass, agreement with the hand-written CHAINS
 of the two assignments, and a derived table reaching the feedback of an exercise that has none by hand."""
 
@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from course.answers import VALUE, Answer
-from course.assignment import load_assignment
-from course.config import load_config
-from course.content import ChainStep
-from course.errors import SourceNotebookError
-from course.feedback import build_feedback
-from course.graph_chain import (
+from course.core.answers import VALUE, Answer
+from course.core.config import load_config
+from course.core.errors import SourceNotebookError
+from course.pipeline.assignment import load_assignment
+from course.pipeline.content import ChainStep
+from course.pipeline.feedback import build_feedback
+from course.pipeline.graph_chain import (
     MAX_EXPRESSION,
     MAX_NODES,
     GraphChainError,
@@ -29,7 +29,7 @@ from course.graph_chain import (
     walk,
     with_derived_chains,
 )
-from course.judge import judge
+from course.pipeline.judge import judge
 from tests.support.helpers import ROOT
 
 CLOSE = 1e-4  # the published numbers have four decimals (micrograd) or three (CS231n)
@@ -380,7 +380,8 @@ def test_chain_from_graph_names_answers_only():
 
 
 def kit_gate(x, y, z):
-    """A build as the authoring kit has them (course/kit.py): it calls backward() and returns answers by name."""
+    """A build as the authoring kit has them (course/authoring/kit.py): it calls backward() and returns answers by
+    name."""
     x = torch.tensor(float(x), dtype=torch.float64, requires_grad=True)
     y = torch.tensor(float(y), dtype=torch.float64, requires_grad=True)
     z = torch.tensor(float(z), dtype=torch.float64, requires_grad=True)
@@ -491,9 +492,9 @@ def test_kit_graphs_read_the_numbers_cell_through_the_exercises_names():
 def test_grading_shows_the_graphs_table_where_none_is_written(course_root, tmp_path):
     """The whole way: a notebook graded in the sandbox, its feedback's tiny_net table read from the graph (the
     course's copy has no hand-written CHAINS), breaking where the student's chain broke."""
-    from course.config import load_config
-    from course.discovery import SubmissionRef
-    from course.grading import grade_submission
+    from course.core.config import load_config
+    from course.pipeline.discovery import SubmissionRef
+    from course.pipeline.grading import grade_submission
     from tests.support.helpers import ALL_VALUES, CORRECT_CODE, submitted_notebook, write
 
     exercises = course_root / "source" / "autograd" / "exercises.py"

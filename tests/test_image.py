@@ -184,7 +184,7 @@ def test_image_runs_the_submission_service(podman, tmp_path):
     finally:
         logs = podman("logs", "autograd-serve", check=False)
         podman("rm", "-f", "autograd-serve", check=False)
-    assert "INFO course.service.run: assignment autograd on http://127.0.0.1:" in logs.stdout + logs.stderr
+    assert "INFO course.platforms.service.run: assignment autograd on http://127.0.0.1:" in logs.stdout + logs.stderr
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import copy
 
-from course.handwork import parse_cells
-from course.integrity import review
-from course.submission import read_submission
+from course.pipeline.handwork import parse_cells
+from course.pipeline.integrity import review
+from course.pipeline.submission import read_submission
 from tests.support.helpers import RELEASE_NOTEBOOK, ROOT, add_cell, load, submitted_notebook, write
 
 ERIN = ROOT / "tests" / "samples" / "submitted" / "erin" / "autograd" / "autograd.ipynb"

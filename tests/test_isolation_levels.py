@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from course.cli import main
-from course.config import DEFAULT_SANDBOX_UID, Limits, load_config
-from course.errors import SandboxError, SandboxStartError
+from course.core.config import DEFAULT_SANDBOX_UID, Limits, load_config
+from course.core.errors import SandboxError, SandboxStartError
+from course.pipeline.submission import Cell
 from course.sandbox import bubblewrap, choose_isolation, levels, run_cells
 from course.sandbox.bubblewrap import bwrap_binary
 from course.sandbox.levels import first_choice
 from course.sandbox.uids import UID_RANGE
-from course.submission import Cell
 from tests.support.helpers import ROOT
 
 LIMITS = Limits(cell_seconds=10, submission_seconds=20)

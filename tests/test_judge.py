@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from course.answers import FUNCTION, MISSING, UNREADABLE, VALUE, WRONG_FORM, Answer, Probe
-from course.judge import judge, matches, to_plain
+from course.core.answers import FUNCTION, MISSING, UNREADABLE, VALUE, WRONG_FORM, Answer, Probe
+from course.pipeline.judge import judge, matches, to_plain
 from tests.support.helpers import ALL_VALUES, contract_answers, wrong_literal
 
 TOL = 1e-6
@@ -134,7 +134,7 @@ def test_hidden_test_errors_become_a_visible_autograder_error(assignment):
 
     broken = replace(assignment.questions[0], test_source=(
         "### BEGIN HIDDEN TESTS\nmarks = Marks()\nraise RuntimeError('bug')\n### END HIDDEN TESTS\n"))
-    from course.judge import judge_question
+    from course.pipeline.judge import judge_question
 
     result = judge_question(broken, contract_answers(assignment), tolerance=TOL, params=assignment.default_params)
     assert result.earned == 0
@@ -144,7 +144,7 @@ def test_hidden_test_errors_become_a_visible_autograder_error(assignment):
 def test_one_backward_call_for_two_is_diagnosed_as_overwriting(assignment):
     """Exercise 11 answered with a single step's gradients (what exercise 3 computes) is the same reading of
     accumulation as overwriting that exercise 6 catches."""
-    from course.misconceptions import diagnose
+    from course.pipeline.misconceptions import diagnose
 
     single_step = {"twice_w_grad": ALL_VALUES["net_dL_dw"], "twice_b_grad": ALL_VALUES["net_dL_db"]}
     found = diagnose(judge(assignment, contract_answers(assignment, {**ALL_VALUES, **single_step}), tolerance=TOL),
@@ -188,9 +188,9 @@ def _every_kind_of_class(assignment):
 
 
 def test_replayed_references_score_exactly_as_running_the_hidden_tests_per_student(assignment, monkeypatch):
-    from course import judge as judge_module
-    from course.assignment import HIDDEN_BEGIN, HIDDEN_END, region_lines
-    from course.hidden_tests import reads_no_answer
+    from course.pipeline import judge as judge_module
+    from course.pipeline.assignment import HIDDEN_BEGIN, HIDDEN_END, region_lines
+    from course.pipeline.hidden_tests import reads_no_answer
 
     names = frozenset(assignment.answer_names + assignment.function_names)
     for question in assignment.questions:  # the course's own cells are all of the kind that is replayed
@@ -227,7 +227,7 @@ def test_replayed_references_score_exactly_as_running_the_hidden_tests_per_stude
     ],
 )
 def test_only_cells_that_read_nothing_of_the_student_are_replayed(body, replayed):
-    from course.hidden_tests import reads_no_answer
+    from course.pipeline.hidden_tests import reads_no_answer
 
     assert reads_no_answer(body, frozenset({"a", "b", "f"})) is replayed
 
@@ -235,7 +235,7 @@ def test_only_cells_that_read_nothing_of_the_student_are_replayed(body, replayed
 def test_a_cell_that_reads_an_answer_is_run_for_each_student(assignment):
     from dataclasses import replace
 
-    from course.judge import judge_question
+    from course.pipeline.judge import judge_question
 
     echo = replace(assignment.questions[0], test_source=_hidden(
         "marks = Marks()\n"

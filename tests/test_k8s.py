@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from course.cli import _parser
-from course.service.app import ROUTES
+from course.platforms.service.app import ROUTES
 from tests.support.helpers import ROOT
 
 MANIFESTS = sorted((ROOT / "autograder").glob("k8s-*.yaml"))

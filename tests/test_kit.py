@@ -1,4 +1,5 @@
-"""The authoring kit (course/kit.py, course/scaffold.py): one definition per exercise writes the source notebook's
+"""The authoring kit (course/authoring/kit.py, course/authoring/scaffold.py): one definition per exercise writes the
+source notebook's
 cells in the cell conventions, idempotently, keeping every hand-written cell; its errors name the file, the
 exercise and what to do; `new assignment` makes an assignment that loads, releases and grades as it stands."""
 
@@ -10,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from course.answers import VALUE, Answer
-from course.assignment import load_assignment, load_course_assignment
+from course.authoring.kit import AuthoringError, load_exercises, write_cells, write_notebook
 from course.cli import main
-from course.config import load_config
-from course.judge import judge
-from course.kit import AuthoringError, load_exercises, write_cells, write_notebook
+from course.core.answers import VALUE, Answer
+from course.core.config import load_config
+from course.pipeline.assignment import load_assignment, load_course_assignment
+from course.pipeline.judge import judge
 from tests.support.helpers import SOURCE_NOTEBOOK, load
 
-HEADER = "import torch\n\nfrom course.kit import Ask, Exercise\n\n\n"
+HEADER = "import torch\n\nfrom course.authoring.kit import Ask, Exercise\n\n\n"
 
 SLOPE = HEADER + '''\
 def line(w, x, b):
@@ -178,7 +179,7 @@ def test_new_assignment_makes_an_assignment_that_loads_and_scores_its_own_key(co
 
 @pytest.mark.slow
 def test_a_new_assignment_releases_and_its_proof_passes_as_it_stands(course_root):
-    from course.release import release
+    from course.authoring.release import release
 
     assert main(["--course", str(course_root), "new", "assignment", "demo"]) == 0
     report = release(load_config(course_root), "demo")

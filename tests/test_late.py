@@ -8,9 +8,9 @@ from datetime import datetime
 import pytest
 import yaml
 
-from course.config import parse_config
-from course.errors import ConfigError
-from course.late import LatePolicy, assess
+from course.core.config import parse_config
+from course.core.errors import ConfigError
+from course.core.late import LatePolicy, assess
 
 DUE = datetime(2026, 11, 20, 23, 59)
 
@@ -72,7 +72,7 @@ def test_mistyped_late_settings_say_which_key(extra, message):
 
 
 def test_without_a_due_date_in_the_yaml_nbgrader_gradebook_s_due_date_counts(tmp_path):
-    from course.nbgrader_bridge import assignment_due, open_gradebook
+    from course.term.nbgrader_bridge import assignment_due, open_gradebook
 
     db = tmp_path / "gradebook.db"
     assert assignment_due(f"sqlite:///{db}", db, "autograd") is None  # no gradebook yet: nothing is created

@@ -3,7 +3,12 @@ functions, so that a lazy import cannot hide one), and no module importing anoth
 two modules share lives in a module both import, under a public name (as recording.py holds what batch.py,
 shards.py and term_record.py write, and sandbox/interpreter.py what bubblewrap.py and handed_in.py both need).
 
-Imports for start-up speed may stay inside functions; they are edges of the graph like any other."""
+Imports for start-up speed may stay inside functions; they are edges of the graph like any other.
+
+The package's layers are its folders (docs/architecture.md draws them), lowest first: core, sandbox, pipeline,
+term, authoring, platforms. A module imports from its own layer and the layers below it, never above; outside the
+layers stand only the faces: what a student's notebook imports (`course.notebook` and the `course.forms` it
+imports, handed into the sandbox under those names) at the bottom, and the command line (`course.cli`) on top."""
 
 from __future__ import annotations
 
@@ -14,10 +19,6 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "course"
 
-# Private names imported across modules in files other parts of issue 41 are rewriting; each entry goes when its
-# import does (test_no_module_imports_another_modules_private_name fails on an entry that no longer occurs).
-OWNED_ELSEWHERE = {
-}
 
 
 @dataclass(frozen=True)
@@ -135,14 +136,75 @@ def test_the_checker_can_fail(tmp_path):
 
 def test_course_has_no_import_cycle():
     imports = course_imports()
-    assert any(one.importer == "course.batch" and one.imported == "course.grading" for one in imports)  # read at all
+    # read at all:
+    assert any(one.importer == "course.term.batch" and one.imported == "course.pipeline.grading" for one in imports)
     found = cycles(imports)
     assert found == [], "import cycles in course/ (move what both sides share into a module both import): " + \
         " | ".join(_shown(component, imports) for component in found)
 
 
 def test_no_module_imports_another_modules_private_name():
-    found = private_imports(course_imports())
-    assert found - OWNED_ELSEWHERE.keys() == set(), "a module imports another's private name (make it public, or " \
-        "move it where both belong)"
-    assert OWNED_ELSEWHERE.keys() - found == set(), "these private imports are gone: remove them from OWNED_ELSEWHERE"
+    assert private_imports(course_imports()) == set(), "a module imports another's private name (make it public, " \
+        "or move it where both belong)"
+
+
+# Lowest first: a module of one layer imports from its own layer and those before it.
+LAYERS = ("core", "sandbox", "pipeline", "term", "authoring", "platforms")
+STUDENT_FACE = frozenset({"course.forms", "course.notebook"})  # imports nothing but itself
+TOP = frozenset({"course", "course.__main__", "course.cli"})
+
+
+def rank(module: str) -> int:
+    """0 for the student's face, 1.. for the layers in order, one above the last layer for the command line."""
+    if module in STUDENT_FACE:
+        return 0
+    if module in TOP:
+        return len(LAYERS) + 1
+    parts = module.split(".")
+    if len(parts) >= 2 and parts[1] in LAYERS:
+        return LAYERS.index(parts[1]) + 1
+    raise LookupError(module)
+
+
+def upward(imports: tuple[Import, ...] | list[Import]) -> list[str]:
+    return sorted(f"{one.importer}:{one.line} imports {one.imported}" for one in imports
+                  if rank(one.imported) > rank(one.importer))
+
+
+def test_every_module_lives_in_a_layer_or_is_a_face():
+    homeless = []
+    for module in modules_of(PACKAGE):
+        try:
+            rank(module)
+        except LookupError:
+            homeless.append(module)
+    assert homeless == [], (f"put each in one of course/{{{','.join(LAYERS)}}}/ (docs/architecture.md says which "
+                            "holds what)")
+
+
+def test_each_layer_is_a_package_that_says_what_it_holds():
+    for layer in LAYERS:
+        init = PACKAGE / layer / "__init__.py"
+        assert init.is_file(), f"course/{layer}/ is not a package"
+        assert ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))), f"course/{layer}/__init__.py is mute"
+
+
+def test_imports_run_down_the_layers_only():
+    assert upward(course_imports()) == [], "imports running up the layers (" + " < ".join(LAYERS) + ")"
+
+
+def test_the_student_face_imports_nothing_but_itself():
+    assert [one for one in course_imports() if one.importer in STUDENT_FACE and one.imported not in STUDENT_FACE] == []
+
+
+def test_the_layer_check_sees_an_upward_import_inside_a_function(tmp_path):
+    package = tmp_path / "course"
+    for folder in ("core", "pipeline"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text('"""A layer."""\n')
+    (package / "__init__.py").write_text("")
+    (package / "core" / "text.py").write_text("def f():\n    from course.pipeline.grading import g\n")
+    (package / "pipeline" / "grading.py").write_text("from course.core.text import f\ndef g():\n    pass\n")
+    modules = modules_of(package)
+    found = [one for name, path in modules.items() for one in imports_of(name, path, modules)]
+    assert upward(found) == ["course.core.text:2 imports course.pipeline.grading"]

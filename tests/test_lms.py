@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from course.cli import main
-from course.gradebook import GradeRow, write_grades_csv
+from course.term.gradebook import GradeRow, write_grades_csv
 
 ROSTER = (
     "student_id,name,lms_id,sis_user_id,sis_login_id,section,email\n"

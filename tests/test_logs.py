@@ -1,4 +1,4 @@
-"""The long-running parts log through `logging` (course/logs.py): lines with their UTC time, level and logger on
+"""The long-running parts log through `logging` (course/core/logs.py): lines with their UTC time, level and logger on
 stderr, at the level the command line's --log-level sets."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 import pytest
 
 from course.cli import _parser
-from course.logs import DEFAULT_LEVEL, configure
+from course.core.logs import DEFAULT_LEVEL, configure
 
 LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ (?P<level>[A-Z]+) (?P<logger>[\w.]+): (?P<message>.*)")
 
@@ -34,7 +34,7 @@ def test_a_log_line_has_its_time_level_and_logger_and_the_level_is_the_least_sho
     assert line.group("level", "logger", "message") == (
         "WARNING", "course.sandbox.pool", "uid 61003 still owns processes after a run; it is retired")
     configure("debug")
-    logging.getLogger("course.service.worker").debug("looked at the queue")
+    logging.getLogger("course.platforms.service.worker").debug("looked at the queue")
     assert LINE.fullmatch(capsys.readouterr().err.strip()).group("level") == "DEBUG"
 
 

@@ -1,4 +1,4 @@
-"""course.nbgrader_bridge: nbgrader's gradebook, created in this process without its `alembic heads` subprocess and
+"""course.term.nbgrader_bridge: nbgrader's gradebook, created in this process without its `alembic heads` subprocess and
 stamped with the same migration head that subprocess prints."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from nbgrader.dbutil import _temp_alembic_ini
 from sqlalchemy import create_engine, text
 
-from course.nbgrader_bridge import nbgrader_migration_head, open_gradebook
+from course.term.nbgrader_bridge import nbgrader_migration_head, open_gradebook
 
 
 def test_the_in_process_head_is_the_one_alembic_heads_prints():
@@ -49,7 +49,7 @@ def _deep_runtime_dir(tmp_path: Path) -> Path:
 def test_the_kernels_sockets_fit_a_unix_socket_under_a_deep_runtime_folder(tmp_path, monkeypatch):
     import stat
 
-    from course.nbgrader_bridge import MAX_SOCKET_PREFIX, kernel_socket_prefix
+    from course.term.nbgrader_bridge import MAX_SOCKET_PREFIX, kernel_socket_prefix
 
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(_deep_runtime_dir(tmp_path)))
     prefix = Path(kernel_socket_prefix())
@@ -68,7 +68,7 @@ def test_a_kernel_starts_and_answers_under_a_deep_runtime_folder(tmp_path, monke
     """Seen: `autograd-course release` with a long HOME failed with a traceback, "File name too long"."""
     from jupyter_client.manager import KernelManager
 
-    from course.nbgrader_bridge import nbgrader_config
+    from course.term.nbgrader_bridge import nbgrader_config
 
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(_deep_runtime_dir(tmp_path)))
     settings = nbgrader_config(tmp_path, f"sqlite:///{tmp_path / 'gradebook.db'}").KernelManager

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from nbgrader.utils import parse_utc
 
-from course.nbgrader_layout import SECRET, TIMESTAMP, write_feedback_files
+from course.term.nbgrader_layout import SECRET, TIMESTAMP, write_feedback_files
 
 STAMP = "2026-11-20 09:00:00.000000 UTC"
 

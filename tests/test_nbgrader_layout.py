@@ -111,7 +111,7 @@ def test_nbgrader_generate_feedback_keeps_our_page_or_shows_no_hidden_test(grade
 def test_each_nbgrader_run_gets_kernel_sockets_of_its_own(tmp_path):
     """jupyter_client numbers ipc sockets from 1 under one prefix: graders sharing a prefix race for the same
     socket files and nbgrader autograde fails with 'Invalid Signature'."""
-    from course.nbgrader_bridge import nbgrader_config
+    from course.term.nbgrader_bridge import nbgrader_config
 
     first, second = (nbgrader_config(tmp_path, "sqlite://") for _ in range(2))
     assert first.KernelManager.transport == second.KernelManager.transport == "ipc"

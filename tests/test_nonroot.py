@@ -107,9 +107,9 @@ GIVING_WAY = ("import os, time\nstart = time.process_time()\nwhile time.process_
 
 WARM_CHECK = f"""
 import json
-from course.config import Limits
+from course.core.config import Limits
 from course.sandbox import WarmPool
-from course.submission import Cell
+from course.pipeline.submission import Cell
 
 with WarmPool(1, Limits(cell_seconds=5, submission_seconds=15)) as pool:
     seen = []

@@ -220,7 +220,7 @@ def test_hidden_tests_never_bring_their_own_marks_or_checks(assignment):
     import or rebind the notebook's (which would score with the student's kernel's arithmetic)."""
     import ast
 
-    from course.assignment import HIDDEN_BEGIN, HIDDEN_END, region_lines
+    from course.pipeline.assignment import HIDDEN_BEGIN, HIDDEN_END, region_lines
 
     for question in assignment.questions:
         tree = ast.parse("\n".join(region_lines(question.test_source, HIDDEN_BEGIN, HIDDEN_END)))
@@ -234,7 +234,7 @@ def test_the_judges_marks_wins_over_the_notebooks(assignment, monkeypatch):
     """Even with course.notebook imported in the grader's process and its Marks broken, the judge scores
     every question with its own Marks (ValueResults come only from it) and never runs the setup cell."""
     import course.notebook
-    from course.judge import judge
+    from course.pipeline.judge import judge
     from tests.support.helpers import contract_answers
 
     class Sabotaged:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from course.config import DEFAULT_SANDBOX_UID, Limits
+from course.core.config import DEFAULT_SANDBOX_UID, Limits
+from course.pipeline.submission import Cell
 from course.sandbox import WarmPool, choose_isolation
 from course.sandbox.uids import lease_uid
-from course.submission import Cell
 from tests.support.helpers import ORPHAN, ROOT, needs_tool
 
 LIMITS = Limits(cell_seconds=3, submission_seconds=15)
@@ -148,7 +148,7 @@ def test_workers_leave_no_file_in_the_temporary_folder():
 
 def test_a_worker_that_cannot_start_is_reported_with_its_last_words(monkeypatch):
     import course.sandbox.pool as pool_module
-    from course.errors import SandboxError
+    from course.core.errors import SandboxError
 
     monkeypatch.setattr(pool_module, "RUNNER_SOURCE", "import sys\nsys.exit('the worker broke on purpose')")
     with WarmPool(1, LIMITS) as warm:
@@ -251,9 +251,9 @@ def test_workers_are_handed_only_the_releases_public_code_cells(tmp_path):
     solution or hidden tests (a release edited by hand); nothing when there is no release to read."""
     import json
 
-    from course.config import load_config
-    from course.release import release
-    from course.selftest import released_code_cells
+    from course.authoring.release import release
+    from course.core.config import load_config
+    from course.pipeline.selftest import released_code_cells
     from tests.support.helpers import copy_course
 
     root = copy_course(tmp_path / "course")

@@ -1,4 +1,5 @@
-"""Where function answers are called (course/probes.py): fixed per course, assignment and function, keyed with the
+"""Where function answers are called (course/pipeline/probes.py): fixed per course, assignment and function, keyed
+with the
 course secret where there is one, and always the exercise's own point, zero, a negative and a positive point."""
 
 from __future__ import annotations
@@ -7,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from course.config import load_config
-from course.errors import ConfigError, SourceNotebookError
-from course.probes import GRID, drawn_points, has_secret, probe_points
+from course.core.config import load_config
+from course.core.errors import ConfigError, SourceNotebookError
+from course.pipeline.probes import GRID, drawn_points, has_secret, probe_points
 from tests.support.helpers import ROOT
 
 
@@ -74,7 +75,7 @@ def test_an_own_point_that_is_no_number_is_the_exercises_modules_error(config, a
     ('["cubic_derivative"]', "FUNCTION_POINTS must map function answers to names"),
 ])
 def test_function_points_naming_nothing_are_refused_where_the_assignment_loads(tmp_path, mapping, problem):
-    from course.assignment import load_assignment
+    from course.pipeline.assignment import load_assignment
 
     exercises = tmp_path / "exercises.py"
     source = (ROOT / "source" / "autograd" / "exercises.py").read_text()

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from course.assignment import load_course_assignment
-from course.config import load_config
-from course.errors import CourseError, ReleaseError
-from course.release import find_leaks, release
+from course.authoring.release import find_leaks, release
+from course.core.config import load_config
+from course.core.errors import CourseError, ReleaseError
+from course.pipeline.assignment import load_course_assignment
 from tests.support.helpers import RELEASE_NOTEBOOK, ROOT, SOURCE_NOTEBOOK, TRAINING_RELEASE, load
 
 
@@ -51,28 +51,29 @@ def test_a_solution_outside_its_region_is_caught(course_config, course_root, tmp
 
 @pytest.mark.slow
 def test_release_is_verified_with_nbgrader_autograde_and_says_each_stage_on_stderr(course_root, capfd):
-    """A release takes tens of seconds: each stage is a log line on stderr (course/logs.py), the result on stdout,
+    """A release takes tens of seconds: each stage is a log line on stderr (course/core/logs.py), the result on stdout,
     with the proof's scores. (One release for what were two tests, each releasing: the proof's scores and quiet
     kernels, and the stages.)"""
     from course.cli import main
 
     assert main(["--course", str(course_root), "release", "--assignment", "autograd"]) == 0
     captured = capfd.readouterr()  # nbgrader's kernels write to the file descriptors, not through sys.stderr
-    stages = [line.split("course.release: ", 1)[1] for line in captured.err.splitlines() if "course.release: " in line]
+    stages = [line.split("course.authoring.release: ", 1)[1] for line in captured.err.splitlines()
+              if "course.authoring.release: " in line]
     assert stages == ["release autograd: nbgrader generate_assignment",
                       "release autograd: proof: nbgrader generate_assignment in a scratch course",
                       "release autograd: proof: nbgrader autograde of the source's solutions",
                       "release autograd: proof: nbgrader autograde of the untouched release",
                       f"release autograd: recording its cells in the course gradebook, then "
                       f"{course_root / 'release' / 'autograd'}"], captured.err
-    assert " INFO course.release: " in captured.err
+    assert " INFO course.authoring.release: " in captured.err
     assert "released " in captured.out
     assert "verified with nbgrader autograde: source solutions 57/57, untouched release 0/57" in captured.out
     # nbgrader's kernels use unix sockets (configured), so ipykernel has no TCP warning to give
     assert "without encryption" not in captured.out + captured.err
     assert main(["--course", str(course_root), "--log-level", "warning", "release", "--assignment", "autograd",
                  "--no-verify"]) == 0
-    assert "course.release" not in capfd.readouterr().err
+    assert "course.authoring.release" not in capfd.readouterr().err
 
 
 @pytest.mark.slow
@@ -147,7 +148,7 @@ def test_a_solution_region_outside_a_solution_cell_is_named_before_nbgrader_runs
 
 
 def test_a_leak_is_reported_with_its_question(assignment):
-    from course.release import _with_question
+    from course.authoring.release import _with_question
 
     assert _with_question(assignment, "answer_tiny_net: the release still contains 'net_dL_dw = 12'") == (
         "answer_tiny_net (question '3. A whole (tiny) network by hand'): the release still contains 'net_dL_dw = 12'")

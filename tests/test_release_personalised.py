@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from course.authoring.release import release
 from course.cli import main
-from course.config import load_config
-from course.errors import ReleaseError
-from course.release import release
-from course.term import released_to
+from course.core.config import load_config
+from course.core.errors import ReleaseError
+from course.term.nbgrader_term import released_to
 from tests.support.helpers import copy_course
 
 SECRET = "a course secret for the refresh tests"  # noqa: S105 - the tests' own

@@ -7,13 +7,13 @@ import re
 
 import pytest
 
-from course.answers import FUNCTION, MISSING, VALUE, WRONG_FORM, Answer, Probe, describe
-from course.assignment import load_course_assignment
-from course.config import load_config
-from course.feedback import build_feedback
-from course.feedback_model import CellError, Feedback, QuestionFeedback
-from course.judge import judge
-from course.render import question_markdown, question_view, render_html
+from course.core.answers import FUNCTION, MISSING, VALUE, WRONG_FORM, Answer, Probe, describe
+from course.core.config import load_config
+from course.pipeline.assignment import load_course_assignment
+from course.pipeline.feedback import build_feedback
+from course.pipeline.feedback_model import CellError, Feedback, QuestionFeedback
+from course.pipeline.judge import judge
+from course.pipeline.render import question_markdown, question_view, render_html
 from tests.support.helpers import ALL_VALUES, ROOT, TRAINING_VALUES, contract_answers, wrong_literal
 
 TOL = 1e-6
@@ -161,7 +161,7 @@ def test_a_function_answer_without_a_function_is_shown_as_one(assignment, answer
 
 
 def test_each_reported_error_starts_its_line_with_a_capital(assignment):
-    from course.render import summary_markdown
+    from course.pipeline.render import summary_markdown
 
     cell_errors = [CellError("your answer cell for 3. A whole (tiny) network by hand", "NameError: name 'y'"),
                    CellError("cell 12", "ZeroDivisionError: division by zero")]
@@ -345,7 +345,7 @@ def test_a_feedback_of_many_errors_is_capped_where_it_is_made_and_says_how_many_
     the first errors and their number, and both views say it."""
     import json
 
-    from course.render import summary_markdown
+    from course.pipeline.render import summary_markdown
 
     errors = [CellError(f"cell {i}", "ZeroDivisionError: " + "x" * 480, "h") for i in range(2000)]
     feedback = build_feedback("s1", "autograd", tuple(judge(assignment, contract_answers(assignment), tolerance=TOL)),

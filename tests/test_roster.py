@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from course.roster import Student, nbgrader_names, nbgrader_student, read_roster
+from course.term.roster import Student, nbgrader_names, nbgrader_student, read_roster
 
 
 @pytest.mark.parametrize(("name", "first", "last"), [

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from course.config import DEFAULT_SANDBOX_UID, Limits
+from course.core.config import DEFAULT_SANDBOX_UID, Limits
+from course.pipeline.submission import Cell
 from course.sandbox import choose_isolation, run_cells
 from course.sandbox.uids import UID_RANGE
-from course.submission import Cell
 from tests.support.helpers import ROOT, needs_tool
 
 LIMITS = Limits(cell_seconds=5, submission_seconds=20)
@@ -178,7 +178,7 @@ def test_a_report_keeps_only_the_contracts_names():
 def test_a_report_is_kept_decoded_so_a_forged_one_costs_the_grader_no_more_than_an_honest_one():
     """Each name's last report is kept as its decoded Answer, not as the parsed line: a list of a hundred thousand
     lists (a few MB of JSON, twenty times that parsed) is kept as an unreadable answer with a short reason."""
-    from course.answers import UNREADABLE
+    from course.core.answers import UNREADABLE
     from course.sandbox.supervisor import _Protocol
 
     protocol = _Protocol([Cell(0, "cell 1", "x = 1"), Cell(1, "cell 2", "x = 2")], ("x", "y"), {}, started=0.0)

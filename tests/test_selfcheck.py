@@ -8,11 +8,11 @@ import shutil
 
 import pytest
 
-from course.answers import VALUE, Answer
-from course.assignment import load_assignment, released_assignment
 from course.cli import main
-from course.errors import SourceNotebookError, SubmissionError
-from course.selfcheck import CheckReport, QuestionCheck
+from course.core.answers import VALUE, Answer
+from course.core.errors import SourceNotebookError, SubmissionError
+from course.pipeline.assignment import load_assignment, released_assignment
+from course.pipeline.selfcheck import CheckReport, QuestionCheck
 from tests.support.helpers import CORRECT_CODE, RELEASE_NOTEBOOK, SOURCE_NOTEBOOK, load, submitted_notebook, write
 
 

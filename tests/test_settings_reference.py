@@ -1,4 +1,4 @@
-"""The settings' schema is one declaration (course/config.py's dataclasses): every section is checked by it at
+"""The settings' schema is one declaration (course/core/config.py's dataclasses): every section is checked by it at
 load, and docs/settings.md is generated from it (docs/generators/settings_reference.py, a script of the repository)
 and must not drift from it."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from course.config import CourseConfig, parse_config
-from course.errors import ConfigError
-from course.schema import declared
+from course.core.config import CourseConfig, parse_config
+from course.core.errors import ConfigError
+from course.core.schema import declared
 from tests.support.helpers import ROOT
 
 # the script's names, as it defines them
@@ -99,7 +99,7 @@ def test_the_sample_course_yaml_comments_agree_with_the_settings():
     for page in ("docs/settings.md",):
         assert page in comments
         assert (ROOT / page).exists()
-    for value in ("auto", "bwrap", "uid", "rlimits"):  # the one_of of `sandbox` in course/config.py
+    for value in ("auto", "bwrap", "uid", "rlimits"):  # the one_of of `sandbox` in course/core/config.py
         assert f"#   {value} " in comments, value
     assert "else rlimits only" not in comments  # auto refuses to grade without bubblewrap
     assert "the first of 64 uids/gids" in comments.lower()

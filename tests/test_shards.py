@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from course.cli import main
-from course.discovery import SubmissionRef
-from course.errors import CourseError
-from course.shards import SHARD_FORMAT, Shard, _shards, parse_shard, shard_of
+from course.core.errors import CourseError
+from course.pipeline.discovery import SubmissionRef
+from course.term.shards import SHARD_FORMAT, Shard, _shards, parse_shard, shard_of
 from tests.support.helpers import ROOT, copy_course
 
 SAMPLES = ROOT / "tests" / "samples" / "submitted"

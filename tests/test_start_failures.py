@@ -1,4 +1,4 @@
-"""Our failure is never a student's grade (course/sandbox/retry.py, course/selftest.py).
+"""Our failure is never a student's grade (course/sandbox/retry.py, course/pipeline/selftest.py).
 
 A run that ends before the runner's `ready` ran no student code: it is tried again, and when no try starts it
 is an autograder error, never `graded`, never a 0 in the gradebook or an LMS export. And every command that
@@ -25,20 +25,20 @@ import pytest
 
 import course.sandbox.cold as cold_module
 import course.sandbox.pool as pool_module
-from course.assignment import load_course_assignment
-from course.batch import grade_batch
 from course.cli import main
-from course.config import load_config
-from course.discovery import SubmissionRef
-from course.errors import SandboxStartError, SelfTestError
-from course.grading import grade_submission
-from course.lms import export_rows
-from course.roster import read_roster
+from course.core.config import load_config
+from course.core.errors import SandboxStartError, SelfTestError
+from course.core.status import Status
+from course.pipeline.assignment import load_course_assignment
+from course.pipeline.discovery import SubmissionRef
+from course.pipeline.grading import grade_submission
+from course.pipeline.selftest import from_source, prove_setup, untouched_release
+from course.pipeline.submission import Cell
 from course.sandbox import WarmPool, run_cells
 from course.sandbox.handed_in import RUNNER_SOURCE
-from course.selftest import from_source, prove_setup, untouched_release
-from course.status import Status
-from course.submission import Cell
+from course.term.batch import grade_batch
+from course.term.lms import export_rows
+from course.term.roster import read_roster
 from tests.support.helpers import ROOT, SAMPLE_SCORES, add_cell, copy_course, load, set_limit, submitted_notebook, write
 
 SAMPLES = ROOT / "tests" / "samples" / "submitted"

@@ -1,4 +1,4 @@
-"""course.status: the status words are the strings our files already hold, byte for byte, and a status read back
+"""course.core.status: the status words are the strings our files already hold, byte for byte, and a status read back
 that is not one of them is refused with a sentence that says where."""
 
 from __future__ import annotations
@@ -12,17 +12,17 @@ import sys
 import pytest
 from sqlalchemy import select, update
 
-from course.errors import CourseError
-from course.feedback_model import Feedback
-from course.files import compact_json
-from course.gradebook import GradeRow, write_grades_csv
-from course.service import store as store_module
-from course.service.policy import ServicePolicy
-from course.service.store import Attempt, Store, new_token
-from course.status import GRADING_GIVES, RAN, SCORED, Status
+from course.core.errors import CourseError
+from course.core.files import compact_json
+from course.core.status import GRADING_GIVES, RAN, SCORED, Status
+from course.pipeline.feedback_model import Feedback
+from course.platforms.service import store as store_module
+from course.platforms.service.policy import ServicePolicy
+from course.platforms.service.store import Attempt, Store, new_token
+from course.term.gradebook import GradeRow, write_grades_csv
 from tests.support.helpers import ROOT
 
-STATUS_SOURCE = ROOT / "course" / "status.py"
+STATUS_SOURCE = ROOT / "course" / "core" / "status.py"
 GOLDEN_FEEDBACK = ROOT / "tests" / "goldens" / "bob.verdicts.feedback.json"
 
 
@@ -125,9 +125,9 @@ def test_the_status_module_sits_at_the_bottom_of_the_package():
     assert imported == {"__future__", "enum"}
     check = "import json, sys, {}; print(json.dumps(sorted(m for m in sys.modules if m.startswith('course'))))"
     loaded = []
-    for module in ("course", "course.status"):
+    for module in ("course", "course.core.status"):
         done = subprocess.run([sys.executable, "-c", check.format(module)], capture_output=True, text=True,
                               timeout=60, cwd=ROOT)
         assert done.returncode == 0, done.stderr
         loaded.append(set(json.loads(done.stdout)))
-    assert loaded[1] - loaded[0] == {"course.status"}
+    assert loaded[1] - loaded[0] == {"course.core", "course.core.status"}  # the layer package (a docstring) and it

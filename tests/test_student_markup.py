@@ -1,11 +1,12 @@
-"""A submission's markup made inert for nbgrader's renderers (course/student_markup.py): rendered by nbconvert's own
+"""A submission's markup made inert for nbgrader's renderers (course/term/student_markup.py): rendered by nbconvert's
+own
 markdown filter (what formgrader's template uses), the student's text shows and none of its markup is HTML."""
 
 from __future__ import annotations
 
 import pytest
 
-from course.student_markup import LABEL, inert_submission, literal_markdown
+from course.term.student_markup import LABEL, inert_submission, literal_markdown
 
 RELEASE = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": ["## Part 1\n", "<b>instructor's</b>"]},
                      {"cell_type": "code", "metadata": {}, "source": "x = ...", "outputs": []}]}
@@ -55,7 +56,7 @@ def test_cells_that_are_the_releases_stay_and_the_rest_become_text():
 def test_a_code_cell_written_as_the_releases_markdown_cell_is_inert():
     """nbgrader_layout gives a student's cell matched by grade_id to an unlocked, ungraded release cell the
     release's type: a code cell of `<script>` becomes a markdown cell, and is judged as one."""
-    from course.nbgrader_layout import autograded_notebook
+    from course.term.nbgrader_layout import autograded_notebook
 
     notes = {"grade": False, "solution": False, "locked": False, "grade_id": "notes", "schema_version": 3}
     release = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [

@@ -1,6 +1,6 @@
 """The test suite is a package: what its modules share lives in tests/support/, no test module imports another
 (nor a conftest.py: fixtures come to a test by name), and `tests/` is not on sys.path, so that a folder of the suite
-(`service`, `browser`, ...) never stands for a package of its own name (`course.service` is the service)."""
+(`service`, `browser`, ...) never stands for a package of its own name (`course.platforms.service` is the service)."""
 
 from __future__ import annotations
 

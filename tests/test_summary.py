@@ -11,9 +11,9 @@ from typing import ClassVar
 
 import pytest
 
-from course.feedback_model import Feedback
-from course.summary import MAX_BINS, class_summary, feedback_link, read_class_feedback, score_bins
-from course.summary_page import render_summary_html
+from course.pipeline.feedback_model import Feedback
+from course.term.summary import MAX_BINS, class_summary, feedback_link, read_class_feedback, score_bins
+from course.term.summary_page import render_summary_html
 
 
 def _question(qid: str, points: float, earned: float, slips: tuple[str, ...] = ()) -> dict:

@@ -248,7 +248,7 @@ def test_the_services_attempts_are_recorded_into_the_term_and_undone(term):
 
     from nbgrader.api import Gradebook
 
-    from course.nbgrader_bridge import held_submissions
+    from course.term.nbgrader_bridge import held_submissions
     from tests.support.helpers import formgrader_api
     from tests.support.service import Server, multipart, notebook_bytes, request
 
@@ -425,6 +425,6 @@ def read_csv_tokens(path: Path) -> dict[str, str]:
 
 
 def term_plan_digest_of_nothing() -> str:
-    from course.term_record import digest
+    from course.term.term_record import digest
 
     return digest([])

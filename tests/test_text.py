@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from course.answers import decode_answer
+from course.core.answers import decode_answer
+from course.core.text import csv_cell, markdown_text, safe_text, whole_number
 from course.sandbox.protocol import EventReader
-from course.text import csv_cell, markdown_text, safe_text, whole_number
 
 
 def test_safe_text_is_valid_visible_and_bounded():

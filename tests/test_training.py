@@ -13,13 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from course import variants
-from course.answers import VALUE, WRONG_FORM, Answer
-from course.assignment import load_course_assignment
-from course.config import load_config
-from course.judge import judge, matches
-from course.misconceptions import diagnose
-from course.release import find_leaks, release
+from course.authoring.release import find_leaks, release
+from course.core.answers import VALUE, WRONG_FORM, Answer
+from course.core.config import load_config
+from course.pipeline import variants
+from course.pipeline.assignment import load_course_assignment
+from course.pipeline.judge import judge, matches
+from course.pipeline.misconceptions import diagnose
 from tests.support.helpers import ROOT, TRAINING_RELEASE, TRAINING_SOURCE, TRAINING_VALUES, fill, load, write
 
 TRAINING = load_course_assignment(load_config(ROOT), "training")
@@ -304,7 +304,7 @@ def _student_notebook(values: dict, notebook: dict | None = None) -> dict:
 
 @pytest.mark.slow
 def test_grading_training_end_to_end(course_config, tmp_path):
-    from course.batch import grade_batch
+    from course.term.batch import grade_batch
 
     slipped = {**TRAINING_VALUES, "leaky_dL_dh": -4.08, "nozero_w": TRAINING_VALUES["sgd_w"]}
     folder = tmp_path / "submissions"
@@ -328,8 +328,8 @@ def test_grading_training_end_to_end(course_config, tmp_path):
 
 @pytest.mark.slow
 def test_a_personalised_training_notebook_grades_with_its_students_numbers(course_root, monkeypatch, tmp_path):
-    from course.discovery import SubmissionRef
-    from course.grading import grade_submission
+    from course.pipeline.discovery import SubmissionRef
+    from course.pipeline.grading import grade_submission
 
     monkeypatch.setenv("AUTOGRAD_COURSE_SECRET", SECRET.decode())
     config = replace(load_config(course_root), variants=True)
@@ -375,8 +375,8 @@ def test_the_training_zip_grades_on_gradescope_with_its_chain_table_and_notes(tm
 
     import yaml
 
-    from course.bundle import build_bundle
-    from course.gradescope import run_autograder
+    from course.platforms.bundle import build_bundle
+    from course.platforms.gradescope import run_autograder
     from tests.support.helpers import copy_course
 
     root = copy_course(tmp_path / "course")

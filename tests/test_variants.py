@@ -11,13 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from course import variants
-from course.answers import FUNCTION, VALUE, Answer, Probe
-from course.assignment import load_course_assignment
-from course.config import load_config
-from course.errors import ConfigError
-from course.judge import judge
-from course.variants import fill_text, numbers_for
+from course.core.answers import FUNCTION, VALUE, Answer, Probe
+from course.core.config import load_config
+from course.core.errors import ConfigError
+from course.pipeline import variants
+from course.pipeline.assignment import load_course_assignment
+from course.pipeline.judge import judge
+from course.pipeline.variants import fill_text, numbers_for
 from tests.support.helpers import ALL_VALUES, ROOT, solve
 
 AUTOGRAD = load_course_assignment(load_config(ROOT), "autograd")
@@ -116,9 +116,9 @@ def test_variants_without_a_secret_stop_with_a_clear_message(course_root, monkey
 
 @pytest.mark.slow
 def test_personalised_release_and_the_wrong_student_id(course_root, monkeypatch, tmp_path):
-    from course.discovery import SubmissionRef
-    from course.grading import grade_submission
-    from course.release import release
+    from course.authoring.release import release
+    from course.pipeline.discovery import SubmissionRef
+    from course.pipeline.grading import grade_submission
     from tests.support.helpers import fill
 
     monkeypatch.setenv("AUTOGRAD_COURSE_SECRET", SECRET.decode())
@@ -146,15 +146,15 @@ def test_personalised_release_and_the_wrong_student_id(course_root, monkeypatch,
     bob = derive(SECRET, "bob")
     assert torch_value["torch_value"] == str(bob["net_w"] * bob["net_x"] + bob["net_b"])  # bob's own numbers
     # the instructor's integrity report names whose numbers bob's answers fit; everyone's own answers fit nobody else
-    from course.integrity import borrowed_numbers
+    from course.pipeline.integrity import borrowed_numbers
 
     found = borrowed_numbers([as_alice.feedback, as_bob.feedback])
     assert list(found) == ["bob"]
     assert "wrong answers are right for 'alice''s numbers" in found["bob"][0]
     assert borrowed_numbers([as_alice.feedback]) == {}
     # formgrader's autograded/ copy shows the numbers alice was given, not the article's
-    from course.nbgrader_layout import write_autograded
-    from course.term import released_to
+    from course.term.nbgrader_layout import write_autograded
+    from course.term.nbgrader_term import released_to
 
     given = released_to(config, config.assignment(), "alice")
     assert given == alice_path

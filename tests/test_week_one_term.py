@@ -28,10 +28,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from course.assignment import load_course_assignment
 from course.cli import main
-from course.config import load_config
-from course.variants import derive, numbers_source
+from course.core.config import load_config
+from course.pipeline.assignment import load_course_assignment
+from course.pipeline.variants import derive, numbers_source
 from tests.support.helpers import (
     CORRECT_CODE,
     ROOT,

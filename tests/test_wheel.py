@@ -13,8 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from course.assignment import HIDDEN_BEGIN, HIDDEN_END, SOLUTION_BEGIN, SOLUTION_END, nbgrader_meta, region_lines
-from course.bundle import build_wheel
+from course.pipeline.assignment import (
+    HIDDEN_BEGIN,
+    HIDDEN_END,
+    SOLUTION_BEGIN,
+    SOLUTION_END,
+    nbgrader_meta,
+    region_lines,
+)
+from course.platforms.bundle import build_wheel
 from tests.support.helpers import RELEASE_NOTEBOOK, ROOT, SOURCE_NOTEBOOK, load, write
 
 pytestmark = pytest.mark.slow
@@ -95,14 +102,15 @@ def test_the_wheel_holds_no_answer_key_and_no_hidden_test(wheel):
 def test_the_wheel_holds_the_service_database_revisions(wheel, tmp_path):
     """The service's migrations are read by path (alembic's ScriptDirectory): every revision file is in the wheel,
     and the package unpacked from it alone finds the head."""
-    revisions = sorted(path.name for path in (ROOT / "course" / "service" / "migrations" / "versions").glob("*.py"))
+    revisions = sorted(path.name for path in (ROOT / "course" / "platforms" / "service" / "migrations" / "versions").glob("*.py"))
     assert "0001_first_schema.py" in revisions
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-        assert {f"course/service/migrations/versions/{name}" for name in revisions} <= names
+        assert {f"course/platforms/service/migrations/versions/{name}" for name in revisions} <= names
         archive.extractall(tmp_path / "unpacked")
-    found = subprocess.run([sys.executable, "-c", "from course.service import migrations; print(migrations.head(), "
-                            "migrations.__file__)"], env={**os.environ, "PYTHONPATH": str(tmp_path / "unpacked")},
+    found = subprocess.run([sys.executable, "-c", "from course.platforms.service import migrations; "
+                            "print(migrations.head(), migrations.__file__)"],
+                           env={**os.environ, "PYTHONPATH": str(tmp_path / "unpacked")},
                            capture_output=True, text=True, check=True, cwd=tmp_path).stdout.split()
     assert found[0] == max(name[:4] for name in revisions if name[0].isdigit())
     assert found[1].startswith(str(tmp_path / "unpacked"))
@@ -113,8 +121,9 @@ def test_the_wheel_holds_the_feedback_schema(wheel, tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         assert "course/schemas/feedback.schema.json" in archive.namelist()
         archive.extractall(tmp_path / "unpacked")
-    found = subprocess.run([sys.executable, "-c", "import json; from course.feedback_model import schema_text; "
-                            "import course; print(json.loads(schema_text())['title'], course.__file__)"],
+    found = subprocess.run([sys.executable, "-c", "import json; "
+                            "from course.pipeline.feedback_model import schema_text; import course; "
+                            "print(json.loads(schema_text())['title'], course.__file__)"],
                            env={**os.environ, "PYTHONPATH": str(tmp_path / "unpacked")},
                            capture_output=True, text=True, check=True, cwd=tmp_path).stdout.split()
     assert found[0] == "feedback.json"

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from course.config import Limits
+from course.core.config import Limits
 from course.sandbox.cold import run_cells
 from course.sandbox.handed_in import Cell
 from course.sandbox.levels import ISOLATION_SUMMARY, LEVELS, Level, choose_isolation

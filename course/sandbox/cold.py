@@ -19,8 +19,8 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
-from course.config import DEFAULT_SANDBOX_UID, Limits
-from course.errors import SandboxError
+from course.core.config import DEFAULT_SANDBOX_UID, Limits
+from course.core.errors import SandboxError
 from course.sandbox.bubblewrap import bwrap_command, userns_command
 from course.sandbox.giving_way import GivingWay
 from course.sandbox.handed_in import RUNNER_SOURCE, Cell

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from course.errors import NoIsolationError
+from course.core.errors import NoIsolationError
 from course.sandbox.bubblewrap import bwrap_binary, bwrap_command, userns_command
 from course.sandbox.interpreter import path_prelude
 from course.sandbox.uids import lease_uid

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from course.config import Limits
+from course.core.config import Limits
 
 SANDBOX_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",

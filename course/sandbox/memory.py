@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from course.errors import SandboxError
+from course.core.errors import SandboxError
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
-from course.config import DEFAULT_SANDBOX_UID, Limits
-from course.errors import SandboxError
+from course.core.config import DEFAULT_SANDBOX_UID, Limits
+from course.core.errors import SandboxError
 from course.sandbox.bubblewrap import DEVPTS_OPTIONS, bwrap_view, interpreter_paths_under_tmp
 from course.sandbox.cold import run_cells
 from course.sandbox.giving_way import GivingWay

@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from course.errors import NoIsolationError, SandboxError, SandboxStartError
+from course.core.errors import NoIsolationError, SandboxError, SandboxStartError
+from course.core.text import safe_text
 from course.sandbox.supervisor import RunResult
-from course.text import safe_text
 
 log = logging.getLogger(__name__)
 

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from course.answers import NOT_REPORTED, Answer, decode_answer
-from course.config import Limits
+from course.core.answers import NOT_REPORTED, Answer, decode_answer
+from course.core.config import Limits
+from course.core.text import MAX_ERROR_TEXT, safe_text
 from course.sandbox.handed_in import Cell
 from course.sandbox.limits import CPU_GRACE_SECONDS
 from course.sandbox.memory import memory_sentence
 from course.sandbox.protocol import EventReader
-from course.text import MAX_ERROR_TEXT, safe_text
 
 EXIT_GRACE_SECONDS = 2.0
 # How long a run may take to reach its runner's `ready` (interpreter start and torch import for a cold run, a

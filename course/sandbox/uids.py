@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from course.config import SANDBOX_UID_RANGE
-from course.errors import SandboxError
+from course.core.config import SANDBOX_UID_RANGE
+from course.core.errors import SandboxError
 
 UID_RANGE = SANDBOX_UID_RANGE  # sandbox uids base .. base+63: one per concurrently running sandbox
 

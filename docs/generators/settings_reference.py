@@ -1,4 +1,5 @@
-"""docs/settings.md, generated from the settings' schema (course/config.py's dataclasses, course/schema.py): every
+"""docs/settings.md, generated from the settings' schema (course/core/config.py's dataclasses, course/core/schema.py):
+every
 key of every section of source/course.yaml with its type, default and help.
 
 Regenerate after changing a setting:  .venv/bin/python docs/generators/settings_reference.py docs/settings.md
@@ -14,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's package, whatever the venv installed
 
-from course.config import CourseConfig
-from course.schema import declared, shown_default
+from course.core.config import CourseConfig
+from course.core.schema import declared, shown_default
 
 REGENERATE = ".venv/bin/python docs/generators/settings_reference.py docs/settings.md"
 
@@ -82,7 +83,7 @@ def _section(title: str, prefix: str, schema: type, help_: str) -> list[str]:
 def render() -> str:
     """The whole of docs/settings.md."""
     lines = ["# Course settings: `source/course.yaml`", "",
-             f"<!-- Generated from course/config.py by docs/generators/settings_reference.py; do not edit. "
+             f"<!-- Generated from course/core/config.py by docs/generators/settings_reference.py; do not edit. "
              f"Regenerate: {REGENERATE} -->", "", INTRO, ""]
     rows, inner = _rows("", CourseConfig)
     lines += ["## The top level", "", "| key | value | default | meaning |", "|---|---|---|---|", *rows, ""]

@@ -15,8 +15,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from course.answers import is_number
-from course.content import ChainStep, Rule, constant_list, expected, student, student_equals, wrong
+from course.core.answers import is_number
+from course.pipeline.content import ChainStep, Rule, constant_list, expected, student, student_equals, wrong
 
 # The numbers cell, one line per exercise.
 NUMBER_GROUPS = [["graph_x"], ["net_x", "net_w", "net_b", "net_target"], ["closed_x"], ["retain_x", "retain_factor"],
@@ -80,7 +80,7 @@ def constraint_violations(params: dict[str, Any]) -> list[str]:
 
 
 # The number each function answer's exercise asks about: the grader always calls the function there too (beside
-# zero and the course's own points of both signs, course/probes.py), with the student's own number.
+# zero and the course's own points of both signs, course/pipeline/probes.py), with the student's own number.
 FUNCTION_POINTS = {"cubic_derivative": "cubic_x"}
 
 
@@ -105,13 +105,13 @@ CHAINS = {
 
 
 # The same two networks as torch builds them in the hidden tests: their chain tables read from torch's graph
-# (course/graph_chain.py) agree with the hand-written CHAINS above, which are kept for their words: the local
+# (course/pipeline/graph_chain.py) agree with the hand-written CHAINS above, which are kept for their words: the local
 # derivative as a formula ("∂h/∂w = x", where the graph gives "∂h/∂w" and its number) and the target by name (a
 # subtraction keeps neither operand, so the graph writes "(a − const)²"). tests/test_graph_chain.py holds them to it.
 def tiny_net_graph(P: dict[str, Any]) -> Any:
     import torch
 
-    from course.graph_chain import Computation
+    from course.pipeline.graph_chain import Computation
 
     x = torch.tensor(float(P["net_x"]))
     w = torch.tensor(float(P["net_w"]), requires_grad=True)
@@ -127,7 +127,7 @@ def tiny_net_graph(P: dict[str, Any]) -> Any:
 def w2_net_graph(P: dict[str, Any]) -> Any:
     import torch
 
-    from course.graph_chain import Computation
+    from course.pipeline.graph_chain import Computation
 
     x = torch.tensor(float(P["net_x"]))
     w = torch.tensor(float(P["net_w"]), requires_grad=True)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from course.graph_chain import kit_graphs
-from course.kit import Ask, Exercise, chains, number_groups
+from course.authoring.kit import Ask, Exercise, chains, number_groups
+from course.pipeline.graph_chain import kit_graphs
 
 # ----------------------------------------------------------------------------- 1. a circuit of two gates
 
@@ -168,4 +168,4 @@ a value feeds two later nodes, the gradients from both paths add up. Exact fract
 EXERCISES = [GATE, NEURON, MICROGRAD]
 NUMBER_GROUPS = number_groups(EXERCISES)
 CHAINS = chains(EXERCISES)  # none hand-written
-GRAPHS = kit_graphs(EXERCISES)  # so each table is read from its build's graph (course/graph_chain.py)
+GRAPHS = kit_graphs(EXERCISES)  # so each table is read from its build's graph (course/pipeline/graph_chain.py)

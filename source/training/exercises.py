@@ -20,7 +20,7 @@ import random
 from fractions import Fraction
 from typing import Any
 
-from course.content import ChainStep, Rule, expected, student, student_equals, wrong
+from course.pipeline.content import ChainStep, Rule, expected, student, student_equals, wrong
 
 # Layout of the locked `numbers` cell: one line per group.
 NUMBER_GROUPS = [["graph_x"], ["net_x", "net_w", "net_b", "net_target"], ["closed_x"], ["detach_x"], ["lr"],
@@ -171,13 +171,14 @@ CHAINS = {
 
 
 # The leaky network as the hidden test builds it (float64, as there): its chain table read from torch's graph
-# (course/graph_chain.py) agrees with CHAINS above, which is kept for its words (the local derivative as a formula,
+# (course/pipeline/graph_chain.py) agrees with CHAINS above, which is kept for its words (the local derivative as a
+# formula,
 # the target by name: a subtraction keeps neither operand, so the graph writes "(a − const)²");
 # tests/test_graph_chain.py holds the two to it.
 def leaky_relu_graph(P: dict) -> Any:
     import torch
 
-    from course.graph_chain import Computation
+    from course.pipeline.graph_chain import Computation
 
     x = torch.tensor(float(P["closed_x"]), dtype=torch.float64)
     w = torch.tensor(float(P["net_w"]), dtype=torch.float64, requires_grad=True)

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from course import nbgrader_bridge
-from course.config import load_config
+from course.core.config import load_config
+from course.term import nbgrader_bridge
 from tests.support.helpers import ROOT, copy_course
 
 pytestmark = pytest.mark.slow

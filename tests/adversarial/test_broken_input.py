@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from course.batch import grade_batch
-from course.discovery import discover
+from course.pipeline.discovery import discover
+from course.term.batch import grade_batch
 from tests.support.adversarial import baseline_notebook, fast_config, grade, per_question
 from tests.support.helpers import ROOT, load, write
 
@@ -97,9 +97,9 @@ def test_a_symlink_to_the_answer_key_is_refused(tmp_path):
     from tests.support.helpers import SOURCE_NOTEBOOK
 
     (tmp_path / "student.ipynb").symlink_to(SOURCE_NOTEBOOK)
-    from course.assignment import load_assignment
-    from course.discovery import SubmissionRef
-    from course.grading import grade_submission
+    from course.pipeline.assignment import load_assignment
+    from course.pipeline.discovery import SubmissionRef
+    from course.pipeline.grading import grade_submission
 
     config = fast_config()
     graded = grade_submission(SubmissionRef("student", tmp_path / "student.ipynb"),
@@ -114,8 +114,8 @@ def test_a_symlink_to_the_answer_key_is_refused(tmp_path):
 def test_wrong_extension(tmp_path):
     path = write(baseline_notebook(), tmp_path / "alice.txt")
     refs = discover([path], "autograd", "autograd.ipynb")
-    from course.assignment import load_assignment
-    from course.grading import grade_submission
+    from course.pipeline.assignment import load_assignment
+    from course.pipeline.grading import grade_submission
 
     config = fast_config()
     graded = grade_submission(refs[0], load_assignment(config.source_notebook(), "autograd"), config)
@@ -167,9 +167,9 @@ def test_a_syntax_error_is_named_before_the_answers_it_cost(tmp_path, grader):
 
 
 def test_a_function_answer_still_returning_the_stub_is_said_so(sandbox_run):
-    from course.answers import MISSING
-    from course.config import Limits
-    from course.submission import Cell
+    from course.core.answers import MISSING
+    from course.core.config import Limits
+    from course.pipeline.submission import Cell
 
     cells = [Cell(0, "answers", "def slope(x):\n    return ...\n\ndef other(x):\n    return object()\n\n"
                                 "def unwritten(x):\n    raise NotImplementedError\n\n"

@@ -13,11 +13,11 @@ from dataclasses import replace
 
 import pytest
 
-from course.bundle import build_bundle
-from course.config import load_config
-from course.errors import ConfigError
-from course.gradescope import run_autograder
-from course.variants import load_secret
+from course.core.config import load_config
+from course.core.errors import ConfigError
+from course.pipeline.variants import load_secret
+from course.platforms.bundle import build_bundle
+from course.platforms.gradescope import run_autograder
 from tests.support.helpers import ROOT
 
 
@@ -49,7 +49,7 @@ def test_a_secret_owned_by_someone_else_is_refused(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("variants", [True, False], ids=["variants", "without-variants"])
 def test_the_gradescope_zip_packs_the_secret_for_root_only(tmp_path, course_root, variants):
-    """Without variants too: the secret also keys the function answers' points (course/probes.py), so a course
+    """Without variants too: the secret also keys the function answers' points (course/pipeline/probes.py), so a course
     that names one grades at those points on Gradescope only if the zip holds it."""
     secret = _secret(course_root, 0o600)
     (course_root / "pyproject.toml").symlink_to(ROOT / "pyproject.toml")

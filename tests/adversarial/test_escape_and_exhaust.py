@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from course.batch import grade_batch
+from course.term.batch import grade_batch
 from tests.support.adversarial import fast_config, needs_bwrap, per_question, with_cell
 from tests.support.helpers import ROOT, copy_course
 

@@ -29,8 +29,8 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from course.batch import grade_batch
-from course.config import load_config
+from course.core.config import load_config
+from course.term.batch import grade_batch
 from tests.support.adversarial import BASELINE_ANSWERS
 from tests.support.helpers import copy_course, submitted_notebook
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from course.config import Limits
+from course.core.config import Limits
+from course.pipeline.submission import Cell
 from course.sandbox.limits import PTYS
-from course.submission import Cell
 from tests.support.adversarial import per_question, with_cell
 
 pytestmark = pytest.mark.slow

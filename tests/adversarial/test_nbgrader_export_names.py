@@ -2,7 +2,7 @@
 every field unquoted, so "Liddell, Alice" (split at the last space into "Liddell," and "Alice") gave a row of 12
 fields under a header of 11, and `csv.DictReader` read her email as her raw_score and her score as 0.0.
 
-What we put in nbgrader's student table (`course.roster.nbgrader_student`), from the roster names LMSs and people
+What we put in nbgrader's student table (`course.term.roster.nbgrader_student`), from the roster names LMSs and people
 write, comes out of nbgrader's own exporter (run in-process here, the code `nbgrader export` runs) as rows that
 parse into the right columns, student by student."""
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import csv
 
-from course.nbgrader_bridge import open_gradebook, record_students
-from course.roster import Student, nbgrader_student
+from course.term.nbgrader_bridge import open_gradebook, record_students
+from course.term.roster import Student, nbgrader_student
 
 ROSTER = {  # student id: (the roster's name, its email)
     "alice": ("Liddell, Alice", "alice@example.edu"),

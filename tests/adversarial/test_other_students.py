@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from course.batch import grade_batch
-from course.config import Limits
-from course.gradescope import to_results
-from course.handwork import computed_answers, parse_cells
-from course.render import render_html
-from course.submission import Cell
+from course.core.config import Limits
+from course.pipeline.handwork import computed_answers, parse_cells
+from course.pipeline.render import render_html
+from course.pipeline.submission import Cell
+from course.platforms.gradescope import to_results
+from course.term.batch import grade_batch
 from tests.support.adversarial import ISOLATION, fast_config, needs_bwrap, per_question, with_cell
 from tests.support.helpers import ROOT, write
 
@@ -78,7 +78,7 @@ def test_text_that_cannot_be_written_stays_one_students_problem(jobs, tmp_path, 
 
 
 def test_a_failure_while_recording_one_student_costs_only_that_student(tmp_path, course_root, monkeypatch):
-    from course import recording
+    from course.term import recording
 
     original = recording.write_feedback
 
@@ -306,9 +306,9 @@ def test_student_text_is_literal_in_gradescope_markdown(grader, tmp_path):
 def test_feedback_that_reveals_only_verdicts_holds_no_torch_value(grader, tmp_path, course_root):
     """With `feedback_reveals: verdicts` (the default on Gradescope) neither the page, the JSON nor results.json
     carries torch's values: a wrong w2 chain shows where it breaks, not what the right numbers are."""
-    from course.assignment import load_assignment
-    from course.discovery import SubmissionRef
-    from course.grading import grade_submission
+    from course.pipeline.assignment import load_assignment
+    from course.pipeline.discovery import SubmissionRef
+    from course.pipeline.grading import grade_submission
     from tests.support.adversarial import baseline_notebook
 
     config = fast_config()
@@ -334,7 +334,7 @@ def test_feedback_that_reveals_only_verdicts_holds_no_torch_value(grader, tmp_pa
 
 
 def test_the_sandbox_level_is_in_results_json(tmp_path, capfd):
-    from course.gradescope import run_autograder
+    from course.platforms.gradescope import run_autograder
 
     root = tmp_path / "autograder"
     shutil.copytree(ROOT / "source", root / "source" / "source")

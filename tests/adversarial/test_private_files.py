@@ -111,7 +111,7 @@ def test_the_feedback_page_is_readable_only_through_the_exchange(course_under_um
 
 
 def test_a_gradebook_left_readable_by_an_earlier_version_is_made_private(tmp_path):
-    from course.nbgrader_bridge import open_gradebook
+    from course.term.nbgrader_bridge import open_gradebook
 
     database = tmp_path / "gradebook.db"
     database.touch(mode=0o644)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from course.config import Limits
-from course.submission import Cell
+from course.core.config import Limits
+from course.pipeline.submission import Cell
 from tests.support.adversarial import needs_bwrap
 from tests.support.helpers import ROOT
 
@@ -37,7 +37,7 @@ def _attempt(sandbox_run, code: str):
 # class) are made for the test in a folder of the grader's, so that every target really exists.
 READ_TARGETS = {
     "source notebook (answer key)": ROOT / "source" / "autograd" / "autograd.ipynb",
-    "hidden tests via the course package": ROOT / "course" / "judge.py",
+    "hidden tests via the course package": ROOT / "course" / "pipeline" / "judge.py",
     "course settings": ROOT / "source" / "course.yaml",
     "gradebook": "gradebook.db",
     "another student's submission": ROOT / "tests" / "samples" / "submitted" / "alice" / "autograd" / "autograd.ipynb",
@@ -100,7 +100,7 @@ WRITE_TARGETS = {
     "grades-autograd.csv": "graded/grades-autograd.csv",
     "feedback": "graded/feedback/alice/autograd/feedback.json",
     "gradebook": "gradebook.db",
-    "the package": ROOT / "course" / "judge.py",
+    "the package": ROOT / "course" / "pipeline" / "judge.py",
 }
 
 

@@ -46,7 +46,7 @@ def message(reply) -> str:
 
 
 def held(root: Path) -> dict:
-    from course.nbgrader_bridge import held_submissions
+    from course.term.nbgrader_bridge import held_submissions
 
     return held_submissions(f"sqlite:///{root / 'gradebook.db'}", root / "gradebook.db", "autograd", "autograd")
 
@@ -67,7 +67,7 @@ def grades_rows(root: Path) -> dict[str, dict[str, str]]:
 
 def assert_records_agree(root: Path) -> None:
     """For every student: submitted/'s time is the gradebook's, and the CSV's score is the gradebook's."""
-    from course.term_record import _stamp
+    from course.term.term_record import _stamp
 
     gradebook, rows = held(root), grades_rows(root)
     students = {p.name for p in (root / "submitted").iterdir()} if (root / "submitted").is_dir() else set()
@@ -160,11 +160,11 @@ STOPPED_RECORDING = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
 
-    from course import term_record
-    from course.assignment import load_course_assignment
-    from course.config import load_config
-    from course.service.store import Store
-    from course.term_record import Counted
+    from course.term import term_record
+    from course.pipeline.assignment import load_course_assignment
+    from course.core.config import load_config
+    from course.platforms.service.store import Store
+    from course.term.term_record import Counted
 
     root = Path(sys.argv[1])
     config = load_config(root)
@@ -426,7 +426,7 @@ FORGERIES = {  # what is edited -> the field merge must name
     "a student of another class": (_set("graded", 0, "student_id", value="mallory"), "`graded[0]`"),
     "another class's digest": (_set("class", value="0123456789abcdef"), "`class` of"),
     "a folder out of the course": (_set("sources", 0, value="../elsewhere"), "`sources[0]`"),
-    # The feedback a student is shown, read back as grading writes it (course/feedback_model.py). On 7fe442b an
+    # The feedback a student is shown, read back as grading writes it (course/pipeline/feedback_model.py). On 7fe442b an
     # answer without its fields passed the check, and writing its page raised a KeyError: the student was merged
     # as an autograder error, their files written.
     "a feedback answer without its fields": (_set("graded", 0, "feedback", "questions", 0, "values", value=[
@@ -480,8 +480,8 @@ def test_shards_are_cut_by_student_so_a_duplicate_id_stays_in_one_shard():
     """Every submission carrying one student id lands in one shard, whatever the number of shards: `grade`
     refuses a duplicate beside the first, and merge needs both in the same slice. (At b99931e the two copies
     always landed in different shards.)"""
-    from course.discovery import SubmissionRef
-    from course.shards import Shard, shard_of
+    from course.pipeline.discovery import SubmissionRef
+    from course.term.shards import Shard, shard_of
 
     refs = [SubmissionRef(student, Path(f"/c/submitted/{student}{copy}.ipynb"), "a copy" if copy else "")
             for student in ("ana", "ben", "cy", "dee", "eve") for copy in ("", "-2")]

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from course.authoring.release import release
 from course.cli import main
-from course.config import load_config
-from course.errors import ReleaseError
-from course.release import release
+from course.core.config import load_config
+from course.core.errors import ReleaseError
 from tests.support.helpers import copy_course
 
 ONE_CALL = "8. One `backward()` fills every parameter"
@@ -141,14 +141,15 @@ def test_an_answer_key_that_leaves_an_answer_unset_is_named(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_the_self_test_names_the_hidden_tests_exception_and_its_line(tmp_path):
-    """`grade`, `serve` and `run_autograder` prove their setup with the course's solution (course/selftest.py): where
+    """`grade`, `serve` and `run_autograder` prove their setup with the course's solution
+    (course/pipeline/selftest.py): where
     the release proof never ran (a Gradescope bundle), a hidden test's NameError is named there, with its line."""
     from functools import partial
 
-    from course.assignment import load_course_assignment
-    from course.errors import SelfTestError
+    from course.core.errors import SelfTestError
+    from course.pipeline.assignment import load_course_assignment
+    from course.pipeline.selftest import prove_setup
     from course.sandbox import WarmPool
-    from course.selftest import prove_setup
 
     root = copy_course(tmp_path / "course")
     lines = edit_cell(root, "test_one_call", lambda lines: [

@@ -2,7 +2,7 @@
 feedback on every regrade, for every student id, through every front end; and a function answer wrong for some
 inputs is caught on every run, not on the runs that happen to call it there.
 
-Until the points were fixed per course (course/probes.py), function answers were called at five points drawn
+Until the points were fixed per course (course/pipeline/probes.py), function answers were called at five points drawn
 afresh per submission: a function wrong only for negative inputs passed about 2.6% of the time, and the same
 notebook's feedback (and, for a function wrong at a few points, its score) changed from one grading to the next.
 """
@@ -14,9 +14,9 @@ from dataclasses import replace
 
 import pytest
 
-from course.assignment import load_assignment
-from course.feedback_model import Feedback
-from course.render import question_markdown, render_html
+from course.pipeline.assignment import load_assignment
+from course.pipeline.feedback_model import Feedback
+from course.pipeline.render import question_markdown, render_html
 from tests.support.adversarial import fast_config, grade
 from tests.support.gradescope import unescape_markdown
 from tests.support.helpers import CORRECT_CODE, write
@@ -103,7 +103,7 @@ def _with_secret(tmp_path, name: str = "course.key"):
 def test_with_a_secret_the_points_are_the_courses_own_and_a_verdicts_page_never_names_them(tmp_path, monkeypatch):
     """With a course secret the drawn points differ from the public ones and are the same on every regrade; feedback
     that shows torch's values names them, a verdicts-only page (where resubmitting is cheap) says only the sign."""
-    from course.config import load_config
+    from course.core.config import load_config
 
     monkeypatch.delenv("AUTOGRAD_COURSE_SECRET", raising=False)
     public = fast_config()
@@ -122,8 +122,8 @@ def test_with_a_secret_the_points_are_the_courses_own_and_a_verdicts_page_never_
     assert [p["private"] for p in _cubic(keyed[0])["probes"]] == [False, False] + [True] * (len(keyed_points) - 2)
     assert "torch's slope is" in _cubic(keyed[0])["detail"]  # grade's feedback shows torch's values (auto)
 
-    from course.discovery import SubmissionRef
-    from course.grading import grade_submission
+    from course.pipeline.discovery import SubmissionRef
+    from course.pipeline.grading import grade_submission
 
     path = write(notebook, tmp_path / "verdicts.ipynb")
     verdicts = grade_submission(SubmissionRef("student", path), assignment, config, reveal_torch_values=False)
@@ -138,9 +138,9 @@ def test_with_a_secret_the_points_are_the_courses_own_and_a_verdicts_page_never_
 
 def test_gradescope_calls_the_function_at_the_points_grade_uses(tmp_path):
     """run_autograder (Gradescope) and `grade` agree on the score and on the points stated in the feedback."""
-    from course.discovery import SubmissionRef
-    from course.gradescope import run_autograder
-    from course.grading import grade_submission
+    from course.pipeline.discovery import SubmissionRef
+    from course.pipeline.grading import grade_submission
+    from course.platforms.gradescope import run_autograder
     from tests.support.gradescope import make_root
 
     notebook = _notebook(RIGHT_FOR_POSITIVE_ONLY)
@@ -160,8 +160,8 @@ def test_gradescope_calls_the_function_at_the_points_grade_uses(tmp_path):
 
 def test_the_service_calls_the_function_at_the_points_grade_uses(tmp_path):
     """An upload to `serve` is graded at the points `grade` uses: the same score and the same stated points."""
-    from course.discovery import SubmissionRef
-    from course.grading import grade_submission
+    from course.pipeline.discovery import SubmissionRef
+    from course.pipeline.grading import grade_submission
     from tests.support.service import Server, course_for_service, notebook_bytes, request
 
     notebook = _notebook(RIGHT_FOR_POSITIVE_ONLY)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from course.config import DEFAULT_SANDBOX_UID
+from course.core.config import DEFAULT_SANDBOX_UID
 from course.sandbox import Cell
 from course.sandbox.uids import descendants
 from tests.support.adversarial import ISOLATION, fast_config, needs_bwrap, per_question, with_cell
@@ -180,7 +180,7 @@ def test_the_bound_is_the_strongest_this_machine_allows():
 # level here), as the grader itself, with the checkout under test.
 NONROOT_GRADER = """import json, sys
 from dataclasses import replace
-from course.config import Limits
+from course.core.config import Limits
 from course.sandbox import Cell, run_cells
 from course.sandbox.memory import RunMemory
 limits = replace(Limits(), cell_seconds=30, submission_seconds=60)

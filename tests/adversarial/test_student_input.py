@@ -18,12 +18,13 @@ import shutil
 import nbformat
 import pytest
 
-from course import handwork, lms
 from course.cli import main
-from course.grading import INCOMPLETE_CHECK_TEXT
-from course.nbgrader_bridge import grade_cell_scores
-from course.roster import Student
-from course.submission import Cell
+from course.pipeline import handwork
+from course.pipeline.grading import INCOMPLETE_CHECK_TEXT
+from course.pipeline.submission import Cell
+from course.term import lms
+from course.term.nbgrader_bridge import grade_cell_scores
+from course.term.roster import Student
 from tests.support.adversarial import baseline_notebook, per_question, with_cell
 from tests.support.helpers import copy_course, write
 

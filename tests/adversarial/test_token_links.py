@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import select
 
 from course.cli import main
-from course.service import store as store_module
-from course.service.store import Store
+from course.platforms.service import store as store_module
+from course.platforms.service.store import Store
 from tests.support.helpers import submitted_notebook
 
 
@@ -95,7 +95,7 @@ def test_over_http_a_late_student_a_rotation_and_a_revocation_reach_only_their_l
 
 
 def links_over_http(tmp_path: Path, database: str | None) -> None:
-    from course.service.access import RETIRED_INSTRUCTOR_LINK, RETIRED_LINK
+    from course.platforms.service.access import RETIRED_INSTRUCTOR_LINK, RETIRED_LINK
     from tests.support.service import Server, course_for_service, notebook_bytes
     from tests.support.service import request as http
 

@@ -13,12 +13,12 @@ import threading
 from pathlib import Path
 
 from course.cli import main
-from course.config import load_config
-from course.roster import Student
-from course.service import tokens
-from course.service.store import Store, hash_token
-from course.service.tokens import issue_tokens, read_tokens_file, rotate_tokens
-from course.service.worker import SCRATCH
+from course.core.config import load_config
+from course.platforms.service import tokens
+from course.platforms.service.store import Store, hash_token
+from course.platforms.service.tokens import issue_tokens, read_tokens_file, rotate_tokens
+from course.platforms.service.worker import SCRATCH
+from course.term.roster import Student
 
 ROUNDS = 6  # pairs of runs at once; one round of the old code's race was enough to lose a link most times
 
@@ -74,8 +74,8 @@ def test_two_runs_at_once_both_end_with_every_working_link_in_the_file(tmp_path)
 def test_a_run_while_another_holds_the_course_waits_then_proceeds(tmp_path):
     """The real command, while the course's tokens lock is held: it says it waits, writes nothing meanwhile, and
     once the lock is let go it issues the links."""
-    from course.files import locked
-    from course.service.tokens import LOCK_FILE
+    from course.core.files import locked
+    from course.platforms.service.tokens import LOCK_FILE
 
     root = course(tmp_path)
     roster, out = tmp_path / "roster.csv", tmp_path / "tokens.csv"
@@ -114,8 +114,8 @@ def test_a_run_while_another_holds_the_course_waits_then_proceeds(tmp_path):
 
 
 def test_a_run_that_waits_too_long_stops_with_a_sentence_and_changes_nothing(tmp_path, monkeypatch, capsys):
-    from course.files import locked
-    from course.service.tokens import LOCK_FILE
+    from course.core.files import locked
+    from course.platforms.service.tokens import LOCK_FILE
 
     root = course(tmp_path)
     roster, out = tmp_path / "roster.csv", tmp_path / "tokens.csv"

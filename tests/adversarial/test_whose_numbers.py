@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from course.assignment import load_course_assignment
+from course.authoring.release import personalise
 from course.cli import main
-from course.config import load_config
-from course.release import personalise
-from course.selfcheck import check_notebook
-from course.variants import derive
+from course.core.config import load_config
+from course.pipeline.assignment import load_course_assignment
+from course.pipeline.selfcheck import check_notebook
+from course.pipeline.variants import derive
 from tests.support.adversarial import fast_config, grade
 from tests.support.helpers import (
     CORRECT_CODE,
@@ -289,7 +289,7 @@ def test_the_service_gives_each_student_their_own_and_names_an_untouched_default
 
 def test_a_student_whose_id_reads_like_a_state_is_still_named():
     """Whose numbers is the notebook's id, never a word of ours: a student named `default` is a student."""
-    from course.selfcheck import CheckReport
+    from course.pipeline.selfcheck import CheckReport
 
     lines = CheckReport((), None, (), personalised_for="default", variants=True).lines()
     assert any(line.startswith("numbers: personalised for 'default'") for line in lines)

@@ -49,7 +49,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from course.service.store import Store, attempts, database_url, now_utc
+from course.platforms.service.store import Store, attempts, database_url, now_utc
 from tests.support.helpers import submitted_notebook
 from tests.support.service import Server, course_for_service, notebook_bytes, request
 

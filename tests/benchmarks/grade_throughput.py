@@ -35,16 +35,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from course.deferred_imports import defer_start_up_imports
+from course.core.deferred_imports import defer_start_up_imports
 
 # What a command's process does first (cli.main), before anything imports nbformat or nbgrader: the in-process
 # figures are then a command's.
 defer_start_up_imports()
 
-from course import nbgrader_bridge  # noqa: E402
-from course.batch import grade_batch  # noqa: E402
-from course.config import load_config  # noqa: E402
-from course.release import release  # noqa: E402
+from course.authoring.release import release  # noqa: E402
+from course.core.config import load_config  # noqa: E402
+from course.term import nbgrader_bridge  # noqa: E402
+from course.term.batch import grade_batch  # noqa: E402
 from tests.support.helpers import (  # noqa: E402
     ALL_VALUES,
     CORRECT_CODE,

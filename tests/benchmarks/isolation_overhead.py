@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from course.config import Limits
+from course.core.config import Limits
+from course.pipeline.submission import Cell
 from course.sandbox import WarmPool
-from course.submission import Cell
 
 CELL = ("import torch\nx = torch.tensor(4.0, requires_grad=True)\ny = x ** 3 - 2 * x\ny.backward()\n"
         "cubic_grad = 46\nnet_dL_dw = 12\nseen = x.grad.item()")

@@ -25,11 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from course.assignment import load_course_assignment
-from course.config import load_config
-from course.discovery import SubmissionRef
-from course.grading import grade_submission
-from course.release import release
+from course.authoring.release import release
+from course.core.config import load_config
+from course.pipeline.assignment import load_course_assignment
+from course.pipeline.discovery import SubmissionRef
+from course.pipeline.grading import grade_submission
 from course.sandbox import WarmPool
 from tests.support.helpers import copy_course, submitted_notebook, write
 

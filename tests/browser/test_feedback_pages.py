@@ -8,9 +8,9 @@ import shutil
 import pytest
 from playwright.sync_api import expect
 
-from course.batch import grade_batch
-from course.config import load_config
-from course.roster import Student
+from course.core.config import load_config
+from course.term.batch import grade_batch
+from course.term.roster import Student
 from tests.support.browser import screenshot
 from tests.support.helpers import ROOT, copy_course
 

@@ -196,7 +196,7 @@ def test_the_instructor_exports_grades_canvas_and_into_nbgrader(server):
     assert server.submit("dave", notebook_bytes(submitted_notebook())).status == 200  # the best counts
     base = f"{server.url}/i/{server.instructor}"
     grades = request(f"{base}/export/grades.csv").text.splitlines()
-    assert grades[0].startswith('"student_id","slopes",')  # every field quoted (course.text.csv_text)
+    assert grades[0].startswith('"student_id","slopes",')  # every field quoted (course.core.text.csv_text)
     dave = next(line for line in grades if line.startswith('"dave",'))
     assert dave.endswith(',"57","0","57","57","graded"')
     canvas = request(f"{base}/export/canvas.csv").text.splitlines()

@@ -14,20 +14,20 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from course.config import load_config
-from course.feedback_model import Feedback
-from course.service import store as store_module
-from course.service.app import create_app
-from course.service.policy import (
+from course.core.config import load_config
+from course.core.status import Status
+from course.pipeline.feedback_model import Feedback
+from course.platforms.service import store as store_module
+from course.platforms.service.app import create_app
+from course.platforms.service.policy import (
     ERROR_COOLDOWN_MINUTES,
     FREE_AUTOGRADER_ERRORS,
     SAME_NOTEBOOK_ERRORS,
     Refusal,
     ServicePolicy,
 )
-from course.service.run import make_service
-from course.service.store import Attempt, Store, new_token
-from course.status import Status
+from course.platforms.service.run import make_service
+from course.platforms.service.store import Attempt, Store, new_token
 from tests.support.helpers import submitted_notebook
 from tests.support.service import Client, course_for_service, notebook_bytes
 
@@ -122,7 +122,7 @@ def test_the_student_is_told_and_the_instructor_sees_it(service, caplog):
         sent = upload()
         assert sent.status_code == 202, sent.text  # stored; its grading run fails on our side
         fails_on_our_side(service.store, service.store.attempt(sent.json()["id"]))
-    with caplog.at_level(logging.WARNING, logger="course.service.app"):
+    with caplog.at_level(logging.WARNING, logger="course.platforms.service.app"):
         refused = upload()
     assert refused.status_code == 429, refused.text
     assert refused.json()["error"].startswith("this very notebook could not be graded 2 times because of a fault on "

@@ -17,15 +17,15 @@ from itertools import count
 import pytest
 from starlette.testclient import TestClient
 
-from course.config import load_config
-from course.service.access import RETIRED_INSTRUCTOR_LINK, RETIRED_LINK
-from course.service.app import create_app
-from course.service.edge import UPLOADS_IN_FLIGHT
-from course.service.middleware import SECURITY_HEADERS
-from course.service.run import make_service
-from course.service.state import Service
-from course.service.store import REPLACED, REVOKED, new_token
-from course.service.uploads import MULTIPART_SLACK, UploadRefused, accept_upload
+from course.core.config import load_config
+from course.platforms.service.access import RETIRED_INSTRUCTOR_LINK, RETIRED_LINK
+from course.platforms.service.app import create_app
+from course.platforms.service.edge import UPLOADS_IN_FLIGHT
+from course.platforms.service.middleware import SECURITY_HEADERS
+from course.platforms.service.run import make_service
+from course.platforms.service.state import Service
+from course.platforms.service.store import REPLACED, REVOKED, new_token
+from course.platforms.service.uploads import MULTIPART_SLACK, UploadRefused, accept_upload
 from tests.support.helpers import submitted_notebook
 from tests.support.service import course_for_service, multipart, notebook_bytes
 

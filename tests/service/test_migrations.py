@@ -1,4 +1,4 @@
-"""The service database's migrations (course/service/migrations/): a new database at the head, one made by an
+"""The service database's migrations (course/platforms/service/migrations/): a new database at the head, one made by an
 earlier version recognised, stamped and upgraded with its rows, one newer than this code or with a version table
 of junk refused and left as it is, and processes opening one database at once migrating it once."""
 
@@ -31,11 +31,11 @@ from sqlalchemy import (
     text,
 )
 
-import course.service.shared  # noqa: F401 - its tables (claims, grading_turns) are the store's metadata's too
-from course.errors import CourseError
-from course.feedback_model import FeedbackError
-from course.service import migrations
-from course.service.store import REVOKED, Store, hash_token, metadata
+import course.platforms.service.shared  # noqa: F401 - its tables (claims, grading_turns) are the store's metadata's too
+from course.core.errors import CourseError
+from course.pipeline.feedback_model import FeedbackError
+from course.platforms.service import migrations
+from course.platforms.service.store import REVOKED, Store, hash_token, metadata
 from tests.support.service import Server, course_for_service, request
 
 DATABASES = Path(__file__).parent / "databases"
@@ -238,7 +238,7 @@ def test_a_database_of_an_earlier_version_is_stamped_upgraded_and_keeps_its_rows
     """Fails on the starting commit (21562bd): it adds no version table (and on b99931e's, nothing but
     retired_tokens)."""
     old_database(url, version)
-    with caplog.at_level(logging.INFO, logger="course.service.migrations"):
+    with caplog.at_level(logging.INFO, logger="course.platforms.service.migrations"):
         assert_kept(url, version)
     assert f"recognised as revision {'0002' if version == '21562bd' else '0001'}" in caplog.text
 
@@ -373,7 +373,7 @@ def test_stores_opening_one_database_at_once_migrate_it_once(url, version, caplo
     commit (21562bd): no version table, and no migration to log."""
     if version:
         old_database(url, version)
-    with caplog.at_level(logging.INFO, logger="course.service.migrations"):
+    with caplog.at_level(logging.INFO, logger="course.platforms.service.migrations"):
         assert at_once(4, lambda: opened(url)) == []
     migrated = [r.getMessage() for r in caplog.records if f"to revision {HEAD}" in r.getMessage()
                 or f"made at revision {HEAD}" in r.getMessage()]

@@ -16,13 +16,13 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import event
 
-from course.config import load_config
-from course.feedback_model import Feedback
-from course.service import access, instructor_pages, pages, student_pages
-from course.service.app import create_app
-from course.service.edge import PageGate
-from course.service.run import make_service
-from course.service.store import new_token
+from course.core.config import load_config
+from course.pipeline.feedback_model import Feedback
+from course.platforms.service import access, instructor_pages, pages, student_pages
+from course.platforms.service.app import create_app
+from course.platforms.service.edge import PageGate
+from course.platforms.service.run import make_service
+from course.platforms.service.store import new_token
 from tests.support.helpers import submitted_notebook
 from tests.support.service import Client, course_for_service, notebook_bytes
 
@@ -150,7 +150,7 @@ def test_one_students_pages_beyond_their_pace_are_refused_while_another_students
 
     monkeypatch.setattr(pages, "student_page", held)
     mallory, alice = service.tokens["mallory"], service.tokens["alice"]
-    caplog.set_level(logging.WARNING, logger="course.service.app")
+    caplog.set_level(logging.WARNING, logger="course.platforms.service.app")
     with ThreadPoolExecutor(4) as requests:
         try:
             loading = [requests.submit(client.get, f"/s/{mallory}/") for _ in range(2)]

@@ -6,13 +6,13 @@ import re
 from dataclasses import replace
 from datetime import datetime
 
-from course.config import ServicePolicy
-from course.feedback_model import Feedback, QuestionFeedback
-from course.service import pages
-from course.service.policy import refusal
-from course.service.results import student_records
-from course.service.store import QUEUED, Attempt
-from course.status import Status
+from course.core.config import ServicePolicy
+from course.core.status import Status
+from course.pipeline.feedback_model import Feedback, QuestionFeedback
+from course.platforms.service import pages
+from course.platforms.service.policy import refusal
+from course.platforms.service.results import student_records
+from course.platforms.service.store import QUEUED, Attempt
 
 SUBMITTED = datetime(2026, 11, 30, 12, 0, 0)
 FEEDBACK = Feedback("ana", "autograd", Status.GRADED, 6, 12, (), (), True, (

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import yaml
 
-from course.assignment import load_course_assignment
-from course.config import load_config
-from course.release import release
-from course.service.policy import attempt_numbers
-from course.variants import numbers_source
+from course.authoring.release import release
+from course.core.config import load_config
+from course.pipeline.assignment import load_course_assignment
+from course.pipeline.variants import numbers_source
+from course.platforms.service.policy import attempt_numbers
 from tests.support.helpers import CONTRACT_FUNCTIONS, fill, solve
 from tests.support.service import Server, course_for_service, notebook_bytes, request
 

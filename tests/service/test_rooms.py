@@ -8,24 +8,24 @@ import ast
 
 from tests.support.helpers import ROOT
 
-SERVICE = ROOT / "course" / "service"
+SERVICE = ROOT / "course" / "platforms" / "service"
 # From the bottom up: a room may import the rooms before it in this list, never one after it.
 ROOMS = ["state", "middleware", "uploads", "access", "api", "student_pages", "instructor_pages", "app"]
 
 
 def service_imports(room: str) -> set[str]:
-    """The modules of course/service/ that `room` imports (at any depth: a lazy import counts too)."""
+    """The modules of course/platforms/service/ that `room` imports (at any depth: a lazy import counts too)."""
     tree = ast.parse((SERVICE / f"{room}.py").read_text(encoding="utf-8"))
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module is not None:
-            if node.module.startswith("course.service."):
-                found.add(node.module.split(".")[2])
-            elif node.module == "course.service":
+            if node.module.startswith("course.platforms.service."):
+                found.add(node.module.split(".")[3])
+            elif node.module == "course.platforms.service":
                 found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[2] for alias in node.names
-                         if alias.name.startswith("course.service."))
+            found.update(alias.name.split(".")[3] for alias in node.names
+                         if alias.name.startswith("course.platforms.service."))
     return found
 
 

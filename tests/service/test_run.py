@@ -110,7 +110,7 @@ def token_of(root: Path, student: str) -> str:
 def test_tokens_go_to_the_database_serve_names(course, postgres_url, where, capsys):
     """`serve --database URL tokens ...` once wrote the tokens into a new SQLite service.db (the action's own
     default overwrote the URL): PostgreSQL had no students and every student got 401."""
-    from course.service.store import Store
+    from course.platforms.service.store import Store
 
     before = ["--database", postgres_url] if where == "before the action" else []
     after = ["--database", postgres_url] if where == "after the action" else []
@@ -127,7 +127,7 @@ def test_tokens_go_to_the_database_serve_names(course, postgres_url, where, caps
 
 
 def test_the_named_database_wins_over_the_environments(course, postgres_url, monkeypatch, capsys):
-    from course.service.store import Store
+    from course.platforms.service.store import Store
 
     monkeypatch.setenv("AUTOGRAD_SERVICE_DATABASE", f"sqlite:///{course / 'elsewhere.db'}")
     assert main(["--course", str(course), "serve", "--database", postgres_url, *roster_and_out(course)]) == 0

@@ -16,7 +16,7 @@ import psutil
 import pytest
 from sqlalchemy import create_engine, text
 
-from course.service.shared import LIVE, owners_alive
+from course.platforms.service.shared import LIVE, owners_alive
 from tests.support.helpers import add_cell, needs_tool, submitted_notebook
 from tests.support.service import NGINX, Reply, Server, course_for_service, free_port, notebook_bytes, request
 
@@ -198,7 +198,7 @@ def test_three_processes_behind_nginx_lose_nothing_when_one_is_killed(tmp_path, 
         with engine.connect() as db:
             assert db.execute(text("SELECT count(*) FROM claims")).scalar() == 0
         # The killed process's claims went back to the queue, taken by a living process, the moment it died.
-        assert any("INFO course.service.shared: a process that stopped was grading" in server.log.read_text()
+        assert any("INFO course.platforms.service.shared: a process that stopped was grading" in server.log.read_text()
                    for server in servers if server is not victim)
         grades = request(f"{site}/i/{servers[0].instructor}/export/grades.csv")
         assert grades.status == 200, grades.text

@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import create_engine, text
 
-from course.service.policy import ServicePolicy
-from course.service.schedule import SUSPECT_WAIT_SECONDS, Queued, Scheduler
-from course.service.store import GRADING, Store, new_token
+from course.platforms.service.policy import ServicePolicy
+from course.platforms.service.schedule import SUSPECT_WAIT_SECONDS, Queued, Scheduler
+from course.platforms.service.store import GRADING, Store, new_token
 from tests.support.helpers import add_cell, submitted_notebook
 from tests.support.service import NOW, Server, course_for_service, notebook_bytes, queue_of
 

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from course.service.app import ROUTES
+from course.platforms.service.app import ROUTES
 from tests.support.helpers import CORRECT_CODE, add_cell, submitted_notebook
 from tests.support.service import multipart, notebook_bytes, request
 

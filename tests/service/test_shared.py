@@ -1,4 +1,4 @@
-"""The queue that serve processes share on PostgreSQL (course/service/shared.py): two stores with sessions of
+"""The queue that serve processes share on PostgreSQL (course/platforms/service/shared.py): two stores with sessions of
 their own stand for two processes. Fair turns and one attempt in grading per student hold across them, results
 are recorded only by the claim's owner, and a process whose session ends gives its claims back."""
 
@@ -8,13 +8,13 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
-from course.config import load_config
-from course.errors import CourseError
-from course.service.policy import ServicePolicy
-from course.service.run import make_service
-from course.service.schedule import Scheduler
-from course.service.shared import SharedQueue, owners_alive
-from course.service.store import Store
+from course.core.config import load_config
+from course.core.errors import CourseError
+from course.platforms.service.policy import ServicePolicy
+from course.platforms.service.run import make_service
+from course.platforms.service.schedule import Scheduler
+from course.platforms.service.shared import SharedQueue, owners_alive
+from course.platforms.service.store import Store
 from tests.support.service import NOW, RESULTS, course_for_service, free_port, queue_of
 
 

@@ -1,4 +1,4 @@
-"""`serve` proves its own setup before it takes any work (course/selftest.py): the course's solution and the
+"""`serve` proves its own setup before it takes any work (course/pipeline/selftest.py): the course's solution and the
 untouched release through the server's own warm pool, or it refuses to start with one line."""
 
 from __future__ import annotations

@@ -9,14 +9,14 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import select
 
-from course.assignment import load_course_assignment
-from course.config import load_config
-from course.errors import ConfigError
-from course.service import store as store_module
-from course.service.policy import Refusal, ServicePolicy, attempt_numbers, counted, refusal
-from course.service.results import student_records
-from course.service.store import GRADING, QUEUED, Store, hash_token, new_token
-from course.variants import numbers_for
+from course.core.config import load_config
+from course.core.errors import ConfigError
+from course.pipeline.assignment import load_course_assignment
+from course.pipeline.variants import numbers_for
+from course.platforms.service import store as store_module
+from course.platforms.service.policy import Refusal, ServicePolicy, attempt_numbers, counted, refusal
+from course.platforms.service.results import student_records
+from course.platforms.service.store import GRADING, QUEUED, Store, hash_token, new_token
 from tests.support.helpers import ROOT
 from tests.support.service import RESULTS, course_for_service
 

@@ -15,10 +15,10 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
-from course.config import load_config
-from course.service.app import create_app
-from course.service.run import make_service
-from course.service.store import new_token
+from course.core.config import load_config
+from course.platforms.service.app import create_app
+from course.platforms.service.run import make_service
+from course.platforms.service.store import new_token
 from tests.support.helpers import ROOT, submitted_notebook
 from tests.support.service import course_for_service, multipart, notebook_bytes
 
@@ -194,7 +194,7 @@ def test_a_record_the_service_cannot_read_is_a_page_that_says_so_not_a_500(site)
     is not their doing (503 both), and a classmate's page is untouched."""
     from sqlalchemy import update
 
-    from course.service import store as store_module
+    from course.platforms.service import store as store_module
 
     service, app, tokens = site
     instructor = new_token()

@@ -11,15 +11,15 @@ import pytest
 from sqlalchemy import create_engine, insert, select, update
 
 from course.cli import main
-from course.config import load_config
-from course.errors import CourseError
-from course.service import store as store_module
-from course.service.access import RETIRED_INSTRUCTOR_LINK, RETIRED_LINK
-from course.service.app import create_app
-from course.service.policy import ServicePolicy
-from course.service.run import make_service
-from course.service.store import REPLACED, REVOKED, Store, hash_token, new_token
-from course.service.tokens import HEADER, _provisionally, read_tokens_file
+from course.core.config import load_config
+from course.core.errors import CourseError
+from course.platforms.service import store as store_module
+from course.platforms.service.access import RETIRED_INSTRUCTOR_LINK, RETIRED_LINK
+from course.platforms.service.app import create_app
+from course.platforms.service.policy import ServicePolicy
+from course.platforms.service.run import make_service
+from course.platforms.service.store import REPLACED, REVOKED, Store, hash_token, new_token
+from course.platforms.service.tokens import HEADER, _provisionally, read_tokens_file
 from tests.support.service import Client, course_for_service
 
 

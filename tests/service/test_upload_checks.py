@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from course.config import load_config
-from course.errors import CourseError
-from course.service.policy import ServicePolicy
-from course.service.run import make_service
-from course.service.store import Store
-from course.service.uploads import notebook_problem
-from course.service.worker import SCRATCH
+from course.core.config import load_config
+from course.core.errors import CourseError
+from course.platforms.service.policy import ServicePolicy
+from course.platforms.service.run import make_service
+from course.platforms.service.store import Store
+from course.platforms.service.uploads import notebook_problem
+from course.platforms.service.worker import SCRATCH
 from tests.support.service import course_for_service
 
 

@@ -6,9 +6,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from course.config import DEFAULT_SANDBOX_UID, load_config
-from course.discovery import SubmissionRef
-from course.grading import grade_submission
+from course.core.config import DEFAULT_SANDBOX_UID, load_config
+from course.pipeline.discovery import SubmissionRef
+from course.pipeline.grading import grade_submission
 from course.sandbox import choose_isolation
 from tests.support.helpers import CORRECT_CODE, ROOT, add_cell, needs_tool, submitted_notebook, write
 
@@ -48,7 +48,7 @@ def grade(notebook: dict | bytes | str, tmp_path: Path, config=None, student: st
     else:
         write(notebook, path)
     config = config or fast_config()
-    from course.assignment import load_assignment
+    from course.pipeline.assignment import load_assignment
 
     assignment = assignment or load_assignment(config.source_notebook(), "autograd")
     started = time.monotonic()

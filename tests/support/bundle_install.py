@@ -15,8 +15,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from course.bundle import build_bundle
-from course.config import load_config
+from course.core.config import load_config
+from course.platforms.bundle import build_bundle
 from tests.support.background_work import BackgroundWork
 from tests.support.helpers import ROOT
 

@@ -30,5 +30,5 @@ def make_root(tmp_path: Path, files: dict[str, bytes | str | dict], metadata: di
 
 
 def unescape_markdown(text: str) -> str:
-    """What a reader sees of Markdown text escaped by course.text.markdown_text."""
+    """What a reader sees of Markdown text escaped by course.core.text.markdown_text."""
     return re.sub(r"\\(.)", r"\1", text).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")

@@ -344,7 +344,7 @@ def nonroot_python() -> str:
 
 def contract_answers(assignment, values=ALL_VALUES, cubic=lambda x: 3 * x**2 - 2):
     """The judge's answers for a notebook whose answers are `values` and whose derivative is `cubic`."""
-    from course.answers import FUNCTION, VALUE, Answer, Probe
+    from course.core.answers import FUNCTION, VALUE, Answer, Probe
 
     answers = {name: Answer(VALUE, value) for name, value in values.items()}
     points = [-2.5, 0.0, 1.5, 4.0]

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from course.feedback_model import Feedback
-from course.status import Status
+from course.core.status import Status
+from course.pipeline.feedback_model import Feedback
 from tests.support.helpers import copy_course, free_port, require_tool
 
 STUDENTS = ["alice", "bob", "carol", "dave"]
@@ -316,6 +316,6 @@ NOW = datetime(2026, 11, 30, 12, 0, 0)
 
 def queue_of(*students: str, first: int = 1) -> list:
     """The scheduler's queue: one waiting attempt per student named, ids from `first`, all at NOW."""
-    from course.service.schedule import Queued
+    from course.platforms.service.schedule import Queued
 
     return [Queued(index, student, NOW) for index, student in enumerate(students, start=first)]

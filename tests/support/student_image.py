@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from course.bundle import build_wheel
+from course.platforms.bundle import build_wheel
 from tests.support import image_build
 from tests.support.helpers import ROOT
 from tests.support.image_build import Podman

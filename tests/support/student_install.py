@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from course.bundle import build_wheel
+from course.platforms.bundle import build_wheel
 from tests.support.background_work import BackgroundWork
 from tests.support.helpers import ROOT
 

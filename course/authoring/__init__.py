@@ -1,0 +1,1 @@
+"""What an instructor writes and releases: the release and its proof, the authoring kit."""

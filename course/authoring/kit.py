@@ -1,0 +1,479 @@
+"""The authoring kit: one definition per exercise -> the source notebook's cells, always in the cell conventions.
+
+An instructor writes each exercise once, in the assignment's exercises module (`source/<name>/exercises.py`),
+as an `Exercise`: its title and question (Markdown), the numbers it is built from, the answers it asks for
+(`Ask(name, form, points, hint, idea)`) and `build`, a plain function that builds the computation from those
+numbers with torch and returns each answer's reference value by name:
+
+    def gate(x, y, z):
+        x, y, z = (torch.tensor(float(v), dtype=torch.float64, requires_grad=True) for v in (x, y, z))
+        f = (x + y) * z
+        f.backward()
+        return {"gate_f": f, "gate_df_dx": x.grad, "gate_df_dy": y.grad, "gate_df_dz": z.grad}
+
+    EXERCISES = [Exercise(id="gate", title="1. Two gates", question="... x = {{x}} ...", build=gate,
+                          numbers={"x": -2, "y": 5, "z": -4}, answers=[Ask("gate_f", points=1, ...), ...])]
+
+`write_cells` writes, per exercise, a Markdown question, the solution cell `answer_<id>` (a `name = ...`
+template line per answer, then the answer key between the solution markers, computed by `build` itself), the
+locked `form_<id>` check and the autograded `test_<id>` cell, whose hidden region is `build`'s own source, called
+with the numbers of the locked `numbers` cell, and one `marks.value(...)` per answer. So the hidden test is the
+definition, and no typo can separate the two. The exercise's numbers go in `P` as `<id>_<name>` (`gate_x`), and
+`{{x}}` in its question becomes `{{gate_x}}`, which a personalised copy fills with the student's number.
+
+Writing is idempotent (a second run changes nothing) and keeps every other cell of the notebook as it is:
+hand-written exercises, their numbers, the setup cell. A cell the kit writes is found again by its nbgrader
+grade id (or, for the question's Markdown, its cell id), and rewritten in place.
+
+Chain tables: `build` is also what the graph-reading chain tables (issue 42, `chain_from_graph`) walk; until
+they land, an exercise may carry a hand-written `chain`, which `chains(EXERCISES)` gathers for `CHAINS`.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import keyword
+import re
+import tempfile
+import textwrap
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from course.core.errors import SourceNotebookError
+from course.core.files import PUBLIC, atomic_write_text
+from course.forms import FUNCTION, NAMES, form, gap
+from course.pipeline.assignment import (
+    HIDDEN_BEGIN,
+    HIDDEN_END,
+    NUMBERS_CELL,
+    SOLUTION_BEGIN,
+    SOLUTION_END,
+    cell_text,
+    nbgrader_meta,
+)
+from course.pipeline.content import ChainStep
+
+ID_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,39}")  # its cells' ids, kit-<id>-question, stay within nbformat's 64
+RESERVED = frozenset({"P", "Marks", "marks", "references", "torch", "math"})  # names the kit's hidden tests use
+PARTS = ("question", "answer", "form", "test")  # the cells the kit writes per exercise, in order
+KIT_ID = re.compile(r"kit-[a-z0-9-]+-(question|answer|form|test)")
+PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+# What the test cell's visible part and the hidden region say to a reader of the source (not to students: the
+# visible comment is theirs too, so it says nothing of the answer).
+VISIBLE_NOTE = ("# Validate fails here while an answer is missing or of the wrong form;\n"
+                "# it never says whether an answer is right (the hidden tests do that).")
+HIDDEN_NOTE = "# Graded: hidden tests rebuild this exercise in torch and compare with your values."
+WRITTEN_BY = "# Written by the authoring kit from {where}: edit the definition there, then `autograd-course kit write`."
+
+
+class AuthoringError(SourceNotebookError):
+    """An exercise definition the kit cannot write: the message names the file, the exercise and what to do."""
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One answer an exercise asks for: its variable `name`, its `form` (course/forms.py: "number", "list of 2
+    numbers", ...), its `points`, the `hint` shown beside torch's value, the `idea` verdicts-only feedback shows in
+    its place (the concept, never the value), and `prompt`, a comment on the student's template line."""
+
+    name: str
+    form: str = "number"
+    points: float = 1
+    hint: str = ""
+    idea: str = ""
+    prompt: str = ""
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise, defined once. `id` is the stem of its cells (`answer_<id>`, `form_<id>`, `test_<id>`);
+    `build(**numbers)` builds the computation with torch and returns {answer name: reference value} (tensors are
+    fine); its source becomes the hidden tests, so it may use only its arguments, `torch` and `math`."""
+
+    id: str
+    title: str
+    question: str
+    build: Callable[..., Mapping[str, Any]]
+    answers: Sequence[Ask]
+    numbers: Mapping[str, int | float] = field(default_factory=dict)
+    chain: Sequence[ChainStep] = ()  # a hand-written chain table (until chain_from_graph reads torch's graph)
+
+    @property
+    def points(self) -> float:
+        return sum(ask.points for ask in self.answers)
+
+    def number_names(self) -> dict[str, str]:
+        """The exercise's own names of its numbers -> their names in the numbers cell's P (`x` -> `gate_x`)."""
+        return {name: f"{self.id}_{name}" for name in self.numbers}
+
+    def references(self, numbers: Mapping[str, int | float] | None = None) -> dict[str, Any]:
+        """`build` run at `numbers` (the exercise's own names; its defaults when None): answer name -> value."""
+        return dict(self.build(**dict(self.numbers if numbers is None else numbers)))
+
+
+# ----------------------------------------------------------------------------- checking a definition
+
+
+def check_exercises(exercises: Sequence[Exercise], where: Path) -> dict[str, dict[str, Any]]:
+    """Every definition checked, with what its build returns at its own numbers as plain values (exercise id ->
+    answer -> value): the answer key. Raises AuthoringError naming the file, the exercise and what to do."""
+    from course.pipeline.judge import to_plain
+
+    seen_ids: set[str] = set()
+    seen_answers: dict[str, str] = {}
+    keys: dict[str, dict[str, Any]] = {}
+    for exercise in exercises:
+        if not isinstance(exercise, Exercise):
+            raise AuthoringError(f"{where}: EXERCISES holds {type(exercise).__name__}, not an Exercise; "
+                                 "make every item Exercise(...) (course.authoring.kit)")
+        at = f"{where}: exercise {exercise.id!r}"
+        if not ID_PATTERN.fullmatch(exercise.id):
+            raise AuthoringError(f"{at}: its id must be lower-case letters, digits and _, at most 40 (it names "
+                                 "the cells answer_<id>, form_<id>, test_<id>); rename it")
+        if exercise.id in seen_ids:
+            raise AuthoringError(f"{at}: the id is used twice; give each exercise its own")
+        seen_ids.add(exercise.id)
+        if not callable(exercise.build) or not isinstance(exercise.numbers, Mapping):
+            raise AuthoringError(f"{at}: build must be a function and numbers a dict of its numbers by name")
+        if not exercise.answers:
+            raise AuthoringError(f"{at}: it asks for no answer; add at least one Ask(...)")
+        for ask in exercise.answers:
+            _check_ask(ask, exercise, at, seen_answers)
+        for name, value in exercise.numbers.items():
+            if not name.isidentifier() or type(value) not in (int, float):
+                raise AuthoringError(f"{at}: number {name!r} = {value!r}: numbers are plain ints or floats named "
+                                     "like Python variables")
+        _source_of(exercise, at)  # its build can be written into the hidden tests
+        parameters = set(inspect.signature(exercise.build).parameters)
+        if parameters != set(exercise.numbers):
+            raise AuthoringError(f"{at}: build takes ({', '.join(sorted(parameters))}) but numbers names "
+                                 f"({', '.join(sorted(exercise.numbers))}); name each argument of build after a "
+                                 "number of the exercise")
+        for name in PLACEHOLDER.findall(exercise.question):
+            if name not in exercise.numbers:
+                raise AuthoringError(f"{at}: its question shows {{{{{name}}}}}, which is none of its numbers "
+                                     f"({', '.join(exercise.numbers) or 'none'}); add it to numbers or fix the name")
+        build_name = exercise.build.__name__
+        clash = sorted({ask.name for ask in exercise.answers} & (RESERVED | {build_name}))
+        if build_name in RESERVED or clash:
+            named = f"build's name {build_name!r}" if build_name in RESERVED else f"answer {', '.join(clash)}"
+            raise AuthoringError(f"{at}: the {named} is a name the hidden tests use themselves "
+                                 f"({', '.join(sorted(RESERVED))} and build's name); rename it")
+        keys[exercise.id] = _answer_key(exercise, at, to_plain)
+        _check_standalone(exercise, keys[exercise.id], at, to_plain)
+    return keys
+
+
+def _check_standalone(exercise: Exercise, key: dict[str, Any], at: str, to_plain: Callable[[Any], Any]) -> None:
+    """`build`'s source, run alone as the hidden tests run it (their namespace has torch and math, not the
+    exercises module), gives the answer key: a build that leans on a name of its module fails here, not in the
+    release proof."""
+    import builtins
+    import math
+
+    import torch
+
+    namespace: dict[str, Any] = {"__builtins__": builtins, "torch": torch, "math": math}
+    try:
+        exec(compile(_source_of(exercise, at), f"<build of {exercise.id}>", "exec"), namespace)  # noqa: S102 - the instructor's own
+        returned = namespace[exercise.build.__name__](**dict(exercise.numbers))
+        alone = {name: to_plain(returned[name]) for name in key}
+    except Exception as error:
+        raise AuthoringError(f"{at}: build, run alone as the hidden tests run it, raised {type(error).__name__}: "
+                             f"{error}; build may use only its arguments, torch and math (move anything else of "
+                             "the module inside it)") from None
+    if to_plain(list(alone.values())) != to_plain([_one(key[name], alone[name]) for name in key]):
+        raise AuthoringError(f"{at}: build, run alone as the hidden tests run it, gives other values than in the "
+                             "exercises module; make it depend only on its arguments")
+
+
+def _one(key: Any, alone: Any) -> Any:
+    """The key's value in the shape `alone` has (a number the key unwrapped from a one-element list)."""
+    return [key] if isinstance(alone, list) and not isinstance(key, list) else key
+
+
+def _check_ask(ask: Ask, exercise: Exercise, at: str, seen: dict[str, str]) -> None:
+    if not isinstance(ask, Ask):
+        raise AuthoringError(f"{at}: answers must be Ask(...) items; found {type(ask).__name__}")
+    if not ask.name.isidentifier() or keyword.iskeyword(ask.name):
+        raise AuthoringError(f"{at}: answer {ask.name!r} is not a Python variable name; rename it")
+    if ask.name in seen:
+        raise AuthoringError(f"{at}: answer {ask.name!r} is asked by exercise {seen[ask.name]!r} too; answer "
+                             "names are unique in an assignment")
+    seen[ask.name] = exercise.id
+    if ask.form == FUNCTION or form(ask.form) is None:
+        kinds = ", ".join(f'"{name}"' for name in NAMES if name != FUNCTION)
+        raise AuthoringError(f"{at}: answer {ask.name!r} has the form {ask.form!r}; the kit writes {kinds} (a "
+                             "function answer is written by hand: docs/authoring.md, cell conventions)")
+    if not ask.points > 0:
+        raise AuthoringError(f"{at}: answer {ask.name!r} is worth {ask.points!r} points; give it more than 0")
+    if not ask.hint or not ask.idea:
+        raise AuthoringError(f"{at}: answer {ask.name!r} needs a hint (shown beside torch's value) and an idea "
+                             "(shown in verdicts-only feedback: the concept, never the value)")
+
+
+def _answer_key(exercise: Exercise, at: str, to_plain: Callable[[Any], Any]) -> dict[str, Any]:
+    try:
+        returned = exercise.references()
+    except Exception as error:
+        frames = [frame for frame in traceback.extract_tb(error.__traceback__) if frame.name == exercise.build.__name__]
+        line = f" (line {frames[-1].lineno} of {frames[-1].filename}: {frames[-1].line})" if frames else ""
+        raise AuthoringError(f"{at}: build raised {type(error).__name__}: {error}{line}; fix build") from None
+    asked = [ask.name for ask in exercise.answers]
+    if sorted(returned) != sorted(asked):
+        missing = [name for name in asked if name not in returned]
+        extra = [name for name in returned if name not in asked]
+        raise AuthoringError(f"{at}: build must return exactly its answers by name; "
+                             + "; ".join(part for part in (
+                                 f"no value for {', '.join(missing)}" if missing else "",
+                                 f"{', '.join(map(str, extra))} asked by no Ask" if extra else "") if part))
+    key = {}
+    for ask in exercise.answers:
+        value = to_plain(returned[ask.name])
+        shape = form(ask.form)
+        if isinstance(value, list) and len(value) == 1 and shape is not None and shape.length is None:
+            value = value[0]  # a one-element tensor for a number
+        if shape is not None and gap(value, shape) is not None:
+            raise AuthoringError(f"{at}: build returns {value!r} for {ask.name!r}, which is not {shape.words} (its "
+                                 "form); return that form, or change the Ask's form")
+        key[ask.name] = value
+    return key
+
+
+def _source_of(exercise: Exercise, at: str) -> str:
+    """`build`'s source as it goes into the hidden tests: a plain module-level function, no decorator."""
+    build = exercise.build
+    try:
+        source = textwrap.dedent(inspect.getsource(build))
+    except (OSError, TypeError):
+        source = ""
+    if not source.startswith("def ") or build.__name__ == "<lambda>" or "." in build.__qualname__:
+        raise AuthoringError(f"{at}: build must be a plain function defined at the top of the exercises module "
+                             "(`def name(...):`, no lambda, decorator or nesting): its source becomes the hidden tests")
+    return source.rstrip() + "\n"
+
+
+# ----------------------------------------------------------------------------- the cells
+
+
+def _cell(cell_type: str, source: str, cell_id: str, meta: dict | None) -> dict:
+    cell: dict[str, Any] = {"cell_type": cell_type, "id": cell_id, "metadata": {"nbgrader": meta} if meta else {},
+                            "source": source.splitlines(keepends=True)}  # as Jupyter saves it
+    if cell_type == "code":
+        cell["execution_count"] = None
+        cell["outputs"] = []
+    return cell
+
+
+def _nbgrader(grade_id: str, *, solution: bool = False, grade: bool = False, locked: bool = True,
+              points: float | None = None) -> dict:
+    meta: dict[str, Any] = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3,
+                            "solution": solution}
+    if points is not None:
+        meta["points"] = int(points) if float(points).is_integer() else points
+    return meta
+
+
+def _form_call(exercise: Exercise, quiet: bool = False) -> str:
+    parts = [f'{ask.name}="{ask.form}"' for ask in exercise.answers] + (["quiet=True"] if quiet else [])
+    one_line = f"check_form({', '.join(parts)})"
+    if len(one_line) <= 100:
+        return one_line
+    return "check_form(\n" + "".join(f"    {part},\n" for part in parts) + ")"
+
+
+def _literal(value: Any) -> str:
+    return repr(value)
+
+
+def exercise_cells(exercise: Exercise, key: dict[str, Any], where: str) -> list[dict]:
+    """The four cells of one exercise: question, answer (template lines + key), locked form check, graded test."""
+    names = exercise.number_names()
+    question = PLACEHOLDER.sub(lambda m: "{{" + names.get(m.group(1), m.group(1)) + "}}", exercise.question.strip())
+    width = max(len(ask.name) for ask in exercise.answers)
+    templates = [f"{ask.name} = ...".ljust(width + 6) + f"  # {ask.prompt}" if ask.prompt else f"{ask.name} = ..."
+                 for ask in exercise.answers]
+    answer = "\n".join([*templates, SOLUTION_BEGIN, *(f"{name} = {_literal(value)}" for name, value in key.items()),
+                        SOLUTION_END])
+    build = exercise.build.__name__
+    arguments = ", ".join(f'{name}=P["{number}"]' for name, number in names.items())
+    marks = [f'marks.value("{ask.name}", {ask.name}, references["{ask.name}"], {ask.hint!r}, '
+             f"points={_literal(ask.points)}, idea={ask.idea!r})" for ask in exercise.answers]
+    test = "\n".join([VISIBLE_NOTE, _form_call(exercise, quiet=True), "", HIDDEN_NOTE, HIDDEN_BEGIN,
+                      WRITTEN_BY.format(where=where), _source_of(exercise, where).rstrip(), "",
+                      f"references = {build}({arguments})", "marks = Marks()", *marks, "marks.total()", HIDDEN_END])
+    stem = exercise.id
+    return [
+        _cell("markdown", f"## {exercise.title}\n\n{question}", _cell_id(stem, "question"), None),
+        _cell("code", answer, _cell_id(stem, "answer"),
+              _nbgrader(f"answer_{stem}", solution=True, locked=False)),
+        _cell("code", _form_call(exercise), _cell_id(stem, "form"), _nbgrader(f"form_{stem}")),
+        _cell("code", test, _cell_id(stem, "test"),
+              _nbgrader(f"test_{stem}", grade=True, points=exercise.points)),
+    ]
+
+
+def _cell_id(stem: str, part: str) -> str:
+    """The nbformat id of a cell the kit writes (ids allow letters, digits, - and _; the kit's use -)."""
+    return f"kit-{stem.replace('_', '-')}-{part}"
+
+
+def _is_kit_cell(cell: dict, stem: str) -> bool:
+    grade_id = nbgrader_meta(cell).get("grade_id")
+    if grade_id in (f"answer_{stem}", f"form_{stem}", f"test_{stem}"):
+        return True
+    return cell.get("id") == _cell_id(stem, "question")
+
+
+def _numbers_cell(cells: list[dict], exercises: Sequence[Exercise]) -> None:
+    """Put every exercise's numbers into the locked numbers cell's P, keeping the numbers of hand-written exercises
+    (a notebook without such a cell gets one after its setup cell)."""
+    from course.pipeline.assignment import numbers_cell_values
+    from course.pipeline.content import Content
+    from course.pipeline.variants import numbers_source
+
+    ours = {number: exercise.numbers[name]
+            for exercise in exercises for name, number in exercise.number_names().items()}
+    if not ours:
+        return
+    by_id = {nbgrader_meta(cell).get("grade_id"): (index, cell) for index, cell in enumerate(cells)}
+    params = dict(numbers_cell_values(by_id, Path("the numbers cell")) if NUMBERS_CELL in by_id else {})
+    params.update(ours)
+    source = numbers_source(params, Content(number_groups=number_groups(exercises)))
+    if NUMBERS_CELL in by_id:
+        cell = by_id[NUMBERS_CELL][1]
+        if cell_text(cell) != source:
+            cell["source"] = source.splitlines(keepends=True)
+        return
+    setup_at = by_id["setup"][0] if "setup" in by_id else -1
+    cells.insert(setup_at + 1, _cell("code", source, "numbers", _nbgrader(NUMBERS_CELL)))
+
+
+def number_groups(exercises: Sequence[Exercise]) -> tuple[tuple[str, ...], ...]:
+    """One line of the numbers cell per exercise: NUMBER_GROUPS for an exercises module written with the kit."""
+    return tuple(tuple(exercise.number_names().values()) for exercise in exercises if exercise.numbers)
+
+
+def chains(exercises: Sequence[Exercise]) -> dict[str, tuple[ChainStep, ...]]:
+    """CHAINS for an exercises module written with the kit: the hand-written tables its exercises carry.
+
+    This is where the chain tables read from torch's graph (issue 42, `chain_from_graph`) join: for an exercise
+    without a hand-written `chain`, walk the graph of `exercise.build` at `exercise.numbers` (the returned
+    forward tensors' `grad_fn` are its roots; `build` calls backward itself, so wrap the call to keep what the
+    walk needs). A hand-written `chain` overrides the derived table."""
+    return {exercise.id: tuple(exercise.chain) for exercise in exercises if exercise.chain}
+
+
+def write_cells(notebook: dict, exercises: Sequence[Exercise], where: Path) -> dict:
+    """A copy of `notebook` with every exercise's cells written (in place of its old ones, or after the previous
+    exercise's, or after the notebook's last question); every other cell is kept as it is, and a cell whose text
+    and nbgrader metadata are already right is kept as it was (its id, outputs and Jupyter's metadata)."""
+    keys = check_exercises(exercises, where)
+    written = copy.deepcopy(notebook)
+    cells: list[dict] = written["cells"]
+    ours = {_cell_id(exercise.id, part) for exercise in exercises for part in PARTS}
+    for index, cell in enumerate(cells):
+        if KIT_ID.fullmatch(str(cell.get("id", ""))) and cell["id"] not in ours:
+            raise AuthoringError(f"{where}: cell {index} of the notebook ({cell['id']}) was written by the kit for an "
+                                 "exercise that no definition of EXERCISES names now; delete that exercise's cells "
+                                 "from the notebook, or put its definition back")
+    _numbers_cell(cells, exercises)
+    previous_end: int | None = None
+    for exercise in exercises:
+        new = exercise_cells(exercise, keys[exercise.id], _shown(where))
+        found = [index for index, cell in enumerate(cells) if _is_kit_cell(cell, exercise.id)]
+        old = {_key(cells[index]): cells[index] for index in found}
+        for index in reversed(found):
+            del cells[index]
+        at = found[0] if found else previous_end if previous_end is not None else _after_last_question(cells)
+        for offset, cell in enumerate(new):
+            before = old.get(_key(cell))
+            if before is not None and _same(before, cell):
+                cell = before
+            elif before is not None and before.get("id"):
+                cell["id"] = before["id"]  # a cell the kit rewrites keeps its id
+            cells.insert(at + offset, cell)
+        previous_end = at + len(new)
+    return written
+
+
+def _key(cell: dict) -> str:
+    return nbgrader_meta(cell).get("grade_id") or "question"
+
+
+def _same(old: dict, new: dict) -> bool:
+    return (old.get("cell_type") == new["cell_type"] and cell_text(old) == cell_text(new)
+            and nbgrader_meta(old) == nbgrader_meta(new))
+
+
+def _shown(where: Path) -> str:
+    """The exercises module as the hidden tests name it: source/<assignment>/exercises.py where it is one."""
+    parts = where.parts
+    return "/".join(parts[-3:]) if len(parts) >= 3 and parts[-3] == "source" else where.name
+
+
+def _after_last_question(cells: list[dict]) -> int:
+    """Where a new exercise goes: after the last graded test cell, else after the numbers or setup cell."""
+    ids = [nbgrader_meta(cell).get("grade_id") or "" for cell in cells]
+    tests = [index for index, grade_id in enumerate(ids) if grade_id.startswith("test_")]
+    anchors = tests or [index for index, grade_id in enumerate(ids) if grade_id in ("setup", NUMBERS_CELL)]
+    return anchors[-1] + 1 if anchors else len(cells)
+
+
+# ----------------------------------------------------------------------------- the module and the notebook
+
+
+def load_exercises(path: Path) -> list[Exercise]:
+    """EXERCISES of the exercises module at `path` (the module is loaded as the grader loads it)."""
+    from course.pipeline.content import load_exercises_module
+
+    if not path.is_file():
+        raise AuthoringError(f"{path}: no exercises module; write one with EXERCISES = [Exercise(...), ...] "
+                             "(docs/authoring.md, the authoring kit)")
+    exercises = getattr(load_exercises_module(path), "EXERCISES", None)
+    if not isinstance(exercises, list | tuple) or not exercises:
+        raise AuthoringError(f"{path}: defines no EXERCISES; add EXERCISES = [Exercise(...), ...] "
+                             "(docs/authoring.md, the authoring kit)")
+    return list(exercises)
+
+
+def write_notebook(notebook_path: Path, exercises_path: Path) -> bool:
+    """Write the cells of the exercises module's EXERCISES into the source notebook; True when it changed."""
+    try:
+        notebook = json.loads(notebook_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise AuthoringError(f"{notebook_path}: cannot be read as a notebook ({error})") from None
+    written = write_cells(notebook, load_exercises(exercises_path), exercises_path)
+    if written == notebook:
+        return False
+    _check_conventions(written, notebook_path, exercises_path)
+    atomic_write_text(notebook_path, dump(written), mode=PUBLIC)
+    return True
+
+
+def _check_conventions(notebook: dict, notebook_path: Path, exercises_path: Path) -> None:
+    """The written notebook read as `release` will read it (course/pipeline/assignment.py), before it replaces the old
+    one:
+    a clash with a hand-written exercise (an answer name both assign, say) is named and nothing is written."""
+    from course.pipeline.assignment import load_assignment
+
+    with tempfile.TemporaryDirectory() as scratch:
+        trial = Path(scratch) / notebook_path.name
+        trial.write_text(dump(notebook), encoding="utf-8")
+        try:
+            load_assignment(trial, notebook_path.parent.name, exercises_path)
+        except SourceNotebookError as error:
+            said = str(error).replace(str(trial), str(notebook_path))
+            raise AuthoringError(f"{exercises_path}: the cells written from it would break the notebook's cell "
+                                 f"conventions, so {notebook_path} was left as it was: {said}") from None
+
+
+def dump(notebook: dict) -> str:
+    """A notebook as the course keeps source notebooks: JSON, one-space indent, Unicode as it is."""
+    return json.dumps(notebook, indent=1, ensure_ascii=False, sort_keys=True) + "\n"

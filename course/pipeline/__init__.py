@@ -1,0 +1,1 @@
+"""One submission, from notebook to feedback: the assignment model, reading, judging, feedback."""

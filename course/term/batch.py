@@ -1,0 +1,209 @@
+"""Grading a class: every submission of a batch through `grading.grade_submission` in parallel sandboxes, the
+results recorded as they arrive (recording.py: feedback, the grades CSV, nbgrader's gradebook, the class summary).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from contextlib import ExitStack
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from course import sandbox
+from course.core.config import AssignmentSettings, CourseConfig
+from course.core.errors import CourseError
+from course.core.files import unwritable_folder
+from course.pipeline.assignment import Assignment, load_course_assignment
+from course.pipeline.discovery import SubmissionRef, check_paths_exist, discover
+from course.pipeline.grading import Graded, cold_runner, grade_submission, warm_imports
+from course.pipeline.probes import has_secret
+from course.pipeline.selftest import prove_setup, released_code_cells
+from course.pipeline.variants import course_secret
+from course.term.gradebook import write_course_totals
+from course.term.nbgrader_term import NoGradebook, records_in_gradebook, with_late_policy
+from course.term.recording import BatchSummary, Records, open_records, record_results, start_summary, write_reports
+from course.term.roster import Student
+from course.term.shards import Shard, class_digest, shard_of, shard_sources, write_shard
+
+
+def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assignment_name: str | None = None,
+                jobs: int | None = None, report: Callable[[Graded, int, int], None] | None = None,
+                record_gradebook: bool | None = None, roster: list[Student] | None = None,
+                shard: Shard | None = None) -> BatchSummary:
+    """Grade every submission under PATHs; write feedback, grades-<assignment>.csv and nbgrader's gradebook.
+
+    jobs: warm sandboxed workers grading in parallel (default: one per core); 0 starts a fresh
+    sandboxed interpreter for every submission instead.
+    record_gradebook: record the scores in the course's nbgrader gradebook (default: only when out_dir is
+    the course root, so one-off grading into another folder leaves the course's records alone).
+    roster: who should have submitted (default, for a course-root run: the students of the gradebook);
+    each one without a submission gets a row with status `missing`.
+    shard: grade only that slice of the submissions, and leave the results for `merge` (shards.py).
+    """
+    check_paths_exist(paths)
+    record = records_in_gradebook(config, out_dir, record_gradebook)
+    settings = config.assignment(assignment_name)
+    assignment = load_course_assignment(config, settings.name)
+    found = _find_submissions(config, paths, out_dir, settings, shard)
+    jobs = sandbox.default_jobs() if jobs is None else jobs
+    # The variants' numbers and the function answers' points (course/pipeline/probes.py) need it:
+    if has_secret(config):
+        course_secret(config)  # a missing or readable course secret stops the batch before anything is graded
+    summary = start_summary(config, out_dir, settings.name, record)
+    summary.refused = [ref for ref in found.refs if ref.problem]
+    refs = [ref for ref in found.refs if not ref.problem]
+    paths_by_id = {ref.student_id: ref.path for ref in refs}
+    _grade_and_record(config, settings, assignment, refs, paths_by_id, summary, jobs=jobs, record=record,
+                      roster=roster, report=report)
+    write_reports(summary, settings)
+    if shard is not None:
+        write_shard(out_dir, settings.name, shard, summary.graded, summary.refused, paths_by_id, found.whole_class,
+                    config.root, found.sources)
+    return summary
+
+
+@dataclass(frozen=True)
+class _Found:
+    """A batch's submissions: the folders read, what was found there (this shard's slice, with a shard), and the
+    digest of the whole class the slice was cut from."""
+
+    sources: list[Path]
+    refs: list[SubmissionRef]
+    whole_class: str
+
+
+def _find_submissions(config: CourseConfig, paths: list[Path], out_dir: Path, settings: AssignmentSettings,
+                      shard: Shard | None) -> _Found:
+    """The submissions under PATHs (default: submitted/), or a CourseError when there are none or the results
+    could not be written: both said before anything is graded."""
+    sources = paths or [config.root / "submitted"]
+    if shard is not None:  # inside the course, where merge finds them again
+        sources = shard_sources(config.root, sources)
+    refs = discover(sources, settings.name, settings.notebook)
+    if not refs:
+        raise CourseError(
+            f"no submissions found in {', '.join(map(str, paths or [config.root / 'submitted']))}: expected "
+            f"submitted/<student>/{settings.name}/{settings.notebook}, a folder of <student>.ipynb, or notebooks"
+        )
+    problem = unwritable_folder(out_dir)
+    if problem:
+        raise CourseError(f"cannot write the results into {out_dir} ({problem}), so nothing was graded: choose "
+                          "another --out, or run as a user who may write there")
+    whole_class = class_digest(refs, config.root)
+    if shard is not None:
+        refs = shard_of(refs, shard)
+    return _Found(sources, refs, whole_class)
+
+
+def _grade_and_record(config: CourseConfig, settings: AssignmentSettings, assignment: Assignment,
+                      refs: list[SubmissionRef], paths_by_id: dict[str, Path], summary: BatchSummary, *, jobs: int,
+                      record: bool, roster: list[Student] | None,
+                      report: Callable[[Graded, int, int], None] | None) -> None:
+    """Prove the setup, then grade `refs` in parallel and record each result as it arrives (recording.py)."""
+    with ExitStack() as stack:
+        # Start-up overlaps: the workers import torch while this process imports its own (for the judge), then
+        # nbgrader's, in one thread, and reads the roster and the due date and opens the gradebook in another;
+        # results wait for these only where they need them. The probe and the workers' start come first: done while
+        # the imports hold this process's interpreter lock, their few milliseconds of work took 0.3 s more.
+        pool = _start_pool(stack, config, settings, jobs, refs)
+        background = stack.enter_context(ThreadPoolExecutor(2))
+        background.submit(warm_imports, "nbgrader.api")  # torch for the judge, then nbgrader for the records
+        # no sandbox, no grading: refused before the gradebook is opened (or the assignment recorded in it)
+        level, note = (pool.level, pool.note) if pool is not None else sandbox.choose_isolation(
+            config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
+        summary.isolation = note or sandbox.ISOLATION_SUMMARY[level]
+        # The gradebook is opened (and written) only once the self-test below has passed.
+        proven: Future[bool] = Future()
+        opening = background.submit(_records_once_proven, config, settings, record, roster, proven)
+        stack.callback(lambda: opening.result().gradebook.close())
+        run, proving, threads = _runners(config, pool, jobs)
+        try:
+            if refs:  # nobody is graded before the course's own notebooks grade as they must (selftest.py)
+                summary.selftest = prove_setup(assignment, config, proving, level=level)
+        except BaseException:
+            proven.set_result(False)
+            raise
+        proven.set_result(True)
+        executor = stack.enter_context(ThreadPoolExecutor(threads))
+        futures = [executor.submit(grade_submission, ref, assignment, config, run=run) for ref in refs]
+
+        def results() -> Iterator[Graded]:
+            for future in as_completed(futures):
+                graded = future.result()  # grade_submission never raises
+                yield with_late_policy(graded, paths_by_id.get(graded.student_id), opening.result().due, settings,
+                                       config)
+
+        record_results(results(), summary, config, settings, assignment, opening.result, paths_by_id,
+                       report=(lambda graded, done: report(graded, done, len(refs))) if report else None)
+
+
+def _start_pool(stack: ExitStack, config: CourseConfig, settings: AssignmentSettings, jobs: int,
+                refs: list[SubmissionRef]) -> sandbox.WarmPool | None:
+    """The warm workers (closed with `stack`), none for cold runs (jobs 0) or an empty batch."""
+    if jobs <= 0 or not refs:
+        return None
+    return stack.enter_context(sandbox.WarmPool(min(jobs, len(refs)), config.limits, isolation=config.sandbox,
+                                                base_uid=config.sandbox_uid,
+                                                compiled=released_code_cells(config, settings.name)))
+
+
+def _runners(config: CourseConfig, pool: sandbox.WarmPool | None,
+             jobs: int) -> tuple[sandbox.Runner, sandbox.Runner, int]:
+    """How the students' runs go (the pool, else a cold sandbox each), how the self-test's go, and in how many
+    threads."""
+    if pool is None:
+        run: sandbox.Runner = cold_runner(config)
+        return run, run, max(1, jobs)
+    # more runs waiting than workers: long runs get stand-ins; a pool that cannot start a run is refused
+    return pool.run, partial(pool.run, cold_fallback=False), pool.threads
+
+
+def _records_once_proven(config: CourseConfig, settings: AssignmentSettings, record: bool,
+                         roster: list[Student] | None, proven: Future[bool]) -> Records:
+    """open_records, in the background, once the self-test has passed (`proven`); after a failed one the
+    gradebook is not opened at all (nor the assignment recorded in it). nbgrader is imported meanwhile
+    (warm_imports)."""
+    if not proven.result():
+        return Records(NoGradebook(), None, None)
+    return open_records(config, settings, record, roster)
+
+
+def assignments_in(config: CourseConfig, paths: list[Path], assignment_name: str | None) -> list[AssignmentSettings]:
+    """Which assignments a grading run covers: the one named; else the course's only one; else every one with
+    a submission in nbgrader's layout under PATHs (loose notebooks say no assignment: then it must be named)."""
+    if assignment_name is not None:
+        return [config.assignment(assignment_name)]
+    if len(config.assignments) == 1:
+        return [config.assignments[0]]
+    folders = paths or [config.root / "submitted"]
+    names = ", ".join(a.name for a in config.assignments)
+    for path in folders:
+        says = path.resolve().parent.name if path.is_file() else path.name  # .../<assignment>/<notebook>
+        loose = [path] if path.is_file() else [c for c in path.iterdir() if c.suffix == ".ipynb"]
+        if loose and says not in {a.name for a in config.assignments}:
+            raise CourseError(f"{loose[0]}: the course has several assignments ({names}) and a loose notebook does "
+                              "not say which one it answers; grade it with --assignment NAME")
+    def holds(path: Path, settings: AssignmentSettings) -> bool:  # a notebook in its layout, or a folder of them
+        if path.is_file():
+            return path.resolve().parent.name == settings.name
+        return any(discover([path], settings.name, settings.notebook))
+
+    found = [a for a in config.assignments if any(holds(path, a) for path in folders)]
+    if not found:
+        raise CourseError(f"no submissions of any assignment ({names}) found in {', '.join(map(str, folders))}: "
+                          "expected submitted/<student>/<assignment>/<notebook>, or name one with --assignment")
+    return found
+
+
+def grade_course(config: CourseConfig, paths: list[Path], out_dir: Path, *, assignment_name: str | None = None,
+                 **options: Any) -> list[BatchSummary]:
+    """Grade every assignment the run covers (see `assignments_in`), each apart (its own CSV, feedback folder,
+    class summary and gradebook records), then course-totals.csv: every student's score per assignment."""
+    check_paths_exist(paths)
+    summaries = [grade_batch(config, paths, out_dir, assignment_name=settings.name, **options)
+                 for settings in assignments_in(config, paths, assignment_name)]
+    write_course_totals(out_dir, tuple(a.name for a in config.assignments))
+    return summaries
