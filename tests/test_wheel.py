@@ -102,7 +102,8 @@ def test_the_wheel_holds_no_answer_key_and_no_hidden_test(wheel):
 def test_the_wheel_holds_the_service_database_revisions(wheel, tmp_path):
     """The service's migrations are read by path (alembic's ScriptDirectory): every revision file is in the wheel,
     and the package unpacked from it alone finds the head."""
-    revisions = sorted(path.name for path in (ROOT / "course" / "platforms" / "service" / "migrations" / "versions").glob("*.py"))
+    versions = ROOT / "course" / "platforms" / "service" / "migrations" / "versions"
+    revisions = sorted(path.name for path in versions.glob("*.py"))
     assert "0001_first_schema.py" in revisions
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
