@@ -37,12 +37,12 @@ COMMAND_HELP = {
     "autograder run": "Grade the one notebook in ROOT/submission and write ROOT/results/results.json (Gradescope).",
     "serve": "Run the instant-feedback service: students upload a notebook and read its feedback once graded.",
     "serve tokens": "Issue secret tokens, one per student: the roster's students who have none yet (every other "
-                    "link keeps working), or rotate or revoke one student's, or replace the instructor's.",
+    "link keeps working), or rotate or revoke one student's, or replace the instructor's.",
     "submit": "Submit a notebook to the course's feedback service and print the score and the feedback link.",
     "new assignment": "Start an assignment: source/NAME/ with a notebook, an example exercise defined for the "
-                      "authoring kit, and its entry in course.yaml; it releases and grades as it stands.",
+    "authoring kit, and its entry in course.yaml; it releases and grades as it stands.",
     "kit write": "Write the source notebook's cells (question, answer, form check, graded test) from the exercise "
-                 "definitions of the assignment's exercises module (docs/authoring.md, the authoring kit).",
+    "definitions of the assignment's exercises module (docs/authoring.md, the authoring kit).",
 }
 
 
@@ -66,83 +66,150 @@ Run autograd-course COMMAND --help for a command's options."""
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="autograd-course", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="autograd-course",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"autograd-course {__version__}")
-    parser.add_argument("--course", type=Path, default=Path("."),
-                        help="the course root, the folder holding source/ (default: the current folder)")
-    parser.add_argument("--log-level", choices=LEVELS, default=DEFAULT_LEVEL,
-                        help="the least level of the long-running parts' log lines on stderr (the sandbox's pools "
-                        f"and retries, the service's worker, a class's grading); default: {DEFAULT_LEVEL}")
+    parser.add_argument(
+        "--course",
+        type=Path,
+        default=Path("."),
+        help="the course root, the folder holding source/ (default: the current folder)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=LEVELS,
+        default=DEFAULT_LEVEL,
+        help="the least level of the long-running parts' log lines on stderr (the sandbox's pools "
+        f"and retries, the service's worker, a class's grading); default: {DEFAULT_LEVEL}",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     release = commands.add_parser("release", help=COMMAND_HELP["release"], description=COMMAND_HELP["release"])
     release.add_argument("--assignment", help="which assignment (default: every assignment of the course YAML)")
-    release.add_argument("--no-verify", action="store_true",
-                         help="skip the nbgrader autograde proof (solutions earn full marks, the release zero)")
-    release.add_argument("--students", type=Path, metavar="ROSTER",
-                         help="also write personalised/<assignment>/<id>/ with each student's own numbers, outside "
-                              "release/, which nbgrader hands to everyone (variants: true; a CSV with a student_id "
-                              "column)")
+    release.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="skip the nbgrader autograde proof (solutions earn full marks, the release zero)",
+    )
+    release.add_argument(
+        "--students",
+        type=Path,
+        metavar="ROSTER",
+        help="also write personalised/<assignment>/<id>/ with each student's own numbers, outside "
+        "release/, which nbgrader hands to everyone (variants: true; a CSV with a student_id "
+        "column)",
+    )
 
     check = commands.add_parser("check", help=COMMAND_HELP["check"], description=COMMAND_HELP["check"])
     check.add_argument("notebook", type=Path, help="the notebook to check")
     check.add_argument("--assignment", help="which assignment (default: the first in the course YAML)")
 
     grade = commands.add_parser("grade", help=COMMAND_HELP["grade"], description=COMMAND_HELP["grade"])
-    grade.add_argument("paths", nargs="*", type=Path, metavar="PATH",
-                       help="submitted/ in nbgrader's layout (the default), a folder of <student>.ipynb, or notebooks")
-    grade.add_argument("--out", type=Path, default=None,
-                       help="where grades-<assignment>.csv and feedback/ go (default: the course root)")
-    grade.add_argument("--assignment", help="which assignment (default: the course's only one, else every one "
-                                            "with submissions in nbgrader's submitted/ layout)")
-    grade.add_argument("--gradebook", action=argparse.BooleanOptionalAction, default=None,
-                       help="record the scores in the course's nbgrader gradebook (default: only when --out is "
-                            "the course root; --no-gradebook keeps a trial run out of it)")
-    grade.add_argument("--roster", type=Path, metavar="ROSTER",
-                       help="a CSV with a student_id column: who should have submitted; each one without a "
-                            "submission gets a row with status missing (default, for a course-root run: the "
-                            "gradebook's students)")
+    grade.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        metavar="PATH",
+        help="submitted/ in nbgrader's layout (the default), a folder of <student>.ipynb, or notebooks",
+    )
+    grade.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="where grades-<assignment>.csv and feedback/ go (default: the course root)",
+    )
+    grade.add_argument(
+        "--assignment",
+        help="which assignment (default: the course's only one, else every one "
+        "with submissions in nbgrader's submitted/ layout)",
+    )
+    grade.add_argument(
+        "--gradebook",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="record the scores in the course's nbgrader gradebook (default: only when --out is "
+        "the course root; --no-gradebook keeps a trial run out of it)",
+    )
+    grade.add_argument(
+        "--roster",
+        type=Path,
+        metavar="ROSTER",
+        help="a CSV with a student_id column: who should have submitted; each one without a "
+        "submission gets a row with status missing (default, for a course-root run: the "
+        "gradebook's students)",
+    )
     grade.add_argument("--quiet", action="store_true", help="print only the summary")
-    grade.add_argument("--jobs", type=int, default=None, metavar="N",
-                       help="warm sandboxed workers grading in parallel (default: one per core; "
-                            "0: a fresh interpreter per submission)")
+    grade.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="warm sandboxed workers grading in parallel (default: one per core; "
+        "0: a fresh interpreter per submission)",
+    )
 
-    grade.add_argument("--shard", metavar="K/N",
-                       help="grade only the K-th of N deterministic slices of the class (cut by student, from "
-                            "submissions inside the course folder) into --out (a folder of its own), for `merge`: a "
-                            "class graded across machines, each with its warm pool")
+    grade.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="grade only the K-th of N deterministic slices of the class (cut by student, from "
+        "submissions inside the course folder) into --out (a folder of its own), for `merge`: a "
+        "class graded across machines, each with its warm pool",
+    )
 
     merge = commands.add_parser("merge", help=COMMAND_HELP["merge"], description=COMMAND_HELP["merge"])
     merge.add_argument("outs", nargs="+", type=Path, metavar="OUT", help="the --out folders of every shard")
-    merge.add_argument("--out", type=Path, default=None,
-                       help="where the merged results go (default: the course root, with nbgrader's gradebook)")
-    merge.add_argument("--gradebook", action=argparse.BooleanOptionalAction, default=None,
-                       help="as for grade")
+    merge.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="where the merged results go (default: the course root, with nbgrader's gradebook)",
+    )
+    merge.add_argument("--gradebook", action=argparse.BooleanOptionalAction, default=None, help="as for grade")
     merge.add_argument("--roster", type=Path, metavar="ROSTER", help="as for grade")
 
     export = commands.add_parser("export", help=COMMAND_HELP["export"], description=COMMAND_HELP["export"])
-    export.add_argument("--format", required=True, choices=sorted(FORMATS), help="the LMS: " + "; ".join(
-        f"{name} needs {fmt.needs}" for name, fmt in sorted(FORMATS.items())))
-    export.add_argument("--roster", type=Path, required=True, metavar="ROSTER",
-                        help="CSV: student_id plus the LMS's ids (name, lms_id, sis_user_id, sis_login_id, section, "
-                             "email)")
-    export.add_argument("--out", type=Path, default=None,
-                        help="the folder holding grades-<assignment>.csv, where <format>-<assignment>.csv goes "
-                             "(default: the course root)")
+    export.add_argument(
+        "--format",
+        required=True,
+        choices=sorted(FORMATS),
+        help="the LMS: " + "; ".join(f"{name} needs {fmt.needs}" for name, fmt in sorted(FORMATS.items())),
+    )
+    export.add_argument(
+        "--roster",
+        type=Path,
+        required=True,
+        metavar="ROSTER",
+        help="CSV: student_id plus the LMS's ids (name, lms_id, sis_user_id, sis_login_id, section, email)",
+    )
+    export.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="the folder holding grades-<assignment>.csv, where <format>-<assignment>.csv goes "
+        "(default: the course root)",
+    )
     export.add_argument("--assignment", help="which assignment (default: the first in the course YAML)")
-    export.add_argument("--column", help="the LMS's column title (default: the assignment's name; for Canvas, "
-                                         "'Name (id)' as in Canvas's own export updates that assignment)")
+    export.add_argument(
+        "--column",
+        help="the LMS's column title (default: the assignment's name; for Canvas, "
+        "'Name (id)' as in Canvas's own export updates that assignment)",
+    )
 
     autograder = commands.add_parser("autograder", help="Gradescope: build the upload zip, or run as its entry point.")
     actions = autograder.add_subparsers(dest="action", required=True, metavar="ACTION")
-    build = actions.add_parser("build", help=COMMAND_HELP["autograder build"],
-                               description=COMMAND_HELP["autograder build"])
+    build = actions.add_parser(
+        "build", help=COMMAND_HELP["autograder build"], description=COMMAND_HELP["autograder build"]
+    )
     build.add_argument("--out", type=Path, default=Path("dist"), help="where the zips go (default: dist/)")
     build.add_argument("--assignment", help="which assignment (default: one zip for each assignment)")
     run = actions.add_parser("run", help=COMMAND_HELP["autograder run"], description=COMMAND_HELP["autograder run"])
-    run.add_argument("--root", type=Path, default=None,
-                     help="the Gradescope root (default: $AUTOGRADER_ROOT, else /autograder)")
+    run.add_argument(
+        "--root", type=Path, default=None, help="the Gradescope root (default: $AUTOGRADER_ROOT, else /autograder)"
+    )
     _service_parsers(commands)
     _kit_parsers(commands)
     return parser
@@ -151,22 +218,26 @@ def _parser() -> argparse.ArgumentParser:
 def _kit_parsers(commands) -> None:
     new = commands.add_parser("new", help="Start something new from a scaffold: an assignment.")
     new_actions = new.add_subparsers(dest="action", required=True, metavar="ACTION")
-    assignment = new_actions.add_parser("assignment", help=COMMAND_HELP["new assignment"],
-                                        description=COMMAND_HELP["new assignment"])
+    assignment = new_actions.add_parser(
+        "assignment", help=COMMAND_HELP["new assignment"], description=COMMAND_HELP["new assignment"]
+    )
     assignment.add_argument("name", metavar="NAME", help="the assignment's name: its folder under source/")
     kit = commands.add_parser("kit", help="The authoring kit: exercises defined once, their cells written from them.")
     kit_actions = kit.add_subparsers(dest="action", required=True, metavar="ACTION")
     write = kit_actions.add_parser("write", help=COMMAND_HELP["kit write"], description=COMMAND_HELP["kit write"])
-    write.add_argument("--assignment", help="which assignment (default: every one whose exercises module defines "
-                                            "EXERCISES)")
+    write.add_argument(
+        "--assignment", help="which assignment (default: every one whose exercises module defines EXERCISES)"
+    )
 
 
 def _new(args: argparse.Namespace) -> int:
     from course.authoring.scaffold import new_assignment
 
     made = new_assignment(args.course, args.name)
-    print(f"new assignment {args.name}: {made.notebook}, {made.exercises}, listed in {made.config}; next: "
-          f"autograd-course release --assignment {args.name}")
+    print(
+        f"new assignment {args.name}: {made.notebook}, {made.exercises}, listed in {made.config}; next: "
+        f"autograd-course release --assignment {args.name}"
+    )
     return 0
 
 
@@ -177,8 +248,10 @@ def _kit(args: argparse.Namespace) -> int:
     for name, changed in written:
         print(f"{name}: {'cells written' if changed else 'already up to date'}")
     if not written:
-        print("no assignment's exercises module defines EXERCISES: nothing to write (docs/authoring.md, the "
-              "authoring kit)")
+        print(
+            "no assignment's exercises module defines EXERCISES: nothing to write (docs/authoring.md, the "
+            "authoring kit)"
+        )
     return 0
 
 
@@ -188,62 +261,118 @@ def _service_parsers(commands) -> None:
     serve.add_argument("--port", type=int, default=8000, help="the port (default: 8000)")
     # No default here: argparse lets an action's own default overwrite what was given before the action
     # (`serve --database URL tokens ...` once wrote the tokens into SQLite); `_database` applies the default once.
-    serve.add_argument("--database", metavar="URL",
-                       help="SQLAlchemy URL of the service's database, e.g. postgresql+psycopg://user@host/db "
-                            "(default: $AUTOGRAD_SERVICE_DATABASE, else sqlite service.db in the course root); "
-                            "the same for its actions (serve --database URL tokens ...)")
+    serve.add_argument(
+        "--database",
+        metavar="URL",
+        help="SQLAlchemy URL of the service's database, e.g. postgresql+psycopg://user@host/db "
+        "(default: $AUTOGRAD_SERVICE_DATABASE, else sqlite service.db in the course root); "
+        "the same for its actions (serve --database URL tokens ...)",
+    )
     serve.add_argument("--assignment", help="which assignment (default: the first in the course YAML)")
-    serve.add_argument("--jobs", type=int, default=None, metavar="N",
-                       help="warm sandboxed workers (default: one per core)")
-    serve.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
-                       help="how long an upload waits for its grade before answering 202 (default: 30)")
-    serve.add_argument("--connections", type=int, metavar="N",
-                       help=f"connections open at once; the next is answered 503 (default: {Edge.connections})")
-    serve.add_argument("--connections-per-client", type=int, metavar="N",
-                       help=f"waiting connections (kept alive, or a request not yet in full) from one address, "
-                            f"without --forwarded-allow-ips; beyond, its longest-waiting one is closed "
-                            f"(default: {Edge.per_client})")
-    serve.add_argument("--header-seconds", type=float, metavar="SECONDS",
-                       help="from a request's first byte to the end of its headers, else 408 "
-                            f"(default: {Edge.header_seconds:g})")
-    serve.add_argument("--body-seconds", type=float, metavar="SECONDS",
-                       help="for an upload's body to arrive after its headers, else 408 "
-                            f"(default: {Edge.body_seconds:g})")
-    serve.add_argument("--forwarded-allow-ips", metavar="IPS",
-                       help="behind a reverse proxy: the proxy's address(es), whose X-Forwarded-* headers are "
-                            "trusted")
+    serve.add_argument(
+        "--jobs", type=int, default=None, metavar="N", help="warm sandboxed workers (default: one per core)"
+    )
+    serve.add_argument(
+        "--wait",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long an upload waits for its grade before answering 202 (default: 30)",
+    )
+    serve.add_argument(
+        "--connections",
+        type=int,
+        metavar="N",
+        help=f"connections open at once; the next is answered 503 (default: {Edge.connections})",
+    )
+    serve.add_argument(
+        "--connections-per-client",
+        type=int,
+        metavar="N",
+        help=f"waiting connections (kept alive, or a request not yet in full) from one address, "
+        f"without --forwarded-allow-ips; beyond, its longest-waiting one is closed "
+        f"(default: {Edge.per_client})",
+    )
+    serve.add_argument(
+        "--header-seconds",
+        type=float,
+        metavar="SECONDS",
+        help=f"from a request's first byte to the end of its headers, else 408 (default: {Edge.header_seconds:g})",
+    )
+    serve.add_argument(
+        "--body-seconds",
+        type=float,
+        metavar="SECONDS",
+        help=f"for an upload's body to arrive after its headers, else 408 (default: {Edge.body_seconds:g})",
+    )
+    serve.add_argument(
+        "--forwarded-allow-ips",
+        metavar="IPS",
+        help="behind a reverse proxy: the proxy's address(es), whose X-Forwarded-* headers are trusted",
+    )
     actions = serve.add_subparsers(dest="action", metavar="ACTION")
     tokens = actions.add_parser("tokens", help=COMMAND_HELP["serve tokens"], description=COMMAND_HELP["serve tokens"])
-    tokens.add_argument("roster", type=Path, nargs="?", metavar="ROSTER",
-                        help="CSV with a student_id column (and LMS ids): a token for each student who has none "
-                             "yet; every other student's link is left as it is")
-    tokens.add_argument("--out", type=Path, metavar="FILE",
-                        help="the tokens file, student_id,token,new rows (mode 600): the tokens issued now (new: "
-                             "yes) and the earlier rows of FILE that still work (the database keeps only hashes); "
-                             "the instructor token goes to FILE's name with -instructor.txt")
+    tokens.add_argument(
+        "roster",
+        type=Path,
+        nargs="?",
+        metavar="ROSTER",
+        help="CSV with a student_id column (and LMS ids): a token for each student who has none "
+        "yet; every other student's link is left as it is",
+    )
+    tokens.add_argument(
+        "--out",
+        type=Path,
+        metavar="FILE",
+        help="the tokens file, student_id,token,new rows (mode 600): the tokens issued now (new: "
+        "yes) and the earlier rows of FILE that still work (the database keeps only hashes); "
+        "the instructor token goes to FILE's name with -instructor.txt",
+    )
     change = tokens.add_mutually_exclusive_group()
-    change.add_argument("--rotate", action="append", metavar="STUDENT_ID",
-                        help="a new token for this student (repeatable; with --out): their old link stops "
-                             "working; a revoked student gets a working link again")
-    change.add_argument("--revoke", action="append", metavar="STUDENT_ID",
-                        help="this student's link stops working (repeatable; answers 410, revoked); their "
-                             "attempts stay in the record; with --out, FILE is rewritten without it")
-    change.add_argument("--rotate-instructor", action="store_true",
-                        help="one new instructor token (with --out); every earlier instructor token stops working")
-    tokens.add_argument("--database", dest="action_database", metavar="URL",
-                        help="as for serve (given before or after `tokens`: one database; two that differ are "
-                             "refused)")
+    change.add_argument(
+        "--rotate",
+        action="append",
+        metavar="STUDENT_ID",
+        help="a new token for this student (repeatable; with --out): their old link stops "
+        "working; a revoked student gets a working link again",
+    )
+    change.add_argument(
+        "--revoke",
+        action="append",
+        metavar="STUDENT_ID",
+        help="this student's link stops working (repeatable; answers 410, revoked); their "
+        "attempts stay in the record; with --out, FILE is rewritten without it",
+    )
+    change.add_argument(
+        "--rotate-instructor",
+        action="store_true",
+        help="one new instructor token (with --out); every earlier instructor token stops working",
+    )
+    tokens.add_argument(
+        "--database",
+        dest="action_database",
+        metavar="URL",
+        help="as for serve (given before or after `tokens`: one database; two that differ are refused)",
+    )
 
     submit = commands.add_parser("submit", help=COMMAND_HELP["submit"], description=COMMAND_HELP["submit"])
     submit.add_argument("notebook", type=Path, help="the notebook to submit")
     submit.add_argument("--server", required=True, metavar="URL", help="the service's address, e.g. https://host/")
-    submit.add_argument("--token", default=os.environ.get("AUTOGRAD_TOKEN"), metavar="T",
-                        help="your token, from your personal link (default: $AUTOGRAD_TOKEN)")
+    submit.add_argument(
+        "--token",
+        default=os.environ.get("AUTOGRAD_TOKEN"),
+        metavar="T",
+        help="your token, from your personal link (default: $AUTOGRAD_TOKEN)",
+    )
 
 
 def _edge(args: argparse.Namespace) -> Edge:
-    given = {"connections": args.connections, "per_client": args.connections_per_client,
-             "header_seconds": args.header_seconds, "body_seconds": args.body_seconds}
+    given = {
+        "connections": args.connections,
+        "per_client": args.connections_per_client,
+        "header_seconds": args.header_seconds,
+        "body_seconds": args.body_seconds,
+    }
     for name, value in given.items():
         if value is not None and value <= 0:
             option = "connections-per-client" if name == "per_client" else name.replace("_", "-")
@@ -258,9 +387,11 @@ def _database(args: argparse.Namespace) -> str | None:
 
     before, after = args.database, getattr(args, "action_database", None)
     if before is not None and after is not None and before != after:
-        raise CourseError(f"serve --database {shown_url(before, Path())} and {args.action} --database "
-                          f"{shown_url(after, Path())} name two databases: give --database once (the tokens go "
-                          "where `serve` reads them)")
+        raise CourseError(
+            f"serve --database {shown_url(before, Path())} and {args.action} --database "
+            f"{shown_url(after, Path())} name two databases: give --database once (the tokens go "
+            "where `serve` reads them)"
+        )
     return before or after or os.environ.get("AUTOGRAD_SERVICE_DATABASE") or None
 
 
@@ -276,8 +407,17 @@ def _serve(args: argparse.Namespace) -> int:
         return 0
     if args.jobs is not None and args.jobs < 1:
         raise CourseError("--jobs must be 1 or more")
-    serve(config, host=args.host, port=args.port, database=database, jobs=args.jobs, assignment=args.assignment,
-          wait_seconds=args.wait, forwarded_allow_ips=args.forwarded_allow_ips, edge=_edge(args))
+    serve(
+        config,
+        host=args.host,
+        port=args.port,
+        database=database,
+        jobs=args.jobs,
+        assignment=args.assignment,
+        wait_seconds=args.wait,
+        forwarded_allow_ips=args.forwarded_allow_ips,
+        edge=_edge(args),
+    )
     return 0
 
 
@@ -323,28 +463,40 @@ def _release(args: argparse.Namespace) -> int:
     names = [args.assignment] if args.assignment else [a.name for a in config.assignments]
     for name in names:
         report = release(config, name, verify=not args.no_verify, students=students)
-        print(f"released {report.release_notebook} ({plural(report.questions, 'question')}, "
-              f"{report.max_score:g} points)")
+        print(
+            f"released {report.release_notebook} ({plural(report.questions, 'question')}, {report.max_score:g} points)"
+        )
         if report.removed_stale is not None:
-            print(f"removed {report.removed_stale}, the personalised copies an earlier version left inside the "
-                  "release (nbgrader's release_assignment would send every one of them to every student). If you "
-                  "already ran nbgrader release_assignment, the exchange still holds them: run `nbgrader "
-                  f"release_assignment {name} --force` now to replace its outbound copy")
+            print(
+                f"removed {report.removed_stale}, the personalised copies an earlier version left inside the "
+                "release (nbgrader's release_assignment would send every one of them to every student). If you "
+                "already ran nbgrader release_assignment, the exchange still holds them: run `nbgrader "
+                f"release_assignment {name} --force` now to replace its outbound copy"
+            )
         if report.personalised_folder is not None:
             said = "made again from this release for the ids already there; " if report.refreshed else ""
-            print(f"personalised copies {'refreshed ' if report.refreshed else ''}for "
-                  f"{plural(report.personalised, 'student')} in {report.personalised_folder} ({said}not in nbgrader's "
-                  "release: hand each student their own folder, docs/authoring.md)")
+            print(
+                f"personalised copies {'refreshed ' if report.refreshed else ''}for "
+                f"{plural(report.personalised, 'student')} in {report.personalised_folder} ({said}not in nbgrader's "
+                "release: hand each student their own folder, docs/authoring.md)"
+            )
         if report.removed_personalised is not None:
-            why = "no student's folder was in it" if config.variants else \
-                "variants are off: every student gets the release"
+            why = (
+                "no student's folder was in it"
+                if config.variants
+                else "variants are off: every student gets the release"
+            )
             print(f"removed {report.removed_personalised}, the personalised copies of an earlier release ({why})")
         if report.solution_score is not None:
-            print(f"verified with nbgrader autograde: source solutions {report.solution_score:g}/"
-                  f"{report.max_score:g}, untouched release {report.untouched_score:g}/{report.max_score:g}")
+            print(
+                f"verified with nbgrader autograde: source solutions {report.solution_score:g}/"
+                f"{report.max_score:g}, untouched release {report.untouched_score:g}/{report.max_score:g}"
+            )
         if report.without_idea:
-            print(f"note: verdicts-only feedback explains {', '.join(report.without_idea)} by ✓ or ✗ alone: their "
-                  "hidden tests give no idea= (docs/authoring.md, hidden tests)")
+            print(
+                f"note: verdicts-only feedback explains {', '.join(report.without_idea)} by ✓ or ✗ alone: their "
+                "hidden tests give no idea= (docs/authoring.md, hidden tests)"
+            )
     return 0
 
 
@@ -371,8 +523,11 @@ def _grade(args: argparse.Namespace) -> int:
         if progress:
             progress.update(done, total, graded.status)
         elif not args.quiet:
-            print(f"{graded.student_id}: {graded.feedback.score:g}/{graded.feedback.max_score:g} "
-                  f"{graded.status} ({graded.seconds:.1f} s)", file=sys.stderr)
+            print(
+                f"{graded.student_id}: {graded.feedback.score:g}/{graded.feedback.max_score:g} "
+                f"{graded.status} ({graded.seconds:.1f} s)",
+                file=sys.stderr,
+            )
 
     if args.jobs is not None and args.jobs < 0:
         raise CourseError("--jobs must be 0 or more")
@@ -383,10 +538,21 @@ def _grade(args: argparse.Namespace) -> int:
 
         shard = parse_shard(args.shard)
         if out_dir == config.root.resolve() or args.gradebook or roster is not None:
-            raise CourseError("--shard grades into a folder of its own, for `autograd-course merge`: give --out, and "
-                              "--gradebook or --roster to merge instead")
-    summaries = grade_course(config, list(args.paths), out_dir, assignment_name=args.assignment, jobs=args.jobs,
-                             report=report, record_gradebook=args.gradebook, roster=roster, shard=shard)
+            raise CourseError(
+                "--shard grades into a folder of its own, for `autograd-course merge`: give --out, and "
+                "--gradebook or --roster to merge instead"
+            )
+    summaries = grade_course(
+        config,
+        list(args.paths),
+        out_dir,
+        assignment_name=args.assignment,
+        jobs=args.jobs,
+        report=report,
+        record_gradebook=args.gradebook,
+        roster=roster,
+        shard=shard,
+    )
     if progress:
         progress.finish()
     _print_summaries(config, summaries, out_dir)
@@ -401,8 +567,9 @@ def _merge(args: argparse.Namespace) -> int:
     config = load_config(args.course)
     out_dir = (args.out or config.root).resolve()
     roster = read_roster(args.roster) if args.roster else None
-    summaries = merge_shards(config, [path.resolve() for path in args.outs], out_dir,
-                             record_gradebook=args.gradebook, roster=roster)
+    summaries = merge_shards(
+        config, [path.resolve() for path in args.outs], out_dir, record_gradebook=args.gradebook, roster=roster
+    )
     _print_summaries(config, summaries, out_dir)
     return 0
 
@@ -423,8 +590,9 @@ def _export(args: argparse.Namespace) -> int:
     from course.term.roster import read_roster
 
     config = load_config(args.course)
-    path = export_course(config, args.format, read_roster(args.roster), (args.out or config.root).resolve(),
-                         args.assignment, args.column)
+    path = export_course(
+        config, args.format, read_roster(args.roster), (args.out or config.root).resolve(), args.assignment, args.column
+    )
     print(f"wrote {path}: import it in {args.format}'s gradebook")
     return 0
 
@@ -438,8 +606,9 @@ def _autograder(args: argparse.Namespace) -> int:
         names = [args.assignment] if args.assignment else [a.name for a in config.assignments]
         for name in names:
             path = build_bundle(config, args.out, name)
-            print(f"built {path} ({path.stat().st_size / 2**20:.1f} MB): upload it as the Gradescope autograder "
-                  f"of {name}")
+            print(
+                f"built {path} ({path.stat().st_size / 2**20:.1f} MB): upload it as the Gradescope autograder of {name}"
+            )
         return 0
     from course.platforms.gradescope import run_autograder
 
@@ -465,8 +634,10 @@ class ProgressBar:
         self.counts[status] = self.counts.get(status, 0) + 1
         filled = self.WIDTH * done // max(total, 1)
         problems = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(self.counts.items()) if s != Status.GRADED)
-        self.stream.write(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{total}"
-                          f"{' (' + problems + ')' if problems else ''}\x1b[K")
+        self.stream.write(
+            f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{total}"
+            f"{' (' + problems + ')' if problems else ''}\x1b[K"
+        )
         self.stream.flush()
 
     def finish(self) -> None:
@@ -474,8 +645,18 @@ class ProgressBar:
         self.stream.flush()
 
 
-HANDLERS = {"release": _release, "check": _check, "grade": _grade, "merge": _merge, "export": _export,
-            "autograder": _autograder, "serve": _serve, "submit": _submit, "new": _new, "kit": _kit}
+HANDLERS = {
+    "release": _release,
+    "check": _check,
+    "grade": _grade,
+    "merge": _merge,
+    "export": _export,
+    "autograder": _autograder,
+    "serve": _serve,
+    "submit": _submit,
+    "new": _new,
+    "kit": _kit,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -496,13 +677,21 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:  # a disk that filled up, a folder taken away mid-run: one sentence, not a traceback
         logging.getLogger(__name__).debug("stopped by an OS error", exc_info=True)
         where = f" ({error.filename})" if error.filename else ""
-        whole = ("; no result file was left half-written (each is written whole or not at all)"
-                 if args.command in ("grade", "merge", "export") else "")
+        whole = (
+            "; no result file was left half-written (each is written whole or not at all)"
+            if args.command in ("grade", "merge", "export")
+            else ""
+        )
         print(f"autograd-course {args.command}: stopped: {os_reason(error)}{where}{whole}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        unfinished = "" if args.command != "grade" else (
-            "; the class is not finished: the grades file may miss students or still hold an earlier run's grades "
-            "for some, so run the same command again before using it")
+        unfinished = (
+            ""
+            if args.command != "grade"
+            else (
+                "; the class is not finished: the grades file may miss students or still hold an earlier run's grades "
+                "for some, so run the same command again before using it"
+            )
+        )
         print(f"autograd-course {args.command}: interrupted{unfinished}", file=sys.stderr)
         return 130

@@ -107,6 +107,9 @@ def matches(answer: object, expected: object, tolerance: float) -> bool:
     if type(expected) is str:
         return type(answer) is str and answer == expected
     if type(expected) is list:
-        return (type(answer) is list and len(answer) == len(expected)
-                and all(matches(a, e, tolerance) for a, e in zip(answer, expected, strict=True)))
+        return (
+            type(answer) is list
+            and len(answer) == len(expected)
+            and all(matches(a, e, tolerance) for a, e in zip(answer, expected, strict=True))
+        )
     return is_number(answer) and is_number(expected) and abs(answer - expected) <= tolerance

@@ -43,8 +43,11 @@ class FormError(AssertionError):
 
     def _render_traceback_(self) -> list[str]:
         count = len(self.problems)
-        heading = ("Not ready yet: one answer here needs your attention." if count == 1 else
-                   f"Not ready yet: {count} answers here need your attention.")
+        heading = (
+            "Not ready yet: one answer here needs your attention."
+            if count == 1
+            else f"Not ready yet: {count} answers here need your attention."
+        )
         lines = [heading]
         for problem in self.problems:
             lines += textwrap.wrap(problem, WIDTH, initial_indent="  - ", subsequent_indent="    ")
@@ -88,8 +91,10 @@ def _form_problem(name: str, value: object, shape: forms.Form) -> str | None:
         return f"{name} is still `...`: replace it with the value you derived by hand."
     if isinstance(value, torch.Tensor):
         if shape.length is not None:
-            return (f"{name} is a tensor: write down the {shape.length} plain numbers you derived as a list, "
-                    f"e.g. {name} = [7.5, ...]")
+            return (
+                f"{name} is a tensor: write down the {shape.length} plain numbers you derived as a list, "
+                f"e.g. {name} = [7.5, ...]"
+            )
         return f"{name} is a tensor: write down the plain number you derived, e.g. {name} = 7.5"
     gap = forms.gap(value, shape)
     if gap is not None:
@@ -125,8 +130,10 @@ def check_form(*, quiet: bool = False, **declared: str) -> None:
     for name, form in declared.items():
         shape = forms.form(form)
         if shape is None:
-            raise ValueError(f"check_form: {name}={form!r} is not a form; use one of "
-                             f"{', '.join(forms.NAMES[:-1])} or {forms.NAMES[-1]!r}")
+            raise ValueError(
+                f"check_form: {name}={form!r} is not a form; use one of "
+                f"{', '.join(forms.NAMES[:-1])} or {forms.NAMES[-1]!r}"
+            )
         shapes[name] = shape
     namespace = sys._getframe(1).f_globals
     problems = []
@@ -165,8 +172,11 @@ def _against_torch(name: str, answer: object, expected: object) -> tuple[bool, s
             return False, f"{name} should be a list of {len(expected)} numbers, as torch's is."
         if _matches(answer, expected):
             return True, f"{name} matches torch at every item."
-        wrong = [f"item {i}: {_direction(a, e).removeprefix('not yet: ')}"
-                 for i, (a, e) in enumerate(zip(answer, expected, strict=True), start=1) if not _matches(a, e)]
+        wrong = [
+            f"item {i}: {_direction(a, e).removeprefix('not yet: ')}"
+            for i, (a, e) in enumerate(zip(answer, expected, strict=True), start=1)
+            if not _matches(a, e)
+        ]
         return False, f"{name} not yet ({'; '.join(wrong)})."
     said = _direction(answer, expected)
     return said == "matches torch", f"{name} {said}."
@@ -185,8 +195,10 @@ def check_with_torch(**torch_values: object) -> None:
         ok, said = _against_torch(name, namespace[name], _plain(reference))
         matched += ok
         print(("✓ " if ok else "✗ ") + said)
-    print(f"{matched} of {len(torch_values)} match torch."
-          + ("" if matched == len(torch_values) else " Find the slip on paper, then run this cell again."))
+    print(
+        f"{matched} of {len(torch_values)} match torch."
+        + ("" if matched == len(torch_values) else " Find the slip on paper, then run this cell again.")
+    )
 
 
 def _plain(reference: object) -> object:
@@ -217,8 +229,9 @@ class Marks:
         self.earned: float = 0
         self.notes: list[str] = []
 
-    def value(self, name: str, answer: object, reference: object, hint: str, points: float = 1, *,
-              idea: str = "") -> None:
+    def value(
+        self, name: str, answer: object, reference: object, hint: str, points: float = 1, *, idea: str = ""
+    ) -> None:
         del idea
         if _matches(answer, _plain(reference)):
             self.earned += points

@@ -58,8 +58,12 @@ def course_config(course_root: Path):
 
 
 def pytest_addoption(parser):
-    parser.addoption("--update-goldens", action="store_true", default=False,
-                     help="rewrite the committed golden files in tests/goldens/ from this run's output")
+    parser.addoption(
+        "--update-goldens",
+        action="store_true",
+        default=False,
+        help="rewrite the committed golden files in tests/goldens/ from this run's output",
+    )
 
 
 @pytest.fixture
@@ -83,19 +87,29 @@ STUDENT_IMAGE_FIXTURE = "student_image"  # tests/test_image.py's tests of the st
 
 
 def container_test(item, student_image: bool) -> bool:
-    return (item.get_closest_marker("container") is not None
-            and (STUDENT_IMAGE_FIXTURE in getattr(item, "fixturenames", ())) == student_image)
+    return (
+        item.get_closest_marker("container") is not None
+        and (STUDENT_IMAGE_FIXTURE in getattr(item, "fixturenames", ())) == student_image
+    )
 
 
 BACKGROUND = {
-    "image_build": ("the container image build, for the tests marked `container`",
-                    lambda item: container_test(item, student_image=False)),
-    "student_image": ("the students' JupyterHub image build, on the same base",
-                      lambda item: container_test(item, student_image=True)),
-    "bundle_install": ("the Gradescope bundle's install into a fresh venv",
-                       lambda item: getattr(item, "originalname", None) == BUNDLE_TEST),
-    "student_install": ("a student's install of the wheel into a fresh venv",
-                        lambda item: getattr(item, "originalname", None) == STUDENT_INSTALL_TEST),
+    "image_build": (
+        "the container image build, for the tests marked `container`",
+        lambda item: container_test(item, student_image=False),
+    ),
+    "student_image": (
+        "the students' JupyterHub image build, on the same base",
+        lambda item: container_test(item, student_image=True),
+    ),
+    "bundle_install": (
+        "the Gradescope bundle's install into a fresh venv",
+        lambda item: getattr(item, "originalname", None) == BUNDLE_TEST,
+    ),
+    "student_install": (
+        "a student's install of the wheel into a fresh venv",
+        lambda item: getattr(item, "originalname", None) == STUDENT_INSTALL_TEST,
+    ),
 }
 
 

@@ -25,8 +25,9 @@ from tests.support.helpers import ROOT, SOURCE_NOTEBOOK, copy_course, fill
 ENGINE = ROOT / "course"
 
 
-def _meta(grade_id: str, *, solution: bool = False, grade: bool = False, locked: bool = True,
-          points: int | None = None) -> dict:
+def _meta(
+    grade_id: str, *, solution: bool = False, grade: bool = False, locked: bool = True, points: int | None = None
+) -> dict:
     meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3, "solution": solution}
     if points is not None:
         meta["points"] = points
@@ -51,16 +52,20 @@ def minimal_notebook() -> dict:
         _markdown("# A minimal assignment\n\nOne slope, by hand.", _meta("intro")),
         _code("".join(setup["source"]).rstrip("\n") + "\n", _meta("setup")),
         _markdown("## The slope of `2x`\n\nWhat is d(2x)/dx?"),
-        _code("double_slope = ...\n### BEGIN SOLUTION\ndouble_slope = 2\n### END SOLUTION",
-              _meta("answer_double", solution=True, locked=False)),
+        _code(
+            "double_slope = ...\n### BEGIN SOLUTION\ndouble_slope = 2\n### END SOLUTION",
+            _meta("answer_double", solution=True, locked=False),
+        ),
         _code('check_form(double_slope="number")\n', _meta("form_double")),
-        _code('check_form(double_slope="number", quiet=True)\n'
-              "### BEGIN HIDDEN TESTS\n"
-              "x = torch.tensor(3.0, requires_grad=True)\n(2 * x).backward()\n"
-              "marks = Marks()\n"
-              'marks.value("double_slope", double_slope, x.grad, "The slope of c·x is the constant c.", 2)\n'
-              "marks.total()\n### END HIDDEN TESTS\n",
-              _meta("test_double", grade=True, points=2)),
+        _code(
+            'check_form(double_slope="number", quiet=True)\n'
+            "### BEGIN HIDDEN TESTS\n"
+            "x = torch.tensor(3.0, requires_grad=True)\n(2 * x).backward()\n"
+            "marks = Marks()\n"
+            'marks.value("double_slope", double_slope, x.grad, "The slope of c·x is the constant c.", 2)\n'
+            "marks.total()\n### END HIDDEN TESTS\n",
+            _meta("test_double", grade=True, points=2),
+        ),
     ]
     for number, cell in enumerate(cells):
         cell["id"] = f"minimal-{number}"
@@ -120,13 +125,16 @@ def test_no_exercises_module_is_no_content(tmp_path):
     assert content.groups_for({"b": 1, "a": 2}) == [["b"], ["a"]]
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("raise RuntimeError('oops')", "fails to load: RuntimeError: oops"),
-    ("CHAINS = {'q': ['not a step']}", "CHAINS must map question ids to lists of ChainStep"),
-    ("MISCONCEPTIONS = ['not a rule']", "MISCONCEPTIONS must be a list of Rule"),
-    ("NUMBER_GROUPS = [['x', 3]]", "NUMBER_GROUPS must be a list of lists of names"),
-    ("derive = 3", "derive must be a function"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("raise RuntimeError('oops')", "fails to load: RuntimeError: oops"),
+        ("CHAINS = {'q': ['not a step']}", "CHAINS must map question ids to lists of ChainStep"),
+        ("MISCONCEPTIONS = ['not a rule']", "MISCONCEPTIONS must be a list of Rule"),
+        ("NUMBER_GROUPS = [['x', 3]]", "NUMBER_GROUPS must be a list of lists of names"),
+        ("derive = 3", "derive must be a function"),
+    ],
+)
 def test_a_broken_exercises_module_names_its_file_and_fault(tmp_path, text, message):
     path = tmp_path / "exercises.py"
     path.write_text(text)
@@ -137,8 +145,10 @@ def test_a_broken_exercises_module_names_its_file_and_fault(tmp_path, text, mess
 
 def test_the_number_groups_lay_out_the_numbers_cell(tmp_path):
     path = tmp_path / "exercises.py"
-    path.write_text("from course.pipeline.content import ChainStep\nNUMBER_GROUPS = [['w', 'b'], ['gone']]\n"
-                    "CHAINS = {'q': [ChainStep('n', 'local', None, 'g', None)]}\n")
+    path.write_text(
+        "from course.pipeline.content import ChainStep\nNUMBER_GROUPS = [['w', 'b'], ['gone']]\n"
+        "CHAINS = {'q': [ChainStep('n', 'local', None, 'g', None)]}\n"
+    )
     content = load_content(path)
     assert content.groups_for({"x": 1, "b": 2, "w": 3}) == [["w", "b"], ["x"]]
     assert content.chains == {"q": (ChainStep("n", "local", None, "g", None),)}
@@ -229,7 +239,10 @@ def test_a_minimal_assignment_releases_grades_and_runs_on_gradescope(tmp_path):
     with (root / "graded" / "grades-minimal.csv").open() as stream:
         rows = {row["student_id"]: row for row in csv.DictReader(stream)}
     assert {s: (rows[s]["double"], rows[s]["score"], rows[s]["status"]) for s in rows} == {
-        "alice": ("2", "2", "graded"), "bob": ("0", "0", "graded"), "carol": ("0", "0", "graded")}
+        "alice": ("2", "2", "graded"),
+        "bob": ("0", "0", "graded"),
+        "carol": ("0", "0", "graded"),
+    }
     feedback = json.loads((root / "graded" / "feedback" / "bob" / "minimal" / "feedback.json").read_text())
     value = feedback["questions"][0]["values"][0]
     assert (value["name"], value["your_value"], value["torch_value"]) == ("double_slope", "3", "2")
@@ -251,8 +264,9 @@ def test_a_minimal_assignment_releases_grades_and_runs_on_gradescope(tmp_path):
     gradescope = tmp_path / "autograder"
     with zipfile.ZipFile(zip_path) as archive:
         archive.extractall(gradescope / "source")
-    assert [a["name"] for a in yaml.safe_load((gradescope / "source" / "source" / "course.yaml").read_text())
-            ["assignments"]] == ["minimal"]
+    assert [
+        a["name"] for a in yaml.safe_load((gradescope / "source" / "source" / "course.yaml").read_text())["assignments"]
+    ] == ["minimal"]
     (gradescope / "submission").mkdir()
     shutil.copy(root / "submitted" / "alice" / "minimal" / "minimal.ipynb", gradescope / "submission")
     results = run_autograder(gradescope)

@@ -30,9 +30,15 @@ def references() -> dict[str, object]:
 # The published numbers, at the precision they are published with: CS231n's notes on backpropagation (the gate
 # circuit, exact; the 2-D sigmoid neuron, 3 decimals) and the micrograd README (4 decimals).
 PUBLISHED = [
-    ("gate_f", -12, 0), ("gate_df_dx", -4, 0), ("gate_df_dy", -4, 0), ("gate_df_dz", 3, 0),
-    ("neuron_df_dx", [0.393, -0.590], 3), ("neuron_df_dw", [-0.197, -0.393, 0.197], 3),
-    ("mg_g", 24.7041, 4), ("mg_dg_da", 138.8338, 4), ("mg_dg_db", 645.5773, 4),
+    ("gate_f", -12, 0),
+    ("gate_df_dx", -4, 0),
+    ("gate_df_dy", -4, 0),
+    ("gate_df_dz", 3, 0),
+    ("neuron_df_dx", [0.393, -0.590], 3),
+    ("neuron_df_dw", [-0.197, -0.393, 0.197], 3),
+    ("mg_g", 24.7041, 4),
+    ("mg_dg_da", 138.8338, 4),
+    ("mg_dg_db", 645.5773, 4),
 ]
 
 
@@ -56,9 +62,18 @@ def test_the_assignment_loads_with_its_three_questions_and_its_hidden_tests_are_
     assert [q.id for q in assignment.questions] == ["gate", "neuron", "micrograd"]
     assert assignment.max_score == 27
     assert "def micrograd_expression(a, b):" in assignment.questions[2].test_source
-    assert assignment.default_params == {"gate_x": -2, "gate_y": 5, "gate_z": -4, "neuron_w0": 2, "neuron_w1": -3,
-                                         "neuron_w2": -3, "neuron_x0": -1, "neuron_x1": -2, "micrograd_a": -4,
-                                         "micrograd_b": 2}
+    assert assignment.default_params == {
+        "gate_x": -2,
+        "gate_y": 5,
+        "gate_z": -4,
+        "neuron_w0": 2,
+        "neuron_w1": -3,
+        "neuron_w2": -3,
+        "neuron_x0": -1,
+        "neuron_x1": -2,
+        "micrograd_a": -4,
+        "micrograd_b": 2,
+    }
     content = load_content(EXERCISES_MODULE)
     assert content.number_groups[0] == ("gate_x", "gate_y", "gate_z")
     # the kit's hidden tests read nothing of the student's: the judge runs each once per set of numbers
@@ -80,14 +95,19 @@ def test_the_sample_right_notebook_earns_full_marks_and_the_wrong_one_its_partia
         graded = grade_submission(SubmissionRef(name, BACKPROP / f"{name}.ipynb"), assignment, config)
         scores[name] = graded.feedback.score
         if name == "wrong":
-            wrong = {value.name for question in graded.feedback.questions for value in question.values
-                     if not value.correct}
+            wrong = {
+                value.name for question in graded.feedback.questions for value in question.values if not value.correct
+            }
             assert wrong == {"gate_df_dx", "gate_df_dz", "neuron_df_dw", "mg_dg_db"}
             # The gate's chain table: nobody wrote it (no CHAINS entry), it is read from the build's graph, and its
             # numbers are torch's (CS231n: df/dq = z = -4, df/dz = q = 3, then 1 and 1 through the adder).
             assert not assignment.content.chains
             gate = next(q for q in graded.feedback.to_json()["questions"] if q["id"] == "gate")["chain_table"]
             assert [(row["torch_local_derivative"], row["torch_gradient"]) for row in gate["rows"]] == [
-                ("-4", "-4"), ("3", "3"), ("1", "-4"), ("1", "-4")]
+                ("-4", "-4"),
+                ("3", "3"),
+                ("1", "-4"),
+                ("1", "-4"),
+            ]
             assert gate["first_wrong"] == 1  # the student's df/dz (-4 for 3) is where the walk first goes wrong
     assert scores == BACKPROP_SCORES

@@ -25,8 +25,13 @@ def test_top_level_help_reads_as_user_documentation(capsys):
     out = capsys.readouterr().out
     assert "CourseError" not in out
     assert "a term, step by step:" in out
-    for step in ("autograd-course release", "nbgrader collect autograd", "autograd-course grade --roster",
-                 "nbgrader release_feedback autograd", "autograd-course export --format canvas"):
+    for step in (
+        "autograd-course release",
+        "nbgrader collect autograd",
+        "autograd-course grade --roster",
+        "nbgrader release_feedback autograd",
+        "autograd-course export --format canvas",
+    ):
         assert step in out
 
 
@@ -50,10 +55,13 @@ def test_release_for_students_needs_variants(course_root, capsys):
     assert "'../evil' is not a usable student id" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("which", "said"), [
-    ([], "no submissions of any assignment (autograd, training, backprop) found"),  # the course has three
-    (["--assignment", "autograd"], "no submissions found"),
-])
+@pytest.mark.parametrize(
+    ("which", "said"),
+    [
+        ([], "no submissions of any assignment (autograd, training, backprop) found"),  # the course has three
+        (["--assignment", "autograd"], "no submissions found"),
+    ],
+)
 def test_grade_with_no_submissions_says_what_it_expected(course_root, capsys, which, said):
     (course_root / "empty").mkdir()
     assert main(["--course", str(course_root), "grade", str(course_root / "empty"), *which]) == 1
@@ -101,10 +109,17 @@ def test_check_names_a_syntax_error_first(tmp_path, capsys):
     assert "fix it first" in first
 
 
-@pytest.mark.parametrize("command", [
-    ["grade"], ["release", "--no-verify"], ["check", "autograd.ipynb"], ["export", "--format", "canvas", "--roster",
-    "roster.csv"], ["autograder", "build", "--out", "dist"], ["serve", "tokens", "roster.csv", "--out", "tokens.csv"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["grade"],
+        ["release", "--no-verify"],
+        ["check", "autograd.ipynb"],
+        ["export", "--format", "canvas", "--roster", "roster.csv"],
+        ["autograder", "build", "--out", "dist"],
+        ["serve", "tokens", "roster.csv", "--out", "tokens.csv"],
+    ],
+)
 def test_a_mistyped_service_setting_stops_every_command(course_root, capsys, command):
     """Not only `serve`: every command loads the whole course YAML, the service's section included."""
     path = course_root / "source" / "course.yaml"
@@ -112,9 +127,11 @@ def test_a_mistyped_service_setting_stops_every_command(course_root, capsys, com
     before = sorted(p.relative_to(course_root) for p in course_root.rglob("*"))
     assert main(["--course", str(course_root), *command]) == 1
     err = capsys.readouterr().err
-    assert err == (f"autograd-course {command[0]}: {path}: service: unknown key 'attemps' (known keys: attempts, "
-                   "cooldown_minutes, counts, fresh_numbers_per_attempt, pages_in_flight, pages_per_minute, "
-                   "storage_mb, upload_kb)\n")
+    assert err == (
+        f"autograd-course {command[0]}: {path}: service: unknown key 'attemps' (known keys: attempts, "
+        "cooldown_minutes, counts, fresh_numbers_per_attempt, pages_in_flight, pages_per_minute, "
+        "storage_mb, upload_kb)\n"
+    )
     assert sorted(p.relative_to(course_root) for p in course_root.rglob("*")) == before  # nothing was done
 
 
@@ -135,11 +152,17 @@ def test_an_interrupted_grade_says_the_class_is_not_finished(tmp_path):
     shutil.copytree(ROOT / "tests" / "samples" / "submitted", root / "submitted")
     # one student whose run waits out the course's cell limit (10 s), so the interrupt comes while the class is being
     # graded (the command then waits for the runs in flight to end: at most that limit)
-    write(add_cell(submitted_notebook(), "import time\ntime.sleep(600)"),
-          root / "submitted" / "zed" / "autograd" / "autograd.ipynb")
-    process = subprocess.Popen([sys.executable, "-m", "course", "--course", str(root), "grade", "--out",
-                                str(tmp_path / "out"), "--jobs", "1"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    write(
+        add_cell(submitted_notebook(), "import time\ntime.sleep(600)"),
+        root / "submitted" / "zed" / "autograd" / "autograd.ipynb",
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "course", "--course", str(root), "grade", "--out", str(tmp_path / "out"), "--jobs", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     assert process.stderr is not None
     for line in process.stderr:  # one line per student graded (not a terminal), on stderr
         if line.startswith("alice:"):

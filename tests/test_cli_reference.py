@@ -20,7 +20,8 @@ CLI_MD = ROOT / "docs" / "cli.md"
 
 def test_docs_cli_md_is_what_the_parser_says():
     assert CLI_MD.read_text(encoding="utf-8") == render(), (
-        f"docs/cli.md differs from course/cli.py's parser: regenerate it with `{REGENERATE}` and commit it")
+        f"docs/cli.md differs from course/cli.py's parser: regenerate it with `{REGENERATE}` and commit it"
+    )
 
 
 def test_every_command_and_option_is_in_the_reference():
@@ -39,15 +40,15 @@ def test_the_generator_writes_the_file(tmp_path):
 
 def test_both_generators_run_as_scripts_of_the_repository_as_contributing_names_them():
     """`.venv/bin/python docs/generators/<generator>.py` (no argument: the page to standard output) from the
-repository's root:
-    scripts beside the package, not modules of it (issue 41)."""
+    repository's root:
+        scripts beside the package, not modules of it (issue 41)."""
     assert not (ROOT / "course" / "cli_reference.py").exists()
     assert not (ROOT / "course" / "settings_reference.py").exists()
     contributing = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
     for script, page in (("cli_reference.py", "cli.md"), ("settings_reference.py", "settings.md")):
         assert f"`.venv/bin/python docs/generators/{script} docs/{page}`" in contributing, script
-        done = subprocess.run([sys.executable, f"docs/generators/{script}"], capture_output=True, text=True,
-                              timeout=120,
-                              cwd=ROOT)
+        done = subprocess.run(
+            [sys.executable, f"docs/generators/{script}"], capture_output=True, text=True, timeout=120, cwd=ROOT
+        )
         assert done.returncode == 0, done.stderr
         assert done.stdout == (ROOT / "docs" / page).read_text(encoding="utf-8"), script

@@ -105,8 +105,11 @@ def test_the_installed_torch_build_is_recognised():
 @pytest.mark.parametrize(
     ("service", "message"),
     [
-        ({"attemps": 3}, "service: unknown key 'attemps' (known keys: attempts, cooldown_minutes, counts, "
-                         "fresh_numbers_per_attempt, pages_in_flight, pages_per_minute, storage_mb, upload_kb)"),
+        (
+            {"attemps": 3},
+            "service: unknown key 'attemps' (known keys: attempts, cooldown_minutes, counts, "
+            "fresh_numbers_per_attempt, pages_in_flight, pages_per_minute, storage_mb, upload_kb)",
+        ),
         ({"attempts": 0}, "service.attempts must be a whole number of at least 1 (or left out for no limit), got 0"),
         ({"attempts": "3"}, "service.attempts must be a whole number of at least 1"),
         ({"cooldown_minutes": -1}, "service.cooldown_minutes must be a number of minutes, 0 or more, got -1"),
@@ -118,8 +121,11 @@ def test_the_installed_torch_build_is_recognised():
         ({"fresh_numbers_per_attempt": True}, "service.fresh_numbers_per_attempt needs variants: true"),
         ({"storage_mb": 0}, "service.storage_mb must be a whole number of megabytes, got 0"),
         ({"storage_mb": 1, "upload_kb": 2048}, "service.storage_mb (1 MB) is smaller than upload_kb (2048 KB)"),
-        (3, "service must be a mapping (attempts, cooldown_minutes, counts, upload_kb, storage_mb, "
-            "fresh_numbers_per_attempt, pages_in_flight, pages_per_minute)"),
+        (
+            3,
+            "service must be a mapping (attempts, cooldown_minutes, counts, upload_kb, storage_mb, "
+            "fresh_numbers_per_attempt, pages_in_flight, pages_per_minute)",
+        ),
     ],
 )
 def test_bad_service_settings_name_the_file_and_the_key(service, message):
@@ -131,12 +137,22 @@ def test_bad_service_settings_name_the_file_and_the_key(service, message):
 
 def test_service_settings_are_typed_at_load_with_their_defaults():
     assert parse_config(BASE, Path("/c"), "c.yaml").service == ServicePolicy()
-    data = {**BASE, "variants": True, "limits": {"notebook_mb": 1},
-            "service": {"attempts": 3, "cooldown_minutes": 2, "counts": "last", "upload_kb": 1024,
-                        "fresh_numbers_per_attempt": True}}
+    data = {
+        **BASE,
+        "variants": True,
+        "limits": {"notebook_mb": 1},
+        "service": {
+            "attempts": 3,
+            "cooldown_minutes": 2,
+            "counts": "last",
+            "upload_kb": 1024,
+            "fresh_numbers_per_attempt": True,
+        },
+    }
     policy = parse_config(data, Path("/c"), "c.yaml").service
-    assert policy == ServicePolicy(attempts=3, cooldown_minutes=2.0, counts="last", upload_kb=1024,
-                                   fresh_numbers_per_attempt=True)
+    assert policy == ServicePolicy(
+        attempts=3, cooldown_minutes=2.0, counts="last", upload_kb=1024, fresh_numbers_per_attempt=True
+    )
     assert type(policy.cooldown_minutes) is float
     assert policy.upload_bytes == 1024 * 1024
     assert ServicePolicy().storage_bytes == 20 * 2**20  # a hundred notebooks of 200 KB
@@ -159,7 +175,10 @@ def test_a_sandbox_uid_range_with_a_login_account_is_refused(monkeypatch):
     root_logs_in = Path(pwd.getpwuid(0).pw_shell).name not in config_module.NO_LOGIN_SHELLS
     assert config_module._login_account_in(0, 1) == ("'root'" if root_logs_in else "")
     monkeypatch.setattr(config_module, "_login_account_in", lambda low, high: "'alice'" if low <= 61000 < high else "")
-    with pytest.raises(ConfigError, match=r"sandbox_uid must be a range of 64 uids that no login account has "
-                                          r"\('alice' has a uid in it"):
+    with pytest.raises(
+        ConfigError,
+        match=r"sandbox_uid must be a range of 64 uids that no login account has "
+        r"\('alice' has a uid in it",
+    ):
         parse_config({**BASE, "sandbox_uid": 60990}, Path("/course"), "/course/source/course.yaml")
     assert parse_config({**BASE, "sandbox_uid": 61064}, Path("/course"), "/course/source/course.yaml")

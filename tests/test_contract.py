@@ -93,16 +93,20 @@ def _authoring_table(heading: str) -> dict[int, list[str]]:
     return rows
 
 
-@pytest.mark.parametrize(("heading", "name"), [("## The exercises", "autograd"),
-                                               ("### The second assignment", "training"),
-                                               ("### The third assignment", "backprop")])
+@pytest.mark.parametrize(
+    ("heading", "name"),
+    [
+        ("## The exercises", "autograd"),
+        ("### The second assignment", "training"),
+        ("### The third assignment", "backprop"),
+    ],
+)
 def test_the_exercise_tables_name_every_answer_in_order(heading, name, assignment, training):
     from course.core.config import load_config
     from course.pipeline.assignment import load_course_assignment
     from tests.support.helpers import ROOT
 
-    chosen = {"autograd": assignment, "training": training}.get(name) or load_course_assignment(load_config(ROOT),
-                                                                                               name)
+    chosen = {"autograd": assignment, "training": training}.get(name) or load_course_assignment(load_config(ROOT), name)
     table = _authoring_table(heading)
     assert list(table) == list(range(1, len(chosen.questions) + 1))
     for number, question in enumerate(chosen.questions, start=1):

@@ -27,8 +27,13 @@ print(json.dumps({"compiled_before": before, "answers": answers,
 
 
 def test_nbformat_validates_without_compiling_iri_grammars_and_iri_formats_are_still_checked():
-    done = subprocess.run([sys.executable, "-c", CHECK, str(ROOT / "release" / "autograd" / "autograd.ipynb")],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK, str(ROOT / "release" / "autograd" / "autograd.ipynb")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     assert seen == {"compiled_before": False, "answers": [True, False, False], "compiled_after": True}
@@ -55,9 +60,13 @@ def test_nbgrader_imports_without_its_server_extensions_until_a_server_asks_for_
     done = subprocess.run([sys.executable, "-c", NBGRADER_CHECK], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
-    assert seen == {"light": {"version": nbgrader._version.__version__, "server_extensions": False,
-                              "jupyter_server": False},
-                    "points": [{"module": "nbgrader"}], "loaded_after": True, "has_loader": True, "unknown": False}
+    assert seen == {
+        "light": {"version": nbgrader._version.__version__, "server_extensions": False, "jupyter_server": False},
+        "points": [{"module": "nbgrader"}],
+        "loaded_after": True,
+        "has_loader": True,
+        "unknown": False,
+    }
 
 
 WARM_CHECK = """
@@ -107,12 +116,18 @@ print(json.dumps({**light, "classes": [Authenticator.__module__, JupyterHubAuthP
 
 
 def test_the_gradebook_imports_without_requests_or_setuptools_and_nbgrader_still_has_both_where_used():
-    done = subprocess.run([sys.executable, "-c", GRADEBOOK_CHECK], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", GRADEBOOK_CHECK], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
-    assert seen == {"requests": False, "setuptools": False, "unpacked": ["alice_hw.ipynb"], "setuptools_after": True,
-                    "classes": ["nbgrader.auth.base", "nbgrader.auth.jupyterhub"]}, seen
+    assert seen == {
+        "requests": False,
+        "setuptools": False,
+        "unpacked": ["alice_hw.ipynb"],
+        "setuptools_after": True,
+        "classes": ["nbgrader.auth.base", "nbgrader.auth.jupyterhub"],
+    }, seen
 
 
 TORCH_CHECK = """
@@ -136,13 +151,20 @@ def test_a_commands_torch_imports_without_its_python_meta_kernels_until_somethin
     done = subprocess.run([sys.executable, "-c", TORCH_CHECK], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
-    assert seen == {"deferred": "_ImportedOnFirstUse", "grad": 46.0, "meta": [2, 5], "after": "module",
-                    "registered": True}, seen
+    assert seen == {
+        "deferred": "_ImportedOnFirstUse",
+        "grad": 46.0,
+        "meta": [2, 5],
+        "after": "module",
+        "registered": True,
+    }, seen
 
 
 def test_importing_the_package_leaves_torch_whole_as_a_students_kernel_imports_it():
-    check = ("import json, sys; import course.notebook, torch; "
-             "print(type(sys.modules['torch._meta_registrations']).__name__)")
+    check = (
+        "import json, sys; import course.notebook, torch; "
+        "print(type(sys.modules['torch._meta_registrations']).__name__)"
+    )
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "module"
@@ -176,9 +198,10 @@ def test_importing_the_package_or_its_notebook_module_leaves_sys_modules_as_it_w
     done = subprocess.run([sys.executable, "-c", PACKAGE_CHECK], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
-    assert seen == {"package": {"foreign": [], "replaced": [], "finders_changed": False},
-                    "notebook": {"stand_in_targets": [], "torch_meta_kernels_real": True, "replaced": [],
-                                 "finders_changed": False}}, seen
+    assert seen == {
+        "package": {"foreign": [], "replaced": [], "finders_changed": False},
+        "notebook": {"stand_in_targets": [], "torch_meta_kernels_real": True, "replaced": [], "finders_changed": False},
+    }, seen
 
 
 COMMAND_CHECK = """
@@ -202,8 +225,12 @@ def test_a_commands_main_switches_the_stand_ins_on_before_anything_imports_what_
     done = subprocess.run([sys.executable, "-c", COMMAND_CHECK], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.splitlines()[-1])
-    assert seen == {"imported_before_main": [],
-                    "stand_ins": {"torch._meta_registrations": "_ImportedOnFirstUse",
-                                  "setuptools.archive_util": "_ImportedOnFirstUse"},
-                    "nbgrader_light": True,
-                    "iri_standin": "rfc3987_syntax, its grammars compiled on first use"}, seen
+    assert seen == {
+        "imported_before_main": [],
+        "stand_ins": {
+            "torch._meta_registrations": "_ImportedOnFirstUse",
+            "setuptools.archive_util": "_ImportedOnFirstUse",
+        },
+        "nbgrader_light": True,
+        "iri_standin": "rfc3987_syntax, its grammars compiled on first use",
+    }, seen

@@ -15,8 +15,18 @@ from tests.support.helpers import ROOT
 
 README_MAX_LINES = 250
 # The pages the README sends each reader to (docs/cli.md is generated: tests/test_cli_reference.py).
-READER_PAGES = ("students", "authoring", "settings", "grading", "gradescope-and-containers", "service", "cli",
-                "architecture", "performance", "performance-history")
+READER_PAGES = (
+    "students",
+    "authoring",
+    "settings",
+    "grading",
+    "gradescope-and-containers",
+    "service",
+    "cli",
+    "architecture",
+    "performance",
+    "performance-history",
+)
 MARKDOWN = sorted([ROOT / "README.md", ROOT / "SECURITY.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").glob("*.md")])
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
@@ -33,8 +43,11 @@ def _anchor(heading: str) -> str:
 
 
 def _anchors(path: Path) -> set[str]:
-    return {_anchor(line.lstrip("#")) for line in _prose(path.read_text(encoding="utf-8")).splitlines()
-            if re.match(r"#{1,6} ", line)}
+    return {
+        _anchor(line.lstrip("#"))
+        for line in _prose(path.read_text(encoding="utf-8")).splitlines()
+        if re.match(r"#{1,6} ", line)
+    }
 
 
 def test_the_readme_is_short():
@@ -68,7 +81,8 @@ def test_shell_commands_run_from_the_venv(path):
     for block in re.findall(r"(?ms)^```bash\n(.*?)^```", path.read_text(encoding="utf-8")):
         for line in block.splitlines():
             assert not re.match(r"\s*(nbgrader|autograd-course|jupyter|pip|python) ", line), (
-                f"{path.relative_to(ROOT)}: `{line.strip()}`: write .venv/bin/{line.split()[0]}")
+                f"{path.relative_to(ROOT)}: `{line.strip()}`: write .venv/bin/{line.split()[0]}"
+            )
 
 
 def test_an_anchor_is_the_one_github_makes():
@@ -85,8 +99,9 @@ def test_the_readmes_wheel_command_builds_the_wheel_students_install(tmp_path):
     assert found, "the README no longer says how to build the wheel"
     args = found.group(1).split()
     args[args.index("dist")] = str(tmp_path)  # the README's dist/, here a folder of the test's own
-    completed = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", *args], cwd=ROOT,
-                               capture_output=True, text=True, check=False)
+    completed = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", *args], cwd=ROOT, capture_output=True, text=True, check=False
+    )
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert [p.name for p in tmp_path.glob("*.whl")] == [f"autograd_course-{__version__}-py3-none-any.whl"]
 
@@ -95,8 +110,9 @@ def test_the_readmes_wheel_command_builds_the_wheel_students_install(tmp_path):
 def test_every_code_fence_is_closed_and_holds_something(page):
     """docs/architecture.md's layout once opened with two fences: an empty block, then the layout as prose and
     every later fence inverted."""
-    fences = [number for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
-              if line.startswith("```")]
+    fences = [
+        number for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1) if line.startswith("```")
+    ]
     assert len(fences) % 2 == 0, f"{page.name}: a code fence is never closed (fences at lines {fences})"
     empty = [opening for opening, closing in zip(fences[::2], fences[1::2], strict=True) if closing == opening + 1]
     assert not empty, f"{page.name}: an empty code block at line(s) {empty}"

@@ -81,14 +81,17 @@ def students_submit(copy: Copy) -> None:
         cache = f"--Exchange.cache={home / 'cache'}"
         config = f"--Exchange.root={copy.exchange}"
         nbgrader = str(copy.root / ".venv" / "bin" / "nbgrader")
-        for command in ([nbgrader, "fetch_assignment", "autograd", cache, config, f"--course={COURSE_ID}"],
-                        [nbgrader, "submit", "autograd", f"--student={student}", cache, config,
-                         f"--course={COURSE_ID}"]):
+        for command in (
+            [nbgrader, "fetch_assignment", "autograd", cache, config, f"--course={COURSE_ID}"],
+            [nbgrader, "submit", "autograd", f"--student={student}", cache, config, f"--course={COURSE_ID}"],
+        ):
             if command[1] == "submit":
-                shutil.copy(copy.root / SAMPLES / student / "autograd" / "autograd.ipynb",
-                            home / "autograd" / "autograd.ipynb")
-            done = subprocess.run(command, cwd=home, env=copy.env, capture_output=True, text=True, timeout=600,
-                                  check=False)
+                shutil.copy(
+                    copy.root / SAMPLES / student / "autograd" / "autograd.ipynb", home / "autograd" / "autograd.ipynb"
+                )
+            done = subprocess.run(
+                command, cwd=home, env=copy.env, capture_output=True, text=True, timeout=600, check=False
+            )
             assert done.returncode == 0, f"{' '.join(command)}:\n{done.stdout}\n{done.stderr}"
 
 
@@ -110,7 +113,9 @@ def student_exchange(copy: Copy) -> None:
     one in the student's folder, which nbgrader reads from the folder it runs in)."""
     (copy.student / "nbgrader_config.py").write_text(
         f"c = get_config()\nc.CourseDirectory.course_id = {COURSE_ID!r}\nc.Exchange.root = {str(copy.exchange)!r}\n"
-        f"c.Exchange.cache = {str(copy.student / 'cache')!r}\n", encoding="utf-8")
+        f"c.Exchange.cache = {str(copy.student / 'cache')!r}\n",
+        encoding="utf-8",
+    )
 
 
 def students_notebook(copy: Copy) -> None:
@@ -123,10 +128,14 @@ def students_notebook(copy: Copy) -> None:
 SERVER = "a server that runs until it is stopped: tests/service/ start `serve` and talk to it"
 DOCKER = "needs docker and an image build (minutes, the network): tests/test_image.py builds it with podman"
 NETWORK = "downloads from a package index: the network"
-WHEEL = ("pip builds the wheel with setuptools fetched from the package index (the network): "
-         "tests/test_docs.py's test_the_readmes_wheel_command_builds_the_wheel_students_install runs it")
-KIT = ("the walk-through's step 2 is an edit by hand: tests/test_kit.py runs `new assignment` and `kit write` in "
-       "process and releases the new assignment, tests/test_backprop.py grades a wrong notebook of a kit's assignment")
+WHEEL = (
+    "pip builds the wheel with setuptools fetched from the package index (the network): "
+    "tests/test_docs.py's test_the_readmes_wheel_command_builds_the_wheel_students_install runs it"
+)
+KIT = (
+    "the walk-through's step 2 is an edit by hand: tests/test_kit.py runs `new assignment` and `kit write` in "
+    "process and releases the new assignment, tests/test_backprop.py grades a wrong notebook of a kit's assignment"
+)
 BENCHMARK = "a measurement taking minutes on an idle machine, whose figures are the page's; not a check"
 
 # Every command of a ```bash block of README.md and docs/*.md, as written (its comment left out).
@@ -135,7 +144,8 @@ COMMANDS: dict[str, Run | Skip] = {
     "python3.11 -m venv .venv": Skip("makes the venv the tests run in (this test gives the copy that venv)"),
     ".venv/bin/pip install -e '.[test]'": Skip(NETWORK),
     ".venv/bin/autograd-course grade tests/samples/submitted --out graded": Run(
-        prints="6 submissions: 5 graded, 1 failed, 0 timed out, 0 autograder errors"),
+        prints="6 submissions: 5 graded, 1 failed, 0 timed out, 0 autograder errors"
+    ),
     ".venv/bin/python -m pytest": Skip("the whole suite (this test among it)"),
     ".venv/bin/autograd-course release": Run(),
     ".venv/bin/autograd-course release --students roster.csv": Run(before=roster, fails_with="variants: true"),
@@ -156,9 +166,10 @@ COMMANDS: dict[str, Run | Skip] = {
     ".venv/bin/pip wheel --no-deps -w dist .": Skip(WHEEL),
     # docs/gradescope-and-containers.md
     "docker build -f autograder/Dockerfile -t autograd-course-grader .": Skip(DOCKER),
-    'docker run --rm --network none --cap-add SYS_ADMIN --cap-add NET_ADMIN -v '
-    '"$PWD/submission:/autograder/submission:ro" -v "$PWD/results:/autograder/results" autograd-course-grader':
-        Skip(DOCKER),
+    "docker run --rm --network none --cap-add SYS_ADMIN --cap-add NET_ADMIN -v "
+    '"$PWD/submission:/autograder/submission:ro" -v "$PWD/results:/autograder/results" autograd-course-grader': Skip(
+        DOCKER
+    ),
     "docker build -f autograder/jupyterhub-singleuser.Dockerfile -t autograd-course-student --build-arg "
     "COURSE_ID=autograd-course --build-arg EXCHANGE_ROOT=/srv/nbgrader/exchange .": Skip(DOCKER),
     # docs/authoring.md: the authoring kit's walk-through (its step 2 is an edit of exercises.py by hand)
@@ -182,16 +193,19 @@ COMMANDS: dict[str, Run | Skip] = {
     '"$PWD:/course" --entrypoint autograd-course autograd-course-grader --course /course serve --host 0.0.0.0 '
     "--port 8000 --forwarded-allow-ips '*'": Skip(DOCKER),
     # docs/students.md
-    ".venv/bin/pip install autograd_course-*.whl": Skip(NETWORK + " (the wheel's dependencies): "
-                                                         "tests/test_student_install.py installs it"),
+    ".venv/bin/pip install autograd_course-*.whl": Skip(
+        NETWORK + " (the wheel's dependencies): tests/test_student_install.py installs it"
+    ),
     ".venv/bin/nbgrader fetch_assignment autograd": Run(before=student_exchange, where="student"),
     ".venv/bin/jupyter lab autograd/autograd.ipynb": Skip(SERVER + "; JupyterLab in a browser: tests/browser/"),
     ".venv/bin/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader:formgrader "
-    "@jupyter/nbgrader:create-assignment @jupyter/nbgrader:course-list":
-        Skip("changes the Jupyter settings of the venv it runs from (here, the tests' own): a student's venv only"),
+    "@jupyter/nbgrader:create-assignment @jupyter/nbgrader:course-list": Skip(
+        "changes the Jupyter settings of the venv it runs from (here, the tests' own): a student's venv only"
+    ),
     ".venv/bin/jupyter server extension disable --sys-prefix nbgrader.server_extensions.formgrader "
-    "nbgrader.server_extensions.course_list":
-        Skip("changes the Jupyter settings of the venv it runs from (here, the tests' own): a student's venv only"),
+    "nbgrader.server_extensions.course_list": Skip(
+        "changes the Jupyter settings of the venv it runs from (here, the tests' own): a student's venv only"
+    ),
     ".venv/bin/autograd-course check autograd/autograd.ipynb": Run(before=students_notebook, where="student"),
 }
 
@@ -211,10 +225,12 @@ def commands(page: Path | str) -> list[str]:
 
 def test_every_command_of_the_docs_is_classified():
     in_docs = {command: page for page in reversed(PAGES) for command in commands(page)}
-    unclassified = [f"{page.relative_to(ROOT)}: {command}" for command, page in in_docs.items()
-                    if command not in COMMANDS]
-    assert not unclassified, ("classify each in tests/test_docs_commands.py's COMMANDS (Run, or Skip with why):\n"
-                              + "\n".join(unclassified))
+    unclassified = [
+        f"{page.relative_to(ROOT)}: {command}" for command, page in in_docs.items() if command not in COMMANDS
+    ]
+    assert not unclassified, (
+        "classify each in tests/test_docs_commands.py's COMMANDS (Run, or Skip with why):\n" + "\n".join(unclassified)
+    )
     assert sorted(set(COMMANDS) - set(in_docs)) == [], "COMMANDS lists commands no page has any more: remove them"
     for command, what in COMMANDS.items():
         predicted = [said for said in (getattr(what, "fails_with", None), getattr(what, "prints", None)) if said]
@@ -229,7 +245,8 @@ def test_a_shell_command_is_in_a_bash_block(page):
     for kind, block in re.findall(r"(?ms)^```(\w*)\n(.*?)^```", page.read_text(encoding="utf-8")):
         if kind != "bash":
             assert not re.search(r"^\s*(\$ )?\.venv/bin/", block, re.MULTILINE), (
-                f"{page.relative_to(ROOT)}: a ```{kind} block holds a shell command: make it ```bash")
+                f"{page.relative_to(ROOT)}: a ```{kind} block holds a shell command: make it ```bash"
+            )
 
 
 def test_the_command_list_of_a_page():
@@ -244,8 +261,12 @@ def fresh_copy(base: Path) -> Copy:
         require_tool("git", "the docs' commands run in a copy of what git tracks (apt-get install git)")
     if not (VENV / "bin" / "autograd-course").is_file():
         require_tool("the venv", f"the docs run .venv/bin/...: run the tests from the README's venv, not {VENV}")
-    listing = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                             capture_output=True, check=False)
+    listing = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=False,
+    )
     if listing.returncode != 0:
         require_tool("a git checkout", f"the docs' commands run in a copy of what git tracks; {ROOT} is none")
     listed = listing.stdout.decode().split("\0")
@@ -266,8 +287,9 @@ def fresh_copy(base: Path) -> Copy:
     student.mkdir()
     (student / ".venv").symlink_to(VENV)
     venv_bin = (VENV / "bin").resolve()
-    path = os.pathsep.join(entry for entry in os.environ.get("PATH", "").split(os.pathsep)
-                           if entry and Path(entry).resolve() != venv_bin)  # the venv not activated
+    path = os.pathsep.join(
+        entry for entry in os.environ.get("PATH", "").split(os.pathsep) if entry and Path(entry).resolve() != venv_bin
+    )  # the venv not activated
     env = {**os.environ, "PATH": path, "PYTHONPATH": str(root), "JUPYTER_CONFIG_DIR": str(base / "jupyter")}
     env.pop("VIRTUAL_ENV", None)
     return Copy(root=root, exchange=exchange, student=student, env=env)
@@ -276,8 +298,14 @@ def fresh_copy(base: Path) -> Copy:
 @pytest.mark.slow
 def test_the_docs_commands_run_as_written(tmp_path):
     copy = fresh_copy(tmp_path)
-    which = subprocess.run([".venv/bin/python", "-c", "import course; print(course.__file__)"], cwd=copy.root,
-                           env=copy.env, capture_output=True, text=True, check=True).stdout.strip()
+    which = subprocess.run(
+        [".venv/bin/python", "-c", "import course; print(course.__file__)"],
+        cwd=copy.root,
+        env=copy.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert Path(which).is_relative_to(copy.root), which  # the copy's code runs, not the venv's install
     done: set[str] = set()
     ran: list[str] = []
@@ -290,8 +318,9 @@ def test_the_docs_commands_run_as_written(tmp_path):
             if what.before is not None:
                 what.before(copy)
             cwd = copy.student if what.where == "student" else copy.root
-            result = subprocess.run(["bash", "-c", command], cwd=cwd, env=copy.env, capture_output=True, text=True,
-                                    timeout=900, check=False)
+            result = subprocess.run(
+                ["bash", "-c", command], cwd=cwd, env=copy.env, capture_output=True, text=True, timeout=900, check=False
+            )
             said = result.stdout + result.stderr
             where = f"{page.relative_to(ROOT)}: `{command}` exited {result.returncode}:\n{said[-3000:]}"
             if what.fails_with is None:
@@ -304,8 +333,15 @@ def test_the_docs_commands_run_as_written(tmp_path):
             ran.append(command)
     assert len(ran) == sum(isinstance(what, Run) for what in COMMANDS.values())
     # what the term's commands were to make, made
-    for made in ("graded/grades-autograd.csv", "grades-autograd.csv", "grades.csv", "canvas-autograd.csv",
-                 "tokens.csv", "dist/autograd-course-autograd-gradescope.zip", "results/grades-training.csv"):
+    for made in (
+        "graded/grades-autograd.csv",
+        "grades-autograd.csv",
+        "grades.csv",
+        "canvas-autograd.csv",
+        "tokens.csv",
+        "dist/autograd-course-autograd-gradescope.zip",
+        "results/grades-training.csv",
+    ):
         assert (copy.root / made).is_file(), made
     released = list((copy.exchange / COURSE_ID / "feedback").glob("*.html"))
     assert len(released) == 3  # alice's, bob's and carol's pages, through nbgrader's exchange

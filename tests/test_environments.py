@@ -59,8 +59,9 @@ CELLS = {
     "root-venv-through-a-symlink": Cell(False, "through-a-symlink"),
     "nonroot-venv-through-a-symlink-cold": Cell(True, "through-a-symlink", jobs=0),
     "nonroot-temporary-folder-cold": Cell(True, "temporary-folder", jobs=0),
-    "nonroot-read-only-course-home-unset-cwd-elsewhere": Cell(True, "separate-prefix", read_only_course=True,
-                                                              home=False, cwd_elsewhere=True),
+    "nonroot-read-only-course-home-unset-cwd-elsewhere": Cell(
+        True, "separate-prefix", read_only_course=True, home=False, cwd_elsewhere=True
+    ),
     "root-cuda-build-of-torch": Cell(False, "checkout", cuda=True),
     "nonroot-rlimits-level-warm": Cell(True, "separate-prefix", sandbox="rlimits"),
     "nonroot-rlimits-level-cold": Cell(True, "separate-prefix", sandbox="rlimits", jobs=0),
@@ -83,20 +84,28 @@ def _script(cell: Cell, work: Path, python: str) -> tuple[str, bool]:
         # A fresh /tmp hides what was under the old one: a checkout (its editable install) or a venv there is
         # bound back into place, from a view of the old /tmp kept beside the course.
         outer = work / "outer-tmp"
-        lines += [f"mkdir {outer}", f"mount --rbind /tmp {outer}",
-                  "mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs /tmp"]
+        lines += [
+            f"mkdir {outer}",
+            f"mount --rbind /tmp {outer}",
+            "mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs /tmp",
+        ]
         for needed in (ROOT.resolve(), _venv_of(python).resolve()):
             if needed.is_relative_to("/tmp"):
                 place = shlex.quote(str(needed))
-                lines += [f"mkdir -p {place}", f"mount --bind {shlex.quote(str(outer / needed.relative_to('/tmp')))} "
-                                               f"{place}"]
+                lines += [
+                    f"mkdir -p {place}",
+                    f"mount --bind {shlex.quote(str(outer / needed.relative_to('/tmp')))} {place}",
+                ]
         lines += [f"cp -a {shlex.quote(str(_venv_of(python)))} /tmp/venv", "chmod -R a+rX /tmp/venv"]
         python = f"/tmp/venv/bin/{Path(python).name}"
     elif cell.interpreter == "home":
         home = work / "home" / "instructor"
-        lines += [f"mkdir -p {home}", f"cp -al {shlex.quote(str(_venv_of(python)))} {home}/.venv 2>/dev/null "
-                  f"|| cp -a {shlex.quote(str(_venv_of(python)))} {home}/.venv",
-                  f"chown {NONROOT_USER}:{NONROOT_USER} {home}"]
+        lines += [
+            f"mkdir -p {home}",
+            f"cp -al {shlex.quote(str(_venv_of(python)))} {home}/.venv 2>/dev/null "
+            f"|| cp -a {shlex.quote(str(_venv_of(python)))} {home}/.venv",
+            f"chown {NONROOT_USER}:{NONROOT_USER} {home}",
+        ]
         python = f"{home}/.venv/bin/{Path(python).name}"
         env.append(f"HOME={home}")
     elif cell.interpreter == "through-a-symlink":
@@ -104,22 +113,44 @@ def _script(cell: Cell, work: Path, python: str) -> tuple[str, bool]:
         lines += [f"mkdir -p {link.parent}", f"ln -s {shlex.quote(str(_venv_of(python)))} {link}"]
         python = f"{link}/bin/{Path(python).name}"
     elif cell.interpreter == "system-prefix":
-        site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                              capture_output=True, text=True, check=True).stdout.strip()
+        site = subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         python = "/usr/bin/python3.11"
         env.append(f"PYTHONPATH={site}")  # the packages on the path of the system's own interpreter
     if cell.home and not any(e.startswith("HOME=") for e in env):
         env.append(f"HOME={course}")
     if cell.read_only_course:
         lines += [f"mount --bind {course} {course}", f"mount -o remount,bind,ro {course}"]
-    drop = (["setpriv", f"--reuid={NONROOT_USER}", f"--regid={NONROOT_USER}", "--clear-groups", "--inh-caps=-all"]
-            if cell.nonroot else [])
+    drop = (
+        ["setpriv", f"--reuid={NONROOT_USER}", f"--regid={NONROOT_USER}", "--clear-groups", "--inh-caps=-all"]
+        if cell.nonroot
+        else []
+    )
     cwd = "/" if cell.cwd_elsewhere else str(course)
-    grade = [python, "-m", "course", "--course", str(course), "grade", f"{course}/submitted", "--out", str(out),
-             "--jobs", str(cell.jobs), "--quiet"]
+    grade = [
+        python,
+        "-m",
+        "course",
+        "--course",
+        str(course),
+        "grade",
+        f"{course}/submitted",
+        "--out",
+        str(out),
+        "--jobs",
+        str(cell.jobs),
+        "--quiet",
+    ]
     inner = f"cd {shlex.quote(cwd)} && exec {shlex.join(grade)}"
-    lines += [f"{shlex.join([*drop, 'env', '-i', *env, 'sh', '-c', inner])}",
-              f"echo {shlex.quote(CSV_MARK)}", f"cat {out}/grades-autograd.csv"]
+    lines += [
+        f"{shlex.join([*drop, 'env', '-i', *env, 'sh', '-c', inner])}",
+        f"echo {shlex.quote(CSV_MARK)}",
+        f"cat {out}/grades-autograd.csv",
+    ]
     return "\n".join(lines), private
 
 
@@ -158,8 +189,9 @@ def test_the_sample_class_grades_the_same_in_every_environment(name):
         if cell.nonroot:
             subprocess.run(["chown", "-R", f"{NONROOT_USER}:{NONROOT_USER}", str(work)], check=True)
         script, private = _script(cell, work, python)
-        command = ["unshare", "-m", "--propagation", "private", "bash", "-c", script] if private else \
-            ["bash", "-c", script]
+        command = (
+            ["unshare", "-m", "--propagation", "private", "bash", "-c", script] if private else ["bash", "-c", script]
+        )
         completed = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -170,5 +202,6 @@ def test_the_sample_class_grades_the_same_in_every_environment(name):
     assert "self-test: the course's solution 57/57 and the untouched release 0/57" in summary
     rows = {row["student_id"]: row for row in csv.DictReader(io.StringIO(table.strip()))}
     assert {s: float(row["score"]) for s, row in rows.items()} == SAMPLE_SCORES
-    assert {s: row["status"] for s, row in rows.items()} == {s: "failed" if s == "frank" else "graded"
-                                                             for s in SAMPLE_SCORES}
+    assert {s: row["status"] for s, row in rows.items()} == {
+        s: "failed" if s == "frank" else "graded" for s in SAMPLE_SCORES
+    }

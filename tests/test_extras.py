@@ -13,8 +13,14 @@ from course.core.extras import extra_requirements, missing, require
 
 def test_the_extras_are_what_pyproject_declares_and_the_test_extra_holds_them_all():
     assert extra_requirements("grader") == ["nbclient", "sqlalchemy", "alembic"]
-    assert extra_requirements("service") == ["nbclient", "sqlalchemy", "alembic", "starlette", "uvicorn",
-                                              "python-multipart"]
+    assert extra_requirements("service") == [
+        "nbclient",
+        "sqlalchemy",
+        "alembic",
+        "starlette",
+        "uvicorn",
+        "python-multipart",
+    ]
     everything = {*extra_requirements("grader"), *extra_requirements("service"), *extra_requirements("postgres")}
     assert everything <= set(extra_requirements("test"))
     assert extra_requirements("no such extra") == []
@@ -29,9 +35,11 @@ def test_an_extra_in_other_versions_than_its_pins_is_named_as_such(monkeypatch):
     """A student's install has nbgrader's own nbclient and SQLAlchemy, in whatever versions pip chose: a grader's
     command there says what it needs rather than run on unpinned versions."""
     real = importlib.metadata.version
-    monkeypatch.setattr(importlib.metadata, "version",
-                        lambda name: "0.0.1" if name == "nbclient" else real(name))
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.0.1" if name == "nbclient" else real(name))
     assert missing("grader") == ["nbclient 0.0.1 (pinned 0.11.0)"]
-    with pytest.raises(MissingExtraError, match=r"needs the grader extra \(nbclient 0\.0\.1 \(pinned 0\.11\.0\) "
-                                                r"installed; a student's install leaves it out\)"):
+    with pytest.raises(
+        MissingExtraError,
+        match=r"needs the grader extra \(nbclient 0\.0\.1 \(pinned 0\.11\.0\) "
+        r"installed; a student's install leaves it out\)",
+    ):
         require("grader", "autograd-course grade")

@@ -26,8 +26,20 @@ GOLDENS = ROOT / "tests" / "goldens"
 EARLIER = sorted((GOLDENS / "earlier").glob("*.feedback.json"))
 CURRENT = sorted(GOLDENS.glob("bob.*.feedback.json"))
 # The order of feedback.json's keys since the first release (later keys are appended where they are set).
-KEY_ORDER = ["student_id", "assignment", "status", "score", "max_score", "messages", "cell_errors",
-             "cell_errors_left_out", "reveals_torch_values", "questions", "raw_score", "late_penalty"]
+KEY_ORDER = [
+    "student_id",
+    "assignment",
+    "status",
+    "score",
+    "max_score",
+    "messages",
+    "cell_errors",
+    "cell_errors_left_out",
+    "reveals_torch_values",
+    "questions",
+    "raw_score",
+    "late_penalty",
+]
 
 
 def validator() -> jsonschema.protocols.Validator:
@@ -43,13 +55,15 @@ def assert_valid(data: dict) -> None:
 
 
 def _answers(assignment, wrong: bool) -> dict[str, Answer]:
-    values = {name: (value * 2 + 1 if wrong and isinstance(value, float) else value)
-              for name, value in ALL_VALUES.items()}
+    values = {
+        name: (value * 2 + 1 if wrong and isinstance(value, float) else value) for name, value in ALL_VALUES.items()
+    }
     if wrong:  # the sign slip, a note found from the numbers alone
         values["slope_at_minus_2"] = -ALL_VALUES["slope_at_minus_2"]
     answers = {name: Answer(VALUE, value) for name, value in values.items()}
-    answers["cubic_derivative"] = Answer(FUNCTION, probes=tuple(
-        Probe(x, 3 * x**2 - (3 if wrong else 2)) for x in (-2.5, 0.0, 1.5, 4.0)))
+    answers["cubic_derivative"] = Answer(
+        FUNCTION, probes=tuple(Probe(x, 3 * x**2 - (3 if wrong else 2)) for x in (-2.5, 0.0, 1.5, 4.0))
+    )
     return answers
 
 
@@ -57,11 +71,21 @@ def every_part(assignment, reveal: bool) -> Feedback:
     """A document with every optional part: wrong answers (chain tables that break, misconceptions, a function
     wrong at its points), answers computed with torch, more cell errors than are kept, and the late policy."""
     answers = _answers(assignment, wrong=True)
-    errors = [CellError(f"cell {i}", "ZeroDivisionError: division by zero", "h" if i % 2 else "")
-              for i in range(MAX_CELL_ERRORS + 3)]
+    errors = [
+        CellError(f"cell {i}", "ZeroDivisionError: division by zero", "h" if i % 2 else "")
+        for i in range(MAX_CELL_ERRORS + 3)
+    ]
     questions = judge(assignment, answers, tolerance=1e-6, computed=frozenset({"slope_at_3"}))
-    made = build_feedback("s1", "autograd", questions, status=Status.TIMED_OUT, messages=["a sentence"],
-                          cell_errors=errors, reveal_torch_values=reveal, content=assignment.content)
+    made = build_feedback(
+        "s1",
+        "autograd",
+        questions,
+        status=Status.TIMED_OUT,
+        messages=["a sentence"],
+        cell_errors=errors,
+        reveal_torch_values=reveal,
+        content=assignment.content,
+    )
     return made.with_late_policy(1.5, "one day late: 1.5 points off")
 
 
@@ -70,16 +94,31 @@ def test_what_build_feedback_makes_validates_and_reads_back_as_itself(assignment
     made = every_part(assignment, reveal)
     data = made.to_json()
     parts = json.dumps(data)
-    for part in ("chain_table", "hand_work_note", "probes", "detail", "cell_errors_left_out", "raw_score",
-                 '"hint"', '"from_numbers": true'):  # the check can fail: every optional part is there
+    for part in (
+        "chain_table",
+        "hand_work_note",
+        "probes",
+        "detail",
+        "cell_errors_left_out",
+        "raw_score",
+        '"hint"',
+        '"from_numbers": true',
+    ):  # the check can fail: every optional part is there
         assert part in parts, part
     assert_valid(data)
     assert_valid(json.loads(compact_json(data)))  # as written to disk
     assert Feedback.from_json(data) == made
     assert Feedback.from_json(json.loads(compact_json(data))) == made
     assert [key for key in KEY_ORDER if key in data] == list(data)
-    plain = build_feedback("s1", "autograd", judge(assignment, _answers(assignment, wrong=False), tolerance=1e-6),
-                           status=Status.GRADED, messages=[], cell_errors=[], reveal_torch_values=reveal)
+    plain = build_feedback(
+        "s1",
+        "autograd",
+        judge(assignment, _answers(assignment, wrong=False), tolerance=1e-6),
+        status=Status.GRADED,
+        messages=[],
+        cell_errors=[],
+        reveal_torch_values=reveal,
+    )
     assert_valid(plain.to_json())
     assert Feedback.from_json(plain.to_json()) == plain
     assert {"cell_errors_left_out", "raw_score", "late_penalty"}.isdisjoint(plain.to_json())
@@ -120,6 +159,7 @@ def _drop(*keys):
         for key in keys[:-1]:
             target = target[key]
         del target[keys[-1]]
+
     return change
 
 
@@ -129,6 +169,7 @@ def _set(*keys, value):
         for key in keys[:-1]:
             target = target[key]
         target[keys[-1]] = value
+
     return change
 
 
@@ -142,14 +183,22 @@ MALFORMED = {  # an edit of a good document -> the field the refusal names
     "questions that are an object": (_set("questions", value={}), "`questions` is not a list"),
     "a question without points": (_drop("questions", 1, "points"), "`questions[1].points` is missing"),
     "an answer that is a list": (_set("questions", 0, "values", 2, value=[]), "`questions[0].values[2]` is not an"),
-    "an answer shown as a number": (_set("questions", 0, "values", 0, "your_value", value=6),
-                                    "`questions[0].values[0].your_value` is neither text nor null"),
-    "a note without its idea": (_drop("questions", 0, "misconceptions", 0, "idea"),
-                                "`questions[0].misconceptions[0].idea` is missing"),
-    "a chain that breaks past its end": (_set("questions", 2, "chain_table", "first_wrong", value=99),
-                                         "`questions[2].chain_table.first_wrong` is not one of the table's"),
-    "a chain row that is not correct or not": (_set("questions", 2, "chain_table", "rows", 0, "correct", value="yes"),
-                                               "`questions[2].chain_table.rows[0].correct` is not true or false"),
+    "an answer shown as a number": (
+        _set("questions", 0, "values", 0, "your_value", value=6),
+        "`questions[0].values[0].your_value` is neither text nor null",
+    ),
+    "a note without its idea": (
+        _drop("questions", 0, "misconceptions", 0, "idea"),
+        "`questions[0].misconceptions[0].idea` is missing",
+    ),
+    "a chain that breaks past its end": (
+        _set("questions", 2, "chain_table", "first_wrong", value=99),
+        "`questions[2].chain_table.first_wrong` is not one of the table's",
+    ),
+    "a chain row that is not correct or not": (
+        _set("questions", 2, "chain_table", "rows", 0, "correct", value="yes"),
+        "`questions[2].chain_table.rows[0].correct` is not true or false",
+    ),
     "a cell error without its text": (_set("cell_errors", value=[{"cell": "cell 1"}]), "`cell_errors[0].error`"),
     "errors left out, negative": (_set("cell_errors_left_out", value=-3), "`cell_errors_left_out` is not a count"),
 }

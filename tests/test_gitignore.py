@@ -22,26 +22,54 @@ COURSE = Path("/course")  # where the names below are made; only their part unde
 ASSIGNMENTS = ("autograd", "training", "backprop")
 SQLITE_FILES = ("", "-journal", "-wal", "-shm")
 SERVICE_DB = Path(database_url(None, COURSE).removeprefix("sqlite:///")).relative_to(COURSE).as_posix()
-WRITTEN = sorted({
-    # serve tokens (the README's --out tokens.csv) and the service's database and scratch folder
-    "tokens.csv", "tokens-instructor.txt", *(SERVICE_DB + suffix for suffix in SQLITE_FILES),
-    f"{SCRATCH}/autograd/upload-1a2b/submitted/alice/autograd/autograd.ipynb",
-    # the roster the term's commands read, nbgrader's state, and what grade and export write
-    "roster.csv", *(f"gradebook.db{suffix}" for suffix in SQLITE_FILES), ".nbgrader.log",
-    "submitted/alice/autograd/autograd.ipynb", "submitted/alice/autograd/timestamp.txt",
-    "autograded/alice/autograd/autograd.ipynb", "feedback/alice/autograd/feedback.html",
-    "feedback/alice/autograd/feedback.json", COURSE_TOTALS, "grades.csv",  # the last: `nbgrader export`'s
-    *(path.relative_to(COURSE).as_posix() for name in ASSIGNMENTS for path in (
-        grades_csv_path(COURSE, name), class_summary_path(COURSE, name), class_summary_path(COURSE, name, ".json"),
-        integrity_path(COURSE, name), *(COURSE / f"{fmt}-{name}.csv" for fmt in FORMATS))),
-    # the same with --out elsewhere in the folder (the README's sample run: --out graded)
-    "graded/grades-autograd.csv", "results/grades-autograd.csv", "results/integrity-autograd.json",
-    # personalised releases, and what an interrupted atomic write leaves behind
-    "personalised/autograd/alice/autograd.ipynb", "release/autograd/students/alice/autograd.ipynb",
-    ".tokens.csv.k2j3h4.tmp", ".grades-autograd.csv.x1y2.tmp",
-})
-COMMITTED = ["source/course.yaml", "source/autograd/autograd.ipynb", "release/autograd/autograd.ipynb",
-             "tests/samples/submitted/alice/autograd/autograd.ipynb", "course/term/roster.py", "nbgrader_config.py"]
+WRITTEN = sorted(
+    {
+        # serve tokens (the README's --out tokens.csv) and the service's database and scratch folder
+        "tokens.csv",
+        "tokens-instructor.txt",
+        *(SERVICE_DB + suffix for suffix in SQLITE_FILES),
+        f"{SCRATCH}/autograd/upload-1a2b/submitted/alice/autograd/autograd.ipynb",
+        # the roster the term's commands read, nbgrader's state, and what grade and export write
+        "roster.csv",
+        *(f"gradebook.db{suffix}" for suffix in SQLITE_FILES),
+        ".nbgrader.log",
+        "submitted/alice/autograd/autograd.ipynb",
+        "submitted/alice/autograd/timestamp.txt",
+        "autograded/alice/autograd/autograd.ipynb",
+        "feedback/alice/autograd/feedback.html",
+        "feedback/alice/autograd/feedback.json",
+        COURSE_TOTALS,
+        "grades.csv",  # the last: `nbgrader export`'s
+        *(
+            path.relative_to(COURSE).as_posix()
+            for name in ASSIGNMENTS
+            for path in (
+                grades_csv_path(COURSE, name),
+                class_summary_path(COURSE, name),
+                class_summary_path(COURSE, name, ".json"),
+                integrity_path(COURSE, name),
+                *(COURSE / f"{fmt}-{name}.csv" for fmt in FORMATS),
+            )
+        ),
+        # the same with --out elsewhere in the folder (the README's sample run: --out graded)
+        "graded/grades-autograd.csv",
+        "results/grades-autograd.csv",
+        "results/integrity-autograd.json",
+        # personalised releases, and what an interrupted atomic write leaves behind
+        "personalised/autograd/alice/autograd.ipynb",
+        "release/autograd/students/alice/autograd.ipynb",
+        ".tokens.csv.k2j3h4.tmp",
+        ".grades-autograd.csv.x1y2.tmp",
+    }
+)
+COMMITTED = [
+    "source/course.yaml",
+    "source/autograd/autograd.ipynb",
+    "release/autograd/autograd.ipynb",
+    "tests/samples/submitted/alice/autograd/autograd.ipynb",
+    "course/term/roster.py",
+    "nbgrader_config.py",
+]
 
 
 def git() -> str:
@@ -61,8 +89,12 @@ def repository(tmp_path_factory) -> Path:
 
 
 def ignored(repository: Path, path: str) -> bool:
-    completed = subprocess.run([git(), "-C", str(repository), "check-ignore", "--quiet", "--", path],
-                               capture_output=True, text=True, check=False)
+    completed = subprocess.run(
+        [git(), "-C", str(repository), "check-ignore", "--quiet", "--", path],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert completed.returncode in (0, 1), completed.stderr
     return completed.returncode == 0
 
@@ -79,8 +111,12 @@ def test_what_the_project_commits_is_not_ignored(repository, path):
 
 
 def test_no_tracked_file_matches_an_ignore_rule():
-    listed = subprocess.run([git(), "-C", str(ROOT), "ls-files", "--cached", "--ignored", "--exclude-standard"],
-                            capture_output=True, text=True, check=False)
+    listed = subprocess.run(
+        [git(), "-C", str(ROOT), "ls-files", "--cached", "--ignored", "--exclude-standard"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if listed.returncode != 0:
         pytest.skip(f"{ROOT} is not a git work tree: {listed.stderr.strip()}")
     assert listed.stdout == ""

@@ -46,8 +46,10 @@ def autogroup_nice(pid: int) -> int | None:
 @pytest.fixture
 def busy_cores():
     """One spinning process per core, at the test's own priority: the machine is contended."""
-    spinners = [subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True)
-                for _ in range(len(os.sched_getaffinity(0)))]
+    spinners = [
+        subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True)
+        for _ in range(len(os.sched_getaffinity(0)))
+    ]
     yield
     for spinner in spinners:
         spinner.kill()
@@ -59,9 +61,11 @@ def test_a_runs_processes_are_found_quickly_as_the_full_scan_finds_them():
     not every process of the machine): the same processes as the full scan, below the worker's interpreter."""
     from course.sandbox.uids import below_the_worker, below_the_worker_quickly, descendants
 
-    tree = ("import os, subprocess, sys, time\n"  # a "worker" with a child that has children of its own
-            "child = subprocess.Popen([sys.executable, '-c', 'import os, time\\nos.fork()\\ntime.sleep(30)'])\n"
-            "time.sleep(30)")
+    tree = (
+        "import os, subprocess, sys, time\n"  # a "worker" with a child that has children of its own
+        "child = subprocess.Popen([sys.executable, '-c', 'import os, time\\nos.fork()\\ntime.sleep(30)'])\n"
+        "time.sleep(30)"
+    )
     outer = subprocess.Popen(["/bin/sh", "-c", f'"{sys.executable}" -c "$0"; :', tree])  # the interpreter below
     try:
         keep = [sys.executable, "-c"]
@@ -157,15 +161,18 @@ def test_a_cell_is_not_charged_the_time_it_waited_up_to_one_more_limit(monkeypat
     # Never more than one more limit: a cell that sleeps on is stopped after 1.5 + 1.5 s.
     stopped = run_cells([Cell(0, "cell 0", "import time\ntime.sleep(30)")], ("result",), {}, limits)
     assert stopped.limit_hit == "cell_seconds"
-    assert "ran longer than the limit of 1.5 s per cell (not counting 1.5 s it waited for a processor)" in \
-        stopped.ended_early
+    assert (
+        "ran longer than the limit of 1.5 s per cell (not counting 1.5 s it waited for a processor)"
+        in stopped.ended_early
+    )
     assert stopped.seconds < 30
 
 
 TRIES_TO_LEAVE_SCHED_IDLE = (
     "import os, time\nstart = time.process_time()\nwhile time.process_time() - start < 1.5:\n    pass\n"
     "try:\n    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))\nexcept OSError:\n    pass\n"
-    "result = os.sched_getscheduler(0)")
+    "result = os.sched_getscheduler(0)"
+)
 
 
 def test_a_cell_that_computes_for_long_sees_its_priority_lowered():
@@ -184,11 +191,18 @@ def test_a_session_whose_leader_has_gone_gives_way_too():
     warm worker's session keeps its leader), and is lowered like any other; SCHED_IDLE alone would rank its
     threads only within that autogroup. (The sandbox refuses setsid to a notebook: this is the grader's side.)"""
     leader = subprocess.run(
-        [sys.executable, "-c", "import os, sys\nos.setsid()\nspinner = os.fork()\nif spinner == 0:\n"
-                               "    quiet = os.open(os.devnull, os.O_RDWR)\n"  # not holding the pipe read below
-                               "    os.dup2(quiet, 1)\n    os.dup2(quiet, 2)\n"
-                               f"    os.execv(sys.executable, [sys.executable, '-c', {SPIN!r}])\nprint(spinner)"],
-        capture_output=True, text=True, check=True)
+        [
+            sys.executable,
+            "-c",
+            "import os, sys\nos.setsid()\nspinner = os.fork()\nif spinner == 0:\n"
+            "    quiet = os.open(os.devnull, os.O_RDWR)\n"  # not holding the pipe read below
+            "    os.dup2(quiet, 1)\n    os.dup2(quiet, 2)\n"
+            f"    os.execv(sys.executable, [sys.executable, '-c', {SPIN!r}])\nprint(spinner)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     spinner = int(leader.stdout)  # its session's leader has exited (and was reaped)
     try:
         giving_way = GivingWay(lambda: [spinner], time.monotonic())
@@ -205,8 +219,9 @@ def test_a_session_whose_leader_has_gone_gives_way_too():
 def test_a_notebook_cannot_start_a_session():
     """A new session is a new autogroup, at nice 0 until the grader's next look: a run that gives way would start
     one every tenth of a second. The system-call filter refuses setsid."""
-    cell = ("import os\ntry:\n    os.setsid()\n    result = 'started'\n"
-            "except OSError as error:\n    result = error.errno")
+    cell = (
+        "import os\ntry:\n    os.setsid()\n    result = 'started'\nexcept OSError as error:\n    result = error.errno"
+    )
     with WarmPool(1, Limits(cell_seconds=30, submission_seconds=60)) as pool:
         result = pool.run([Cell(0, "cell 0", cell)], ("result",), {})
     assert result.answers["result"].value == errno.EPERM
@@ -235,9 +250,11 @@ def test_a_notebook_cannot_reset_the_nice_of_its_autogroup():
     """Giving way lowers a run's autogroup every quarter of a second; a notebook that made itself dumpable again
     (its /proc files are then its own) and wrote 0 there between looks kept it at nice 0 most of the time. The
     student's /proc is read-only."""
-    cell = ("import ctypes, os\nctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE\n"
-            "try:\n    with open('/proc/self/autogroup', 'w') as autogroup:\n        autogroup.write('0')\n"
-            "    result = 'written'\nexcept OSError as error:\n    result = os.strerror(error.errno)")
+    cell = (
+        "import ctypes, os\nctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE\n"
+        "try:\n    with open('/proc/self/autogroup', 'w') as autogroup:\n        autogroup.write('0')\n"
+        "    result = 'written'\nexcept OSError as error:\n    result = os.strerror(error.errno)"
+    )
     with WarmPool(1, Limits(cell_seconds=30, submission_seconds=60)) as pool:
         if not pool.isolation.namespaces:
             pytest.skip(f"no /proc of the student's own at isolation level {pool.level!r}")

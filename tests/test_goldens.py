@@ -39,16 +39,20 @@ def _normalised_results(results: dict) -> dict:
 def bob_graded():
     config = load_config(ROOT)
     assignment = load_assignment(config.source_notebook(), "autograd")
-    return {reveal: grade_submission(SubmissionRef("bob", BOB), assignment, config, reveal_torch_values=reveal)
-            for reveal in (True, False)}
+    return {
+        reveal: grade_submission(SubmissionRef("bob", BOB), assignment, config, reveal_torch_values=reveal)
+        for reveal in (True, False)
+    }
 
 
 def _outputs(graded) -> dict[str, str]:
     return {
         "feedback.json": json.dumps(graded.feedback.to_json(), indent=2, ensure_ascii=False, sort_keys=True) + "\n",
         "feedback.html": render_html(graded.feedback) + "\n",
-        "results.json": json.dumps(_normalised_results(to_results(graded, 0.0)), indent=2, ensure_ascii=False,
-                                   sort_keys=True) + "\n",
+        "results.json": json.dumps(
+            _normalised_results(to_results(graded, 0.0)), indent=2, ensure_ascii=False, sort_keys=True
+        )
+        + "\n",
     }
 
 
@@ -62,4 +66,5 @@ def test_what_bob_is_shown_matches_the_golden_file(bob_graded, reveal, kind, upd
         golden.write_text(produced, encoding="utf-8")
     assert golden.exists(), f"{golden} is missing: run pytest tests/test_goldens.py --update-goldens"
     assert produced == golden.read_text(encoding="utf-8"), (
-        f"{golden.name} changed; if intended, run pytest tests/test_goldens.py --update-goldens and review the diff")
+        f"{golden.name} changed; if intended, run pytest tests/test_goldens.py --update-goldens and review the diff"
+    )

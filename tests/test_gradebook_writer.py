@@ -68,22 +68,27 @@ def read_back(db) -> dict:
         seen = {
             "students": sorted((s.to_dict() for s in gradebook.students), key=lambda s: s["id"]),
             "submissions": sorted(gradebook.submission_dicts("autograd"), key=lambda s: s["student"]),
-            "notebooks": sorted(gradebook.notebook_submission_dicts("autograd", "autograd"),
-                                key=lambda s: s["student"]),
+            "notebooks": sorted(
+                gradebook.notebook_submission_dicts("autograd", "autograd"), key=lambda s: s["student"]
+            ),
             "per_student": {},
         }
         for submission in gradebook.assignment_submissions("autograd"):
             notebooks = []
             for notebook in submission.notebooks:
-                notebooks.append({
-                    "notebook": notebook.to_dict(),
-                    "grades": sorted((g.to_dict() for g in notebook.grades), key=lambda g: (g["name"], str(g))),
-                    "comments": sorted((c.to_dict() for c in notebook.comments), key=lambda c: (c["name"], str(c))),
-                    "late_submission_penalty": notebook.late_submission_penalty,
-                })
+                notebooks.append(
+                    {
+                        "notebook": notebook.to_dict(),
+                        "grades": sorted((g.to_dict() for g in notebook.grades), key=lambda g: (g["name"], str(g))),
+                        "comments": sorted((c.to_dict() for c in notebook.comments), key=lambda c: (c["name"], str(c))),
+                        "late_submission_penalty": notebook.late_submission_penalty,
+                    }
+                )
             seen["per_student"][submission.student_id] = {
-                "submission": submission.to_dict(), "timestamp": submission.timestamp,
-                "extension": submission.extension, "total_seconds_late": submission.total_seconds_late,
+                "submission": submission.to_dict(),
+                "timestamp": submission.timestamp,
+                "extension": submission.extension,
+                "total_seconds_late": submission.total_seconds_late,
                 "notebooks": notebooks,
             }
     return normalised(seen)
@@ -101,8 +106,12 @@ def test_bulk_records_read_back_through_nbgrader_exactly_as_nbgrader_s_own(empty
     some = {cells[0]: 1.5, cells[1]: 0.0}
     when = datetime(2026, 11, 20, 9, 30, 15, 250000)
     first = [("alice", full, when, 2.5, 24.0), ("bob", some, None, 0.0, 0.0), ("carol", {}, when, 0.0, 0.0)]
-    second = [("alice", some, when + timedelta(hours=1), 0.0, 0.0), ("dave", full, None, 1.0, 0.0),
-              ("bob", full, when, 0.0, 0.0), ("bob", some, when, 0.0, 0.0)]
+    second = [
+        ("alice", some, when + timedelta(hours=1), 0.0, 0.0),
+        ("dave", full, None, 1.0, 0.0),
+        ("bob", full, when, 0.0, 0.0),
+        ("bob", some, when, 0.0, 0.0),
+    ]
 
     due = datetime(2026, 11, 20, 0, 0)
     with open_gradebook(f"sqlite:///{theirs}") as gradebook:
@@ -152,8 +161,12 @@ def test_a_student_the_gradebook_refuses_costs_only_that_student(empty_gradebook
     with open_gradebook(f"sqlite:///{db}") as gradebook:  # a trigger stands in for a row the database refuses
         from sqlalchemy import text
 
-        gradebook.db.execute(text("CREATE TRIGGER refuse BEFORE INSERT ON student WHEN NEW.id = 'mallory' "
-                                  "BEGIN SELECT RAISE(ABORT, 'refused'); END"))
+        gradebook.db.execute(
+            text(
+                "CREATE TRIGGER refuse BEFORE INSERT ON student WHEN NEW.id = 'mallory' "
+                "BEGIN SELECT RAISE(ABORT, 'refused'); END"
+            )
+        )
         gradebook.db.commit()
     writer = GradebookWriter(root, f"sqlite:///{db}", "autograd", SOURCE)
     try:
@@ -187,8 +200,12 @@ def test_a_batch_whose_gradebook_refuses_a_student_makes_only_them_an_autograder
     with open_gradebook(f"sqlite:///{db}") as gradebook:
         from sqlalchemy import text
 
-        gradebook.db.execute(text("CREATE TRIGGER refuse BEFORE INSERT ON student WHEN NEW.id = 'mallory' "
-                                  "BEGIN SELECT RAISE(ABORT, 'refused'); END"))
+        gradebook.db.execute(
+            text(
+                "CREATE TRIGGER refuse BEFORE INSERT ON student WHEN NEW.id = 'mallory' "
+                "BEGIN SELECT RAISE(ABORT, 'refused'); END"
+            )
+        )
         gradebook.db.commit()
     grade_course(config, [], root, assignment_name="autograd", record_gradebook=True, jobs=1)
     with (root / "grades-autograd.csv").open(newline="") as stream:

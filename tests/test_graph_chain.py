@@ -48,8 +48,10 @@ def assert_chain_rule_holds(steps: tuple[GraphStep, ...]) -> None:
             assert torch.allclose(total, torch.tensor(step.upstream, dtype=torch.float64)), step.name
         for local, gradient in zip(step.local, step.gradients, strict=True):
             if local is not None and isinstance(step.upstream, float):
-                assert torch.allclose(torch.tensor(local, dtype=torch.float64) * step.upstream,
-                                      torch.tensor(gradient, dtype=torch.float64)), step.name
+                assert torch.allclose(
+                    torch.tensor(local, dtype=torch.float64) * step.upstream,
+                    torch.tensor(gradient, dtype=torch.float64),
+                ), step.name
 
 
 # ----------------------------------------------------------------------------- CS231n: the gate circuit
@@ -83,8 +85,9 @@ NEURON_DW = [-0.197, -0.393, 0.197]
 
 def test_cs231n_sigmoid_neuron_element_by_element():
     """f = 1/(1 + exp(−(w0·x0 + w1·x1 + w2))) at w = [2, −3, −3], x = [−1, −2], each number a leaf."""
-    w0, w1, w2, x0, x1 = (torch.tensor(v, dtype=torch.float64, requires_grad=True)
-                          for v in (2.0, -3.0, -3.0, -1.0, -2.0))
+    w0, w1, w2, x0, x1 = (
+        torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (2.0, -3.0, -3.0, -1.0, -2.0)
+    )
     dot = w0 * x0 + w1 * x1 + w2
     f = 1 / (1 + torch.exp(-dot))
     steps = walk(f, {"w0": w0, "w1": w1, "w2": w2, "x0": x0, "x1": x1, "dot": dot, "f": f})
@@ -131,8 +134,20 @@ def micrograd_expression(a_value: float = -4.0, b_value: float = 2.0) -> tuple[t
     f = e**2
     g1 = f / 2.0
     g = g1 + 10.0 / f
-    return g, {"a": a, "b": b, "c1": c1, "d1": d1, "c2": c2, "c3": c3, "d2": d2, "d3": d3, "e": e, "f": f,
-               "g1": g1, "g": g}
+    return g, {
+        "a": a,
+        "b": b,
+        "c1": c1,
+        "d1": d1,
+        "c2": c2,
+        "c3": c3,
+        "d2": d2,
+        "d3": d3,
+        "e": e,
+        "f": f,
+        "g1": g1,
+        "g": g,
+    }
 
 
 def test_micrograd_readme_expression():
@@ -249,8 +264,11 @@ def load(name: str, exercises: Path | None = None):
 def solution_values(assignment, question_id: str) -> dict:
     """The source notebook's own solution to one question (trusted: the instructor's cell)."""
     question = next(q for q in assignment.questions if q.id == question_id)
-    source = next(cell for cell in _cells(assignment) if cell["metadata"].get("nbgrader", {}).get("grade_id")
-                  == question.answer_cell_id)["source"]
+    source = next(
+        cell
+        for cell in _cells(assignment)
+        if cell["metadata"].get("nbgrader", {}).get("grade_id") == question.answer_cell_id
+    )["source"]
     namespace: dict = {}
     exec("".join(source), namespace)  # noqa: S102 - the course's own solution cell
     return {name: namespace[name] for name in question.answer_names}
@@ -274,8 +292,9 @@ def test_derived_tables_agree_with_the_hand_written_ones(name, question):
     assignment = load(name)
     derived = assignment.content.graphs[question](assignment.default_params).chain()
     written = assignment.content.chains[question]
-    assert [(s.forward, s.gradient, s.upstream) for s in derived] == \
-           [(s.forward, s.gradient, s.upstream) for s in written]
+    assert [(s.forward, s.gradient, s.upstream) for s in derived] == [
+        (s.forward, s.gradient, s.upstream) for s in written
+    ]
     for mine, theirs in zip(derived, written, strict=True):
         assert mine.node.replace("const", "target") == theirs.node.replace("(out − 2)", "(out − target)")
         assert theirs.local.startswith(f"{mine.local} = ")
@@ -308,18 +327,27 @@ def without_chains(tmp_path: Path, name: str) -> Path:
 def test_an_exercise_without_a_hand_written_table_gets_the_graphs_in_its_feedback(tmp_path):
     assignment = load("autograd", without_chains(tmp_path, "autograd"))
     assert assignment.content.chains == {}
-    solution = {name: value for q in assignment.questions if q.id in ("tiny_net", "w2_net")
-                for name, value in solution_values(assignment, q.id).items()}
+    solution = {
+        name: value
+        for q in assignment.questions
+        if q.id in ("tiny_net", "w2_net")
+        for name, value in solution_values(assignment, q.id).items()
+    }
     answers = {name: Answer(VALUE, value) for name, value in solution.items()}
     answers["net_dL_dw"] = Answer(VALUE, solution["net_dL_dw"] + 1)  # one slip, at the end of the chain
     questions = tuple(q for q in judge(assignment, answers, tolerance=1e-6) if q.id in ("tiny_net", "w2_net"))
     content = with_derived_chains(assignment.content, assignment.default_params)
-    feedback = build_feedback("s1", "autograd", questions, status="graded", messages=[], cell_errors=[],
-                              content=content)
+    feedback = build_feedback(
+        "s1", "autograd", questions, status="graded", messages=[], cell_errors=[], content=content
+    )
     document = feedback.to_json()  # the document as written to feedback.json
     table = next(q for q in document["questions"] if q["id"] == "tiny_net")["chain_table"]
-    assert [row["node"] for row in table["rows"]] == ["L = (a − const)²", "a = ReLU(h)", "h = w·x + b (to w)",
-                                                      "h = w·x + b (to b)"]
+    assert [row["node"] for row in table["rows"]] == [
+        "L = (a − const)²",
+        "a = ReLU(h)",
+        "h = w·x + b (to w)",
+        "h = w·x + b (to b)",
+    ]
     assert table["first_wrong"] == 2
     assert [row["torch_local_derivative"] for row in table["rows"]] == ["6", "1", "2", "1"]
     assert "chain_table" in next(q for q in document["questions"] if q["id"] == "w2_net")
@@ -338,17 +366,28 @@ def write_exercises(tmp_path: Path, body: str) -> Path:
     return exercises
 
 
-@pytest.mark.parametrize(("body", "said"), [
-    ("GRAPHS = {'nothing_here': tiny_net_graph}\n", r"GRAPHS names 'nothing_here', which is no question"),
-    ("GRAPHS = {'w2_net': tiny_net_graph}\n", r"GRAPHS\['w2_net'\] names 'net_a', .* which are no answer of "
-                                              r"'w2_net': map each value to one of w2_out"),
-    ("GRAPHS = {'tiny_net': lambda P: P['no_such_number']}\n",
-     r"GRAPHS\['tiny_net'\]: the build fails with these numbers: KeyError: 'no_such_number'"),
-    ("GRAPHS = {'tiny_net': lambda P: 3}\n", r"GRAPHS\['tiny_net'\]: it returned int, not a"),
-    ("import dataclasses\n_g = tiny_net_graph\nGRAPHS = {'tiny_net': lambda P: dataclasses.replace(_g(P), "
-     "gradients={'w': 'net_dL_dw'})}\n", r"the gradient at 'h' is no answer.* name the answer that holds it"),
-    ("GRAPHS = {'tiny_net': 3}\n", r"GRAPHS must map question ids to functions"),
-])
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ("GRAPHS = {'nothing_here': tiny_net_graph}\n", r"GRAPHS names 'nothing_here', which is no question"),
+        (
+            "GRAPHS = {'w2_net': tiny_net_graph}\n",
+            r"GRAPHS\['w2_net'\] names 'net_a', .* which are no answer of "
+            r"'w2_net': map each value to one of w2_out",
+        ),
+        (
+            "GRAPHS = {'tiny_net': lambda P: P['no_such_number']}\n",
+            r"GRAPHS\['tiny_net'\]: the build fails with these numbers: KeyError: 'no_such_number'",
+        ),
+        ("GRAPHS = {'tiny_net': lambda P: 3}\n", r"GRAPHS\['tiny_net'\]: it returned int, not a"),
+        (
+            "import dataclasses\n_g = tiny_net_graph\nGRAPHS = {'tiny_net': lambda P: dataclasses.replace(_g(P), "
+            "gradients={'w': 'net_dL_dw'})}\n",
+            r"the gradient at 'h' is no answer.* name the answer that holds it",
+        ),
+        ("GRAPHS = {'tiny_net': 3}\n", r"GRAPHS must map question ids to functions"),
+    ],
+)
 def test_a_build_that_cannot_give_a_table_is_refused_at_load_saying_where(tmp_path, body, said):
     exercises = write_exercises(tmp_path, body)
     with pytest.raises(SourceNotebookError, match=said) as raised:
@@ -357,8 +396,9 @@ def test_a_build_that_cannot_give_a_table_is_refused_at_load_saying_where(tmp_pa
 
 
 def test_a_build_failing_with_a_students_numbers_costs_only_the_table(tmp_path):
-    body = ("def _fragile(P):\n    assert P['net_x'] == 2\n    return tiny_net_graph(P)\n"
-            "GRAPHS = {'tiny_net': _fragile}\n")
+    body = (
+        "def _fragile(P):\n    assert P['net_x'] == 2\n    return tiny_net_graph(P)\nGRAPHS = {'tiny_net': _fragile}\n"
+    )
     assignment = load("autograd", write_exercises(tmp_path, body))
     assert assignment.default_params["net_x"] == 2
     content = with_derived_chains(assignment.content, {**assignment.default_params, "net_x": 3})
@@ -370,7 +410,8 @@ def test_chain_from_graph_names_answers_only():
     w = torch.tensor(3.0, requires_grad=True)
     y = w * x
     assert chain_from_graph(y, {"w": w, "y": y}, gradients={"w": "dy_dw"}) == (
-        ChainStep("y = w·2", "∂y/∂w", None, "dy_dw", None),)
+        ChainStep("y = w·2", "∂y/∂w", None, "dy_dw", None),
+    )
     with pytest.raises(GraphChainError, match="'z' name no value of the walk"):
         chain_from_graph(y, {"w": w, "y": y}, gradients={"z": "dz"})
     assert math.isclose(walk(y, {"w": w, "y": y})[-1].upstream, 2.0)
@@ -389,8 +430,14 @@ def kit_gate(x, y, z):
     q.retain_grad()
     f = q * z
     f.backward()
-    return {"gate_q": q, "gate_f": f, "gate_df_dq": q.grad, "gate_df_dz": z.grad, "gate_df_dx": x.grad,
-            "gate_df_dy": y.grad}
+    return {
+        "gate_q": q,
+        "gate_f": f,
+        "gate_df_dq": q.grad,
+        "gate_df_dz": z.grad,
+        "gate_df_dx": x.grad,
+        "gate_df_dy": y.grad,
+    }
 
 
 def kit_neuron(w0, w1, w2, x0, x1):
@@ -400,8 +447,13 @@ def kit_neuron(w0, w1, w2, x0, x1):
     dot.retain_grad()
     f = 1 / (1 + torch.exp(-dot))
     f.backward()
-    return {"neuron_dot": dot, "neuron_f": f, "neuron_df_ddot": dot.grad, "neuron_df_dx": x.grad,
-            "neuron_df_dw": w.grad}
+    return {
+        "neuron_dot": dot,
+        "neuron_f": f,
+        "neuron_df_ddot": dot.grad,
+        "neuron_df_dx": x.grad,
+        "neuron_df_dw": w.grad,
+    }
 
 
 def kit_micrograd(a, b):
@@ -431,7 +483,8 @@ def test_a_kit_build_gives_its_table_from_its_own_run():
         ChainStep("f = q·z (to q)", "∂f/∂q", "gate_f", "gate_df_dq", None),
         ChainStep("f = q·z (to z)", "∂f/∂z", "gate_f", "gate_df_dz", None),
         ChainStep("q = x + y (to x)", "∂q/∂x", "gate_q", "gate_df_dx", "gate_df_dq"),
-        ChainStep("q = x + y (to y)", "∂q/∂y", "gate_q", "gate_df_dy", "gate_df_dq"))
+        ChainStep("q = x + y (to y)", "∂q/∂y", "gate_q", "gate_df_dy", "gate_df_dq"),
+    )
     by_name = steps_by_name(walk(computation.output, computation.names))  # the graph was kept to walk again
     assert [by_name[n].upstream for n in ("x", "y", "z")] == [-4.0, -4.0, 3.0]
 
@@ -441,7 +494,8 @@ def test_a_kit_build_of_vectors_and_one_that_asks_only_the_ends():
     assert [(s.node, s.gradient) for s in neuron.chain()] == [
         ("f = 1/(exp(−dot) + const)", "neuron_df_ddot"),
         ("dot = w[0]·x[0] + w[1]·x[1] + w[2] (to w)", "neuron_df_dw"),
-        ("dot = w[0]·x[0] + w[1]·x[1] + w[2] (to x)", "neuron_df_dx")]
+        ("dot = w[0]·x[0] + w[1]·x[1] + w[2] (to x)", "neuron_df_dx"),
+    ]
     by_name = steps_by_name(walk(neuron.output, neuron.names))
     assert by_name["w"].upstream == pytest.approx(NEURON_DW, abs=1e-3)
     # micrograd's exercise asks for g and the gradients at a and b only: no row's upstream gradient is an answer,

@@ -57,9 +57,21 @@ def grade_in_image(podman: Podman, notebook: Path, folder: Path, flags: tuple[st
     shutil.copy(notebook, submission / "autograd.ipynb")
     results.mkdir(mode=0o700)
     os.chown(results, USERNS_BASE, USERNS_BASE)  # the container's root, seen from the host
-    completed = podman("run", "--rm", "--network", "none", *USERNS, *flags,
-                       "-v", f"{submission}:/autograder/submission:ro", "-v", f"{results}:/autograder/results",
-                       IMAGE, check=False, timeout=300)
+    completed = podman(
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        *USERNS,
+        *flags,
+        "-v",
+        f"{submission}:/autograder/submission:ro",
+        "-v",
+        f"{results}:/autograder/results",
+        IMAGE,
+        check=False,
+        timeout=300,
+    )
     log = completed.stdout + completed.stderr
     assert completed.returncode == 0, log
     report = json.loads((results / "results.json").read_text())
@@ -77,8 +89,7 @@ def sandbox_level(log: str) -> str:
 @pytest.mark.container
 @pytest.mark.parametrize(("student", "score"), [("alice", 57), ("bob", 45), ("frank", 0)])
 def test_image_grades_with_the_documented_flags(podman, tmp_path, student, score):
-    report, log = grade_in_image(podman, SAMPLES / student / "autograd" / "autograd.ipynb", tmp_path,
-                                 DOCUMENTED_FLAGS)
+    report, log = grade_in_image(podman, SAMPLES / student / "autograd" / "autograd.ipynb", tmp_path, DOCUMENTED_FLAGS)
     assert report["score"] == score, log
     assert sandbox_level(log) == "bwrap", log
     if student == "frank":
@@ -91,8 +102,12 @@ def test_image_grades_with_the_documented_flags(podman, tmp_path, student, score
 # its log); only a course that asks for `sandbox: uid` is graded at the uid level.
 TOO_LITTLE = {
     "no flags": (),
-    "SYS_ADMIN without NET_ADMIN (bwrap: loopback: Failed RTM_NEWADDR)": ("--cap-add", "SYS_ADMIN", "--security-opt",
-                                                                          "seccomp=unconfined"),
+    "SYS_ADMIN without NET_ADMIN (bwrap: loopback: Failed RTM_NEWADDR)": (
+        "--cap-add",
+        "SYS_ADMIN",
+        "--security-opt",
+        "seccomp=unconfined",
+    ),
 }
 
 
@@ -108,8 +123,12 @@ def test_image_refuses_without_namespaces_unless_the_course_accepts_the_uid_leve
     course_yaml = tmp_path / "course.yaml"
     course_yaml.write_text((ROOT / "source" / "course.yaml").read_text().replace("sandbox: auto", "sandbox: uid"))
     course_yaml.chmod(0o644)
-    report, log = grade_in_image(podman, alice, tmp_path / "uid", (
-        *TOO_LITTLE[flags], "-v", f"{course_yaml}:/autograder/source/source/course.yaml:ro"))
+    report, log = grade_in_image(
+        podman,
+        alice,
+        tmp_path / "uid",
+        (*TOO_LITTLE[flags], "-v", f"{course_yaml}:/autograder/source/source/course.yaml:ro"),
+    )
     assert report["score"] == 57, log
     assert sandbox_level(log) == "uid", log
 
@@ -119,9 +138,21 @@ def test_image_refuses_without_namespaces_unless_the_course_accepts_the_uid_leve
 def test_image_build_stops_at_once_when_the_torch_index_is_unreachable(podman):
     url = closed_loopback_url()
     started = time.monotonic()
-    completed = podman("build", "--from", BASE, "--network", "host", "--build-arg", f"TORCH_INDEX_URL={url}",
-                       "-f", "autograder/Dockerfile", "-t", "localhost/autograd-course-grader:unreachable", str(ROOT),
-                       check=False)
+    completed = podman(
+        "build",
+        "--from",
+        BASE,
+        "--network",
+        "host",
+        "--build-arg",
+        f"TORCH_INDEX_URL={url}",
+        "-f",
+        "autograder/Dockerfile",
+        "-t",
+        "localhost/autograd-course-grader:unreachable",
+        str(ROOT),
+        check=False,
+    )
     seconds = time.monotonic() - started
     assert completed.returncode != 0
     assert f"error: the torch index {url} cannot be reached" in completed.stdout + completed.stderr
@@ -131,8 +162,11 @@ def test_image_build_stops_at_once_when_the_torch_index_is_unreachable(podman):
 
 def test_the_documented_flags_are_the_tested_ones():
     """The docs, the Dockerfile and the Kubernetes Job grant what the image test grants (runs without podman)."""
-    documented = (ROOT / "docs" / "gradescope-and-containers.md", ROOT / "docs" / "service.md",
-                  ROOT / "autograder" / "Dockerfile")
+    documented = (
+        ROOT / "docs" / "gradescope-and-containers.md",
+        ROOT / "docs" / "service.md",
+        ROOT / "autograder" / "Dockerfile",
+    )
     for path in (*documented, ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))):
         commands = re.findall(r"docker run (?:.*\\\n)*.*", path.read_text(encoding="utf-8"))
         assert commands or path not in documented, path
@@ -163,8 +197,24 @@ def test_image_runs_the_submission_service(podman, tmp_path):
     with (course / "tokens.csv").open() as stream:
         token = next(csv.DictReader(stream))["token"]
     port = closed_loopback_url().split(":")[2].split("/")[0]
-    podman(*run[:1], "-d", "--name", "autograd-serve", *run[2:], "--network", "host", IMAGE, "--course", "/course",
-           "serve", "--host", "127.0.0.1", "--port", port, timeout=120)
+    podman(
+        *run[:1],
+        "-d",
+        "--name",
+        "autograd-serve",
+        *run[2:],
+        "--network",
+        "host",
+        IMAGE,
+        "--course",
+        "/course",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        port,
+        timeout=120,
+    )
     try:
         deadline = time.monotonic() + 180
         while True:
@@ -175,9 +225,11 @@ def test_image_runs_the_submission_service(podman, tmp_path):
                 assert time.monotonic() < deadline, podman("logs", "autograd-serve", check=False).stderr
                 time.sleep(0.5)
         notebook = (SAMPLES / "alice" / "autograd" / "autograd.ipynb").read_bytes()
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/submissions", data=notebook,
-                                         headers={"Authorization": f"Bearer {token}",
-                                                  "Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/submissions",
+            data=notebook,
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310
             body = json.loads(response.read())
         assert (response.status, body["status"], body["score"]) == (200, "graded", 57)
@@ -240,24 +292,37 @@ def test_the_student_image_is_a_student_s_install_for_jupyterhub(student_image):
     """What docs/gradescope-and-containers.md promises of the image: the student's install (the wheel without its
     extras) and JupyterHub's single-user server, nothing more; nbgrader's instructor tools off and locked; the
     build's course id and exchange root in /etc/jupyter/nbgrader_config.py; uid 1000."""
-    completed = student_image("run", "--rm", STUDENT_IMAGE, "python", "-c", IN_STUDENT_IMAGE, "autograd-course",
-                              "jupyterhub", timeout=300)
+    completed = student_image(
+        "run", "--rm", STUDENT_IMAGE, "python", "-c", IN_STUDENT_IMAGE, "autograd-course", "jupyterhub", timeout=300
+    )
     seen = json.loads(completed.stdout)
     assert seen["uid"] == 1000
-    assert seen["nbgrader_config"] == (f'c.CourseDirectory.course_id = "{BUILD_ARGS["COURSE_ID"]}"\n'
-                                       f'c.Exchange.root = "{BUILD_ARGS["EXCHANGE_ROOT"]}"\n')
+    assert seen["nbgrader_config"] == (
+        f'c.CourseDirectory.course_id = "{BUILD_ARGS["COURSE_ID"]}"\n'
+        f'c.Exchange.root = "{BUILD_ARGS["EXCHANGE_ROOT"]}"\n'
+    )
     assert seen["not_needed"] == []  # nothing of the grader's or the service's extras but what nbgrader needs
     hub_pin = re.search(r"jupyterhub==([\w.]+)", DOCKERFILE.read_text()).group(1)
-    assert seen["versions"] == {"torch": f"{image_build.torch_pin()}+cpu", "autograd-course": course.__version__,
-                                "jupyterhub": hub_pin}
+    assert seen["versions"] == {
+        "torch": f"{image_build.torch_pin()}+cpu",
+        "autograd-course": course.__version__,
+        "jupyterhub": hub_pin,
+    }
     servers = seen["server_extensions"]["said"]
-    for extension, state in (("formgrader", "disabled"), ("course_list", "disabled"),
-                             ("assignment_list", "enabled"), ("validate_assignment", "enabled")):
+    for extension, state in (
+        ("formgrader", "disabled"),
+        ("course_list", "disabled"),
+        ("assignment_list", "enabled"),
+        ("validate_assignment", "enabled"),
+    ):
         assert f"nbgrader.server_extensions.{extension} {state}" in servers, servers
     lab = seen["lab_extensions"]["said"]
     plugins = ("course-list", "create-assignment", "formgrader")
-    assert lab[lab.index("Disabled extensions:"):].split() == ["Disabled", "extensions:",
-                                                               *(f"@jupyter/nbgrader:{p}" for p in plugins)], lab
+    assert lab[lab.index("Disabled extensions:") :].split() == [
+        "Disabled",
+        "extensions:",
+        *(f"@jupyter/nbgrader:{p}" for p in plugins),
+    ], lab
     assert f"(plugins: {', '.join(f'@jupyter/nbgrader:{p}' for p in plugins)} locked)" in lab, lab
     assert seen["hub_help"]["code"] == 0, seen["hub_help"]
     assert "--JupyterHubSingleUser.hub_activity_interval" in seen["hub_help"]["said"]
@@ -275,9 +340,21 @@ CHECK_FLAGS = {"the engine's defaults": (), "unmask=/proc/*": ("--security-opt",
 @pytest.mark.parametrize("flags", list(CHECK_FLAGS))
 def test_check_in_the_student_image_runs_where_the_container_may_mount_proc(student_image, flags):
     release = f"{RELEASE_NOTEBOOK.parent}:/home/jovyan/work:ro"  # release/autograd/, as nbgrader's fetch gives it
-    completed = student_image("run", "--rm", *CHECK_FLAGS[flags], "-v", release, "-w", "/home/jovyan/work",
-                              STUDENT_IMAGE, "autograd-course", "check", RELEASE_NOTEBOOK.name, check=False,
-                              timeout=300)
+    completed = student_image(
+        "run",
+        "--rm",
+        *CHECK_FLAGS[flags],
+        "-v",
+        release,
+        "-w",
+        "/home/jovyan/work",
+        STUDENT_IMAGE,
+        "autograd-course",
+        "check",
+        RELEASE_NOTEBOOK.name,
+        check=False,
+        timeout=300,
+    )
     said = completed.stdout + completed.stderr
     assert completed.returncode == 1, said  # refused, or (below) not ready: nothing is answered in a release
     assert "Traceback" not in said, said
@@ -302,7 +379,17 @@ def test_the_student_image_build_refuses_a_dist_with_two_wheels(student_image, t
     context = build_context(tmp_path / "context")
     [wheel] = context.glob("dist/*.whl")
     shutil.copy(wheel, context / "dist" / "autograd_course-0.0.1-py3-none-any.whl")
-    completed = student_image("build", "--from", BASE, "-f", str(DOCKERFILE), "-t",
-                              "localhost/autograd-course-student:two-wheels", str(context), check=False, timeout=300)
+    completed = student_image(
+        "build",
+        "--from",
+        BASE,
+        "-f",
+        str(DOCKERFILE),
+        "-t",
+        "localhost/autograd-course-student:two-wheels",
+        str(context),
+        check=False,
+        timeout=300,
+    )
     assert completed.returncode != 0
     assert "error: dist/ holds 2 autograd_course wheels" in completed.stdout + completed.stderr

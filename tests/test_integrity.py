@@ -13,16 +13,19 @@ ERIN = ROOT / "tests" / "samples" / "submitted" / "erin" / "autograd" / "autogra
 
 
 def read(path, assignment, student="erin"):
-    return read_submission(path, student, assignment, params=assignment.default_params, max_bytes=2**26,
-                           max_cells=2000)
+    return read_submission(path, student, assignment, params=assignment.default_params, max_bytes=2**26, max_cells=2000)
 
 
 def test_patching_torch_and_builtins_and_a_rigged_float_are_seen(assignment):
     findings = _review(read(ERIN, assignment), "erin")
     text = "\n".join(findings)
-    for seen in ("patches torch.allclose = ...", "patches torch.Tensor.item = ...", "patches builtins.abs = ...",
-                 "patches builtins.isinstance = ...",
-                 "defines a rigged number type, class AlwaysEqual(float) overriding __eq__, __sub__"):
+    for seen in (
+        "patches torch.allclose = ...",
+        "patches torch.Tensor.item = ...",
+        "patches builtins.abs = ...",
+        "patches builtins.isinstance = ...",
+        "defines a rigged number type, class AlwaysEqual(float) overriding __eq__, __sub__",
+    ):
         assert seen in text
 
 
@@ -50,7 +53,8 @@ def test_a_notebook_personalised_for_someone_else_is_seen(assignment, tmp_path):
             cell["metadata"]["autograd_course"] = {"student_id": "alice"}
     path = write(notebook, tmp_path / "bob" / "autograd" / "autograd.ipynb")
     assert _review(read(path, assignment, "bob"), "bob") == (
-        "submitted a notebook personalised for 'alice' (graded with 'bob''s numbers)",)
+        "submitted a notebook personalised for 'alice' (graded with 'bob''s numbers)",
+    )
 
 
 def _review(submission, graded_as: str):

@@ -62,8 +62,9 @@ def test_a_bundled_binary_that_is_not_the_reviewed_one_is_not_used(no_system_bwr
     assert bwrap_binary() is None
 
 
-def test_auto_refuses_rather_than_run_student_code_unisolated(no_system_bwrap, monkeypatch, tmp_path, capsys,
-                                                               course_root):
+def test_auto_refuses_rather_than_run_student_code_unisolated(
+    no_system_bwrap, monkeypatch, tmp_path, capsys, course_root
+):
     monkeypatch.setattr(bubblewrap, "BUNDLED_BWRAP_SHA256", {})
     with pytest.raises(SandboxError, match="nothing was graded"):
         choose_isolation("auto", 61000, 64)
@@ -126,8 +127,10 @@ def test_a_cold_run_proves_its_level_and_a_crashing_notebook_cannot_move_it(prob
     level, never a reason to look for another."""
     first = first_choice("auto")
     assert first in ("bwrap", "userns")
-    cells = [Cell(0, "answer", "result = 1"),
-             Cell(1, "crash", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")]
+    cells = [
+        Cell(0, "answer", "result = 1"),
+        Cell(1, "crash", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"),
+    ]
     run = run_cells(cells, ("result",), {}, LIMITS)
     assert (run.isolation, run.ready) == (first, True)
     assert run.answers["result"].value == 1  # set before the crash, and graded

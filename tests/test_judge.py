@@ -50,7 +50,10 @@ def test_the_judge_marks_the_points_drawn_with_the_course_secret(assignment):
     answers["cubic_derivative"] = Answer(FUNCTION, probes=(Probe(4.0, 46.0), Probe(0.0, 1.0), Probe(-1.5, 0.0)))
     cubic = judge(assignment, answers, tolerance=TOL, private_points={"cubic_derivative": frozenset({-1.5})})[8]
     assert [(p.x, p.correct, p.private) for p in cubic.values[1].probes] == [
-        (4.0, True, False), (0.0, False, False), (-1.5, False, True)]
+        (4.0, True, False),
+        (0.0, False, False),
+        (-1.5, False, True),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -77,10 +80,12 @@ def test_a_wrong_form_says_the_form_the_public_check_asks_for_never_the_answer(a
     answers["y_grad_without_retain"] = Answer(WRONG_FORM, detail="Tensor")
     answers["forward_values"] = Answer(WRONG_FORM, detail="tuple")
     values = {v.name: v for q in judge(assignment, answers, tolerance=TOL) for v in q.values}
-    assert values["y_grad_without_retain"].detail == ("wrong form: a value of type Tensor, where a number or None "
-                                                      "was expected")
-    assert values["forward_values"].detail == ("wrong form: a value of type tuple, where a list of 3 numbers "
-                                               "was expected")
+    assert values["y_grad_without_retain"].detail == (
+        "wrong form: a value of type Tensor, where a number or None was expected"
+    )
+    assert values["forward_values"].detail == (
+        "wrong form: a value of type tuple, where a list of 3 numbers was expected"
+    )
 
 
 @pytest.mark.parametrize(
@@ -132,8 +137,10 @@ def test_hand_work_deduction_costs_only_flagged_values(assignment):
 def test_hidden_test_errors_become_a_visible_autograder_error(assignment):
     from dataclasses import replace
 
-    broken = replace(assignment.questions[0], test_source=(
-        "### BEGIN HIDDEN TESTS\nmarks = Marks()\nraise RuntimeError('bug')\n### END HIDDEN TESTS\n"))
+    broken = replace(
+        assignment.questions[0],
+        test_source=("### BEGIN HIDDEN TESTS\nmarks = Marks()\nraise RuntimeError('bug')\n### END HIDDEN TESTS\n"),
+    )
     from course.pipeline.judge import judge_question
 
     result = judge_question(broken, contract_answers(assignment), tolerance=TOL, params=assignment.default_params)
@@ -147,8 +154,10 @@ def test_one_backward_call_for_two_is_diagnosed_as_overwriting(assignment):
     from course.pipeline.misconceptions import diagnose
 
     single_step = {"twice_w_grad": ALL_VALUES["net_dL_dw"], "twice_b_grad": ALL_VALUES["net_dL_db"]}
-    found = diagnose(judge(assignment, contract_answers(assignment, {**ALL_VALUES, **single_step}), tolerance=TOL),
-                     assignment.content.rules)
+    found = diagnose(
+        judge(assignment, contract_answers(assignment, {**ALL_VALUES, **single_step}), tolerance=TOL),
+        assignment.content.rules,
+    )
     ids = {d.id for diagnoses in found.values() for d in diagnoses}
     assert {"second_backward_overwrites", "second_backward_overwrites_b"} <= ids
     honest = diagnose(judge(assignment, contract_answers(assignment), tolerance=TOL), assignment.content.rules)
@@ -164,6 +173,7 @@ def test_a_function_answer_of_the_wrong_form_says_a_function_was_expected(assign
 
 
 # ----------------------------------------------------------------------------- references once per parameter set
+
 
 def _hidden(body: str) -> str:
     return f"### BEGIN HIDDEN TESTS\n{body}\n### END HIDDEN TESTS\n"
@@ -182,8 +192,9 @@ def _every_kind_of_class(assignment):
     answers["slope_at_3"] = Answer(WRONG_FORM, detail="Tensor")
     yield answers
     answers = contract_answers(assignment)
-    answers["cubic_derivative"] = Answer(FUNCTION, probes=(Probe(3.5, 34.75),
-                                                           Probe(1, error="raised ZeroDivisionError")))
+    answers["cubic_derivative"] = Answer(
+        FUNCTION, probes=(Probe(3.5, 34.75), Probe(1, error="raised ZeroDivisionError"))
+    )
     yield answers
 
 
@@ -196,14 +207,18 @@ def test_replayed_references_score_exactly_as_running_the_hidden_tests_per_stude
     for question in assignment.questions:  # the course's own cells are all of the kind that is replayed
         assert reads_no_answer("\n".join(region_lines(question.test_source, HIDDEN_BEGIN, HIDDEN_END)), names)
     params = [assignment.default_params, {**assignment.default_params, "net_x": 3, "cubic_x": -1, "accum_steps": 4}]
-    replayed = [judge(assignment, answers, tolerance=TOL, computed=frozenset({"net_dL_dw"}), deduction=0.5,
-                      params=numbers)
-                for numbers in params for answers in _every_kind_of_class(assignment)]
+    replayed = [
+        judge(assignment, answers, tolerance=TOL, computed=frozenset({"net_dL_dw"}), deduction=0.5, params=numbers)
+        for numbers in params
+        for answers in _every_kind_of_class(assignment)
+    ]
     assert judge_module._RECORDED  # the replay was used
     monkeypatch.setattr(judge_module, "_recorded", lambda *_: None)  # every cell run for every student
-    per_student = [judge(assignment, answers, tolerance=TOL, computed=frozenset({"net_dL_dw"}), deduction=0.5,
-                         params=numbers)
-                   for numbers in params for answers in _every_kind_of_class(assignment)]
+    per_student = [
+        judge(assignment, answers, tolerance=TOL, computed=frozenset({"net_dL_dw"}), deduction=0.5, params=numbers)
+        for numbers in params
+        for answers in _every_kind_of_class(assignment)
+    ]
     assert replayed == per_student
     assert replayed[0] != replayed[len(replayed) // 2]  # the parameters changed the references
 
@@ -222,8 +237,10 @@ def test_replayed_references_score_exactly_as_running_the_hidden_tests_per_stude
         ("import sys\nmarks = Marks()\nmarks.value('a', a, 1, 'h')", False),
         ("marks = Marks()\nmarks.value('a', answer=a, reference=1, hint='h')", False),
         ("marks = Marks()\ndef f(x):\n    return a * x\nmarks.function('f', f, f, 'h')", False),
-        ("marks = Marks()\ndef ref(x):\n    return torch.tensor(float(x)) ** 2\nmarks.function('f', f, ref, 'h')",
-         True),
+        (
+            "marks = Marks()\ndef ref(x):\n    return torch.tensor(float(x)) ** 2\nmarks.function('f', f, ref, 'h')",
+            True,
+        ),
     ],
 )
 def test_only_cells_that_read_nothing_of_the_student_are_replayed(body, replayed):
@@ -237,11 +254,15 @@ def test_a_cell_that_reads_an_answer_is_run_for_each_student(assignment):
 
     from course.pipeline.judge import judge_question
 
-    echo = replace(assignment.questions[0], test_source=_hidden(
-        "marks = Marks()\n"
-        "marks.value('slope_at_3', slope_at_3, torch.tensor(float(slope_at_minus_2)), 'h')\n"
-        "marks.value('slope_at_minus_2', slope_at_minus_2, -4, 'h')\n"
-        "marks.value('slope_at_0', slope_at_0, 0, 'h')\nmarks.total()"))
+    echo = replace(
+        assignment.questions[0],
+        test_source=_hidden(
+            "marks = Marks()\n"
+            "marks.value('slope_at_3', slope_at_3, torch.tensor(float(slope_at_minus_2)), 'h')\n"
+            "marks.value('slope_at_minus_2', slope_at_minus_2, -4, 'h')\n"
+            "marks.value('slope_at_0', slope_at_0, 0, 'h')\nmarks.total()"
+        ),
+    )
     for value in (-4, 7):
         answers = contract_answers(assignment)
         answers["slope_at_3"] = answers["slope_at_minus_2"] = Answer(VALUE, value)

@@ -21,7 +21,9 @@ from tests.support.helpers import SOURCE_NOTEBOOK, load
 
 HEADER = "import torch\n\nfrom course.authoring.kit import Ask, Exercise\n\n\n"
 
-SLOPE = HEADER + '''\
+SLOPE = (
+    HEADER
+    + """\
 def line(w, x, b):
     w = torch.tensor(float(w), dtype=torch.float64, requires_grad=True)
     y = w * x + b
@@ -35,7 +37,8 @@ EXERCISES = [Exercise(
     answers=[Ask("line_y", hint="w·x + b.", idea="The forward pass."),
              Ask("line_dy_dw", points=2, hint="∂y/∂w is x.", idea="The slope of a product in one factor.")],
 )]
-'''
+"""
+)
 
 
 def _module(tmp_path: Path, text: str) -> Path:
@@ -56,11 +59,12 @@ def test_a_definition_adds_its_cells_and_keeps_every_hand_written_cell(tmp_path)
     ids = _grade_ids(written)
     # after the last hand-written question, before the closing words
     last_test = max(index for index, grade_id in enumerate(_grade_ids(original)) if grade_id.startswith("test_"))
-    assert ids[last_test + 2:last_test + 5] == ["answer_line", "form_line", "test_line"]
+    assert ids[last_test + 2 : last_test + 5] == ["answer_line", "form_line", "test_line"]
     kept = [cell for cell in written["cells"] if not str(cell.get("id", "")).startswith("kit-")]
     numbers = next(index for index, grade_id in enumerate(ids) if grade_id == "numbers")
-    assert [c for i, c in enumerate(kept) if i != numbers] == [c for i, c in enumerate(original["cells"])
-                                                               if i != numbers]
+    assert [c for i, c in enumerate(kept) if i != numbers] == [
+        c for i, c in enumerate(original["cells"]) if i != numbers
+    ]
     numbers_source = "".join(written["cells"][numbers]["source"])
     assert '"cubic_x": 4,' in numbers_source
     assert '"line_w": 3, "line_x": 2, "line_b": -1,' in numbers_source
@@ -101,13 +105,19 @@ def test_write_notebook_writes_only_when_something_changed(tmp_path):
 
 
 BROKEN = [
-    (SLOPE.replace("y = w * x + b\n", "y = w * x + b\n    y = y / 0 + undefined_name\n"),
-     r"build raised NameError: name 'undefined_name' is not defined \(line \d+ of .*exercises.py: "
-     r"y = y / 0 \+ undefined_name\); fix build"),
-    (SLOPE.replace('"line_dy_dw": w.grad}', '"line_dy_dW": w.grad}'),
-     "build must return exactly its answers by name; no value for line_dy_dw; line_dy_dW asked by no Ask"),
-    (SLOPE.replace('Ask("line_y",', 'Ask("line_y", form="list of 2 numbers",'),
-     "build returns 5.0 for 'line_y', which is not a list of 2 numbers"),
+    (
+        SLOPE.replace("y = w * x + b\n", "y = w * x + b\n    y = y / 0 + undefined_name\n"),
+        r"build raised NameError: name 'undefined_name' is not defined \(line \d+ of .*exercises.py: "
+        r"y = y / 0 \+ undefined_name\); fix build",
+    ),
+    (
+        SLOPE.replace('"line_dy_dw": w.grad}', '"line_dy_dW": w.grad}'),
+        "build must return exactly its answers by name; no value for line_dy_dw; line_dy_dW asked by no Ask",
+    ),
+    (
+        SLOPE.replace('Ask("line_y",', 'Ask("line_y", form="list of 2 numbers",'),
+        "build returns 5.0 for 'line_y', which is not a list of 2 numbers",
+    ),
     (SLOPE.replace('Ask("line_y",', 'Ask("line_y", form="a number",'), "has the form 'a number'"),
     (SLOPE.replace('Ask("line_dy_dw"', 'Ask("line_y"'), "answer 'line_y' is asked by exercise 'line' too"),
     (SLOPE.replace("b = {{b}}", "c = {{c}}"), r"its question shows \{\{c\}\}, which is none of its numbers"),
@@ -115,12 +125,18 @@ BROKEN = [
     (SLOPE.replace('"b": -1}', '"bias": -1}'), r"build takes \(b, w, x\) but numbers names \(bias, w, x\)"),
     (SLOPE.replace(', idea="The forward pass."', ""), "needs a hint .* and an idea"),
     (SLOPE.replace('id="line"', 'id="Line"'), "its id must be lower-case letters"),
-    (SLOPE.replace("y = w * x + b\n", "y = w * x + b + OFFSET\n").replace("EXERCISES = [", "OFFSET = 0\nEXERCISES = ["),
-     "build, run alone as the hidden tests run it, raised NameError: name 'OFFSET' is not defined; build may use "
-     "only its arguments, torch and math"),
+    (
+        SLOPE.replace("y = w * x + b\n", "y = w * x + b + OFFSET\n").replace(
+            "EXERCISES = [", "OFFSET = 0\nEXERCISES = ["
+        ),
+        "build, run alone as the hidden tests run it, raised NameError: name 'OFFSET' is not defined; build may use "
+        "only its arguments, torch and math",
+    ),
     (SLOPE.replace('"line_y"', '"references"'), "the answer references is a name the hidden tests use themselves"),
-    (SLOPE.replace("EXERCISES = [Exercise(", "EXERCISES = [('not an exercise'), Exercise("),
-     "EXERCISES holds str, not an Exercise"),
+    (
+        SLOPE.replace("EXERCISES = [Exercise(", "EXERCISES = [('not an exercise'), Exercise("),
+        "EXERCISES holds str, not an Exercise",
+    ),
 ]
 
 
@@ -130,16 +146,22 @@ def test_a_broken_definition_names_the_file_the_exercise_and_what_to_do(tmp_path
     with pytest.raises(AuthoringError, match=said) as caught:
         write_cells(load(SOURCE_NOTEBOOK), load_exercises(module), module)
     assert str(module) in str(caught.value)
-    assert "exercise 'line'" in str(caught.value) or "EXERCISES holds" in str(caught.value) \
+    assert (
+        "exercise 'line'" in str(caught.value)
+        or "EXERCISES holds" in str(caught.value)
         or "exercise 'Line'" in str(caught.value)
+    )
 
 
 def test_cells_of_a_definition_that_is_gone_are_named_not_kept_silently(tmp_path):
     module = _module(tmp_path, SLOPE)
     written = write_cells(load(SOURCE_NOTEBOOK), load_exercises(module), module)
     module.write_text(SLOPE.replace('id="line"', 'id="straight"'), encoding="utf-8")
-    with pytest.raises(AuthoringError, match=r"cell \d+ of the notebook \(kit-line-question\) was written by the "
-                                             "kit for an exercise that no definition of EXERCISES names now"):
+    with pytest.raises(
+        AuthoringError,
+        match=r"cell \d+ of the notebook \(kit-line-question\) was written by the "
+        "kit for an exercise that no definition of EXERCISES names now",
+    ):
         write_cells(written, load_exercises(module), module)
 
 
@@ -169,8 +191,9 @@ def test_new_assignment_makes_an_assignment_that_loads_and_scores_its_own_key(co
     # the hand-written assignments are left alone; the two written with the kit are up to date
     assert capsys.readouterr().out == "backprop: already up to date\ndemo: already up to date\n"
     assert main(["--course", str(course_root), "new", "assignment", "demo"]) == 1
-    assert re.search(r"course.yaml: the course already has an assignment 'demo'; choose another name",
-                     capsys.readouterr().err)
+    assert re.search(
+        r"course.yaml: the course already has an assignment 'demo'; choose another name", capsys.readouterr().err
+    )
     assert main(["--course", str(course_root), "new", "assignment", "Bad-Name"]) == 1
     assert "an assignment's name is lower-case letters" in capsys.readouterr().err
     assert main(["--course", str(course_root), "kit", "write", "--assignment", "autograd"]) == 1  # hand-written
@@ -190,10 +213,12 @@ def test_a_course_yaml_the_scaffold_cannot_extend_is_left_as_it_is_with_what_to_
     config = course_root / "source" / "course.yaml"
     flow = config.read_text(encoding="utf-8").replace(
         "assignments:\n  - name: autograd\n    notebook: autograd.ipynb\n",
-        "assignments: [{name: autograd, notebook: autograd.ipynb},\n  ")
-    flow = flow.replace("  - name: training\n    notebook: training.ipynb\n  - name: backprop\n"
-                        "    notebook: backprop.ipynb\n",
-                        "{name: training, notebook: training.ipynb}, {name: backprop, notebook: backprop.ipynb}]\n")
+        "assignments: [{name: autograd, notebook: autograd.ipynb},\n  ",
+    )
+    flow = flow.replace(
+        "  - name: training\n    notebook: training.ipynb\n  - name: backprop\n    notebook: backprop.ipynb\n",
+        "{name: training, notebook: training.ipynb}, {name: backprop, notebook: backprop.ipynb}]\n",
+    )
     config.write_text(flow, encoding="utf-8")
     assert [a.name for a in load_config(course_root).assignments] == ["autograd", "training", "backprop"]
     assert main(["--course", str(course_root), "new", "assignment", "demo"]) == 1
@@ -206,8 +231,11 @@ def test_cells_that_would_clash_with_a_hand_written_exercise_are_named_and_nothi
     module = _module(tmp_path, SLOPE.replace('"line_y"', '"cubic_grad"'))  # an answer of the hand-written cubic
     notebook = tmp_path / "source" / "autograd" / "autograd.ipynb"
     notebook.write_text(SOURCE_NOTEBOOK.read_text(encoding="utf-8"), encoding="utf-8")
-    with pytest.raises(AuthoringError, match=r"would break the notebook's cell conventions, so .*autograd.ipynb was "
-                                             r"left as it was: .*answer 'cubic_grad' is assigned in both answer_cubic "
-                                             "and answer_line"):
+    with pytest.raises(
+        AuthoringError,
+        match=r"would break the notebook's cell conventions, so .*autograd.ipynb was "
+        r"left as it was: .*answer 'cubic_grad' is assigned in both answer_cubic "
+        "and answer_line",
+    ):
         write_notebook(notebook, module)
     assert notebook.read_text(encoding="utf-8") == SOURCE_NOTEBOOK.read_text(encoding="utf-8")

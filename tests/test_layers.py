@@ -20,7 +20,6 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "course"
 
 
-
 @dataclass(frozen=True)
 class Import:
     """One module's import of another (`line` in `importer`); `names`: what a `from` import takes from it."""
@@ -51,15 +50,18 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> list[Import]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                above = package.split(".")[:len(package.split(".")) - node.level + 1]
+                above = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*above, base] if base else above)
             if base not in modules:
                 continue
             taken = tuple(alias.name for alias in node.names if f"{base}.{alias.name}" not in modules)
             if taken:
                 found.append(Import(name, base, node.lineno, taken))
-            found += [Import(name, f"{base}.{alias.name}", node.lineno, ()) for alias in node.names
-                      if f"{base}.{alias.name}" in modules]
+            found += [
+                Import(name, f"{base}.{alias.name}", node.lineno, ())
+                for alias in node.names
+                if f"{base}.{alias.name}" in modules
+            ]
     return [one for one in found if one.imported != name]
 
 
@@ -104,13 +106,20 @@ def cycles(imports: tuple[Import, ...] | list[Import]) -> list[list[str]]:
 
 def private_imports(imports: tuple[Import, ...] | list[Import]) -> set[tuple[str, str, str]]:
     """(importer, imported, name) for every `_name` (not a dunder) one module takes from another."""
-    return {(one.importer, one.imported, name) for one in imports for name in one.names
-            if name.startswith("_") and not name.startswith("__")}
+    return {
+        (one.importer, one.imported, name)
+        for one in imports
+        for name in one.names
+        if name.startswith("_") and not name.startswith("__")
+    }
 
 
 def _shown(component: list[str], imports: tuple[Import, ...]) -> str:
-    edges = [f"{one.importer} (line {one.line}) -> {one.imported}" for one in imports
-             if one.importer in component and one.imported in component]
+    edges = [
+        f"{one.importer} (line {one.line}) -> {one.imported}"
+        for one in imports
+        if one.importer in component and one.imported in component
+    ]
     return "; ".join(sorted(set(edges)))
 
 
@@ -124,8 +133,9 @@ def test_the_checker_can_fail(tmp_path):
     (package / "b.py").write_text("import pkg\n\ndef helper():\n    from pkg.a import _hidden\n    return _hidden\n")
     (package / "sub" / "__init__.py").write_text("from pkg.sub import c\n")
     (package / "sub" / "c.py").write_text("from . import d\n")
-    (package / "sub" / "d.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                                          "    from pkg.sub.c import Thing\n")
+    (package / "sub" / "d.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.sub.c import Thing\n"
+    )
     (package / "e.py").write_text("from pkg import a\nfrom pkg.sub import c\n")
     modules = modules_of(package)
     imports = [one for name, path in modules.items() for one in imports_of(name, path, modules)]
@@ -139,13 +149,16 @@ def test_course_has_no_import_cycle():
     # read at all:
     assert any(one.importer == "course.term.batch" and one.imported == "course.pipeline.grading" for one in imports)
     found = cycles(imports)
-    assert found == [], "import cycles in course/ (move what both sides share into a module both import): " + \
-        " | ".join(_shown(component, imports) for component in found)
+    assert found == [], (
+        "import cycles in course/ (move what both sides share into a module both import): "
+        + " | ".join(_shown(component, imports) for component in found)
+    )
 
 
 def test_no_module_imports_another_modules_private_name():
-    assert private_imports(course_imports()) == set(), "a module imports another's private name (make it public, " \
-        "or move it where both belong)"
+    assert private_imports(course_imports()) == set(), (
+        "a module imports another's private name (make it public, or move it where both belong)"
+    )
 
 
 # Lowest first: a module of one layer imports from its own layer and those before it.
@@ -167,8 +180,11 @@ def rank(module: str) -> int:
 
 
 def upward(imports: tuple[Import, ...] | list[Import]) -> list[str]:
-    return sorted(f"{one.importer}:{one.line} imports {one.imported}" for one in imports
-                  if rank(one.imported) > rank(one.importer))
+    return sorted(
+        f"{one.importer}:{one.line} imports {one.imported}"
+        for one in imports
+        if rank(one.imported) > rank(one.importer)
+    )
 
 
 def test_every_module_lives_in_a_layer_or_is_a_face():
@@ -178,8 +194,9 @@ def test_every_module_lives_in_a_layer_or_is_a_face():
             rank(module)
         except LookupError:
             homeless.append(module)
-    assert homeless == [], (f"put each in one of course/{{{','.join(LAYERS)}}}/ (docs/architecture.md says which "
-                            "holds what)")
+    assert homeless == [], (
+        f"put each in one of course/{{{','.join(LAYERS)}}}/ (docs/architecture.md says which holds what)"
+    )
 
 
 def test_each_layer_is_a_package_that_says_what_it_holds():

@@ -32,7 +32,10 @@ def test_a_log_line_has_its_time_level_and_logger_and_the_level_is_the_least_sho
     line = LINE.fullmatch(lines[0])
     assert line is not None, lines[0]
     assert line.group("level", "logger", "message") == (
-        "WARNING", "course.sandbox.pool", "uid 61003 still owns processes after a run; it is retired")
+        "WARNING",
+        "course.sandbox.pool",
+        "uid 61003 still owns processes after a run; it is retired",
+    )
     configure("debug")
     logging.getLogger("course.platforms.service.worker").debug("looked at the queue")
     assert LINE.fullmatch(capsys.readouterr().err.strip()).group("level") == "DEBUG"

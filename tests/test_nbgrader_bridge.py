@@ -20,8 +20,9 @@ from course.term.nbgrader_bridge import nbgrader_migration_head, open_gradebook
 def test_the_in_process_head_is_the_one_alembic_heads_prints():
     alembic = Path(sys.executable).parent / "alembic"
     with _temp_alembic_ini("sqlite:////nonexistent/gradebook.db") as ini:
-        printed = subprocess.run([str(alembic), "-c", ini, "heads"], capture_output=True, text=True, check=True,
-                                 timeout=300).stdout
+        printed = subprocess.run(
+            [str(alembic), "-c", ini, "heads"], capture_output=True, text=True, check=True, timeout=300
+        ).stdout
     assert nbgrader_migration_head() == printed.split("\n")[0].split(" ")[0] != ""
 
 

@@ -32,8 +32,12 @@ def _python() -> str:
 def _as_instructor(command: list[str], home: Path, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["setpriv", f"--reuid={USER}", f"--regid={USER}", "--clear-groups", "--inh-caps=-all", *command],
-        env={"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}, capture_output=True, text=True,
-        timeout=600, check=False, **kwargs,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        **kwargs,
     )
 
 
@@ -65,11 +69,26 @@ def test_an_ordinary_user_grades_the_class_in_namespaces(instructor_course):
     )
     mallory = instructor_course / "submitted" / "mallory" / "autograd" / "autograd.ipynb"
     write(add_cell(submitted_notebook(), attack), mallory)
-    write(add_cell(submitted_notebook(), "while True:\n    pass"),
-          instructor_course / "submitted" / "looper" / "autograd" / "autograd.ipynb")
+    write(
+        add_cell(submitted_notebook(), "while True:\n    pass"),
+        instructor_course / "submitted" / "looper" / "autograd" / "autograd.ipynb",
+    )
     write(submitted_notebook(), instructor_course / "submitted" / "zoe" / "autograd" / "autograd.ipynb")
-    completed = _as_instructor([python, "-m", "course", "--course", str(instructor_course), "grade",
-                                "--out", str(instructor_course / "out"), "--jobs", "1"], instructor_course)
+    completed = _as_instructor(
+        [
+            python,
+            "-m",
+            "course",
+            "--course",
+            str(instructor_course),
+            "grade",
+            "--out",
+            str(instructor_course / "out"),
+            "--jobs",
+            "1",
+        ],
+        instructor_course,
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "sandbox: bubblewrap in a user namespace" in completed.stdout
     grades = next((instructor_course / "out").glob("grades*.csv"))  # the CSV's name is the gradebook's business
@@ -80,12 +99,12 @@ def test_an_ordinary_user_grades_the_class_in_namespaces(instructor_course):
     assert scores["bob"] == ("45", "graded")
     assert scores["looper"][1] == "timed_out"
     assert scores["zoe"] == ("57", "graded")  # graded after the looper on the same worker
-    feedback = json.loads((instructor_course / "out" / "feedback" / "mallory" / "autograd" / "feedback.json")
-                          .read_text(encoding="utf-8"))
+    feedback = json.loads(
+        (instructor_course / "out" / "feedback" / "mallory" / "autograd" / "feedback.json").read_text(encoding="utf-8")
+    )
     shown = {v["name"]: v["your_value"] for q in feedback["questions"] for v in q["values"]}
     assert shown["net_h"] == "'refused 2'"  # ENOENT: the course is not in the sandbox's view at all
     assert shown["net_a"].startswith("'no network")
-
 
 
 ATTEMPT = (
@@ -102,8 +121,10 @@ ATTEMPT = (
 )
 
 # A cell that computes for a second and a half: the grader has it give way (course/sandbox/giving_way.py).
-GIVING_WAY = ("import os, time\nstart = time.process_time()\nwhile time.process_time() - start < 1.5:\n    pass\n"
-              "result = os.sched_getscheduler(0)")
+GIVING_WAY = (
+    "import os, time\nstart = time.process_time()\nwhile time.process_time() - start < 1.5:\n    pass\n"
+    "result = os.sched_getscheduler(0)"
+)
 
 WARM_CHECK = f"""
 import json
@@ -179,14 +200,33 @@ def test_files_the_grader_may_not_read_are_its_errors_and_the_class_goes_on(inst
     bob.chmod(0o700)
     os.chown(alice, 0, 0)
     alice.chmod(0o600)
-    completed = _as_instructor([python, "-m", "course", "--course", str(instructor_course), "grade",
-                                "--out", str(instructor_course / "out"), "--jobs", "1"], instructor_course)
+    completed = _as_instructor(
+        [
+            python,
+            "-m",
+            "course",
+            "--course",
+            str(instructor_course),
+            "grade",
+            "--out",
+            str(instructor_course / "out"),
+            "--jobs",
+            "1",
+        ],
+        instructor_course,
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "Traceback" not in completed.stdout
     with (instructor_course / "out" / "grades-autograd.csv").open(encoding="utf-8") as stream:
         rows = {row["student_id"]: (row["score"], row["status"]) for row in csv.DictReader(stream)}
-    assert rows == {"alice": ("0", "autograder_error"), "bob": ("0", "autograder_error"), "carol": ("0", "graded"),
-                    "dave": ("57", "graded"), "erin": ("4", "graded"), "frank": ("0", "failed")}
+    assert rows == {
+        "alice": ("0", "autograder_error"),
+        "bob": ("0", "autograder_error"),
+        "carol": ("0", "graded"),
+        "dave": ("57", "graded"),
+        "erin": ("4", "graded"),
+        "frank": ("0", "failed"),
+    }
     assert "2 autograder errors" in completed.stdout
     assert "could not be read by the grader" in completed.stderr  # the instructor is told which file, and why
     feedback = json.loads((instructor_course / "out" / "feedback" / "alice" / "autograd" / "feedback.json").read_text())

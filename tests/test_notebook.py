@@ -36,7 +36,11 @@ def run_check(code: str, **answers) -> tuple[list[str], str]:
 def test_every_problem_of_a_question_is_reported_at_once():
     problems, printed = run_check(
         'check_form(a="number", b="list of 3 numbers", c="True or False", d="number", e="number or None")',
-        a=..., b=[1, 2], c="False", e=None)
+        a=...,
+        b=[1, 2],
+        c="False",
+        e=None,
+    )
     assert problems == [
         "a is still `...`: replace it with the value you derived by hand.",
         "b should be a list of 3 numbers, but it has 2.",
@@ -46,41 +50,61 @@ def test_every_problem_of_a_question_is_reported_at_once():
     assert printed == "ok   e: right form (number or None)\n"
 
 
-@pytest.mark.parametrize(("form", "value", "problem"), [
-    ("number", torch.tensor(3.0), "x is a tensor: write down the plain number you derived, e.g. x = 7.5"),
-    ("number", True, "x should be a number, but it is a bool: True."),
-    ("number", float("nan"), "x should be a number, but it is a float: nan."),
-    ("number", "12", "x should be a number, but it is a str: '12'."),
-    ("list of 2 numbers", (1, 2), "x should be a list of 2 numbers, but it is a tuple: (1, 2)."),
-    ("list of 2 numbers", [1, ...], "x should be a list of 2 numbers, but item 2 is still `...`."),
-    ("list of 2 numbers", [1, "2"], "x should be a list of 2 numbers, but item 2 is a str: '2'."),
-    ("function", 3, "x should be a function of x, but it is an int: 3."),
-    ("function", lambda x: ..., "x(1.5) returns `...`: replace `return ...` with your derivative."),
-    ("function", lambda x: 1 / 0, "x(1.5) raised ZeroDivisionError: division by zero"),
-    ("function", lambda x: torch.tensor(x), "x should return a number, but x(1.5) returned a tensor."),
-    ("class name or None", "Add Backward", "x should be a class name in quotes (a string) or None, but it is a "
-                                           "str: 'Add Backward'."),
-    ("class name or None", 0, "x should be a class name in quotes (a string) or None, but it is an int: 0."),
-    # said in words, never a type's internal name or a memory address
-    ("number", None, "x should be a number, but it is None."),
-    ("function", lambda x: None, "x should return a number, but x(1.5) returned None."),
-    ("list of 2 numbers", [1, None], "x should be a list of 2 numbers, but item 2 is None."),
-    ("number", torch.tensor(2.0).item, "x should be a number, but it is a function (item)."),
-    ("class name or None", (torch.tensor(2.0, requires_grad=True) ** 2).grad_fn,
-     "x should be a class name in quotes (a string) or None, but it is a PowBackward0 object."),
-    ("number", object(), "x should be a number, but it is an object."),
-    ("list of 3 numbers", torch.tensor([1.0, 2.0, 3.0]),
-     "x is a tensor: write down the 3 plain numbers you derived as a list, e.g. x = [7.5, ...]"),
-])
+@pytest.mark.parametrize(
+    ("form", "value", "problem"),
+    [
+        ("number", torch.tensor(3.0), "x is a tensor: write down the plain number you derived, e.g. x = 7.5"),
+        ("number", True, "x should be a number, but it is a bool: True."),
+        ("number", float("nan"), "x should be a number, but it is a float: nan."),
+        ("number", "12", "x should be a number, but it is a str: '12'."),
+        ("list of 2 numbers", (1, 2), "x should be a list of 2 numbers, but it is a tuple: (1, 2)."),
+        ("list of 2 numbers", [1, ...], "x should be a list of 2 numbers, but item 2 is still `...`."),
+        ("list of 2 numbers", [1, "2"], "x should be a list of 2 numbers, but item 2 is a str: '2'."),
+        ("function", 3, "x should be a function of x, but it is an int: 3."),
+        ("function", lambda x: ..., "x(1.5) returns `...`: replace `return ...` with your derivative."),
+        ("function", lambda x: 1 / 0, "x(1.5) raised ZeroDivisionError: division by zero"),
+        ("function", lambda x: torch.tensor(x), "x should return a number, but x(1.5) returned a tensor."),
+        (
+            "class name or None",
+            "Add Backward",
+            "x should be a class name in quotes (a string) or None, but it is a str: 'Add Backward'.",
+        ),
+        ("class name or None", 0, "x should be a class name in quotes (a string) or None, but it is an int: 0."),
+        # said in words, never a type's internal name or a memory address
+        ("number", None, "x should be a number, but it is None."),
+        ("function", lambda x: None, "x should return a number, but x(1.5) returned None."),
+        ("list of 2 numbers", [1, None], "x should be a list of 2 numbers, but item 2 is None."),
+        ("number", torch.tensor(2.0).item, "x should be a number, but it is a function (item)."),
+        (
+            "class name or None",
+            (torch.tensor(2.0, requires_grad=True) ** 2).grad_fn,
+            "x should be a class name in quotes (a string) or None, but it is a PowBackward0 object.",
+        ),
+        ("number", object(), "x should be a number, but it is an object."),
+        (
+            "list of 3 numbers",
+            torch.tensor([1.0, 2.0, 3.0]),
+            "x is a tensor: write down the 3 plain numbers you derived as a list, e.g. x = [7.5, ...]",
+        ),
+    ],
+)
 def test_each_wrong_form_is_said_in_a_sentence(form, value, problem):
     assert run_check(f"check_form(x={form!r})", x=value)[0] == [problem]
 
 
-@pytest.mark.parametrize(("form", "value"), [
-    ("number", 2), ("number", -0.5), ("number or None", None), ("True or False", False),
-    ("list of 3 numbers", [1, 2.5, -3]), ("function", lambda x: 3 * x ** 2 - 2),
-    ("class name or None", "AddBackward0"), ("class name or None", None),
-])
+@pytest.mark.parametrize(
+    ("form", "value"),
+    [
+        ("number", 2),
+        ("number", -0.5),
+        ("number or None", None),
+        ("True or False", False),
+        ("list of 3 numbers", [1, 2.5, -3]),
+        ("function", lambda x: 3 * x**2 - 2),
+        ("class name or None", "AddBackward0"),
+        ("class name or None", None),
+    ],
+)
 def test_a_well_formed_answer_passes(form, value):
     assert run_check(f"check_form(x={form!r})", x=value) == ([], f"ok   x: right form ({form})\n")
 
@@ -88,7 +112,8 @@ def test_a_well_formed_answer_passes(form, value):
 def test_quiet_prints_nothing_but_still_fails():
     assert run_check('check_form(x="number", quiet=True)', x=1) == ([], "")
     assert run_check('check_form(x="number", quiet=True)', x=...)[0] == [
-        "x is still `...`: replace it with the value you derived by hand."]
+        "x is still `...`: replace it with the value you derived by hand."
+    ]
 
 
 def test_a_form_that_does_not_exist_is_the_instructors_error():
@@ -120,8 +145,10 @@ def test_marks_scores_value_by_value_for_plain_nbgrader(capsys):
     marks.value("h", "AddBackward0", "MulBackward0", "hint h")
     marks.value("i", None, "MulBackward0", "hint i")
     assert marks.total() == 8
-    assert capsys.readouterr().out == "b does not match torch. hint b\nh does not match torch. hint h\n" \
-                                      "i does not match torch. hint i\n"
+    assert (
+        capsys.readouterr().out == "b does not match torch. hint b\nh does not match torch. hint h\n"
+        "i does not match torch. hint i\n"
+    )
 
 
 def run_torch_check(code: str, **answers) -> list[str]:
@@ -140,7 +167,16 @@ def test_check_with_torch_says_match_or_not_yet_and_never_torchs_value():
         "check_with_torch(a=torch.tensor(6.0), b=torch.tensor(-0.0408, dtype=torch.float64), c=torch.tensor(2.5),"
         " d=True, e='MulBackward0', f=[torch.tensor(9.0), torch.tensor(0.5625), torch.tensor(4.0)], g=None,"
         " h=torch.tensor(1.0), i=torch.tensor(7.25), j=torch.tensor(3.0))",
-        a=6, b=-0.0408, c=3, d=False, e="AddBackward0", f=[9, 0.25, 5], g=None, h=..., i=torch.tensor(7.25))
+        a=6,
+        b=-0.0408,
+        c=3,
+        d=False,
+        e="AddBackward0",
+        f=[9, 0.25, 5],
+        g=None,
+        h=...,
+        i=torch.tensor(7.25),
+    )
     assert lines == [
         "✓ a matches torch.",
         "✓ b matches torch.",
@@ -160,19 +196,26 @@ def test_check_with_torch_says_match_or_not_yet_and_never_torchs_value():
 
 
 def test_check_with_torch_compares_lists_item_by_item_and_counts_a_whole_match():
-    assert run_torch_check("check_with_torch(v=[torch.tensor(1.0), torch.tensor(2.0)], w=torch.tensor([1.0, 2.0]))",
-                           v=[1, 2.0], w=[1, 2, 3]) == [
+    assert run_torch_check(
+        "check_with_torch(v=[torch.tensor(1.0), torch.tensor(2.0)], w=torch.tensor([1.0, 2.0]))",
+        v=[1, 2.0],
+        w=[1, 2, 3],
+    ) == [
         "✓ v matches torch at every item.",
         "✗ w should be a list of 2 numbers, as torch's is.",
         "1 of 2 match torch. Find the slip on paper, then run this cell again.",
     ]
     assert run_torch_check("check_with_torch(v=torch.tensor(0.1 + 0.2))", v=0.3) == [
-        "✓ v matches torch.", "1 of 1 match torch."]
-    assert run_torch_check("check_with_torch(f=torch.tensor(46.0))", f=lambda x: 3 * x ** 2 - 2)[0] == (
-        "✗ f is a function: compare what it returns at a point with torch's slope there.")
+        "✓ v matches torch.",
+        "1 of 1 match torch.",
+    ]
+    assert run_torch_check("check_with_torch(f=torch.tensor(46.0))", f=lambda x: 3 * x**2 - 2)[0] == (
+        "✗ f is a function: compare what it returns at a point with torch's slope there."
+    )
 
 
 # ----------------------------------------------------------------------------------- in a real kernel
+
 
 def execute(notebook: dict) -> nbformat.NotebookNode:
     """Run the notebook in a real kernel like Run All: it stops at the first cell that fails."""
@@ -197,7 +240,8 @@ def test_in_a_kernel_a_form_check_shows_its_sentences_and_no_traceback():
     slopes = cell_of(ran, "form_slopes")
     assert [o.get("text") for o in slopes.outputs] == [
         "ok   slope_at_3: right form (number)\nok   slope_at_minus_2: right form (number)\n"
-        "ok   slope_at_0: right form (number)\n"]
+        "ok   slope_at_0: right form (number)\n"
+    ]
     outputs = cell_of(ran, "form_graph_walk").outputs
     assert [o.output_type for o in outputs] == ["error"]
     error = outputs[0]
@@ -214,6 +258,7 @@ def test_in_a_kernel_a_form_check_shows_its_sentences_and_no_traceback():
 
 
 # ------------------------------------------------------------------- the judge's Marks, not the notebook's
+
 
 def test_hidden_tests_never_bring_their_own_marks_or_checks(assignment):
     """The judge runs only the hidden region, with its own `Marks` in the namespace; nothing there may
@@ -266,7 +311,8 @@ def test_the_grader_hands_the_module_to_the_sandbox_as_text(tmp_path):
         "import course.notebook\n"
         "print(json.dumps([before, course.notebook.__file__, namespace['check_form'].__module__]))\n"
     )
-    done = subprocess.run([sys.executable, "-I", "-c", program], cwd=tmp_path, capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", program], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [[], "course/notebook.py", "course.notebook"]

@@ -52,9 +52,11 @@ def test_nothing_runs_as_the_students_uid_once_their_run_is_reported_ended(pool)
     itself: the kernel ended every process of it first, a child and an orphan handed to the run's pid 1 included."""
     from course.sandbox.uids import processes_of
 
-    daemon = ("import os, subprocess, time\nsubprocess.Popen(['sleep', '600'])\nif os.fork() == 0:\n"
-              "    if os.fork() == 0:\n        while True:\n            time.sleep(1)\n    os._exit(0)\n"
-              "time.sleep(0.2)\nresult = 1")
+    daemon = (
+        "import os, subprocess, time\nsubprocess.Popen(['sleep', '600'])\nif os.fork() == 0:\n"
+        "    if os.fork() == 0:\n        while True:\n            time.sleep(1)\n    os._exit(0)\n"
+        "time.sleep(0.2)\nresult = 1"
+    )
     ran = run(pool, daemon)
     assert ran.answers["result"].value == 1, ran.output
     assert processes_of(pool._workers[0].uid) == []
@@ -107,8 +109,10 @@ def test_a_standby_worker_stands_in_for_a_long_run_and_takes_its_place_after():
     worker starts while the class waits; when the long run ends, its worker goes into standby in turn."""
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(1) as threads, WarmPool(1, Limits(cell_seconds=20, submission_seconds=60),
-                                                     standby=1) as pool:
+    with (
+        ThreadPoolExecutor(1) as threads,
+        WarmPool(1, Limits(cell_seconds=20, submission_seconds=60), standby=1) as pool,
+    ):
         wait_for(lambda: len(pool._standby) == 1, "the standby worker to start")
         standby = pool._standby[0]
         sleeper = threads.submit(pool.run, [Cell(0, "cell", "import time\ntime.sleep(600)")], ("result",), {})
@@ -166,13 +170,26 @@ def test_the_helper_module_a_student_changes_is_fresh_for_the_next(pool):
     from course.sandbox.handed_in import notebook_module_cell
 
     helpers = Cell(-3, "helpers (from the course)", notebook_module_cell())
-    tampered = pool.run([helpers, Cell(0, "cell", "import course.notebook as m\nm.TOLERANCE = 5.0\n"
-                                                  "m.check_form = None\nresult = m.TOLERANCE")], ("result",), {})
+    tampered = pool.run(
+        [
+            helpers,
+            Cell(
+                0, "cell", "import course.notebook as m\nm.TOLERANCE = 5.0\nm.check_form = None\nresult = m.TOLERANCE"
+            ),
+        ],
+        ("result",),
+        {},
+    )
     assert tampered.answers["result"].value == 5.0
     assert [cell.error for cell in tampered.cells] == [None, None]
-    later = pool.run([helpers, Cell(0, "cell", "import course.notebook as m\n"
-                                               "result = m.TOLERANCE if callable(m.check_form) else -1.0")],
-                     ("result",), {})
+    later = pool.run(
+        [
+            helpers,
+            Cell(0, "cell", "import course.notebook as m\nresult = m.TOLERANCE if callable(m.check_form) else -1.0"),
+        ],
+        ("result",),
+        {},
+    )
     assert later.answers["result"].value == 1e-6
 
 
@@ -190,8 +207,7 @@ def test_only_the_exact_prelude_text_is_skipped():
     prelude = "runs = globals().get('runs', 0) + 1\n"
     with WarmPool(1, LIMITS, prelude=(prelude,)) as warm:
         same = warm.run([Cell(-1, "prelude", prelude), Cell(0, "cell", "result = runs")], ("result",), {})
-        edited = warm.run([Cell(-1, "prelude", prelude + "\n"), Cell(0, "cell", "result = runs")],
-                          ("result",), {})
+        edited = warm.run([Cell(-1, "prelude", prelude + "\n"), Cell(0, "cell", "result = runs")], ("result",), {})
     assert same.answers["result"].value == 1
     assert edited.answers["result"].value == 2
 
@@ -202,10 +218,19 @@ def test_cells_the_worker_compiled_run_as_if_compiled_in_the_child():
     annotations` compiled under it (its annotation is not evaluated), as IPython would."""
     released = ("q: undefined_name = 2\nresult = 1", "x = 1\ny = x / 0", "value = 41 + 1\nvalue")
     with WarmPool(1, LIMITS, compiled=released) as warm:
-        plain = warm.run([Cell(0, "c0", released[0]), Cell(1, "c1", released[1]), Cell(2, "c2", released[2]),
-                          Cell(3, "c3", "result = value")], ("result",), {})
-        future = warm.run([Cell(0, "c0", "from __future__ import annotations"), Cell(1, "c1", released[0])],
-                          ("result",), {})
+        plain = warm.run(
+            [
+                Cell(0, "c0", released[0]),
+                Cell(1, "c1", released[1]),
+                Cell(2, "c2", released[2]),
+                Cell(3, "c3", "result = value"),
+            ],
+            ("result",),
+            {},
+        )
+        future = warm.run(
+            [Cell(0, "c0", "from __future__ import annotations"), Cell(1, "c1", released[0])], ("result",), {}
+        )
     assert "NameError" in (plain.cells[0].error or "")  # the annotation was evaluated, as in IPython
     assert (plain.cells[1].error or "").startswith("ZeroDivisionError")
     assert plain.cells[2].error is None
@@ -263,11 +288,19 @@ def test_workers_are_handed_only_the_releases_public_code_cells(tmp_path):
     release(config, verify=False)
     cells = released_code_cells(config, "autograd")
     notebook = json.loads(config.release_notebook("autograd").read_text(encoding="utf-8"))
-    code = ["".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-            for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    code = [
+        "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        for cell in notebook["cells"]
+        if cell["cell_type"] == "code"
+    ]
     assert cells == tuple(code)
-    notebook["cells"][-1] = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
-                             "source": "x = 1\n### BEGIN HIDDEN TESTS\nassert x == 1\n### END HIDDEN TESTS\n"}
+    notebook["cells"][-1] = {
+        "cell_type": "code",
+        "metadata": {},
+        "outputs": [],
+        "execution_count": None,
+        "source": "x = 1\n### BEGIN HIDDEN TESTS\nassert x == 1\n### END HIDDEN TESTS\n",
+    }
     config.release_notebook("autograd").write_text(json.dumps(notebook), encoding="utf-8")
     assert not any("HIDDEN" in cell for cell in released_code_cells(config, "autograd"))
 
@@ -297,8 +330,10 @@ def test_a_standby_worker_outlives_a_failure_to_start_the_next(monkeypatch):
         return spawn(pool, uid)
 
     monkeypatch.setattr(WarmPool, "_spawn", spawn_twice)
-    with ThreadPoolExecutor(1) as threads, WarmPool(1, Limits(cell_seconds=20, submission_seconds=60),
-                                                     standby=2) as pool:
+    with (
+        ThreadPoolExecutor(1) as threads,
+        WarmPool(1, Limits(cell_seconds=20, submission_seconds=60), standby=2) as pool,
+    ):
         wait_for(refused.is_set, "the second standby worker to be refused")
         assert len(pool._standby) == 1
         sleeper = threads.submit(pool.run, [Cell(0, "cell", "import time\ntime.sleep(600)")], ("result",), {})
@@ -324,8 +359,10 @@ def _kernel_collapses_into_huge_pages() -> bool:
     return collapsed
 
 
-READ_HUGE_PAGES = ("result = int(next(line.split()[1] for line in open('/proc/self/smaps_rollup')\n"
-                   "                 if line.startswith('AnonHugePages')))")
+READ_HUGE_PAGES = (
+    "result = int(next(line.split()[1] for line in open('/proc/self/smaps_rollup')\n"
+    "                 if line.startswith('AnonHugePages')))"
+)
 
 
 @pytest.mark.skipif(not _kernel_collapses_into_huge_pages(), reason="this kernel has no MADV_COLLAPSE (before 6.1)")

@@ -52,9 +52,14 @@ def test_the_secret_keys_the_drawn_points_and_marks_them_private(config, assignm
 def test_the_points_differ_by_course_assignment_and_function():
     base = drawn_points(b"k", "course", "autograd", "f", 5)
     assert base == drawn_points(b"k", "course", "autograd", "f", 5)
-    assert all(base != changed for changed in (drawn_points(b"k", "other", "autograd", "f", 5),
-                                               drawn_points(b"k", "course", "training", "f", 5),
-                                               drawn_points(b"k", "course", "autograd", "g", 5)))
+    assert all(
+        base != changed
+        for changed in (
+            drawn_points(b"k", "other", "autograd", "f", 5),
+            drawn_points(b"k", "course", "training", "f", 5),
+            drawn_points(b"k", "course", "autograd", "g", 5),
+        )
+    )
 
 
 def test_the_own_point_is_the_students_number(config, assignment):
@@ -69,18 +74,22 @@ def test_an_own_point_that_is_no_number_is_the_exercises_modules_error(config, a
         probe_points(config, assignment, {**assignment.default_params, "cubic_x": "four"}, None)
 
 
-@pytest.mark.parametrize(("mapping", "problem"), [
-    ('{"cubic_derivative": "no_such_number"}', "the numbers cell's P has no 'no_such_number'"),
-    ('{"cubic_grad": "cubic_x"}', "'cubic_grad' is no function answer of autograd.ipynb"),
-    ('["cubic_derivative"]', "FUNCTION_POINTS must map function answers to names"),
-])
+@pytest.mark.parametrize(
+    ("mapping", "problem"),
+    [
+        ('{"cubic_derivative": "no_such_number"}', "the numbers cell's P has no 'no_such_number'"),
+        ('{"cubic_grad": "cubic_x"}', "'cubic_grad' is no function answer of autograd.ipynb"),
+        ('["cubic_derivative"]', "FUNCTION_POINTS must map function answers to names"),
+    ],
+)
 def test_function_points_naming_nothing_are_refused_where_the_assignment_loads(tmp_path, mapping, problem):
     from course.pipeline.assignment import load_assignment
 
     exercises = tmp_path / "exercises.py"
     source = (ROOT / "source" / "autograd" / "exercises.py").read_text()
-    exercises.write_text(source.replace('FUNCTION_POINTS = {"cubic_derivative": "cubic_x"}',
-                                        f"FUNCTION_POINTS = {mapping}"))
+    exercises.write_text(
+        source.replace('FUNCTION_POINTS = {"cubic_derivative": "cubic_x"}', f"FUNCTION_POINTS = {mapping}")
+    )
     with pytest.raises(SourceNotebookError, match=problem.replace("(", r"\(").replace(")", r"\)")):
         load_assignment(ROOT / "source" / "autograd" / "autograd.ipynb", "autograd", exercises)
 

@@ -43,8 +43,11 @@ def test_a_solution_outside_its_region_is_caught(course_config, course_root, tmp
     notebook = json.loads(RELEASE_NOTEBOOK.read_text())
     for cell in notebook["cells"]:
         if cell["metadata"].get("nbgrader", {}).get("grade_id") == "answer_tiny_net":
-            cell["source"] = cell["source"] + "\nnet_dL_dw = 12\n" if isinstance(cell["source"], str) else (
-                [*cell["source"], "\nnet_dL_dw = 12\n"])
+            cell["source"] = (
+                cell["source"] + "\nnet_dL_dw = 12\n"
+                if isinstance(cell["source"], str)
+                else ([*cell["source"], "\nnet_dL_dw = 12\n"])
+            )
     leaked.write_text(json.dumps(notebook))
     assert find_leaks(SOURCE_NOTEBOOK, leaked) == ["answer_tiny_net: the release still contains 'net_dL_dw = 12'"]
 
@@ -58,33 +61,53 @@ def test_release_is_verified_with_nbgrader_autograde_and_says_each_stage_on_stde
 
     assert main(["--course", str(course_root), "release", "--assignment", "autograd"]) == 0
     captured = capfd.readouterr()  # nbgrader's kernels write to the file descriptors, not through sys.stderr
-    stages = [line.split("course.authoring.release: ", 1)[1] for line in captured.err.splitlines()
-              if "course.authoring.release: " in line]
-    assert stages == ["release autograd: nbgrader generate_assignment",
-                      "release autograd: proof: nbgrader generate_assignment in a scratch course",
-                      "release autograd: proof: nbgrader autograde of the source's solutions",
-                      "release autograd: proof: nbgrader autograde of the untouched release",
-                      f"release autograd: recording its cells in the course gradebook, then "
-                      f"{course_root / 'release' / 'autograd'}"], captured.err
+    stages = [
+        line.split("course.authoring.release: ", 1)[1]
+        for line in captured.err.splitlines()
+        if "course.authoring.release: " in line
+    ]
+    assert stages == [
+        "release autograd: nbgrader generate_assignment",
+        "release autograd: proof: nbgrader generate_assignment in a scratch course",
+        "release autograd: proof: nbgrader autograde of the source's solutions",
+        "release autograd: proof: nbgrader autograde of the untouched release",
+        f"release autograd: recording its cells in the course gradebook, then {course_root / 'release' / 'autograd'}",
+    ], captured.err
     assert " INFO course.authoring.release: " in captured.err
     assert "released " in captured.out
     assert "verified with nbgrader autograde: source solutions 57/57, untouched release 0/57" in captured.out
     # nbgrader's kernels use unix sockets (configured), so ipykernel has no TCP warning to give
     assert "without encryption" not in captured.out + captured.err
-    assert main(["--course", str(course_root), "--log-level", "warning", "release", "--assignment", "autograd",
-                 "--no-verify"]) == 0
+    assert (
+        main(
+            [
+                "--course",
+                str(course_root),
+                "--log-level",
+                "warning",
+                "release",
+                "--assignment",
+                "autograd",
+                "--no-verify",
+            ]
+        )
+        == 0
+    )
     assert "course.authoring.release" not in capfd.readouterr().err
 
 
 @pytest.mark.slow
 def test_instructor_changes_a_number_consistently(course_config, course_root):
     # exercise 8 with target 6 instead of 5: loss (7-6)^2 = 1, dL/dw = 2*1*3 = 6, dL/db = 2
-    _edit_source(course_root, {
-        '\\"call_target\\": 5': '\\"call_target\\": 6',
-        "one_call_loss = 4\\n": "one_call_loss = 1\\n",
-        "one_call_w_grad = 12\\n": "one_call_w_grad = 6\\n",
-        "one_call_b_grad = 4\\n": "one_call_b_grad = 2\\n",
-    })
+    _edit_source(
+        course_root,
+        {
+            '\\"call_target\\": 5': '\\"call_target\\": 6',
+            "one_call_loss = 4\\n": "one_call_loss = 1\\n",
+            "one_call_w_grad = 12\\n": "one_call_w_grad = 6\\n",
+            "one_call_b_grad = 4\\n": "one_call_b_grad = 2\\n",
+        },
+    )
     report = release(course_config)
     assert (report.solution_score, report.untouched_score) == (57, 0)
     assert "(y − 6)²" in report.release_notebook.read_text()  # the text shows the new number too
@@ -95,15 +118,19 @@ def test_release_names_the_answers_verdicts_only_feedback_explains_by_their_verd
     tell the answer, so it is never shown there): the release says which, and still releases."""
     from course.cli import main
 
-    idea = ', idea=\\"The chain rule through the ReLU: what its local slope is at this h, and what multiplying by ' \
-           'it does to every gradient behind it.\\"'
+    idea = (
+        ', idea=\\"The chain rule through the ReLU: what its local slope is at this h, and what multiplying by '
+        'it does to every gradient behind it.\\"'
+    )
     release_it = ["--course", str(course_root), "release", "--assignment", "autograd", "--no-verify"]
     assert main(release_it) == 0
     assert "note:" not in capsys.readouterr().out  # the course's hidden tests give every answer an idea
     _edit_source(course_root, {idea: ""})
     assert main(release_it) == 0
-    assert ("note: verdicts-only feedback explains closed_dL_dw by ✓ or ✗ alone: their hidden tests give no idea= "
-            "(docs/authoring.md, hidden tests)") in capsys.readouterr().out
+    assert (
+        "note: verdicts-only feedback explains closed_dL_dw by ✓ or ✗ alone: their hidden tests give no idea= "
+        "(docs/authoring.md, hidden tests)"
+    ) in capsys.readouterr().out
 
 
 def snapshot(folder):
@@ -124,12 +151,15 @@ def test_a_missing_end_solution_names_the_cell_and_question_and_leaves_release_a
     from course.cli import main
 
     before = snapshot(course_root / "release")
-    edit_source_cell(course_root, "answer_tiny_net",
-                     lambda lines: [line for line in lines if "END SOLUTION" not in line])
+    edit_source_cell(
+        course_root, "answer_tiny_net", lambda lines: [line for line in lines if "END SOLUTION" not in line]
+    )
     assert main(["--course", str(course_root), "release"]) == 1
     err = capsys.readouterr().err
-    assert "(answer_tiny_net, question '3. A whole (tiny) network by hand'): ### BEGIN SOLUTION on line 8 has no " \
-           "### END SOLUTION; put ### END SOLUTION after the region's last line" in err
+    assert (
+        "(answer_tiny_net, question '3. A whole (tiny) network by hand'): ### BEGIN SOLUTION on line 8 has no "
+        "### END SOLUTION; put ### END SOLUTION after the region's last line" in err
+    )
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
     assert snapshot(course_root / "release") == before
@@ -137,13 +167,18 @@ def test_a_missing_end_solution_names_the_cell_and_question_and_leaves_release_a
 
 def test_a_solution_region_outside_a_solution_cell_is_named_before_nbgrader_runs(course_config, course_root):
     before = snapshot(course_root / "release")
-    edit_source_cell(course_root, "form_tiny_net",
-                     lambda lines: [*lines, "\n### BEGIN SOLUTION\n", "secret_hint = 12\n", "### END SOLUTION\n"])
+    edit_source_cell(
+        course_root,
+        "form_tiny_net",
+        lambda lines: [*lines, "\n### BEGIN SOLUTION\n", "secret_hint = 12\n", "### END SOLUTION\n"],
+    )
     with pytest.raises(CourseError) as failure:  # nbgrader itself would stop with a traceback
         release(course_config, verify=False)
-    assert ("(form_tiny_net, question '3. A whole (tiny) network by hand'): its ### BEGIN SOLUTION region is in a "
-            "cell that is not a solution cell, which nbgrader refuses; move the region into the question's answer "
-            "cell, then release again") in str(failure.value)
+    assert (
+        "(form_tiny_net, question '3. A whole (tiny) network by hand'): its ### BEGIN SOLUTION region is in a "
+        "cell that is not a solution cell, which nbgrader refuses; move the region into the question's answer "
+        "cell, then release again"
+    ) in str(failure.value)
     assert snapshot(course_root / "release") == before
 
 
@@ -151,7 +186,8 @@ def test_a_leak_is_reported_with_its_question(assignment):
     from course.authoring.release import _with_question
 
     assert _with_question(assignment, "answer_tiny_net: the release still contains 'net_dL_dw = 12'") == (
-        "answer_tiny_net (question '3. A whole (tiny) network by hand'): the release still contains 'net_dL_dw = 12'")
+        "answer_tiny_net (question '3. A whole (tiny) network by hand'): the release still contains 'net_dL_dw = 12'"
+    )
 
 
 def edit_source_cell(course_root, grade_id: str, change) -> None:
@@ -165,6 +201,7 @@ def edit_source_cell(course_root, grade_id: str, change) -> None:
 
 
 # ----------------------------------------------------------------------------- by hand first, then torch
+
 
 def _torch_cells(notebook: dict) -> list[tuple[list[str], list[str]]]:
     """The code cells a student is given to run torch (not the course's cells, not the empty ones for their
@@ -181,8 +218,9 @@ def _torch_cells(notebook: dict) -> list[tuple[list[str], list[str]]]:
     return cells
 
 
-@pytest.mark.parametrize(("name", "released", "given"), [("autograd", RELEASE_NOTEBOOK, 8),
-                                                         ("training", TRAINING_RELEASE, 4)])
+@pytest.mark.parametrize(
+    ("name", "released", "given"), [("autograd", RELEASE_NOTEBOOK, 8), ("training", TRAINING_RELEASE, 4)]
+)
 def test_each_torch_cell_compares_the_hand_values_and_prints_none_of_torchs(name, released, given):
     """The student writes the hand value first, then torch checks it: each torch cell given compares every
     answer of its exercise with torch and prints no torch value to copy (only `z.grad_fn`, the node, which
@@ -192,8 +230,11 @@ def test_each_torch_cell_compares_the_hand_values_and_prints_none_of_torchs(name
     assert [named for named, _ in cells] == [list(q.answer_names) for q in questions[:given]]
     assert [printed for _, printed in cells if printed] == ([["print(z.grad_fn)"]] if name == "autograd" else [])
     notebook = load(released)["cells"]
-    own = [index for index, c in enumerate(notebook) if c["cell_type"] == "code" and not c["metadata"].get("nbgrader")
-           and not "".join(c["source"]).strip()]
+    own = [
+        index
+        for index, c in enumerate(notebook)
+        if c["cell_type"] == "code" and not c["metadata"].get("nbgrader") and not "".join(c["source"]).strip()
+    ]
     assert len(own) == {"autograd": 3, "training": 2}[name]
     for index in own:  # the text nearest above an empty cell for the student's torch code asks for the check
         above = next(c for c in reversed(notebook[:index]) if c["cell_type"] == "markdown")

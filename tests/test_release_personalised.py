@@ -53,8 +53,21 @@ def released(tmp_path, monkeypatch) -> Path:
     set_variants(root, True)
     (root / "roster.csv").write_text("student_id\nalice\nbob\n")
     monkeypatch.setenv("AUTOGRAD_COURSE_SECRET", SECRET)
-    assert main(["--course", str(root), "release", "--assignment", "autograd", "--no-verify",
-                 "--students", str(root / "roster.csv")]) == 0
+    assert (
+        main(
+            [
+                "--course",
+                str(root),
+                "release",
+                "--assignment",
+                "autograd",
+                "--no-verify",
+                "--students",
+                str(root / "roster.csv"),
+            ]
+        )
+        == 0
+    )
     return root
 
 
@@ -78,8 +91,10 @@ def test_a_plain_release_refreshes_the_personalised_copies(released, capsys):
     assert sorted(p.name for p in folder.iterdir()) == ["alice", "bob"]
     for student in ("alice", "bob"):
         now = given(root, student)
-        assert released_to(load_config(root), load_config(root).assignment("autograd"), student) == \
-            folder / student / "autograd.ipynb"
+        assert (
+            released_to(load_config(root), load_config(root).assignment("autograd"), student)
+            == folder / student / "autograd.ipynb"
+        )
         assert "# fixed after the first release" in "".join(cell(now, "setup")["source"])  # the new cells
         assert cell(now, "test_slopes")["metadata"]["nbgrader"]["points"] == FIXED_POINTS
         assert cell(now, "numbers") == cell(before[student], "numbers")  # the student's own numbers and id

@@ -22,8 +22,15 @@ TOL = 1e-6
 def _cubic_feedback(assignment, answer: Answer, reveal: bool) -> tuple[Feedback, dict]:
     answers = contract_answers(assignment)
     answers["cubic_derivative"] = answer
-    feedback = build_feedback("s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded",
-                              messages=[], cell_errors=[], reveal_torch_values=reveal)
+    feedback = build_feedback(
+        "s1",
+        "autograd",
+        tuple(judge(assignment, answers, tolerance=TOL)),
+        status="graded",
+        messages=[],
+        cell_errors=[],
+        reveal_torch_values=reveal,
+    )
     question = next(q for q in feedback.to_json()["questions"] if q["id"] == "cubic")
     return feedback, next(v for v in question["values"] if v["name"] == "cubic_derivative")
 
@@ -34,8 +41,11 @@ def _html_row(page: str, name: str) -> str:
 
 def _markdown_row(feedback: Feedback, name: str, reveal: bool) -> str:
     question = next(q for q in feedback.questions if q.id == "cubic")
-    return next(line for line in question_markdown(question, reveal).splitlines()
-                if line.startswith(f"| {name.replace('_', chr(92) + '_')} |"))
+    return next(
+        line
+        for line in question_markdown(question, reveal).splitlines()
+        if line.startswith(f"| {name.replace('_', chr(92) + '_')} |")
+    )
 
 
 WRONG = Answer(FUNCTION, probes=tuple(Probe(x, 3.0 * x * x) for x in (-2.5, 0.0, 1.5, 4.0)))
@@ -44,8 +54,18 @@ NOT_CALLED = Answer(FUNCTION)
 
 
 # Right at the exercise's own point and at 2.5; wrong at zero and at four points drawn with the course secret.
-WRONG_AT_SOME = Answer(FUNCTION, probes=(Probe(4.0, 46.0), Probe(0.0, 5.0), Probe(-1.5, 3.0), Probe(2.5, 16.75),
-                                         Probe(-6.0, 0.0), Probe(7.0, 0.0), Probe(-0.5, error="raised `Boom` <i>")))
+WRONG_AT_SOME = Answer(
+    FUNCTION,
+    probes=(
+        Probe(4.0, 46.0),
+        Probe(0.0, 5.0),
+        Probe(-1.5, 3.0),
+        Probe(2.5, 16.75),
+        Probe(-6.0, 0.0),
+        Probe(7.0, 0.0),
+        Probe(-0.5, error="raised `Boom` <i>"),
+    ),
+)
 PRIVATE = {"cubic_derivative": frozenset({-1.5, 2.5, -6.0, 7.0, -0.5})}
 
 
@@ -57,17 +77,27 @@ def _unescaped(markdown: str) -> str:
 def test_the_points_a_function_was_wrong_at_are_stated_on_the_page_and_in_markdown(assignment, reveal):
     answers = contract_answers(assignment)
     answers["cubic_derivative"] = WRONG_AT_SOME
-    feedback = build_feedback("s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL,
-                                                            private_points=PRIVATE)),
-                              status="graded", messages=[], cell_errors=[], reveal_torch_values=reveal)
+    feedback = build_feedback(
+        "s1",
+        "autograd",
+        tuple(judge(assignment, answers, tolerance=TOL, private_points=PRIVATE)),
+        status="graded",
+        messages=[],
+        cell_errors=[],
+        reveal_torch_values=reveal,
+    )
     if reveal:  # where torch's values are shown, every point is named, with torch's value there
-        said = ("disagrees with torch at 5 of the 7 points the grader uses: at x = 0 yours gave 5, torch's slope is "
-                "-2; at x = -1.5 yours gave 3, torch's slope is 4.75; at x = -6 yours gave 0, torch's slope is 106; "
-                "and at 2 more")
+        said = (
+            "disagrees with torch at 5 of the 7 points the grader uses: at x = 0 yours gave 5, torch's slope is "
+            "-2; at x = -1.5 yours gave 3, torch's slope is 4.75; at x = -6 yours gave 0, torch's slope is 106; "
+            "and at 2 more"
+        )
     else:  # verdicts only: a private point by its sign, never its value
-        said = ("disagrees with torch at 5 of the 7 points the grader uses: at x = 0 yours gave 5; at a negative x "
-                "the course keeps private, yours gave 3; at a negative x the course keeps private, yours gave 0; "
-                "and at 2 more")
+        said = (
+            "disagrees with torch at 5 of the 7 points the grader uses: at x = 0 yours gave 5; at a negative x "
+            "the course keeps private, yours gave 3; at a negative x the course keeps private, yours gave 0; "
+            "and at 2 more"
+        )
     row = _html_row(render_html(feedback), "cubic_derivative")
     assert html.escape(said) in row
     markdown = _unescaped(_markdown_row(feedback, "cubic_derivative", reveal))
@@ -80,10 +110,12 @@ def test_the_points_a_function_was_wrong_at_are_stated_on_the_page_and_in_markdo
 def test_a_student_error_at_a_stated_point_stays_text(assignment):
     answers = contract_answers(assignment)
     answers["cubic_derivative"] = Answer(FUNCTION, probes=(Probe(-0.5, error="raised `Boom` <i>|"),))
-    feedback = build_feedback("s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded",
-                              messages=[], cell_errors=[])
-    assert "at x = -0.5 yours raised `Boom` &lt;i&gt;|, torch&#x27;s slope is" in _html_row(render_html(feedback),
-                                                                                              "cubic_derivative")
+    feedback = build_feedback(
+        "s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded", messages=[], cell_errors=[]
+    )
+    assert "at x = -0.5 yours raised `Boom` &lt;i&gt;|, torch&#x27;s slope is" in _html_row(
+        render_html(feedback), "cubic_derivative"
+    )
     markdown = _markdown_row(feedback, "cubic_derivative", True)
     assert r"yours raised \`Boom\` &lt;i&gt;\|" in markdown
 
@@ -105,8 +137,9 @@ def test_a_function_answer_says_what_the_grader_found_once(assignment, answer, r
 def test_a_missing_value_says_why_once_in_its_own_cell(assignment):
     answers = contract_answers(assignment)
     answers["cubic_grad"] = Answer(MISSING, detail="still `...`")
-    feedback = build_feedback("s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded",
-                              messages=[], cell_errors=[])
+    feedback = build_feedback(
+        "s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded", messages=[], cell_errors=[]
+    )
     row = _html_row(render_html(feedback), "cubic_grad")
     assert row.count("no answer (still <code>...</code>)") == 1
     assert "<td class=\"num\" data-label='your value'>no answer (still <code>...</code>)</td>" in row
@@ -116,19 +149,35 @@ def test_a_missing_value_says_why_once_in_its_own_cell(assignment):
 def test_the_code_a_value_still_as_released_names_is_code_on_the_page_and_literal_in_markdown(assignment, reveal):
     answers = contract_answers(assignment)
     answers["net_dL_dw"] = Answer(MISSING, detail="still `...`")  # a value cell, and a row of the chain table
-    answers["cubic_derivative"] = Answer(FUNCTION, probes=(
-        Probe(-2.5, error="returned `...` (replace `return ...` with your derivative), not a plain number"),
-        Probe(0.0, -2.0), Probe(1.5, 4.75), Probe(4.0, 46.0)))
-    feedback = build_feedback("s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded",
-                              messages=[], cell_errors=[], reveal_torch_values=reveal, content=assignment.content)
+    answers["cubic_derivative"] = Answer(
+        FUNCTION,
+        probes=(
+            Probe(-2.5, error="returned `...` (replace `return ...` with your derivative), not a plain number"),
+            Probe(0.0, -2.0),
+            Probe(1.5, 4.75),
+            Probe(4.0, 46.0),
+        ),
+    )
+    feedback = build_feedback(
+        "s1",
+        "autograd",
+        tuple(judge(assignment, answers, tolerance=TOL)),
+        status="graded",
+        messages=[],
+        cell_errors=[],
+        reveal_torch_values=reveal,
+        content=assignment.content,
+    )
     page = render_html(feedback)
-    body = page[page.index("<main>"):]
+    body = page[page.index("<main>") :]
     assert "`" not in re.sub(r"<h2>.*?</h2>", "", body)  # titles aside (course text, shown as code too)
     assert _html_row(page, "net_dL_dw").count("no answer (still <code>...</code>)") == 1
-    chain = re.search(r"<table class=chain>.*?</table>", page[page.index('id="q-tiny_net"'):]).group(0)
+    chain = re.search(r"<table class=chain>.*?</table>", page[page.index('id="q-tiny_net"') :]).group(0)
     assert "no answer (still <code>...</code>)" in chain
-    assert ("at x = -2.5 yours returned <code>...</code> (replace <code>return ...</code> with your derivative), "
-            "not a plain number") in _html_row(page, "cubic_derivative")
+    assert (
+        "at x = -2.5 yours returned <code>...</code> (replace <code>return ...</code> with your derivative), "
+        "not a plain number"
+    ) in _html_row(page, "cubic_derivative")
     # Gradescope's Markdown keeps every character literal: the backticks are shown, not Markdown.
     net = next(q for q in feedback.questions if q.id == "tiny_net")
     assert r"no answer \(still \`\.\.\.\`\)" in question_markdown(net, reveal)
@@ -142,16 +191,20 @@ def test_only_the_graders_own_phrases_become_code(assignment):
     answers = contract_answers(assignment)
     answers["net_dL_dw"] = Answer(WRONG_FORM, detail="`<b>x</b>`")
     answers["cubic_derivative"] = Answer(FUNCTION, probes=(Probe(1.0, error="raised `Boom` <i>"),))
-    feedback = build_feedback("s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded",
-                              messages=[], cell_errors=[])
+    feedback = build_feedback(
+        "s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded", messages=[], cell_errors=[]
+    )
     page = render_html(feedback)
     assert "a value of type `&lt;b&gt;x&lt;/b&gt;`, where" in _html_row(page, "net_dL_dw")
     row = _html_row(page, "cubic_derivative")
     assert "at x = 1 yours raised `Boom` &lt;i&gt;, torch&#x27;s slope is 1</div>" in row
 
 
-@pytest.mark.parametrize("answer", [Answer(MISSING, detail="still `...`"), Answer(WRONG_FORM, detail="int")],
-                         ids=["still-as-released", "not-a-function"])
+@pytest.mark.parametrize(
+    "answer",
+    [Answer(MISSING, detail="still `...`"), Answer(WRONG_FORM, detail="int")],
+    ids=["still-as-released", "not-a-function"],
+)
 def test_a_function_answer_without_a_function_is_shown_as_one(assignment, answer):
     feedback, entry = _cubic_feedback(assignment, answer, reveal=True)
     assert entry["torch_value"] == "torch's slope at each point"  # torch has no one value to show ("None")
@@ -163,10 +216,18 @@ def test_a_function_answer_without_a_function_is_shown_as_one(assignment, answer
 def test_each_reported_error_starts_its_line_with_a_capital(assignment):
     from course.pipeline.render import summary_markdown
 
-    cell_errors = [CellError("your answer cell for 3. A whole (tiny) network by hand", "NameError: name 'y'"),
-                   CellError("cell 12", "ZeroDivisionError: division by zero")]
-    feedback = build_feedback("s1", "autograd", tuple(judge(assignment, contract_answers(assignment), tolerance=TOL)),
-                              status="graded", messages=[], cell_errors=cell_errors)
+    cell_errors = [
+        CellError("your answer cell for 3. A whole (tiny) network by hand", "NameError: name 'y'"),
+        CellError("cell 12", "ZeroDivisionError: division by zero"),
+    ]
+    feedback = build_feedback(
+        "s1",
+        "autograd",
+        tuple(judge(assignment, contract_answers(assignment), tolerance=TOL)),
+        status="graded",
+        messages=[],
+        cell_errors=cell_errors,
+    )
     page = render_html(feedback)
     assert "<li>Your answer cell for 3. A whole (tiny) network by hand: <code>NameError" in page
     assert "<li>Cell 12: <code>ZeroDivisionError" in page
@@ -179,14 +240,26 @@ def test_each_reported_error_starts_its_line_with_a_capital(assignment):
 
 # Slips whose note, said whole, hands the answer over: the size is right and the sign wrong (the engine's sign
 # slip); "y.grad is None"; one backward() call's gradient where two were asked for ("twice as much").
-SLIPS = {"slope_at_minus_2": -ALL_VALUES["slope_at_minus_2"], "y_grad_without_retain": 7.0,
-         "twice_w_grad": ALL_VALUES["net_dL_dw"], "twice_b_grad": ALL_VALUES["net_dL_db"]}
+SLIPS = {
+    "slope_at_minus_2": -ALL_VALUES["slope_at_minus_2"],
+    "y_grad_without_retain": 7.0,
+    "twice_w_grad": ALL_VALUES["net_dL_dw"],
+    "twice_b_grad": ALL_VALUES["net_dL_db"],
+}
 
 
 def _slipped_feedback(assignment, reveal: bool) -> Feedback:
     answers = contract_answers(assignment, {**ALL_VALUES, **SLIPS})
-    return build_feedback("s1", "autograd", tuple(judge(assignment, answers, tolerance=TOL)), status="graded",
-                          messages=[], cell_errors=[], reveal_torch_values=reveal, content=assignment.content)
+    return build_feedback(
+        "s1",
+        "autograd",
+        tuple(judge(assignment, answers, tolerance=TOL)),
+        status="graded",
+        messages=[],
+        cell_errors=[],
+        reveal_torch_values=reveal,
+        content=assignment.content,
+    )
 
 
 def _shown(feedback: Feedback, reveal: bool) -> tuple[str, str]:
@@ -199,8 +272,12 @@ def _shown(feedback: Feedback, reveal: bool) -> tuple[str, str]:
 def test_notes_with_torch_values_say_the_slip_and_the_idea(assignment):
     feedback = _slipped_feedback(assignment, reveal=True)
     notes = [m for q in feedback.to_json()["questions"] for m in q["misconceptions"]]
-    assert {m["id"] for m in notes} == {"sign_slip", "unretained_grad_kept", "second_backward_overwrites",
-                                        "second_backward_overwrites_b"}
+    assert {m["id"] for m in notes} == {
+        "sign_slip",
+        "unretained_grad_kept",
+        "second_backward_overwrites",
+        "second_backward_overwrites_b",
+    }
     for shown in _shown(feedback, reveal=True):
         for note in notes:
             assert note["diagnosis"] in shown
@@ -238,6 +315,7 @@ def test_verdicts_only_feedback_json_keeps_the_notes_whole_for_the_class_summary
 
 # ----------------------------------------------------------------------------- fixed hints, verdicts only
 
+
 # What tells an answer besides its figures, as a demanding instructor reads a hint: "zero times anything is
 # zero" tells a 0, "thrown away" a None, "does not track gradients" a False, "came from a power" PowBackward0.
 def _words_for(expected) -> tuple[str, ...]:
@@ -253,12 +331,16 @@ def _telling(text: str, expected) -> list[str]:
     if type(expected) is str:  # a class name, and the operation it undoes ("Pow" in "power")
         patterns = [rf"\b{re.escape(expected)}\b", rf"(?i)\b{re.escape(expected.removesuffix('Backward0'))}"]
     else:
-        figures = [] if type(expected) is bool or expected is None else [
-            describe(item) for item in (expected if type(expected) is list else [expected])]
+        figures = (
+            []
+            if type(expected) is bool or expected is None
+            else [describe(item) for item in (expected if type(expected) is list else [expected])]
+        )
         if type(expected) is list:
             figures.append(describe(expected))
-        patterns = ([rf"(?<![\w.]){re.escape(figure)}(?![\w.])" for figure in figures]
-                    + [rf"\b{re.escape(word)}\b" for word in _words_for(expected)])
+        patterns = [rf"(?<![\w.]){re.escape(figure)}(?![\w.])" for figure in figures] + [
+            rf"\b{re.escape(word)}\b" for word in _words_for(expected)
+        ]
     return [match.group(0) for pattern in patterns for match in [re.search(pattern, text)] if match]
 
 
@@ -285,14 +367,36 @@ def _wrong(value):
 
 # The classic slips of each notebook, which bring their misconception notes along.
 SLIPPED = {
-    "autograd": {"accumulated_grads": [6, 6, 6], "zeroed_grads": [6, 12, 18], "net_dL_dw": 6, "w2_dL_da": 1.0,
-                 "w2_dL_dw": 2.0, "cubic_grad": 48, "retain_y_grad": None, "closed_dL_dw": 2, "closed_dL_db": 2,
-                 "slope_at_minus_2": 4, "y_grad_without_retain": 7.0, "twice_w_grad": 12, "twice_b_grad": 6,
-                 "local_slopes": [6, 2, 1]},
-    "training": {"data_is_leaf": False, "x_grad_fn": "AccumulateGrad", "y_grad_fn": "Pow", "square_saved": 9,
-                 "leaky_dL_dh": -4.08, "leaky_dL_dw": 0, "detach_grad": 6, "cube_detach_grad": 27,
-                 "nozero_w": [1.5, 1.875, 1.78125], "sgd_w": [1.5, 0.375, -0.75], "accumulated_w_grad": -4,
-                 "averaged_w_grad": 8},
+    "autograd": {
+        "accumulated_grads": [6, 6, 6],
+        "zeroed_grads": [6, 12, 18],
+        "net_dL_dw": 6,
+        "w2_dL_da": 1.0,
+        "w2_dL_dw": 2.0,
+        "cubic_grad": 48,
+        "retain_y_grad": None,
+        "closed_dL_dw": 2,
+        "closed_dL_db": 2,
+        "slope_at_minus_2": 4,
+        "y_grad_without_retain": 7.0,
+        "twice_w_grad": 12,
+        "twice_b_grad": 6,
+        "local_slopes": [6, 2, 1],
+    },
+    "training": {
+        "data_is_leaf": False,
+        "x_grad_fn": "AccumulateGrad",
+        "y_grad_fn": "Pow",
+        "square_saved": 9,
+        "leaky_dL_dh": -4.08,
+        "leaky_dL_dw": 0,
+        "detach_grad": 6,
+        "cube_detach_grad": 27,
+        "nozero_w": [1.5, 1.875, 1.78125],
+        "sgd_w": [1.5, 0.375, -0.75],
+        "accumulated_w_grad": -4,
+        "averaged_w_grad": 8,
+    },
 }
 TRAINING = load_course_assignment(load_config(ROOT), "training")
 
@@ -309,8 +413,16 @@ def test_verdicts_only_feedback_never_tells_a_wrong_answer(assignment, which, sl
     answers = {name: Answer(VALUE, value) for name, value in given.items()}
     answers.update({name: Answer(FUNCTION, probes=(Probe(1.0, 0.5),)) for name in graded.function_names})
     results = judge(graded, answers, tolerance=TOL)
-    feedback = build_feedback("s1", which, tuple(results), status="graded", messages=[], cell_errors=[],
-                              reveal_torch_values=False, content=graded.content)
+    feedback = build_feedback(
+        "s1",
+        which,
+        tuple(results),
+        status="graded",
+        messages=[],
+        cell_errors=[],
+        reveal_torch_values=False,
+        content=graded.content,
+    )
     told = {}
     for question in feedback.questions:
         for value in question.values:
@@ -334,8 +446,15 @@ def test_every_answer_has_an_idea_for_verdicts_only_feedback(assignment, which):
     assert [v.name for v in results if not v.idea] == []
     assert [v.name for v in results if v.idea == v.hint] == []
     for reveal in (True, False):
-        feedback = build_feedback("s1", which, tuple(judge(graded, answers, tolerance=TOL)), status="graded",
-                                  messages=[], cell_errors=[], reveal_torch_values=reveal)
+        feedback = build_feedback(
+            "s1",
+            which,
+            tuple(judge(graded, answers, tolerance=TOL)),
+            status="graded",
+            messages=[],
+            cell_errors=[],
+            reveal_torch_values=reveal,
+        )
         shown = {v.name: v.explanation for q in feedback.questions for v in q.values}
         assert shown == {v.name: v.hint if reveal else v.idea for v in results}
 
@@ -348,8 +467,14 @@ def test_a_feedback_of_many_errors_is_capped_where_it_is_made_and_says_how_many_
     from course.pipeline.render import summary_markdown
 
     errors = [CellError(f"cell {i}", "ZeroDivisionError: " + "x" * 480, "h") for i in range(2000)]
-    feedback = build_feedback("s1", "autograd", tuple(judge(assignment, contract_answers(assignment), tolerance=TOL)),
-                              status="graded", messages=[], cell_errors=errors)
+    feedback = build_feedback(
+        "s1",
+        "autograd",
+        tuple(judge(assignment, contract_answers(assignment), tolerance=TOL)),
+        status="graded",
+        messages=[],
+        cell_errors=errors,
+    )
     assert feedback.cell_errors == tuple(errors[:20])
     assert feedback.cell_errors_left_out == 1980
     assert feedback.to_json()["cell_errors_left_out"] == 1980

@@ -16,8 +16,7 @@ from tests.support.helpers import ROOT, needs_tool
 
 LIMITS = Limits(cell_seconds=5, submission_seconds=20)
 ISOLATION = choose_isolation("auto", DEFAULT_SANDBOX_UID, LIMITS.tmp_mb)[0]
-needs_isolation = needs_tool("bubblewrap as root", ISOLATION == "bwrap",
-                             f"this machine gives {ISOLATION!r} isolation")
+needs_isolation = needs_tool("bubblewrap as root", ISOLATION == "bwrap", f"this machine gives {ISOLATION!r} isolation")
 
 
 def test_auto_never_settles_for_less_than_namespaces():
@@ -65,8 +64,10 @@ def test_ipython_magics_work():
 
 @needs_isolation
 def test_runs_as_an_unprivileged_user_with_no_capabilities():
-    result = run("import os\nresult = [os.getuid(), os.getgid(), int(open('/proc/self/status').read()"
-                 ".split('CapEff:')[1].split()[0], 16)]")
+    result = run(
+        "import os\nresult = [os.getuid(), os.getgid(), int(open('/proc/self/status').read()"
+        ".split('CapEff:')[1].split()[0], 16)]"
+    )
     uid, gid, capabilities = result.answers["result"].value
     assert DEFAULT_SANDBOX_UID <= uid < DEFAULT_SANDBOX_UID + UID_RANGE  # a uid leased from the sandbox range
     assert (gid, capabilities) == (uid, 0)
@@ -75,8 +76,12 @@ def test_runs_as_an_unprivileged_user_with_no_capabilities():
 @needs_isolation
 @pytest.mark.parametrize(
     "target",
-    [ROOT / "source" / "autograd" / "autograd.ipynb", ROOT / "source" / "course.yaml", "gradebook.db",
-     ROOT / "tests" / "samples" / "submitted" / "alice" / "autograd" / "autograd.ipynb"],
+    [
+        ROOT / "source" / "autograd" / "autograd.ipynb",
+        ROOT / "source" / "course.yaml",
+        "gradebook.db",
+        ROOT / "tests" / "samples" / "submitted" / "alice" / "autograd" / "autograd.ipynb",
+    ],
     ids=["source notebook", "course yaml", "gradebook", "another student"],
 )
 def test_the_graders_files_are_absent_from_the_view(target, tmp_path):
@@ -146,8 +151,9 @@ def test_answers_set_early_changed_late_or_put_back_survive_an_early_end():
     """A cell's report carries the answers only when they changed since the last one sent, and a run that ends
     early is graded on the last report: an answer set in the first cell and never touched again, one changed
     later, and one changed and then put back each count at the value they had when the process ended."""
-    result = run("a = 1\nb = 2\nc = 3", "x = 0", "c = 4", "b = 5", "c = 3", "import os\nos._exit(3)",
-                 names=("a", "b", "c"))
+    result = run(
+        "a = 1\nb = 2\nc = 3", "x = 0", "c = 4", "b = 5", "c = 3", "import os\nos._exit(3)", names=("a", "b", "c")
+    )
     assert {name: answer.value for name, answer in result.answers.items()} == {"a": 1, "b": 5, "c": 3}
     assert "exit code 3" in result.ended_early
 
@@ -156,8 +162,14 @@ def test_an_answer_changed_in_place_or_rebound_to_an_equal_object_is_reported_as
     """A cell's report carries only the answers that changed; a name still bound to the same object is read again
     unless that object cannot change. A list grown in place, a list rebound, and a number rebound to an equal one
     each end at the value they had when the process ended."""
-    result = run("a = [1.0]\nb = 2.0\nc = [3]", "a.append(2.0)", "b = 3.0\nc = [3]", "c.append(4)",
-                 "import os\nos._exit(3)", names=("a", "b", "c"))
+    result = run(
+        "a = [1.0]\nb = 2.0\nc = [3]",
+        "a.append(2.0)",
+        "b = 3.0\nc = [3]",
+        "c.append(4)",
+        "import os\nos._exit(3)",
+        names=("a", "b", "c"),
+    )
     assert {name: answer.value for name, answer in result.answers.items()} == {"a": [1.0, 2.0], "b": 3.0, "c": [3, 4]}
 
 
@@ -167,8 +179,15 @@ def test_a_report_keeps_only_the_contracts_names():
 
     protocol = _Protocol([Cell(0, "cell 1", "x = 1")], ("x", "y"), {}, started=0.0)
     protocol.accept({"event": "ready", "confined": True}, 0.1)
-    protocol.accept({"event": "done", "cell": 0, "error": None,
-                     "answers": {"x": {"kind": "value", "value": 1}, **{f"z{i}": {} for i in range(1000)}}}, 0.2)
+    protocol.accept(
+        {
+            "event": "done",
+            "cell": 0,
+            "error": None,
+            "answers": {"x": {"kind": "value", "value": 1}, **{f"z{i}": {} for i in range(1000)}},
+        },
+        0.2,
+    )
     protocol.accept({"event": "finished", "answers": {"y": {"kind": "value", "value": 2}}}, 0.3)
     assert {name: answer.value for name, answer in protocol.harvested.items()} == {"x": 1, "y": 2}
     assert protocol.finished
@@ -183,10 +202,12 @@ def test_a_report_is_kept_decoded_so_a_forged_one_costs_the_grader_no_more_than_
 
     protocol = _Protocol([Cell(0, "cell 1", "x = 1"), Cell(1, "cell 2", "x = 2")], ("x", "y"), {}, started=0.0)
     protocol.accept({"event": "ready", "confined": True}, 0.1)
-    protocol.accept({"event": "done", "cell": 0, "error": None,
-                     "answers": {"x": {"kind": "value", "value": [[]] * 100_000}}}, 0.2)
-    protocol.accept({"event": "done", "cell": 1, "error": None,
-                     "answers": {"y": {"kind": "value", "value": [[]] * 100_000}}}, 0.3)
+    protocol.accept(
+        {"event": "done", "cell": 0, "error": None, "answers": {"x": {"kind": "value", "value": [[]] * 100_000}}}, 0.2
+    )
+    protocol.accept(
+        {"event": "done", "cell": 1, "error": None, "answers": {"y": {"kind": "value", "value": [[]] * 100_000}}}, 0.3
+    )
     assert [answer.status for answer in protocol.harvested.values()] == [UNREADABLE, UNREADABLE]
     assert all(answer.value is None and len(answer.detail) < 200 for answer in protocol.harvested.values())
 
@@ -200,8 +221,7 @@ def test_an_answer_that_changes_only_its_type_is_reported_changed():
         result = run(*sources, names=("a", "b", "c", "d"))
         got = {name: answer.value for name, answer in result.answers.items()}
         assert [type(got[name]) for name in "abc"] == [bool, int, float]
-        assert (got["a"], got["b"], str(got["c"]), [type(item) for item in got["d"]]) == (True, 1, "-0.0",
-                                                                                           [float, int])
+        assert (got["a"], got["b"], str(got["c"]), [type(item) for item in got["d"]]) == (True, 1, "-0.0", [float, int])
 
 
 def test_os_exit_keeps_the_answers_set_before_it():
@@ -220,26 +240,44 @@ def test_output_is_truncated_to_the_limit():
 
 def test_memory_is_limited():
     limits = replace(LIMITS, memory_mb=1024)
-    result = run("try:\n    block = bytearray(3 * 1024 ** 3)\n    result = 'allocated'\n"
-                 "except MemoryError:\n    result = 'MemoryError'", limits=limits)
+    result = run(
+        "try:\n    block = bytearray(3 * 1024 ** 3)\n    result = 'allocated'\n"
+        "except MemoryError:\n    result = 'MemoryError'",
+        limits=limits,
+    )
     assert result.answers["result"].value == "MemoryError"
 
 
 # Cells that IPython runs in its own ways: errors before and during a run, magics, shell commands, help,
 # `__future__`, exits, a custom traceback, warnings, an indented first line, an empty cell, a value displayed.
 IPYTHON_CELLS = [
-    "x = 1\ny = x + 1\ny", "1/0", "def f(:\n  pass", "%time z = 3", "!true", "x?",
-    "from __future__ import annotations\nq: undefined_name = 2", "import sys\nsys.exit(3)", "raise KeyboardInterrupt",
-    "w = [i for i in range(3)]\nw", "  # indented comment\nv = 1", "", "return 5", "a = '\\d'",
+    "x = 1\ny = x + 1\ny",
+    "1/0",
+    "def f(:\n  pass",
+    "%time z = 3",
+    "!true",
+    "x?",
+    "from __future__ import annotations\nq: undefined_name = 2",
+    "import sys\nsys.exit(3)",
+    "raise KeyboardInterrupt",
+    "w = [i for i in range(3)]\nw",
+    "  # indented comment\nv = 1",
+    "",
+    "return 5",
+    "a = '\\d'",
     "class A(Exception):\n    def _render_traceback_(self):\n        return ['said nicely']\nraise A()",
-    "import warnings\nwarnings.warn('careful')\nu = 1", "get_ipython().ast_transformers\nn = 2",
+    "import warnings\nwarnings.warn('careful')\nu = 1",
+    "get_ipython().ast_transformers\nn = 2",
     # a cell IPython rewrites runs with no exception of the runner's as its current one
-    "%time t = 1\nraise", "!true\nimport sys\nexc = repr(sys.exc_info()[1])",
+    "%time t = 1\nraise",
+    "!true\nimport sys\nexc = repr(sys.exc_info()[1])",
     # a leading string is an expression to IPython, not a docstring
     "'hello'\ndoc = __doc__",
     # the notebook's own settings: a transformer of its own, every expression displayed
     "get_ipython().input_transformers_post.append(lambda lines: [l.replace('41', '42') for l in lines])",
-    "m = 41", "get_ipython().ast_node_interactivity = 'all'", "k = 5\nk\nk + 1\nshown = _",
+    "m = 41",
+    "get_ipython().ast_node_interactivity = 'all'",
+    "k = 5\nk\nk + 1\nshown = _",
 ]
 
 
@@ -298,9 +336,18 @@ def test_a_cold_run_starts_while_another_thread_of_the_grader_holds_the_lock_a_f
     holder.start()
     assert held.wait(10)
     results: list = []
-    runner = threading.Thread(target=lambda: results.append(run_cells(
-        [Cell(0, "cell", "import resource\nresult = resource.getrlimit(resource.RLIMIT_NOFILE)[1]")], ("result",), {},
-        LIMITS, isolation=level)), daemon=True)
+    runner = threading.Thread(
+        target=lambda: results.append(
+            run_cells(
+                [Cell(0, "cell", "import resource\nresult = resource.getrlimit(resource.RLIMIT_NOFILE)[1]")],
+                ("result",),
+                {},
+                LIMITS,
+                isolation=level,
+            )
+        ),
+        daemon=True,
+    )
     try:
         runner.start()
         runner.join(60)  # a run takes seconds; blocked behind the lock, it would not end before the lock is let go

@@ -37,7 +37,8 @@ SECTION_IDS = [".".join(path) or "top level" for path, _ in SECTIONS]
 
 def test_docs_settings_md_is_what_the_schema_says():
     assert SETTINGS_MD.read_text(encoding="utf-8") == render(), (
-        f"docs/settings.md differs from the settings' schema: regenerate it with `{REGENERATE}` and commit it")
+        f"docs/settings.md differs from the settings' schema: regenerate it with `{REGENERATE}` and commit it"
+    )
 
 
 def test_the_generator_writes_the_file(tmp_path):

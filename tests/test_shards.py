@@ -60,8 +60,11 @@ def _normalised(path: Path, root: Path) -> bytes:
 def _written(root: Path) -> dict[str, bytes]:
     """Every file a grading run wrote in the course, by path, normalised."""
     kept = ("grades-", "class-summary-", "integrity-", "course-totals", "feedback/", "autograded/")
-    return {str(path.relative_to(root)): _normalised(path, root) for path in sorted(root.rglob("*"))
-            if path.is_file() and str(path.relative_to(root)).startswith(kept)}
+    return {
+        str(path.relative_to(root)): _normalised(path, root)
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and str(path.relative_to(root)).startswith(kept)
+    }
 
 
 def _gradebook(root: Path) -> dict[str, object]:
@@ -77,21 +80,38 @@ def _gradebook(root: Path) -> dict[str, object]:
                 result[student] = None
                 continue
             notebook = submission.notebooks[0]
-            result[student] = {"timestamp": str(submission.timestamp), "score": submission.score,
-                               "late_penalty": submission.late_submission_penalty,
-                               "cells": sorted((grade.name, grade.auto_score) for grade in notebook.grades)}
+            result[student] = {
+                "timestamp": str(submission.timestamp),
+                "score": submission.score,
+                "late_penalty": submission.late_submission_penalty,
+                "cells": sorted((grade.name, grade.auto_score) for grade in notebook.grades),
+            }
     return result
 
 
 @pytest.mark.slow
 def test_three_shards_merged_equal_one_run_file_by_file_and_in_the_gradebook(tmp_path, capsys):
     whole, sharded = _course(tmp_path / "whole"), _course(tmp_path / "sharded")
-    assert main(["--course", str(whole), "grade", "--roster", str(whole / "roster.csv"), "--jobs", "1",
-                 "--quiet"]) == 0
+    assert main(["--course", str(whole), "grade", "--roster", str(whole / "roster.csv"), "--jobs", "1", "--quiet"]) == 0
     outs = [tmp_path / f"shard-{k}" for k in range(1, SHARDS + 1)]
     for k, out in enumerate(outs, start=1):
-        assert main(["--course", str(sharded), "grade", "--shard", f"{k}/{SHARDS}", "--out", str(out), "--jobs", "1",
-                     "--quiet"]) == 0
+        assert (
+            main(
+                [
+                    "--course",
+                    str(sharded),
+                    "grade",
+                    "--shard",
+                    f"{k}/{SHARDS}",
+                    "--out",
+                    str(out),
+                    "--jobs",
+                    "1",
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
         assert json.loads((out / "shard-autograd.json").read_text())["shard"] == k
     assert not (sharded / "gradebook.db").exists()  # the shards leave the course's records alone
     capsys.readouterr()
@@ -123,10 +143,20 @@ def test_a_shard_grades_into_a_folder_of_its_own_and_merge_needs_shards(course_r
 
 def _shard_record(folder: Path, index: int, whole_class: str, students: list[str]) -> Path:
     folder.mkdir(parents=True)
-    (folder / "shard-autograd.json").write_text(json.dumps({
-        "format": SHARD_FORMAT, "assignment": "autograd", "shard": index, "of": 2, "class": whole_class,
-        "sources": ["submitted"], "graded": [],
-        "refused": [{"student_id": s, "path": f"/x/{s}.ipynb", "problem": "not a notebook"} for s in students]}))
+    (folder / "shard-autograd.json").write_text(
+        json.dumps(
+            {
+                "format": SHARD_FORMAT,
+                "assignment": "autograd",
+                "shard": index,
+                "of": 2,
+                "class": whole_class,
+                "sources": ["submitted"],
+                "graded": [],
+                "refused": [{"student_id": s, "path": f"/x/{s}.ipynb", "problem": "not a notebook"} for s in students],
+            }
+        )
+    )
     return folder
 
 
@@ -140,5 +170,6 @@ def test_merge_refuses_shards_cut_from_different_classes_or_holding_a_student_tw
     again = _shard_record(tmp_path / "c", 2, "c1", ["ana"])
     with pytest.raises(CourseError, match="ana is in shard 1 and in shard 2"):
         _shards([one, again])
-    assert [data["shard"] for _, data in _shards([one, _shard_record(tmp_path / "d", 2, "c1", ["ben"])])[
-        "autograd"]] == [1, 2]
+    assert [
+        data["shard"] for _, data in _shards([one, _shard_record(tmp_path / "d", 2, "c1", ["ben"])])["autograd"]
+    ] == [1, 2]

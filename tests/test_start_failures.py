@@ -50,8 +50,9 @@ def runner_that_ends_before_ready_for_doomed_notebooks() -> str:
     """The real runner, but a request holding DOOMED makes it end (exit 70) just before it would send `ready`:
     what a sandbox that breaks during its start-up does, for one chosen notebook only."""
     assert READY_LINE in RUNNER_SOURCE  # the injection point exists: this test can fail
-    return RUNNER_SOURCE.replace(READY_LINE, f"    if {DOOMED!r} in json.dumps(request):\n        os._exit(70)\n"
-                                             + READY_LINE)
+    return RUNNER_SOURCE.replace(
+        READY_LINE, f"    if {DOOMED!r} in json.dumps(request):\n        os._exit(70)\n" + READY_LINE
+    )
 
 
 @pytest.fixture
@@ -98,8 +99,11 @@ def test_a_sandbox_that_ends_before_ready_is_an_autograder_error_never_graded(mo
     assert "did not run to the end" not in json.dumps(graded.feedback.to_json())
     assert "SandboxStartError" in graded.internal_error
     assert "exit code 70" in graded.internal_error
-    tries = "a warm worker, another warm worker, a fresh cold sandbox" if mode == "warm" else \
-        "this sandbox, a fresh sandbox"
+    tries = (
+        "a warm worker, another warm worker, a fresh cold sandbox"
+        if mode == "warm"
+        else "this sandbox, a fresh sandbox"
+    )
     assert f"({tries})" in graded.internal_error
     assert (honest.status, honest.feedback.score) == (Status.GRADED, SAMPLE_SCORES["alice"])
     assert "trying again" in caplog.text
@@ -118,8 +122,10 @@ def test_a_student_whose_sandbox_never_starts_is_no_grade_in_the_gradebook_or_th
     doomed = load(SAMPLES / "bob" / "autograd" / "autograd.ipynb")
     write(add_cell(doomed, DOOMED, at=0), root / "submitted" / "dan" / "autograd" / "autograd.ipynb")
     roster = root / "roster.csv"
-    roster.write_text("student_id,lms_id\n" + "".join(f"{s},{100 + i}\n" for i, s in
-                                                       enumerate([*SAMPLE_SCORES, "dan"])), encoding="utf-8")
+    roster.write_text(
+        "student_id,lms_id\n" + "".join(f"{s},{100 + i}\n" for i, s in enumerate([*SAMPLE_SCORES, "dan"])),
+        encoding="utf-8",
+    )
     config = load_config(root)
     summary = grade_batch(config, [], root, record_gradebook=True, roster=read_roster(roster))
     statuses = {g.student_id: g.status for g in summary.graded}
@@ -127,8 +133,10 @@ def test_a_student_whose_sandbox_never_starts_is_no_grade_in_the_gradebook_or_th
     assert all(statuses[s] == (Status.GRADED if s != "frank" else Status.FAILED) for s in SAMPLE_SCORES)
     assert "1 autograder error" in summary.lines()[0]
     assert "1 autograder errors" not in summary.lines()[0]
-    assert any(line.startswith("autograder errors (ours, not the students'") and line.endswith(": dan")
-               for line in summary.lines())
+    assert any(
+        line.startswith("autograder errors (ours, not the students'") and line.endswith(": dan")
+        for line in summary.lines()
+    )
     with (root / "grades-autograd.csv").open(newline="") as stream:
         rows = {row["student_id"]: row for row in csv.DictReader(stream)}
     assert rows["dan"]["status"] == Status.AUTOGRADER_ERROR
@@ -141,8 +149,9 @@ def test_a_student_whose_sandbox_never_starts_is_no_grade_in_the_gradebook_or_th
     assert "dan" not in recorded
     assert {"alice", "bob", "carol", "dave", "erin"} <= recorded
     # The LMS export leaves dan's cell empty (the LMS keeps what it had) rather than importing a 0.
-    exported = {row.student.student_id: row.score for row in export_rows(root / "grades-autograd.csv",
-                                                                         read_roster(roster))}
+    exported = {
+        row.student.student_id: row.score for row in export_rows(root / "grades-autograd.csv", read_roster(roster))
+    }
     assert exported["dan"] == ""
     assert exported["alice"] == "57.0" or float(exported["alice"]) == 57
 
@@ -155,6 +164,7 @@ def test_the_self_test_passes_for_both_assignments_and_its_notebooks_are_the_kno
         proven = prove_setup(assignment, config, partial(pool.run, cold_fallback=False), level=pool.level)
     assert (proven.solution_score, proven.untouched_score) == (assignment.max_score, 0)
     assert f"at the {pool.level} level" in proven.line()
+
     # Without release/ (a Gradescope bundle), the untouched release is made from the source: the same cells.
     def code(notebook: dict) -> list[str]:
         return ["".join(cell["source"]).rstrip() for cell in notebook["cells"] if cell["cell_type"] == "code"]
@@ -169,8 +179,10 @@ def test_the_self_test_names_the_level_the_limits_and_the_first_difference():
     with WarmPool(1, config.limits) as pool, pytest.raises(SelfTestError) as refused:
         prove_setup(assignment, config, partial(pool.run, cold_fallback=False), level=pool.level)
     message = str(refused.value)
-    assert message.startswith("the self-test failed, so nothing was graded: the course's solution of assignment "
-                              "'autograd' scored 0/57 (it must score 57)")
+    assert message.startswith(
+        "the self-test failed, so nothing was graded: the course's solution of assignment "
+        "'autograd' scored 0/57 (it must score 57)"
+    )
     assert f"at the {pool.level} level" in message
     assert "open_files=3" in message
     assert "the sandbox ended before any student code ran" in message
@@ -183,8 +195,11 @@ def test_grade_refuses_before_grading_anyone_when_the_self_test_fails(tmp_path, 
     shutil.copytree(SAMPLES, root / "submitted")
     assert main(["--course", str(root), "grade"]) == 0  # a real term: the gradebook and the CSV exist
     capsys.readouterr()
-    kept = {path.name: path.read_bytes() for path in root.iterdir()
-            if path.is_file() and path.name.startswith(("gradebook.db", "grades-", "course-totals"))}
+    kept = {
+        path.name: path.read_bytes()
+        for path in root.iterdir()
+        if path.is_file() and path.name.startswith(("gradebook.db", "grades-", "course-totals"))
+    }
     assert "gradebook.db" in kept
     assert "grades-autograd.csv" in kept
     feedback = {p: p.stat().st_mtime_ns for p in (root / "feedback").rglob("*") if p.is_file()}
@@ -224,8 +239,12 @@ def test_a_submitted_link_is_the_graders_error_not_the_students_zero(tmp_path):
     link = root / "submitted" / "alice" / "autograd" / "autograd.ipynb"
     link.parent.mkdir(parents=True)
     link.symlink_to(real)
-    graded = grade_submission(SubmissionRef("alice", link), load_course_assignment(config), config,
-                              run=lambda *_: pytest.fail("a file that was not read must not run"))
+    graded = grade_submission(
+        SubmissionRef("alice", link),
+        load_course_assignment(config),
+        config,
+        run=lambda *_: pytest.fail("a file that was not read must not run"),
+    )
     assert graded.status == Status.AUTOGRADER_ERROR
     assert "is a symbolic link" in graded.internal_error
     assert str(link) in graded.internal_error

@@ -35,8 +35,11 @@ def test_the_words_are_those_written_to_csvs_feedback_the_gradebook_and_the_serv
 
 
 def test_each_status_says_what_it_means_for_the_student():
-    body = next(node for node in ast.parse(STATUS_SOURCE.read_text(encoding="utf-8")).body
-                if isinstance(node, ast.ClassDef) and node.name == "Status").body
+    body = next(
+        node
+        for node in ast.parse(STATUS_SOURCE.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.ClassDef) and node.name == "Status"
+    ).body
     said = {}
     for member, doc in itertools.pairwise(body):
         if isinstance(member, ast.Assign) and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant):
@@ -56,8 +59,10 @@ def test_a_golden_feedback_file_holds_a_status_and_writes_back_byte_for_byte():
 
 def test_a_grades_csv_written_with_the_enum_is_the_csv_written_with_the_words(tmp_path):
     def rows(status_of):
-        return [GradeRow(sid, {"slopes": 3} if status_of(sid) != "missing" else {}, 3, 57, status_of(sid))
-                for sid in ("alice", "bob", "carol", "dan", "erin")]
+        return [
+            GradeRow(sid, {"slopes": 3} if status_of(sid) != "missing" else {}, 3, 57, status_of(sid))
+            for sid in ("alice", "bob", "carol", "dan", "erin")
+        ]
 
     words = dict(zip(("alice", "bob", "carol", "dan", "erin"), [s.value for s in Status], strict=True))
     write_grades_csv(tmp_path / "words.csv", ("slopes",), rows(words.__getitem__))
@@ -75,9 +80,17 @@ def test_the_service_database_holds_the_word(tmp_path):
         attempt = store.submit("alice", "autograd", b"{}", ServicePolicy())
         assert isinstance(attempt, Attempt)
         store.claim_next()
-        assert store.record(attempt.id, status=Status.TIMED_OUT, score=1.0, raw_score=1.0, late_penalty=0.0,
-                            max_score=57.0, integrity=[], seconds=0.1,
-                            feedback=Feedback("alice", "autograd", Status.TIMED_OUT, 1.0, 57.0, (), (), True, ()))
+        assert store.record(
+            attempt.id,
+            status=Status.TIMED_OUT,
+            score=1.0,
+            raw_score=1.0,
+            late_penalty=0.0,
+            max_score=57.0,
+            integrity=[],
+            seconds=0.1,
+            feedback=Feedback("alice", "autograd", Status.TIMED_OUT, 1.0, 57.0, (), (), True, ()),
+        )
         with store.begin() as db:
             raw = db.execute(select(store_module.attempts.c.status, store_module.attempts.c.feedback)).one()
         assert (type(raw.status), raw.status) == (str, "timed_out")
@@ -88,19 +101,40 @@ def test_the_service_database_holds_the_word(tmp_path):
         store.close()
 
 
-@pytest.mark.parametrize("value", ["Graded", "graded ", " missing", "GRADED", "timed out", "error", "", None, 1,
-                                   ["graded"], {"status": "graded"}, b"graded"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "Graded",
+        "graded ",
+        " missing",
+        "GRADED",
+        "timed out",
+        "error",
+        "",
+        None,
+        1,
+        ["graded"],
+        {"status": "graded"},
+        b"graded",
+    ],
+)
 def test_a_value_that_is_not_a_status_word_is_refused(value):
     with pytest.raises(ValueError, match="is not a"):
         Status.read(value)
 
 
-@pytest.mark.parametrize(("written", "says"), [
-    ("excellent", "attempt 1's status 'excellent' is not one of queued, grading, graded, timed_out, failed, "
-                  "autograder_error: mend that row"),
-    ("missing", "attempt 1's status 'missing' is not one of"),  # a grades row's word: no attempt is stored as one
-    ("Graded", "attempt 1's status 'Graded' is not one of"),
-])
+@pytest.mark.parametrize(
+    ("written", "says"),
+    [
+        (
+            "excellent",
+            "attempt 1's status 'excellent' is not one of queued, grading, graded, timed_out, failed, "
+            "autograder_error: mend that row",
+        ),
+        ("missing", "attempt 1's status 'missing' is not one of"),  # a grades row's word: no attempt is stored as one
+        ("Graded", "attempt 1's status 'Graded' is not one of"),
+    ],
+)
 def test_a_service_row_whose_status_the_service_never_writes_is_named_not_used(tmp_path, written, says):
     store = Store(f"sqlite:///{tmp_path / 'service.db'}")
     try:
@@ -126,8 +160,9 @@ def test_the_status_module_sits_at_the_bottom_of_the_package():
     check = "import json, sys, {}; print(json.dumps(sorted(m for m in sys.modules if m.startswith('course'))))"
     loaded = []
     for module in ("course", "course.core.status"):
-        done = subprocess.run([sys.executable, "-c", check.format(module)], capture_output=True, text=True,
-                              timeout=60, cwd=ROOT)
+        done = subprocess.run(
+            [sys.executable, "-c", check.format(module)], capture_output=True, text=True, timeout=60, cwd=ROOT
+        )
         assert done.returncode == 0, done.stderr
         loaded.append(set(json.loads(done.stdout)))
     assert loaded[1] - loaded[0] == {"course.core", "course.core.status"}  # the layer package (a docstring) and it

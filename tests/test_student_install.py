@@ -27,7 +27,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 def install_section() -> str:
     text = STUDENTS_MD.read_text(encoding="utf-8")
-    return text[text.index("## Install"):text.index("### For the instructor")]
+    return text[text.index("## Install") : text.index("### For the instructor")]
 
 
 def blocks(language: str) -> list[str]:
@@ -70,24 +70,28 @@ def test_a_student_install_fetches_checks_and_submits_without_the_grader_s_tools
     bin_ = f"{home / '.venv'}/bin/"
 
     # The student's packages only: the service's are absent, the notebook's and nbgrader's present.
-    probe = ("import importlib.metadata as m, json, sys\n"
-             "def has(name):\n"
-             "    try: m.distribution(name); return True\n"
-             "    except m.PackageNotFoundError: return False\n"
-             "print(json.dumps({name: has(name) for name in sys.argv[1:]}))")
+    probe = (
+        "import importlib.metadata as m, json, sys\n"
+        "def has(name):\n"
+        "    try: m.distribution(name); return True\n"
+        "    except m.PackageNotFoundError: return False\n"
+        "print(json.dumps({name: has(name) for name in sys.argv[1:]}))"
+    )
     names = [*SERVICE_ONLY, "torch", "numpy", "jupyterlab", "nbgrader", "autograd-course"]
     present = run([bin_ + "python", "-c", probe, *names], env, home)
     assert present.returncode == 0, present.stderr
     assert present.stdout.strip() == (
         '{"starlette": false, "uvicorn": false, "python-multipart": false, "psycopg": false, "torch": true, '
-        '"numpy": true, "jupyterlab": true, "nbgrader": true, "autograd-course": true}')
+        '"numpy": true, "jupyterlab": true, "nbgrader": true, "autograd-course": true}'
+    )
     # ... and the test environment has them, so the check above can tell the difference
     assert all(importlib.metadata.distribution(name) for name in SERVICE_ONLY)
 
     # nbgrader's instructor tools: on as installed, off after the page's commands; fetch, submit, validate stay.
     def extensions() -> str:
-        return said(run([bin_ + "jupyter", "server", "extension", "list"], env, home)) + \
-            said(run([bin_ + "jupyter", "labextension", "list"], env, home))
+        return said(run([bin_ + "jupyter", "server", "extension", "list"], env, home)) + said(
+            run([bin_ + "jupyter", "labextension", "list"], env, home)
+        )
 
     assert "nbgrader.server_extensions.formgrader enabled" in extensions()
     commands = [line for line in blocks("bash") if "extension disable" in line]
@@ -96,10 +100,14 @@ def test_a_student_install_fetches_checks_and_submits_without_the_grader_s_tools
         done = run(shlex.split(line.replace(".venv/bin/", bin_)), env, home)
         assert done.returncode == 0, said(done)
     listed = extensions()
-    for server_extension, state in (("formgrader", "disabled"), ("course_list", "disabled"),
-                                    ("assignment_list", "enabled"), ("validate_assignment", "enabled")):
+    for server_extension, state in (
+        ("formgrader", "disabled"),
+        ("course_list", "disabled"),
+        ("assignment_list", "enabled"),
+        ("validate_assignment", "enabled"),
+    ):
         assert f"nbgrader.server_extensions.{server_extension} {state}" in listed, listed
-    disabled = listed[listed.index("Disabled extensions:"):]
+    disabled = listed[listed.index("Disabled extensions:") :]
     for plugin in ("formgrader", "create-assignment", "course-list"):
         assert f"@jupyter/nbgrader:{plugin}" in disabled, listed
     assert "@jupyter/nbgrader:assignment-list" not in disabled
@@ -110,18 +118,23 @@ def test_a_student_install_fetches_checks_and_submits_without_the_grader_s_tools
     exchange_root = re.search(r'"(.*)"', settings[1]).group(1)
     (home / ".jupyter").mkdir()
     (home / ".jupyter" / "nbgrader_config.py").write_text(
-        "\n".join([settings[0], settings[1].replace(exchange_root, str(exchange))]) + "\n", encoding="utf-8")
+        "\n".join([settings[0], settings[1].replace(exchange_root, str(exchange))]) + "\n", encoding="utf-8"
+    )
     course = tmp_path / "course"
     course.mkdir()
     (course / "release").symlink_to(ROOT / "release")
     exchange.mkdir(mode=0o777)
-    released = run([NBGRADER, "release_assignment", "autograd", "--course=autograd-course",
-                    f"--Exchange.root={exchange}"], {**os.environ, "HOME": str(tmp_path)}, course)
+    released = run(
+        [NBGRADER, "release_assignment", "autograd", "--course=autograd-course", f"--Exchange.root={exchange}"],
+        {**os.environ, "HOME": str(tmp_path)},
+        course,
+    )
     assert released.returncode == 0, said(released)
     fetched = run([bin_ + "nbgrader", "fetch_assignment", "autograd"], env, home)
     assert fetched.returncode == 0, said(fetched)
-    assert (home / "autograd" / "autograd.ipynb").read_bytes() == (ROOT / "release" / "autograd" /
-                                                                    "autograd.ipynb").read_bytes()
+    assert (home / "autograd" / "autograd.ipynb").read_bytes() == (
+        ROOT / "release" / "autograd" / "autograd.ipynb"
+    ).read_bytes()
 
     # `check` on the fetched notebook, in the student's folder: it runs it in the sandbox and lists what is to do.
     checked = run([bin_ + "autograd-course", "check", "autograd.ipynb"], env, home / "autograd")
@@ -135,8 +148,19 @@ def test_a_student_install_fetches_checks_and_submits_without_the_grader_s_tools
     assert [path.name for path in (exchange / "autograd-course" / "inbound").iterdir()]  # the submission arrived
 
     # The service's client is the student's: it needs none of the service's packages (here: no server listens).
-    sent = run([bin_ + "autograd-course", "submit", "autograd/autograd.ipynb", "--server", "http://127.0.0.1:9",
-                "--token", "t"], env, home)
+    sent = run(
+        [
+            bin_ + "autograd-course",
+            "submit",
+            "autograd/autograd.ipynb",
+            "--server",
+            "http://127.0.0.1:9",
+            "--token",
+            "t",
+        ],
+        env,
+        home,
+    )
     assert sent.returncode == 1
     assert sent.stderr.startswith("autograd-course submit: cannot reach the server http://127.0.0.1:9/"), said(sent)
 
@@ -145,6 +169,8 @@ def test_a_student_install_fetches_checks_and_submits_without_the_grader_s_tools
     assert served.returncode == 1
     assert served.stdout == ""
     [line] = served.stderr.splitlines()
-    assert line.startswith("autograd-course serve: autograd-course serve is the instructor's and needs the service "
-                           "extra (starlette, uvicorn, python-multipart not installed"), line
+    assert line.startswith(
+        "autograd-course serve: autograd-course serve is the instructor's and needs the service "
+        "extra (starlette, uvicorn, python-multipart not installed"
+    ), line
     assert "whl[service]" in line

@@ -8,8 +8,12 @@ import pytest
 
 from course.term.student_markup import LABEL, inert_submission, literal_markdown
 
-RELEASE = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": ["## Part 1\n", "<b>instructor's</b>"]},
-                     {"cell_type": "code", "metadata": {}, "source": "x = ...", "outputs": []}]}
+RELEASE = {
+    "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ["## Part 1\n", "<b>instructor's</b>"]},
+        {"cell_type": "code", "metadata": {}, "source": "x = ...", "outputs": []},
+    ]
+}
 
 TEXTS = [
     "<script>alert(1)</script>",
@@ -32,14 +36,26 @@ def test_the_students_markdown_renders_as_its_text(text):
 
 
 def test_cells_that_are_the_releases_stay_and_the_rest_become_text():
-    submitted = {"nbformat": 4, "cells": [
-        {"cell_type": "markdown", "metadata": {}, "source": "## Part 1\n<b>instructor's</b>"},  # the release's, joined
-        {"cell_type": "markdown", "metadata": {}, "source": "<b>mine</b>", "attachments": {"a.png": {}}},
-        {"cell_type": "raw", "metadata": {"raw_mimetype": "text/html"}, "source": ["<i>raw</i>"]},
-        {"cell_type": "code", "metadata": {}, "source": "x = 1", "attachments": {},
-         "outputs": [{"output_type": "display_data", "data": {"text/html": "<script>alert(1)</script>"}}]},
-        {"cell_type": 7, "source": None},
-    ]}
+    submitted = {
+        "nbformat": 4,
+        "cells": [
+            {
+                "cell_type": "markdown",
+                "metadata": {},
+                "source": "## Part 1\n<b>instructor's</b>",
+            },  # the release's, joined
+            {"cell_type": "markdown", "metadata": {}, "source": "<b>mine</b>", "attachments": {"a.png": {}}},
+            {"cell_type": "raw", "metadata": {"raw_mimetype": "text/html"}, "source": ["<i>raw</i>"]},
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "source": "x = 1",
+                "attachments": {},
+                "outputs": [{"output_type": "display_data", "data": {"text/html": "<script>alert(1)</script>"}}],
+            },
+            {"cell_type": 7, "source": None},
+        ],
+    }
     before = repr(submitted)
     inert = inert_submission(submitted, RELEASE)
     assert repr(submitted) == before  # the parsed submission is not changed
@@ -59,11 +75,29 @@ def test_a_code_cell_written_as_the_releases_markdown_cell_is_inert():
     from course.term.nbgrader_layout import autograded_notebook
 
     notes = {"grade": False, "solution": False, "locked": False, "grade_id": "notes", "schema_version": 3}
-    release = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-        {"cell_type": "markdown", "id": "notes", "metadata": {"nbgrader": notes}, "source": "Your notes here."}]}
-    submitted = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-        {"cell_type": "code", "id": "notes", "metadata": {"nbgrader": notes}, "outputs": [],
-         "execution_count": None, "source": "<script>document.title = 'pwned'</script>"}]}
+    release = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {},
+        "cells": [
+            {"cell_type": "markdown", "id": "notes", "metadata": {"nbgrader": notes}, "source": "Your notes here."}
+        ],
+    }
+    submitted = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {},
+        "cells": [
+            {
+                "cell_type": "code",
+                "id": "notes",
+                "metadata": {"nbgrader": notes},
+                "outputs": [],
+                "execution_count": None,
+                "source": "<script>document.title = 'pwned'</script>",
+            }
+        ],
+    }
     (cell,) = autograded_notebook(release, submitted, ())["cells"]
     assert cell["cell_type"] == "markdown"  # the release's type: the check can fail only through it
     assert cell["source"].startswith(LABEL)

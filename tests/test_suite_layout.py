@@ -24,8 +24,9 @@ def imported_names(path) -> list[tuple[int, str]]:
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             module = "." * node.level + (node.module or "")
-            found += [(node.lineno, f"{module}.{alias.name}" if node.module is None else module)
-                      for alias in node.names]
+            found += [
+                (node.lineno, f"{module}.{alias.name}" if node.module is None else module) for alias in node.names
+            ]
     return sorted(set(found))
 
 
@@ -40,10 +41,12 @@ def test_no_test_module_imports_another_test_module_or_a_conftest():
 
 
 def test_the_suites_own_modules_are_imported_from_the_tests_package():
-    offences = [f"{path.relative_to(ROOT)}:{line} imports {module}"
-                for path in sorted(TESTS.rglob("*.py"))
-                for line, module in imported_names(path)
-                if module.split(".")[0] in TOP_LEVEL and not module.startswith(".")]
+    offences = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in sorted(TESTS.rglob("*.py"))
+        for line, module in imported_names(path)
+        if module.split(".")[0] in TOP_LEVEL and not module.startswith(".")
+    ]
     assert offences == [], "write `from tests.<...> import`:\n" + "\n".join(offences)
 
 

@@ -17,17 +17,41 @@ from course.term.summary_page import render_summary_html
 
 
 def _question(qid: str, points: float, earned: float, slips: tuple[str, ...] = ()) -> dict:
-    return {"id": qid, "title": f"Question `{qid}`", "points": points, "earned": earned, "values": [],
-            "misconceptions": [{"id": slip, "value": "x", "diagnosis": f"diagnosis of {slip} <b>",
-                                "idea": f"idea of {slip}"} for slip in slips]}
+    return {
+        "id": qid,
+        "title": f"Question `{qid}`",
+        "points": points,
+        "earned": earned,
+        "values": [],
+        "misconceptions": [
+            {"id": slip, "value": "x", "diagnosis": f"diagnosis of {slip} <b>", "idea": f"idea of {slip}"}
+            for slip in slips
+        ],
+    }
 
 
-def _feedback(student: str, score: float, status: str = "graded", *, q1: float = 2, slips: tuple[str, ...] = (),
-              messages: tuple[str, ...] = ()) -> Feedback:
-    return Feedback.from_json({
-        "student_id": student, "assignment": "autograd", "status": status, "score": score, "max_score": 10,
-        "late_penalty": 0, "messages": list(messages), "cell_errors": [],
-        "questions": [_question("q1", 2, q1, slips), _question("q2", 8, score - q1)]})
+def _feedback(
+    student: str,
+    score: float,
+    status: str = "graded",
+    *,
+    q1: float = 2,
+    slips: tuple[str, ...] = (),
+    messages: tuple[str, ...] = (),
+) -> Feedback:
+    return Feedback.from_json(
+        {
+            "student_id": student,
+            "assignment": "autograd",
+            "status": status,
+            "score": score,
+            "max_score": 10,
+            "late_penalty": 0,
+            "messages": list(messages),
+            "cell_errors": [],
+            "questions": [_question("q1", 2, q1, slips), _question("q2", 8, score - q1)],
+        }
+    )
 
 
 CLASS = [
@@ -47,8 +71,12 @@ def test_an_unreadable_feedback_file_is_said_not_skipped(tmp_path):
     carol = good.to_json()
     del carol["questions"][0]["points"]
     dave = {**good.to_json(), "score": "3"}
-    for student, text in (("alice", json.dumps(good.to_json())), ("bob", '{"half a file'),
-                          ("carol", json.dumps(carol)), ("dave", json.dumps(dave))):
+    for student, text in (
+        ("alice", json.dumps(good.to_json())),
+        ("bob", '{"half a file'),
+        ("carol", json.dumps(carol)),
+        ("dave", json.dumps(dave)),
+    ):
         path = tmp_path / "feedback" / student / "autograd" / "feedback.json"
         path.parent.mkdir(parents=True)
         path.write_text(text)
@@ -61,8 +89,9 @@ def test_an_unreadable_feedback_file_is_said_not_skipped(tmp_path):
     assert "could not be read and is not counted here: bob" in render_summary_html(summary, "autograd")
 
 
-@pytest.mark.parametrize(("max_score", "width", "bins"), [(57, 3, 20), (10, 1, 11), (19, 1, 20), (20, 2, 11),
-                                                          (4.5, 1, 5), (0, 1, 1)])
+@pytest.mark.parametrize(
+    ("max_score", "width", "bins"), [(57, 3, 20), (10, 1, 11), (19, 1, 20), (20, 2, 11), (4.5, 1, 5), (0, 1, 1)]
+)
 def test_bins_are_whole_points_and_few(max_score, width, bins):
     made = score_bins(max_score, [])
     assert len(made) == bins <= MAX_BINS
@@ -75,8 +104,15 @@ def test_bins_are_whole_points_and_few(max_score, width, bins):
 def test_a_score_counts_in_the_bin_of_its_whole_part():
     made = score_bins(57, [("a", 44.6), ("b", 45), ("c", 57), ("d", 0), ("e", -2), ("f", 56.99), ("g", 60)])
     holding = {name: (b["from"], b["to"]) for b in made for name in b["students"]}
-    assert holding == {"a": (42, 44), "b": (45, 47), "c": (57, 57), "d": (0, 2), "e": (0, 2), "f": (54, 56),
-                       "g": (57, 57)}
+    assert holding == {
+        "a": (42, 44),
+        "b": (45, 47),
+        "c": (57, 57),
+        "d": (0, 2),
+        "e": (0, 2),
+        "f": (54, 56),
+        "g": (57, 57),
+    }
 
 
 def test_the_statistics_count_only_submissions_that_were_read():
@@ -84,8 +120,12 @@ def test_the_statistics_count_only_submissions_that_were_read():
     assert summary["students"] == 4  # alice, bob, carol, and dave who timed out (his notebook ran)
     assert summary["mean_score"] == pytest.approx((10 + 4.5 + 7 + 3) / 4)
     assert summary["median_score"] == pytest.approx((4.5 + 7) / 2)
-    assert summary["not_counted"] == {"failed": ["frank"], "autograder_error": ["gina"], "missing": ["zoe"],
-                                      "unreadable": ["yann"]}
+    assert summary["not_counted"] == {
+        "failed": ["frank"],
+        "autograder_error": ["gina"],
+        "missing": ["zoe"],
+        "unreadable": ["yann"],
+    }
     assert sum(len(b["students"]) for b in summary["histogram"]) == 4
     q1 = summary["questions"][0]
     assert (q1["full_marks"], q1["success_rate"], q1["mean"]) == (2, 0.5, 1.0)  # alice and dave of four
@@ -100,7 +140,9 @@ def test_the_statistics_count_only_submissions_that_were_read():
 def test_each_misconception_names_its_students_most_common_first():
     summary = class_summary(CLASS)
     assert [(m["id"], m["students"]) for m in summary["misconceptions"]] == [
-        ("sign_slip", ["bob", "carol"]), ("forgot_times_x", ["bob"])]
+        ("sign_slip", ["bob", "carol"]),
+        ("forgot_times_x", ["bob"]),
+    ]
     assert summary["misconceptions"][0]["where"] == {"bob": "q1", "carol": "q1"}
     assert summary["misconceptions"][0]["questions"] == ["Question `q1`"]
 
@@ -172,10 +214,11 @@ def test_the_page_shows_whole_point_bins_and_every_student():
     labels = re.findall(r"<text class=bin-label[^>]*>([^<]*)</text>", page)
     assert labels == [str(point) for point in range(11)]
     assert page.count("<g class=bin ") == 11
-    rows = re.findall(r"<tr[^>]*><td>(?:<a href=\"([^\"]+)\">|<span>)([^<]+)<", page.split('id=students')[1])
+    rows = re.findall(r"<tr[^>]*><td>(?:<a href=\"([^\"]+)\">|<span>)([^<]+)<", page.split("id=students")[1])
     assert [name for _, name in rows] == ["alice", "bob", "carol", "dave", "frank", "gina", "zoe"]
-    assert [link for link, _ in rows][:6] == [f"feedback/{s}/autograd/autograd.html"
-                                             for s in ("alice", "bob", "carol", "dave", "frank", "gina")]
+    assert [link for link, _ in rows][:6] == [
+        f"feedback/{s}/autograd/autograd.html" for s in ("alice", "bob", "carol", "dave", "frank", "gina")
+    ]
     assert "<div class=score>7 students</div><div>4 counted in the score statistics</div>" in page  # the class
     assert "in whole points (a score" in page
     assert "mean score 6.1 / 10" in page

@@ -36,18 +36,46 @@ from tests.support.helpers import (
 DUE = "2026-11-20 23:59:00 UTC"
 SUBMITTED_AT = {  # what nbgrader's clock said when each student submitted
     "alice": "2026-11-20 20:00:00.000000 UTC",  # on time
-    "bob": "2026-11-22 01:00:00.000000 UTC",    # 1 day 1 hour late: two started days at 10% of 57
-    "dave": "2026-11-21 12:00:00.000000 UTC",   # 12 hours late, inside his 48-hour extension
+    "bob": "2026-11-22 01:00:00.000000 UTC",  # 1 day 1 hour late: two started days at 10% of 57
+    "dave": "2026-11-21 12:00:00.000000 UTC",  # 12 hours late, inside his 48-hour extension
 }
 ROSTER = [  # carol is on the roster and submits nothing
-    {"student_id": "alice", "name": "Alice Archer", "lms_id": "1001", "sis_user_id": "S-1", "sis_login_id": "aa1",
-     "section": "Autograd 101", "email": "alice@example.edu"},
-    {"student_id": "bob", "name": "Bob Baker", "lms_id": "1002", "sis_user_id": "S-2", "sis_login_id": "bb2",
-     "section": "Autograd 101", "email": "bob@example.edu"},
-    {"student_id": "carol", "name": "Carol Cole", "lms_id": "1003", "sis_user_id": "S-3", "sis_login_id": "cc3",
-     "section": "Autograd 101", "email": "carol@example.edu"},
-    {"student_id": "dave", "name": "Dave Doe", "lms_id": "1004", "sis_user_id": "S-4", "sis_login_id": "dd4",
-     "section": "Autograd 101", "email": "dave@example.edu"},
+    {
+        "student_id": "alice",
+        "name": "Alice Archer",
+        "lms_id": "1001",
+        "sis_user_id": "S-1",
+        "sis_login_id": "aa1",
+        "section": "Autograd 101",
+        "email": "alice@example.edu",
+    },
+    {
+        "student_id": "bob",
+        "name": "Bob Baker",
+        "lms_id": "1002",
+        "sis_user_id": "S-2",
+        "sis_login_id": "bb2",
+        "section": "Autograd 101",
+        "email": "bob@example.edu",
+    },
+    {
+        "student_id": "carol",
+        "name": "Carol Cole",
+        "lms_id": "1003",
+        "sis_user_id": "S-3",
+        "sis_login_id": "cc3",
+        "section": "Autograd 101",
+        "email": "carol@example.edu",
+    },
+    {
+        "student_id": "dave",
+        "name": "Dave Doe",
+        "lms_id": "1004",
+        "sis_user_id": "S-4",
+        "sis_login_id": "dd4",
+        "section": "Autograd 101",
+        "email": "dave@example.edu",
+    },
 ]
 
 
@@ -76,6 +104,7 @@ def term(tmp_path_factory):
         "bob": {**CORRECT_CODE, "net_dL_dw": repr(wrong_literal(ALL_VALUES["net_dL_dw"]))},
         "dave": {**CORRECT_CODE, "twice_w_grad": "12"},
     }
+
     def fetch_answer_submit(student: str) -> None:
         def answer(fetched: Path) -> None:
             assert "net_h = ..." in fetched.read_text()
@@ -133,12 +162,20 @@ def test_formgrader_shows_every_submission_autograded_with_our_scores(term):
     assert "carol" not in submissions  # on the roster: formgrader's Students view lists her, with nothing submitted
     students = {s["id"]: s for s in api.get_students()}
     # the roster's names and emails, not "None, None"
-    assert [(students[s["student_id"]]["first_name"], students[s["student_id"]]["last_name"],
-             students[s["student_id"]]["email"]) for s in ROSTER] == [
-        (s["name"].split()[0], s["name"].split()[1], s["email"]) for s in ROSTER]
+    assert [
+        (
+            students[s["student_id"]]["first_name"],
+            students[s["student_id"]]["last_name"],
+            students[s["student_id"]]["email"],
+        )
+        for s in ROSTER
+    ] == [(s["name"].split()[0], s["name"].split()[1], s["email"]) for s in ROSTER]
     # one entry per assignment of the course (nbgrader sorts them by name), none submitted
     assert [(s["name"], s["submitted"]) for s in api.get_student_submissions("carol")] == [
-        ("autograd", False), ("backprop", False), ("training", False)]
+        ("autograd", False),
+        ("backprop", False),
+        ("training", False),
+    ]
     notebooks = api.get_notebook_submissions("autograd", "autograd")
     assert {n["student"] for n in notebooks} == {"alice", "bob", "dave"}
     assert not any(n["needs_manual_grade"] for n in notebooks)
@@ -166,8 +203,14 @@ def test_feedback_is_released_and_fetched_through_the_exchange(term):
     nbgrader(root, "release_feedback", "autograd", exchange=exchange)
     for student in ("alice", "bob", "dave"):
         home = homes / student
-        nbgrader(home, "fetch_feedback", "autograd", f"--student={student}", f"--Exchange.cache={home / 'cache'}",
-                 exchange=exchange)
+        nbgrader(
+            home,
+            "fetch_feedback",
+            "autograd",
+            f"--student={student}",
+            f"--Exchange.cache={home / 'cache'}",
+            exchange=exchange,
+        )
         pages = list((home / "autograd" / "feedback").glob("*/autograd.html"))
         assert len(pages) == 1, student
         page = pages[0].read_text()
@@ -197,8 +240,10 @@ def test_the_canvas_csv_has_the_right_rows(term):
     assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "autograd"]
     assert rows[1] == ["Points Possible", "", "", "", "", "57"]
     ours = read_csv(root / "grades-autograd.csv")
-    assert rows[2:] == [[s["name"], s["lms_id"], s["sis_user_id"], s["sis_login_id"], s["section"],
-                         ours[s["student_id"]]["score"]] for s in ROSTER]
+    assert rows[2:] == [
+        [s["name"], s["lms_id"], s["sis_user_id"], s["sis_login_id"], s["section"], ours[s["student_id"]]["score"]]
+        for s in ROSTER
+    ]
     assert [r[5] for r in rows[2:]] == ["57", "44.6", "0", "55"]
 
 
@@ -221,16 +266,31 @@ def test_after_the_terms_commands_git_status_lists_no_secret_or_student_file(ter
     roster = str(root / "roster.csv")
     assert main(["--course", str(root), "export", "--format", "canvas", "--roster", roster]) == 0
     assert main(["--course", str(root), "serve", "tokens", roster, "--out", str(root / "tokens.csv")]) == 0
-    written = {"tokens.csv", "tokens-instructor.txt", "service.db", "gradebook.db", "roster.csv", "grades-autograd.csv",
-               "canvas-autograd.csv", "class-summary-autograd.html", "class-summary-autograd.json", "submitted",
-               "autograded", "feedback"}
+    written = {
+        "tokens.csv",
+        "tokens-instructor.txt",
+        "service.db",
+        "gradebook.db",
+        "roster.csv",
+        "grades-autograd.csv",
+        "canvas-autograd.csv",
+        "class-summary-autograd.html",
+        "class-summary-autograd.json",
+        "submitted",
+        "autograded",
+        "feedback",
+    }
     assert written <= {path.name for path in root.iterdir()}  # the commands wrote what is checked below
-    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=root, check=True,
-                            capture_output=True, text=True).stdout.splitlines()
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=root, check=True, capture_output=True, text=True
+    ).stdout.splitlines()
     committable = [line[3:] for line in status]
     assert "source/course.yaml" in committable
-    assert [path for path in committable
-            if not path.startswith(("source/", "release/")) and path not in (".gitignore", "nbgrader_config.py")] == []
+    assert [
+        path
+        for path in committable
+        if not path.startswith(("source/", "release/")) and path not in (".gitignore", "nbgrader_config.py")
+    ] == []
 
 
 @pytest.mark.slow
@@ -279,21 +339,24 @@ def test_the_services_attempts_are_recorded_into_the_term_and_undone(term):
     yaml_path.write_text(yaml.safe_dump(settings))
     tokens = root / "tokens.csv"
     assert main(["--course", str(root), "serve", "tokens", str(root / "roster.csv"), "--out", str(tokens)]) == 0
-    server = Server(root, tokens=read_csv_tokens(tokens),
-                    instructor=(root / "tokens-instructor.txt").read_text().strip())
+    server = Server(
+        root, tokens=read_csv_tokens(tokens), instructor=(root / "tokens-instructor.txt").read_text().strip()
+    )
     server.start()
     try:
         bob = server.submit("bob", notebook_bytes(submitted_notebook(CORRECT_CODE))).json  # term: 56 less 11.4
         wrong = {**CORRECT_CODE, "net_dL_dw": repr(wrong_literal(ALL_VALUES["net_dL_dw"]))}
         carol = server.submit("carol", notebook_bytes(submitted_notebook(wrong))).json  # term: missing
         dave = server.submit("dave", notebook_bytes(submitted_notebook(CORRECT_CODE))).json  # term: 55
-        assert (bob["status"], bob["score"], bob["attempt"], carol["score"], dave["score"]) == (
-            "graded", 57, 1, 56, 57)
+        assert (bob["status"], bob["score"], bob["attempt"], carol["score"], dave["score"]) == ("graded", 57, 1, 56, 57)
         base = f"{server.url}/i/{server.instructor}"
         preview = request(f"{base}/export/gradebook").text
         changes = re.findall(r"<tr><td>(\w+)</td><td>(.*?)</td>", preview)
-        assert changes == [("bob", "38.6, submitted 2026-11-22 01:00:00 UTC (term)"), ("carol", "nothing"),
-                           ("dave", "55, submitted 2026-11-21 12:00:00 UTC (term)")]
+        assert changes == [
+            ("bob", "38.6, submitted 2026-11-22 01:00:00 UTC (term)"),
+            ("carol", "nothing"),
+            ("dave", "55, submitted 2026-11-21 12:00:00 UTC (term)"),
+        ]
         assert "replaces the term&#x27;s submission" in preview
         csrf = re.search(r'name=csrf value="([^"]+)"', preview).group(1)
         plan = re.search(r'name=plan value="([^"]+)"', preview).group(1)
@@ -315,8 +378,10 @@ def test_the_services_attempts_are_recorded_into_the_term_and_undone(term):
 
         # The gradebook itself refuses carol's new submission (a trigger, as a registrar's lock would): bob and
         # dave are recorded, carol keeps her record whole, files included, and the report says so.
-        gradebook_sql("CREATE TRIGGER registrar_lock BEFORE INSERT ON submitted_assignment "
-                      "WHEN NEW.student_id = 'carol' BEGIN SELECT RAISE(ABORT, 'locked by the registrar'); END")
+        gradebook_sql(
+            "CREATE TRIGGER registrar_lock BEFORE INSERT ON submitted_assignment "
+            "WHEN NEW.student_id = 'carol' BEGIN SELECT RAISE(ABORT, 'locked by the registrar'); END"
+        )
         done = post("gradebook", plan=plan, replace_term="yes")
         gradebook_sql("DROP TRIGGER registrar_lock")
         assert done.status == 200, done.text
@@ -357,7 +422,7 @@ def test_the_services_attempts_are_recorded_into_the_term_and_undone(term):
         recorded = held_submissions(gradebook_url, root / "gradebook.db", "autograd", "autograd")
         recorded_csv = (root / "grades-autograd.csv").read_bytes()
         again = request(f"{base}/export/gradebook").text
-        assert 'id=nothing-new' in again
+        assert "id=nothing-new" in again
         repeat = post("gradebook", plan=term_plan_digest_of_nothing())
         assert "Nothing to record" in repeat.text, repeat.text
         assert (root / "grades-autograd.csv").read_bytes() == recorded_csv
@@ -367,8 +432,7 @@ def test_the_services_attempts_are_recorded_into_the_term_and_undone(term):
         # Later, dave hands in newer work through nbgrader, and the instructor collects and grades it.
         home = homes / "dave"
         write(submitted_notebook({**CORRECT_CODE, "cubic_grad": "0"}), home / "autograd" / "autograd.ipynb")
-        nbgrader(home, "submit", "autograd", "--student=dave", f"--Exchange.cache={home / 'cache'}",
-                 exchange=exchange)
+        nbgrader(home, "submit", "autograd", "--student=dave", f"--Exchange.cache={home / 'cache'}", exchange=exchange)
         nbgrader(root, "collect", "--update", "autograd", exchange=exchange)
         newer_stamp = (root / "submitted" / "dave" / "autograd" / "timestamp.txt").read_text()
         assert newer_stamp not in (SUBMITTED_AT["dave"], recorded_stamp(root, "dave"))
@@ -384,8 +448,10 @@ def test_the_services_attempts_are_recorded_into_the_term_and_undone(term):
         undone = post("gradebook", undo="1")
         assert undone.status == 200
         assert "Undid recording 1: the records of bob are back as they were before it." in undone.text, undone.text
-        assert ("Left as they are: dave (submitted/, autograded/, feedback/ and the gradebook&#x27;s scores and "
-                "times changed since the recording" in undone.text), undone.text
+        assert (
+            "Left as they are: dave (submitted/, autograded/, feedback/ and the gradebook&#x27;s scores and "
+            "times changed since the recording" in undone.text
+        ), undone.text
         again = post("gradebook", undo="1")  # a second click, or the page reloaded: nothing more is undone
         assert again.status == 409
         assert "Nothing undone: there is no recording to undo" in again.text, again.text
@@ -408,14 +474,17 @@ def test_the_services_attempts_are_recorded_into_the_term_and_undone(term):
     nbgrader(root, "export", exchange=exchange)
     theirs = read_csv(root / "grades.csv")
     assert {s: float(theirs[s]["score"]) for s in ours} == {s: float(row["score"]) for s, row in ours.items()} | {
-        "bob": 38.6}  # bob's gradebook as the term left it: the 6 points of his ungraded cell not counted
+        "bob": 38.6
+    }  # bob's gradebook as the term left it: the 6 points of his ungraded cell not counted
     assert all(submissions[s]["autograded"] for s in submissions)
 
 
 def recorded_stamp(root: Path, student: str) -> str:
     """The submission time the latest recording of the student wrote."""
-    recordings = [json.loads(path.read_text())["students"]
-                  for path in sorted((root / "gradebook-history" / "autograd").glob("*/recording.json"))]
+    recordings = [
+        json.loads(path.read_text())["students"]
+        for path in sorted((root / "gradebook-history" / "autograd").glob("*/recording.json"))
+    ]
     return next(students[student]["written"] for students in reversed(recordings) if student in students)
 
 

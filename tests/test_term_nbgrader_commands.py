@@ -99,13 +99,13 @@ def environment() -> dict[str, str]:
 
 
 def without_the_venv(path: str) -> str:
-    return os.pathsep.join(entry for entry in path.split(os.pathsep)
-                           if entry and Path(entry).resolve() != BIN.resolve())
+    return os.pathsep.join(
+        entry for entry in path.split(os.pathsep) if entry and Path(entry).resolve() != BIN.resolve()
+    )
 
 
 def run(cwd: Path, *command: str) -> str:
-    done = subprocess.run(command, cwd=cwd, env=environment(), capture_output=True, text=True, timeout=900,
-                          check=False)
+    done = subprocess.run(command, cwd=cwd, env=environment(), capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, f"{' '.join(command)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
     return done.stdout + done.stderr
 
@@ -121,8 +121,11 @@ def read_csv(path: Path) -> dict[str, dict[str, str]]:
 
 def tree_digest(folder: Path) -> dict[str, str]:
     """Every file under `folder` (relative path -> sha256): what a command may not change."""
-    return {str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(folder.rglob("*")) if path.is_file()}
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -138,8 +141,13 @@ def term(tmp_path_factory):
     nbgrader(root, "release_assignment", "autograd", exchange=exchange)
     for student in (*THROUGH_THE_EXCHANGE, EMPTIED):
         sample = SAMPLES / SAMPLE_OF[student] / "autograd" / "autograd.ipynb"
-        fetch_and_submit(homes / student, student, exchange,
-                         lambda fetched, sample=sample: shutil.copy(sample, fetched), run=nbgrader)
+        fetch_and_submit(
+            homes / student,
+            student,
+            exchange,
+            lambda fetched, sample=sample: shutil.copy(sample, fetched),
+            run=nbgrader,
+        )
     for folder in (exchange / COURSE_ID / "inbound").iterdir():
         (folder / "timestamp.txt").write_text(ON_TIME)
         if folder.name.startswith(f"{EMPTIED}+"):
@@ -169,8 +177,10 @@ def formgrader_get(url: str, token: str, path: str):
 def formgrade_page(url: str, token: str, submission_id: str) -> int:
     """The status of formgrader's page of one submitted notebook (the autograded notebook, for grading by hand)."""
     try:
-        with urllib.request.urlopen(f"{url}/formgrader/submissions/{submission_id}/?token={token}",  # noqa: S310
-                                    timeout=120) as reply:
+        with urllib.request.urlopen(  # noqa: S310
+            f"{url}/formgrader/submissions/{submission_id}/?token={token}",
+            timeout=120,
+        ) as reply:
             return reply.status
     except urllib.error.HTTPError as error:
         return error.code
@@ -187,8 +197,9 @@ class Seen:
     fetched: dict[str, list[str]] = field(default_factory=dict)  # what each fetcher's fetch_feedback brought
 
 
-def every_command_of_the_term(root: Path, exchange: Path, homes: Path, *, students: list[str], submitted: set[str],
-                              fetchers: tuple[str, ...]) -> Seen:
+def every_command_of_the_term(
+    root: Path, exchange: Path, homes: Path, *, students: list[str], submitted: set[str], fetchers: tuple[str, ...]
+) -> Seen:
     """nbgrader's commands of a term, each a real process, for the whole class, against our grades CSV.
 
     `submitted`: the students with work in the term's record; `fetchers`: those who fetch their feedback
@@ -241,8 +252,14 @@ def every_command_of_the_term(root: Path, exchange: Path, homes: Path, *, studen
     for student in fetchers:
         home = homes / student
         shutil.rmtree(home / "autograd" / "feedback", ignore_errors=True)  # what this round fetches, only
-        nbgrader(home, "fetch_feedback", "autograd", f"--student={student}", f"--Exchange.cache={home / 'cache'}",
-                 exchange=exchange)
+        nbgrader(
+            home,
+            "fetch_feedback",
+            "autograd",
+            f"--student={student}",
+            f"--Exchange.cache={home / 'cache'}",
+            exchange=exchange,
+        )
         fetched = [page.read_text() for page in (home / "autograd" / "feedback").glob("*/autograd.html")]
         assert pages[student] in fetched, student
         seen.fetched[student] = fetched
@@ -267,10 +284,17 @@ def test_nbgrader_commands_after_grade(term):
     root, exchange, homes = term
     ours = read_csv(root / "grades-autograd.csv")
     assert {s: float(row["score"]) for s, row in ours.items() if s != "carol"} == {
-        s: SCORES[s] for s in STUDENTS if s != "carol"}  # dave's hand-dropped notebook counted, on time
+        s: SCORES[s] for s in STUDENTS if s != "carol"
+    }  # dave's hand-dropped notebook counted, on time
     assert (ours["carol"]["status"], ours["carol"]["score"]) == ("missing", "0")
-    seen = every_command_of_the_term(root, exchange, homes, students=STUDENTS,
-                                     submitted={s for s in STUDENTS if s != "carol"}, fetchers=THROUGH_THE_EXCHANGE)
+    seen = every_command_of_the_term(
+        root,
+        exchange,
+        homes,
+        students=STUDENTS,
+        submitted={s for s in STUDENTS if s != "carol"},
+        fetchers=THROUGH_THE_EXCHANGE,
+    )
 
     # names as rosters write them ("Last, First", quotes, one word, non-ASCII), as a person would expect them, in
     # nbgrader's student table and in its export (its fields unquoted), read into the right columns
@@ -289,10 +313,10 @@ def test_nbgrader_commands_after_grade(term):
     folder = root / "feedback" / HAND_DROPPED / "autograd"
     secret = (folder / "submission_secret.txt").read_text()
     released = exchange / COURSE_ID / "feedback"
-    assert (released / f"{notebook_hash(secret=secret, notebook_id='autograd')}.html").read_text() == \
-        seen.pages["dave"]
+    assert (released / f"{notebook_hash(secret=secret, notebook_id='autograd')}.html").read_text() == seen.pages["dave"]
     assert parse_utc((folder / "timestamp.txt").read_text()) == datetime.utcfromtimestamp(HAND_DROPPED_AT)
     assert not (root / "submitted" / HAND_DROPPED / "autograd" / "timestamp.txt").exists()  # submitted/ untouched
+
 
 def submit_the_form(page: str, post) -> object:
     """The dashboard's recording form sent as a browser sends it with every box ticked (a confirmation, or a
@@ -346,8 +370,9 @@ def test_nbgrader_commands_after_the_dashboards_recording(term):
     ours = read_csv(root / "grades-autograd.csv")
     assert (ours["bob"]["score"], ours["carol"]["score"], ours["gina"]["score"]) == ("57", "57", "57")
     everyone = [*STUDENTS, LATE["student_id"]]
-    every_command_of_the_term(root, exchange, homes, students=everyone, submitted=set(everyone),
-                              fetchers=THROUGH_THE_EXCHANGE)
+    every_command_of_the_term(
+        root, exchange, homes, students=everyone, submitted=set(everyone), fetchers=THROUGH_THE_EXCHANGE
+    )
 
 
 def test_nbgrader_opens_a_new_courses_gradebook_from_the_venv_without_activating_it(tmp_path):
@@ -362,9 +387,15 @@ def test_nbgrader_opens_a_new_courses_gradebook_from_the_venv_without_activating
     path = without_the_venv(os.environ.get("PATH", ""))
     assert shutil.which("alembic", path=path) is None  # no alembic but the venv's: this test can fail
     for command in ("release_assignment", "collect"):
-        done = subprocess.run([str(BIN / "nbgrader"), command, "autograd", f"--Exchange.root={exchange}"], cwd=root,
-                              env={**os.environ, "PATH": path}, capture_output=True, text=True, timeout=600,
-                              check=False)
+        done = subprocess.run(
+            [str(BIN / "nbgrader"), command, "autograd", f"--Exchange.root={exchange}"],
+            cwd=root,
+            env={**os.environ, "PATH": path},
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr
     assert "No submissions of 'autograd'" in done.stderr
     with contextlib.closing(sqlite3.connect(root / "gradebook.db")) as db:

@@ -15,8 +15,23 @@ import pytest
 from tests.support.helpers import ROOT, require_tool
 
 # What a fresh machine lacks: the tools of the container, browser, PostgreSQL and proxy tests.
-HIDDEN = frozenset({"podman", "buildah", "runc", "crun", "conmon", "mmdebstrap", "chromium", "chromium-browser",
-                    "nginx", "postgres", "initdb", "pg_ctl", "psql"})
+HIDDEN = frozenset(
+    {
+        "podman",
+        "buildah",
+        "runc",
+        "crun",
+        "conmon",
+        "mmdebstrap",
+        "chromium",
+        "chromium-browser",
+        "nginx",
+        "postgres",
+        "initdb",
+        "pg_ctl",
+        "psql",
+    }
+)
 
 
 def fresh_path(folder: Path, hidden: frozenset[str]) -> str:
@@ -31,16 +46,24 @@ def fresh_path(folder: Path, hidden: frozenset[str]) -> str:
     return str(folder)
 
 
-def run_pytest(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
-               hide: frozenset[str] = frozenset()) -> subprocess.CompletedProcess:
+def run_pytest(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None, hide: frozenset[str] = frozenset()
+) -> subprocess.CompletedProcess:
     """`python -m pytest *args` in the checkout on a fresh machine's PATH (without HIDDEN's commands, nor
     `hide`'s), with a TMPDIR of its own (tmp_path/tmp), not under CI unless `env` says so. Seconds each (torch
     is imported at collection): the tests that call it are marked slow."""
     (tmp_path / "tmp").mkdir()
     clean = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
     clean |= {"PATH": fresh_path(tmp_path / "bin", HIDDEN | hide), "TMPDIR": str(tmp_path / "tmp")} | (env or {})
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", *args],
-                          cwd=ROOT, env=clean, capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", *args],
+        cwd=ROOT,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def left_behind(tmp_path: Path) -> list[str]:
@@ -51,8 +74,9 @@ def left_behind(tmp_path: Path) -> list[str]:
 @pytest.mark.slow
 def test_the_fast_loop_starts_no_image_build_and_exits_0(tmp_path):
     """test_image.py holds a test without the `container` mark: selecting it must not start the build."""
-    completed = run_pytest(tmp_path, "tests/test_image.py", "tests/test_gradescope.py",
-                           "-m", "not slow and not browser")
+    completed = run_pytest(
+        tmp_path, "tests/test_image.py", "tests/test_gradescope.py", "-m", "not slow and not browser"
+    )
     output = completed.stdout + completed.stderr
     assert completed.returncode == 0, output
     assert "Traceback" not in output, output
@@ -118,9 +142,18 @@ def test_ci_stops_at_once_when_a_missing_tool_cannot_be_installed(tmp_path):
     env = {"PATH": fresh_path(tmp_path / "bin", HIDDEN), "HOME": "/", "LANG": "C.UTF-8"}
     # the script on stdin, run from / (its `cd "$(dirname "$0")/.."` stays there): nothing of the checkout is
     # touched, whoever can read it
-    completed = subprocess.run([*as_user, "bash", "-s"], input=(ROOT / ".ci" / "run").read_text(), cwd="/",
-                               env=env, capture_output=True, text=True, timeout=60, check=False)
+    completed = subprocess.run(
+        [*as_user, "bash", "-s"],
+        input=(ROOT / ".ci" / "run").read_text(),
+        cwd="/",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert completed.returncode == 1, completed.stdout + completed.stderr
-    assert re.search(r"^ci: FAILED: .*podman.* missing, and installing them needs root$", completed.stderr, re.M), \
+    assert re.search(r"^ci: FAILED: .*podman.* missing, and installing them needs root$", completed.stderr, re.M), (
         completed.stderr
+    )
     assert completed.stdout == "", completed.stdout  # no step ran

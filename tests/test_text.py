@@ -40,14 +40,17 @@ def test_decoded_answers_carry_only_safe_text():
     answer.detail.encode("utf-8")
 
 
-@pytest.mark.parametrize(("frame", "broken"), [
-    (b'{"event": "ready"}\n', ""),
-    (b"not json\n", "not a message"),
-    (b"[1, 2]\n", "not a message"),
-    (b"[" * 50_000 + b"\n", "not a message"),  # deeper than the JSON parser's recursion
-    (b"x" * 2_000, "longer than"),  # no newline yet, and already over a line's length
-    (b"{}\n" * 200_000, "more than"),  # over the budget of all messages together
-])
+@pytest.mark.parametrize(
+    ("frame", "broken"),
+    [
+        (b'{"event": "ready"}\n', ""),
+        (b"not json\n", "not a message"),
+        (b"[1, 2]\n", "not a message"),
+        (b"[" * 50_000 + b"\n", "not a message"),  # deeper than the JSON parser's recursion
+        (b"x" * 2_000, "longer than"),  # no newline yet, and already over a line's length
+        (b"{}\n" * 200_000, "more than"),  # over the budget of all messages together
+    ],
+)
 def test_the_event_reader_stops_trusting_a_hostile_stream(frame, broken):
     reader = EventReader(max_line=1_000, max_total=500_000)
     events = reader.feed(frame)
@@ -59,11 +62,24 @@ def test_the_event_reader_stops_trusting_a_hostile_stream(frame, broken):
     assert reader.feed(b'{"event": "ready"}\n') == []  # once broken, never trusted again
 
 
-@pytest.mark.parametrize(("text", "number"), [
-    ("0001", 1), ("42", 42), ("9" * 12, 10**12 - 1),
-    ("²", None), ("1²", None), ("١", None), ("٣", None), ("", None), ("-1", None), ("+1", None), (" 1", None),
-    ("1_0", None), ("9" * 13, None),
-])
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [
+        ("0001", 1),
+        ("42", 42),
+        ("9" * 12, 10**12 - 1),
+        ("²", None),
+        ("1²", None),
+        ("١", None),
+        ("٣", None),
+        ("", None),
+        ("-1", None),
+        ("+1", None),
+        (" 1", None),
+        ("1_0", None),
+        ("9" * 13, None),
+    ],
+)
 def test_whole_number_takes_ascii_digits_only(text, number):
     """`str.isdigit` says yes to "²" (which `int` refuses) and "١" (which `int` reads as 1)."""
     assert whole_number(text) == number

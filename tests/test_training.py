@@ -69,18 +69,43 @@ def solve(p: dict) -> dict:
     a_w, a_b = batch_grads(p, p["net_x"], p["net_target"])
     b_w, b_b = batch_grads(p, p["batch_x"], p["batch_target"])
     return {
-        "x_is_leaf": True, "y_is_leaf": False, "data_is_leaf": True, "x_grad_fn": None, "y_grad_fn": "PowBackward0",
-        "doubled_grad_fn": "MulBackward0", "z_grad_fn": "AddBackward0",
-        "square_saved": gx, "double_saved": 2, "double_keeps_input": False, "square_local_slope": 2 * gx,
+        "x_is_leaf": True,
+        "y_is_leaf": False,
+        "data_is_leaf": True,
+        "x_grad_fn": None,
+        "y_grad_fn": "PowBackward0",
+        "doubled_grad_fn": "MulBackward0",
+        "z_grad_fn": "AddBackward0",
+        "square_saved": gx,
+        "double_saved": 2,
+        "double_keeps_input": False,
+        "square_local_slope": 2 * gx,
         "kept_after_backward": False,
-        "leaky_h": h, "leaky_a": a, "leaky_loss": (a - p["net_target"]) ** 2, "leaky_dL_da": dl_da,
-        "leaky_dL_dh": dl_dh, "leaky_dL_dw": dl_dh * p["closed_x"], "leaky_dL_db": dl_dh,
-        "detach_value": d * d, "detach_grad": d, "full_grad": 2 * d, "cube_detach_grad": 2 * d * d,
-        "sgd_losses": sgd[0], "sgd_w": sgd[1], "sgd_b": sgd[2],
-        "nozero_losses": piled[0], "nozero_w": piled[1], "nozero_b": piled[2],
-        "batch_a_w_grad": a_w, "batch_b_w_grad": b_w, "accumulated_w_grad": a_w + b_w, "accumulated_b_grad": a_b + b_b,
-        "summed_w_grad": a_w + b_w, "summed_b_grad": a_b + b_b,
-        "averaged_w_grad": (a_w + b_w) / 2, "averaged_b_grad": (a_b + b_b) / 2,
+        "leaky_h": h,
+        "leaky_a": a,
+        "leaky_loss": (a - p["net_target"]) ** 2,
+        "leaky_dL_da": dl_da,
+        "leaky_dL_dh": dl_dh,
+        "leaky_dL_dw": dl_dh * p["closed_x"],
+        "leaky_dL_db": dl_dh,
+        "detach_value": d * d,
+        "detach_grad": d,
+        "full_grad": 2 * d,
+        "cube_detach_grad": 2 * d * d,
+        "sgd_losses": sgd[0],
+        "sgd_w": sgd[1],
+        "sgd_b": sgd[2],
+        "nozero_losses": piled[0],
+        "nozero_w": piled[1],
+        "nozero_b": piled[2],
+        "batch_a_w_grad": a_w,
+        "batch_b_w_grad": b_w,
+        "accumulated_w_grad": a_w + b_w,
+        "accumulated_b_grad": a_b + b_b,
+        "summed_w_grad": a_w + b_w,
+        "summed_b_grad": a_b + b_b,
+        "averaged_w_grad": (a_w + b_w) / 2,
+        "averaged_b_grad": (a_b + b_b) / 2,
     }
 
 
@@ -149,24 +174,58 @@ def test_the_variants_vary_every_exercise():
     assert len({tuple(solve(p)["nozero_w"]) for p in drawn}) > 10
 
 
-@pytest.mark.parametrize(("change", "problem"), [
-    ({"net_b": -7}, "ReLU is shut at the start"),
-    ({"closed_x": 1}, "does not shut a plain ReLU"),
-    ({"net_target": 0}, "zero target"),
-    ({"lr": 0.25}, "does not fall at every step"),
-    ({"net_x": 0.5, "net_w": 0.5, "net_b": 0.5, "net_target": 0.5, "closed_x": -3, "batch_x": 4, "batch_target": 1},
-     "no strange loss curve"),
-    ({"batch_x": -1}, "second mini-batch shuts the ReLU"),
-    ({"batch_target": 2, "batch_x": 1}, "second mini-batch's gradient is zero"),
-    ({"batch_x": 2, "batch_target": 2}, "same gradient"),
-    ({"detach_x": 1.25}, "not a small integer or half"),
-    ({"lr": 0.1}, "lr = 0.1 is not one of"),
-    ({"net_x": 1.5, "net_w": 0.5, "net_b": -0.5, "net_target": 6, "closed_x": -3, "batch_x": 4, "batch_target": 1},
-     "not exact in float32"),
-    ({"net_x": 1.5, "net_w": 2, "net_b": -2, "net_target": 6, "lr": 0.25, "closed_x": -3, "batch_x": 4,
-      "batch_target": 1}, "accumulated gradient is zero"),
-    ({"graph_x": "3"}, "not a small integer or half"),
-])
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"net_b": -7}, "ReLU is shut at the start"),
+        ({"closed_x": 1}, "does not shut a plain ReLU"),
+        ({"net_target": 0}, "zero target"),
+        ({"lr": 0.25}, "does not fall at every step"),
+        (
+            {
+                "net_x": 0.5,
+                "net_w": 0.5,
+                "net_b": 0.5,
+                "net_target": 0.5,
+                "closed_x": -3,
+                "batch_x": 4,
+                "batch_target": 1,
+            },
+            "no strange loss curve",
+        ),
+        ({"batch_x": -1}, "second mini-batch shuts the ReLU"),
+        ({"batch_target": 2, "batch_x": 1}, "second mini-batch's gradient is zero"),
+        ({"batch_x": 2, "batch_target": 2}, "same gradient"),
+        ({"detach_x": 1.25}, "not a small integer or half"),
+        ({"lr": 0.1}, "lr = 0.1 is not one of"),
+        (
+            {
+                "net_x": 1.5,
+                "net_w": 0.5,
+                "net_b": -0.5,
+                "net_target": 6,
+                "closed_x": -3,
+                "batch_x": 4,
+                "batch_target": 1,
+            },
+            "not exact in float32",
+        ),
+        (
+            {
+                "net_x": 1.5,
+                "net_w": 2,
+                "net_b": -2,
+                "net_target": 6,
+                "lr": 0.25,
+                "closed_x": -3,
+                "batch_x": 4,
+                "batch_target": 1,
+            },
+            "accumulated gradient is zero",
+        ),
+        ({"graph_x": "3"}, "not a small integer or half"),
+    ],
+)
 def test_each_constraint_can_fail(change, problem):
     numbers = {**DEFAULTS, **change}
     problems = CONTENT.constraint_violations(numbers)
@@ -232,7 +291,8 @@ def test_each_misconception_is_recognised(name):
 def test_the_summed_gradient_rule_needs_a_right_accumulation():
     assert "accumulated_differs_from_summed" in diagnoses_of({**TRAINING_VALUES, "summed_w_grad": 12})
     assert "accumulated_differs_from_summed" not in diagnoses_of(
-        {**TRAINING_VALUES, "summed_w_grad": 12, "accumulated_w_grad": 12})
+        {**TRAINING_VALUES, "summed_w_grad": 12, "accumulated_w_grad": 12}
+    )
 
 
 def test_right_answers_show_no_misconception_on_any_variant():
@@ -281,8 +341,11 @@ def test_in_a_kernel_the_torch_cells_say_match_or_not_yet_never_the_answer():
     slipped = {**TRAINING_VALUES, "leaky_dL_dh": -4.08, "y_is_leaf": True}
     node = nbformat.reads(json.dumps(_student_notebook(slipped)), as_version=4)
     NotebookClient(node, timeout=120, kernel_name="python3").execute()
-    said = ["".join(o.get("text", "") for o in cell.outputs) for cell in node.cells
-            if cell.cell_type == "code" and not cell.metadata.get("nbgrader") and "check_with_torch(" in cell.source]
+    said = [
+        "".join(o.get("text", "") for o in cell.outputs)
+        for cell in node.cells
+        if cell.cell_type == "code" and not cell.metadata.get("nbgrader") and "check_with_torch(" in cell.source
+    ]
     assert len(said) == 4
     assert said[0].splitlines()[1] == "✗ y_is_leaf not yet: torch disagrees."
     assert said[0].splitlines()[-1] == "6 of 7 match torch. Find the slip on paper, then run this cell again."
@@ -351,8 +414,9 @@ def test_a_grad_fn_object_instead_of_its_name_is_a_wrong_form_that_says_what_was
     leaves = next(q for q in judge(TRAINING, answers, tolerance=1e-6, params=DEFAULTS) if q.id == "leaves")
     result = next(v for v in leaves.values if v.name == "y_grad_fn")
     assert result.earned == 0
-    assert result.detail == ("wrong form: a value of type PowBackward0, where a class name in quotes (a string) "
-                             "or None was expected")
+    assert result.detail == (
+        "wrong form: a value of type PowBackward0, where a class name in quotes (a string) or None was expected"
+    )
 
 
 def test_the_engine_names_no_answer_and_no_number_of_the_training_assignment():

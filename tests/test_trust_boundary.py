@@ -21,8 +21,13 @@ def imports_beyond_the_boundary(text: str) -> list[str]:
     standard library, not torch or IPython, not one of the handed-in helper modules."""
     found = []
     for node in ast.walk(ast.parse(text)):
-        names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
-            [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+        names = (
+            [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and node.level == 0
+            else []
+        )
         for name in names:
             top = name.split(".")[0]
             if top in sys.stdlib_module_names or top in THIRD_PARTY:
@@ -34,9 +39,9 @@ def imports_beyond_the_boundary(text: str) -> list[str]:
 
 
 def test_the_checker_can_fail():
-    assert imports_beyond_the_boundary("import numpy\nfrom course.pipeline.judge import matches\n"
-                                       "from course import forms\ndef f():\n    import yaml\n") == [
-        "numpy", "course.pipeline.judge", "yaml"]
+    assert imports_beyond_the_boundary(
+        "import numpy\nfrom course.pipeline.judge import matches\nfrom course import forms\ndef f():\n    import yaml\n"
+    ) == ["numpy", "course.pipeline.judge", "yaml"]
     assert imports_beyond_the_boundary("import os, json\nimport torch\nfrom course.forms import matches\n") == []
 
 

@@ -47,8 +47,12 @@ def test_a_tensor_left_as_an_answer_fails_validation(tmp_path):
 
 
 def test_a_well_formed_notebook_passes_whether_or_not_it_is_right(tmp_path):
-    wrong_but_well_formed = {**CORRECT_CODE, "net_dL_dw": "6", "accumulated_grads": "[6, 6, 6]",
-                             "no_grad_requires_grad": "True"}
+    wrong_but_well_formed = {
+        **CORRECT_CODE,
+        "net_dL_dw": "6",
+        "accumulated_grads": "[6, 6, 6]",
+        "no_grad_requires_grad": "True",
+    }
     output = validate(write(submitted_notebook(wrong_but_well_formed), tmp_path / "autograd.ipynb"))
     assert PASSED in output, output
     assert "does not match torch" not in output

@@ -72,8 +72,16 @@ def test_the_hand_solution_earns_full_marks_on_any_variant(assignment, student_i
     assert score(assignment, solve(params), params) == assignment.max_score
 
 
-GROUPS = [("net_x", "net_w", "net_b", "net_target"), ("call_w", "call_b", "call_x", "call_target"), ("graph_x",),
-          ("accum_x", "accum_steps"), ("retain_x", "retain_factor"), ("cubic_x",), ("w2",), ("nograd_x",)]
+GROUPS = [
+    ("net_x", "net_w", "net_b", "net_target"),
+    ("call_w", "call_b", "call_x", "call_target"),
+    ("graph_x",),
+    ("accum_x", "accum_steps"),
+    ("retain_x", "retain_factor"),
+    ("cubic_x",),
+    ("w2",),
+    ("nograd_x",),
+]
 
 
 def other_student(params: dict, copier: str) -> dict:
@@ -97,8 +105,11 @@ def test_copying_another_students_answers_earns_almost_nothing(assignment, copie
 
 def test_copying_earns_little_on_average(assignment):
     ids = [f"student{n}" for n in range(60)]
-    scores = [score(assignment, solve(derive(SECRET, a)), derive(SECRET, b))
-              for a, b in itertools.pairwise(ids) if derive(SECRET, a) != derive(SECRET, b)]
+    scores = [
+        score(assignment, solve(derive(SECRET, a)), derive(SECRET, b))
+        for a, b in itertools.pairwise(ids)
+        if derive(SECRET, a) != derive(SECRET, b)
+    ]
     assert sum(scores) / len(scores) <= 0.35 * assignment.max_score
 
 
@@ -158,10 +169,21 @@ def test_personalised_release_and_the_wrong_student_id(course_root, monkeypatch,
 
     given = released_to(config, config.assignment(), "alice")
     assert given == alice_path
-    written = write_autograded(course_root, "autograd", "autograd.ipynb", "alice", submitted, given,
-                               as_alice.feedback, max_bytes=config.limits.notebook_mb * 2**20)
-    numbers = next(c for c in json.loads(written.read_text())["cells"]
-                   if c["metadata"].get("nbgrader", {}).get("grade_id") == "numbers")
+    written = write_autograded(
+        course_root,
+        "autograd",
+        "autograd.ipynb",
+        "alice",
+        submitted,
+        given,
+        as_alice.feedback,
+        max_bytes=config.limits.notebook_mb * 2**20,
+    )
+    numbers = next(
+        c
+        for c in json.loads(written.read_text())["cells"]
+        if c["metadata"].get("nbgrader", {}).get("grade_id") == "numbers"
+    )
     assert numbers_source(alice) != numbers_source(assignment.default_params)  # the check can fail
     assert "".join(numbers["source"]) == numbers_source(alice)
     assert released_to(config, config.assignment(), "carol") == config.release_notebook()

@@ -63,8 +63,12 @@ ROSTER = [
 ]
 LATE = ["gus", "García Márquez, Gabriel", "1007", "S-1007", "Autograd 102", "gus@example.edu"]
 NAMES = {  # nbgrader's student table and export: (first_name, last_name)
-    "alice": ("Alice", "Liddell"), "bob": ("Robert 'Bob'", "O'Brien"), "carol": ("", "Plato"),
-    "dave": ("Antonín", "Dvořák"), "erin": ("Martin Luther Jr.", "King"), "frank": ("Văn Frank", "Nguyễn"),
+    "alice": ("Alice", "Liddell"),
+    "bob": ("Robert 'Bob'", "O'Brien"),
+    "carol": ("", "Plato"),
+    "dave": ("Antonín", "Dvořák"),
+    "erin": ("Martin Luther Jr.", "King"),
+    "frank": ("Văn Frank", "Nguyễn"),
 }
 OWN_COPY = ("alice", "bob")  # through the exchange, each working the copy personalised for them
 DEFAULT_COPY = "erin"  # through the exchange, working the fetched default notebook (answers right for the defaults)
@@ -82,7 +86,8 @@ def answers_for(student: str, wrong: tuple[str, ...] = ()) -> dict[str, str]:
     """Answers worked out for the student's own numbers (`wrong`: these answers off by one)."""
     values = solve(numbers_of(student))
     return {name: repr(wrong_literal(value) if name in wrong else value) for name, value in values.items()} | {
-        "cubic_derivative": CORRECT_CODE["cubic_derivative"]}
+        "cubic_derivative": CORRECT_CODE["cubic_derivative"]
+    }
 
 
 def whose_numbers(notebook: dict) -> set[str]:
@@ -135,16 +140,22 @@ def term(tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as env:
         env.delenv("AUTOGRAD_COURSE_SECRET", raising=False)  # the file is the secret (the variable would win)
-        assert main(["--course", str(root), "release", "--assignment", "autograd", "--no-verify",
-                     "--students", str(roster)]) == 0
+        assert (
+            main(
+                ["--course", str(root), "release", "--assignment", "autograd", "--no-verify", "--students", str(roster)]
+            )
+            == 0
+        )
         nbgrader(root, "release_assignment", "autograd", exchange=exchange)
         released = notebooks_under(root / "personalised")
         fetched = {}
         for student in (*OWN_COPY, DEFAULT_COPY):
+
             def work(notebook: Path, student: str = student) -> None:
                 home = notebook.parents[1]
-                fetched[student] = {p.relative_to(home).as_posix(): whose for p, whose in
-                                    notebooks_under(notebook.parent).items()}
+                fetched[student] = {
+                    p.relative_to(home).as_posix(): whose for p, whose in notebooks_under(notebook.parent).items()
+                }
                 given = load(notebook)
                 if student in OWN_COPY:  # docs/authoring.md: saved over the fetched notebook, worked there
                     given = load(root / "personalised" / "autograd" / student / "autograd.ipynb")
@@ -161,8 +172,9 @@ def term(tmp_path_factory):
 
         tokens = root / "tokens.csv"
         assert main(["--course", str(root), "serve", "tokens", str(roster), "--out", str(tokens)]) == 0
-        server = Server(root, jobs=1, tokens=read_tokens(tokens),
-                        instructor=(root / "tokens-instructor.txt").read_text().strip())
+        server = Server(
+            root, jobs=1, tokens=read_tokens(tokens), instructor=(root / "tokens-instructor.txt").read_text().strip()
+        )
         server.start()
         try:
             first_links = dict(server.tokens)
@@ -178,22 +190,46 @@ def term(tmp_path_factory):
                 attempts[student] = server.wait_graded(student, reply.json["id"])
 
             write_roster(roster, [*ROSTER, LATE])  # the late student, added while the service runs
-            subprocess.run(server.command("tokens", str(roster), "--out", str(tokens)), check=True,
-                           capture_output=True)
+            subprocess.run(server.command("tokens", str(roster), "--out", str(tokens)), check=True, capture_output=True)
             # ... and his own copy made for the exchange's way, the others' copies as they were handed out
             handed_out = {path: path.read_bytes() for path in (root / "personalised").rglob("*.ipynb")}
-            assert main(["--course", str(root), "release", "--assignment", "autograd", "--no-verify",
-                         "--students", str(roster)]) == 0
+            assert (
+                main(
+                    [
+                        "--course",
+                        str(root),
+                        "release",
+                        "--assignment",
+                        "autograd",
+                        "--no-verify",
+                        "--students",
+                        str(roster),
+                    ]
+                )
+                == 0
+            )
             released_again = {path: path.read_bytes() for path in (root / "personalised").rglob("*.ipynb")}
             released_again[root / "release" / "autograd" / "autograd.ipynb"] = (
-                root / "release" / "autograd" / "autograd.ipynb").read_bytes()
+                root / "release" / "autograd" / "autograd.ipynb"
+            ).read_bytes()
             server.tokens = read_tokens(tokens)
             reply = request(f"{server.url}/s/{server.tokens[LATE[0]]}/notebook")
             assert reply.status == 200, reply.text
             served[LATE[0]] = json.loads(reply.text)
-            yield {"root": root, "exchange": exchange, "homes": homes, "base": base, "server": server,
-                   "released": released, "fetched": fetched, "served": served, "first_links": first_links,
-                   "attempts": attempts, "handed_out": handed_out, "released_again": released_again}
+            yield {
+                "root": root,
+                "exchange": exchange,
+                "homes": homes,
+                "base": base,
+                "server": server,
+                "released": released,
+                "fetched": fetched,
+                "served": served,
+                "first_links": first_links,
+                "attempts": attempts,
+                "handed_out": handed_out,
+                "released_again": released_again,
+            }
         finally:
             server.stop()
 
@@ -227,14 +263,19 @@ def test_each_personalised_notebook_reaches_only_its_student(term):
     assert [float(ours[s]["score"]) for s in ("alice", HAND_DROPPED)] == [AUTOGRAD.max_score] * 2
     assert 0 < float(ours["bob"]["score"]) < AUTOGRAD.max_score
     assert {s: attempt["score"] for s, attempt in term["attempts"].items()} == {
-        SERVICE_ONLY: AUTOGRAD.max_score, "bob": AUTOGRAD.max_score}
+        SERVICE_ONLY: AUTOGRAD.max_score,
+        "bob": AUTOGRAD.max_score,
+    }
     # erin worked the default notebook: graded with her own numbers, and told so first, and the instructor too
     erins = (root / "feedback" / DEFAULT_COPY / "autograd" / "autograd.html").read_text()
     assert "This notebook has the default numbers, the same in everyone&#x27;s copy, not yours" in erins
     assert 0 < float(ours[DEFAULT_COPY]["score"]) < AUTOGRAD.max_score
-    assert json.loads((root / "integrity-autograd.json").read_text()) == {DEFAULT_COPY: [
-        "submitted a notebook with the default numbers, the release everyone was given, not one personalised for "
-        f"'{DEFAULT_COPY}' (graded with '{DEFAULT_COPY}''s own numbers)"]}
+    assert json.loads((root / "integrity-autograd.json").read_text()) == {
+        DEFAULT_COPY: [
+            "submitted a notebook with the default numbers, the release everyone was given, not one personalised for "
+            f"'{DEFAULT_COPY}' (graded with '{DEFAULT_COPY}''s own numbers)"
+        ]
+    }
 
 
 def test_old_links_still_work_and_the_late_student_s_link_works(term):
@@ -244,7 +285,8 @@ def test_old_links_still_work_and_the_late_student_s_link_works(term):
     assert {s: server.tokens[s] for s in first} == first  # re-running serve tokens changed no earlier link
     assert sorted(server.tokens) == sorted(EVERYONE)
     assert {s: request(f"{server.url}/s/{token}/").status for s, token in server.tokens.items()} == {
-        s: 200 for s in EVERYONE}
+        s: 200 for s in EVERYONE
+    }
     assert (term["root"] / "tokens-instructor.txt").read_text().strip() == server.instructor
     assert request(f"{server.url}/i/{server.instructor}/").status == 200  # the instructor's first link too
     for student, made in term["attempts"].items():  # an attempt made with a first link is still theirs to read
@@ -264,8 +306,9 @@ def test_the_dashboards_lms_csvs_hold_no_0_for_a_student_the_service_never_saw(t
     assert canvas[0]["Student"] == "Points Possible"
     assert [row["Student"] for row in canvas[1:]] == [row[1] for row in [*ROSTER, LATE]]  # names as the roster's
     canvas_cells = {by_lms_id[row["ID"]]: row["autograd"] for row in canvas[1:]}
-    moodle_cells = {by_email[row["Email address"]]: row["autograd"]
-                    for row in csv.DictReader(io.StringIO(moodle_reply.text))}
+    moodle_cells = {
+        by_email[row["Email address"]]: row["autograd"] for row in csv.DictReader(io.StringIO(moodle_reply.text))
+    }
     # the term's grade (bob's better attempt waits for the recording that would replace it), the service's
     # attempt for frank, who had no term grade, and a blank for carol (no work) and gus (joined late)
     term_grades = {s: ours[s]["score"] for s in ("alice", "bob", HAND_DROPPED, DEFAULT_COPY)}
@@ -291,7 +334,11 @@ def test_nbgraders_release_feedback_export_and_formgrader_agree_with_our_csv(ter
     # submission as 0 (its own rule: an instructor sending nbgrader's export to an LMS gets that 0 from nbgrader)
     late = theirs.pop(LATE[0])
     assert (late["last_name"], late["first_name"], late["timestamp"], float(late["score"])) == (
-        "García Márquez", "Gabriel", "", 0.0)
+        "García Márquez",
+        "Gabriel",
+        "",
+        0.0,
+    )
     assert set(theirs) == set(ours)
     for student, row in theirs.items():
         assert None not in row, (student, row)  # no field too many...
@@ -302,8 +349,10 @@ def test_nbgraders_release_feedback_export_and_formgrader_agree_with_our_csv(ter
         assert float(row["score"]) == float(ours[student]["score"]), student
 
     with formgrader_server(root) as (url, token):
-        submissions, students, notebooks = (formgrader_api(url, token, path) for path in (
-            "submissions/autograd", "students", "submitted_notebooks/autograd/autograd"))
+        submissions, students, notebooks = (
+            formgrader_api(url, token, path)
+            for path in ("submissions/autograd", "students", "submitted_notebooks/autograd/autograd")
+        )
         pages = {row["student"]: formgrader_page(url, token, row["id"]) for row in notebooks}
     # the page an instructor grades by hand: each graded notebook opens, the hand-dropped one too
     assert {student: status for student, (status, _) in pages.items()} == {s: 200 for s in graded}
@@ -331,6 +380,8 @@ def formgrader_api(url: str, token: str, path: str) -> list[dict]:
 
 
 def formgrader_page(url: str, token: str, notebook_id: str) -> tuple[int, str]:
-    with urllib.request.urlopen(f"{url}/formgrader/submissions/{notebook_id}/?token={token}",  # noqa: S310
-                                timeout=120) as reply:
+    with urllib.request.urlopen(  # noqa: S310
+        f"{url}/formgrader/submissions/{notebook_id}/?token={token}",
+        timeout=120,
+    ) as reply:
         return reply.status, reply.read().decode("utf-8", "replace")

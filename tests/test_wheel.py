@@ -45,8 +45,11 @@ def secret_lines() -> list[str]:
     lines = []
     for cell in source_cells():
         lines += [line.strip() for line in region_lines(text_of(cell), SOLUTION_BEGIN, SOLUTION_END)]
-        lines += [line.strip() for line in region_lines(text_of(cell), HIDDEN_BEGIN, HIDDEN_END)
-                  if len(line.strip()) >= 25 and '"' in line]
+        lines += [
+            line.strip()
+            for line in region_lines(text_of(cell), HIDDEN_BEGIN, HIDDEN_END)
+            if len(line.strip()) >= 25 and '"' in line
+        ]
     return sorted({line for line in lines if line})
 
 
@@ -109,10 +112,18 @@ def test_the_wheel_holds_the_service_database_revisions(wheel, tmp_path):
         names = set(archive.namelist())
         assert {f"course/platforms/service/migrations/versions/{name}" for name in revisions} <= names
         archive.extractall(tmp_path / "unpacked")
-    found = subprocess.run([sys.executable, "-c", "from course.platforms.service import migrations; "
-                            "print(migrations.head(), migrations.__file__)"],
-                           env={**os.environ, "PYTHONPATH": str(tmp_path / "unpacked")},
-                           capture_output=True, text=True, check=True, cwd=tmp_path).stdout.split()
+    found = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from course.platforms.service import migrations; print(migrations.head(), migrations.__file__)",
+        ],
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "unpacked")},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    ).stdout.split()
     assert found[0] == max(name[:4] for name in revisions if name[0].isdigit())
     assert found[1].startswith(str(tmp_path / "unpacked"))
 
@@ -122,11 +133,20 @@ def test_the_wheel_holds_the_feedback_schema(wheel, tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         assert "course/schemas/feedback.schema.json" in archive.namelist()
         archive.extractall(tmp_path / "unpacked")
-    found = subprocess.run([sys.executable, "-c", "import json; "
-                            "from course.pipeline.feedback_model import schema_text; import course; "
-                            "print(json.loads(schema_text())['title'], course.__file__)"],
-                           env={**os.environ, "PYTHONPATH": str(tmp_path / "unpacked")},
-                           capture_output=True, text=True, check=True, cwd=tmp_path).stdout.split()
+    found = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json; "
+            "from course.pipeline.feedback_model import schema_text; import course; "
+            "print(json.loads(schema_text())['title'], course.__file__)",
+        ],
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "unpacked")},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    ).stdout.split()
     assert found[0] == "feedback.json"
     assert found[1].startswith(str(tmp_path / "unpacked"))
 
@@ -134,8 +154,11 @@ def test_the_wheel_holds_the_feedback_schema(wheel, tmp_path):
 def answered_release(change=None) -> dict:
     """The released notebook with every answer cell replaced by the source's solution region (a student who
     got everything right), optionally changed per answer cell by `change(grade_id, text)`."""
-    solutions = {nbgrader_meta(cell)["grade_id"]: "\n".join(region_lines(text_of(cell), SOLUTION_BEGIN, SOLUTION_END))
-                 for cell in source_cells() if nbgrader_meta(cell).get("solution")}
+    solutions = {
+        nbgrader_meta(cell)["grade_id"]: "\n".join(region_lines(text_of(cell), SOLUTION_BEGIN, SOLUTION_END))
+        for cell in source_cells()
+        if nbgrader_meta(cell).get("solution")
+    }
     notebook = load(RELEASE_NOTEBOOK)
     for cell in notebook["cells"]:
         grade_id = nbgrader_meta(cell).get("grade_id")
@@ -167,17 +190,31 @@ def student_venv(tmp_path_factory, wheel) -> Path:
     into a new venv, and the Gradescope bundle test runs the real setup.sh."""
     venv = tmp_path_factory.mktemp("student") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    dependencies = next(path for path in map(Path, sys.path) if path.name == "site-packages" and
-                        (path / "torch").is_dir())
+    dependencies = next(
+        path for path in map(Path, sys.path) if path.name == "site-packages" and (path / "torch").is_dir()
+    )
     (next((venv / "lib").glob("python3.*")) / "site-packages" / "test-dependencies.pth").write_text(
-        f"{dependencies}\n", encoding="utf-8")
+        f"{dependencies}\n", encoding="utf-8"
+    )
     env = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    done = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--no-deps", str(wheel)], env=env,
-                          timeout=1200, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "--quiet", "--no-deps", str(wheel)],
+        env=env,
+        timeout=1200,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     # The wheel's declared dependencies are the ones it is given: a pin the wheel names wrong fails here.
-    checked = subprocess.run([str(venv / "bin" / "python"), "-c", DEPENDENCIES_MET], env=env, capture_output=True,
-                             text=True, timeout=300, check=False)
+    checked = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", DEPENDENCIES_MET],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     return venv
 
@@ -188,13 +225,25 @@ def check_alone(venv: Path, folder: Path, notebook: dict) -> subprocess.Complete
     write(notebook, folder / "autograd.ipynb")
     assert [p.name for p in folder.iterdir()] == ["autograd.ipynb"]
     env = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    return subprocess.run([str(venv / "bin" / "autograd-course"), "check", "autograd.ipynb"], cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(
+        [str(venv / "bin" / "autograd-course"), "check", "autograd.ipynb"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def test_the_installed_package_is_the_wheel_and_ships_no_source(student_venv, tmp_path):
-    where = subprocess.run([str(student_venv / "bin" / "python"), "-c", "import course; print(course.__file__)"],
-                           cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
+    where = subprocess.run(
+        [str(student_venv / "bin" / "python"), "-c", "import course; print(course.__file__)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert where.startswith(str(student_venv))
     assert not any(student_venv.rglob("autograd.ipynb"))
 
@@ -220,8 +269,10 @@ def test_installed_check_names_the_missing_and_the_wrong_form_value(student_venv
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     todo = [line for line in lines if line.startswith("[todo]")]
-    assert [line.split(":")[0] for line in todo] == ["[todo] 2. Walking a computation graph",
-                                                      "[todo] 3. A whole (tiny) network by hand"]
+    assert [line.split(":")[0] for line in todo] == [
+        "[todo] 2. Walking a computation graph",
+        "[todo] 3. A whole (tiny) network by hand",
+    ]
     assert "net_h missing (not defined)" in todo[1]
     assert "dz_dx not a number (it is a string: '12')" in todo[0]
     assert sum(line.startswith("[ok  ] ") for line in lines) == 9

@@ -66,8 +66,10 @@ PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 # What the test cell's visible part and the hidden region say to a reader of the source (not to students: the
 # visible comment is theirs too, so it says nothing of the answer).
-VISIBLE_NOTE = ("# Validate fails here while an answer is missing or of the wrong form;\n"
-                "# it never says whether an answer is right (the hidden tests do that).")
+VISIBLE_NOTE = (
+    "# Validate fails here while an answer is missing or of the wrong form;\n"
+    "# it never says whether an answer is right (the hidden tests do that)."
+)
 HIDDEN_NOTE = "# Graded: hidden tests rebuild this exercise in torch and compare with your values."
 WRITTEN_BY = "# Written by the authoring kit from {where}: edit the definition there, then `autograd-course kit write`."
 
@@ -130,12 +132,16 @@ def check_exercises(exercises: Sequence[Exercise], where: Path) -> dict[str, dic
     keys: dict[str, dict[str, Any]] = {}
     for exercise in exercises:
         if not isinstance(exercise, Exercise):
-            raise AuthoringError(f"{where}: EXERCISES holds {type(exercise).__name__}, not an Exercise; "
-                                 "make every item Exercise(...) (course.authoring.kit)")
+            raise AuthoringError(
+                f"{where}: EXERCISES holds {type(exercise).__name__}, not an Exercise; "
+                "make every item Exercise(...) (course.authoring.kit)"
+            )
         at = f"{where}: exercise {exercise.id!r}"
         if not ID_PATTERN.fullmatch(exercise.id):
-            raise AuthoringError(f"{at}: its id must be lower-case letters, digits and _, at most 40 (it names "
-                                 "the cells answer_<id>, form_<id>, test_<id>); rename it")
+            raise AuthoringError(
+                f"{at}: its id must be lower-case letters, digits and _, at most 40 (it names "
+                "the cells answer_<id>, form_<id>, test_<id>); rename it"
+            )
         if exercise.id in seen_ids:
             raise AuthoringError(f"{at}: the id is used twice; give each exercise its own")
         seen_ids.add(exercise.id)
@@ -147,24 +153,31 @@ def check_exercises(exercises: Sequence[Exercise], where: Path) -> dict[str, dic
             _check_ask(ask, exercise, at, seen_answers)
         for name, value in exercise.numbers.items():
             if not name.isidentifier() or type(value) not in (int, float):
-                raise AuthoringError(f"{at}: number {name!r} = {value!r}: numbers are plain ints or floats named "
-                                     "like Python variables")
+                raise AuthoringError(
+                    f"{at}: number {name!r} = {value!r}: numbers are plain ints or floats named like Python variables"
+                )
         _source_of(exercise, at)  # its build can be written into the hidden tests
         parameters = set(inspect.signature(exercise.build).parameters)
         if parameters != set(exercise.numbers):
-            raise AuthoringError(f"{at}: build takes ({', '.join(sorted(parameters))}) but numbers names "
-                                 f"({', '.join(sorted(exercise.numbers))}); name each argument of build after a "
-                                 "number of the exercise")
+            raise AuthoringError(
+                f"{at}: build takes ({', '.join(sorted(parameters))}) but numbers names "
+                f"({', '.join(sorted(exercise.numbers))}); name each argument of build after a "
+                "number of the exercise"
+            )
         for name in PLACEHOLDER.findall(exercise.question):
             if name not in exercise.numbers:
-                raise AuthoringError(f"{at}: its question shows {{{{{name}}}}}, which is none of its numbers "
-                                     f"({', '.join(exercise.numbers) or 'none'}); add it to numbers or fix the name")
+                raise AuthoringError(
+                    f"{at}: its question shows {{{{{name}}}}}, which is none of its numbers "
+                    f"({', '.join(exercise.numbers) or 'none'}); add it to numbers or fix the name"
+                )
         build_name = exercise.build.__name__
         clash = sorted({ask.name for ask in exercise.answers} & (RESERVED | {build_name}))
         if build_name in RESERVED or clash:
             named = f"build's name {build_name!r}" if build_name in RESERVED else f"answer {', '.join(clash)}"
-            raise AuthoringError(f"{at}: the {named} is a name the hidden tests use themselves "
-                                 f"({', '.join(sorted(RESERVED))} and build's name); rename it")
+            raise AuthoringError(
+                f"{at}: the {named} is a name the hidden tests use themselves "
+                f"({', '.join(sorted(RESERVED))} and build's name); rename it"
+            )
         keys[exercise.id] = _answer_key(exercise, at, to_plain)
         _check_standalone(exercise, keys[exercise.id], at, to_plain)
     return keys
@@ -185,12 +198,16 @@ def _check_standalone(exercise: Exercise, key: dict[str, Any], at: str, to_plain
         returned = namespace[exercise.build.__name__](**dict(exercise.numbers))
         alone = {name: to_plain(returned[name]) for name in key}
     except Exception as error:
-        raise AuthoringError(f"{at}: build, run alone as the hidden tests run it, raised {type(error).__name__}: "
-                             f"{error}; build may use only its arguments, torch and math (move anything else of "
-                             "the module inside it)") from None
+        raise AuthoringError(
+            f"{at}: build, run alone as the hidden tests run it, raised {type(error).__name__}: "
+            f"{error}; build may use only its arguments, torch and math (move anything else of "
+            "the module inside it)"
+        ) from None
     if to_plain(list(alone.values())) != to_plain([_one(key[name], alone[name]) for name in key]):
-        raise AuthoringError(f"{at}: build, run alone as the hidden tests run it, gives other values than in the "
-                             "exercises module; make it depend only on its arguments")
+        raise AuthoringError(
+            f"{at}: build, run alone as the hidden tests run it, gives other values than in the "
+            "exercises module; make it depend only on its arguments"
+        )
 
 
 def _one(key: Any, alone: Any) -> Any:
@@ -204,18 +221,24 @@ def _check_ask(ask: Ask, exercise: Exercise, at: str, seen: dict[str, str]) -> N
     if not ask.name.isidentifier() or keyword.iskeyword(ask.name):
         raise AuthoringError(f"{at}: answer {ask.name!r} is not a Python variable name; rename it")
     if ask.name in seen:
-        raise AuthoringError(f"{at}: answer {ask.name!r} is asked by exercise {seen[ask.name]!r} too; answer "
-                             "names are unique in an assignment")
+        raise AuthoringError(
+            f"{at}: answer {ask.name!r} is asked by exercise {seen[ask.name]!r} too; answer "
+            "names are unique in an assignment"
+        )
     seen[ask.name] = exercise.id
     if ask.form == FUNCTION or form(ask.form) is None:
         kinds = ", ".join(f'"{name}"' for name in NAMES if name != FUNCTION)
-        raise AuthoringError(f"{at}: answer {ask.name!r} has the form {ask.form!r}; the kit writes {kinds} (a "
-                             "function answer is written by hand: docs/authoring.md, cell conventions)")
+        raise AuthoringError(
+            f"{at}: answer {ask.name!r} has the form {ask.form!r}; the kit writes {kinds} (a "
+            "function answer is written by hand: docs/authoring.md, cell conventions)"
+        )
     if not ask.points > 0:
         raise AuthoringError(f"{at}: answer {ask.name!r} is worth {ask.points!r} points; give it more than 0")
     if not ask.hint or not ask.idea:
-        raise AuthoringError(f"{at}: answer {ask.name!r} needs a hint (shown beside torch's value) and an idea "
-                             "(shown in verdicts-only feedback: the concept, never the value)")
+        raise AuthoringError(
+            f"{at}: answer {ask.name!r} needs a hint (shown beside torch's value) and an idea "
+            "(shown in verdicts-only feedback: the concept, never the value)"
+        )
 
 
 def _answer_key(exercise: Exercise, at: str, to_plain: Callable[[Any], Any]) -> dict[str, Any]:
@@ -229,10 +252,17 @@ def _answer_key(exercise: Exercise, at: str, to_plain: Callable[[Any], Any]) -> 
     if sorted(returned) != sorted(asked):
         missing = [name for name in asked if name not in returned]
         extra = [name for name in returned if name not in asked]
-        raise AuthoringError(f"{at}: build must return exactly its answers by name; "
-                             + "; ".join(part for part in (
-                                 f"no value for {', '.join(missing)}" if missing else "",
-                                 f"{', '.join(map(str, extra))} asked by no Ask" if extra else "") if part))
+        raise AuthoringError(
+            f"{at}: build must return exactly its answers by name; "
+            + "; ".join(
+                part
+                for part in (
+                    f"no value for {', '.join(missing)}" if missing else "",
+                    f"{', '.join(map(str, extra))} asked by no Ask" if extra else "",
+                )
+                if part
+            )
+        )
     key = {}
     for ask in exercise.answers:
         value = to_plain(returned[ask.name])
@@ -240,8 +270,10 @@ def _answer_key(exercise: Exercise, at: str, to_plain: Callable[[Any], Any]) -> 
         if isinstance(value, list) and len(value) == 1 and shape is not None and shape.length is None:
             value = value[0]  # a one-element tensor for a number
         if shape is not None and gap(value, shape) is not None:
-            raise AuthoringError(f"{at}: build returns {value!r} for {ask.name!r}, which is not {shape.words} (its "
-                                 "form); return that form, or change the Ask's form")
+            raise AuthoringError(
+                f"{at}: build returns {value!r} for {ask.name!r}, which is not {shape.words} (its "
+                "form); return that form, or change the Ask's form"
+            )
         key[ask.name] = value
     return key
 
@@ -254,8 +286,10 @@ def _source_of(exercise: Exercise, at: str) -> str:
     except (OSError, TypeError):
         source = ""
     if not source.startswith("def ") or build.__name__ == "<lambda>" or "." in build.__qualname__:
-        raise AuthoringError(f"{at}: build must be a plain function defined at the top of the exercises module "
-                             "(`def name(...):`, no lambda, decorator or nesting): its source becomes the hidden tests")
+        raise AuthoringError(
+            f"{at}: build must be a plain function defined at the top of the exercises module "
+            "(`def name(...):`, no lambda, decorator or nesting): its source becomes the hidden tests"
+        )
     return source.rstrip() + "\n"
 
 
@@ -263,18 +297,28 @@ def _source_of(exercise: Exercise, at: str) -> str:
 
 
 def _cell(cell_type: str, source: str, cell_id: str, meta: dict | None) -> dict:
-    cell: dict[str, Any] = {"cell_type": cell_type, "id": cell_id, "metadata": {"nbgrader": meta} if meta else {},
-                            "source": source.splitlines(keepends=True)}  # as Jupyter saves it
+    cell: dict[str, Any] = {
+        "cell_type": cell_type,
+        "id": cell_id,
+        "metadata": {"nbgrader": meta} if meta else {},
+        "source": source.splitlines(keepends=True),
+    }  # as Jupyter saves it
     if cell_type == "code":
         cell["execution_count"] = None
         cell["outputs"] = []
     return cell
 
 
-def _nbgrader(grade_id: str, *, solution: bool = False, grade: bool = False, locked: bool = True,
-              points: float | None = None) -> dict:
-    meta: dict[str, Any] = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3,
-                            "solution": solution}
+def _nbgrader(
+    grade_id: str, *, solution: bool = False, grade: bool = False, locked: bool = True, points: float | None = None
+) -> dict:
+    meta: dict[str, Any] = {
+        "grade": grade,
+        "grade_id": grade_id,
+        "locked": locked,
+        "schema_version": 3,
+        "solution": solution,
+    }
     if points is not None:
         meta["points"] = int(points) if float(points).is_integer() else points
     return meta
@@ -297,25 +341,43 @@ def exercise_cells(exercise: Exercise, key: dict[str, Any], where: str) -> list[
     names = exercise.number_names()
     question = PLACEHOLDER.sub(lambda m: "{{" + names.get(m.group(1), m.group(1)) + "}}", exercise.question.strip())
     width = max(len(ask.name) for ask in exercise.answers)
-    templates = [f"{ask.name} = ...".ljust(width + 6) + f"  # {ask.prompt}" if ask.prompt else f"{ask.name} = ..."
-                 for ask in exercise.answers]
-    answer = "\n".join([*templates, SOLUTION_BEGIN, *(f"{name} = {_literal(value)}" for name, value in key.items()),
-                        SOLUTION_END])
+    templates = [
+        f"{ask.name} = ...".ljust(width + 6) + f"  # {ask.prompt}" if ask.prompt else f"{ask.name} = ..."
+        for ask in exercise.answers
+    ]
+    answer = "\n".join(
+        [*templates, SOLUTION_BEGIN, *(f"{name} = {_literal(value)}" for name, value in key.items()), SOLUTION_END]
+    )
     build = exercise.build.__name__
     arguments = ", ".join(f'{name}=P["{number}"]' for name, number in names.items())
-    marks = [f'marks.value("{ask.name}", {ask.name}, references["{ask.name}"], {ask.hint!r}, '
-             f"points={_literal(ask.points)}, idea={ask.idea!r})" for ask in exercise.answers]
-    test = "\n".join([VISIBLE_NOTE, _form_call(exercise, quiet=True), "", HIDDEN_NOTE, HIDDEN_BEGIN,
-                      WRITTEN_BY.format(where=where), _source_of(exercise, where).rstrip(), "",
-                      f"references = {build}({arguments})", "marks = Marks()", *marks, "marks.total()", HIDDEN_END])
+    marks = [
+        f'marks.value("{ask.name}", {ask.name}, references["{ask.name}"], {ask.hint!r}, '
+        f"points={_literal(ask.points)}, idea={ask.idea!r})"
+        for ask in exercise.answers
+    ]
+    test = "\n".join(
+        [
+            VISIBLE_NOTE,
+            _form_call(exercise, quiet=True),
+            "",
+            HIDDEN_NOTE,
+            HIDDEN_BEGIN,
+            WRITTEN_BY.format(where=where),
+            _source_of(exercise, where).rstrip(),
+            "",
+            f"references = {build}({arguments})",
+            "marks = Marks()",
+            *marks,
+            "marks.total()",
+            HIDDEN_END,
+        ]
+    )
     stem = exercise.id
     return [
         _cell("markdown", f"## {exercise.title}\n\n{question}", _cell_id(stem, "question"), None),
-        _cell("code", answer, _cell_id(stem, "answer"),
-              _nbgrader(f"answer_{stem}", solution=True, locked=False)),
+        _cell("code", answer, _cell_id(stem, "answer"), _nbgrader(f"answer_{stem}", solution=True, locked=False)),
         _cell("code", _form_call(exercise), _cell_id(stem, "form"), _nbgrader(f"form_{stem}")),
-        _cell("code", test, _cell_id(stem, "test"),
-              _nbgrader(f"test_{stem}", grade=True, points=exercise.points)),
+        _cell("code", test, _cell_id(stem, "test"), _nbgrader(f"test_{stem}", grade=True, points=exercise.points)),
     ]
 
 
@@ -338,8 +400,9 @@ def _numbers_cell(cells: list[dict], exercises: Sequence[Exercise]) -> None:
     from course.pipeline.content import Content
     from course.pipeline.variants import numbers_source
 
-    ours = {number: exercise.numbers[name]
-            for exercise in exercises for name, number in exercise.number_names().items()}
+    ours = {
+        number: exercise.numbers[name] for exercise in exercises for name, number in exercise.number_names().items()
+    }
     if not ours:
         return
     by_id = {nbgrader_meta(cell).get("grade_id"): (index, cell) for index, cell in enumerate(cells)}
@@ -380,9 +443,11 @@ def write_cells(notebook: dict, exercises: Sequence[Exercise], where: Path) -> d
     ours = {_cell_id(exercise.id, part) for exercise in exercises for part in PARTS}
     for index, cell in enumerate(cells):
         if KIT_ID.fullmatch(str(cell.get("id", ""))) and cell["id"] not in ours:
-            raise AuthoringError(f"{where}: cell {index} of the notebook ({cell['id']}) was written by the kit for an "
-                                 "exercise that no definition of EXERCISES names now; delete that exercise's cells "
-                                 "from the notebook, or put its definition back")
+            raise AuthoringError(
+                f"{where}: cell {index} of the notebook ({cell['id']}) was written by the kit for an "
+                "exercise that no definition of EXERCISES names now; delete that exercise's cells "
+                "from the notebook, or put its definition back"
+            )
     _numbers_cell(cells, exercises)
     previous_end: int | None = None
     for exercise in exercises:
@@ -408,8 +473,11 @@ def _key(cell: dict) -> str:
 
 
 def _same(old: dict, new: dict) -> bool:
-    return (old.get("cell_type") == new["cell_type"] and cell_text(old) == cell_text(new)
-            and nbgrader_meta(old) == nbgrader_meta(new))
+    return (
+        old.get("cell_type") == new["cell_type"]
+        and cell_text(old) == cell_text(new)
+        and nbgrader_meta(old) == nbgrader_meta(new)
+    )
 
 
 def _shown(where: Path) -> str:
@@ -434,12 +502,15 @@ def load_exercises(path: Path) -> list[Exercise]:
     from course.pipeline.content import load_exercises_module
 
     if not path.is_file():
-        raise AuthoringError(f"{path}: no exercises module; write one with EXERCISES = [Exercise(...), ...] "
-                             "(docs/authoring.md, the authoring kit)")
+        raise AuthoringError(
+            f"{path}: no exercises module; write one with EXERCISES = [Exercise(...), ...] "
+            "(docs/authoring.md, the authoring kit)"
+        )
     exercises = getattr(load_exercises_module(path), "EXERCISES", None)
     if not isinstance(exercises, list | tuple) or not exercises:
-        raise AuthoringError(f"{path}: defines no EXERCISES; add EXERCISES = [Exercise(...), ...] "
-                             "(docs/authoring.md, the authoring kit)")
+        raise AuthoringError(
+            f"{path}: defines no EXERCISES; add EXERCISES = [Exercise(...), ...] (docs/authoring.md, the authoring kit)"
+        )
     return list(exercises)
 
 
@@ -470,8 +541,10 @@ def _check_conventions(notebook: dict, notebook_path: Path, exercises_path: Path
             load_assignment(trial, notebook_path.parent.name, exercises_path)
         except SourceNotebookError as error:
             said = str(error).replace(str(trial), str(notebook_path))
-            raise AuthoringError(f"{exercises_path}: the cells written from it would break the notebook's cell "
-                                 f"conventions, so {notebook_path} was left as it was: {said}") from None
+            raise AuthoringError(
+                f"{exercises_path}: the cells written from it would break the notebook's cell "
+                f"conventions, so {notebook_path} was left as it was: {said}"
+            ) from None
 
 
 def dump(notebook: dict) -> str:

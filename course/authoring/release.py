@@ -113,8 +113,10 @@ def _autograde_scores(config: CourseConfig, assignment: Assignment, release_path
             target.parent.mkdir(parents=True)
             shutil.copy(notebook, target)
             nbgrader_bridge.autograde(root, db_url, assignment.name, student)
-            runs[student] = ProofRun(nbgrader_bridge.grade_cell_scores(db_url, assignment.name, student),
-                                     *_shown(root / "autograded" / student / assignment.name / notebook_name))
+            runs[student] = ProofRun(
+                nbgrader_bridge.grade_cell_scores(db_url, assignment.name, student),
+                *_shown(root / "autograded" / student / assignment.name / notebook_name),
+            )
         return runs
 
 
@@ -173,9 +175,14 @@ def _raised(source: str, outputs: list) -> tuple[str, str]:
 
 def _printed(outputs: list) -> str:
     """What a cell printed on stdout (Marks' notes on the values that did not match), a few lines of it."""
-    text = "".join(o["text"] if type(o.get("text")) is str else "".join(t for t in o["text"] if type(t) is str)
-                   for o in outputs if type(o) is dict and o.get("output_type") == "stream"
-                   and o.get("name") == "stdout" and type(o.get("text")) in (str, list))
+    text = "".join(
+        o["text"] if type(o.get("text")) is str else "".join(t for t in o["text"] if type(t) is str)
+        for o in outputs
+        if type(o) is dict
+        and o.get("output_type") == "stream"
+        and o.get("name") == "stdout"
+        and type(o.get("text")) in (str, list)
+    )
     lines = [safe_text(line, MAX_ERROR_TEXT, one_line=True) for line in text.splitlines() if line.strip()]
     if not lines:
         return ""
@@ -193,8 +200,10 @@ def _cells_off(assignment: Assignment, run: ProofRun, *, full: bool) -> list[str
             shown = run.shown.get(question.test_cell_id)
             if question.test_cell_id in run.traces:
                 log.debug("%s raised:\n%s", question.test_cell_id, run.traces[question.test_cell_id])
-            lines.append(f"{question.test_cell_id} (question {question.title!r}): {earned:g} of {question.points:g}"
-                         + (f"; {shown}" if shown else ""))
+            lines.append(
+                f"{question.test_cell_id} (question {question.title!r}): {earned:g} of {question.points:g}"
+                + (f"; {shown}" if shown else "")
+            )
     return lines
 
 
@@ -250,10 +259,15 @@ def personalised_ids(folder: Path) -> list[str]:
     try:
         entries = sorted(folder.iterdir()) if folder.is_dir() else []
     except OSError as failed:
-        raise ReleaseError(f"{folder}: could not read the personalised copies' folder ({failed.strerror}); fix its "
-                           "permissions, or remove it and release with --students ROSTER") from None
-    ids = [entry.name for entry in entries if entry.is_dir() and not entry.is_symlink()
-           and not student_id_problem(entry.name)]
+        raise ReleaseError(
+            f"{folder}: could not read the personalised copies' folder ({failed.strerror}); fix its "
+            "permissions, or remove it and release with --students ROSTER"
+        ) from None
+    ids = [
+        entry.name
+        for entry in entries
+        if entry.is_dir() and not entry.is_symlink() and not student_id_problem(entry.name)
+    ]
     left = [entry.name for entry in entries if entry.name not in ids]
     if left:
         log.warning("%s: not carried over (no student's copy): %s", folder, ", ".join(left))
@@ -268,8 +282,9 @@ def _write_notebook(path: Path, notebook: dict) -> None:
 OLD_STUDENTS_FOLDER = "students"
 
 
-def _release_for_students(config: CourseConfig, assignment: Assignment, folder: Path, template: dict,
-                          ids: list[str]) -> None:
+def _release_for_students(
+    config: CourseConfig, assignment: Assignment, folder: Path, template: dict, ids: list[str]
+) -> None:
     """<folder>/<id>/<notebook> for each student, with their own numbers (staged, then installed as
     personalised/<assignment>/, never inside release/<assignment>/, which nbgrader sends to every student)."""
     for student_id in ids:
@@ -281,8 +296,9 @@ def _release_for_students(config: CourseConfig, assignment: Assignment, folder: 
         _write_notebook(folder / student_id / assignment.notebook_path.name, notebook)
 
 
-def release(config: CourseConfig, assignment_name: str | None = None, *, verify: bool = True,
-            students: list[str] | None = None) -> ReleaseReport:
+def release(
+    config: CourseConfig, assignment_name: str | None = None, *, verify: bool = True, students: list[str] | None = None
+) -> ReleaseReport:
     """Regenerate release/<assignment>/ from source/ and prove the release sound.
 
     Atomic: everything is generated and proven in a scratch course; release/<assignment>/ (and the
@@ -316,35 +332,55 @@ def release(config: CourseConfig, assignment_name: str | None = None, *, verify:
         # release/<assignment>/ is replaced whole, so a students/ folder an earlier version wrote inside it (where
         # nbgrader's release_assignment sent every classmate's copy to everyone) goes with the old release.
         old_copies = final_path.parent / OLD_STUDENTS_FOLDER
-        stale = old_copies if old_copies.is_dir() and not (release_path.parent / OLD_STUDENTS_FOLDER).exists() \
-            else None
+        stale = old_copies if old_copies.is_dir() and not (release_path.parent / OLD_STUDENTS_FOLDER).exists() else None
         # Every check passed: record the cells in the course gradebook, then put the release in place.
         log.info("release %s: recording its cells in the course gradebook, then %s", settings.name, final_path.parent)
         nbgrader_bridge.record_assignment(config.root, config.gradebook_url, settings.name)
-        _put_in_place(config, settings.name, staging, release_path, final_path, template_text, ids,
-                      remove_personal=remove_personal)
-    without_idea = tuple(name for question in assignment.questions
-                         for name in scored_without_idea(question.test_source))
-    return ReleaseReport(final_path, len(assignment.questions), assignment.max_score, solution_score,
-                         untouched_score, len(ids), without_idea, personal_folder if ids else None, stale,
-                         refreshed=bool(ids) and not students,
-                         removed_personalised=personal_folder if remove_personal else None)
+        _put_in_place(
+            config,
+            settings.name,
+            staging,
+            release_path,
+            final_path,
+            template_text,
+            ids,
+            remove_personal=remove_personal,
+        )
+    without_idea = tuple(
+        name for question in assignment.questions for name in scored_without_idea(question.test_source)
+    )
+    return ReleaseReport(
+        final_path,
+        len(assignment.questions),
+        assignment.max_score,
+        solution_score,
+        untouched_score,
+        len(ids),
+        without_idea,
+        personal_folder if ids else None,
+        stale,
+        refreshed=bool(ids) and not students,
+        removed_personalised=personal_folder if remove_personal else None,
+    )
 
 
-def _generate(config: CourseConfig, settings: AssignmentSettings, assignment: Assignment, staging: Path,
-              final_path: Path) -> tuple[Path, str, dict]:
+def _generate(
+    config: CourseConfig, settings: AssignmentSettings, assignment: Assignment, staging: Path, final_path: Path
+) -> tuple[Path, str, dict]:
     """nbgrader's release of source/<assignment>/ in the staging course: the notebook students get (with the default
     numbers), and nbgrader's own output, as text and read: it keeps the {{placeholders}} of every personalised copy."""
     # The exercises module is the instructor's (it says how numbers vary and how wrong answers are read):
     # nbgrader would copy it into the release with every other file of the folder.
-    shutil.copytree(config.root / "source" / settings.name, staging / "source" / settings.name,
-                    ignore=shutil.ignore_patterns(settings.exercises, "__pycache__", "*.pyc"))
+    shutil.copytree(
+        config.root / "source" / settings.name,
+        staging / "source" / settings.name,
+        ignore=shutil.ignore_patterns(settings.exercises, "__pycache__", "*.pyc"),
+    )
     log.info("release %s: nbgrader generate_assignment", settings.name)
     nbgrader_bridge.generate_assignment(staging, f"sqlite:///{staging / 'gradebook.db'}", settings.name)
     release_path = staging / "release" / settings.name / settings.notebook
     if not release_path.exists():
-        raise ReleaseError(f"nbgrader wrote no {final_path.name} for {settings.name!r}; "
-                           f"check source/{settings.name}/")
+        raise ReleaseError(f"nbgrader wrote no {final_path.name} for {settings.name!r}; check source/{settings.name}/")
     # nbgrader's output keeps the {{placeholders}}: it is the template of every personalised copy.
     template_text = release_path.read_text(encoding="utf-8")
     template = json.loads(template_text)
@@ -363,8 +399,17 @@ def _refuse_leaks(assignment: Assignment, source_path: Path, release_path: Path,
         )
 
 
-def _put_in_place(config: CourseConfig, name: str, staging: Path, release_path: Path, final_path: Path,
-                  template_text: str, ids: list[str], *, remove_personal: bool) -> None:
+def _put_in_place(
+    config: CourseConfig,
+    name: str,
+    staging: Path,
+    release_path: Path,
+    final_path: Path,
+    template_text: str,
+    ids: list[str],
+    *,
+    remove_personal: bool,
+) -> None:
     """What is made from the release goes in first and release/<assignment>/ last: a failure on the way leaves
     the old release with copies and a template already made from source/ as it is now (which grading reads),
     never the new release beside the old cells."""
@@ -382,9 +427,11 @@ def _put_in_place(config: CourseConfig, name: str, staging: Path, release_path: 
         step = final_path.parent
         _install(release_path.parent, final_path.parent)
     except OSError as failed:
-        raise ReleaseError(f"{step}: could not be replaced ({failed.strerror or failed}); {final_path.parent} "
-                           "was left as it was. Fix the folder's permissions or free some space, then run "
-                           "release again") from None
+        raise ReleaseError(
+            f"{step}: could not be replaced ({failed.strerror or failed}); {final_path.parent} "
+            "was left as it was. Fix the folder's permissions or free some space, then run "
+            "release again"
+        ) from None
 
 
 def _with_question(assignment: Assignment, leak: str) -> str:

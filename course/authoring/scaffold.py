@@ -95,8 +95,10 @@ def new_assignment(root: Path, name: str) -> NewAssignment:
     config = load_config(root)
     config_path = config.root / "source" / "course.yaml"
     if not NAME.fullmatch(name):
-        raise ConfigError(f"{name!r}: an assignment's name is lower-case letters, digits and _, starting with a "
-                          "letter (it names a folder and nbgrader's assignment); choose another")
+        raise ConfigError(
+            f"{name!r}: an assignment's name is lower-case letters, digits and _, starting with a "
+            "letter (it names a folder and nbgrader's assignment); choose another"
+        )
     if any(known.name == name for known in config.assignments):
         raise ConfigError(f"{config_path}: the course already has an assignment {name!r}; choose another name")
     folder = config.root / "source" / name
@@ -108,8 +110,10 @@ def new_assignment(root: Path, name: str) -> NewAssignment:
             kit._cell("code", SETUP, "setup", kit._nbgrader("setup")),
             kit._cell("markdown", CLOSING, "before-submit", kit._nbgrader("before_submit")),
         ],
-        "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
-                     "language_info": {"name": "python"}},
+        "metadata": {
+            "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+        },
         "nbformat": 4,
         "nbformat_minor": 5,
     }
@@ -118,8 +122,9 @@ def new_assignment(root: Path, name: str) -> NewAssignment:
     exercises = folder / "exercises.py"
     exercises.write_text(EXERCISES.format(name=name), encoding="utf-8")
     notebook_path = folder / f"{name}.ipynb"
-    notebook_path.write_text(kit.dump(kit.write_cells(notebook, kit.load_exercises(exercises), exercises)),
-                             encoding="utf-8")
+    notebook_path.write_text(
+        kit.dump(kit.write_cells(notebook, kit.load_exercises(exercises), exercises)), encoding="utf-8"
+    )
     config_path.write_text(config_text, encoding="utf-8")
     load_config(root).assignment(name)  # the entry reads back
     return NewAssignment(notebook_path, exercises, config_path)
@@ -132,8 +137,10 @@ def _config_with(config_path: Path, name: str) -> str:
 
     text = config_path.read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
-    by_hand = (f"add `- name: {name}` with `notebook: {name}.ipynb` under `assignments:` in {config_path} by hand, "
-               "then run `autograd-course kit write`")
+    by_hand = (
+        f"add `- name: {name}` with `notebook: {name}.ipynb` under `assignments:` in {config_path} by hand, "
+        "then run `autograd-course kit write`"
+    )
     start = next((index for index, line in enumerate(lines) if line.rstrip() == "assignments:"), None)
     if start is None:
         raise ConfigError(f"{config_path}: no block list `assignments:` to add {name!r} to; {by_hand}")
@@ -142,7 +149,7 @@ def _config_with(config_path: Path, name: str) -> str:
         end += 1
     while end > start + 1 and not lines[end - 1].strip():
         end -= 1
-    items = [re.match(r"(\s*)- ", line) for line in lines[start + 1:end]]
+    items = [re.match(r"(\s*)- ", line) for line in lines[start + 1 : end]]
     indent = next((item.group(1) for item in reversed(items) if item), "  ")
     if not lines[end - 1].endswith("\n"):
         lines[end - 1] += "\n"

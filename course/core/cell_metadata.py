@@ -101,4 +101,5 @@ def _kind(value: object) -> str:
     if type(value) is str:
         return "text that is not an nbgrader id"
     return {bool: "true or false", int: "a number", float: "a number", list: "a list", dict: "a mapping"}.get(
-        type(value), "not text")
+        type(value), "not text"
+    )

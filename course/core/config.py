@@ -44,6 +44,7 @@ def _sandbox_uids() -> Kind:
     """The first sandbox uid: after each run the grader kills every process of the uid it leased, so no uid of
     the range may be a system account's, `nobody` or a login account's (an account made for the sandbox, with no
     login shell, as the container image's `student`, is what the range is for)."""
+
     def problem(value: Any) -> str | None:
         if type(value) is not int or value < 1000:
             return "a whole number of at least 1000 (below are the system's own accounts)"
@@ -51,15 +52,21 @@ def _sandbox_uids() -> Kind:
             return f"a whole number of at most {MAX_SANDBOX_UID - SANDBOX_UID_RANGE}"
         for low, high, whose in SYSTEMD_UID_RANGES:
             if value <= high and low < value + SANDBOX_UID_RANGE:
-                return (f"a range of {SANDBOX_UID_RANGE} uids outside {low}-{high} ({whose}: the grader kills every "
-                        "process of its sandbox uids)")
+                return (
+                    f"a range of {SANDBOX_UID_RANGE} uids outside {low}-{high} ({whose}: the grader kills every "
+                    "process of its sandbox uids)"
+                )
         if value <= OVERFLOW_UID < value + SANDBOX_UID_RANGE:
-            return (f"a range of {SANDBOX_UID_RANGE} uids without {OVERFLOW_UID} (`nobody`: daemons run as it, and "
-                    "the grader kills every process of its sandbox uids)")
+            return (
+                f"a range of {SANDBOX_UID_RANGE} uids without {OVERFLOW_UID} (`nobody`: daemons run as it, and "
+                "the grader kills every process of its sandbox uids)"
+            )
         login = _login_account_in(value, value + SANDBOX_UID_RANGE)
         if login:
-            return (f"a range of {SANDBOX_UID_RANGE} uids that no login account has ({login} has a uid in it: the "
-                    "grader kills every process of its sandbox uids)")
+            return (
+                f"a range of {SANDBOX_UID_RANGE} uids that no login account has ({login} has a uid in it: the "
+                "grader kills every process of its sandbox uids)"
+            )
         return None
 
     return Kind(f"a whole number from 1000 up, the first of {SANDBOX_UID_RANGE} uids no login account has", problem)
@@ -107,8 +114,12 @@ def default_memory_mb() -> int:
 
 PLAIN_NAME = Kind(
     "a plain file or folder name (no /, not starting with .)",
-    lambda value: None if isinstance(value, str) and value and "/" not in value and not value.startswith(".")
-    else "a plain file or folder name")
+    lambda value: (
+        None
+        if isinstance(value, str) and value and "/" not in value and not value.startswith(".")
+        else "a plain file or folder name"
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -116,11 +127,14 @@ class Limits:
     """`limits:`, resource limits for one student's code."""
 
     cell_seconds: float = setting(
-        10, "wall-clock limit of one cell; its clock does not count the time its run was kept waiting for a "
+        10,
+        "wall-clock limit of one cell; its clock does not count the time its run was kept waiting for a "
         "processor by other work (the kernel's count; up to one more limit); the whole process group is killed",
-        number())
+        number(),
+    )
     submission_seconds: float = setting(
-        60, "wall-clock limit of the whole submission; it counts everything (from the runner's ready)", number())
+        60, "wall-clock limit of the whole submission; it counts everything (from the runner's ready)", number()
+    )
     memory_mb: int = setting(
         help="memory of one run, bounded twice: each process's address space (RLIMIT_AS, which counts mapped "
         "libraries: about 0.6 GiB for the CPU build of torch, 3 GiB for a CUDA build, with which the default is "
@@ -128,7 +142,9 @@ class Limits:
         "of the run's own where the grader may make one, else the supervisor's accounting: SECURITY.md); going "
         "over ends the run, named in the feedback",
         kind=whole(),
-        default_factory=default_memory_mb, shown_default=str(DEFAULT_MEMORY_MB))
+        default_factory=default_memory_mb,
+        shown_default=str(DEFAULT_MEMORY_MB),
+    )
     processes: int = setting(32, "processes and threads (RLIMIT_NPROC)", whole())
     output_kb: int = setting(10240, "output a submission may print", whole())
     file_size_mb: int = setting(16, "largest file it may write (RLIMIT_FSIZE)", whole())
@@ -147,31 +163,46 @@ class ServicePolicy:
     docs/service.md. A new policy is one `setting` line here."""
 
     attempts: int | None = setting(
-        None, "attempts per student; left out: no limit",
-        optional(whole(words="a whole number of at least 1"), "or left out for no limit"))
+        None,
+        "attempts per student; left out: no limit",
+        optional(whole(words="a whole number of at least 1"), "or left out for no limit"),
+    )
     cooldown_minutes: float = setting(
-        0.0, "minutes between one attempt and the next",
-        number(at_least=0, to_float=True, words="a number of minutes, 0 or more"))
+        0.0,
+        "minutes between one attempt and the next",
+        number(at_least=0, to_float=True, words="a number of minutes, 0 or more"),
+    )
     counts: str = setting(BEST, "which attempt's score is the grade", one_of(BEST, LAST, words="best or last"))
     upload_kb: int = setting(
-        2048, "the largest notebook accepted, in KB (413 above it); at most limits.notebook_mb",
-        whole(words="a whole number of kilobytes"))
+        2048,
+        "the largest notebook accepted, in KB (413 above it); at most limits.notebook_mb",
+        whole(words="a whole number of kilobytes"),
+    )
     # A real notebook is 10-200 KB: 20 MB holds a hundred such attempts, or ten at the 2 MB upload limit; a
     # class of 300 students then stores at most 6 GB per assignment.
     storage_mb: int = setting(
-        20, "the notebooks one student may store per assignment, in MB, all attempts together (429 once full); "
-            "at least upload_kb", whole(words="a whole number of megabytes"))
+        20,
+        "the notebooks one student may store per assignment, in MB, all attempts together (429 once full); "
+        "at least upload_kb",
+        whole(words="a whole number of megabytes"),
+    )
     fresh_numbers_per_attempt: bool = setting(
-        False, "with variants: true, attempt n > 1 gets numbers of its own", BOOLEAN)
+        False, "with variants: true, attempt n > 1 gets numbers of its own", BOOLEAN
+    )
     # A page or the API's GET costs a little of the server's one interpreter each time: a loop reloading them
     # once took it from everyone's uploads. A browser loads a page at a time (the "being graded" page reloads
     # every 2 s, `submit` polls every 2 s: 30 a minute each), so these leave a student room to spare.
     pages_in_flight: int = setting(
-        2, "a student's pages and API reads (GET) being answered at once (429 with Retry-After beyond)",
-        whole(words="a whole number of at least 1"))
+        2,
+        "a student's pages and API reads (GET) being answered at once (429 with Retry-After beyond)",
+        whole(words="a whole number of at least 1"),
+    )
     pages_per_minute: int = setting(
-        120, f"a student's pages and API reads (GET) per minute, after a first burst of {PAGE_BURST} (429 with "
-             "Retry-After beyond)", whole(words="a whole number of at least 1"))
+        120,
+        f"a student's pages and API reads (GET) per minute, after a first burst of {PAGE_BURST} (429 with "
+        "Retry-After beyond)",
+        whole(words="a whole number of at least 1"),
+    )
 
     @property
     def upload_bytes(self) -> int:
@@ -203,14 +234,21 @@ def _is_positive_number(value: Any) -> bool:
     return type(value) in (int, float) and value > 0
 
 
-DUE = optional(Kind("a date and time as nbgrader writes it (`2026-11-20 23:59:00 UTC`; no zone means UTC)",
-                    _due_problem, _parse_due), "or left out: the due date in nbgrader's gradebook")
+DUE = optional(
+    Kind(
+        "a date and time as nbgrader writes it (`2026-11-20 23:59:00 UTC`; no zone means UTC)", _due_problem, _parse_due
+    ),
+    "or left out: the due date in nbgrader's gradebook",
+)
 EXTENSIONS = Kind(
     "a mapping of student ids to extra hours, e.g. `{carol: 48}`",
-    lambda value: None if value is None or (isinstance(value, dict) and all(
-        _is_positive_number(hours) for hours in value.values()))
-    else "a mapping of student ids to extra hours (numbers greater than 0), e.g. {carol: 48}",
-    lambda value: {str(student): float(hours) for student, hours in (value or {}).items()})
+    lambda value: (
+        None
+        if value is None or (isinstance(value, dict) and all(_is_positive_number(hours) for hours in value.values()))
+        else "a mapping of student ids to extra hours (numbers greater than 0), e.g. {carol: 48}"
+    ),
+    lambda value: {str(student): float(hours) for student, hours in (value or {}).items()},
+)
 
 
 @dataclass(frozen=True)
@@ -220,12 +258,18 @@ class AssignmentSettings:
     name: str = setting(help="its folder under source/ and release/, and nbgrader's name for it", kind=PLAIN_NAME)
     notebook: str = setting(help="its notebook in that folder", kind=PLAIN_NAME)
     due: datetime | None = setting(  # naive UTC, as nbgrader keeps it
-        None, "when it is due; without it, the due date in nbgrader's gradebook "
-        "(`nbgrader db assignment add autograd --duedate=...`)", DUE)
+        None,
+        "when it is due; without it, the due date in nbgrader's gradebook "
+        "(`nbgrader db assignment add autograd --duedate=...`)",
+        DUE,
+    )
     extensions: dict[str, float] = setting(help="extra hours per student", kind=EXTENSIONS, default_factory=dict)
     exercises: str = setting(
-        "exercises.py", "its content module beside the notebook: numbers' variants, chain tables, misconceptions "
-        "(optional; authoring.md, adding an assignment)", PLAIN_NAME)
+        "exercises.py",
+        "its content module beside the notebook: numbers' variants, chain tables, misconceptions "
+        "(optional; authoring.md, adding an assignment)",
+        PLAIN_NAME,
+    )
 
 
 @dataclass(frozen=True)
@@ -235,44 +279,66 @@ class CourseConfig:
     root: Path  # the course root (not a setting: where the file was found)
     course_id: str = setting(help="the course's id, nbgrader's `CourseDirectory.course_id`")
     assignments: tuple[AssignmentSettings, ...] = subsection(
-        AssignmentSettings, "the assignments, each a folder under source/ with its notebook", many=True)
-    tolerance: float = setting(1e-6, "how close a hand value must be to torch's", number(to_float=True),
-                               shown_default="1e-6")
+        AssignmentSettings, "the assignments, each a folder under source/ with its notebook", many=True
+    )
+    tolerance: float = setting(
+        1e-6, "how close a hand value must be to torch's", number(to_float=True), shown_default="1e-6"
+    )
     hand_work: str = setting(
-        "note", "`note`: feedback says when an answer was computed with torch; `deduct`: it also costs "
-        "`hand_work_deduction` of that value's points", one_of("note", "deduct"))
+        "note",
+        "`note`: feedback says when an answer was computed with torch; `deduct`: it also costs "
+        "`hand_work_deduction` of that value's points",
+        one_of("note", "deduct"),
+    )
     hand_work_deduction: float = setting(
-        0.5, "the share of a value's points that `hand_work: deduct` takes off",
-        number(at_least=0, at_most=1, to_float=True))
+        0.5,
+        "the share of a value's points that `hand_work: deduct` takes off",
+        number(at_least=0, at_most=1, to_float=True),
+    )
     function_probes: int = setting(
-        5, "how many of the course's own points a function answer is called at, beside zero and the exercise's "
+        5,
+        "how many of the course's own points a function answer is called at, beside zero and the exercise's "
         "own point: halves in [-8, 8], the first negative, the second positive (so at least two are drawn), the "
         "same for every submission and regrade, drawn with the course secret when there is one "
         "(course/pipeline/probes.py)",
-        whole(at_most=16))
+        whole(at_most=16),
+    )
     limits: Limits = subsection(Limits, "resource limits for one student's code")
     sandbox: str = setting(
-        "auto", "`auto` (bubblewrap as root, or in a user namespace otherwise; refuse to grade without either), "
+        "auto",
+        "`auto` (bubblewrap as root, or in a user namespace otherwise; refuse to grade without either), "
         "`bwrap` (the same), `uid` (root without namespaces: a uid drop only) or `rlimits` (rlimits and timeouts "
-        "only)", one_of("auto", "bwrap", "uid", "rlimits"))
+        "only)",
+        one_of("auto", "bwrap", "uid", "rlimits"),
+    )
     sandbox_uid: int = setting(
-        DEFAULT_SANDBOX_UID, "the first of 64 uids/gids that sandboxes lease (one per concurrently running "
+        DEFAULT_SANDBOX_UID,
+        "the first of 64 uids/gids that sandboxes lease (one per concurrently running "
         "sandbox); nothing else may use them: leftover processes of a sandbox's uid are killed after each "
-        "submission", _sandbox_uids())
+        "submission",
+        _sandbox_uids(),
+    )
     variants: bool = setting(False, "per-student numbers (authoring.md, per-student variants)", BOOLEAN)
     variant_secret_env: str = setting(
         "AUTOGRAD_COURSE_SECRET",  # the name of a variable, not a secret
-        "the environment variable that holds the course secret of the variants")
+        "the environment variable that holds the course secret of the variants",
+    )
     variant_secret_file: str | None = setting(
-        None, "a file that holds the course secret instead; it must be readable by the grader's user alone "
-        "(`chmod 600`), or grading stops", optional(TEXT, "or left out"))
+        None,
+        "a file that holds the course secret instead; it must be readable by the grader's user alone "
+        "(`chmod 600`), or grading stops",
+        optional(TEXT, "or left out"),
+    )
     feedback_reveals: str = setting(
-        "auto", "`torch_values`: feedback shows torch's value beside each answer and in the chain tables; "
+        "auto",
+        "`torch_values`: feedback shows torch's value beside each answer and in the chain tables; "
         "`verdicts`: only right or wrong, each answer's `idea` in place of its hint (authoring.md, hidden tests), "
         "the chain table's verdicts and, of each misconception note, its idea (the concept the slip violates), "
         "never its diagnosis, which relates the answer to torch's, and no sign slip at all; `auto`: "
         "`torch_values` for `autograd-course grade`, `verdicts` on Gradescope (a student can resubmit there at "
-        "once, so torch's values would be full marks one copy away)", one_of("auto", "torch_values", "verdicts"))
+        "once, so torch's values would be full marks one copy away)",
+        one_of("auto", "torch_values", "verdicts"),
+    )
     late_policy: LatePolicy = subsection(LatePolicy, "what late work costs (grading.md)")
     service: ServicePolicy = subsection(ServicePolicy, "the submission service's policies (service.md)")
 
@@ -353,11 +419,15 @@ def _service(where: str, data: Any, limits: Limits, variants: bool) -> ServicePo
     """The `service:` section, and what it asks of other sections."""
     policy = read_section(where, data, ServicePolicy)
     if policy.upload_kb > limits.notebook_mb * 1024:
-        raise ConfigError(f"{where}.upload_kb ({policy.upload_kb}) is larger than limits.notebook_mb "
-                          f"({limits.notebook_mb} MB), which the grader would refuse anyway")
+        raise ConfigError(
+            f"{where}.upload_kb ({policy.upload_kb}) is larger than limits.notebook_mb "
+            f"({limits.notebook_mb} MB), which the grader would refuse anyway"
+        )
     if policy.storage_mb * 1024 < policy.upload_kb:
-        raise ConfigError(f"{where}.storage_mb ({policy.storage_mb} MB) is smaller than upload_kb "
-                          f"({policy.upload_kb} KB): a student could not store one notebook of the largest size")
+        raise ConfigError(
+            f"{where}.storage_mb ({policy.storage_mb} MB) is smaller than upload_kb "
+            f"({policy.upload_kb} KB): a student could not store one notebook of the largest size"
+        )
     if policy.fresh_numbers_per_attempt and not variants:
         raise ConfigError(f"{where}.fresh_numbers_per_attempt needs variants: true (numbers per student)")
     return policy
@@ -380,8 +450,9 @@ def parse_config(data: Any, root: Path, where: str) -> CourseConfig:
 
     settings = read_values(where, data, CourseConfig, lambda key: f"{where}: {key}", subsection_value)
     if "service" in settings:
-        settings["service"] = _service(f"{where}: service", settings["service"], settings.get("limits", Limits()),
-                                       settings.get("variants", False))
+        settings["service"] = _service(
+            f"{where}: service", settings["service"], settings.get("limits", Limits()), settings.get("variants", False)
+        )
     return CourseConfig(root=root, **settings)
 
 

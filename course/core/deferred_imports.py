@@ -104,8 +104,9 @@ def defer_nbgrader_package_init() -> None:
     except Exception:  # not the nbgrader we know: leave its import to itself
         del sys.modules[NBGRADER]
         return
-    _defer_package_init(f"{NBGRADER}.auth", from_submodules=dict.fromkeys(
-        ("Authenticator", "BaseAuthPlugin", "NoAuthPlugin"), "base"))
+    _defer_package_init(
+        f"{NBGRADER}.auth", from_submodules=dict.fromkeys(("Authenticator", "BaseAuthPlugin", "NoAuthPlugin"), "base")
+    )
 
 
 class _ImportedOnFirstUse(types.ModuleType):
@@ -144,6 +145,7 @@ def defer_setuptools_for_archives() -> None:
     def on_first_use(function: str):
         def call(*args, **kwargs):
             return getattr(standin.real(), function)(*args, **kwargs)
+
         call.__name__ = call.__qualname__ = function
         return call
 
@@ -154,8 +156,17 @@ def defer_setuptools_for_archives() -> None:
 
 TORCH_META = "torch._meta_registrations"
 # The modules that trace, compile or export, and so use torch's Python meta kernels: importing one first loads them.
-META_USERS = frozenset({"torch._dynamo", "torch._inductor", "torch.export._trace", "torch._functorch.aot_autograd",
-                        "torch._decomp.decompositions", "torch._refs", "torch._prims"})
+META_USERS = frozenset(
+    {
+        "torch._dynamo",
+        "torch._inductor",
+        "torch.export._trace",
+        "torch._functorch.aot_autograd",
+        "torch._decomp.decompositions",
+        "torch._refs",
+        "torch._prims",
+    }
+)
 
 
 def _meta_kernels_deferred() -> _ImportedOnFirstUse | None:

@@ -59,10 +59,17 @@ def require(extra: str, command: str) -> None:
     if wrong:
         absent = [name for name in wrong if " " not in name]
         other = [name for name in wrong if " " in name]
-        said = "; ".join(part for part in (f"{', '.join(absent)} not installed" if absent else "",
-                                            f"{', '.join(other)} installed" if other else "") if part)
+        said = "; ".join(
+            part
+            for part in (
+                f"{', '.join(absent)} not installed" if absent else "",
+                f"{', '.join(other)} installed" if other else "",
+            )
+            if part
+        )
         raise MissingExtraError(
             f"{command} is the instructor's and needs the {extra} extra ({said}; a student's install leaves it "
             "out): install the package with it, e.g. "
             f"pip install 'autograd_course-<version>-py3-none-any.whl[{extra}]', or pip install -e '.[{extra}]' "
-            "in the course's repository")
+            "in the course's repository"
+        )

@@ -152,8 +152,9 @@ def private_sqlite(database: str | None) -> None:
         return
     for path, create in ((database, True), *((database + suffix, False) for suffix in ("-wal", "-shm", "-journal"))):
         try:  # (the -wal, -shm and -journal files of an earlier run, made before this rule, are tightened too)
-            descriptor = os.open(path, os.O_RDONLY | (os.O_CREAT if create else 0) | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                 PRIVATE)
+            descriptor = os.open(
+                path, os.O_RDONLY | (os.O_CREAT if create else 0) | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE
+            )
         except OSError:
             continue
         try:

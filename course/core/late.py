@@ -20,15 +20,23 @@ class LatePolicy:
     hour) late; zero: late work earns 0. With `cutoff_hours`, work later than that past the deadline earns 0
     under any mode."""
 
-    mode: str = setting(ACCEPT, "`accept` (late work counts in full), `penalty` (`percent` of the maximum score "
-                        "per started `per` late) or `zero` (late work earns 0); required in a `late_policy:`",
-                        one_of(ACCEPT, PENALTY, ZERO))
-    percent: float = setting(0.0, "with `penalty`: the percent of the maximum score taken off per started `per`",
-                             number(at_least=0, at_most=100, to_float=True))
+    mode: str = setting(
+        ACCEPT,
+        "`accept` (late work counts in full), `penalty` (`percent` of the maximum score "
+        "per started `per` late) or `zero` (late work earns 0); required in a `late_policy:`",
+        one_of(ACCEPT, PENALTY, ZERO),
+    )
+    percent: float = setting(
+        0.0,
+        "with `penalty`: the percent of the maximum score taken off per started `per`",
+        number(at_least=0, at_most=100, to_float=True),
+    )
     per: str = setting("day", "`day` or `hour`", one_of(*UNIT_SECONDS, words="day or hour"))
     cutoff_hours: float | None = setting(
-        None, "work later than this past the (extended) deadline earns 0, whatever the mode",
-        optional(number(to_float=True), "or left out for no cutoff"))
+        None,
+        "work later than this past the (extended) deadline earns 0, whatever the mode",
+        optional(number(to_float=True), "or left out for no cutoff"),
+    )
 
 
 @dataclass(frozen=True)
@@ -49,8 +57,9 @@ def _duration(seconds: float) -> str:
     days, rest = divmod(math.ceil(seconds), 86400)
     hours, rest = divmod(rest, 3600)
     minutes = rest // 60
-    parts = [f"{n} {unit}{'s' if n != 1 else ''}" for n, unit in ((days, "day"), (hours, "hour"), (minutes, "minute"))
-             if n]
+    parts = [
+        f"{n} {unit}{'s' if n != 1 else ''}" for n, unit in ((days, "day"), (hours, "hour"), (minutes, "minute")) if n
+    ]
     return " ".join(parts[:2]) or "less than a minute"
 
 
@@ -58,8 +67,14 @@ def _when(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
-def assess(raw_score: float, max_score: float, submitted: datetime | None, due: datetime | None,
-           extension_hours: float, policy: LatePolicy) -> Lateness:
+def assess(
+    raw_score: float,
+    max_score: float,
+    submitted: datetime | None,
+    due: datetime | None,
+    extension_hours: float,
+    policy: LatePolicy,
+) -> Lateness:
     """How late the submission is and what the policy takes off (never more than the raw score)."""
     deadline = due + timedelta(hours=extension_hours) if due is not None else None
     if submitted is None or deadline is None or submitted <= deadline:
@@ -80,6 +95,8 @@ def assess(raw_score: float, max_score: float, submitted: datetime | None, due: 
         return Lateness(submitted, deadline, extension_hours, seconds, 0.0, f"{said}; late work is accepted in full.")
     penalty = round(penalty, 6)
     final = round(raw_score - penalty, 6)
-    explanation = (f"{said}: {rule}, so {penalty:g} of your {raw_score:g} points were taken off; "
-                   f"your score is {final:g} of {max_score:g}.")
+    explanation = (
+        f"{said}: {rule}, so {penalty:g} of your {raw_score:g} points were taken off; "
+        f"your score is {final:g} of {max_score:g}."
+    )
     return Lateness(submitted, deadline, extension_hours, seconds, penalty, explanation)

@@ -37,9 +37,16 @@ def _is_number(value: Any) -> bool:
     return type(value) in (int, float)
 
 
-def number(*, above: float | None = 0, at_least: float | None = None, at_most: float | None = None,
-           to_float: bool = False, words: str | None = None) -> Kind:
+def number(
+    *,
+    above: float | None = 0,
+    at_least: float | None = None,
+    at_most: float | None = None,
+    to_float: bool = False,
+    words: str | None = None,
+) -> Kind:
     """A number (not a boolean): greater than `above`, or at least `at_least`, and at most `at_most`."""
+
     def problem(value: Any) -> str | None:
         if not _is_number(value):
             return words or "a number"
@@ -65,6 +72,7 @@ def number(*, above: float | None = 0, at_least: float | None = None, at_most: f
 
 def whole(*, at_least: int = 1, at_most: int | None = None, words: str | None = None) -> Kind:
     """A whole number (not a boolean) of at least `at_least` (and at most `at_most`, when given)."""
+
     def problem(value: Any) -> str | None:
         if type(value) is not int:
             return words or "a whole number"
@@ -86,6 +94,7 @@ def one_of(*choices: str, words: str | None = None) -> Kind:
 
 def optional(kind: Kind, absent: str) -> Kind:
     """`kind`, or null (YAML's `~`, the same as leaving the key out); `absent` says what that means."""
+
     def problem(value: Any) -> str | None:
         inner = None if value is None else kind.problem(value)
         return None if inner is None else f"{inner} ({absent})"
@@ -97,8 +106,14 @@ BOOLEAN = Kind("true or false", lambda value: None if type(value) is bool else "
 TEXT = Kind("a non-empty string", lambda value: None if isinstance(value, str) and value else "a non-empty string")
 
 
-def setting(default: Any = MISSING, help: str = "", kind: Kind = TEXT, *,
-            default_factory: Callable[[], Any] | None = None, shown_default: str | None = None) -> Any:
+def setting(
+    default: Any = MISSING,
+    help: str = "",
+    kind: Kind = TEXT,
+    *,
+    default_factory: Callable[[], Any] | None = None,
+    shown_default: str | None = None,
+) -> Any:
     """One key of a section, declared as a dataclass field: its default (none: the key is required), what it does
     (help), what a value must be (kind). `shown_default` is the default as the reference writes it, when the
     value's repr is not what a reader would type."""
@@ -138,8 +153,13 @@ def check_keys(where: str, data: dict, allowed: list[str], needed: list[str]) ->
 Section = TypeVar("Section")
 
 
-def read_values(where: str, data: Any, schema: type, key_name: Callable[[str], str],
-                read_subsection: Callable[[str, Any, Field], Any]) -> dict[str, Any]:
+def read_values(
+    where: str,
+    data: Any,
+    schema: type,
+    key_name: Callable[[str], str],
+    read_subsection: Callable[[str, Any, Field], Any],
+) -> dict[str, Any]:
     """A section's mapping checked against its schema: every key known, every required key there, every value
     valid. Returns the typed values of the keys given (the dataclass supplies the defaults of the others).
     `key_name(key)` is how a message names a key; `read_subsection` reads a key that is a section of its own."""
@@ -165,6 +185,7 @@ def read_values(where: str, data: Any, schema: type, key_name: Callable[[str], s
 
 def read_section(where: str, data: Any, schema: type[Section]) -> Section:
     """A section without sections inside (`limits:`, `service:`, one assignment), as its dataclass."""
+
     def no_subsections(name: str, value: Any, setting_field: Field) -> Any:
         raise AssertionError(f"{schema.__name__} has a section inside: read it with read_values")
 

@@ -50,15 +50,25 @@ class Question:
     forms: tuple[tuple[str, str], ...] = ()  # (answer, the form its public check asks for), in order
 
 
-def _question(stem: str, title: str, points: float, forms: dict[str, str], test_source: str,
-              form_source: str) -> Question:
+def _question(
+    stem: str, title: str, points: float, forms: dict[str, str], test_source: str, form_source: str
+) -> Question:
     """The question of the cells `answer_<stem>`, `form_<stem>` and `test_<stem>`, whose answers are those its
     public check names (`forms`)."""
     names, functions = _checked_names(forms)
-    return Question(id=stem, title=title, points=points, answer_cell_id=f"answer_{stem}",
-                    form_cell_id=f"form_{stem}", test_cell_id=f"test_{stem}", answer_names=names,
-                    function_names=functions, test_source=test_source, form_source=form_source,
-                    forms=tuple(forms.items()))
+    return Question(
+        id=stem,
+        title=title,
+        points=points,
+        answer_cell_id=f"answer_{stem}",
+        form_cell_id=f"form_{stem}",
+        test_cell_id=f"test_{stem}",
+        answer_names=names,
+        function_names=functions,
+        test_source=test_source,
+        form_source=form_source,
+        forms=tuple(forms.items()),
+    )
 
 
 @dataclass(frozen=True)
@@ -156,9 +166,11 @@ def _check_locked(cell: dict, where: str, why: str) -> None:
     """A cell the grader restores from the source must be locked (read-only) in nbgrader's metadata: nbgrader's
     autograde puts back only locked and graded cells, and the grader's copy of them is the locked ones."""
     if not nbgrader_meta(cell).get("locked"):
-        raise SourceNotebookError(f"{where}: the cell is not locked (nbgrader: read-only), so {why}; make it "
-                                  "read-only (nbgrader's Create Assignment toolbar: Read-only; metadata "
-                                  "\"locked\": true), then release again")
+        raise SourceNotebookError(
+            f"{where}: the cell is not locked (nbgrader: read-only), so {why}; make it "
+            "read-only (nbgrader's Create Assignment toolbar: Read-only; metadata "
+            '"locked": true), then release again'
+        )
 
 
 def _template_answers(source: str, where: str, checked: dict[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -170,22 +182,28 @@ def _template_answers(source: str, where: str, checked: dict[str, str]) -> tuple
     try:
         names, functions = _assigned_names(released, where)
     except SourceNotebookError as error:
-        raise SourceNotebookError(f"{error} once its solution region is removed, as students receive it; keep "
-                                  f"whole statements outside {SOLUTION_BEGIN} / {SOLUTION_END}") from None
+        raise SourceNotebookError(
+            f"{error} once its solution region is removed, as students receive it; keep "
+            f"whole statements outside {SOLUTION_BEGIN} / {SOLUTION_END}"
+        ) from None
     for name, shape in checked.items():
         if shape == FUNCTION and name not in functions:
             raise SourceNotebookError(
                 f"{where}: the solution cell has no `def {name}(...): return ...` template for answer {name!r} "
                 f"outside its {SOLUTION_BEGIN} region, so the released cell would not ask for it; add the template "
-                f"above {SOLUTION_BEGIN}, then release again")
+                f"above {SOLUTION_BEGIN}, then release again"
+            )
         if shape != FUNCTION and name not in names:
             raise SourceNotebookError(
                 f"{where}: the solution cell has no `{name} = ...` line for answer {name!r} outside its "
                 f"{SOLUTION_BEGIN} region, so the released cell would not ask for it; add `{name} = ...` above "
-                f"{SOLUTION_BEGIN}, then release again")
+                f"{SOLUTION_BEGIN}, then release again"
+            )
     if not names and not functions:
-        raise SourceNotebookError(f"{where}: assigns no answer variable outside its {SOLUTION_BEGIN} region (a "
-                                  "`name = ...` line for each answer)")
+        raise SourceNotebookError(
+            f"{where}: assigns no answer variable outside its {SOLUTION_BEGIN} region (a "
+            "`name = ...` line for each answer)"
+        )
     key = region_lines(source, SOLUTION_BEGIN, SOLUTION_END)
     try:
         key_names, key_functions = _assigned_names(textwrap.dedent("\n".join(key)), where)
@@ -195,7 +213,8 @@ def _template_answers(source: str, where: str, checked: dict[str, str]) -> tuple
         if name in checked and name not in key_names + key_functions:
             raise SourceNotebookError(
                 f"{where}: the answer key (between {SOLUTION_BEGIN} and {SOLUTION_END}) does not set answer "
-                f"{name!r}, so the source's own solution would leave it `...`; set it there, then release again")
+                f"{name!r}, so the source's own solution would leave it `...`; set it there, then release again"
+            )
     return names, functions
 
 
@@ -212,8 +231,9 @@ def form_checks(source: str, where: str) -> dict[str, str]:
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == FORM_CHECK):
             continue
         if call.args:
-            raise SourceNotebookError(f"{where}: {FORM_CHECK} takes the answers as keywords, "
-                                      f"e.g. {FORM_CHECK}(answer_name=\"number\")")
+            raise SourceNotebookError(
+                f'{where}: {FORM_CHECK} takes the answers as keywords, e.g. {FORM_CHECK}(answer_name="number")'
+            )
         for keyword in call.keywords:
             if keyword.arg is None or keyword.arg == "quiet":
                 continue
@@ -224,8 +244,10 @@ def form_checks(source: str, where: str) -> dict[str, str]:
 
 def _checked_names(forms: dict[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(value answers, function answers) of a form cell's checks."""
-    return (tuple(name for name, form in forms.items() if form != FUNCTION),
-            tuple(name for name, form in forms.items() if form == FUNCTION))
+    return (
+        tuple(name for name, form in forms.items() if form != FUNCTION),
+        tuple(name for name, form in forms.items() if form == FUNCTION),
+    )
 
 
 def cell_text(cell: dict) -> str:
@@ -239,8 +261,10 @@ def _check_markers(cell: dict, index: int, cells: list, path: Path) -> None:
     a solution cell, hidden tests in a graded cell). nbgrader refuses the notebook otherwise, with a
     traceback that names neither the cell nor the question."""
     meta = nbgrader_meta(cell)
-    for begin, end, flag, home in ((SOLUTION_BEGIN, SOLUTION_END, "solution", "answer"),
-                                   (HIDDEN_BEGIN, HIDDEN_END, "grade", "test")):
+    for begin, end, flag, home in (
+        (SOLUTION_BEGIN, SOLUTION_END, "solution", "answer"),
+        (HIDDEN_BEGIN, HIDDEN_END, "grade", "test"),
+    ):
         problem = _unbalanced(cell_text(cell), begin, end)
         advice = f"put {end} after the region's last line"
         if not problem and begin in cell_text(cell) and not meta.get(flag):
@@ -249,8 +273,9 @@ def _check_markers(cell: dict, index: int, cells: list, path: Path) -> None:
         if problem:
             grade_id = meta.get("grade_id", "no grade_id")
             title = _title_before(cells, index) or "before the first heading"
-            raise SourceNotebookError(f"{path}: cell {index} ({grade_id}, question {title!r}): {problem}; "
-                                      f"{advice}, then release again")
+            raise SourceNotebookError(
+                f"{path}: cell {index} ({grade_id}, question {title!r}): {problem}; {advice}, then release again"
+            )
 
 
 def _unbalanced(source: str, begin: str, end: str) -> str:
@@ -308,8 +333,11 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
         for grade_id, (_, cell) in by_id.items()
         if nbgrader_meta(cell).get("locked") or nbgrader_meta(cell).get("grade")
     }
-    questions = [_read_question(grade_id, index, cell, cells, by_id, path)
-                 for grade_id, (index, cell) in by_id.items() if grade_id.startswith("test_")]
+    questions = [
+        _read_question(grade_id, index, cell, cells, by_id, path)
+        for grade_id, (index, cell) in by_id.items()
+        if grade_id.startswith("test_")
+    ]
     if not questions:
         raise SourceNotebookError(f"{path}: no graded question (no cell with a grade_id starting with 'test_')")
     _check_each_answer_once(questions, path)
@@ -343,8 +371,10 @@ def _cells_by_grade_id(cells: list, path: Path) -> dict[str, tuple[int, dict]]:
     for index, cell in enumerate(cells):
         damaged = nbgrader_cell(cell).damaged_id
         if damaged:
-            raise SourceNotebookError(f"{path}: cell {index}: its nbgrader grade_id is {damaged}; give it an id of "
-                                      "letters, digits, _ and - (nbgrader's rule)")
+            raise SourceNotebookError(
+                f"{path}: cell {index}: its nbgrader grade_id is {damaged}; give it an id of "
+                "letters, digits, _ and - (nbgrader's rule)"
+            )
         grade_id = nbgrader_meta(cell).get("grade_id")
         if grade_id:
             if grade_id in by_id:
@@ -361,12 +391,16 @@ def _check_regions_and_locks(cells: list, by_id: dict[str, tuple[int, dict]], pa
         raise SourceNotebookError(f"{path}: no locked code cell with grade_id 'setup' (the imports of the exercises)")
     for locked_id in ("setup", NUMBERS_CELL):
         if locked_id in by_id:
-            _check_locked(by_id[locked_id][1], f"{path}: cell {by_id[locked_id][0]} ({locked_id})",
-                          "students could change what every answer is graded against")
+            _check_locked(
+                by_id[locked_id][1],
+                f"{path}: cell {by_id[locked_id][0]} ({locked_id})",
+                "students could change what every answer is graded against",
+            )
 
 
-def _read_question(grade_id: str, index: int, cell: dict, cells: list, by_id: dict[str, tuple[int, dict]],
-                   path: Path) -> Question:
+def _read_question(
+    grade_id: str, index: int, cell: dict, cells: list, by_id: dict[str, tuple[int, dict]], path: Path
+) -> Question:
     """The question of the test cell `grade_id`, with its answer cell and its (locked) form cell."""
     stem = grade_id.removeprefix("test_")
     where = f"{path}: cell {index} ({grade_id})"
@@ -389,23 +423,37 @@ def _read_question(grade_id: str, index: int, cell: dict, cells: list, by_id: di
     answer_where = f"{path}: cell {answer_index} ({answer_id})"
     form_index, form_cell = by_id[form_id]
     _check_locked(form_cell, f"{path}: cell {form_index} ({form_id})", "students could edit the check")
-    names, functions = _template_answers(cell_text(answer_cell), answer_where, form_checks(
-        strip_region(cell_text(form_cell), HIDDEN_BEGIN, HIDDEN_END), f"{path}: cell {form_index} ({form_id})"))
+    names, functions = _template_answers(
+        cell_text(answer_cell),
+        answer_where,
+        form_checks(
+            strip_region(cell_text(form_cell), HIDDEN_BEGIN, HIDDEN_END), f"{path}: cell {form_index} ({form_id})"
+        ),
+    )
     # The self-check knows a question's answers only from its checks (students have no answer key):
     # both checks must name exactly the answers the answer cell asks for.
     declared: dict[str, str] = {}
-    for checked_id, checked_index, checked_source in ((form_id, form_index, cell_text(form_cell)),
-                                                     (grade_id, index, cell_text(cell))):
+    for checked_id, checked_index, checked_source in (
+        (form_id, form_index, cell_text(form_cell)),
+        (grade_id, index, cell_text(cell)),
+    ):
         checked_where = f"{path}: cell {checked_index} ({checked_id})"
         checked = form_checks(strip_region(checked_source, HIDDEN_BEGIN, HIDDEN_END), checked_where)
         if _checked_names(checked) != (names, functions):
             raise SourceNotebookError(
                 f"{checked_where}: its {FORM_CHECK}(...) must name the answers of {answer_id} in order, as "
-                f"keywords with their form (\"function\" for a function): expected "
-                f"{', '.join(names + functions)}; found {', '.join(checked) or 'none'}")
+                f'keywords with their form ("function" for a function): expected '
+                f"{', '.join(names + functions)}; found {', '.join(checked) or 'none'}"
+            )
         declared = declared or checked  # the form cell's
-    return _question(stem, _title_before(cells, answer_index) or stem, float(meta.get("points", 0)),
-                     declared, cell_text(cell), cell_text(form_cell))
+    return _question(
+        stem,
+        _title_before(cells, answer_index) or stem,
+        float(meta.get("points", 0)),
+        declared,
+        cell_text(cell),
+        cell_text(form_cell),
+    )
 
 
 def _check_each_answer_once(questions: list[Question], path: Path) -> None:
@@ -432,8 +480,13 @@ def _check_numbers_fit(content: Content, default_params: dict, questions: list[Q
         if function not in function_answers or number not in default_params:
             raise SourceNotebookError(
                 f"{content.path}: FUNCTION_POINTS maps {function!r} to {number!r}, but "
-                + (f"{function!r} is no function answer of {path.name}" if function not in function_answers else
-                   f"the numbers cell's P has no {number!r}") + "; name a function answer and a number of P")
+                + (
+                    f"{function!r} is no function answer of {path.name}"
+                    if function not in function_answers
+                    else f"the numbers cell's P has no {number!r}"
+                )
+                + "; name a function answer and a number of P"
+            )
 
 
 def load_course_assignment(config: CourseConfig, name: str | None = None) -> Assignment:
@@ -465,8 +518,10 @@ def released_assignment(notebook: dict, path: Path, name: str) -> Assignment:
         if meta.grade_id is not None and meta.grade_id not in by_id:
             by_id[meta.grade_id] = (index, cell)
     if "setup" not in by_id:
-        raise SubmissionError(f"{path.name}: the course's setup cell is missing; start again from the released "
-                              "notebook and copy your answers in")
+        raise SubmissionError(
+            f"{path.name}: the course's setup cell is missing; start again from the released "
+            "notebook and copy your answers in"
+        )
     questions = []
     for grade_id, (index, cell) in by_id.items():
         meta = metas[index]
@@ -481,19 +536,38 @@ def released_assignment(notebook: dict, path: Path, name: str) -> Assignment:
         except SourceNotebookError:
             declared = {}
         if not declared:
-            raise SubmissionError(f"{where}: no {FORM_CHECK}(...) naming the answers; was the cell edited? "
-                                  "Start again from the released notebook and copy your answers in")
+            raise SubmissionError(
+                f"{where}: no {FORM_CHECK}(...) naming the answers; was the cell edited? "
+                "Start again from the released notebook and copy your answers in"
+            )
         title_at = by_id.get(answer_id, (index, cell))[0]
-        questions.append(_question(stem, _title_before(cells, title_at) or stem, float(meta.points or 0), declared,
-                                   cell_text(cell), cell_text(by_id[form_id][1]) if form_id in by_id else ""))
+        questions.append(
+            _question(
+                stem,
+                _title_before(cells, title_at) or stem,
+                float(meta.points or 0),
+                declared,
+                cell_text(cell),
+                cell_text(by_id[form_id][1]) if form_id in by_id else "",
+            )
+        )
     if not questions:
-        raise SubmissionError(f"{path.name}: no graded question in this notebook (no cell with a grade_id "
-                              "starting with 'test_'); is it the notebook released for the course?")
-    locked_sources = {grade_id: cell_text(cell) for grade_id, (index, cell) in by_id.items()
-                      if metas[index].locked_or_graded}
+        raise SubmissionError(
+            f"{path.name}: no graded question in this notebook (no cell with a grade_id "
+            "starting with 'test_'); is it the notebook released for the course?"
+        )
+    locked_sources = {
+        grade_id: cell_text(cell) for grade_id, (index, cell) in by_id.items() if metas[index].locked_or_graded
+    }
     try:
         numbers = numbers_cell_values(by_id, path)
     except SourceNotebookError:
         numbers = {}  # an edited numbers cell: it runs as the student's own code
-    return Assignment(name=name, notebook_path=path, setup_source=cell_text(by_id["setup"][1]),
-                      questions=tuple(questions), locked_sources=locked_sources, default_params=numbers)
+    return Assignment(
+        name=name,
+        notebook_path=path,
+        setup_source=cell_text(by_id["setup"][1]),
+        questions=tuple(questions),
+        locked_sources=locked_sources,
+        default_params=numbers,
+    )

@@ -101,8 +101,9 @@ def load_exercises_module(path: Path) -> Any:
         spec.loader.exec_module(module)
     except Exception as error:
         del sys.modules[name]
-        raise SourceNotebookError(f"{path}: the exercises module fails to load: {type(error).__name__}: {error}") \
-            from None
+        raise SourceNotebookError(
+            f"{path}: the exercises module fails to load: {type(error).__name__}: {error}"
+        ) from None
     return module
 
 
@@ -113,22 +114,28 @@ def _checked(path: Path, module: Any) -> Content:
         raise SourceNotebookError(f"{where}: NUMBER_GROUPS must be a list of lists of names")
     chains = getattr(module, "CHAINS", {})
     if not isinstance(chains, dict) or not all(
-            isinstance(steps, list | tuple) and all(isinstance(step, ChainStep) for step in steps)
-            for steps in chains.values()):
+        isinstance(steps, list | tuple) and all(isinstance(step, ChainStep) for step in steps)
+        for steps in chains.values()
+    ):
         raise SourceNotebookError(f"{where}: CHAINS must map question ids to lists of ChainStep")
     rules = getattr(module, "MISCONCEPTIONS", ())
     if not all(isinstance(rule, Rule) for rule in rules):
         raise SourceNotebookError(f"{where}: MISCONCEPTIONS must be a list of Rule")
     function_points = getattr(module, "FUNCTION_POINTS", {})
     if not isinstance(function_points, dict) or not all(
-            isinstance(name, str) and isinstance(number, str) for name, number in function_points.items()):
-        raise SourceNotebookError(f"{where}: FUNCTION_POINTS must map function answers to names of the numbers "
-                                  "cell's P (both strings)")
+        isinstance(name, str) and isinstance(number, str) for name, number in function_points.items()
+    ):
+        raise SourceNotebookError(
+            f"{where}: FUNCTION_POINTS must map function answers to names of the numbers cell's P (both strings)"
+        )
     graphs = getattr(module, "GRAPHS", {})
     if not isinstance(graphs, dict) or not all(
-            isinstance(question, str) and callable(build) for question, build in graphs.items()):
-        raise SourceNotebookError(f"{where}: GRAPHS must map question ids to functions (the exercise's numbers "
-                                  "-> a course.pipeline.graph_chain.Computation)")
+        isinstance(question, str) and callable(build) for question, build in graphs.items()
+    ):
+        raise SourceNotebookError(
+            f"{where}: GRAPHS must map question ids to functions (the exercise's numbers "
+            "-> a course.pipeline.graph_chain.Computation)"
+        )
     derive = getattr(module, "derive", None)
     violations = getattr(module, "constraint_violations", None)
     for name, function in (("derive", derive), ("constraint_violations", violations)):
@@ -182,5 +189,4 @@ def student_equals(values: dict[str, Any], name: str, target: PlainValue, tolera
 def constant_list(values: dict[str, Any], name: str, like: str) -> bool:
     """The student's wrong list `name` repeats the first value of torch's list `like` at every position."""
     reference = expected(values, like)
-    return type(reference) is list and bool(reference) and student_equals(values, name,
-                                                                        [reference[0]] * len(reference))
+    return type(reference) is list and bool(reference) and student_equals(values, name, [reference[0]] * len(reference))

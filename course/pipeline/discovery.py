@@ -62,9 +62,14 @@ def discover(paths: list[Path], assignment: str, notebook: str) -> list[Submissi
         if ref.problem:
             unique.append(ref)
         elif ref.student_id in seen:
-            unique.append(SubmissionRef(ref.student_id, ref.path,
-                                        f"student id {ref.student_id!r} was already graded from "
-                                        f"{seen[ref.student_id]}; this copy was not graded"))
+            unique.append(
+                SubmissionRef(
+                    ref.student_id,
+                    ref.path,
+                    f"student id {ref.student_id!r} was already graded from "
+                    f"{seen[ref.student_id]}; this copy was not graded",
+                )
+            )
         else:
             seen[ref.student_id] = ref.path
             unique.append(ref)

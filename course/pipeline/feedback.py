@@ -55,18 +55,20 @@ def chain_table(steps: tuple[ChainStep, ...], values: dict[str, ValueResult], re
         ok = gradient.correct and (forward is None or forward.correct)
         if not ok and first_wrong is None:
             first_wrong = index
-        rows.append(ChainRow(
-            node=step.node,
-            local_derivative=step.local,
-            torch_local_derivative=_local_value(values, step) if reveal else None,
-            forward=step.forward,
-            your_forward=_shown(forward) if forward else "—",
-            torch_forward=(describe(forward.expected) if forward else "—") if reveal else None,
-            gradient=step.gradient,
-            your_gradient=_shown(gradient),
-            torch_gradient=describe(gradient.expected) if reveal else None,
-            correct=ok,
-        ))
+        rows.append(
+            ChainRow(
+                node=step.node,
+                local_derivative=step.local,
+                torch_local_derivative=_local_value(values, step) if reveal else None,
+                forward=step.forward,
+                your_forward=_shown(forward) if forward else "—",
+                torch_forward=(describe(forward.expected) if forward else "—") if reveal else None,
+                gradient=step.gradient,
+                your_gradient=_shown(gradient),
+                torch_gradient=describe(gradient.expected) if reveal else None,
+                correct=ok,
+            )
+        )
     return ChainTable(tuple(rows), first_wrong)
 
 
@@ -88,13 +90,23 @@ def _value_entry(result: ValueResult, reveal: bool) -> AnswerFeedback:
         correct=result.correct,
         points=result.points,
         earned=result.earned,
-        explanation=" ".join(part for part in ("Matches torch." if result.correct else "",
-                                               result.hint if reveal else result.idea) if part),
+        explanation=" ".join(
+            part
+            for part in ("Matches torch." if result.correct else "", result.hint if reveal else result.idea)
+            if part
+        ),
         detail=detail,
-        hand_work_note=("This value was computed with torch in your code rather than written down from your own "
-                        "derivation.") if result.hand_work_note else "",
-        probes=tuple(ProbeFeedback(p.x, p.error or describe(p.student), describe(p.expected) if reveal else None,
-                                   p.correct, p.private) for p in result.probes),
+        hand_work_note=(
+            "This value was computed with torch in your code rather than written down from your own derivation."
+        )
+        if result.hand_work_note
+        else "",
+        probes=tuple(
+            ProbeFeedback(
+                p.x, p.error or describe(p.student), describe(p.expected) if reveal else None, p.correct, p.private
+            )
+            for p in result.probes
+        ),
     )
 
 
@@ -120,8 +132,9 @@ def wrong_points(wrong: list[ProbeCheck], reveal: bool) -> str:
     return "; ".join(said) + (f"; and at {more} more" if more else "")
 
 
-def question_entry(question: QuestionResult, diagnoses: list[Diagnosis], reveal: bool = True,
-                   chain: tuple[ChainStep, ...] = ()) -> QuestionFeedback:
+def question_entry(
+    question: QuestionResult, diagnoses: list[Diagnosis], reveal: bool = True, chain: tuple[ChainStep, ...] = ()
+) -> QuestionFeedback:
     values = {value.name: value for value in question.values}
     return QuestionFeedback(
         id=question.id,
@@ -130,8 +143,12 @@ def question_entry(question: QuestionResult, diagnoses: list[Diagnosis], reveal:
         earned=question.earned,
         values=tuple(_value_entry(v, reveal) for v in question.values),
         misconceptions=tuple(MisconceptionNote(d.id, d.value, d.message, d.idea, d.from_numbers) for d in diagnoses),
-        error=("The autograder could not score this question (a problem on our side, not in your notebook). Your "
-               "instructor has been told; you do not need to do anything.") if question.error else "",
+        error=(
+            "The autograder could not score this question (a problem on our side, not in your notebook). Your "
+            "instructor has been told; you do not need to do anything."
+        )
+        if question.error
+        else "",
         chain_table=chain_table(chain, values, reveal),
     )
 
@@ -144,9 +161,17 @@ MAX_CELL_ERRORS = 20
 MAX_SYNTAX_ERRORS = 5  # a message each at the top of the feedback (course/pipeline/grading.py), then how many more
 
 
-def build_feedback(student_id: str, assignment: str, questions: tuple[QuestionResult, ...], *, status: Status,
-                   messages: list[str], cell_errors: list[CellError],
-                   reveal_torch_values: bool = True, content: Content = NO_CONTENT) -> Feedback:
+def build_feedback(
+    student_id: str,
+    assignment: str,
+    questions: tuple[QuestionResult, ...],
+    *,
+    status: Status,
+    messages: list[str],
+    cell_errors: list[CellError],
+    reveal_torch_values: bool = True,
+    content: Content = NO_CONTENT,
+) -> Feedback:
     """The complete feedback of one submission (`Feedback.to_json` is what feedback.json holds), with the chain
     tables and misconception notes of the assignment's `content`. Without `reveal_torch_values` it holds no torch
     value at all: verdicts, chain-table verdicts and notes only. The notes are kept whole either way (the class
@@ -163,8 +188,10 @@ def build_feedback(student_id: str, assignment: str, questions: tuple[QuestionRe
         cell_errors=tuple(cell_errors[:MAX_CELL_ERRORS]),
         cell_errors_left_out=max(0, len(cell_errors) - MAX_CELL_ERRORS),
         reveals_torch_values=reveal_torch_values,
-        questions=tuple(question_entry(q, diagnoses.get(q.id, []), reveal_torch_values, content.chains.get(q.id, ()))
-                        for q in questions),
+        questions=tuple(
+            question_entry(q, diagnoses.get(q.id, []), reveal_torch_values, content.chains.get(q.id, ()))
+            for q in questions
+        ),
     )
 
 
@@ -174,21 +201,31 @@ def build_feedback(student_id: str, assignment: str, questions: tuple[QuestionRe
 # text comes from the student's process, so this is only a hint shown beside that error, in the section of
 # the notebook's own errors: never a statement in the grader's voice.
 LIMIT_SIGNS = (
-    (("MemoryError", "can't allocate memory", "Cannot allocate memory"),
-     "This looks like the memory limit ({memory_mb} MB)."),
-    (("Resource temporarily unavailable", "BlockingIOError"),
-     "This looks like the limit on processes and threads ({processes})."),
+    (
+        ("MemoryError", "can't allocate memory", "Cannot allocate memory"),
+        "This looks like the memory limit ({memory_mb} MB).",
+    ),
+    (
+        ("Resource temporarily unavailable", "BlockingIOError"),
+        "This looks like the limit on processes and threads ({processes}).",
+    ),
     (("File too large",), "This looks like the limit on the size of a file ({file_size_mb} MB)."),
-    (("No space left on device",), "This looks like the limit on scratch space ({tmp_mb} MB) or, if it came from "
-                                   "opening a pseudo-terminal, on pseudo-terminals ({ptys})."),
+    (
+        ("No space left on device",),
+        "This looks like the limit on scratch space ({tmp_mb} MB) or, if it came from "
+        "opening a pseudo-terminal, on pseudo-terminals ({ptys}).",
+    ),
     (("Too many open files",), "This looks like the limit on open files ({open_files})."),
 )
 
 
 def limit_hint(error: str, limits: Limits) -> str:
     """The hint for one reported error ("" when it names no limit)."""
-    return " ".join(template.format(**vars(limits), ptys=PTYS) for signs, template in LIMIT_SIGNS
-                    if any(sign in error for sign in signs))
+    return " ".join(
+        template.format(**vars(limits), ptys=PTYS)
+        for signs, template in LIMIT_SIGNS
+        if any(sign in error for sign in signs)
+    )
 
 
 def cell_errors_of(run: RunResult, limits: Limits) -> list[CellError]:
@@ -202,6 +239,8 @@ def limit_messages(run: RunResult, config: CourseConfig) -> list[str]:
     if run.limit_hit == "output_kb":
         messages.append(f"Your notebook printed more than {config.limits.output_kb} KB; the rest was discarded.")
     if run.limit_hit == "cpu_seconds":
-        messages.append(f"The notebook used more CPU time than allowed ({config.limits.submission_seconds:g} s "
-                        "in all), so the system stopped it.")
+        messages.append(
+            f"The notebook used more CPU time than allowed ({config.limits.submission_seconds:g} s "
+            "in all), so the system stopped it."
+        )
     return messages

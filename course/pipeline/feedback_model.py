@@ -21,8 +21,19 @@ from typing import Any
 from course.core.errors import CourseError
 from course.core.status import GRADING_GIVES, Status
 
-__all__ = ["SCHEMA_FILE", "AnswerFeedback", "CellError", "ChainRow", "ChainTable", "Feedback", "FeedbackError",
-           "MisconceptionNote", "ProbeFeedback", "QuestionFeedback", "schema_text"]
+__all__ = [
+    "SCHEMA_FILE",
+    "AnswerFeedback",
+    "CellError",
+    "ChainRow",
+    "ChainTable",
+    "Feedback",
+    "FeedbackError",
+    "MisconceptionNote",
+    "ProbeFeedback",
+    "QuestionFeedback",
+    "schema_text",
+]
 
 SCHEMA_FILE = "schemas/feedback.schema.json"  # inside the package `course`
 READ_AGAIN = "grade again to write it"  # what to do about a feedback document that cannot be read
@@ -129,15 +140,19 @@ class ProbeFeedback:
     private: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"x": self.x, "yours": self.yours, "torch": self.torch, "correct": self.correct,
-                "private": self.private}
+        return {"x": self.x, "yours": self.yours, "torch": self.torch, "correct": self.correct, "private": self.private}
 
     @classmethod
     def read(cls, value: object, at: str) -> ProbeFeedback:
         data = _object(value, at)
         at += "."
-        return cls(_number(data, "x", at), _text(data, "yours", at), _text_or_none(data, "torch", at),
-                   _flag(data, "correct", at), _flag(data, "private", at, False))  # older files: no private points
+        return cls(
+            _number(data, "x", at),
+            _text(data, "yours", at),
+            _text_or_none(data, "torch", at),
+            _flag(data, "correct", at),
+            _flag(data, "private", at, False),
+        )  # older files: no private points
 
 
 @dataclass(frozen=True)
@@ -160,8 +175,14 @@ class AnswerFeedback:
 
     def to_json(self) -> dict[str, Any]:
         entry: dict[str, Any] = {
-            "name": self.name, "your_value": self.your_value, "torch_value": self.torch_value, "status": self.status,
-            "correct": self.correct, "points": self.points, "earned": self.earned, "explanation": self.explanation,
+            "name": self.name,
+            "your_value": self.your_value,
+            "torch_value": self.torch_value,
+            "status": self.status,
+            "correct": self.correct,
+            "points": self.points,
+            "earned": self.earned,
+            "explanation": self.explanation,
         }
         if self.detail:
             entry["detail"] = self.detail
@@ -175,12 +196,19 @@ class AnswerFeedback:
     def read(cls, value: object, at: str) -> AnswerFeedback:
         data = _object(value, at)
         at += "."
-        return cls(_text(data, "name", at), _text_or_none(data, "your_value", at),
-                   _text_or_none(data, "torch_value", at), _text(data, "status", at), _flag(data, "correct", at),
-                   _number(data, "points", at), _number(data, "earned", at), _text(data, "explanation", at),
-                   _text(data, "detail", at, ""), _text(data, "hand_work_note", at, ""),
-                   tuple(ProbeFeedback.read(p, f"{at}probes[{i}]")
-                         for i, p in enumerate(_items(data, "probes", at, []))))
+        return cls(
+            _text(data, "name", at),
+            _text_or_none(data, "your_value", at),
+            _text_or_none(data, "torch_value", at),
+            _text(data, "status", at),
+            _flag(data, "correct", at),
+            _number(data, "points", at),
+            _number(data, "earned", at),
+            _text(data, "explanation", at),
+            _text(data, "detail", at, ""),
+            _text(data, "hand_work_note", at, ""),
+            tuple(ProbeFeedback.read(p, f"{at}probes[{i}]") for i, p in enumerate(_items(data, "probes", at, []))),
+        )
 
 
 @dataclass(frozen=True)
@@ -196,15 +224,25 @@ class MisconceptionNote:
     from_numbers: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "value": self.value, "diagnosis": self.diagnosis, "idea": self.idea,
-                "from_numbers": self.from_numbers}
+        return {
+            "id": self.id,
+            "value": self.value,
+            "diagnosis": self.diagnosis,
+            "idea": self.idea,
+            "from_numbers": self.from_numbers,
+        }
 
     @classmethod
     def read(cls, value: object, at: str) -> MisconceptionNote:
         data = _object(value, at)
         at += "."
-        return cls(_text(data, "id", at), _text(data, "value", at), _text(data, "diagnosis", at),
-                   _text(data, "idea", at), _flag(data, "from_numbers", at, False))
+        return cls(
+            _text(data, "id", at),
+            _text(data, "value", at),
+            _text(data, "diagnosis", at),
+            _text(data, "idea", at),
+            _flag(data, "from_numbers", at, False),
+        )
 
 
 @dataclass(frozen=True)
@@ -224,20 +262,35 @@ class ChainRow:
     correct: bool
 
     def to_json(self) -> dict[str, Any]:
-        return {"node": self.node, "local_derivative": self.local_derivative,
-                "torch_local_derivative": self.torch_local_derivative, "forward": self.forward,
-                "your_forward": self.your_forward, "torch_forward": self.torch_forward, "gradient": self.gradient,
-                "your_gradient": self.your_gradient, "torch_gradient": self.torch_gradient, "correct": self.correct}
+        return {
+            "node": self.node,
+            "local_derivative": self.local_derivative,
+            "torch_local_derivative": self.torch_local_derivative,
+            "forward": self.forward,
+            "your_forward": self.your_forward,
+            "torch_forward": self.torch_forward,
+            "gradient": self.gradient,
+            "your_gradient": self.your_gradient,
+            "torch_gradient": self.torch_gradient,
+            "correct": self.correct,
+        }
 
     @classmethod
     def read(cls, value: object, at: str) -> ChainRow:
         data = _object(value, at)
         at += "."
-        return cls(_text(data, "node", at), _text(data, "local_derivative", at),
-                   _text_or_none(data, "torch_local_derivative", at), _text_or_none(data, "forward", at),
-                   _text(data, "your_forward", at), _text_or_none(data, "torch_forward", at),
-                   _text(data, "gradient", at), _text(data, "your_gradient", at),
-                   _text_or_none(data, "torch_gradient", at), _flag(data, "correct", at))
+        return cls(
+            _text(data, "node", at),
+            _text(data, "local_derivative", at),
+            _text_or_none(data, "torch_local_derivative", at),
+            _text_or_none(data, "forward", at),
+            _text(data, "your_forward", at),
+            _text_or_none(data, "torch_forward", at),
+            _text(data, "gradient", at),
+            _text(data, "your_gradient", at),
+            _text_or_none(data, "torch_gradient", at),
+            _flag(data, "correct", at),
+        )
 
 
 @dataclass(frozen=True)
@@ -277,7 +330,10 @@ class QuestionFeedback:
 
     def to_json(self) -> dict[str, Any]:
         entry: dict[str, Any] = {
-            "id": self.id, "title": self.title, "points": self.points, "earned": self.earned,
+            "id": self.id,
+            "title": self.title,
+            "points": self.points,
+            "earned": self.earned,
             "values": [value.to_json() for value in self.values],
             "misconceptions": [note.to_json() for note in self.misconceptions],
         }
@@ -292,13 +348,19 @@ class QuestionFeedback:
         data = _object(value, at)
         at += "."
         table = data.get("chain_table")
-        return cls(_text(data, "id", at), _text(data, "title", at), _number(data, "points", at),
-                   _number(data, "earned", at),
-                   tuple(AnswerFeedback.read(v, f"{at}values[{i}]") for i, v in enumerate(_items(data, "values", at))),
-                   tuple(MisconceptionNote.read(m, f"{at}misconceptions[{i}]")
-                         for i, m in enumerate(_items(data, "misconceptions", at))),
-                   _text(data, "error", at, ""),
-                   None if table is None else ChainTable.read(table, f"{at}chain_table"))
+        return cls(
+            _text(data, "id", at),
+            _text(data, "title", at),
+            _number(data, "points", at),
+            _number(data, "earned", at),
+            tuple(AnswerFeedback.read(v, f"{at}values[{i}]") for i, v in enumerate(_items(data, "values", at))),
+            tuple(
+                MisconceptionNote.read(m, f"{at}misconceptions[{i}]")
+                for i, m in enumerate(_items(data, "misconceptions", at))
+            ),
+            _text(data, "error", at, ""),
+            None if table is None else ChainTable.read(table, f"{at}chain_table"),
+        )
 
 
 @dataclass(frozen=True)
@@ -368,14 +430,19 @@ class Feedback:
         """The document once the late policy is applied: the raw score kept, the penalty taken off, and the
         policy's sentence (if any) after the other messages."""
         messages = (*self.messages, explanation) if explanation else self.messages
-        return replace(self, messages=messages, raw_score=self.score, late_penalty=penalty,
-                       score=round(self.score - penalty, 6))
+        return replace(
+            self, messages=messages, raw_score=self.score, late_penalty=penalty, score=round(self.score - penalty, 6)
+        )
 
     def to_json(self) -> dict[str, Any]:
         """Plain data in the order feedback.json has always had its keys."""
         data: dict[str, Any] = {
-            "student_id": self.student_id, "assignment": self.assignment, "status": self.status,
-            "score": self.score, "max_score": self.max_score, "messages": list(self.messages),
+            "student_id": self.student_id,
+            "assignment": self.assignment,
+            "status": self.status,
+            "score": self.score,
+            "max_score": self.max_score,
+            "messages": list(self.messages),
             "cell_errors": [error.to_json() for error in self.cell_errors],
         }
         if self.cell_errors_left_out:
@@ -398,8 +465,9 @@ class Feedback:
             return cls._read(value)
         except _Malformed as problem:
             at = f"`{problem.at}` " if problem.at else ""
-            raise FeedbackError(f"{where}: {at}{problem.what}, not a feedback document grading writes; {then}",
-                                problem.at, problem.what) from None
+            raise FeedbackError(
+                f"{where}: {at}{problem.what}, not a feedback document grading writes; {then}", problem.at, problem.what
+            ) from None
 
     @classmethod
     def _read(cls, value: object) -> Feedback:
@@ -410,14 +478,20 @@ class Feedback:
         except ValueError:
             status = None
         if status not in GRADING_GIVES:  # `missing` is a grades row's: no submission's feedback says it
-            raise _Malformed("status", "is missing" if "status" not in data else
-                             f"is not one of {', '.join(GRADING_GIVES)}")
+            raise _Malformed(
+                "status", "is missing" if "status" not in data else f"is not one of {', '.join(GRADING_GIVES)}"
+            )
         return cls(
-            student_id, assignment, status, _number(data, "score", ""),
+            student_id,
+            assignment,
+            status,
+            _number(data, "score", ""),
             _number(data, "max_score", ""),
             tuple(_sentence(m, f"messages[{i}]") for i, m in enumerate(_items(data, "messages", ""))),
             tuple(CellError.read(e, f"cell_errors[{i}]") for i, e in enumerate(_items(data, "cell_errors", ""))),
             _flag(data, "reveals_torch_values", "", True),
             tuple(QuestionFeedback.read(q, f"questions[{i}]") for i, q in enumerate(_items(data, "questions", ""))),
             _count(data, "cell_errors_left_out", "", 0),
-            _number_or_none(data, "raw_score", ""), _number_or_none(data, "late_penalty", ""))
+            _number_or_none(data, "raw_score", ""),
+            _number_or_none(data, "late_penalty", ""),
+        )

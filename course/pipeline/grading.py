@@ -95,14 +95,17 @@ def _status_of(run: sandbox.RunResult) -> Status:
     return Status.TIMED_OUT if run.limit_hit in ("cell_seconds", "submission_seconds") else Status.GRADED
 
 
-OUR_ERROR_TEXT = ("The autograder hit an error of its own while grading this notebook (not your fault). "
-                  "Your instructor can see the details; you do not need to resubmit.")
+OUR_ERROR_TEXT = (
+    "The autograder hit an error of its own while grading this notebook (not your fault). "
+    "Your instructor can see the details; you do not need to resubmit."
+)
 
 
 INCOMPLETE_CHECK_TEXT = (
     "The hand-work check could not read all of this notebook's code (more of it than the check reads, or syntax "
     "nested deeper than Python's parser goes), so only part of it was checked for answers computed with torch; "
-    "your answers were graded all the same.")
+    "your answers were graded all the same."
+)
 DAMAGED_SHOWN = 3  # cells with a damaged grade_id named in the feedback; the rest are counted
 
 
@@ -111,15 +114,19 @@ def _damaged_metadata_messages(submission: Submission) -> list[str]:
     damaged = submission.damaged_metadata
     if not damaged:
         return []
-    named = "; ".join(damaged[:DAMAGED_SHOWN]) + (f"; and {len(damaged) - DAMAGED_SHOWN} more" if
-                                                  len(damaged) > DAMAGED_SHOWN else "")
-    return [f"Some cells' nbgrader metadata is not nbgrader's ({named}), so each ran as your own code, not as "
-            "the course's cell it may have been (an answer cell among them counts as deleted). Start again from "
-            "the released notebook and copy your answers in if that is not what you meant."]
+    named = "; ".join(damaged[:DAMAGED_SHOWN]) + (
+        f"; and {len(damaged) - DAMAGED_SHOWN} more" if len(damaged) > DAMAGED_SHOWN else ""
+    )
+    return [
+        f"Some cells' nbgrader metadata is not nbgrader's ({named}), so each ran as your own code, not as "
+        "the course's cell it may have been (an answer cell among them counts as deleted). Start again from "
+        "the released notebook and copy your answers in if that is not what you meant."
+    ]
 
 
-def numbers_messages(submission: Submission, student_id: str, params: dict, assignment: Assignment,
-                     config: CourseConfig) -> list[str]:
+def numbers_messages(
+    submission: Submission, student_id: str, params: dict, assignment: Assignment, config: CourseConfig
+) -> list[str]:
     """With variants, the sentence naming a notebook that does not carry the student's own numbers: the default
     ones (the release everyone was given) or another student's. The policy is fixed (docs/grading.md, "Whose
     numbers"): a notebook is always graded with the numbers of the id it is graded under, whatever numbers it
@@ -131,33 +138,45 @@ def numbers_messages(submission: Submission, student_id: str, params: dict, assi
     if claim is not None and claim != student_id:
         # The claimed id is the notebook's text: quoted, short and only ever a student id.
         claimed = claim if not student_id_problem(claim) else "?"
-        return [f"This notebook was personalised for {claimed!r} but is graded as {student_id!r}, so it was "
-                f"graded with {student_id!r}'s numbers: answers worked out from another student's numbers will not "
-                "match. If this is your own work, submit the notebook released for you."]
+        return [
+            f"This notebook was personalised for {claimed!r} but is graded as {student_id!r}, so it was "
+            f"graded with {student_id!r}'s numbers: answers worked out from another student's numbers will not "
+            "match. If this is your own work, submit the notebook released for you."
+        ]
     if submission.default_numbers and params != assignment.default_params:
-        return [f"This notebook has the default numbers, the same in everyone's copy, not yours: every notebook of "
-                f"this course is graded with its student's own numbers, so it was graded with {student_id!r}'s, and "
-                "answers worked out from the default numbers will not match. Get the notebook released for you "
-                "(your instructor says where: the submission service's page, or the copy handed out to you), work "
-                "your answers with its numbers, and submit that one."]
+        return [
+            f"This notebook has the default numbers, the same in everyone's copy, not yours: every notebook of "
+            f"this course is graded with its student's own numbers, so it was graded with {student_id!r}'s, and "
+            "answers worked out from the default numbers will not match. Get the notebook released for you "
+            "(your instructor says where: the submission service's page, or the copy handed out to you), work "
+            "your answers with its numbers, and submit that one."
+        ]
     return []
 
 
 def nothing_answered_text(assignment: Assignment) -> str:
     fetched = f"{assignment.name}/{assignment.notebook_path.name}"
-    return ("Nothing in this notebook is answered: every answer is still as released. If you worked in another "
-            f"copy, submit that one: nbgrader's fetch puts it in {fetched} in the folder you fetched in.")
+    return (
+        "Nothing in this notebook is answered: every answer is still as released. If you worked in another "
+        f"copy, submit that one: nbgrader's fetch puts it in {fetched} in the folder you fetched in."
+    )
 
 
 def nothing_answered(answers: dict[str, Answer]) -> bool:
     """Every answer still `...` as released (and none deleted, renamed or broken): the untouched notebook."""
-    return bool(answers) and all(a.status == MISSING and a.detail in STILL_RELEASED
-                                 for a in answers.values())
+    return bool(answers) and all(a.status == MISSING and a.detail in STILL_RELEASED for a in answers.values())
 
 
-def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseConfig,
-                     probe_points: dict[str, list[float]] | None = None, *, run: sandbox.Runner | None = None,
-                     reveal_torch_values: bool | None = None, params: dict | None = None) -> Graded:
+def grade_submission(
+    ref: SubmissionRef,
+    assignment: Assignment,
+    config: CourseConfig,
+    probe_points: dict[str, list[float]] | None = None,
+    *,
+    run: sandbox.Runner | None = None,
+    reveal_torch_values: bool | None = None,
+    params: dict | None = None,
+) -> Graded:
     """Grade one notebook. Never raises: every failure becomes a status, a reason and score 0.
     probe_points: where function answers are called (default: the course's, `probes.course_probe_points`, the same
     on every run: a test may name its own, none of them private).
@@ -172,14 +191,19 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
         # The file is there but this grader cannot read it (permissions, a link, ...): the grader's set-up, so its
         # error, never the student's 0.
         status, questions = Status.AUTOGRADER_ERROR, _zero(assignment, "autograder error", config)
-        so_far.internal_error = (f"the submitted file {ref.path} could not be read by the grader: {problem}. Make it "
-                                 "a regular file the grader may read, and grade again")
+        so_far.internal_error = (
+            f"the submitted file {ref.path} could not be read by the grader: {problem}. Make it "
+            "a regular file the grader may read, and grade again"
+        )
         so_far.messages.append(OUR_ERROR_TEXT)
     except SubmissionError as problem:
         status, questions = Status.FAILED, _zero(assignment, "the notebook could not be read", config)
         # Another assignment's notebook is named as that one's, not as this assignment's file.
-        other = (other_assignment(config, assignment.name, problem.answer_ids)
-                 if isinstance(problem, NotThisAssignment) else "")
+        other = (
+            other_assignment(config, assignment.name, problem.answer_ids)
+            if isinstance(problem, NotThisAssignment)
+            else ""
+        )
         said = other_assignment_text(other, assignment) if other else str(problem)
         so_far.messages.append(f"Your submission could not be graded: {said}")
     except Exception:
@@ -188,11 +212,26 @@ def grade_submission(ref: SubmissionRef, assignment: Assignment, config: CourseC
         so_far.messages.append(OUR_ERROR_TEXT)
     if reveal_torch_values is None:
         reveal_torch_values = config.reveals_torch_values(gradescope=False)
-    feedback = build_feedback(ref.student_id, assignment.name, questions, status=status, messages=so_far.messages,
-                              cell_errors=so_far.cell_errors, reveal_torch_values=reveal_torch_values,
-                              content=with_derived_chains(assignment.content, so_far.params))
-    return Graded(ref.student_id, status, questions, feedback, time.monotonic() - started, so_far.internal_error,
-                  sandbox=so_far.level, integrity=so_far.findings)
+    feedback = build_feedback(
+        ref.student_id,
+        assignment.name,
+        questions,
+        status=status,
+        messages=so_far.messages,
+        cell_errors=so_far.cell_errors,
+        reveal_torch_values=reveal_torch_values,
+        content=with_derived_chains(assignment.content, so_far.params),
+    )
+    return Graded(
+        ref.student_id,
+        status,
+        questions,
+        feedback,
+        time.monotonic() - started,
+        so_far.internal_error,
+        sandbox=so_far.level,
+        integrity=so_far.findings,
+    )
 
 
 @dataclass
@@ -208,9 +247,15 @@ class _SoFar:
     params: dict | None = None  # the numbers graded with, once known (the chain tables read from graphs use them)
 
 
-def _grade(ref: SubmissionRef, assignment: Assignment, config: CourseConfig,
-           probe_points: dict[str, list[float]] | None, run: sandbox.Runner | None, params: dict | None,
-           so_far: _SoFar) -> tuple[Status, tuple[QuestionResult, ...]]:
+def _grade(
+    ref: SubmissionRef,
+    assignment: Assignment,
+    config: CourseConfig,
+    probe_points: dict[str, list[float]] | None,
+    run: sandbox.Runner | None,
+    params: dict | None,
+    so_far: _SoFar,
+) -> tuple[Status, tuple[QuestionResult, ...]]:
     """Read the notebook, run it in the sandbox, judge its answers: the status and the questions' results. Raises
     for grade_submission to turn into a status: SubmissionError (the student's), anything else (ours)."""
     if ref.problem:
@@ -221,13 +266,14 @@ def _grade(ref: SubmissionRef, assignment: Assignment, config: CourseConfig,
     submission = _read(ref, assignment, config, params)
     parsed = handwork.parse_cells(submission.cells)  # once, bounded: for hand work and the integrity report
     whose = numbers_messages(submission, ref.student_id, params, assignment, config)
-    so_far.findings = integrity.review(submission, ref.student_id, parsed,
-                                       default_numbers=bool(whose) and submission.personalised_for is None)
-    points = ProbePoints(probe_points) if probe_points is not None else course_probe_points(
-        config, assignment, params)
+    so_far.findings = integrity.review(
+        submission, ref.student_id, parsed, default_numbers=bool(whose) and submission.personalised_for is None
+    )
+    points = ProbePoints(probe_points) if probe_points is not None else course_probe_points(config, assignment, params)
     runner = run or cold_runner(config)
-    ran = runner(list(submission.cells), assignment.answer_names + assignment.function_names, points.points,
-                 config.limits)
+    ran = runner(
+        list(submission.cells), assignment.answer_names + assignment.function_names, points.points, config.limits
+    )
     so_far.level = ran.isolation
     answers = dict(ran.answers)
     for cell_id in submission.deleted_answer_cells:
@@ -236,18 +282,31 @@ def _grade(ref: SubmissionRef, assignment: Assignment, config: CourseConfig,
             answers[name] = Answer(MISSING, detail="its answer cell was deleted")
     hand_work = handwork.computed_answers(parsed, assignment.answer_names + assignment.function_names)
     deduction = config.hand_work_deduction if config.hand_work == "deduct" else 0.0
-    questions = judge(assignment, answers, tolerance=config.tolerance, computed=hand_work.computed,
-                      deduction=deduction, params=params, private_points=points.private)
+    questions = judge(
+        assignment,
+        answers,
+        tolerance=config.tolerance,
+        computed=hand_work.computed,
+        deduction=deduction,
+        params=params,
+        private_points=points.private,
+    )
     status = _status_of(ran)
-    _add_messages(so_far.messages, whose, parsed.syntax_errors, ran, submission, assignment, config,
-                  hand_work.complete)
+    _add_messages(so_far.messages, whose, parsed.syntax_errors, ran, submission, assignment, config, hand_work.complete)
     so_far.cell_errors = cell_errors_of(ran, config.limits)
     return status, questions
 
 
-def _add_messages(messages: list[str], whose: list[str], syntax_errors: Sequence[str], ran: sandbox.RunResult,
-                  submission: Submission, assignment: Assignment, config: CourseConfig,
-                  hand_work_complete: bool) -> None:
+def _add_messages(
+    messages: list[str],
+    whose: list[str],
+    syntax_errors: Sequence[str],
+    ran: sandbox.RunResult,
+    submission: Submission,
+    assignment: Assignment,
+    config: CourseConfig,
+    hand_work_complete: bool,
+) -> None:
     """The feedback's messages of a notebook that ran: what explains the whole score first, then how the run went."""
     # A syntax error first: every answer its cell sets is missing because of it, not because of the answers.
     # The first few (a feedback's size is bounded: feedback.MAX_CELL_ERRORS), then how many more.
@@ -256,13 +315,23 @@ def _add_messages(messages: list[str], whose: list[str], syntax_errors: Sequence
     # Whose numbers first, then an untouched notebook: each explains the whole score.
     untouched = nothing_answered(dict(ran.answers)) and not submission.deleted_answer_cells
     first = whose + ([nothing_answered_text(assignment)] if untouched else [])
-    messages[:0] = first + [f"{where[:1].upper()}{where[1:]} has a syntax error, so nothing in that cell ran and "
-                            "its answers are missing. Fix it first." for where in shown] + (
-        [f"… and {more:,} more {'cell has a syntax error' if more == 1 else 'cells have syntax errors'}."]
-        if more else [])
+    messages[:0] = (
+        first
+        + [
+            f"{where[:1].upper()}{where[1:]} has a syntax error, so nothing in that cell ran and "
+            "its answers are missing. Fix it first."
+            for where in shown
+        ]
+        + (
+            [f"… and {more:,} more {'cell has a syntax error' if more == 1 else 'cells have syntax errors'}."]
+            if more
+            else []
+        )
+    )
     if ran.ended_early:
-        messages.append(f"Your notebook did not run to the end: {ran.ended_early}. "
-                        "Answers set before that point were graded.")
+        messages.append(
+            f"Your notebook did not run to the end: {ran.ended_early}. Answers set before that point were graded."
+        )
     messages += limit_messages(ran, config)
     if not hand_work_complete:
         messages.append(INCOMPLETE_CHECK_TEXT)
@@ -270,6 +339,12 @@ def _add_messages(messages: list[str], whose: list[str], syntax_errors: Sequence
 
 
 def _read(ref: SubmissionRef, assignment: Assignment, config: CourseConfig, params: dict) -> Submission:
-    return read_submission(ref.path, ref.student_id, assignment, params=params,
-                           max_bytes=config.limits.notebook_mb * 1024 * 1024, max_cells=config.limits.max_cells,
-                           content=ref.content)
+    return read_submission(
+        ref.path,
+        ref.student_id,
+        assignment,
+        params=params,
+        max_bytes=config.limits.notebook_mb * 1024 * 1024,
+        max_cells=config.limits.max_cells,
+        content=ref.content,
+    )

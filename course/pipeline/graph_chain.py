@@ -211,14 +211,17 @@ def _run_backward(output: Any, graph: _Graph) -> dict[int, Any]:
         handles.append(node.register_hook(hook))
     accumulators = [node for node in graph.nodes if _operation(node) == "AccumulateGrad"]
     try:
-        grads = torch.autograd.grad(output, [node.variable for node in accumulators], retain_graph=True,
-                                    allow_unused=True)
+        grads = torch.autograd.grad(
+            output, [node.variable for node in accumulators], retain_graph=True, allow_unused=True
+        )
     except RuntimeError as error:
         if "second time" not in str(error):
             raise
-        raise GraphChainError("torch has freed this graph: backward() ran on it already. Return the "
-                              "Computation before calling backward(), or read a build that calls it with "
-                              "computation_from_build") from None
+        raise GraphChainError(
+            "torch has freed this graph: backward() ran on it already. Return the "
+            "Computation before calling backward(), or read a build that calls it with "
+            "computation_from_build"
+        ) from None
     finally:
         for handle in handles:
             handle.remove()
@@ -256,8 +259,10 @@ def walk(output: torch.Tensor, names: Mapping[str, torch.Tensor]) -> tuple[Graph
         if id(node) in named:
             continue
         if _operation(node) == "AccumulateGrad":
-            raise GraphChainError(f"a leaf that requires grad has no name (its value {describe(_plain(node.variable))}"
-                                  "): give it one in the names")
+            raise GraphChainError(
+                f"a leaf that requires grad has no name (its value {describe(_plain(node.variable))}"
+                "): give it one in the names"
+            )
         if graph.parents.get(id(node), 0) > 1:
             forks += 1
             named[id(node)] = f"t{forks}"
@@ -267,8 +272,9 @@ def walk(output: torch.Tensor, names: Mapping[str, torch.Tensor]) -> tuple[Graph
     contributions: dict[int, list[Contribution]] = {}
     arrivals = 0
     last_arrival: dict[int, tuple[int, int]] = {}  # id(leaf node) -> (when, which edge) its last gradient came
-    for node in sorted((n for n in graph.nodes if id(n) in named and id(n) in graph.order),
-                       key=lambda n: graph.order[id(n)]):
+    for node in sorted(
+        (n for n in graph.nodes if id(n) in named and id(n) in graph.order), key=lambda n: graph.order[id(n)]
+    ):
         name = named[id(node)]
         upstream = graph.received[id(node)]
         text, operations, edges = _segment(node, named, symbols, graph)
@@ -278,18 +284,38 @@ def walk(output: torch.Tensor, names: Mapping[str, torch.Tensor]) -> tuple[Graph
             last_arrival[id(target)] = (graph.order[id(node)], arrivals)
             arrivals += 1
         steps[id(node)] = GraphStep(
-            name=name, expression=text, operations=operations, forward=forward[id(node)],
-            contributions=tuple(contributions.get(id(node), ())), upstream=_plain(upstream),
+            name=name,
+            expression=text,
+            operations=operations,
+            forward=forward[id(node)],
+            contributions=tuple(contributions.get(id(node), ())),
+            upstream=_plain(upstream),
             inputs=tuple(named[id(target)] for target, _ in edges),
             local=tuple(_ratio(gradient, upstream) for _, gradient in edges),
-            gradients=tuple(_plain(gradient) for _, gradient in edges))
+            gradients=tuple(_plain(gradient) for _, gradient in edges),
+        )
     leaves = [n for n in graph.nodes if _operation(n) == "AccumulateGrad"]
-    ordered = sorted([*(((graph.order[id(n)], -1), steps[id(n)]) for n in graph.nodes if id(n) in steps),
-                      *((last_arrival.get(id(n), (-1, -1)), GraphStep(
-                          name=named[id(n)], expression="", operations=("AccumulateGrad",), forward=forward[id(n)],
-                          contributions=tuple(contributions.get(id(n), ())), upstream=_plain(leaf_grads[id(n)]),
-                          leaf=True)) for n in leaves)],
-                     key=lambda item: item[0])
+    ordered = sorted(
+        [
+            *(((graph.order[id(n)], -1), steps[id(n)]) for n in graph.nodes if id(n) in steps),
+            *(
+                (
+                    last_arrival.get(id(n), (-1, -1)),
+                    GraphStep(
+                        name=named[id(n)],
+                        expression="",
+                        operations=("AccumulateGrad",),
+                        forward=forward[id(n)],
+                        contributions=tuple(contributions.get(id(n), ())),
+                        upstream=_plain(leaf_grads[id(n)]),
+                        leaf=True,
+                    ),
+                )
+                for n in leaves
+            ),
+        ],
+        key=lambda item: item[0],
+    )
     return tuple(step for _, step in ordered)
 
 
@@ -300,8 +326,9 @@ def _accumulator(graph: _Graph, tensor: Any) -> Any:
     return None
 
 
-def _segment(node: Any, named: dict[int, str], symbols: dict[int, str],
-             graph: _Graph) -> tuple[str, tuple[str, ...], list[tuple[Any, Any]]]:
+def _segment(
+    node: Any, named: dict[int, str], symbols: dict[int, str], graph: _Graph
+) -> tuple[str, tuple[str, ...], list[tuple[Any, Any]]]:
     """The expression of one step, the torch nodes in it, and (target step node, gradient) for every edge that
     leaves it: the torch nodes under `node` down to the next named ones, which the walk shows as steps."""
     operations: list[str] = []
@@ -324,7 +351,7 @@ def _segment(node: Any, named: dict[int, str], symbols: dict[int, str],
         return _expression(current, _kind(current), operands)
 
     text = render(node)
-    shown = text if len(text) <= MAX_EXPRESSION else text[:MAX_EXPRESSION - 1] + "…"
+    shown = text if len(text) <= MAX_EXPRESSION else text[: MAX_EXPRESSION - 1] + "…"
     return shown, tuple(operations), edges
 
 
@@ -342,8 +369,11 @@ def _expression(node: Any, kind: str, operands: list[tuple[str, str]]) -> str:
         exponent = getattr(node, "_saved_exponent", None)
         if not isinstance(exponent, int | float):
             return "^".join(texts)
-        power = SUPERSCRIPTS.get(int(exponent), f"^{describe(exponent)}") if exponent == int(exponent) \
+        power = (
+            SUPERSCRIPTS.get(int(exponent), f"^{describe(exponent)}")
+            if exponent == int(exponent)
             else f"^{describe(exponent)}"
+        )
         simple = operands[0][1] in ("named", "constant") or _call(operands[0][1]) is not None
         return f"{operands[0][0]}{power}" if simple else f"({operands[0][0]}){power}"
     if kind == "Neg" and texts:
@@ -360,9 +390,14 @@ def _expression(node: Any, kind: str, operands: list[tuple[str, str]]) -> str:
 # ----------------------------------------------------------------------------- chain tables
 
 
-def chain_from_graph(output: torch.Tensor, names: Mapping[str, torch.Tensor], *,
-                     forwards: Mapping[str, str] | None = None,
-                     gradients: Mapping[str, str] | None = None, partial: bool = False) -> tuple[ChainStep, ...]:
+def chain_from_graph(
+    output: torch.Tensor,
+    names: Mapping[str, torch.Tensor],
+    *,
+    forwards: Mapping[str, str] | None = None,
+    gradients: Mapping[str, str] | None = None,
+    partial: bool = False,
+) -> tuple[ChainStep, ...]:
     """The feedback chain table of `output`'s backward walk (`walk`), as `ChainStep`s: one per edge (step ->
     input) whose gradient is an answer, in the walk's order. `forwards`: symbol -> the answer holding its
     forward value; `gradients`: symbol -> the answer holding the gradient at it (the output's is 1 and needs
@@ -374,8 +409,9 @@ def chain_from_graph(output: torch.Tensor, names: Mapping[str, torch.Tensor], *,
     known = {step.name for step in steps}
     unknown = sorted((set(forwards) | set(gradients)) - known)
     if unknown:
-        raise GraphChainError(f"{', '.join(map(repr, unknown))} name no value of the walk (its values: "
-                              f"{', '.join(sorted(known))})")
+        raise GraphChainError(
+            f"{', '.join(map(repr, unknown))} name no value of the walk (its values: {', '.join(sorted(known))})"
+        )
     root = steps[0].name  # backward starts at the output
     chain = []
     for step in steps:
@@ -387,14 +423,25 @@ def chain_from_graph(output: torch.Tensor, names: Mapping[str, torch.Tensor], *,
             if upstream is None and step.name != root:
                 if partial:
                     continue
-                raise GraphChainError(f"the gradient at {step.name!r} is no answer, so the chain table cannot show "
-                                      f"∂{step.name}/∂{target}: name the answer that holds it in `gradients`, or "
-                                      "write the table by hand (CHAINS)")
-            chain.append(ChainStep(f"{step.node} (to {target})" if several else step.node,
-                                   f"∂{step.name}/∂{target}", forwards.get(step.name), gradients[target], upstream))
+                raise GraphChainError(
+                    f"the gradient at {step.name!r} is no answer, so the chain table cannot show "
+                    f"∂{step.name}/∂{target}: name the answer that holds it in `gradients`, or "
+                    "write the table by hand (CHAINS)"
+                )
+            chain.append(
+                ChainStep(
+                    f"{step.node} (to {target})" if several else step.node,
+                    f"∂{step.name}/∂{target}",
+                    forwards.get(step.name),
+                    gradients[target],
+                    upstream,
+                )
+            )
     if not chain and not partial:
-        raise GraphChainError("no gradient of the walk is an answer, so the chain table would be empty: name in "
-                              "`gradients` the answers that hold the gradients")
+        raise GraphChainError(
+            "no gradient of the walk is an answer, so the chain table would be empty: name in "
+            "`gradients` the answers that hold the gradients"
+        )
     return tuple(chain)
 
 
@@ -414,8 +461,9 @@ class Computation:
     partial: bool = False  # rows whose upstream gradient is no answer are left out, not refused
 
     def chain(self) -> tuple[ChainStep, ...]:
-        return chain_from_graph(self.output, self.names, forwards=self.forwards, gradients=self.gradients,
-                                partial=self.partial)
+        return chain_from_graph(
+            self.output, self.names, forwards=self.forwards, gradients=self.gradients, partial=self.partial
+        )
 
 
 def computation_from_build(build: Callable[..., Mapping[str, Any]], numbers: Mapping[str, Any]) -> Computation:
@@ -471,9 +519,12 @@ def kit_graphs(exercises: Any) -> dict[str, Build]:
     `number_names()`,
     its own names of its numbers -> theirs in the numbers cell's P): the chain table of each read from its build,
     the part of the walk its answers cover (`Computation.partial`)."""
+
     def graph(exercise: Any) -> Build:
         return lambda P: computation_from_build(
-            exercise.build, {own: P[name] for own, name in exercise.number_names().items()})
+            exercise.build, {own: P[name] for own, name in exercise.number_names().items()}
+        )
+
     return {exercise.id: graph(exercise) for exercise in exercises}
 
 
@@ -487,14 +538,14 @@ def derived_chain(content: Content, question: str, numbers: dict[str, Any]) -> t
     try:
         computation = content.graphs[question](dict(numbers))
         if not isinstance(computation, Computation):
-            raise GraphChainError(f"it returned {type(computation).__name__}, not a "
-                                  "course.pipeline.graph_chain.Computation")
+            raise GraphChainError(
+                f"it returned {type(computation).__name__}, not a course.pipeline.graph_chain.Computation"
+            )
         return computation.chain()
     except GraphChainError as error:
         raise GraphChainError(f"{where}: {error}") from None
     except Exception as error:
-        raise GraphChainError(f"{where}: the build fails with these numbers: {type(error).__name__}: {error}"
-                              ) from None
+        raise GraphChainError(f"{where}: the build fails with these numbers: {type(error).__name__}: {error}") from None
 
 
 def to_derive(content: Content) -> list[str]:
@@ -508,16 +559,20 @@ def check_graphs(content: Content, answers: Mapping[str, tuple[str, ...]], numbe
     GraphChainError (a SourceNotebookError) saying where and what to do."""
     for question in content.graphs:
         if question not in answers:
-            raise GraphChainError(f"{content.path or EXERCISES_FILE}: GRAPHS names {question!r}, which is no "
-                                  f"question of the notebook (its questions: {', '.join(answers)})")
+            raise GraphChainError(
+                f"{content.path or EXERCISES_FILE}: GRAPHS names {question!r}, which is no "
+                f"question of the notebook (its questions: {', '.join(answers)})"
+            )
     for question in to_derive(content):
         chain = derived_chain(content, question, numbers)
         named = {name for step in chain for name in (step.forward, step.gradient, step.upstream) if name}
         foreign = sorted(named - set(answers[question]))
         if foreign:
-            raise GraphChainError(f"{content.path or EXERCISES_FILE}: GRAPHS[{question!r}] names "
-                                  f"{', '.join(map(repr, foreign))}, which {'is' if len(foreign) == 1 else 'are'} no "
-                                  f"answer of {question!r}: map each value to one of {', '.join(answers[question])}")
+            raise GraphChainError(
+                f"{content.path or EXERCISES_FILE}: GRAPHS[{question!r}] names "
+                f"{', '.join(map(repr, foreign))}, which {'is' if len(foreign) == 1 else 'are'} no "
+                f"answer of {question!r}: map each value to one of {', '.join(answers[question])}"
+            )
 
 
 def with_derived_chains(content: Content, numbers: dict[str, Any] | None) -> Content:

@@ -119,8 +119,15 @@ class _Flow:
             # A parameter shadows a global of the same name: `def f(x): return 3 * x ** 2` is hand work even
             # after `x = torch.tensor(4.0)` elsewhere.
             arguments = node.args
-            parameters = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
-                                          *filter(None, [arguments.vararg, arguments.kwarg])]}
+            parameters = {
+                a.arg
+                for a in [
+                    *arguments.posonlyargs,
+                    *arguments.args,
+                    *arguments.kwonlyargs,
+                    *filter(None, [arguments.vararg, arguments.kwarg]),
+                ]
+            }
             inner = _Flow()
             inner.torch_names = self.torch_names - parameters
             self.mark([ast.Name(node.name)], any(inner.uses_torch(part) for part in node.body))

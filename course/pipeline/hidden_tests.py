@@ -23,14 +23,62 @@ import functools
 
 from course.core.syntax import parse_python
 
-REFLECTION = frozenset({
-    "globals", "locals", "vars", "eval", "exec", "compile", "__import__", "getattr", "setattr", "delattr",
-    "hasattr", "dir", "breakpoint", "input", "open", "id", "memoryview", "Unanswered", "__builtins__",
-})
-FRAME_ATTRIBUTES = frozenset({"gi_frame", "gi_code", "cr_frame", "ag_frame", "f_globals", "f_locals", "f_back",
-                              "f_builtins", "tb_frame", "tb_next", "func_globals"})
-RANDOM_WORDS = ("rand", "seed", "random", "normal", "uniform", "bernoulli", "multinomial", "poisson", "dropout",
-                "generator", "exponential", "geometric", "cauchy", "shuffle", "choice", "sample")
+REFLECTION = frozenset(
+    {
+        "globals",
+        "locals",
+        "vars",
+        "eval",
+        "exec",
+        "compile",
+        "__import__",
+        "getattr",
+        "setattr",
+        "delattr",
+        "hasattr",
+        "dir",
+        "breakpoint",
+        "input",
+        "open",
+        "id",
+        "memoryview",
+        "Unanswered",
+        "__builtins__",
+    }
+)
+FRAME_ATTRIBUTES = frozenset(
+    {
+        "gi_frame",
+        "gi_code",
+        "cr_frame",
+        "ag_frame",
+        "f_globals",
+        "f_locals",
+        "f_back",
+        "f_builtins",
+        "tb_frame",
+        "tb_next",
+        "func_globals",
+    }
+)
+RANDOM_WORDS = (
+    "rand",
+    "seed",
+    "random",
+    "normal",
+    "uniform",
+    "bernoulli",
+    "multinomial",
+    "poisson",
+    "dropout",
+    "generator",
+    "exponential",
+    "geometric",
+    "cauchy",
+    "shuffle",
+    "choice",
+    "sample",
+)
 MARKS_METHODS = frozenset({"value", "function"})
 
 
@@ -51,15 +99,21 @@ def reads_no_answer(source: str, answer_names: frozenset[str]) -> bool:
             if len(node.args) >= 2 and isinstance(node.args[1], ast.Name):
                 allowed.add(id(node.args[1]))
             allowed.add(id(node.func.value))  # type: ignore[attr-defined]  # checked by _is_marks_method
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and not node.value.args \
-                and not node.value.keywords and _is_marks_method(node.value.func, marks, frozenset({"total"})):
+        elif (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Call)
+            and not node.value.args
+            and not node.value.keywords
+            and _is_marks_method(node.value.func, marks, frozenset({"total"}))
+        ):
             allowed.add(id(node.value.func.value))  # type: ignore[attr-defined]
     restricted = answer_names | marks | {"Marks"}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom | ast.Global | ast.Nonlocal):
             return False
-        if isinstance(node, ast.Attribute) and (node.attr.startswith("_") or node.attr in FRAME_ATTRIBUTES
-                                                or _random(node.attr)):
+        if isinstance(node, ast.Attribute) and (
+            node.attr.startswith("_") or node.attr in FRAME_ATTRIBUTES or _random(node.attr)
+        ):
             return False
         if isinstance(node, ast.Name):
             if node.id in REFLECTION or _random(node.id):
@@ -73,9 +127,16 @@ def reads_no_answer(source: str, answer_names: frozenset[str]) -> bool:
 
 def _makes_marks(node: ast.AST) -> bool:
     """`name = Marks()`."""
-    return (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-            and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name)
-            and node.value.func.id == "Marks" and not node.value.args and not node.value.keywords)
+    return (
+        isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Name)
+        and node.value.func.id == "Marks"
+        and not node.value.args
+        and not node.value.keywords
+    )
 
 
 def _binds(node: ast.AST) -> set[str]:
@@ -94,8 +155,12 @@ def _binds(node: ast.AST) -> set[str]:
 
 
 def _is_marks_method(func: ast.expr, marks: frozenset[str], methods: frozenset[str]) -> bool:
-    return (isinstance(func, ast.Attribute) and func.attr in methods and isinstance(func.value, ast.Name)
-            and func.value.id in marks)
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr in methods
+        and isinstance(func.value, ast.Name)
+        and func.value.id in marks
+    )
 
 
 def _random(name: str) -> bool:
@@ -114,8 +179,13 @@ def scored_without_idea(source: str) -> tuple[str, ...]:
     marks = frozenset(node.targets[0].id for node in ast.walk(tree) if _makes_marks(node))  # type: ignore[attr-defined]
     found = []
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and _is_marks_method(node.func, marks, MARKS_METHODS)
-                and not any(keyword.arg == "idea" for keyword in node.keywords)
-                and node.args and isinstance(node.args[0], ast.Constant) and type(node.args[0].value) is str):
+        if (
+            isinstance(node, ast.Call)
+            and _is_marks_method(node.func, marks, MARKS_METHODS)
+            and not any(keyword.arg == "idea" for keyword in node.keywords)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and type(node.args[0].value) is str
+        ):
             found.append(node.args[0].value)
     return tuple(dict.fromkeys(found))

@@ -73,8 +73,12 @@ def _patches(nodes: Iterable[ast.AST]) -> list[str]:
             targets = [node.target]
         elif isinstance(node, ast.Delete):
             targets = node.targets
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr")
-              and node.args):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("setattr", "delattr")
+            and node.args
+        ):
             root, dotted = _root_name(node.args[0])
             if root in PATCHED_ROOTS:
                 seen.append(f"{node.func.id}({dotted}, ...)")
@@ -97,25 +101,33 @@ def _rigged_types(nodes: Iterable[ast.AST]) -> list[str]:
             bases = [_root_name(base)[1].rsplit(".", 1)[-1] for base in node.bases]
             numeric = [base for base in bases if base in NUMBER_TYPES]
             if numeric:
-                dunders = sorted(item.name for item in node.body if isinstance(item, ast.FunctionDef)
-                                 and item.name.startswith("__") and item.name != "__init__")
+                dunders = sorted(
+                    item.name
+                    for item in node.body
+                    if isinstance(item, ast.FunctionDef) and item.name.startswith("__") and item.name != "__init__"
+                )
                 overriding = f" overriding {', '.join(dunders)}" if dunders else ""
                 seen.append(f"class {node.name}({', '.join(numeric)}){overriding}")
     return seen
 
 
-def review(submission: Submission, graded_as: str, parsed: ParsedCells, *,
-           default_numbers: bool = False) -> tuple[str, ...]:
+def review(
+    submission: Submission, graded_as: str, parsed: ParsedCells, *, default_numbers: bool = False
+) -> tuple[str, ...]:
     """One line per thing seen, each naming the cell: for the instructor, never for the student. Whose numbers
     the notebook carries comes first (it explains the score). default_numbers: variants are on and the notebook
     carries the default numbers, not the student's own."""
     findings = []
     if submission.personalised_for not in (None, graded_as):
-        findings.append(f"submitted a notebook personalised for {submission.personalised_for!r} "
-                        f"(graded with {graded_as!r}'s numbers)")
+        findings.append(
+            f"submitted a notebook personalised for {submission.personalised_for!r} "
+            f"(graded with {graded_as!r}'s numbers)"
+        )
     if default_numbers:
-        findings.append(f"submitted a notebook with the default numbers, the release everyone was given, not one "
-                        f"personalised for {graded_as!r} (graded with {graded_as!r}'s own numbers)")
+        findings.append(
+            f"submitted a notebook with the default numbers, the release everyone was given, not one "
+            f"personalised for {graded_as!r} (graded with {graded_as!r}'s own numbers)"
+        )
     deadline = time.monotonic() + ANALYSIS_SECONDS  # the hand-work check's budget, again: walking is linear
     for cell, tree in parsed.trees:
         if time.monotonic() > deadline:
@@ -124,8 +136,10 @@ def review(submission: Submission, graded_as: str, parsed: ParsedCells, *,
         nodes = list(_nodes(tree, cell.source))
         findings += [f"{where}: patches {what}" for what in _patches(nodes)]
         findings += [f"{where}: defines a rigged number type, {what}" for what in _rigged_types(nodes)]
-    findings += [f"edited the locked cell {grade_id} (it was run as the student's code; the grader used its own)"
-                 for grade_id in submission.edited_locked_cells]
+    findings += [
+        f"edited the locked cell {grade_id} (it was run as the student's code; the grader used its own)"
+        for grade_id in submission.edited_locked_cells
+    ]
     return tuple(findings[:MAX_FINDINGS])
 
 
@@ -148,8 +162,12 @@ def borrowed_numbers(class_feedback: Sequence[Feedback]) -> dict[str, list[str]]
     found: dict[str, list[str]] = {}
     for feedback in class_feedback:
         student = feedback.student_id
-        wrong = [(v.name, yours) for q in feedback.questions for v in q.values
-                 if v.status == VALUE and not v.correct and (yours := v.your_value) is not None]
+        wrong = [
+            (v.name, yours)
+            for q in feedback.questions
+            for v in q.values
+            if v.status == VALUE and not v.correct and (yours := v.your_value) is not None
+        ]
         matches: dict[str, list[str]] = {}
         for name, yours in wrong:
             for other in references.get((name, yours), set()) - {student}:
@@ -158,6 +176,7 @@ def borrowed_numbers(class_feedback: Sequence[Feedback]) -> dict[str, list[str]]
             if len(names) >= MIN_BORROWED and 2 * len(names) > len(wrong):
                 found.setdefault(student, []).append(
                     f"{len(names)} of {len(wrong)} wrong answers are right for {other!r}'s numbers "
-                    f"({', '.join(names[:6])}{', …' if len(names) > 6 else ''})")
+                    f"({', '.join(names[:6])}{', …' if len(names) > 6 else ''})"
+                )
                 break
     return found

@@ -125,9 +125,16 @@ def _unanswered_detail(answer: Answer, form: str) -> str:
 class _Marks:
     """The judge's implementation of the `Marks` the hidden tests call."""
 
-    def __init__(self, answers: dict[str, Answer], tolerance: float, computed: frozenset[str], deduction: float,
-                 sink: list[ValueResult], forms: dict[str, str] | None = None,
-                 private: dict[str, frozenset[float]] | None = None) -> None:
+    def __init__(
+        self,
+        answers: dict[str, Answer],
+        tolerance: float,
+        computed: frozenset[str],
+        deduction: float,
+        sink: list[ValueResult],
+        forms: dict[str, str] | None = None,
+        private: dict[str, frozenset[float]] | None = None,
+    ) -> None:
         self.answers, self.tolerance, self.computed, self.deduction = answers, tolerance, computed, deduction
         self.sink, self.forms, self.private = sink, forms or {}, private or {}
 
@@ -149,22 +156,60 @@ class _Marks:
         if found.status == VALUE:
             correct = matches(found.value, expected, self.tolerance)
             earned, flagged = self._earned(name, correct, points)
-            self.sink.append(ValueResult(name, VALUE, found.value, expected, correct, float(points), earned, hint,
-                                         hand_work_note=flagged, idea=idea))
+            self.sink.append(
+                ValueResult(
+                    name,
+                    VALUE,
+                    found.value,
+                    expected,
+                    correct,
+                    float(points),
+                    earned,
+                    hint,
+                    hand_work_note=flagged,
+                    idea=idea,
+                )
+            )
         else:
-            self.sink.append(ValueResult(name, found.status, None, expected, False, float(points), 0.0, hint,
-                                         detail=_unanswered_detail(found, self.forms.get(name)
-                                                                   or form_in_words(expected)), idea=idea))
+            self.sink.append(
+                ValueResult(
+                    name,
+                    found.status,
+                    None,
+                    expected,
+                    False,
+                    float(points),
+                    0.0,
+                    hint,
+                    detail=_unanswered_detail(found, self.forms.get(name) or form_in_words(expected)),
+                    idea=idea,
+                )
+            )
 
-    def function(self, name: str, answer: Any, reference: Any, hint: str, points: float = 1, *,
-                 idea: str = "") -> None:
+    def function(self, name: str, answer: Any, reference: Any, hint: str, points: float = 1, *, idea: str = "") -> None:
         del answer
         found = self._answer(name)
         if found.status != FUNCTION or not found.probes:
-            detail = ("your function was not called: the notebook stopped before grading reached it"
-                      if found.status == FUNCTION else _unanswered_detail(found, forms.FUNCTION_WORDS))
-            self.sink.append(ValueResult(name, found.status, None, None, False, float(points), 0.0, hint,
-                                         detail=detail, function=True, idea=idea))
+            detail = (
+                "your function was not called: the notebook stopped before grading reached it"
+                if found.status == FUNCTION
+                else _unanswered_detail(found, forms.FUNCTION_WORDS)
+            )
+            self.sink.append(
+                ValueResult(
+                    name,
+                    found.status,
+                    None,
+                    None,
+                    False,
+                    float(points),
+                    0.0,
+                    hint,
+                    detail=detail,
+                    function=True,
+                    idea=idea,
+                )
+            )
             return
         checks = []
         private = self.private.get(name, frozenset())
@@ -178,8 +223,23 @@ class _Marks:
         # point), never the judge's: it says how many.
         detail = f"disagrees with torch at {len(wrong)} of the {len(checks)} points the grader uses" if wrong else ""
         earned, flagged = self._earned(name, correct, points)
-        self.sink.append(ValueResult(name, FUNCTION, None, None, correct, float(points), earned, hint, detail,
-                                     flagged, tuple(checks), function=True, idea=idea))
+        self.sink.append(
+            ValueResult(
+                name,
+                FUNCTION,
+                None,
+                None,
+                correct,
+                float(points),
+                earned,
+                hint,
+                detail,
+                flagged,
+                tuple(checks),
+                function=True,
+                idea=idea,
+            )
+        )
 
     def total(self) -> float:
         return sum(result.earned for result in self.sink)
@@ -189,18 +249,30 @@ def _hidden_test_namespace(answers: dict[str, Answer], marks_factory: Any, param
     import torch
 
     namespace: dict[str, Any] = {
-        "__builtins__": builtins, "torch": torch, "math": math, "warnings": warnings, "random": random,
-        "Marks": marks_factory, "P": copy.deepcopy(params),
+        "__builtins__": builtins,
+        "torch": torch,
+        "math": math,
+        "warnings": warnings,
+        "random": random,
+        "Marks": marks_factory,
+        "P": copy.deepcopy(params),
     }
     for name, answer in answers.items():
         namespace[name] = copy.deepcopy(answer.value) if answer.status == VALUE else Unanswered(answer)
     return namespace
 
 
-def judge_question(question: Question, answers: dict[str, Answer], *, tolerance: float,
-                   computed: frozenset[str] = frozenset(), deduction: float = 0.0,
-                   params: dict, _params_key: str | None = None,
-                   private_points: dict[str, frozenset[float]] | None = None) -> QuestionResult:
+def judge_question(
+    question: Question,
+    answers: dict[str, Answer],
+    *,
+    tolerance: float,
+    computed: frozenset[str] = frozenset(),
+    deduction: float = 0.0,
+    params: dict,
+    _params_key: str | None = None,
+    private_points: dict[str, frozenset[float]] | None = None,
+) -> QuestionResult:
     """Score one question by running its hidden-test cell from source/ in this (trusted) process, with the
     student's numbers `params` (or replaying what that cell gave Marks for the same numbers, when the cell
     reads nothing of the student's: see course/pipeline/hidden_tests.py)."""
@@ -221,11 +293,11 @@ def judge_question(question: Question, answers: dict[str, Answer], *, tolerance:
     if error is None and abs(awarded - question.points) > 1e-9:
         error = f"the hidden tests award {awarded:g} points but the cell is worth {question.points:g}"
     if error is not None:
-        return QuestionResult(question.id, question.title, question.test_cell_id, question.points, 0.0,
-                              tuple(results), error)
+        return QuestionResult(
+            question.id, question.title, question.test_cell_id, question.points, 0.0, tuple(results), error
+        )
     earned = round(sum(r.earned for r in results), 6)
-    return QuestionResult(question.id, question.title, question.test_cell_id, question.points, earned,
-                          tuple(results))
+    return QuestionResult(question.id, question.title, question.test_cell_id, question.points, earned, tuple(results))
 
 
 def _run_hidden_tests(question: Question, namespace: dict[str, Any]) -> str | None:
@@ -265,6 +337,7 @@ def _hidden_code(test_source: str, cell_id: str) -> CodeType:
 
 # ------------------------------------------------------------------- references once per parameter set
 
+
 @dataclass(frozen=True)
 class _Recorded:
     """What a hidden-test cell that reads nothing of the student's handed to Marks, in order (method,
@@ -286,8 +359,7 @@ class _Recorder:
         del answer
         self.calls.append(("value", name, to_plain(reference), hint, points, idea))
 
-    def function(self, name: str, answer: Any, reference: Any, hint: str, points: float = 1, *,
-                 idea: str = "") -> None:
+    def function(self, name: str, answer: Any, reference: Any, hint: str, points: float = 1, *, idea: str = "") -> None:
         del answer
         self.calls.append(("function", name, _Memoised(reference), hint, points, idea))
 
@@ -356,14 +428,30 @@ def _replay(recorded: _Recorded, marks: _Marks) -> bool:
     return True
 
 
-def judge(assignment: Assignment, answers: dict[str, Answer], *, tolerance: float,
-          computed: frozenset[str] = frozenset(), deduction: float = 0.0,
-          params: dict | None = None,
-          private_points: dict[str, frozenset[float]] | None = None) -> tuple[QuestionResult, ...]:
+def judge(
+    assignment: Assignment,
+    answers: dict[str, Answer],
+    *,
+    tolerance: float,
+    computed: frozenset[str] = frozenset(),
+    deduction: float = 0.0,
+    params: dict | None = None,
+    private_points: dict[str, frozenset[float]] | None = None,
+) -> tuple[QuestionResult, ...]:
     """Score every question; `params` are the student's numbers (the source notebook's when None);
     `private_points` the points of each function answer drawn with the course secret (course/pipeline/probes.py)."""
     numbers = assignment.default_params if params is None else params
     key = _key_of(numbers)
-    return tuple(judge_question(q, answers, tolerance=tolerance, computed=computed, deduction=deduction,
-                                params=numbers, _params_key=key, private_points=private_points)
-                 for q in assignment.questions)
+    return tuple(
+        judge_question(
+            q,
+            answers,
+            tolerance=tolerance,
+            computed=computed,
+            deduction=deduction,
+            params=numbers,
+            _params_key=key,
+            private_points=private_points,
+        )
+        for q in assignment.questions
+    )

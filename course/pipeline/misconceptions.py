@@ -36,12 +36,16 @@ def _sign_slips(values: dict[str, ValueResult], already: set[str]) -> list[Diagn
         if name in already or not is_number(expected) or expected == 0:
             continue
         if student_equals(values, name, -expected):
-            slips.append(Diagnosis(
-                "sign_slip", name,
-                f"{name} has the right size but the wrong sign: check the sign of each local slope on the way back.",
-                "A gradient's sign says which way the loss moves; each negative local slope flips it.",
-                from_numbers=True,
-            ))
+            slips.append(
+                Diagnosis(
+                    "sign_slip",
+                    name,
+                    f"{name} has the right size but the wrong sign: check the sign of each local slope on the way "
+                    "back.",
+                    "A gradient's sign says which way the loss moves; each negative local slope flips it.",
+                    from_numbers=True,
+                )
+            )
     return slips
 
 

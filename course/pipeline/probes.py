@@ -71,8 +71,9 @@ def _draw(key: bytes, label: str, index: int, choices: tuple[float, ...]) -> flo
     return choices[int.from_bytes(digest, "big") % len(choices)]
 
 
-def drawn_points(key: bytes, course_id: str, assignment: str, function: str, count: int,
-                 taken: frozenset[float] = frozenset()) -> list[float]:
+def drawn_points(
+    key: bytes, course_id: str, assignment: str, function: str, count: int, taken: frozenset[float] = frozenset()
+) -> list[float]:
     """`count` (at least two) distinct points of the grid, none in `taken`: a negative one, a positive one, then
     any."""
     label = f"probe points\0{course_id}\0{assignment}\0{function}"
@@ -92,8 +93,10 @@ def own_point(assignment: Assignment, function: str, params: Params) -> float | 
     where = assignment.content.path or "the assignment's exercises.py"
     value = params.get(name)
     if not is_number(value) or not math.isfinite(value) or abs(value) > OWN_POINT_LIMIT:
-        raise ConfigError(f"{where}: FUNCTION_POINTS names {name!r} as the point of {function!r}, but the "
-                          f"numbers hold {value!r} there; name a number of the numbers cell (P)")
+        raise ConfigError(
+            f"{where}: FUNCTION_POINTS names {name!r} as the point of {function!r}, but the "
+            f"numbers hold {value!r} there; name a number of the numbers cell (P)"
+        )
     return float(value)
 
 
@@ -106,8 +109,7 @@ def probe_points(config: CourseConfig, assignment: Assignment, params: Params, s
         own = own_point(assignment, function, params)
         fixed = [own] if own is not None and own != 0 else []
         fixed.append(0.0)
-        drawn = drawn_points(key, config.course_id, assignment.name, function, config.function_probes,
-                             frozenset(fixed))
+        drawn = drawn_points(key, config.course_id, assignment.name, function, config.function_probes, frozenset(fixed))
         points[function] = fixed + drawn
         if secret:
             private[function] = frozenset(drawn)

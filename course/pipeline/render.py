@@ -87,21 +87,50 @@ def _chain_table(table: ChainTable, reveal: bool) -> Table:
     for index, row in enumerate(table.rows):
         node = Cell(f"→ {row.node}" if index == table.first_wrong else row.node)
         if reveal:
-            rows.append((node, Cell(row.your_forward, "num"), Cell(str(row.torch_forward), "num"),
-                         Cell(f"{row.local_derivative} (here {row.torch_local_derivative})"),
-                         Cell(row.your_gradient, "num"), Cell(str(row.torch_gradient), "num"), _mark(row.correct)))
+            rows.append(
+                (
+                    node,
+                    Cell(row.your_forward, "num"),
+                    Cell(str(row.torch_forward), "num"),
+                    Cell(f"{row.local_derivative} (here {row.torch_local_derivative})"),
+                    Cell(row.your_gradient, "num"),
+                    Cell(str(row.torch_gradient), "num"),
+                    _mark(row.correct),
+                )
+            )
         else:
-            rows.append((node, Cell(row.your_forward, "num"), Cell(row.local_derivative),
-                         Cell(row.your_gradient, "num"), _mark(row.correct)))
-    head = (("node", "your forward value", "torch forward", "local derivative (torch)", "your gradient",
-             "torch gradient", "") if reveal else
-            ("node", "your forward value", "local derivative", "your gradient", ""))
-    caption = ("Your chain matches torch at every node." if table.first_wrong is None else
-               "Your chain first breaks at the node marked →; every gradient behind it inherits the error.")
+            rows.append(
+                (
+                    node,
+                    Cell(row.your_forward, "num"),
+                    Cell(row.local_derivative),
+                    Cell(row.your_gradient, "num"),
+                    _mark(row.correct),
+                )
+            )
+    head = (
+        (
+            "node",
+            "your forward value",
+            "torch forward",
+            "local derivative (torch)",
+            "your gradient",
+            "torch gradient",
+            "",
+        )
+        if reveal
+        else ("node", "your forward value", "local derivative", "your gradient", "")
+    )
+    caption = (
+        "Your chain matches torch at every node."
+        if table.first_wrong is None
+        else "Your chain first breaks at the node marked →; every gradient behind it inherits the error."
+    )
     # On a phone the gradients (yours, and torch's when shown) come first: they show where the chain broke.
     first = (len(head) - 3, len(head) - 2) if reveal else (len(head) - 2,)
-    return Table("chain", head, tuple(rows), table.first_wrong, "Chain table (backward pass, right to left)",
-                 caption, first)
+    return Table(
+        "chain", head, tuple(rows), table.first_wrong, "Chain table (backward pass, right to left)", caption, first
+    )
 
 
 def notes_shown(misconceptions: tuple[MisconceptionNote, ...], reveal: bool) -> tuple[tuple[str, str], ...]:
@@ -122,12 +151,20 @@ def question_view(question: QuestionFeedback, reveal: bool) -> QuestionView:
     tables = [_values_table(question.values, reveal)]
     if question.chain_table is not None:
         tables.append(_chain_table(question.chain_table, reveal))
-    return QuestionView(question.id, question.title, f"{_points(question.earned)} / {_points(question.points)}",
-                        question.error, tuple(tables), notes_shown(question.misconceptions, reveal))
+    return QuestionView(
+        question.id,
+        question.title,
+        f"{_points(question.earned)} / {_points(question.points)}",
+        question.error,
+        tuple(tables),
+        notes_shown(question.misconceptions, reveal),
+    )
 
 
-VERDICTS_ONLY = "This feedback says which answers are right, not what torch computes: work out the ones marked ✗ " \
-                "again from the chain table and the notes."
+VERDICTS_ONLY = (
+    "This feedback says which answers are right, not what torch computes: work out the ones marked ✗ "
+    "again from the chain table and the notes."
+)
 SLIP = "A common slip:"
 IDEA_TO_REVISIT = "An idea to revisit:"  # a note shown by its idea alone (verdicts only)
 ERRORS_TITLE = "Errors your notebook reported"
@@ -251,16 +288,21 @@ def _table_html(table: Table) -> str:
         parts.append(f"<h3>{_e(table.title)}</h3>")
     if table.caption:
         parts.append(f"<p>{_e(table.caption)}</p>")
-    parts.append(f"<div class=table-wrap><table class={table.kind}><thead><tr>{head}</tr></thead><tbody>"
-                 + "".join(rows) + "</tbody></table></div>")
+    parts.append(
+        f"<div class=table-wrap><table class={table.kind}><thead><tr>{head}</tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table></div>"
+    )
     return "".join(parts)
 
 
 def errors_left_out(feedback: Feedback) -> str:
     """The sentence that stands for the notebook's errors past the first few (feedback.MAX_CELL_ERRORS)."""
     more = feedback.cell_errors_left_out
-    return (f"… and {more:,} more {'error' if more == 1 else 'errors'} (only the first "
-            f"{len(feedback.cell_errors)} are listed: fix those first, later ones often follow from them).")
+    return (
+        f"… and {more:,} more {'error' if more == 1 else 'errors'} (only the first "
+        f"{len(feedback.cell_errors)} are listed: fix those first, later ones often follow from them)."
+    )
 
 
 def render_html(feedback: Feedback, *, lead: str = "") -> str:
@@ -282,15 +324,20 @@ def render_html(feedback: Feedback, *, lead: str = "") -> str:
     parts.append("</header>")
     for question in feedback.questions:
         view = question_view(question, reveal)
-        parts.append(f'<section class=card id="q-{_e(view.id)}"><h2><span>{course_text_html(view.title)}</span>'
-                     f"<span class=points>{_e(view.score)}</span></h2>")
+        parts.append(
+            f'<section class=card id="q-{_e(view.id)}"><h2><span>{course_text_html(view.title)}</span>'
+            f"<span class=points>{_e(view.score)}</span></h2>"
+        )
         if view.error:
             parts.append(f'<div class="error">{_e(view.error)}</div>')
         parts += [_table_html(table) for table in view.tables]
-        parts += [f'<div class="misconception"><strong>{_e(SLIP)}</strong> {_e(diagnosis)}'
-                  f"<div class=idea>The idea: {_e(idea)}</div></div>" if diagnosis else
-                  f'<div class="misconception"><strong>{_e(IDEA_TO_REVISIT)}</strong> {_e(idea)}</div>'
-                  for diagnosis, idea in view.slips]
+        parts += [
+            f'<div class="misconception"><strong>{_e(SLIP)}</strong> {_e(diagnosis)}'
+            f"<div class=idea>The idea: {_e(idea)}</div></div>"
+            if diagnosis
+            else f'<div class="misconception"><strong>{_e(IDEA_TO_REVISIT)}</strong> {_e(idea)}</div>'
+            for diagnosis, idea in view.slips
+        ]
         parts.append("</section>")
     if feedback.cell_errors:
         parts.append(f"<section class=card><h2>{_e(ERRORS_TITLE)}</h2><p>{_e(ERRORS_INTRO)}</p><ul>")
@@ -339,8 +386,12 @@ def question_markdown(question: QuestionFeedback, reveal: bool) -> str:
     for table in view.tables:
         lines += _table_markdown(table)
     for diagnosis, idea in view.slips:
-        lines += ["", f"**{_md(SLIP)}** {_md(diagnosis)} *The idea: {_md(idea)}*" if diagnosis else
-                  f"**{_md(IDEA_TO_REVISIT)}** {_md(idea)}"]
+        lines += [
+            "",
+            f"**{_md(SLIP)}** {_md(diagnosis)} *The idea: {_md(idea)}*"
+            if diagnosis
+            else f"**{_md(IDEA_TO_REVISIT)}** {_md(idea)}",
+        ]
     return "\n".join(lines)
 
 
@@ -352,8 +403,10 @@ def summary_markdown(feedback: Feedback) -> str:
         lines.append(_md(VERDICTS_ONLY))
     if feedback.cell_errors:
         lines.append(f"**{_md(ERRORS_TITLE)}.** {_md(ERRORS_INTRO)}")
-        lines += [f"- {_md(_at_line_start(e.cell))}: {_md(e.error)}" + (f" ({_md(e.hint)})" if e.hint else "")
-                  for e in feedback.cell_errors]
+        lines += [
+            f"- {_md(_at_line_start(e.cell))}: {_md(e.error)}" + (f" ({_md(e.hint)})" if e.hint else "")
+            for e in feedback.cell_errors
+        ]
         if feedback.cell_errors_left_out:
             lines.append(_md(errors_left_out(feedback)))
     return "\n\n".join(lines)

@@ -102,38 +102,54 @@ class CheckReport:
 
     @property
     def ready(self) -> bool:
-        return (not self.syntax_errors and self.ended_early is None and not self.not_own_numbers
-                and all(q.ready for q in self.questions))
+        return (
+            not self.syntax_errors
+            and self.ended_early is None
+            and not self.not_own_numbers
+            and all(q.ready for q in self.questions)
+        )
 
     def _numbers_line(self) -> str:
         if self.personalised_for is not None:
-            return (f"numbers: personalised for {safe_text(repr(self.personalised_for), 110, one_line=True)}: if that "
-                    "is not your id, this is not your notebook (the grader uses the numbers of the id it grades you "
-                    "as)")
+            return (
+                f"numbers: personalised for {safe_text(repr(self.personalised_for), 110, one_line=True)}: if that "
+                "is not your id, this is not your notebook (the grader uses the numbers of the id it grades you "
+                "as)"
+            )
         if self.unmarked_numbers and not self.default_numbers and self.variants is not False:
-            return ("numbers: this notebook's numbers cell carries no student's id (the default numbers, the same in "
-                    "everyone's copy, carry none; a copy of your own whose id was lost carries none either), and "
-                    "without the course's release the check cannot tell which they are: if your course gives each "
-                    "student their own numbers, make sure these are the numbers of the notebook released for you "
-                    "before you answer")
+            return (
+                "numbers: this notebook's numbers cell carries no student's id (the default numbers, the same in "
+                "everyone's copy, carry none; a copy of your own whose id was lost carries none either), and "
+                "without the course's release the check cannot tell which they are: if your course gives each "
+                "student their own numbers, make sure these are the numbers of the notebook released for you "
+                "before you answer"
+            )
         if not self.default_numbers:
             return ""
         if self.variants is True:
-            return ("numbers: the default ones, the same in everyone's copy, not yours: this course grades every "
-                    "notebook with its student's own numbers, so answers worked out from these will not match; get "
-                    "the notebook released for you (your instructor says where) and answer in it")
+            return (
+                "numbers: the default ones, the same in everyone's copy, not yours: this course grades every "
+                "notebook with its student's own numbers, so answers worked out from these will not match; get "
+                "the notebook released for you (your instructor says where) and answer in it"
+            )
         if self.variants is False:
             return "numbers: the course's, the same in everyone's notebook"
-        return ("numbers: the default ones, the same in everyone's copy (no student's id on them); if your course "
-                "gives each student their own numbers, this is not your notebook: get yours before you answer")
+        return (
+            "numbers: the default ones, the same in everyone's copy (no student's id on them); if your course "
+            "gives each student their own numbers, this is not your notebook: get yours before you answer"
+        )
 
     def lines(self) -> list[str]:
-        lines = [f"syntax error in {where}: nothing in that cell ran, so its answers are missing; fix it first"
-                 for where in self.syntax_errors]
+        lines = [
+            f"syntax error in {where}: nothing in that cell ran, so its answers are missing; fix it first"
+            for where in self.syntax_errors
+        ]
         if self.untouched:
-            lines.append("This is the notebook as released: nothing in it is answered yet. If you worked in another "
-                         f"copy, check and submit that one: nbgrader's fetch puts it in {self.fetched} in the folder "
-                         f"you fetched in, and `nbgrader submit` sends that folder.")
+            lines.append(
+                "This is the notebook as released: nothing in it is answered yet. If you worked in another "
+                f"copy, check and submit that one: nbgrader's fetch puts it in {self.fetched} in the folder "
+                f"you fetched in, and `nbgrader submit` sends that folder."
+            )
         if self._numbers_line():
             lines.append(self._numbers_line())
         for question in self.questions:
@@ -152,8 +168,9 @@ class CheckReport:
                     states.append(f"{name} unreadable")
             lines.append(f"[{mark}] {question.title}: " + ", ".join(states))
             if question.public_check_error:
-                said = {name for name, answer in question.answers.items()
-                        if answer.status == MISSING or question.gap(name)}
+                said = {
+                    name for name, answer in question.answers.items() if answer.status == MISSING or question.gap(name)
+                }
                 lines += public_check_lines(question.public_check_error, said)
         for label, error in self.cell_errors:
             lines.append(f"error in {label}: {error}")
@@ -162,12 +179,17 @@ class CheckReport:
         missing = self.unanswered
         if missing and not self.untouched:
             named = ", ".join(missing[:UNANSWERED_SHOWN]) + (
-                f" and {len(missing) - UNANSWERED_SHOWN} more" if len(missing) > UNANSWERED_SHOWN else "")
+                f" and {len(missing) - UNANSWERED_SHOWN} more" if len(missing) > UNANSWERED_SHOWN else ""
+            )
             total = sum(len(q.answers) for q in self.questions)
-            lines.append(f"unanswered: {len(missing)} of {total} answers ({named}); submitted as they are, they earn "
-                         "no points")
-        lines.append("Ready to submit: every answer has the right form." if self.ready else
-                     "Not ready yet: fix the items marked todo (this check never says whether a value is right).")
+            lines.append(
+                f"unanswered: {len(missing)} of {total} answers ({named}); submitted as they are, they earn no points"
+            )
+        lines.append(
+            "Ready to submit: every answer has the right form."
+            if self.ready
+            else "Not ready yet: fix the items marked todo (this check never says whether a value is right)."
+        )
         if self.isolation:
             lines.append(f"sandbox: {self.isolation}")
         return lines
@@ -182,8 +204,11 @@ def public_check_lines(error: str, said: set[str]) -> list[str]:
     if not error.startswith(FORM_ERROR):
         return [f"       public check: {safe_text(error, 500, one_line=True)}"]
     problems = [line for line in error.removeprefix(FORM_ERROR).splitlines() if line.strip()]
-    return [f"       form: {safe_text(line, 300, one_line=True)}" for line in problems
-            if re.split(r"[\s(]", line, maxsplit=1)[0] not in said]
+    return [
+        f"       form: {safe_text(line, 300, one_line=True)}"
+        for line in problems
+        if re.split(r"[\s(]", line, maxsplit=1)[0] not in said
+    ]
 
 
 def _fetched_as(path: Path, config: CourseConfig | None, name: str) -> str:
@@ -211,23 +236,35 @@ def check_notebook(path: Path, config: CourseConfig | None = None, assignment_na
     release_numbers = _release_numbers(config, name, limits) if config else None
     # The form checks do not depend on whose numbers these are: a personalised notebook's own numbers
     # cell runs after the course's and sets the student's.
-    submission = read_submission(path, "self-check", assignment, params=assignment.default_params,
-                                 max_bytes=limits.notebook_mb * 1024 * 1024, max_cells=limits.max_cells,
-                                 release_numbers="\0" if release_numbers is None else release_numbers)
+    submission = read_submission(
+        path,
+        "self-check",
+        assignment,
+        params=assignment.default_params,
+        max_bytes=limits.notebook_mb * 1024 * 1024,
+        max_cells=limits.max_cells,
+        release_numbers="\0" if release_numbers is None else release_numbers,
+    )
     checks = [
         Cell(FORM_CHECK_OFFSET + i, f"public check of {q.title}", q.form_source or q.test_source)
         for i, q in enumerate(assignment.questions)
     ]
     names = assignment.answer_names + assignment.function_names
     try:
-        run = sandbox.run_cells([*submission.cells, *checks], names,
-                                {name: [SELF_CHECK_POINT] for name in assignment.function_names}, limits,
-                                isolation=config.sandbox if config else "auto",
-                                uid=config.sandbox_uid if config else DEFAULT_SANDBOX_UID)
+        run = sandbox.run_cells(
+            [*submission.cells, *checks],
+            names,
+            {name: [SELF_CHECK_POINT] for name in assignment.function_names},
+            limits,
+            isolation=config.sandbox if config else "auto",
+            uid=config.sandbox_uid if config else DEFAULT_SANDBOX_UID,
+        )
     except SandboxStartError as failed:  # never a verdict on the notebook: none of it ran
-        raise SandboxStartError(f"the check could not start its sandbox, so none of your notebook ran and nothing "
-                                f"was checked (a problem of this machine's set-up, not of your notebook; tell your "
-                                f"instructor if it happens again): {failed}") from None
+        raise SandboxStartError(
+            f"the check could not start its sandbox, so none of your notebook ran and nothing "
+            f"was checked (a problem of this machine's set-up, not of your notebook; tell your "
+            f"instructor if it happens again): {failed}"
+        ) from None
     outcome = {cell.index: cell for cell in run.cells}
     questions = []
     for i, question in enumerate(assignment.questions):
@@ -236,11 +273,18 @@ def check_notebook(path: Path, config: CourseConfig | None = None, assignment_na
         answers = {name: run.answers[name] for name in question.answer_names + question.function_names}
         questions.append(QuestionCheck(question.title, answers, error, dict(question.forms)))
     cell_errors = tuple((c.label, c.error) for c in run.cells if c.error and c.index < FORM_CHECK_OFFSET)
-    return CheckReport(tuple(questions), run.ended_early, cell_errors,
-                       f"{run.isolation}: {sandbox.ISOLATION_SUMMARY[run.isolation]}",
-                       parse_cells(submission.cells).syntax_errors, submission.personalised_for,
-                       submission.default_numbers, submission.unmarked_numbers and release_numbers is None,
-                       config.variants if config else None, _fetched_as(path, config, name))
+    return CheckReport(
+        tuple(questions),
+        run.ended_early,
+        cell_errors,
+        f"{run.isolation}: {sandbox.ISOLATION_SUMMARY[run.isolation]}",
+        parse_cells(submission.cells).syntax_errors,
+        submission.personalised_for,
+        submission.default_numbers,
+        submission.unmarked_numbers and release_numbers is None,
+        config.variants if config else None,
+        _fetched_as(path, config, name),
+    )
 
 
 def _release_numbers(config: CourseConfig, name: str, limits: Limits) -> str | None:

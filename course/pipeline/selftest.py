@@ -49,9 +49,11 @@ class SelfTest:
     seconds: float
 
     def line(self) -> str:
-        return (f"self-test: the course's solution {self.solution_score:g}/{self.max_score:g} and the untouched "
-                f"release {self.untouched_score:g}/{self.max_score:g} at the {self.level} level, before anyone was "
-                f"graded ({self.seconds:.1f} s, the sandbox's start included)")
+        return (
+            f"self-test: the course's solution {self.solution_score:g}/{self.max_score:g} and the untouched "
+            f"release {self.untouched_score:g}/{self.max_score:g} at the {self.level} level, before anyone was "
+            f"graded ({self.seconds:.1f} s, the sandbox's start included)"
+        )
 
 
 def from_source(assignment: Assignment, *, solved: bool) -> dict:
@@ -63,9 +65,11 @@ def from_source(assignment: Assignment, *, solved: bool) -> dict:
         grade_id = nbgrader_meta(cell).get("grade_id")
         text = cell_text(cell)
         if grade_id in answer_ids:
-            cell["source"] = ("\n".join(line for line in text.splitlines()
-                                        if SOLUTION_BEGIN not in line and SOLUTION_END not in line)
-                              if solved else strip_region(text, SOLUTION_BEGIN, SOLUTION_END))
+            cell["source"] = (
+                "\n".join(line for line in text.splitlines() if SOLUTION_BEGIN not in line and SOLUTION_END not in line)
+                if solved
+                else strip_region(text, SOLUTION_BEGIN, SOLUTION_END)
+            )
         elif grade_id in assignment.released_sources:
             cell["source"] = assignment.released_sources[grade_id]
     return notebook
@@ -80,8 +84,9 @@ def untouched_release(config: CourseConfig, assignment: Assignment) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        raise SelfTestError(f"{path}: cannot read the release for the self-test ({error}); run "
-                            "`autograd-course release` again") from None
+        raise SelfTestError(
+            f"{path}: cannot read the release for the self-test ({error}); run `autograd-course release` again"
+        ) from None
 
 
 PRIVATE_MARKS = (SOLUTION_BEGIN, HIDDEN_BEGIN)  # a cell that holds either is no text to hand every student's child
@@ -122,12 +127,16 @@ def _first_difference(graded: Graded, *, full: bool) -> str:
         if not off:
             continue
         if question.error:  # the hidden tests raised (the course's own code, yet bounded like any text)
-            return (f"question {question.title!r} ({question.grade_id}): its hidden tests raised "
-                    f"{safe_text(question.error, 1500, one_line=True)}")
+            return (
+                f"question {question.title!r} ({question.grade_id}): its hidden tests raised "
+                f"{safe_text(question.error, 1500, one_line=True)}"
+            )
         for value in question.values:
             if value.correct != full:
-                return (f"question {question.title!r}: {value.name} was {value.student!r} against torch's "
-                        f"{value.expected!r}" + (f" ({value.detail})" if value.detail else ""))
+                return (
+                    f"question {question.title!r}: {value.name} was {value.student!r} against torch's "
+                    f"{value.expected!r}" + (f" ({value.detail})" if value.detail else "")
+                )
         return f"question {question.title!r} earned {question.earned:g} of {question.points:g}"
     return "its score was off"
 
@@ -146,8 +155,12 @@ def prove_setup(assignment: Assignment, config: CourseConfig, run: sandbox.Runne
             path.write_text(json.dumps(notebook), encoding="utf-8")
             refs[what] = SubmissionRef(f"selftest-{index}", path)
         with ThreadPoolExecutor(len(refs)) as executor:
-            futures = {what: executor.submit(grade_submission, ref, assignment, config, run=run,
-                                             params=assignment.default_params) for what, ref in refs.items()}
+            futures = {
+                what: executor.submit(
+                    grade_submission, ref, assignment, config, run=run, params=assignment.default_params
+                )
+                for what, ref in refs.items()
+            }
             graded = {what: future.result() for what, future in futures.items()}
     solution, untouched = graded[SOLUTION], graded[UNTOUCHED]
     max_score = assignment.max_score
@@ -159,9 +172,10 @@ def prove_setup(assignment: Assignment, config: CourseConfig, run: sandbox.Runne
             f"the self-test failed, so nothing was graded: {what} of assignment {assignment.name!r} scored "
             f"{score:g}/{max_score:g} (it must score {max_score if full else 0:g}) at the {level} level with "
             f"limits {describe_limits(config.limits)}: {_first_difference(one, full=full)}. "
-            + ("Fix those hidden tests in the source notebook, release, and run the command again."
-               if one.status == Status.GRADED and any(question.error for question in one.questions) else
-               "Fix the machine or source/course.yaml (limits, sandbox) and run the command again.")
+            + (
+                "Fix those hidden tests in the source notebook, release, and run the command again."
+                if one.status == Status.GRADED and any(question.error for question in one.questions)
+                else "Fix the machine or source/course.yaml (limits, sandbox) and run the command again."
+            )
         )
-    return SelfTest(solution.feedback.score, untouched.feedback.score, max_score, level,
-                    time.monotonic() - started)
+    return SelfTest(solution.feedback.score, untouched.feedback.score, max_score, level, time.monotonic() - started)

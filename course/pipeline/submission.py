@@ -94,7 +94,8 @@ def read_notebook_json(path: Path, max_bytes: int, content: bytes | None = None)
     bytes are the notebook (already in memory) and `path` only names it."""
     if path.suffix != ".ipynb":
         raise SubmissionError(
-            f"{_name(path)}: expected a Jupyter notebook (.ipynb), not a {path.suffix or 'plain'} file")
+            f"{_name(path)}: expected a Jupyter notebook (.ipynb), not a {path.suffix or 'plain'} file"
+        )
     data = _read_regular_file(path, max_bytes) if content is None else content
     size = len(data)
     if size == 0:
@@ -119,7 +120,8 @@ def read_notebook_json(path: Path, max_bytes: int, content: bytes | None = None)
         raise SubmissionError(
             f"{_name(path)}: not a notebook (not valid JSON, broken at {where}): the file was probably cut short "
             "or edited outside Jupyter. Open your notebook in Jupyter, save it (File > Save Notebook), and submit "
-            "that .ipynb file again") from None
+            "that .ipynb file again"
+        ) from None
     if type(notebook) is not dict or ("cells" not in notebook and "worksheets" not in notebook):
         raise SubmissionError(f"{_name(path)}: not a notebook (JSON, but without the cells of a Jupyter notebook)")
     version = notebook.get("nbformat")
@@ -143,11 +145,15 @@ def student_id_problem(student_id: str) -> str:
     two different names must never become one student."""
     shown = repr(safe_text(student_id, 120, one_line=True))
     if not unicodedata.is_normalized("NFC", student_id):
-        return (f"{shown} is not a usable student id: its letters are not in Unicode's composed form (NFC); "
-                "rename the file or folder")
+        return (
+            f"{shown} is not a usable student id: its letters are not in Unicode's composed form (NFC); "
+            "rename the file or folder"
+        )
     if not STUDENT_ID.fullmatch(student_id):
-        return (f"{shown} is not a usable student id: it must start with a letter or digit and hold only "
-                "letters, digits and . _ @ + - (at most 100)")
+        return (
+            f"{shown} is not a usable student id: it must start with a letter or digit and hold only "
+            "letters, digits and . _ @ + - (at most 100)"
+        )
     return ""
 
 
@@ -159,8 +165,17 @@ def personalised_for(cell: dict) -> str | None:
     return safe_text(student, 100, one_line=True) if type(student) is str else None
 
 
-def read_submission(path: Path, student_id: str, assignment: Assignment, *, params: dict, max_bytes: int,
-                    max_cells: int, content: bytes | None = None, release_numbers: str | None = None) -> Submission:
+def read_submission(
+    path: Path,
+    student_id: str,
+    assignment: Assignment,
+    *,
+    params: dict,
+    max_bytes: int,
+    max_cells: int,
+    content: bytes | None = None,
+    release_numbers: str | None = None,
+) -> Submission:
     """Read one notebook (the file at `path`, or `content` named by it) and split it into the student's code and
     the grader's cells.
 
@@ -176,8 +191,10 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
             "start again from the released notebook and copy your answers in"
         )
     own_numbers = numbers_source(params, assignment.content)
-    cells = [Cell(-3, "helpers (from the course)", notebook_module_cell()),
-             Cell(-2, "setup (from the course)", assignment.setup_source)]
+    cells = [
+        Cell(-3, "helpers (from the course)", notebook_module_cell()),
+        Cell(-2, "setup (from the course)", assignment.setup_source),
+    ]
     if params:
         cells.append(Cell(-1, "your numbers (from the course)", own_numbers))
     if release_numbers is None:
@@ -192,12 +209,23 @@ def read_submission(path: Path, student_id: str, assignment: Assignment, *, para
         raise NotThisAssignment(
             f"{_name(path)}: none of the answer cells of assignment {assignment.name!r} is in this notebook; "
             f"submit the notebook you were given for it ({assignment.notebook_path.name}, as your instructor "
-            f"released it for {assignment.name!r}) with your answers", frozenset(reading.held_answers))
+            f"released it for {assignment.name!r}) with your answers",
+            frozenset(reading.held_answers),
+        )
     deleted = tuple(sorted(reading.answer_ids - set(reading.answer_sources)))
     claimed = reading.claimed_student
-    return Submission(student_id, path, tuple(reading.cells), reading.answer_sources, deleted, claimed,
-                      tuple(reading.edited), tuple(reading.damaged), reading.default_numbers and claimed is None,
-                      reading.unmarked_numbers and claimed is None)
+    return Submission(
+        student_id,
+        path,
+        tuple(reading.cells),
+        reading.answer_sources,
+        deleted,
+        claimed,
+        tuple(reading.edited),
+        tuple(reading.damaged),
+        reading.default_numbers and claimed is None,
+        reading.unmarked_numbers and claimed is None,
+    )
 
 
 @dataclass
@@ -233,15 +261,15 @@ class _Reading:
         if grade_id == NUMBERS_CELL:
             self.claimed_student = self.claimed_student or personalised_for(raw)
             self.unmarked_numbers = self.unmarked_numbers or personalised_for(raw) is None
-            self.default_numbers = self.default_numbers or (personalised_for(raw) is None
-                                                            and source.rstrip() == self.release_numbers.rstrip())
+            self.default_numbers = self.default_numbers or (
+                personalised_for(raw) is None and source.rstrip() == self.release_numbers.rstrip()
+            )
             if source.rstrip() == self.own_numbers.rstrip():
                 return
         locked = self.assignment.locked_sources
         # Trailing whitespace aside (nbgrader and our own region stripping may end a cell with or without a
         # newline, and it changes no code):
-        if grade_id in locked and \
-                source.rstrip() == self.assignment.released_sources.get(grade_id, "\0").rstrip():
+        if grade_id in locked and source.rstrip() == self.assignment.released_sources.get(grade_id, "\0").rstrip():
             return  # the grader's own cell, untouched: its source/ version is what counts
         personalised_numbers = grade_id == NUMBERS_CELL and personalised_for(raw) is not None
         if grade_id in locked and grade_id not in self.edited and not personalised_numbers:
@@ -283,6 +311,8 @@ def _grade_ids(path: Path, mtime_ns: int) -> frozenset[str]:
 
 def other_assignment_text(other: str, assignment: Assignment) -> str:
     """What a notebook of assignment `other` is told where `assignment` is graded: whose notebook it is, plainly."""
-    return (f"this is the notebook of assignment {other!r}, not of {assignment.name!r} (its answer cells are those "
-            f"of {other!r}). Submit your notebook of {assignment.name!r} ({assignment.notebook_path.name}) here, "
-            f"and the one of {other!r} where {other!r} is submitted")
+    return (
+        f"this is the notebook of assignment {other!r}, not of {assignment.name!r} (its answer cells are those "
+        f"of {other!r}). Submit your notebook of {assignment.name!r} ({assignment.notebook_path.name}) here, "
+        f"and the one of {other!r} where {other!r} is submitted"
+    )

@@ -41,8 +41,9 @@ def derive(content: Content, secret: bytes, student_id: str, names: set[str] | N
     numbers = content.derive(_rng(secret, student_id))
     if not isinstance(numbers, dict) or (names is not None and set(numbers) != names):
         given = sorted(numbers) if isinstance(numbers, dict) else type(numbers).__name__
-        raise ConfigError(f"{where}: derive() must return the numbers cell's names {sorted(names or [])}, "
-                          f"returned {given}")
+        raise ConfigError(
+            f"{where}: derive() must return the numbers cell's names {sorted(names or [])}, returned {given}"
+        )
     problems = content.constraint_violations(numbers)
     if problems:
         raise ConfigError(f"{where}: derive() gave numbers its own constraints refuse: {'; '.join(problems)}")
@@ -57,8 +58,9 @@ def show(value: Any) -> str:
 
 def fill_text(text: str, params: Params) -> str:
     """Markdown with {{name}} placeholders -> the student's numbers."""
-    return PLACEHOLDER.sub(lambda match: show(params[match.group(1)]) if match.group(1) in params else match.group(0),
-                           text)
+    return PLACEHOLDER.sub(
+        lambda match: show(params[match.group(1)]) if match.group(1) in params else match.group(0), text
+    )
 
 
 def numbers_source(params: Params, content: Content) -> str:
@@ -76,12 +78,16 @@ def _check_private(path: Path) -> None:
     uids, and with the secret it could derive every other student's numbers."""
     status = path.stat()
     if status.st_mode & 0o077:
-        raise ConfigError(f"variants: the course secret file {path} can be read by other users (mode "
-                          f"{stat.S_IMODE(status.st_mode):04o}); run `chmod 600 {path}` so that student code cannot "
-                          "read it")
+        raise ConfigError(
+            f"variants: the course secret file {path} can be read by other users (mode "
+            f"{stat.S_IMODE(status.st_mode):04o}); run `chmod 600 {path}` so that student code cannot "
+            "read it"
+        )
     if status.st_uid != os.geteuid():
-        raise ConfigError(f"variants: the course secret file {path} belongs to uid {status.st_uid}, not to the "
-                          f"grader (uid {os.geteuid()}); make the grader's user its owner, mode 600")
+        raise ConfigError(
+            f"variants: the course secret file {path} belongs to uid {status.st_uid}, not to the "
+            f"grader (uid {os.geteuid()}); make the grader's user its owner, mode 600"
+        )
 
 
 def load_secret(env_name: str, file_name: str | None, root: Path) -> bytes:

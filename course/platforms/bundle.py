@@ -55,9 +55,21 @@ def build_wheel(project: Path, into: Path) -> Path:
             elif path.exists():
                 shutil.copy2(path, source / name)
         completed = subprocess.run(  # noqa: S603 - fixed arguments
-            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(into),
-             str(source)],
-            capture_output=True, text=True, check=False,
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--quiet",
+                "--no-deps",
+                "--no-build-isolation",
+                "-w",
+                str(into),
+                str(source),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
         )
     wheels = sorted(into.glob("autograd_course-*.whl"))
     if completed.returncode != 0 or not wheels:

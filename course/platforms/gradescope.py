@@ -69,8 +69,9 @@ def find_notebook(folder: Path, expected_name: str) -> Path:
     if len(notebooks) == 1:
         return notebooks[0]
     if len(notebooks) > 1:
-        raise SubmissionError(f"found {len(notebooks)} notebooks ({shown(notebooks)}); "
-                              f"upload only your {expected_name}")
+        raise SubmissionError(
+            f"found {len(notebooks)} notebooks ({shown(notebooks)}); upload only your {expected_name}"
+        )
     archives = [f for f in files if f.suffix.lower() in ARCHIVE_SUFFIXES]
     if archives:
         raise SubmissionError(
@@ -134,21 +135,25 @@ def error_results(message: str, seconds: float, *, ours: bool) -> dict[str, Any]
         "output": f"**{title}.** {message}",
         "output_format": "md",
         "stdout_visibility": "hidden",
-        "tests": [{
-            "name": title.lower(),
-            "number": "0",
-            "score": 0,
-            "max_score": 0,
-            "status": "failed",
-            "output": message,
-            "output_format": "md",
-            "visibility": "visible",
-        }],
+        "tests": [
+            {
+                "name": title.lower(),
+                "number": "0",
+                "score": 0,
+                "max_score": 0,
+                "status": "failed",
+                "output": message,
+                "output_format": "md",
+                "visibility": "visible",
+            }
+        ],
     }
 
 
-AUTOGRADER_ERROR_TEXT = ("The autograder hit an error of its own while grading (not your fault). Your instructor can "
-                         "see the details; you do not need to resubmit.")
+AUTOGRADER_ERROR_TEXT = (
+    "The autograder hit an error of its own while grading (not your fault). Your instructor can "
+    "see the details; you do not need to resubmit."
+)
 
 
 def _warm_torch() -> None:
@@ -156,7 +161,7 @@ def _warm_torch() -> None:
     import torch
 
     x = torch.tensor(2.0, requires_grad=True)
-    (x ** 3).backward()
+    (x**3).backward()
 
 
 def _grade_on_one_worker(root: Path, config: CourseConfig) -> Graded:
@@ -165,18 +170,26 @@ def _grade_on_one_worker(root: Path, config: CourseConfig) -> Graded:
     imports its own torch for the judge (on the other core, where there is one). Nothing is returned unless the
     course's solution and untouched release score full marks and 0 (selftest.py)."""
     settings = config.assignment()
-    with WarmPool(1, config.limits, isolation=config.sandbox, base_uid=config.sandbox_uid,
-                  prove_by_start=True) as pool, ThreadPoolExecutor(1) as executor:
+    with (
+        WarmPool(1, config.limits, isolation=config.sandbox, base_uid=config.sandbox_uid, prove_by_start=True) as pool,
+        ThreadPoolExecutor(1) as executor,
+    ):
         threading.Thread(target=_warm_torch, daemon=True).start()
         assignment = load_course_assignment(config, settings.name)
         if has_secret(config):  # the variants' numbers and the function answers' points (course/pipeline/probes.py)
             # Refuses a secret that the sandbox's uid could read, before any student code runs.
             load_secret(config.variant_secret_env, config.variant_secret_file, config.root)
-        proving = executor.submit(prove_setup, assignment, config, partial(pool.run, cold_fallback=False),
-                                  level=pool.level)
+        proving = executor.submit(
+            prove_setup, assignment, config, partial(pool.run, cold_fallback=False), level=pool.level
+        )
         notebook = find_notebook(root / "submission", settings.notebook)
-        graded = grade_submission(SubmissionRef(student_id_from_metadata(root), notebook), assignment, config,
-                                  run=pool.run, reveal_torch_values=config.reveals_torch_values(gradescope=True))
+        graded = grade_submission(
+            SubmissionRef(student_id_from_metadata(root), notebook),
+            assignment,
+            config,
+            run=pool.run,
+            reveal_torch_values=config.reveals_torch_values(gradescope=True),
+        )
         try:
             proof = proving.result()
         except SelfTestError:
@@ -203,8 +216,10 @@ def run_autograder(root: Path) -> dict[str, Any]:
     started = time.monotonic()
     problem = unwritable_folder(root / "results")
     if problem:  # not even an error result could reach the student: said once, before anyone is graded
-        raise CourseError(f"cannot write {root / 'results' / 'results.json'} ({problem}), so nothing was graded: "
-                          "run as a user who may write there (Gradescope runs the autograder as root)")
+        raise CourseError(
+            f"cannot write {root / 'results' / 'results.json'} ({problem}), so nothing was graded: "
+            "run as a user who may write there (Gradescope runs the autograder as root)"
+        )
     results = _results(root, started)
     return _write_results(root, results, started)
 
@@ -227,12 +242,16 @@ def _results(root: Path, started: float) -> dict[str, Any]:
             return error_results(AUTOGRADER_ERROR_TEXT, time.monotonic() - started, ours=True)
         return to_results(graded, time.monotonic() - started)
     except SubmissionError as problem:
-        return error_results(f"{markdown_text(problem)} Your score is 0 until you resubmit.",
-                             time.monotonic() - started, ours=False)
+        return error_results(
+            f"{markdown_text(problem)} Your score is 0 until you resubmit.", time.monotonic() - started, ours=False
+        )
     except CourseError as problem:
         print(f"autograder configuration error: {problem}", file=sys.stderr)
-        return error_results("The autograder is misconfigured; your instructor has been notified. "
-                             "You do not need to resubmit.", time.monotonic() - started, ours=True)
+        return error_results(
+            "The autograder is misconfigured; your instructor has been notified. You do not need to resubmit.",
+            time.monotonic() - started,
+            ours=True,
+        )
     except Exception:
         traceback.print_exc()
         return error_results(AUTOGRADER_ERROR_TEXT, time.monotonic() - started, ours=True)
@@ -245,9 +264,12 @@ def _write_results(root: Path, results: dict[str, Any], started: float) -> dict[
         atomic_write_json(root / "results" / "results.json", results)
     except Exception:
         traceback.print_exc()
-        results = error_results("The autograder could not write your results (not your fault). Your instructor "
-                                "can see the details; you do not need to resubmit.", time.monotonic() - started,
-                                ours=True)
+        results = error_results(
+            "The autograder could not write your results (not your fault). Your instructor "
+            "can see the details; you do not need to resubmit.",
+            time.monotonic() - started,
+            ours=True,
+        )
         try:
             atomic_write_json(root / "results" / "results.json", results)
         except OSError as error:

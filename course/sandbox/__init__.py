@@ -36,9 +36,21 @@ from course.sandbox.supervisor import CellOutcome, RunResult
 class Runner(Protocol):
     """Runs one submission's cells in a sandbox: `run_cells`, or `WarmPool.run`."""
 
-    def __call__(self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]],
-                 limits: Limits) -> RunResult: ...
+    def __call__(
+        self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]], limits: Limits
+    ) -> RunResult: ...
 
 
-__all__ = ["ISOLATION_SUMMARY", "LEVELS", "Cell", "CellOutcome", "Level", "RunResult", "Runner", "WarmPool",
-           "choose_isolation", "default_jobs", "run_cells"]
+__all__ = [
+    "ISOLATION_SUMMARY",
+    "LEVELS",
+    "Cell",
+    "CellOutcome",
+    "Level",
+    "RunResult",
+    "Runner",
+    "WarmPool",
+    "choose_isolation",
+    "default_jobs",
+    "run_cells",
+]

@@ -83,9 +83,16 @@ def bwrap_view(tmp_mb: int, *, with_aliases: bool = False, user_namespace: bool 
     """bubblewrap's arguments for a view of nothing but the interpreter and system libraries. With
     `user_namespace` (a grader that is not root) it also makes a user namespace to hold the others."""
     command = [
-        bwrap_binary() or "bwrap", *(["--unshare-user"] if user_namespace else []),
-        "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-        "--die-with-parent", "--new-session", "--clearenv",
+        bwrap_binary() or "bwrap",
+        *(["--unshare-user"] if user_namespace else []),
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
     ]
     for name, value in SANDBOX_ENV.items():
         command += ["--setenv", name, value]
@@ -109,8 +116,19 @@ def bwrap_view(tmp_mb: int, *, with_aliases: bool = False, user_namespace: bool 
             command += ["--ro-bind", folder, alias]
     # Everything but /tmp read-only: in a user namespace the view's own root, /etc and /dev would otherwise
     # belong to the student's uid, unbounded in size and shared by every child of a warm worker.
-    return [*command, "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--remount-ro", "/",
-            "--chdir", "/tmp"]
+    return [
+        *command,
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--remount-ro",
+        "/dev",
+        "--remount-ro",
+        "/",
+        "--chdir",
+        "/tmp",
+    ]
 
 
 # The devpts each run gets over bubblewrap's (runner._private_ptys): its own instance, at most PTYS pseudo-terminals.
@@ -120,23 +138,57 @@ DEVPTS_OPTIONS = f"newinstance,ptmxmode=0666,mode=0620,max={PTYS}"
 def _private_ptys_step(*, drop_capabilities: bool) -> list[str]:
     """A cold run's first program in the view (runner.private_ptys_then_exec): it mounts the run's devpts and
     execs the rest of the command, with `drop_capabilities` after giving up every capability."""
-    return [sys.executable, "-I", "-S", "-c", RUNNER_SOURCE, "--private-ptys", DEVPTS_OPTIONS,
-            *(["--drop-capabilities"] if drop_capabilities else []), "--"]
+    return [
+        sys.executable,
+        "-I",
+        "-S",
+        "-c",
+        RUNNER_SOURCE,
+        "--private-ptys",
+        DEVPTS_OPTIONS,
+        *(["--drop-capabilities"] if drop_capabilities else []),
+        "--",
+    ]
 
 
 def bwrap_command(uid: int, tmp_mb: int) -> list[str]:
     """The bubblewrap + setpriv prefix of a cold run: the view, the run's own devpts (SYS_ADMIN, for that mount
     only), then the drop to `uid` with no capabilities in any set."""
     return [
-        *bwrap_view(tmp_mb), "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
-        "--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_SYS_ADMIN", "--", *_private_ptys_step(drop_capabilities=False),
-        "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all", "--ambient-caps=-all",
-        "--bounding-set=-all", "--no-new-privs", "--",
+        *bwrap_view(tmp_mb),
+        "--cap-drop",
+        "ALL",
+        "--cap-add",
+        "CAP_SETUID",
+        "--cap-add",
+        "CAP_SETGID",
+        "--cap-add",
+        "CAP_SETPCAP",
+        "--cap-add",
+        "CAP_SYS_ADMIN",
+        "--",
+        *_private_ptys_step(drop_capabilities=False),
+        "setpriv",
+        f"--reuid={uid}",
+        f"--regid={uid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--ambient-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
     ]
 
 
 def userns_command(tmp_mb: int) -> list[str]:
     """The bubblewrap prefix of a cold run for a grader that is not root: SYS_ADMIN in its user namespace to mount
     the run's own devpts, SETPCAP to empty the bounding set, then no capability in any set."""
-    return [*bwrap_view(tmp_mb, user_namespace=True), "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", "--",
-            *_private_ptys_step(drop_capabilities=True)]
+    return [
+        *bwrap_view(tmp_mb, user_namespace=True),
+        "--cap-add",
+        "CAP_SYS_ADMIN",
+        "--cap-add",
+        "CAP_SETPCAP",
+        "--",
+        *_private_ptys_step(drop_capabilities=True),
+    ]

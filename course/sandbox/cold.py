@@ -109,22 +109,38 @@ class ColdSandbox:
                 if self.level == "uid":
                     os.chown(cwd, self._uid, self._uid)
             except OSError as error:  # close() removes a folder made before the chown failed
-                raise SandboxError(f"cannot make the sandbox's scratch folder in {tempfile.gettempdir()}: "
-                                   f"{error.strerror}") from None
+                raise SandboxError(
+                    f"cannot make the sandbox's scratch folder in {tempfile.gettempdir()}: {error.strerror}"
+                ) from None
             env = {**SANDBOX_ENV, "HOME": cwd, "IPYTHONDIR": f"{cwd}/.ipython"}
             command = []
         # The answer channel last: nothing between its making and the Popen below can fail and leave it open.
         channel_read, channel_write = os.pipe()
         # The run's rlimits go to the runner, which sets them on itself before anything else (runner._set_rlimits),
         # and the uid level's drop is Popen's own: no Python runs in the forked child of this threaded grader.
-        command = [*command, sys.executable, "-I", "-c", RUNNER_SOURCE, str(channel_write),
-                   json.dumps(rlimits_for(self.limits))]
+        command = [
+            *command,
+            sys.executable,
+            "-I",
+            "-c",
+            RUNNER_SOURCE,
+            str(channel_write),
+            json.dumps(rlimits_for(self.limits)),
+        ]
         uid = self._uid if self.level == "uid" else None
         try:
             process = subprocess.Popen(  # noqa: S603 - fixed argument list, no shell
-                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                cwd=cwd, env=env, pass_fds=(channel_write,), start_new_session=True,
-                user=uid, group=uid, extra_groups=None if uid is None else [],
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=env,
+                pass_fds=(channel_write,),
+                start_new_session=True,
+                user=uid,
+                group=uid,
+                extra_groups=None if uid is None else [],
             )
         except OSError as error:
             os.close(channel_read)
@@ -147,8 +163,9 @@ class ColdSandbox:
             self.close()
             raise SandboxError(f"cannot bound the sandbox's memory: {error}") from None
 
-    def run(self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]],
-            limits: Limits) -> RunResult:
+    def run(
+        self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]], limits: Limits
+    ) -> RunResult:
         """Run the cells in this sandbox and return the answers as plain data. A run that ends before its runner's
         `ready` ran no student code: it is tried once more in a fresh sandbox (retry.py), and SandboxStartError
         says when that fails too (NoIsolationError: no level works here)."""
@@ -165,15 +182,17 @@ class ColdSandbox:
             self.error = error
             raise
 
-    def _first_run(self, cells: list[Cell], answer_names: tuple[str, ...],
-                   function_points: dict[str, list[float]]) -> RunResult:
+    def _first_run(
+        self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]]
+    ) -> RunResult:
         result = self._supervise(cells, answer_names, function_points)
         if self.unproven and result.ready:  # the level started: it works here
             choose_isolation.confirm(self.isolation, self.base_uid, self.limits.tmp_mb, self.level)
         return result
 
-    def _afresh(self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]],
-                limits: Limits) -> RunResult:
+    def _afresh(
+        self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]], limits: Limits
+    ) -> RunResult:
         """The cells in a sandbox started now, at the level the probe chooses (as it would have before any run:
         a level that never reached `ready` proved nothing, and the probe may raise NoIsolationError)."""
         self.close()
@@ -184,8 +203,9 @@ class ColdSandbox:
                 raise SandboxError("cannot start the sandbox")
             return fresh._supervise(cells, answer_names, function_points)
 
-    def _supervise(self, cells: list[Cell], answer_names: tuple[str, ...],
-                   function_points: dict[str, list[float]]) -> RunResult:
+    def _supervise(
+        self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]]
+    ) -> RunResult:
         process = self._process
         if process is None or process.stdout is None:  # _spawn made both
             raise SandboxError("cannot start the sandbox: no pipes to it")
@@ -213,12 +233,26 @@ class ColdSandbox:
         clock = GivingWay(lambda: [process.pid, *descendants(process.pid)], started, lower=False)
         memory = self._memory
         try:
-            return supervise(Supervised(process.stdout.fileno(), self._channel_read, lambda: _kill(process),
-                                        exit_code, lambda: cpu[0] if cpu else None, waited=clock.waited,
-                                        over_memory=memory.exceeded if memory else lambda: False,
-                                        look_every=memory.look_every if memory else 0.1,
-                                        at_ready=at_ready(memory, go)),
-                             cells, answer_names, function_points, self.limits, self.level, self.note, started)
+            return supervise(
+                Supervised(
+                    process.stdout.fileno(),
+                    self._channel_read,
+                    lambda: _kill(process),
+                    exit_code,
+                    lambda: cpu[0] if cpu else None,
+                    waited=clock.waited,
+                    over_memory=memory.exceeded if memory else lambda: False,
+                    look_every=memory.look_every if memory else 0.1,
+                    at_ready=at_ready(memory, go),
+                ),
+                cells,
+                answer_names,
+                function_points,
+                self.limits,
+                self.level,
+                self.note,
+                started,
+            )
         finally:
             go.set()  # the request's pipe closes whatever happened
 

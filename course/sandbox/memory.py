@@ -86,7 +86,7 @@ def _under(mount_point: str, mount_root: str, path: str) -> Path | None:
     """The folder of cgroup `path` in a hierarchy mounted at `mount_point` from its `mount_root`."""
     if mount_root != "/" and not (path == mount_root or path.startswith(mount_root.rstrip("/") + "/")):
         return None  # this mount does not show our cgroup (a container's view of another part of the tree)
-    relative = path[len(mount_root.rstrip("/")):].lstrip("/") if mount_root != "/" else path.lstrip("/")
+    relative = path[len(mount_root.rstrip("/")) :].lstrip("/") if mount_root != "/" else path.lstrip("/")
     return Path(mount_point) / relative
 
 
@@ -162,7 +162,7 @@ def _remove_stale(parent: Path) -> None:
         for folder in parent.iterdir():
             if not folder.name.startswith(RUN_PREFIX):
                 continue
-            grader = folder.name[len(RUN_PREFIX):].split("-")[0]
+            grader = folder.name[len(RUN_PREFIX) :].split("-")[0]
             if grader.isdigit() and not Path(f"/proc/{grader}").exists():
                 with contextlib.suppress(OSError):
                     folder.rmdir()
@@ -229,8 +229,10 @@ class RunCgroup:
                     _write(procs, str(pid))
                 except OSError as error:
                     if error.errno != errno.ESRCH:  # gone meanwhile: nothing to bound
-                        raise SandboxError(f"cannot move the run's process {pid} into its memory cgroup "
-                                           f"{self.folder}: {error.strerror}") from None
+                        raise SandboxError(
+                            f"cannot move the run's process {pid} into its memory cgroup "
+                            f"{self.folder}: {error.strerror}"
+                        ) from None
                 moved.add(pid)
         raise SandboxError(f"the run's processes kept appearing while they were moved into {self.folder}")
 
@@ -387,5 +389,7 @@ def at_ready(memory: RunMemory | None, go: threading.Event) -> Callable[[], None
 
 def memory_sentence(memory_mb: int) -> str:
     """What the student reads when the run went over its memory bound (the supervisor's `ended_early`)."""
-    return (f"the notebook's processes together used more memory than the limit of {memory_mb} MB (for all of them "
-            "together, children included), so the run was stopped there")
+    return (
+        f"the notebook's processes together used more memory than the limit of {memory_mb} MB (for all of them "
+        "together, children included), so the run was stopped there"
+    )

@@ -63,14 +63,32 @@ def worker_command(level: str, tmp_mb: int) -> list[str]:
         # namespaces and /tmp (SYS_ADMIN) and the drop to the child's uid (SETUID, SETGID).
         # (bubblewrap run by root keeps every capability unless told otherwise: drop them all first; SETPCAP
         # is for emptying each child's bounding set)
-        return [*bwrap_view(tmp_mb, with_aliases=True), "--cap-drop", "ALL", "--cap-add", "CAP_SETUID",
-                "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", "--"]
+        return [
+            *bwrap_view(tmp_mb, with_aliases=True),
+            "--cap-drop",
+            "ALL",
+            "--cap-add",
+            "CAP_SETUID",
+            "--cap-add",
+            "CAP_SETGID",
+            "--cap-add",
+            "CAP_SYS_ADMIN",
+            "--cap-add",
+            "CAP_SETPCAP",
+            "--",
+        ]
     if level == "userns":
         # Not root: inside its user namespace the worker keeps SYS_ADMIN there (and nowhere else) to give
         # each child its namespaces and /tmp; the child drops every capability before student code.
         # (SETPCAP: to empty the child's bounding set before student code)
-        return [*bwrap_view(tmp_mb, with_aliases=True, user_namespace=True), "--cap-add", "CAP_SYS_ADMIN",
-                "--cap-add", "CAP_SETPCAP", "--"]
+        return [
+            *bwrap_view(tmp_mb, with_aliases=True, user_namespace=True),
+            "--cap-add",
+            "CAP_SYS_ADMIN",
+            "--cap-add",
+            "CAP_SETPCAP",
+            "--",
+        ]
     return []
 
 
@@ -138,9 +156,18 @@ class WarmPool:
     its worker takes the stand-in's place in standby. No worker starts (a torch import, more CPU than most long
     runs cost) unless more runs go long at once than there are standby workers."""
 
-    def __init__(self, size: int, limits: Limits, *, isolation: str = "auto",
-                 base_uid: int = DEFAULT_SANDBOX_UID, prelude: tuple[str, ...] | None = None,
-                 compiled: tuple[str, ...] = (), standby: int = 0, prove_by_start: bool = False) -> None:
+    def __init__(
+        self,
+        size: int,
+        limits: Limits,
+        *,
+        isolation: str = "auto",
+        base_uid: int = DEFAULT_SANDBOX_UID,
+        prelude: tuple[str, ...] | None = None,
+        compiled: tuple[str, ...] = (),
+        standby: int = 0,
+        prove_by_start: bool = False,
+    ) -> None:
         self.limits = limits
         # The grader's cells that begin every submission, run once in each worker before it forks (see
         # runner._preload): by default the cell that makes the course's helper module.
@@ -156,8 +183,9 @@ class WarmPool:
         known = choose_isolation.known(isolation, base_uid, limits.tmp_mb)
         first = first_choice(isolation) if prove_by_start and not known else None
         self.unproven = first is not None
-        self.level, self.note = known or ((first, "") if first else choose_isolation(isolation, base_uid,
-                                                                                     limits.tmp_mb))
+        self.level, self.note = known or (
+            (first, "") if first else choose_isolation(isolation, base_uid, limits.tmp_mb)
+        )
         self.isolation = LEVELS[self.level]
         self.base_uid = base_uid
         self._leases = ExitStack()
@@ -264,8 +292,9 @@ class WarmPool:
         now = time.monotonic()
         with self._lock:
             long_after = STANDBY_LONG_RUN_SECONDS if self._standby else LONG_RUN_SECONDS
-            long = [key for key, started in self._busy.items()
-                    if now - started > long_after and key not in self._stood_in]
+            long = [
+                key for key, started in self._busy.items() if now - started > long_after and key not in self._stood_in
+            ]
             # A standby worker stands in for any long run; a worker is started for at most `size` of them.
             if not long or (not self._standby and len(self._stood_in) >= self.size):
                 return
@@ -314,8 +343,13 @@ class WarmPool:
 
     def _spawn(self, uid: int) -> _Worker:
         grader_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        command = [*worker_command(self.level, self.limits.tmp_mb), *WORKER_COMMAND_START, RUNNER_SOURCE,
-                   "--serve", str(worker_end.fileno())]
+        command = [
+            *worker_command(self.level, self.limits.tmp_mb),
+            *WORKER_COMMAND_START,
+            RUNNER_SOURCE,
+            "--serve",
+            str(worker_end.fileno()),
+        ]
         env = {} if self.isolation.namespaces else dict(SANDBOX_ENV)
         # What a worker prints (an import error, bubblewrap's complaint) is kept for the error message.
         log_fd, log_name = tempfile.mkstemp(prefix="autograd-worker-", suffix=".log")
@@ -323,8 +357,14 @@ class WarmPool:
         prelude_read, prelude_write = os.pipe()  # the prelude's and compiled cells' sources, on its stdin
         try:
             process = subprocess.Popen(  # noqa: S603 - fixed argument list, no shell
-                command, stdin=prelude_read, stdout=log_fd, stderr=log_fd,
-                pass_fds=(worker_end.fileno(),), start_new_session=True, env=env, cwd="/",
+                command,
+                stdin=prelude_read,
+                stdout=log_fd,
+                stderr=log_fd,
+                pass_fds=(worker_end.fileno(),),
+                start_new_session=True,
+                env=env,
+                cwd="/",
             )
         except BaseException:
             os.close(log_fd)
@@ -333,8 +373,9 @@ class WarmPool:
         finally:
             worker_end.close()
             os.close(prelude_read)
-        write_in_background(prelude_write, json.dumps({"prelude": list(self.prelude),
-                                                       "compiled": list(self.compiled)}).encode())
+        write_in_background(
+            prelude_write, json.dumps({"prelude": list(self.prelude), "compiled": list(self.compiled)}).encode()
+        )
         worker = _Worker(process, grader_end, uid, log_fd)
         with self._lock:
             self._workers.append(worker)
@@ -372,27 +413,46 @@ class WarmPool:
         fresh = self._spawn(uid)
         self._idle.put(fresh if self._ready(fresh) else None)
 
-    def run(self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]],
-            limits: Limits | None = None, *, cold_fallback: bool = True, **_: object) -> RunResult:
+    def run(
+        self,
+        cells: list[Cell],
+        answer_names: tuple[str, ...],
+        function_points: dict[str, list[float]],
+        limits: Limits | None = None,
+        *,
+        cold_fallback: bool = True,
+        **_: object,
+    ) -> RunResult:
         """Run one submission on a warm worker. A run that ends before its runner's `ready` ran no student code:
         it is tried again on another worker (the one it ran on is replaced) and then, with cold_fallback, in a
         fresh cold sandbox at the pool's level; SandboxStartError when no try starts (retry.py). The start-up
         self-test passes cold_fallback=False, so that a pool whose workers cannot start a run is refused rather
         than graded cold, student by student."""
         limits = limits or self.limits
-        tries = [(what, lambda: self._run_warm(cells, answer_names, function_points, limits))
-                 for what in ("a warm worker", "another warm worker")]
+        tries = [
+            (what, lambda: self._run_warm(cells, answer_names, function_points, limits))
+            for what in ("a warm worker", "another warm worker")
+        ]
         if cold_fallback:
-            tries.append(("a fresh cold sandbox", lambda: run_cells(
-                cells, answer_names, function_points, limits, isolation=self.requested, uid=self.base_uid)))
+            tries.append(
+                (
+                    "a fresh cold sandbox",
+                    lambda: run_cells(
+                        cells, answer_names, function_points, limits, isolation=self.requested, uid=self.base_uid
+                    ),
+                )
+            )
         return first_ready(tries)
 
-    def _run_warm(self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]],
-                  limits: Limits) -> RunResult:
+    def _run_warm(
+        self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]], limits: Limits
+    ) -> RunResult:
         worker = self._acquire()
         if worker is None:
-            raise SandboxError("a warm grading worker did not start; run with --jobs 0 to grade without the pool "
-                               f"(its last words: {self.start_failure or 'none'})")
+            raise SandboxError(
+                "a warm grading worker did not start; run with --jobs 0 to grade without the pool "
+                f"(its last words: {self.start_failure or 'none'})"
+            )
         healthy = False
         with self._lock:
             self._busy[id(worker)] = time.monotonic()
@@ -432,11 +492,17 @@ class WarmPool:
             raise SandboxError(f"cannot bound the run's memory: {error}") from None
         go = threading.Event()  # the child runs no cell before it (protocol.write_in_background)
         write_in_background(request_write, encode_request(cells, answer_names, function_points), go=go)
-        run = Supervised(output_read, channel_read, followed.kill, followed.exit_code, followed.cpu_seconds,
-                         waited=GivingWay(followed.processes_quickly, started).waited,
-                         over_memory=memory.exceeded if memory else lambda: False,
-                         look_every=memory.look_every if memory else 0.1,
-                         at_ready=at_ready(memory, go))
+        run = Supervised(
+            output_read,
+            channel_read,
+            followed.kill,
+            followed.exit_code,
+            followed.cpu_seconds,
+            waited=GivingWay(followed.processes_quickly, started).waited,
+            over_memory=memory.exceeded if memory else lambda: False,
+            look_every=memory.look_every if memory else 0.1,
+            at_ready=at_ready(memory, go),
+        )
         try:
             result = supervise(run, cells, answer_names, function_points, limits, self.level, self.note, started)
         finally:

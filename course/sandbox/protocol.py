@@ -54,12 +54,14 @@ class EventReader:
 
 
 def encode_request(cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]]) -> bytes:
-    return json.dumps({
-        "cells": [{"index": c.index, "source": c.source} for c in cells],
-        "answers": list(answer_names),
-        "functions": function_points,
-        "call_seconds": FUNCTION_CALL_SECONDS,
-    }).encode()
+    return json.dumps(
+        {
+            "cells": [{"index": c.index, "source": c.source} for c in cells],
+            "answers": list(answer_names),
+            "functions": function_points,
+            "call_seconds": FUNCTION_CALL_SECONDS,
+        }
+    ).encode()
 
 
 def write_in_background(fd: int, data: bytes, *, go: threading.Event | None = None) -> threading.Thread:

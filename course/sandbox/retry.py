@@ -37,8 +37,10 @@ def first_ready(tries: Sequence[Try]) -> RunResult:
     causes: list[str] = []
     for index, (what, attempt) in enumerate(tries):
         if causes:
-            log.warning(f"a run ended before any student code ran ({safe_text(causes[-1], 300, one_line=True)}); "
-                        f"trying again on {what}")
+            log.warning(
+                f"a run ended before any student code ran ({safe_text(causes[-1], 300, one_line=True)}); "
+                f"trying again on {what}"
+            )
         try:
             result = attempt()
         except NoIsolationError:  # nothing to try again: no level works here

@@ -61,8 +61,9 @@ def _same(first, second):
     if kind is not _type(second):
         return False
     if kind is _dict:
-        return _len(first) == _len(second) and _all(key in second and _same(item, second[key])
-                                                     for key, item in first.items())
+        return _len(first) == _len(second) and _all(
+            key in second and _same(item, second[key]) for key, item in first.items()
+        )
     if kind is _list:
         return _len(first) == _len(second) and _all(_same(a, b) for a, b in _zip(first, second))
     if kind is _float:
@@ -192,8 +193,11 @@ def _probe(function, points, seconds):
             try:
                 results.append({"x": x, "value": _scalar(value)})
             except TypeError:
-                said = "`...` (replace `return ...` with your derivative)" if value is ... else \
-                    f"a value of type {_describe(value)}"
+                said = (
+                    "`...` (replace `return ...` with your derivative)"
+                    if value is ...
+                    else f"a value of type {_describe(value)}"
+                )
                 results.append({"x": x, "error": f"returned {said}, not a plain number"})
                 unfinished.append("still `...`" if value is ... else "")
         except _CallTimeout:
@@ -288,9 +292,15 @@ def _compiling_state(shell):
     """What a cell's compiled code depends on besides its text: the `__future__` flags so far, IPython's input
     transformers and how it runs a cell's statements."""
     manager = shell.input_transformer_manager
-    return (shell.compile.flags, _tuple(manager.cleanup_transforms), _tuple(manager.line_transforms),
-            _tuple(shell.ast_transformers), _tuple(shell.input_transformers_post), shell.ast_node_interactivity,
-            shell.execution_count)
+    return (
+        shell.compile.flags,
+        _tuple(manager.cleanup_transforms),
+        _tuple(manager.line_transforms),
+        _tuple(shell.ast_transformers),
+        _tuple(shell.input_transformers_post),
+        shell.ast_node_interactivity,
+        shell.execution_count,
+    )
 
 
 def _compile_cell(shell, source):
@@ -310,8 +320,12 @@ def _compile_cell(shell, source):
         cell_name = compiler.cache(text, count, raw_code=source)
         tree = compiler.ast_parse(text, filename=cell_name)  # a SyntaxWarning names the cell, as in IPython
         body = tree.body
-        if body and _type(body[0]) is _ast.Expr and _type(body[0].value) is _ast.Constant \
-                and _type(body[0].value.value) is _str:
+        if (
+            body
+            and _type(body[0]) is _ast.Expr
+            and _type(body[0].value) is _ast.Constant
+            and _type(body[0].value.value) is _str
+        ):
             raise ValueError("a leading string would be a docstring here, an expression in IPython")
         last = body[-1:] if body and _type(body[-1]) is _ast.Expr else []
         codes = []
@@ -464,13 +478,28 @@ def run_request(request, channel, shell=None, *, confined, preloaded=(), go=None
 # - setsid: a new session is a new autogroup at nice 0, which a run that gives way (giving_way.py) would
 #   start every tenth of a second to stay ahead of the grader's looks.
 _DENIED_CALLS = {  # name: (x86_64, aarch64); None where the architecture has no such call
-    "shmget": (29, 194), "msgget": (68, 186), "semget": (64, 190), "mq_open": (240, 180),
-    "memfd_create": (319, 279), "memfd_secret": (447, 447),
-    "add_key": (248, 217), "request_key": (249, 218), "keyctl": (250, 219),
-    "unshare": (272, 97), "setns": (308, 268),
-    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
-    "userfaultfd": (323, 282), "bpf": (321, 280), "perf_event_open": (298, 241), "io_uring_setup": (425, 425),
-    "socket": (41, 198), "socketpair": (53, 199), "inotify_init": (253, None), "inotify_init1": (294, 26),
+    "shmget": (29, 194),
+    "msgget": (68, 186),
+    "semget": (64, 190),
+    "mq_open": (240, 180),
+    "memfd_create": (319, 279),
+    "memfd_secret": (447, 447),
+    "add_key": (248, 217),
+    "request_key": (249, 218),
+    "keyctl": (250, 219),
+    "unshare": (272, 97),
+    "setns": (308, 268),
+    "ptrace": (101, 117),
+    "process_vm_readv": (310, 270),
+    "process_vm_writev": (311, 271),
+    "userfaultfd": (323, 282),
+    "bpf": (321, 280),
+    "perf_event_open": (298, 241),
+    "io_uring_setup": (425, 425),
+    "socket": (41, 198),
+    "socketpair": (53, 199),
+    "inotify_init": (253, None),
+    "inotify_init1": (294, 26),
     "setsid": (112, 157),
 }
 _CLONE = (56, 220)
@@ -499,11 +528,18 @@ def seccomp_program(machine):
         (_JEQ, "enosys", 0, _CLONE3[column]),
         (_JEQ, "clone", 0, _CLONE[column]),
         (_RET, 0, 0, _RET_ALLOW),
-        ("label", "clone"), (_LD_ABS, 0, 0, 16), (_AND, 0, 0, _CLONE_NEW_FLAGS), (_JEQ, "allow", "eperm", 0),
-        ("label", "allow"), (_RET, 0, 0, _RET_ALLOW),
-        ("label", "eperm"), (_RET, 0, 0, _RET_ERRNO | _EPERM),
-        ("label", "enosys"), (_RET, 0, 0, _RET_ERRNO | _ENOSYS),
-        ("label", "kill"), (_RET, 0, 0, _RET_KILL_PROCESS),
+        ("label", "clone"),
+        (_LD_ABS, 0, 0, 16),
+        (_AND, 0, 0, _CLONE_NEW_FLAGS),
+        (_JEQ, "allow", "eperm", 0),
+        ("label", "allow"),
+        (_RET, 0, 0, _RET_ALLOW),
+        ("label", "eperm"),
+        (_RET, 0, 0, _RET_ERRNO | _EPERM),
+        ("label", "enosys"),
+        (_RET, 0, 0, _RET_ERRNO | _ENOSYS),
+        ("label", "kill"),
+        (_RET, 0, 0, _RET_KILL_PROCESS),
     ]
     labels: dict[str, int] = {}
     instructions: list[tuple] = []
@@ -535,8 +571,7 @@ def _prepared_filter():
             return _FILTER
 
         class SockFilter(ctypes.Structure):
-            _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
-                        ("k", ctypes.c_uint)]
+            _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
 
         class SockFprog(ctypes.Structure):
             _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
@@ -598,9 +633,16 @@ def _spawn_init(program):
     (it would be reaped unseen): the worker and its fork spawn it before they fork the student."""
     previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     try:
-        return os.posix_spawn(program, [program, *_INIT_ARGUMENTS], {}, file_actions=[
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDWR, 0), (os.POSIX_SPAWN_DUP2, 0, 1),
-            (os.POSIX_SPAWN_DUP2, 0, 2)])
+        return os.posix_spawn(
+            program,
+            [program, *_INIT_ARGUMENTS],
+            {},
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDWR, 0),
+                (os.POSIX_SPAWN_DUP2, 0, 1),
+                (os.POSIX_SPAWN_DUP2, 0, 2),
+            ],
+        )
     finally:
         signal.signal(signal.SIGCHLD, previous)
 
@@ -711,8 +753,14 @@ def _drop_capabilities(libc):
     _libc_call(libc.capset, header, data)
 
 
-_STATVFS_TO_MOUNT = ((os.ST_NOSUID, _MS_NOSUID), (os.ST_NODEV, _MS_NODEV), (os.ST_NOEXEC, _MS_NOEXEC),
-                     (os.ST_NOATIME, 1024), (os.ST_NODIRATIME, 2048), (os.ST_RELATIME, 1 << 21))
+_STATVFS_TO_MOUNT = (
+    (os.ST_NOSUID, _MS_NOSUID),
+    (os.ST_NODEV, _MS_NODEV),
+    (os.ST_NOEXEC, _MS_NOEXEC),
+    (os.ST_NOATIME, 1024),
+    (os.ST_NODIRATIME, 2048),
+    (os.ST_RELATIME, 1 << 21),
+)
 
 
 def _locked_mount_flags(path):
@@ -734,7 +782,7 @@ def private_ptys_then_exec(arguments):
     worker's child; then COMMAND (setpriv, which drops to the sandbox uid, or the runner)."""
     options, rest = arguments[0], arguments[1:]
     drop = rest[:1] == ["--drop-capabilities"]
-    command = rest[rest.index("--") + 1:]
+    command = rest[rest.index("--") + 1 :]
     libc = _prepared_filter()[0]
     # Mount and IPC namespaces of its own: in a user namespace, bubblewrap's mount namespace is not the run's to
     # mount in.
@@ -763,8 +811,14 @@ def _isolate_child(job, libc):
             _libc_call(libc.mount, alias.encode(), path.encode(), None, _MS_BIND | _MS_REC, None)
             # In a user namespace the kernel locks the flags the mount had where it came from (nosuid, nodev, ...):
             # a remount that drops one is refused (EPERM), so keep every one of them and only add read-only.
-            _libc_call(libc.mount, None, path.encode(), None,
-                       _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _locked_mount_flags(alias), None)
+            _libc_call(
+                libc.mount,
+                None,
+                path.encode(),
+                None,
+                _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _locked_mount_flags(alias),
+                None,
+            )
         _private_ptys(libc, job["ptys"])
     os.chdir(job["cwd"])
     # Below the grader where the kernel schedules processes one by one. With autogroup on (Debian's default),
@@ -849,7 +903,7 @@ def _warm_up(torch):
     memory for every fork. Trusted code on the worker's own values; nothing of a student is involved."""
     try:
         x = torch.tensor(3.0, requires_grad=True)
-        y = x ** 3
+        y = x**3
         y.retain_grad()
         (2 * y).backward()
         for value in (x.grad, y.grad, torch.tensor([1.0, 2.5]), x.grad.item()):
@@ -998,8 +1052,12 @@ def serve(control_fd):
             cpu += _end_init(init)
         # `emptied`: the worker itself ended the run's pid 1, and so (the kernel's doing, before that wait returned)
         # every process of the run: the grader need not look for any.
-        control.sendall(_encode({"event": "exit", "code": os.waitstatus_to_exitcode(status), "cpu": cpu,
-                                 "emptied": init is not None}).encode() + b"\n")
+        control.sendall(
+            _encode(
+                {"event": "exit", "code": os.waitstatus_to_exitcode(status), "cpu": cpu, "emptied": init is not None}
+            ).encode()
+            + b"\n"
+        )
 
 
 if __name__ == "__main__":

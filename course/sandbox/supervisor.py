@@ -89,8 +89,9 @@ class _Protocol:
     for a processor: giving_way.py, the kernel's count) and `submission_seconds` in all.
     """
 
-    def __init__(self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]],
-                 started: float) -> None:
+    def __init__(
+        self, cells: list[Cell], answer_names: tuple[str, ...], function_points: dict[str, list[float]], started: float
+    ) -> None:
         self.order = [cell.index for cell in cells]
         self.answer_names, self.function_points = answer_names, function_points
         self.position = -1  # -1: waiting for ready; len(order): every cell done
@@ -133,9 +134,16 @@ class _Protocol:
                     self.harvested[name] = decode_answer(changed[name], self.function_points.get(name))
 
 
-def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
-              function_points: dict[str, list[float]], limits: Limits, level: str, note: str,
-              started: float) -> RunResult:
+def supervise(
+    run: Supervised,
+    cells: list[Cell],
+    answer_names: tuple[str, ...],
+    function_points: dict[str, list[float]],
+    limits: Limits,
+    level: str,
+    note: str,
+    started: float,
+) -> RunResult:
     """Read output and events of one run, enforce the time limits, and turn what came back into plain data."""
     protocol = _Protocol(cells, answer_names, function_points, started)
     streams = _Streams(output_limit=limits.output_kb * 1024)
@@ -158,8 +166,14 @@ def supervise(run: Supervised, cells: list[Cell], answer_names: tuple[str, ...],
     answers = {name: protocol.harvested.get(name, NOT_REPORTED) for name in answer_names}
     return RunResult(
         answers=answers,
-        cells=tuple(CellOutcome(index, labels.get(index, f"cell {index}"), safe_text(error, MAX_ERROR_TEXT)
-                                if error is not None else None) for index, error in protocol.outcomes),
+        cells=tuple(
+            CellOutcome(
+                index,
+                labels.get(index, f"cell {index}"),
+                safe_text(error, MAX_ERROR_TEXT) if error is not None else None,
+            )
+            for index, error in protocol.outcomes
+        ),
         output=safe_text(streams.output.decode("utf-8", errors="replace"), streams.output_limit),
         output_truncated=streams.output_total > len(streams.output),
         limit_hit=limit_hit or ("output_kb" if streams.output_total > streams.output_limit else None),
@@ -202,8 +216,9 @@ class _CellClock:
         return now > protocol.clock + limits.cell_seconds + self.credit
 
 
-def _watch(run: Supervised, protocol: _Protocol, streams: _Streams, clock: _CellClock, limits: Limits,
-           started: float) -> str | None:
+def _watch(
+    run: Supervised, protocol: _Protocol, streams: _Streams, clock: _CellClock, limits: Limits, started: float
+) -> str | None:
     """Read the run's output and messages until both streams close, the channel is broken, the run has finished
     (and its grace to exit has passed) or a limit is reached: the limit, if one was."""
     with selectors.DefaultSelector() as selector:
@@ -234,8 +249,9 @@ def _watch(run: Supervised, protocol: _Protocol, streams: _Streams, clock: _Cell
     return None
 
 
-def _limit_reached(run: Supervised, protocol: _Protocol, clock: _CellClock, limits: Limits, started: float,
-                   now: float) -> str | None:
+def _limit_reached(
+    run: Supervised, protocol: _Protocol, clock: _CellClock, limits: Limits, started: float, now: float
+) -> str | None:
     ready = protocol.confined is not None
     # Until `ready`, the start-up's bound; from it, the submission's own limit.
     if now > (protocol.ready_at + limits.submission_seconds if ready else started + START_SECONDS):
@@ -269,28 +285,43 @@ def _end(run: Supervised, *, finished_in_time: bool) -> int | None:
     return returncode
 
 
-def _ended_early(limit_hit: str | None, protocol: _Protocol, channel: EventReader, labels: dict[int, str],
-                 limits: Limits, credit: float, returncode: int | None) -> str | None:
+def _ended_early(
+    limit_hit: str | None,
+    protocol: _Protocol,
+    channel: EventReader,
+    labels: dict[int, str],
+    limits: Limits,
+    credit: float,
+    returncode: int | None,
+) -> str | None:
     """Why the run ended before its last cell was done, in a sentence for the student; None if it did not."""
     current_cell = protocol.running_cell
     current_label = labels.get(current_cell, "a cell") if current_cell is not None else "a cell"
     if limit_hit == "cell_seconds":
         beside = f" (not counting {credit:.1f} s it waited for a processor)" if credit >= 0.1 else ""
-        return (f"{current_label} ran longer than the limit of "
-                f"{limits.cell_seconds:g} s per cell{beside}, so the run was stopped there")
+        return (
+            f"{current_label} ran longer than the limit of "
+            f"{limits.cell_seconds:g} s per cell{beside}, so the run was stopped there"
+        )
     if limit_hit == "submission_seconds":
-        return (f"the notebook ran longer than the limit of {limits.submission_seconds:g} s, "
-                "so the run was stopped")
+        return f"the notebook ran longer than the limit of {limits.submission_seconds:g} s, so the run was stopped"
     if limit_hit == "memory_mb":
-        where = (f"during {current_label}" if current_cell is not None
-                 else "after the last cell" if protocol.position == len(protocol.order) else "between cells")
+        where = (
+            f"during {current_label}"
+            if current_cell is not None
+            else "after the last cell"
+            if protocol.position == len(protocol.order)
+            else "between cells"
+        )
         return f"{memory_sentence(limits.memory_mb)} ({where})"
     if limit_hit == "start_seconds":
         return f"the sandbox did not start within {START_SECONDS:g} s (before any cell)"
     if channel.broken or protocol.violation:
-        return ("the notebook wrote over the grader's answer channel "
-                f"({channel.broken or protocol.violation}), so the run was stopped there; answers "
-                "reported after that point were ignored")
+        return (
+            "the notebook wrote over the grader's answer channel "
+            f"({channel.broken or protocol.violation}), so the run was stopped there; answers "
+            "reported after that point were ignored"
+        )
     if protocol.finished:
         return None
     if current_cell is not None:
@@ -298,8 +329,10 @@ def _ended_early(limit_hit: str | None, protocol: _Protocol, channel: EventReade
     else:  # before the runner's `ready` nothing of the notebook had run yet
         where = "between cells" if protocol.confined is not None else "start-up (before any cell)"
     if returncode == 0:
-        return (f"the Python process stopped during {where} before grading finished "
-                "(it exited, or the cell broke the grader's reporting inside the sandbox)")
+        return (
+            f"the Python process stopped during {where} before grading finished "
+            "(it exited, or the cell broke the grader's reporting inside the sandbox)"
+        )
     return f"the Python process ended during {where} ({_exit_text(returncode)})"
 
 

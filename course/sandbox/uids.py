@@ -63,7 +63,7 @@ def processes_of(uid: int) -> list[int]:
             os.close(fd)
         at = status.find(b"\nUid:")
         if at >= 0:
-            fields = status[at + 5:status.find(b"\n", at + 5)].split()
+            fields = status[at + 5 : status.find(b"\n", at + 5)].split()
             if fields and fields[0] == str(uid).encode():
                 pids.append(int(entry))
     return pids
@@ -209,4 +209,3 @@ def below_the_worker_quickly(pid: int, *, keep: list[str]) -> list[int]:
         found += children
         pending += children
     return found
-

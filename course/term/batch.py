@@ -29,10 +29,18 @@ from course.term.roster import Student
 from course.term.shards import Shard, class_digest, shard_of, shard_sources, write_shard
 
 
-def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assignment_name: str | None = None,
-                jobs: int | None = None, report: Callable[[Graded, int, int], None] | None = None,
-                record_gradebook: bool | None = None, roster: list[Student] | None = None,
-                shard: Shard | None = None) -> BatchSummary:
+def grade_batch(
+    config: CourseConfig,
+    paths: list[Path],
+    out_dir: Path,
+    *,
+    assignment_name: str | None = None,
+    jobs: int | None = None,
+    report: Callable[[Graded, int, int], None] | None = None,
+    record_gradebook: bool | None = None,
+    roster: list[Student] | None = None,
+    shard: Shard | None = None,
+) -> BatchSummary:
     """Grade every submission under PATHs; write feedback, grades-<assignment>.csv and nbgrader's gradebook.
 
     jobs: warm sandboxed workers grading in parallel (default: one per core); 0 starts a fresh
@@ -56,12 +64,22 @@ def grade_batch(config: CourseConfig, paths: list[Path], out_dir: Path, *, assig
     summary.refused = [ref for ref in found.refs if ref.problem]
     refs = [ref for ref in found.refs if not ref.problem]
     paths_by_id = {ref.student_id: ref.path for ref in refs}
-    _grade_and_record(config, settings, assignment, refs, paths_by_id, summary, jobs=jobs, record=record,
-                      roster=roster, report=report)
+    _grade_and_record(
+        config, settings, assignment, refs, paths_by_id, summary, jobs=jobs, record=record, roster=roster, report=report
+    )
     write_reports(summary, settings)
     if shard is not None:
-        write_shard(out_dir, settings.name, shard, summary.graded, summary.refused, paths_by_id, found.whole_class,
-                    config.root, found.sources)
+        write_shard(
+            out_dir,
+            settings.name,
+            shard,
+            summary.graded,
+            summary.refused,
+            paths_by_id,
+            found.whole_class,
+            config.root,
+            found.sources,
+        )
     return summary
 
 
@@ -75,8 +93,9 @@ class _Found:
     whole_class: str
 
 
-def _find_submissions(config: CourseConfig, paths: list[Path], out_dir: Path, settings: AssignmentSettings,
-                      shard: Shard | None) -> _Found:
+def _find_submissions(
+    config: CourseConfig, paths: list[Path], out_dir: Path, settings: AssignmentSettings, shard: Shard | None
+) -> _Found:
     """The submissions under PATHs (default: submitted/), or a CourseError when there are none or the results
     could not be written: both said before anything is graded."""
     sources = paths or [config.root / "submitted"]
@@ -90,18 +109,29 @@ def _find_submissions(config: CourseConfig, paths: list[Path], out_dir: Path, se
         )
     problem = unwritable_folder(out_dir)
     if problem:
-        raise CourseError(f"cannot write the results into {out_dir} ({problem}), so nothing was graded: choose "
-                          "another --out, or run as a user who may write there")
+        raise CourseError(
+            f"cannot write the results into {out_dir} ({problem}), so nothing was graded: choose "
+            "another --out, or run as a user who may write there"
+        )
     whole_class = class_digest(refs, config.root)
     if shard is not None:
         refs = shard_of(refs, shard)
     return _Found(sources, refs, whole_class)
 
 
-def _grade_and_record(config: CourseConfig, settings: AssignmentSettings, assignment: Assignment,
-                      refs: list[SubmissionRef], paths_by_id: dict[str, Path], summary: BatchSummary, *, jobs: int,
-                      record: bool, roster: list[Student] | None,
-                      report: Callable[[Graded, int, int], None] | None) -> None:
+def _grade_and_record(
+    config: CourseConfig,
+    settings: AssignmentSettings,
+    assignment: Assignment,
+    refs: list[SubmissionRef],
+    paths_by_id: dict[str, Path],
+    summary: BatchSummary,
+    *,
+    jobs: int,
+    record: bool,
+    roster: list[Student] | None,
+    report: Callable[[Graded, int, int], None] | None,
+) -> None:
     """Prove the setup, then grade `refs` in parallel and record each result as it arrives (recording.py)."""
     with ExitStack() as stack:
         # Start-up overlaps: the workers import torch while this process imports its own (for the judge), then
@@ -112,8 +142,11 @@ def _grade_and_record(config: CourseConfig, settings: AssignmentSettings, assign
         background = stack.enter_context(ThreadPoolExecutor(2))
         background.submit(warm_imports, "nbgrader.api")  # torch for the judge, then nbgrader for the records
         # no sandbox, no grading: refused before the gradebook is opened (or the assignment recorded in it)
-        level, note = (pool.level, pool.note) if pool is not None else sandbox.choose_isolation(
-            config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
+        level, note = (
+            (pool.level, pool.note)
+            if pool is not None
+            else sandbox.choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)
+        )
         summary.isolation = note or sandbox.ISOLATION_SUMMARY[level]
         # The gradebook is opened (and written) only once the self-test below has passed.
         proven: Future[bool] = Future()
@@ -133,25 +166,42 @@ def _grade_and_record(config: CourseConfig, settings: AssignmentSettings, assign
         def results() -> Iterator[Graded]:
             for future in as_completed(futures):
                 graded = future.result()  # grade_submission never raises
-                yield with_late_policy(graded, paths_by_id.get(graded.student_id), opening.result().due, settings,
-                                       config)
+                yield with_late_policy(
+                    graded, paths_by_id.get(graded.student_id), opening.result().due, settings, config
+                )
 
-        record_results(results(), summary, config, settings, assignment, opening.result, paths_by_id,
-                       report=(lambda graded, done: report(graded, done, len(refs))) if report else None)
+        record_results(
+            results(),
+            summary,
+            config,
+            settings,
+            assignment,
+            opening.result,
+            paths_by_id,
+            report=(lambda graded, done: report(graded, done, len(refs))) if report else None,
+        )
 
 
-def _start_pool(stack: ExitStack, config: CourseConfig, settings: AssignmentSettings, jobs: int,
-                refs: list[SubmissionRef]) -> sandbox.WarmPool | None:
+def _start_pool(
+    stack: ExitStack, config: CourseConfig, settings: AssignmentSettings, jobs: int, refs: list[SubmissionRef]
+) -> sandbox.WarmPool | None:
     """The warm workers (closed with `stack`), none for cold runs (jobs 0) or an empty batch."""
     if jobs <= 0 or not refs:
         return None
-    return stack.enter_context(sandbox.WarmPool(min(jobs, len(refs)), config.limits, isolation=config.sandbox,
-                                                base_uid=config.sandbox_uid,
-                                                compiled=released_code_cells(config, settings.name)))
+    return stack.enter_context(
+        sandbox.WarmPool(
+            min(jobs, len(refs)),
+            config.limits,
+            isolation=config.sandbox,
+            base_uid=config.sandbox_uid,
+            compiled=released_code_cells(config, settings.name),
+        )
+    )
 
 
-def _runners(config: CourseConfig, pool: sandbox.WarmPool | None,
-             jobs: int) -> tuple[sandbox.Runner, sandbox.Runner, int]:
+def _runners(
+    config: CourseConfig, pool: sandbox.WarmPool | None, jobs: int
+) -> tuple[sandbox.Runner, sandbox.Runner, int]:
     """How the students' runs go (the pool, else a cold sandbox each), how the self-test's go, and in how many
     threads."""
     if pool is None:
@@ -161,8 +211,9 @@ def _runners(config: CourseConfig, pool: sandbox.WarmPool | None,
     return pool.run, partial(pool.run, cold_fallback=False), pool.threads
 
 
-def _records_once_proven(config: CourseConfig, settings: AssignmentSettings, record: bool,
-                         roster: list[Student] | None, proven: Future[bool]) -> Records:
+def _records_once_proven(
+    config: CourseConfig, settings: AssignmentSettings, record: bool, roster: list[Student] | None, proven: Future[bool]
+) -> Records:
     """open_records, in the background, once the self-test has passed (`proven`); after a failed one the
     gradebook is not opened at all (nor the assignment recorded in it). nbgrader is imported meanwhile
     (warm_imports)."""
@@ -184,8 +235,11 @@ def assignments_in(config: CourseConfig, paths: list[Path], assignment_name: str
         says = path.resolve().parent.name if path.is_file() else path.name  # .../<assignment>/<notebook>
         loose = [path] if path.is_file() else [c for c in path.iterdir() if c.suffix == ".ipynb"]
         if loose and says not in {a.name for a in config.assignments}:
-            raise CourseError(f"{loose[0]}: the course has several assignments ({names}) and a loose notebook does "
-                              "not say which one it answers; grade it with --assignment NAME")
+            raise CourseError(
+                f"{loose[0]}: the course has several assignments ({names}) and a loose notebook does "
+                "not say which one it answers; grade it with --assignment NAME"
+            )
+
     def holds(path: Path, settings: AssignmentSettings) -> bool:  # a notebook in its layout, or a folder of them
         if path.is_file():
             return path.resolve().parent.name == settings.name
@@ -193,17 +247,22 @@ def assignments_in(config: CourseConfig, paths: list[Path], assignment_name: str
 
     found = [a for a in config.assignments if any(holds(path, a) for path in folders)]
     if not found:
-        raise CourseError(f"no submissions of any assignment ({names}) found in {', '.join(map(str, folders))}: "
-                          "expected submitted/<student>/<assignment>/<notebook>, or name one with --assignment")
+        raise CourseError(
+            f"no submissions of any assignment ({names}) found in {', '.join(map(str, folders))}: "
+            "expected submitted/<student>/<assignment>/<notebook>, or name one with --assignment"
+        )
     return found
 
 
-def grade_course(config: CourseConfig, paths: list[Path], out_dir: Path, *, assignment_name: str | None = None,
-                 **options: Any) -> list[BatchSummary]:
+def grade_course(
+    config: CourseConfig, paths: list[Path], out_dir: Path, *, assignment_name: str | None = None, **options: Any
+) -> list[BatchSummary]:
     """Grade every assignment the run covers (see `assignments_in`), each apart (its own CSV, feedback folder,
     class summary and gradebook records), then course-totals.csv: every student's score per assignment."""
     check_paths_exist(paths)
-    summaries = [grade_batch(config, paths, out_dir, assignment_name=settings.name, **options)
-                 for settings in assignments_in(config, paths, assignment_name)]
+    summaries = [
+        grade_batch(config, paths, out_dir, assignment_name=settings.name, **options)
+        for settings in assignments_in(config, paths, assignment_name)
+    ]
     write_course_totals(out_dir, tuple(a.name for a in config.assignments))
     return summaries

@@ -39,8 +39,9 @@ def read_grades_csv(path: Path) -> dict[str, dict[str, str]]:
         return {row["student_id"]: row for row in csv.DictReader(stream)}
 
 
-def write_grades_csv(path: Path, question_ids: tuple[str, ...], rows: list[GradeRow],
-                     writes: SyncedWrites | None = None) -> None:
+def write_grades_csv(
+    path: Path, question_ids: tuple[str, ...], rows: list[GradeRow], writes: SyncedWrites | None = None
+) -> None:
     """Merge rows into grades.csv by student id (other students' rows stay) and replace it atomically (at the
     next commit of `writes`, when given)."""
     columns = [*CSV_FIXED_COLUMNS, *question_ids, *CSV_TAIL_COLUMNS]
@@ -78,7 +79,6 @@ def replace_grades_rows(path: Path, question_ids: tuple[str, ...], rows: dict[st
 def _table(columns: list[str], rows: dict[str, dict[str, str]]) -> str:
     """The grades CSV's text: a header, then one row per student in id order (through `csv_text`, as every CSV)."""
     return csv_text([columns, *([rows[student].get(column) or "" for column in columns] for student in sorted(rows))])
-
 
 
 COURSE_TOTALS = "course-totals.csv"

@@ -49,8 +49,9 @@ class GradebookWriter:
     """One open gradebook for a whole batch: `record` queues a student's scores, `commit` writes every queued
     student in one transaction (and says which, if any, could not be written)."""
 
-    def __init__(self, root: Path, db_url: str, assignment: str, source_notebook: Path,
-                 due: datetime | None = None) -> None:
+    def __init__(
+        self, root: Path, db_url: str, assignment: str, source_notebook: Path, due: datetime | None = None
+    ) -> None:
         ensure_assignment_in_gradebook(root, db_url, assignment, source_notebook)
         from nbgrader.api import Gradebook
 
@@ -70,13 +71,26 @@ class GradebookWriter:
         found = self.gradebook.find_assignment(assignment)
         self.assignment_id = found.id
         self.notebooks = tuple(
-            _Notebook(nb.id, nb.name, tuple((c.id, c.name) for c in nb.grade_cells),
-                      tuple(c.id for c in nb.solution_cells), tuple((c.id, c.name) for c in nb.task_cells))
-            for nb in found.notebooks)
+            _Notebook(
+                nb.id,
+                nb.name,
+                tuple((c.id, c.name) for c in nb.grade_cells),
+                tuple(c.id for c in nb.solution_cells),
+                tuple((c.id, c.name) for c in nb.task_cells),
+            )
+            for nb in found.notebooks
+        )
         self.gradebook.db.commit()
 
-    def record(self, student: str, scores: dict[str, float | None], *, timestamp: datetime | None = None,
-               late_penalty: float = 0.0, extension_hours: float = 0.0) -> None:
+    def record(
+        self,
+        student: str,
+        scores: dict[str, float | None],
+        *,
+        timestamp: datetime | None = None,
+        late_penalty: float = 0.0,
+        extension_hours: float = 0.0,
+    ) -> None:
         """Queue one student's autograded scores (grade cell id -> points; None: ungraded, as undo puts a cell
         back), the submission's time, the late penalty (nbgrader's late_submission_penalty, which `nbgrader
         export` subtracts) and extension. A student recorded twice before a commit ends as if each record had
@@ -136,8 +150,9 @@ class GradebookWriter:
     def _execute(self, statement: Any, rows: list[dict[str, Any]] | None = None) -> Any:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # SQLAlchemy's notes on nbgrader's schema are not ours to act on
-            return self.gradebook.db.execute(statement, rows) if rows is not None else self.gradebook.db.execute(
-                statement)
+            return (
+                self.gradebook.db.execute(statement, rows) if rows is not None else self.gradebook.db.execute(statement)
+            )
 
     def _add_missing_students(self, ids: list[str]) -> None:
         """Student rows as `update_or_create_student(id)` creates them: the id and nothing else."""
@@ -163,7 +178,8 @@ class GradebookWriter:
         existing: dict[str, str] = {}  # student -> submitted_assignment id
         for chunk in _chunks(students):
             query = select(assignments.c.student_id, assignments.c.id).where(
-                assignments.c.assignment_id == self.assignment_id, assignments.c.student_id.in_(chunk))
+                assignments.c.assignment_id == self.assignment_id, assignments.c.student_id.in_(chunk)
+            )
             existing.update({sid: sub_id for sid, sub_id in self._execute(query)})
 
         # New submissions: the rows nbgrader's add_submission creates, then the values autograde sets.
@@ -172,28 +188,58 @@ class GradebookWriter:
             if entry.student in existing:
                 continue
             submission_id = new_uuid()
-            new_assignments.append({"id": submission_id, "assignment_id": self.assignment_id,
-                                    "student_id": entry.student, "timestamp": entry.timestamp,
-                                    "extension": _extension(entry)})
+            new_assignments.append(
+                {
+                    "id": submission_id,
+                    "assignment_id": self.assignment_id,
+                    "student_id": entry.student,
+                    "timestamp": entry.timestamp,
+                    "extension": _extension(entry),
+                }
+            )
             for notebook in self.notebooks:
                 notebook_id = new_uuid()
                 own = notebook.name == self.notebook
-                new_notebooks.append({"id": notebook_id, "assignment_id": submission_id, "notebook_id": notebook.id,
-                                      "flagged": False,
-                                      "late_submission_penalty": (entry.late_penalty or None) if own else None})
+                new_notebooks.append(
+                    {
+                        "id": notebook_id,
+                        "assignment_id": submission_id,
+                        "notebook_id": notebook.id,
+                        "flagged": False,
+                        "late_submission_penalty": (entry.late_penalty or None) if own else None,
+                    }
+                )
                 for cell_id, name in (*notebook.grade_cells, *notebook.task_cells):
                     scored = own and entry.scores.get(name) is not None
-                    new_grades.append({"id": new_uuid(), "notebook_id": notebook_id, "cell_id": cell_id,
-                                       "auto_score": entry.scores[name] if scored else None,
-                                       "manual_score": None, "extra_credit": None,
-                                       # nbgrader's rule (SaveAutoGrades): a scored cell needs a human only
-                                       # when one already graded it by hand (nobody has, in a new submission)
-                                       "needs_manual_grade": not scored})
+                    new_grades.append(
+                        {
+                            "id": new_uuid(),
+                            "notebook_id": notebook_id,
+                            "cell_id": cell_id,
+                            "auto_score": entry.scores[name] if scored else None,
+                            "manual_score": None,
+                            "extra_credit": None,
+                            # nbgrader's rule (SaveAutoGrades): a scored cell needs a human only
+                            # when one already graded it by hand (nobody has, in a new submission)
+                            "needs_manual_grade": not scored,
+                        }
+                    )
                 for cell_id in (*notebook.solution_cells, *(cell_id for cell_id, _ in notebook.task_cells)):
-                    new_comments.append({"id": new_uuid(), "notebook_id": notebook_id, "cell_id": cell_id,
-                                         "auto_comment": None, "manual_comment": None})
-        for table, rows in ((assignments, new_assignments), (notebooks, new_notebooks), (grades, new_grades),
-                            (comments, new_comments)):
+                    new_comments.append(
+                        {
+                            "id": new_uuid(),
+                            "notebook_id": notebook_id,
+                            "cell_id": cell_id,
+                            "auto_comment": None,
+                            "manual_comment": None,
+                        }
+                    )
+        for table, rows in (
+            (assignments, new_assignments),
+            (notebooks, new_notebooks),
+            (grades, new_grades),
+            (comments, new_comments),
+        ):
             if rows:
                 self._execute(insert(table), rows)
 
@@ -203,36 +249,53 @@ class GradebookWriter:
         if not again:
             return
         ours = next((nb for nb in self.notebooks if nb.name == self.notebook), None)
-        self._execute(update(assignments).where(assignments.c.id == bindparam("b_id")).values(
-            timestamp=bindparam("b_timestamp"), extension=bindparam("b_extension")),
-            [{"b_id": existing[e.student], "b_timestamp": e.timestamp, "b_extension": _extension(e)} for e in again])
+        self._execute(
+            update(assignments)
+            .where(assignments.c.id == bindparam("b_id"))
+            .values(timestamp=bindparam("b_timestamp"), extension=bindparam("b_extension")),
+            [{"b_id": existing[e.student], "b_timestamp": e.timestamp, "b_extension": _extension(e)} for e in again],
+        )
         if ours is None:
             return
         submitted: dict[str, str] = {}  # submitted_assignment id -> submitted_notebook id of our notebook
         for chunk in _chunks([existing[e.student] for e in again]):
             query = select(notebooks.c.assignment_id, notebooks.c.id).where(
-                notebooks.c.notebook_id == ours.id, notebooks.c.assignment_id.in_(chunk))
+                notebooks.c.notebook_id == ours.id, notebooks.c.assignment_id.in_(chunk)
+            )
             submitted.update({sub_id: nb_id for sub_id, nb_id in self._execute(query)})
         again = [e for e in again if existing[e.student] in submitted]
         if not again:
             return
-        self._execute(update(notebooks).where(notebooks.c.id == bindparam("b_id")).values(
-            late_submission_penalty=bindparam("b_penalty")),
-            [{"b_id": submitted[existing[e.student]], "b_penalty": e.late_penalty or None} for e in again])
+        self._execute(
+            update(notebooks)
+            .where(notebooks.c.id == bindparam("b_id"))
+            .values(late_submission_penalty=bindparam("b_penalty")),
+            [{"b_id": submitted[existing[e.student]], "b_penalty": e.late_penalty or None} for e in again],
+        )
         cells: dict[str, list[str]] = {}  # name -> ids (a grade cell and a task cell may share a name)
         for cell_id, name in (*ours.grade_cells, *ours.task_cells):
             cells.setdefault(name, []).append(cell_id)
-        new_scores = [{"b_notebook": submitted[existing[e.student]], "b_cell": cell_id, "b_score": score}
-                      for e in again for name, score in e.scores.items() for cell_id in cells.get(name, ())]
+        new_scores = [
+            {"b_notebook": submitted[existing[e.student]], "b_cell": cell_id, "b_score": score}
+            for e in again
+            for name, score in e.scores.items()
+            for cell_id in cells.get(name, ())
+        ]
         where = (grades.c.notebook_id == bindparam("b_notebook"), grades.c.cell_id == bindparam("b_cell"))
         with_score = [row for row in new_scores if row["b_score"] is not None]
         if with_score:
-            self._execute(update(grades).where(*where).values(
-                auto_score=bindparam("b_score"), needs_manual_grade=grades.c.manual_score.is_not(None)), with_score)
+            self._execute(
+                update(grades)
+                .where(*where)
+                .values(auto_score=bindparam("b_score"), needs_manual_grade=grades.c.manual_score.is_not(None)),
+                with_score,
+            )
         ungraded = [row for row in new_scores if row["b_score"] is None]
         if ungraded:  # nbgrader's rule (SaveAutoGrades): a cell with no auto score needs a human
-            self._execute(update(grades).where(*where).values(auto_score=None, needs_manual_grade=True),
-                          [{k: v for k, v in row.items() if k != "b_score"} for row in ungraded])
+            self._execute(
+                update(grades).where(*where).values(auto_score=None, needs_manual_grade=True),
+                [{k: v for k, v in row.items() if k != "b_score"} for row in ungraded],
+            )
 
 
 def _extension(entry: Entry) -> timedelta | None:
@@ -241,4 +304,4 @@ def _extension(entry: Entry) -> timedelta | None:
 
 def _chunks(items: list[str]) -> Iterator[list[str]]:
     for start in range(0, len(items), CHUNK):
-        yield items[start:start + CHUNK]
+        yield items[start : start + CHUNK]

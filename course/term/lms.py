@@ -57,12 +57,22 @@ def _canvas(rows: list[ExportRow], column: str, points: float) -> str:
     """Canvas's gradebook export layout, which its import reads back: Student, ID, SIS User ID, SIS Login ID,
     Section, then one column per assignment; a "Points Possible" row sets a new assignment's points.
     Canvas matches each row by ID (its user id), else SIS User ID, else SIS Login ID."""
-    table = [["Student", "ID", "SIS User ID", "SIS Login ID", "Section", column],
-             ["Points Possible", "", "", "", "", f"{points:g}"]]
+    table = [
+        ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", column],
+        ["Points Possible", "", "", "", "", f"{points:g}"],
+    ]
     for row in rows:
         lms = row.student.lms
-        table.append([lms.get("name", ""), lms.get("lms_id", ""), lms.get("sis_user_id", ""),
-                      lms.get("sis_login_id", ""), lms.get("section", ""), row.score])
+        table.append(
+            [
+                lms.get("name", ""),
+                lms.get("lms_id", ""),
+                lms.get("sis_user_id", ""),
+                lms.get("sis_login_id", ""),
+                lms.get("section", ""),
+                row.score,
+            ]
+        )
     return _csv(table)
 
 
@@ -75,11 +85,15 @@ def _moodle(rows: list[ExportRow], column: str, points: float) -> str:
 
 
 FORMATS: dict[str, LmsFormat] = {
-    "canvas": LmsFormat("canvas", "lms_id (Canvas's user ID), sis_user_id or sis_login_id; name and section "
-                        "are shown in Canvas's import preview",
-                        lambda s: any(s.lms.get(k) for k in ("lms_id", "sis_user_id", "sis_login_id")), _canvas),
-    "moodle": LmsFormat("moodle", "email (the Moodle account's email address)", lambda s: bool(s.lms.get("email")),
-                        _moodle),
+    "canvas": LmsFormat(
+        "canvas",
+        "lms_id (Canvas's user ID), sis_user_id or sis_login_id; name and section are shown in Canvas's import preview",
+        lambda s: any(s.lms.get(k) for k in ("lms_id", "sis_user_id", "sis_login_id")),
+        _canvas,
+    ),
+    "moodle": LmsFormat(
+        "moodle", "email (the Moodle account's email address)", lambda s: bool(s.lms.get("email")), _moodle
+    ),
 }
 
 
@@ -89,12 +103,15 @@ def read_term_grades(grades_csv: Path) -> dict[str, dict[str, str]]:
     try:
         size = grades_csv.stat().st_size
         if size > MAX_GRADES_CSV_BYTES:
-            raise CourseError(f"{grades_csv}: {size} bytes, more than a grades CSV holds "
-                              f"({MAX_GRADES_CSV_BYTES // 2**20} MB); grade again to write it")
+            raise CourseError(
+                f"{grades_csv}: {size} bytes, more than a grades CSV holds "
+                f"({MAX_GRADES_CSV_BYTES // 2**20} MB); grade again to write it"
+            )
         return read_grades_csv(grades_csv)
     except (OSError, UnicodeDecodeError, csv.Error, KeyError) as problem:
-        raise CourseError(f"{grades_csv} cannot be read as a grades CSV ({safe_text(str(problem), 200)}); grade "
-                          "again to write it") from None
+        raise CourseError(
+            f"{grades_csv} cannot be read as a grades CSV ({safe_text(str(problem), 200)}); grade again to write it"
+        ) from None
 
 
 def export_rows(grades_csv: Path, roster: list[Student], *, missing: str = "0") -> list[ExportRow]:
@@ -104,8 +121,14 @@ def export_rows(grades_csv: Path, roster: list[Student], *, missing: str = "0") 
     return rows_for(read_term_grades(grades_csv), roster, lambda student: str(grades_csv), missing=missing)
 
 
-def rows_for(grades: dict[str, dict[str, str]], roster: list[Student], where: Callable[[str], str], *,
-             missing: str = "0", left_out: list[str] | None = None) -> list[ExportRow]:
+def rows_for(
+    grades: dict[str, dict[str, str]],
+    roster: list[Student],
+    where: Callable[[str], str],
+    *,
+    missing: str = "0",
+    left_out: list[str] | None = None,
+) -> list[ExportRow]:
     """One row per roster student, in roster order, from grades rows as grades-<assignment>.csv holds them
     ({student_id: row}; `where(student)` names where a row came from, for an error). A row that says
     `missing` gets `missing` ("0", or "" to leave the LMS's cell as it is); an autograder error and a student
@@ -124,17 +147,24 @@ def rows_for(grades: dict[str, dict[str, str]], roster: list[Student], where: Ca
     strangers = sorted(set(grades) - on_roster)
     if strangers and left_out is not None:
         # Read back like every row (a forged one still stops the export); only a grade lost is worth saying.
-        left_out += [student for student in strangers
-                     if _score_cell(grades[student], student, where(student), missing) != ""]
+        left_out += [
+            student for student in strangers if _score_cell(grades[student], student, where(student), missing) != ""
+        ]
     elif strangers:
         places = sorted({where(student) for student in strangers})
-        raise CourseError(f"{', '.join(places)}: {', '.join(strangers)} graded but not in the roster, so the LMS "
-                          "could not match the row; add them to the roster with their LMS ids, then export again")
+        raise CourseError(
+            f"{', '.join(places)}: {', '.join(strangers)} graded but not in the roster, so the LMS "
+            "could not match the row; add them to the roster with their LMS ids, then export again"
+        )
     rows = []
     for student in roster:
         found = grades.get(student.student_id)
-        rows.append(ExportRow(student, "" if found is None else _score_cell(found, student.student_id,
-                                                                            where(student.student_id), missing)))
+        rows.append(
+            ExportRow(
+                student,
+                "" if found is None else _score_cell(found, student.student_id, where(student.student_id), missing),
+            )
+        )
     return rows
 
 
@@ -143,20 +173,25 @@ def _score_cell(row: dict[str, str], student: str, where: str, missing: str) -> 
     try:
         status = Status.read(row.get("status"))
     except ValueError:
-        raise CourseError(f"{where}: {student}'s status {_shown(row.get('status'))} is not one of "
-                          f"{', '.join((*SCORED, Status.MISSING, Status.AUTOGRADER_ERROR))}; grade again to write it"
-                          ) from None
+        raise CourseError(
+            f"{where}: {student}'s status {_shown(row.get('status'))} is not one of "
+            f"{', '.join((*SCORED, Status.MISSING, Status.AUTOGRADER_ERROR))}; grade again to write it"
+        ) from None
     if status == Status.AUTOGRADER_ERROR:  # our failure is no grade: the cell stays empty, the LMS keeps what it had
         return ""
     if status == Status.MISSING:
         return missing
     score, maximum = _number(row.get("score")), _number(row.get("max_score"))
     if maximum is None or maximum <= 0:
-        raise CourseError(f"{where}: {student}'s max_score {_shown(row.get('max_score'))} is not a number of "
-                          "points; grade again to write it")
+        raise CourseError(
+            f"{where}: {student}'s max_score {_shown(row.get('max_score'))} is not a number of "
+            "points; grade again to write it"
+        )
     if score is None or score > maximum + SAME:
-        raise CourseError(f"{where}: {student}'s score {_shown(row.get('score'))} is not a score within 0 and "
-                          f"{maximum:g}; grade again to write it")
+        raise CourseError(
+            f"{where}: {student}'s score {_shown(row.get('score'))} is not a score within 0 and "
+            f"{maximum:g}; grade again to write it"
+        )
     return str(row["score"])
 
 
@@ -193,10 +228,22 @@ def export(fmt: str, grades_csv: Path, roster: list[Student], target: Path, colu
     return target
 
 
-def export_course(config: CourseConfig, fmt: str, roster: list[Student], out_dir: Path,
-                  assignment_name: str | None = None, column: str | None = None) -> Path:
+def export_course(
+    config: CourseConfig,
+    fmt: str,
+    roster: list[Student],
+    out_dir: Path,
+    assignment_name: str | None = None,
+    column: str | None = None,
+) -> Path:
     """<out_dir>/<format>-<assignment>.csv from <out_dir>/grades-<assignment>.csv and the roster."""
     settings = config.assignment(assignment_name)
     assignment = load_course_assignment(config, settings.name)
-    return export(fmt, grades_csv_path(out_dir, settings.name), roster, out_dir / f"{fmt}-{settings.name}.csv",
-                  column or settings.name, assignment.max_score)
+    return export(
+        fmt,
+        grades_csv_path(out_dir, settings.name),
+        roster,
+        out_dir / f"{fmt}-{settings.name}.csv",
+        column or settings.name,
+        assignment.max_score,
+    )

@@ -60,8 +60,10 @@ def kernel_socket_prefix() -> str:
         return prefix
     short = str(_short_runtime_dir() / f"k-{uuid.uuid4().hex[:12]}")
     if len(os.fsencode(short)) > MAX_SOCKET_PREFIX:
-        raise CourseError(f"the folders for the kernels' sockets are too deep for a unix socket ({prefix!r}, "
-                          f"{short!r}): set JUPYTER_RUNTIME_DIR (or TMPDIR) to a shorter path")
+        raise CourseError(
+            f"the folders for the kernels' sockets are too deep for a unix socket ({prefix!r}, "
+            f"{short!r}): set JUPYTER_RUNTIME_DIR (or TMPDIR) to a shorter path"
+        )
     return short
 
 
@@ -191,9 +193,7 @@ def grade_cell_scores(db_url: str, assignment: str, student: str) -> dict[str, f
     with open_gradebook(db_url) as gradebook:
         submission = gradebook.find_submission(assignment, student)
         return {
-            grade.name: float(grade.auto_score or 0)
-            for notebook in submission.notebooks
-            for grade in notebook.grades
+            grade.name: float(grade.auto_score or 0) for notebook in submission.notebooks for grade in notebook.grades
         }
 
 
@@ -251,8 +251,9 @@ def held_submissions(db_url: str, gradebook_path: Path, assignment: str, noteboo
             penalty = float(ours.late_submission_penalty or 0) if ours is not None else 0.0
             scores = {grade.name: grade.auto_score for grade in ours.grades} if ours is not None else {}
             extension = submission.extension.total_seconds() / 3600 if submission.extension else 0.0
-            held[submission.student_id] = Held(round(float(submission.score) - penalty, 6), submission.timestamp,
-                                               penalty, extension, scores)
+            held[submission.student_id] = Held(
+                round(float(submission.score) - penalty, 6), submission.timestamp, penalty, extension, scores
+            )
     return held
 
 

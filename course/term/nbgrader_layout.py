@@ -83,8 +83,9 @@ def _result_output(question: QuestionFeedback) -> dict[str, Any]:
     return {"output_type": "stream", "name": "stdout", "text": "\n".join(lines) + "\n"}
 
 
-def autograded_notebook(release: dict, submitted: dict | None, questions: Sequence[QuestionFeedback],
-                        note: str = "") -> dict:
+def autograded_notebook(
+    release: dict, submitted: dict | None, questions: Sequence[QuestionFeedback], note: str = ""
+) -> dict:
     """The student's cells, the release's locked and grade cells, our result (`questions`, the feedback's) under
     each grade cell.
 
@@ -115,8 +116,11 @@ def autograded_notebook(release: dict, submitted: dict | None, questions: Sequen
         seen.add(grade_id)
         meta, released = ours
         # (_clean keeps a cell's type, source, id and metadata: only the metadata is copied, never its outputs)
-        cells.append(_clean(released, meta) if grade_id in restored else
-                     _clean({**cell, "cell_type": released.get("cell_type")}, meta))
+        cells.append(
+            _clean(released, meta)
+            if grade_id in restored
+            else _clean({**cell, "cell_type": released.get("cell_type")}, meta)
+        )
     for grade_id, (meta, released) in by_id.items():  # a grade or locked cell the student deleted comes back,
         if grade_id in restored and grade_id not in seen:  # as nbgrader's tools expect
             cells.append(_clean(released, meta))
@@ -131,8 +135,12 @@ def autograded_notebook(release: dict, submitted: dict | None, questions: Sequen
     if note:
         cells.insert(0, {"cell_type": "markdown", "metadata": {}, "source": note})
     _unique_ids(cells)
-    return {"cells": cells, "metadata": release.get("metadata", {}), "nbformat": 4,
-            "nbformat_minor": release.get("nbformat_minor", 5)}
+    return {
+        "cells": cells,
+        "metadata": release.get("metadata", {}),
+        "nbformat": 4,
+        "nbformat_minor": release.get("nbformat_minor", 5),
+    }
 
 
 MAX_METADATA_CHARS = 100_000  # a cell's own metadata kept in autograded/; beyond, it is left out
@@ -197,17 +205,31 @@ def _clean(cell: dict, meta: NbgraderCell | None) -> dict:
     return clean
 
 
-def write_autograded(root: Path, assignment: str, notebook_name: str, student: str, submitted_path: Path,
-                     release_path: Path, feedback: Feedback, *, writes: SyncedWrites | None = None,
-                     max_bytes: int) -> Path:
+def write_autograded(
+    root: Path,
+    assignment: str,
+    notebook_name: str,
+    student: str,
+    submitted_path: Path,
+    release_path: Path,
+    feedback: Feedback,
+    *,
+    writes: SyncedWrites | None = None,
+    max_bytes: int,
+) -> Path:
     """autograded/<student>/<assignment>/<notebook>, with the submission's timestamp.txt when it has one.
     max_bytes: the largest submission read (the course's limits.notebook_mb, as when it was graded)."""
     folder = private_folders(root, "autograded", student, assignment)
     release = _released(release_path)
     submitted = _read_notebook(submitted_path, max_bytes)
-    note = "" if submitted is not None else (
-        "**autograd-course could not read this submission**; the released notebook is shown in its place. "
-        "See the student's feedback for the reason.")
+    note = (
+        ""
+        if submitted is not None
+        else (
+            "**autograd-course could not read this submission**; the released notebook is shown in its place. "
+            "See the student's feedback for the reason."
+        )
+    )
     notebook = autograded_notebook(release, submitted, feedback.questions, note)
     (writes.write_text if writes is not None else atomic_write_text)(folder / notebook_name, compact_json(notebook))
     _copy_beside(submission_folder(submitted_path), folder, (TIMESTAMP,))

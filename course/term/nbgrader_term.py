@@ -28,6 +28,7 @@ from course.term.roster import Student, nbgrader_student
 if TYPE_CHECKING:
     from course.pipeline.grading import Graded
 
+
 def records_in_gradebook(config: CourseConfig, out_dir: Path, wanted: bool | None) -> bool:
     """Whether a batch goes into the course's nbgrader gradebook: when asked, else only for the course root."""
     if wanted is not None:
@@ -67,40 +68,68 @@ def submission_time(path: Path | None, student_id: str) -> datetime | None:
     try:
         return nbgrader_layout.read_timestamp(path)
     except ValueError as problem:
-        print(f"warning: {problem}; {student_id}'s work was treated as on time. Fix the file and grade again.",
-              file=sys.stderr)
+        print(
+            f"warning: {problem}; {student_id}'s work was treated as on time. Fix the file and grade again.",
+            file=sys.stderr,
+        )
         return None
 
 
-def with_late_policy(graded: Graded, path: Path | None, due: datetime | None, settings: AssignmentSettings,
-                     config: CourseConfig) -> Graded:
+def with_late_policy(
+    graded: Graded, path: Path | None, due: datetime | None, settings: AssignmentSettings, config: CourseConfig
+) -> Graded:
     """The submission time and the late policy applied: score, feedback and the penalty (a missing
     timestamp or due date means on time)."""
     return late_policy_at(graded, submission_time(path, graded.student_id), due, settings, config)
 
 
-def late_policy_at(graded: Graded, submitted: datetime | None, due: datetime | None, settings: AssignmentSettings,
-                   config: CourseConfig) -> Graded:
+def late_policy_at(
+    graded: Graded, submitted: datetime | None, due: datetime | None, settings: AssignmentSettings, config: CourseConfig
+) -> Graded:
     """`with_late_policy` for a submission time already known (naive UTC; None: on time), as the submission
     service knows when it received each attempt."""
-    lateness = late.assess(graded.feedback.score, graded.feedback.max_score, submitted, due,
-                           settings.extensions.get(graded.student_id, 0.0), config.late_policy)
+    lateness = late.assess(
+        graded.feedback.score,
+        graded.feedback.max_score,
+        submitted,
+        due,
+        settings.extensions.get(graded.student_id, 0.0),
+        config.late_policy,
+    )
     feedback = graded.feedback.with_late_policy(lateness.penalty, lateness.explanation)
     return replace(graded, feedback=feedback, late_penalty=lateness.penalty, submitted=submitted)
 
 
-def record_for_nbgrader(config: CourseConfig, settings: AssignmentSettings, gradebook: GradebookWriter,
-                        graded: Graded, submitted_path: Path, writes: SyncedWrites | None = None) -> None:
+def record_for_nbgrader(
+    config: CourseConfig,
+    settings: AssignmentSettings,
+    gradebook: GradebookWriter,
+    graded: Graded,
+    submitted_path: Path,
+    writes: SyncedWrites | None = None,
+) -> None:
     """autograded/<student>/ for formgrader, then the gradebook's scores and timestamp (queued until its next
     commit; course-root runs only). The gradebook comes last: a file that cannot be written makes the student
     an autograder error (recording.record_graded) before anything of theirs is queued for the gradebook, so the
     gradebook never holds a grade the CSV and the LMS export do not."""
-    nbgrader_layout.write_autograded(config.root, settings.name, settings.notebook, graded.student_id,
-                                     submitted_path, released_to(config, settings, graded.student_id), graded.feedback,
-                                     writes=writes, max_bytes=config.limits.notebook_mb * 2**20)
-    gradebook.record(graded.student_id, {q.grade_id: q.earned for q in graded.questions},
-                     timestamp=graded.submitted, late_penalty=graded.late_penalty,
-                     extension_hours=settings.extensions.get(graded.student_id, 0.0))
+    nbgrader_layout.write_autograded(
+        config.root,
+        settings.name,
+        settings.notebook,
+        graded.student_id,
+        submitted_path,
+        released_to(config, settings, graded.student_id),
+        graded.feedback,
+        writes=writes,
+        max_bytes=config.limits.notebook_mb * 2**20,
+    )
+    gradebook.record(
+        graded.student_id,
+        {q.grade_id: q.earned for q in graded.questions},
+        timestamp=graded.submitted,
+        late_penalty=graded.late_penalty,
+        extension_hours=settings.extensions.get(graded.student_id, 0.0),
+    )
 
 
 def released_to(config: CourseConfig, settings: AssignmentSettings, student_id: str) -> Path:
@@ -109,8 +138,14 @@ def released_to(config: CourseConfig, settings: AssignmentSettings, student_id: 
     return personal if personal.is_file() else config.release_notebook(settings.name)
 
 
-def mark_missing(csv_path: Path, question_ids: tuple[str, ...], max_score: float, roster: list[Student],
-                 graded_ids: list[str], gradebook: GradebookWriter | NoGradebook) -> tuple[list[str], list[str]]:
+def mark_missing(
+    csv_path: Path,
+    question_ids: tuple[str, ...],
+    max_score: float,
+    roster: list[Student],
+    graded_ids: list[str],
+    gradebook: GradebookWriter | NoGradebook,
+) -> tuple[list[str], list[str]]:
     """A `missing` row for every roster student with no row yet; roster students are added to the gradebook
     (so formgrader and nbgrader export list them too, with nothing submitted). Returns (the roster students
     with nothing submitted, the graded students not on the roster)."""

@@ -75,8 +75,9 @@ class BatchSummary:
 
     def _not_graded_lines(self) -> list[str]:
         """Who failed or timed out, and why (the first line of their feedback's reason)."""
-        unlucky = sorted((g for g in self.graded if g.status in (Status.FAILED, Status.TIMED_OUT)),
-                         key=lambda g: g.student_id)
+        unlucky = sorted(
+            (g for g in self.graded if g.status in (Status.FAILED, Status.TIMED_OUT)), key=lambda g: g.student_id
+        )
         lines = []
         for graded in unlucky[:FAILED_SHOWN]:
             messages = graded.feedback.messages or ("see their feedback",)
@@ -88,16 +89,20 @@ class BatchSummary:
 
     def lines(self) -> list[str]:
         total = len(self.graded)
-        lines = [f"{plural(total, 'submission')}: {self.count(Status.GRADED)} graded, "
-                 f"{self.count(Status.FAILED)} failed, {self.count(Status.TIMED_OUT)} timed out, "
-                 f"{plural(self.count(Status.AUTOGRADER_ERROR), 'autograder error')}"]
+        lines = [
+            f"{plural(total, 'submission')}: {self.count(Status.GRADED)} graded, "
+            f"{self.count(Status.FAILED)} failed, {self.count(Status.TIMED_OUT)} timed out, "
+            f"{plural(self.count(Status.AUTOGRADER_ERROR), 'autograder error')}"
+        ]
         for ref in self.refused:
             lines.append(f"not graded: {safe_text(str(ref.path), 300, one_line=True)}: {ref.problem}")
         lines += self._not_graded_lines()
         ours = [g.student_id for g in self.graded if g.status == Status.AUTOGRADER_ERROR]
         if ours:
-            lines.append(f"autograder errors (ours, not the students': no score recorded; the cause is above, and "
-                         f"grading them again is safe): {', '.join(ours)}")
+            lines.append(
+                f"autograder errors (ours, not the students': no score recorded; the cause is above, and "
+                f"grading them again is safe): {', '.join(ours)}"
+            )
         if self.missing:
             lines.append(f"{len(self.missing)} missing (on the roster, nothing submitted): {', '.join(self.missing)}")
         if self.not_on_roster:
@@ -105,8 +110,10 @@ class BatchSummary:
         slowest = sorted(self.graded, key=lambda g: g.seconds, reverse=True)[:3]
         if slowest:
             lines.append("slowest: " + ", ".join(f"{g.student_id} {g.seconds:.1f} s" for g in slowest))
-        lines.append(f"grades: {self.csv_path}; class summary: {class_summary_path(self.out_dir, self.assignment)}; "
-                     f"feedback: {self.out_dir / 'feedback'}/<student>/{self.assignment}/")
+        lines.append(
+            f"grades: {self.csv_path}; class summary: {class_summary_path(self.out_dir, self.assignment)}; "
+            f"feedback: {self.out_dir / 'feedback'}/<student>/{self.assignment}/"
+        )
         if self.gradebook_note:
             lines.append(f"gradebook: {self.gradebook_note}")
         if self.isolation:
@@ -116,8 +123,15 @@ class BatchSummary:
         return lines
 
 
-def write_feedback(out_dir: Path, assignment: str, graded: Graded, *, page: str = "feedback.html",
-                   submitted: Path | None = None, writes: SyncedWrites | None = None) -> Path:
+def write_feedback(
+    out_dir: Path,
+    assignment: str,
+    graded: Graded,
+    *,
+    page: str = "feedback.html",
+    submitted: Path | None = None,
+    writes: SyncedWrites | None = None,
+) -> Path:
     """feedback/<student>/<assignment>/: feedback.json and the page, in nbgrader's feedback layout: named
     like the notebook (page) and beside nbgrader's timestamp.txt and submission_secret.txt from the
     submission, `nbgrader release_feedback` hands the page to the student through the exchange.
@@ -135,10 +149,17 @@ def write_feedback(out_dir: Path, assignment: str, graded: Graded, *, page: str 
 CSV_FLUSH_SECONDS = 1.0
 
 
-def record_results(results: Iterable[Graded], summary: BatchSummary, config: CourseConfig,
-                   settings: AssignmentSettings, assignment: Assignment, records: Callable[[], Records],
-                   paths_by_id: dict[str, Path], *,
-                   report: Callable[[Graded, int], None] | None = None) -> None:
+def record_results(
+    results: Iterable[Graded],
+    summary: BatchSummary,
+    config: CourseConfig,
+    settings: AssignmentSettings,
+    assignment: Assignment,
+    records: Callable[[], Records],
+    paths_by_id: dict[str, Path],
+    *,
+    report: Callable[[Graded, int], None] | None = None,
+) -> None:
     """Write the results as they come into summary.out_dir: each student's feedback and nbgrader's records, the
     grades CSV and the gradebook (flushed every CSV_FLUSH_SECONDS), then the roster's missing students. The
     batch's results as they are graded, or the shards' results when they are merged (shards.py): the same
@@ -151,9 +172,15 @@ def record_results(results: Iterable[Graded], summary: BatchSummary, config: Cou
         last_flush = time.monotonic()
         for graded in results:
             gradebook = records().gradebook
-            graded = record_graded(graded, summary.out_dir, config, settings,
-                                   gradebook if isinstance(gradebook, GradebookWriter) else None,
-                                   paths_by_id.get(graded.student_id), writes=writes)
+            graded = record_graded(
+                graded,
+                summary.out_dir,
+                config,
+                settings,
+                gradebook if isinstance(gradebook, GradebookWriter) else None,
+                paths_by_id.get(graded.student_id),
+                writes=writes,
+            )
             if graded.internal_error:
                 _print_internal_error(graded)
             flush.add(graded)
@@ -166,8 +193,13 @@ def record_results(results: Iterable[Graded], summary: BatchSummary, config: Cou
         roster = records().roster
         if roster:
             summary.missing, summary.not_on_roster = mark_missing(
-                summary.csv_path, question_ids, assignment.max_score, roster, [g.student_id for g in summary.graded],
-                records().gradebook)
+                summary.csv_path,
+                question_ids,
+                assignment.max_score,
+                roster,
+                [g.student_id for g in summary.graded],
+                records().gradebook,
+            )
     finally:
         writes.discard()  # what an interrupted batch had not committed never lands half-way
 
@@ -181,8 +213,9 @@ class Records:
     roster: list[Student] | None
 
 
-def open_records(config: CourseConfig, settings: AssignmentSettings, record: bool,
-                 roster: list[Student] | None) -> Records:
+def open_records(
+    config: CourseConfig, settings: AssignmentSettings, record: bool, roster: list[Student] | None
+) -> Records:
     """The roster (default, for a course-root run: the gradebook's students), the due date (the YAML's, else
     the gradebook's) and, when the run records (`record`), the open gradebook. Opening it (and, the first time,
     recording the assignment in it) takes seconds: a batch runs this beside the grading, once its self-test has
@@ -193,14 +226,23 @@ def open_records(config: CourseConfig, settings: AssignmentSettings, record: boo
     due = settings.due or assignment_due(config.gradebook_url, gradebook_path, settings.name)
     if not record:
         return Records(NoGradebook(), due, roster)
-    return Records(GradebookWriter(config.root, config.gradebook_url, settings.name,
-                                   config.source_notebook(settings.name), settings.due), due, roster)
+    return Records(
+        GradebookWriter(
+            config.root, config.gradebook_url, settings.name, config.source_notebook(settings.name), settings.due
+        ),
+        due,
+        roster,
+    )
 
 
 def start_summary(config: CourseConfig, out_dir: Path, assignment: str, record: bool) -> BatchSummary:
     """An empty summary of one assignment's run into out_dir, `record` saying whether it goes into the gradebook."""
-    return BatchSummary(assignment=assignment, out_dir=out_dir, csv_path=grades_csv_path(out_dir, assignment),
-                        gradebook_note=gradebook_note(config, record))
+    return BatchSummary(
+        assignment=assignment,
+        out_dir=out_dir,
+        csv_path=grades_csv_path(out_dir, assignment),
+        gradebook_note=gradebook_note(config, record),
+    )
 
 
 def write_reports(summary: BatchSummary, settings: AssignmentSettings) -> None:
@@ -209,15 +251,20 @@ def write_reports(summary: BatchSummary, settings: AssignmentSettings) -> None:
     write_class_summary(summary.out_dir, settings.name, summary.csv_path, page=feedback_page(settings))
 
 
-def record_graded(graded: Graded, out_dir: Path, config: CourseConfig, settings: AssignmentSettings,
-                  gradebook: GradebookWriter | None, submitted: Path | None,
-                  writes: SyncedWrites | None = None) -> Graded:
+def record_graded(
+    graded: Graded,
+    out_dir: Path,
+    config: CourseConfig,
+    settings: AssignmentSettings,
+    gradebook: GradebookWriter | None,
+    submitted: Path | None,
+    writes: SyncedWrites | None = None,
+) -> Graded:
     """Write one student's feedback (and, with a gradebook, nbgrader's records). A failure here stays this
     student's: they become an autograder error (score 0, a message, the details in the log), and the batch
     goes on."""
     try:
-        write_feedback(out_dir, settings.name, graded, page=feedback_page(settings), submitted=submitted,
-                       writes=writes)
+        write_feedback(out_dir, settings.name, graded, page=feedback_page(settings), submitted=submitted, writes=writes)
         # An autograder error is no grade: the gradebook keeps what it had (nothing, or the last real grading).
         if gradebook is not None and submitted is not None and graded.status != Status.AUTOGRADER_ERROR:
             record_for_nbgrader(config, settings, gradebook, graded, submitted, writes)
@@ -226,17 +273,30 @@ def record_graded(graded: Graded, out_dir: Path, config: CourseConfig, settings:
         return unrecorded(graded, out_dir, settings, traceback.format_exc(), writes)
 
 
-def unrecorded(graded: Graded, out_dir: Path, settings: AssignmentSettings, why: str,
-               writes: SyncedWrites | None = None) -> Graded:
+def unrecorded(
+    graded: Graded, out_dir: Path, settings: AssignmentSettings, why: str, writes: SyncedWrites | None = None
+) -> Graded:
     """A student whose results could not be recorded: an autograder error, with feedback that says so."""
-    failed = replace(graded, status=Status.AUTOGRADER_ERROR,
-                     questions=tuple(replace(q, earned=0.0) for q in graded.questions),
-                     internal_error=f"{graded.internal_error}\nwhile recording the results:\n{why}")
-    failed = replace(failed, feedback=replace(
-        graded.feedback, status=Status.AUTOGRADER_ERROR, score=0, questions=(), cell_errors=(),
-        messages=("The autograder could not record the results of this notebook (a problem on our side, "
-                  "not in your notebook). Your instructor can see the details; you do not need to resubmit.",),
-    ))
+    failed = replace(
+        graded,
+        status=Status.AUTOGRADER_ERROR,
+        questions=tuple(replace(q, earned=0.0) for q in graded.questions),
+        internal_error=f"{graded.internal_error}\nwhile recording the results:\n{why}",
+    )
+    failed = replace(
+        failed,
+        feedback=replace(
+            graded.feedback,
+            status=Status.AUTOGRADER_ERROR,
+            score=0,
+            questions=(),
+            cell_errors=(),
+            messages=(
+                "The autograder could not record the results of this notebook (a problem on our side, "
+                "not in your notebook). Your instructor can see the details; you do not need to resubmit.",
+            ),
+        ),
+    )
     with contextlib.suppress(Exception):
         write_feedback(out_dir, settings.name, failed, page=feedback_page(settings), writes=writes)
     return failed
@@ -273,8 +333,14 @@ class _Flush:
     killed in between has the gradebook behind the files, never ahead of them; a student the gradebook then
     refuses becomes an autograder error, and their row and feedback are written again to say so."""
 
-    def __init__(self, summary: BatchSummary, question_ids: tuple[str, ...], writes: SyncedWrites, out_dir: Path,
-                 settings: AssignmentSettings) -> None:
+    def __init__(
+        self,
+        summary: BatchSummary,
+        question_ids: tuple[str, ...],
+        writes: SyncedWrites,
+        out_dir: Path,
+        settings: AssignmentSettings,
+    ) -> None:
         self.summary, self.question_ids, self.writes = summary, question_ids, writes
         self.out_dir, self.settings = out_dir, settings
         self.recent: dict[str, int] = {}  # student -> index in summary.graded, since the last flush
@@ -294,8 +360,13 @@ class _Flush:
         refused = gradebook.commit()
         for student, why in refused.items():
             index = self.recent[student]
-            failed = unrecorded(self.summary.graded[index], self.out_dir, self.settings,
-                                f"the gradebook refused the scores: {why}", self.writes)
+            failed = unrecorded(
+                self.summary.graded[index],
+                self.out_dir,
+                self.settings,
+                f"the gradebook refused the scores: {why}",
+                self.writes,
+            )
             self.summary.graded[index] = failed
             _print_internal_error(failed)
         if refused:
@@ -304,5 +375,11 @@ class _Flush:
 
 
 def _row(graded: Graded) -> GradeRow:
-    return GradeRow(graded.student_id, {q.id: q.earned for q in graded.questions}, graded.feedback.score,
-                    graded.feedback.max_score, graded.status, graded.late_penalty)
+    return GradeRow(
+        graded.student_id,
+        {q.id: q.earned for q in graded.questions},
+        graded.feedback.score,
+        graded.feedback.max_score,
+        graded.status,
+        graded.late_penalty,
+    )

@@ -53,8 +53,11 @@ def read_roster(path: Path) -> list[Student]:
         if student_id in seen:
             raise RosterError(f"{path}: line {number}: student id {student_id!r} is listed twice")
         seen.add(student_id)
-        lms = {name: row[header.index(name)].strip() for name in LMS_COLUMNS
-               if name in header and header.index(name) < len(row)}
+        lms = {
+            name: row[header.index(name)].strip()
+            for name in LMS_COLUMNS
+            if name in header and header.index(name) < len(row)
+        }
         students.append(Student(student_id, lms))
     if not students:
         raise RosterError(f"{path}: no student ids (expected a student_id column)")

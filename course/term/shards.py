@@ -73,7 +73,7 @@ def shard_of(refs: list[SubmissionRef], shard: Shard) -> list[SubmissionRef]:
     shard). The same submissions give the same slices on every machine; round robin keeps the slices within
     one student of each other's size."""
     students = sorted({ref.student_id for ref in refs})
-    ours = set(students[shard.index - 1::shard.count])
+    ours = set(students[shard.index - 1 :: shard.count])
     return sorted((ref for ref in refs if ref.student_id in ours), key=lambda ref: (ref.student_id, str(ref.path)))
 
 
@@ -81,8 +81,10 @@ def class_digest(refs: list[SubmissionRef], root: Path) -> str:
     """What every shard of one grading must have seen: the whole class's submissions (ids and paths in the
     course), before the slicing. Shards that started on either side of a `nbgrader collect` would otherwise slice
     different classes, and a student would fall in no shard, or in two."""
-    listed = "\n".join(f"{ref.student_id}\t{_in_course(ref.path, root)}"
-                       for ref in sorted(refs, key=lambda r: (r.student_id, str(r.path))))
+    listed = "\n".join(
+        f"{ref.student_id}\t{_in_course(ref.path, root)}"
+        for ref in sorted(refs, key=lambda r: (r.student_id, str(r.path)))
+    )
     return hashlib.sha256(listed.encode("utf-8")).hexdigest()[:16]
 
 
@@ -93,8 +95,10 @@ def shard_sources(root: Path, paths: list[Path]) -> list[Path]:
     for path in paths:
         resolved = path.resolve()
         if not resolved.is_relative_to(root):
-            raise CourseError(f"{path}: a sharded grading reads submissions inside the course folder {root} (where "
-                              "merge finds them again); copy them there, e.g. into submitted/")
+            raise CourseError(
+                f"{path}: a sharded grading reads submissions inside the course folder {root} (where "
+                "merge finds them again); copy them there, e.g. into submitted/"
+            )
         inside.append(resolved)
     return inside
 
@@ -109,34 +113,81 @@ def shard_path(out_dir: Path, assignment: str) -> Path:
 
 
 def _plain(graded: Graded, path: Path | None, root: Path) -> dict[str, Any]:
-    return {"student_id": graded.student_id, "status": graded.status, "feedback": graded.feedback.to_json(),
-            "seconds": graded.seconds, "internal_error": graded.internal_error, "sandbox": graded.sandbox,
-            "late_penalty": graded.late_penalty, "integrity": list(graded.integrity),
-            "submitted": graded.submitted.isoformat() if graded.submitted else None,
-            "path": _in_course(path, root) if path else None,
-            # The judged values are in the feedback already: the writers need only each question's score.
-            "questions": [{"id": q.id, "title": q.title, "grade_id": q.grade_id, "points": q.points,
-                           "earned": q.earned, "error": q.error} for q in graded.questions]}
+    return {
+        "student_id": graded.student_id,
+        "status": graded.status,
+        "feedback": graded.feedback.to_json(),
+        "seconds": graded.seconds,
+        "internal_error": graded.internal_error,
+        "sandbox": graded.sandbox,
+        "late_penalty": graded.late_penalty,
+        "integrity": list(graded.integrity),
+        "submitted": graded.submitted.isoformat() if graded.submitted else None,
+        "path": _in_course(path, root) if path else None,
+        # The judged values are in the feedback already: the writers need only each question's score.
+        "questions": [
+            {
+                "id": q.id,
+                "title": q.title,
+                "grade_id": q.grade_id,
+                "points": q.points,
+                "earned": q.earned,
+                "error": q.error,
+            }
+            for q in graded.questions
+        ],
+    }
 
 
 def _graded(data: dict[str, Any], feedback: Feedback) -> Graded:
     """A checked result (_check_result, which read its `feedback`) as the writers take it."""
-    questions = tuple(QuestionResult(q["id"], q["title"], q["grade_id"], q["points"], q["earned"], (), q["error"])
-                      for q in data["questions"])
+    questions = tuple(
+        QuestionResult(q["id"], q["title"], q["grade_id"], q["points"], q["earned"], (), q["error"])
+        for q in data["questions"]
+    )
     submitted = datetime.fromisoformat(data["submitted"]) if data["submitted"] else None
-    return Graded(data["student_id"], Status(data["status"]), questions, feedback, data["seconds"],
-                  data["internal_error"], data["sandbox"], data["late_penalty"], submitted, tuple(data["integrity"]))
+    return Graded(
+        data["student_id"],
+        Status(data["status"]),
+        questions,
+        feedback,
+        data["seconds"],
+        data["internal_error"],
+        data["sandbox"],
+        data["late_penalty"],
+        submitted,
+        tuple(data["integrity"]),
+    )
 
 
-def write_shard(out_dir: Path, assignment: str, shard: Shard, graded: list[Graded], refused: list[SubmissionRef],
-                paths_by_id: dict[str, Path], whole_class: str, root: Path, sources: list[Path]) -> Path:
+def write_shard(
+    out_dir: Path,
+    assignment: str,
+    shard: Shard,
+    graded: list[Graded],
+    refused: list[SubmissionRef],
+    paths_by_id: dict[str, Path],
+    whole_class: str,
+    root: Path,
+    sources: list[Path],
+) -> Path:
     path = shard_path(out_dir, assignment)
-    atomic_write_json(path, {
-        "format": SHARD_FORMAT, "assignment": assignment, "shard": shard.index, "of": shard.count,
-        "class": whole_class, "sources": [_in_course(source, root) for source in sources],
-        "graded": [_plain(one, paths_by_id.get(one.student_id), root) for one in graded],
-        "refused": [{"student_id": ref.student_id, "path": _in_course(ref.path, root), "problem": ref.problem}
-                    for ref in refused]})
+    atomic_write_json(
+        path,
+        {
+            "format": SHARD_FORMAT,
+            "assignment": assignment,
+            "shard": shard.index,
+            "of": shard.count,
+            "class": whole_class,
+            "sources": [_in_course(source, root) for source in sources],
+            "graded": [_plain(one, paths_by_id.get(one.student_id), root) for one in graded],
+            "refused": [
+                {"student_id": ref.student_id, "path": _in_course(ref.path, root), "problem": ref.problem}
+                for ref in refused
+            ],
+        },
+    )
     return path
 
 
@@ -147,8 +198,15 @@ def _read(path: Path) -> dict[str, Any]:
         raise CourseError(f"{path}: not a shard's record ({error}); grade the shard again") from None
     if not isinstance(data, dict) or data.get("format") != SHARD_FORMAT:
         raise CourseError(f"{path}: not a shard's record of this version of autograd-course; grade the shard again")
-    for key, kind in (("assignment", str), ("shard", int), ("of", int), ("class", str), ("sources", list),
-                      ("graded", list), ("refused", list)):
+    for key, kind in (
+        ("assignment", str),
+        ("shard", int),
+        ("of", int),
+        ("class", str),
+        ("sources", list),
+        ("graded", list),
+        ("refused", list),
+    ):
         if type(data.get(key)) is not kind:
             raise CourseError(f"{path}: `{key}` is not a {kind.__name__}; grade the shard again")
     if not 1 <= data["shard"] <= data["of"]:
@@ -167,8 +225,9 @@ def _shards(outs: list[Path]) -> dict[str, list[tuple[Path, dict[str, Any]]]]:
     for out in outs:
         records = sorted(out.glob("shard-*.json")) if out.is_dir() else []
         if not records:
-            raise CourseError(f"{out}: no shard-<assignment>.json here; give the --out folders of "
-                              f"`autograd-course grade --shard K/N`")
+            raise CourseError(
+                f"{out}: no shard-<assignment>.json here; give the --out folders of `autograd-course grade --shard K/N`"
+            )
         for path in records:
             data = _read(path)
             found.setdefault(data["assignment"], []).append((path, data))
@@ -177,29 +236,39 @@ def _shards(outs: list[Path]) -> dict[str, list[tuple[Path, dict[str, Any]]]]:
         counts = {data["of"] for _, data in shards}
         if len(counts) != 1:
             cuts = ", ".join(f"{path}: {data['shard']}/{data['of']}" for path, data in shards)
-            raise CourseError(f"assignment {assignment}: the shards were cut in different numbers of slices "
-                              f"({cuts}); merge the shards of one grading")
+            raise CourseError(
+                f"assignment {assignment}: the shards were cut in different numbers of slices "
+                f"({cuts}); merge the shards of one grading"
+            )
         count = counts.pop()
         seen: dict[int, Path] = {}
         for path, data in shards:
             if data["shard"] in seen:
-                raise CourseError(f"assignment {assignment}: shard {data['shard']}/{count} is given twice ("
-                                  f"{seen[data['shard']]} and {path})")
+                raise CourseError(
+                    f"assignment {assignment}: shard {data['shard']}/{count} is given twice ("
+                    f"{seen[data['shard']]} and {path})"
+                )
             seen[data["shard"]] = path
         missing = [f"{k}/{count}" for k in range(1, count + 1) if k not in seen]
         if missing:
-            raise CourseError(f"assignment {assignment}: shard {', '.join(missing)} missing; give every shard's "
-                              "--out folder (a merge of part of a class would mark the rest as missing)")
+            raise CourseError(
+                f"assignment {assignment}: shard {', '.join(missing)} missing; give every shard's "
+                "--out folder (a merge of part of a class would mark the rest as missing)"
+            )
         if len({(data["class"], json.dumps(data["sources"])) for _, data in shards}) != 1:
-            raise CourseError(f"assignment {assignment}: the shards saw different submissions (one started before a "
-                              "collect or an upload, another after); grade every shard again from the same "
-                              "submitted/ folder")
+            raise CourseError(
+                f"assignment {assignment}: the shards saw different submissions (one started before a "
+                "collect or an upload, another after); grade every shard again from the same "
+                "submitted/ folder"
+            )
         ids: dict[str, int] = {}
         for _, data in shards:
             for student in {one["student_id"] for one in [*data["graded"], *data["refused"]]}:
                 if student in ids:
-                    raise CourseError(f"assignment {assignment}: {student} is in shard {ids[student]} and in shard "
-                                      f"{data['shard']}; grade every shard again")
+                    raise CourseError(
+                        f"assignment {assignment}: {student} is in shard {ids[student]} and in shard "
+                        f"{data['shard']}; grade every shard again"
+                    )
                 ids[student] = data["shard"]
         complete[assignment] = sorted(shards, key=lambda pair: pair[1]["shard"])
     return complete
@@ -217,14 +286,18 @@ def _class_now(config: CourseConfig, name: str, shards: list[tuple[Path, dict[st
     for index, source in enumerate(data["sources"]):
         where = _inside(config.root, source)
         if where is None:
-            raise CourseError(f"{path}: `sources[{index}]` {_shown(source)} is not a path inside the course folder "
-                              f"{config.root}; grade the shard again")
+            raise CourseError(
+                f"{path}: `sources[{index}]` {_shown(source)} is not a path inside the course folder "
+                f"{config.root}; grade the shard again"
+            )
         sources.append(where)
     refs = discover(sources, settings.name, settings.notebook)
     if not refs or class_digest(refs, config.root) != data["class"]:
-        raise CourseError(f"assignment {name}: the submissions in {', '.join(map(str, sources))} are not the ones "
-                          f"the shards were graded from (`class` of {path}: a collect or an upload since, or another "
-                          "course); grade every shard again")
+        raise CourseError(
+            f"assignment {name}: the submissions in {', '.join(map(str, sources))} are not the ones "
+            f"the shards were graded from (`class` of {path}: a collect or an upload since, or another "
+            "course); grade every shard again"
+        )
     return refs
 
 
@@ -243,8 +316,9 @@ def _shown(value: Any) -> str:
     return repr(safe_text(value, 120, one_line=True)) if isinstance(value, str) else repr(value)[:120]
 
 
-def _checked(path: Path, data: dict[str, Any], expected: list[SubmissionRef], assignment: Assignment,
-             root: Path) -> tuple[list[tuple[Graded, Path]], list[SubmissionRef]]:
+def _checked(
+    path: Path, data: dict[str, Any], expected: list[SubmissionRef], assignment: Assignment, root: Path
+) -> tuple[list[tuple[Graded, Path]], list[SubmissionRef]]:
     """The shard's results and refusals, each checked against the slice of the course it must hold (`expected`)
     and against the assignment; the course's own paths and refusals, never the record's."""
     graded = {(ref.student_id, _in_course(ref.path, root)): ref for ref in expected if not ref.problem}
@@ -257,26 +331,34 @@ def _checked(path: Path, data: dict[str, Any], expected: list[SubmissionRef], as
         if problem:
             raise CourseError(f"{where}.student_id` {problem}; grade the shard again")
         if _inside(root, one.get("path")) is None:
-            raise CourseError(f"{where}.path` {_shown(one.get('path'))} is not a path inside the course folder "
-                              f"{root}; grade the shard again")
+            raise CourseError(
+                f"{where}.path` {_shown(one.get('path'))} is not a path inside the course folder "
+                f"{root}; grade the shard again"
+            )
         ref = graded.pop((one["student_id"], one["path"]), None)
         if ref is None:
-            raise CourseError(f"{where}` ({one['student_id']}, {_shown(one['path'])}) is not a submission of "
-                              f"{slice_} in the course as it is now; grade the shard again")
+            raise CourseError(
+                f"{where}` ({one['student_id']}, {_shown(one['path'])}) is not a submission of "
+                f"{slice_} in the course as it is now; grade the shard again"
+            )
         feedback = _check_result(where, one, assignment)
         results.append((_graded(one, feedback), ref.path))  # the course's path, never the record's
     kept_out = []
     for index, one in enumerate(data["refused"]):
         ref = refused.pop((one["student_id"], one.get("path")), None)
         if ref is None:
-            raise CourseError(f"{path}: `refused[{index}]` ({_shown(one['student_id'])}, {_shown(one.get('path'))}) "
-                              f"is not a refused submission of {slice_} in the course as it is now; grade the shard "
-                              "again")
+            raise CourseError(
+                f"{path}: `refused[{index}]` ({_shown(one['student_id'])}, {_shown(one.get('path'))}) "
+                f"is not a refused submission of {slice_} in the course as it is now; grade the shard "
+                "again"
+            )
         kept_out.append(ref)
     left = sorted({student for student, _ in [*graded, *refused]})
     if left:
-        raise CourseError(f"{path}: {', '.join(left[:5])}{' …' if len(left) > 5 else ''} in {slice_} of the course "
-                          "but not in the shard's record; grade the shard again")
+        raise CourseError(
+            f"{path}: {', '.join(left[:5])}{' …' if len(left) > 5 else ''} in {slice_} of the course "
+            "but not in the shard's record; grade the shard again"
+        )
     return results, kept_out
 
 
@@ -298,8 +380,14 @@ def _check_result(where: str, one: dict[str, Any], assignment: Assignment) -> Fe
         given = False
     if not given:
         raise refuse("status", f"{_shown(one.get('status'))} is not one of {', '.join(GRADING_GIVES)}")
-    for field, kinds in (("internal_error", (str,)), ("sandbox", (str,)), ("integrity", (list,)),
-                         ("submitted", (str, type(None))), ("questions", (list,)), ("feedback", (dict,))):
+    for field, kinds in (
+        ("internal_error", (str,)),
+        ("sandbox", (str,)),
+        ("integrity", (list,)),
+        ("submitted", (str, type(None))),
+        ("questions", (list,)),
+        ("feedback", (dict,)),
+    ):
         if type(one.get(field)) not in kinds:
             raise refuse(field, "is not what a shard writes")
     seconds = _number(one.get("seconds"))
@@ -322,40 +410,59 @@ def _check_result(where: str, one: dict[str, Any], assignment: Assignment) -> Fe
     earned_total = 0.0
     for index, (question, want) in enumerate(zip(questions, assignment.questions, strict=True)):
         at = f"questions[{index}]"
-        if not isinstance(question, dict) or question.get("id") != want.id or question.get(
-                "grade_id") != want.test_cell_id or type(question.get("title")) is not str or type(
-                question.get("error")) not in (str, type(None)):
+        if (
+            not isinstance(question, dict)
+            or question.get("id") != want.id
+            or question.get("grade_id") != want.test_cell_id
+            or type(question.get("title")) is not str
+            or type(question.get("error")) not in (str, type(None))
+        ):
             raise refuse(at, f"is not question {want.id} (grade cell {want.test_cell_id})")
         if _number(question.get("points")) != want.points:
             raise refuse(f"{at}.points", f"{_shown(question.get('points'))} is not {want.id}'s {want.points:g}")
         earned = _number(question.get("earned"))
         if earned is None or not 0 <= earned <= want.points + SAME:
-            raise refuse(f"{at}.earned", f"{_shown(question.get('earned'))} is not a score within {want.id}'s "
-                                         f"{want.points:g} points")
+            raise refuse(
+                f"{at}.earned",
+                f"{_shown(question.get('earned'))} is not a score within {want.id}'s {want.points:g} points",
+            )
         entry = shown[index]
         if entry.id != want.id or entry.points != want.points or abs(entry.earned - earned) > SAME:
             raise refuse(f"feedback.questions[{index}]", f"does not say {want.id}'s {earned:g} of {want.points:g}")
         earned_total += earned
     penalty = _number(one.get("late_penalty"))
     if penalty is None or not 0 <= penalty <= earned_total + SAME:
-        raise refuse("late_penalty", f"{_shown(one.get('late_penalty'))} is not a penalty within the "
-                                     f"{earned_total:g} points earned")
-    checks = (("feedback.max_score", feedback.max_score, assignment.max_score),
-              ("feedback.raw_score", feedback.before_penalty, earned_total),
-              ("feedback.score", feedback.score, earned_total - penalty),
-              ("feedback.late_penalty", feedback.penalty, penalty))
+        raise refuse(
+            "late_penalty",
+            f"{_shown(one.get('late_penalty'))} is not a penalty within the {earned_total:g} points earned",
+        )
+    checks = (
+        ("feedback.max_score", feedback.max_score, assignment.max_score),
+        ("feedback.raw_score", feedback.before_penalty, earned_total),
+        ("feedback.score", feedback.score, earned_total - penalty),
+        ("feedback.late_penalty", feedback.penalty, penalty),
+    )
     for field, value, want_total in checks:
         number = _number(value)
         if number is None or abs(number - want_total) > SAME:
             raise refuse(field, f"{_shown(value)} is not {want_total:g}, the sum of the questions' scores")
-    if feedback.student_id != one["student_id"] or feedback.status != one["status"] or \
-            feedback.assignment != assignment.name:
+    if (
+        feedback.student_id != one["student_id"]
+        or feedback.status != one["status"]
+        or feedback.assignment != assignment.name
+    ):
         raise refuse("feedback", "is not this result's (student, status or assignment differ)")
     return feedback
 
 
-def merge_shards(config: CourseConfig, outs: list[Path], out_dir: Path, *, record_gradebook: bool | None = None,
-                 roster: list[Student] | None = None) -> list[BatchSummary]:
+def merge_shards(
+    config: CourseConfig,
+    outs: list[Path],
+    out_dir: Path,
+    *,
+    record_gradebook: bool | None = None,
+    roster: list[Student] | None = None,
+) -> list[BatchSummary]:
     """Write the shards' results into out_dir (the course root: also nbgrader's gradebook), as one unsharded
     `grade` would have: the grades CSVs, feedback folders, class summaries, integrity reports, the roster's
     missing students and course-totals.csv. Every shard's record is checked first, against the course as it is
@@ -368,21 +475,31 @@ def merge_shards(config: CourseConfig, outs: list[Path], out_dir: Path, *, recor
         results: list[tuple[Graded, Path]] = []
         refused: list[SubmissionRef] = []
         for path, data in shards:
-            found, kept_out = _checked(path, data, shard_of(refs, Shard(data["shard"], data["of"])), assignment,
-                                       config.root)
+            found, kept_out = _checked(
+                path, data, shard_of(refs, Shard(data["shard"], data["of"])), assignment, config.root
+            )
             results += found
             refused += kept_out
         checked.append((name, assignment, sorted(results, key=lambda pair: pair[0].student_id), refused))
 
-    summaries = [_record_merged(config, out_dir, name, assignment, results, refused, record_gradebook, roster)
-                 for name, assignment, results, refused in checked]
+    summaries = [
+        _record_merged(config, out_dir, name, assignment, results, refused, record_gradebook, roster)
+        for name, assignment, results, refused in checked
+    ]
     write_course_totals(out_dir, tuple(a.name for a in config.assignments))
     return summaries
 
 
-def _record_merged(config: CourseConfig, out_dir: Path, name: str, assignment: Assignment,
-                   results: list[tuple[Graded, Path]], refused: list[SubmissionRef], record_gradebook: bool | None,
-                   roster: list[Student] | None) -> BatchSummary:
+def _record_merged(
+    config: CourseConfig,
+    out_dir: Path,
+    name: str,
+    assignment: Assignment,
+    results: list[tuple[Graded, Path]],
+    refused: list[SubmissionRef],
+    record_gradebook: bool | None,
+    roster: list[Student] | None,
+) -> BatchSummary:
     """One assignment's checked results written as a batch writes them (recording.py)."""
     settings = config.assignment(name)
     record = records_in_gradebook(config, out_dir, record_gradebook)
@@ -391,12 +508,13 @@ def _record_merged(config: CourseConfig, out_dir: Path, name: str, assignment: A
     paths = {graded.student_id: path for graded, path in results}
     for graded, path in results:
         if not path.is_file():
-            raise CourseError(f"{path}: {graded.student_id}'s submission, graded by a shard, is not here; merge "
-                              "where the submissions the shards graded can be read")
+            raise CourseError(
+                f"{path}: {graded.student_id}'s submission, graded by a shard, is not here; merge "
+                "where the submissions the shards graded can be read"
+            )
     records = open_records(config, settings, record, roster)  # each shard proved the setup on its own pool
     try:
-        record_results((graded for graded, _ in results), summary, config, settings, assignment, lambda: records,
-                       paths)
+        record_results((graded for graded, _ in results), summary, config, settings, assignment, lambda: records, paths)
     finally:
         records.gradebook.close()
     write_reports(summary, settings)

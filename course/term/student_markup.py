@@ -39,8 +39,11 @@ def inert_cells(cells: list[dict], release: dict) -> list[dict]:
     """Each cell made inert as the module says, judged by the type it has here: a cell whose type was changed
     after the student's notebook was read (nbgrader_layout gives a matched cell the release's type) is judged
     by the type nbgrader's tools will render it as."""
-    instructor = {(_kind(cell), _text(cell.get("source"))) for cell in release.get("cells", [])
-                  if isinstance(cell, dict) and _kind(cell) != "code"}
+    instructor = {
+        (_kind(cell), _text(cell.get("source")))
+        for cell in release.get("cells", [])
+        if isinstance(cell, dict) and _kind(cell) != "code"
+    }
     return [_inert(cell, instructor) for cell in cells]
 
 

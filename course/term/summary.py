@@ -45,16 +45,18 @@ def score_bins(max_score: float, scores: Sequence[tuple[str, float]]) -> list[di
     part, so 44.6 is in the bin holding 44); the bins are as narrow as keep their number at most MAX_BINS."""
     top = max(0, math.floor(max_score))
     width = max(1, math.ceil((top + 1) / MAX_BINS))
-    bins: list[dict[str, Any]] = [{"from": start, "to": min(start + width - 1, top), "students": []}
-                                  for start in range(0, top + 1, width)]
+    bins: list[dict[str, Any]] = [
+        {"from": start, "to": min(start + width - 1, top), "students": []} for start in range(0, top + 1, width)
+    ]
     for student, score in scores:
         point = min(top, max(0, math.floor(score))) if math.isfinite(score) else 0
         bins[point // width]["students"].append(student)
     return bins
 
 
-def class_summary(feedback: Sequence[Feedback], *, missing: Sequence[str] = (),
-                  unreadable: Sequence[str] = (), page: str = "") -> dict[str, Any]:
+def class_summary(
+    feedback: Sequence[Feedback], *, missing: Sequence[str] = (), unreadable: Sequence[str] = (), page: str = ""
+) -> dict[str, Any]:
     """Plain data for the page and class-summary-<assignment>.json.
 
     Only submissions that were read and run (status graded or timed_out) count in the score statistics;
@@ -75,21 +77,35 @@ def class_summary(feedback: Sequence[Feedback], *, missing: Sequence[str] = (),
     template = counted[0].questions if counted else ()
     for index, question in enumerate(template):
         earned = [float(f.questions[index].earned) for f in counted if len(f.questions) > index]
-        full = [f.student_id for f in counted if len(f.questions) > index
-                and f.questions[index].earned >= question.points]
-        questions.append({
-            "id": question.id, "title": question.title, "points": question.points,
-            "full_marks": len(full), "success_rate": len(full) / len(earned) if earned else 0.0,
-            "mean": sum(earned) / len(earned) if earned else 0.0,
-        })
+        full = [
+            f.student_id for f in counted if len(f.questions) > index and f.questions[index].earned >= question.points
+        ]
+        questions.append(
+            {
+                "id": question.id,
+                "title": question.title,
+                "points": question.points,
+                "full_marks": len(full),
+                "success_rate": len(full) / len(earned) if earned else 0.0,
+                "mean": sum(earned) / len(earned) if earned else 0.0,
+            }
+        )
 
     misconceptions: dict[str, dict[str, Any]] = {}
     for student in counted:
         for question in student.questions:
             for note in question.misconceptions:
-                item = misconceptions.setdefault(note.id, {
-                    "id": note.id, "diagnosis": note.diagnosis, "idea": note.idea,
-                    "questions": [], "students": [], "where": {}})
+                item = misconceptions.setdefault(
+                    note.id,
+                    {
+                        "id": note.id,
+                        "diagnosis": note.diagnosis,
+                        "idea": note.idea,
+                        "questions": [],
+                        "students": [],
+                        "where": {},
+                    },
+                )
                 if question.title not in item["questions"]:
                     item["questions"].append(question.title)
                 if student.student_id not in item["where"]:
@@ -106,28 +122,48 @@ def class_summary(feedback: Sequence[Feedback], *, missing: Sequence[str] = (),
     roster = []
     for student in feedback:
         sid = student.student_id
-        roster.append({
-            "student_id": sid, "status": student.status, "counted": student.status in RAN,
-            "score": float(student.score), "max_score": float(student.max_score),
-            "late_penalty": float(student.penalty),
-            "questions": {q.id: float(q.earned) for q in student.questions},
-            "misconceptions": sorted(student.misconception_ids()),
-            "reason": (student.messages or ("",))[0] if student.status not in RAN else "",
-            "page": link.get(sid, ""),
-        })
-    roster += [{"student_id": sid, "status": status, "counted": False, "score": 0.0, "max_score": max_score,
-                "late_penalty": 0.0, "questions": {}, "misconceptions": [], "reason": reason, "page": ""}
-               for status, names, reason in (
-                   (Status.MISSING, not_counted[Status.MISSING], "nothing submitted"),
-                   ("unreadable", not_counted["unreadable"], "the feedback file could not be read: grade again"))
-               for sid in names]
+        roster.append(
+            {
+                "student_id": sid,
+                "status": student.status,
+                "counted": student.status in RAN,
+                "score": float(student.score),
+                "max_score": float(student.max_score),
+                "late_penalty": float(student.penalty),
+                "questions": {q.id: float(q.earned) for q in student.questions},
+                "misconceptions": sorted(student.misconception_ids()),
+                "reason": (student.messages or ("",))[0] if student.status not in RAN else "",
+                "page": link.get(sid, ""),
+            }
+        )
+    roster += [
+        {
+            "student_id": sid,
+            "status": status,
+            "counted": False,
+            "score": 0.0,
+            "max_score": max_score,
+            "late_penalty": 0.0,
+            "questions": {},
+            "misconceptions": [],
+            "reason": reason,
+            "page": "",
+        }
+        for status, names, reason in (
+            (Status.MISSING, not_counted[Status.MISSING], "nothing submitted"),
+            ("unreadable", not_counted["unreadable"], "the feedback file could not be read: grade again"),
+        )
+        for sid in names
+    ]
     return {
         "students": len(counted),
         "max_score": max_score,
         "mean_score": sum(scores) / len(scores) if scores else None,
         "median_score": _median(scores),
-        "statuses": {status: sum(1 for f in feedback if f.status == status)
-                     for status in sorted({str(f.status) for f in feedback})},
+        "statuses": {
+            status: sum(1 for f in feedback if f.status == status)
+            for status in sorted({str(f.status) for f in feedback})
+        },
         "histogram": bins,
         "questions": questions,
         "misconceptions": ranked,

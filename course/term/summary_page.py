@@ -98,8 +98,10 @@ def _histogram_svg(bins: list[dict[str, Any]], max_score: float) -> str:
     widest = max((len(b["students"]) for b in bins), default=0) or 1
     height = top * 2 + row * len(bins)
     width = label_width + bar_width + 40
-    parts = [f'<svg class=histogram viewBox="0 0 {width} {height}" width={width} height={height} role=img '
-             f'aria-label="Score distribution over {len(bins)} bins from 0 to {_points(max_score)} points">']
+    parts = [
+        f'<svg class=histogram viewBox="0 0 {width} {height}" width={width} height={height} role=img '
+        f'aria-label="Score distribution over {len(bins)} bins from 0 to {_points(max_score)} points">'
+    ]
     for index, item in enumerate(bins):
         y = top + index * row
         count = len(item["students"])
@@ -109,10 +111,11 @@ def _histogram_svg(bins: list[dict[str, Any]], max_score: float) -> str:
         parts.append(
             f"<g class=bin data-students={count}><title>{_e(label)} points: {_plural(count, 'student')}"
             f"{_e(names)}</title>"
-            f'<text class=bin-label x={label_width - 6} y={y + 15} text-anchor=end>{_e(label)}</text>'
-            f'<rect{"" if count else " class=empty"} x={label_width} y={y + 3} width={bar:.1f} '
+            f"<text class=bin-label x={label_width - 6} y={y + 15} text-anchor=end>{_e(label)}</text>"
+            f"<rect{'' if count else ' class=empty'} x={label_width} y={y + 3} width={bar:.1f} "
             f"height={row - 6} rx=2></rect>"
-            f'<text x={label_width + bar + 5:.1f} y={y + 15}>{count or ""}</text></g>')
+            f"<text x={label_width + bar + 5:.1f} y={y + 15}>{count or ''}</text></g>"
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -122,13 +125,17 @@ def _header(summary: dict[str, Any], assignment: str) -> str:
     away = summary["not_counted"]
     everyone = counted + sum(len(away[status]) for status in away)
     # The class as a whole first; the statistics' count beside it, so 5 of a class of 6 is never read as 6.
-    parts = [f"<header class=summary><div>Class summary, assignment <strong>{_e(assignment)}</strong></div>",
-             f"<div class=score>{_plural(everyone, 'student')}</div>"]
+    parts = [
+        f"<header class=summary><div>Class summary, assignment <strong>{_e(assignment)}</strong></div>",
+        f"<div class=score>{_plural(everyone, 'student')}</div>",
+    ]
     if everyone != counted:
         parts.append(f"<div>{counted} counted in the score statistics</div>")
     if counted:
-        parts.append(f"<div>mean score {summary['mean_score']:.1f} / {_points(summary['max_score'])}, median "
-                     f"{_points(summary['median_score'])}</div>")
+        parts.append(
+            f"<div>mean score {summary['mean_score']:.1f} / {_points(summary['max_score'])}, median "
+            f"{_points(summary['median_score'])}</div>"
+        )
     failed, ours, missing = away[Status.FAILED], away[Status.AUTOGRADER_ERROR], away[Status.MISSING]
     apart = [f"{len(failed)} could not be read"] if failed else []
     apart += [f"{len(ours)} autograder error{'s' if len(ours) != 1 else ''}"] if ours else []
@@ -136,8 +143,11 @@ def _header(summary: dict[str, Any], assignment: str) -> str:
     apart += [f"{len(away['unreadable'])} unreadable feedback"] if away["unreadable"] else []
     if apart:
         parts.append(f"<div class=stats>Not counted in these numbers: {', '.join(apart)} (listed below).</div>")
-    sections = [("distribution", "distribution"), ("questions", "questions"), ("misconceptions", "misconceptions")
-                ] if counted else []
+    sections = (
+        [("distribution", "distribution"), ("questions", "questions"), ("misconceptions", "misconceptions")]
+        if counted
+        else []
+    )
     sections += [("students", "students")] if summary["roster"] else []
     sections += [("integrity", "integrity")]
     parts.append("<nav>" + " · ".join(f'<a href="#{anchor}">{name}</a>' for anchor, name in sections) + "</nav>")
@@ -150,33 +160,44 @@ def _not_counted_html(summary: dict[str, Any]) -> str:
     parts = []
     for status, title in NOT_COUNTED.items():
         if away[status]:
-            items = "".join(f"<li>{_student(sid, roster[sid]['page'])}: {_e(roster[sid]['reason'])}</li>"
-                            for sid in away[status])
-            parts.append(f"<section class=card id=not-counted-{status}><h2>{title} ({len(away[status])})</h2>"
-                         f"<p>Not counted in the score statistics; their feedback says why.</p><ul>{items}</ul>"
-                         "</section>")
+            items = "".join(
+                f"<li>{_student(sid, roster[sid]['page'])}: {_e(roster[sid]['reason'])}</li>" for sid in away[status]
+            )
+            parts.append(
+                f"<section class=card id=not-counted-{status}><h2>{title} ({len(away[status])})</h2>"
+                f"<p>Not counted in the score statistics; their feedback says why.</p><ul>{items}</ul>"
+                "</section>"
+            )
     if away[Status.MISSING]:
         missing = away[Status.MISSING]
-        parts.append(f"<section class=card id=not-counted-missing><h2>Did not submit ({len(missing)})</h2>"
-                     f"<p class=names>{', '.join(_student(sid, '') for sid in missing)}</p></section>")
+        parts.append(
+            f"<section class=card id=not-counted-missing><h2>Did not submit ({len(missing)})</h2>"
+            f"<p class=names>{', '.join(_student(sid, '') for sid in missing)}</p></section>"
+        )
     if away["unreadable"]:
         count = len(away["unreadable"])
-        parts.append(f'<section class=card id=not-counted-unreadable><div class="note">The feedback of '
-                     f"{_plural(count, 'student')} could not be read and is not counted here: "
-                     f"{_e(', '.join(away['unreadable']))}. Grade them again.</div></section>")
+        parts.append(
+            f'<section class=card id=not-counted-unreadable><div class="note">The feedback of '
+            f"{_plural(count, 'student')} could not be read and is not counted here: "
+            f"{_e(', '.join(away['unreadable']))}. Grade them again.</div></section>"
+        )
     return "".join(parts)
 
 
 def _questions_html(summary: dict[str, Any]) -> str:
-    parts = ["<section class=card id=questions><h2>Questions</h2><p>Full marks: the students (of those counted) "
-             "who earned every point of the question.</p><div class=table-wrap><table class=questions><thead><tr>"
-             "<th>question</th><th>full marks</th><th>mean points</th></tr></thead><tbody>"]
+    parts = [
+        "<section class=card id=questions><h2>Questions</h2><p>Full marks: the students (of those counted) "
+        "who earned every point of the question.</p><div class=table-wrap><table class=questions><thead><tr>"
+        "<th>question</th><th>full marks</th><th>mean points</th></tr></thead><tbody>"
+    ]
     for question in summary["questions"]:
         rate = 100 * question["success_rate"]
-        parts.append(f"<tr><td>{course_text_html(question['title'])}</td><td>{rate:.0f}% "
-                     f"({question['full_marks']}/{summary['students']})"
-                     f'<div class=rate><div style="width:{rate:.0f}%"></div></div></td>'
-                     f"<td>{question['mean']:.2f} / {_points(question['points'])}</td></tr>")
+        parts.append(
+            f"<tr><td>{course_text_html(question['title'])}</td><td>{rate:.0f}% "
+            f"({question['full_marks']}/{summary['students']})"
+            f'<div class=rate><div style="width:{rate:.0f}%"></div></div></td>'
+            f"<td>{question['mean']:.2f} / {_points(question['points'])}</td></tr>"
+        )
     parts.append("</tbody></table></div></section>")
     return "".join(parts)
 
@@ -187,12 +208,15 @@ def _misconceptions_html(summary: dict[str, Any]) -> str:
     if not summary["misconceptions"]:
         parts.append("<p>None recognised.</p>")
     for item in summary["misconceptions"]:
-        names = ", ".join(_student(sid, roster[sid]["page"] if sid in roster else "", item["where"][sid])
-                          for sid in item["students"])
+        names = ", ".join(
+            _student(sid, roster[sid]["page"] if sid in roster else "", item["where"][sid]) for sid in item["students"]
+        )
         where = "; ".join(course_text_html(title) for title in item["questions"])
-        parts.append(f'<div class="misconception"><strong>{_plural(len(item["students"]), "student")}</strong> '
-                     f"({where}): {_e(item['diagnosis'])}<div class=idea>The idea: {_e(item['idea'])}</div>"
-                     f"<div class=names>Who: {names}</div></div>")
+        parts.append(
+            f'<div class="misconception"><strong>{_plural(len(item["students"]), "student")}</strong> '
+            f"({where}): {_e(item['diagnosis'])}<div class=idea>The idea: {_e(item['idea'])}</div>"
+            f"<div class=names>Who: {names}</div></div>"
+        )
     parts.append("</section>")
     return "".join(parts)
 
@@ -200,28 +224,46 @@ def _misconceptions_html(summary: dict[str, Any]) -> str:
 def _students_html(summary: dict[str, Any]) -> str:
     questions = summary["questions"]
     late = any(s["late_penalty"] for s in summary["roster"])
-    head = ['<th>student</th>', '<th>status</th>', '<th class=number>score</th>',
-            *(['<th class=number>late penalty</th>'] if late else []), '<th class=number>slips</th>',
-            *(f'<th class="number q" title="{_e(q["title"])}">Q{i}</th>' for i, q in enumerate(questions, 1))]
-    parts = ["<section class=card id=students><h2>Students</h2><p>Click a column's header to sort by it; each name "
-             "opens the student's feedback page.</p><p class=phone-only>The points per question (Q1, Q2, ...) "
-             "show on a wider screen.</p><div class=table-wrap><table class=\"students sortable\"><thead><tr>",
-             "".join(head), "</tr></thead><tbody>"]
+    head = [
+        "<th>student</th>",
+        "<th>status</th>",
+        "<th class=number>score</th>",
+        *(["<th class=number>late penalty</th>"] if late else []),
+        "<th class=number>slips</th>",
+        *(f'<th class="number q" title="{_e(q["title"])}">Q{i}</th>' for i, q in enumerate(questions, 1)),
+    ]
+    parts = [
+        "<section class=card id=students><h2>Students</h2><p>Click a column's header to sort by it; each name "
+        "opens the student's feedback page.</p><p class=phone-only>The points per question (Q1, Q2, ...) "
+        'show on a wider screen.</p><div class=table-wrap><table class="students sortable"><thead><tr>',
+        "".join(head),
+        "</tr></thead><tbody>",
+    ]
     for student in summary["roster"]:
         counted = student["counted"]
-        score = (f"<td class=num data-sort={student['score']:g}>{_points(student['score'])}</td>" if counted else
-                 "<td class=num data-sort=-1>—</td>")
-        cells = [f"<td>{_student(student['student_id'], student['page'])}</td>",
-                 f"<td>{_e(student['status'].replace('_', ' '))}</td>", score]
+        score = (
+            f"<td class=num data-sort={student['score']:g}>{_points(student['score'])}</td>"
+            if counted
+            else "<td class=num data-sort=-1>—</td>"
+        )
+        cells = [
+            f"<td>{_student(student['student_id'], student['page'])}</td>",
+            f"<td>{_e(student['status'].replace('_', ' '))}</td>",
+            score,
+        ]
         if late:
             cells.append(f"<td class=num data-sort={student['late_penalty']:g}>{_points(student['late_penalty'])}</td>")
         slips = student["misconceptions"]
-        cells.append(f'<td class=num data-sort={len(slips)} title="{_e(", ".join(slips))}">{len(slips)}</td>'
-                     if counted else "<td class=num data-sort=-1>—</td>")
+        cells.append(
+            f'<td class=num data-sort={len(slips)} title="{_e(", ".join(slips))}">{len(slips)}</td>'
+            if counted
+            else "<td class=num data-sort=-1>—</td>"
+        )
         for question in questions:
             earned = student["questions"].get(question["id"]) if counted else None
-            cells.append(f"<td class=\"num q\" data-sort={-1 if earned is None else f'{earned:g}'}>"
-                         f"{_points(earned)}</td>")
+            cells.append(
+                f'<td class="num q" data-sort={-1 if earned is None else f"{earned:g}"}>{_points(earned)}</td>'
+            )
         parts.append(f"<tr{'' if counted else ' class=not-counted'}>{''.join(cells)}</tr>")
     parts.append("</tbody></table></div></section>")
     return "".join(parts)
@@ -231,13 +273,17 @@ def _integrity_html(integrity: dict[str, list[str]], pages: dict[str, str]) -> s
     """What the grader saw in submissions that tried to game it: for the instructor; scores are unaffected."""
     parts = ["<section class=card id=integrity><h2>Integrity report (instructor only)</h2>"]
     if not integrity:
-        parts.append("<p>Nothing seen: no submission patched torch or builtins, defined a rigged number type, "
-                     "edited a locked cell, came personalised for someone else or (with variants) came with the "
-                     "default numbers.</p></section>")
+        parts.append(
+            "<p>Nothing seen: no submission patched torch or builtins, defined a rigged number type, "
+            "edited a locked cell, came personalised for someone else or (with variants) came with the "
+            "default numbers.</p></section>"
+        )
         return "".join(parts)
-    parts.append("<p>None of this changed a score (the grader recomputes every reference itself) and none of it "
-                 "is in the students' feedback.</p><div class=table-wrap><table><thead><tr><th>student</th>"
-                 "<th>what was seen</th></tr></thead><tbody>")
+    parts.append(
+        "<p>None of this changed a score (the grader recomputes every reference itself) and none of it "
+        "is in the students' feedback.</p><div class=table-wrap><table><thead><tr><th>student</th>"
+        "<th>what was seen</th></tr></thead><tbody>"
+    )
     for student, findings in integrity.items():
         items = "".join(f"<li>{_e(finding)}</li>" for finding in findings)
         parts.append(f"<tr><td>{_student(student, pages.get(student, ''))}</td><td><ul>{items}</ul></td></tr>")
@@ -257,10 +303,12 @@ def render_summary_html(summary: dict[str, Any], assignment: str) -> str:
         bins = summary["histogram"]
         width = bins[0]["to"] - bins[0]["from"] + 1 if bins else 1
         unit = "whole points" if width == 1 else f"bars of {width} points"
-        parts.append("<section class=card id=distribution><h2>Score distribution</h2><p>Students per score, in "
-                     f"{unit} (a score counts in the bar holding its whole part). Hover a bar for the names, or sort "
-                     "the students by score.</p>"
-                     f"{_histogram_svg(summary['histogram'], summary['max_score'])}</section>")
+        parts.append(
+            "<section class=card id=distribution><h2>Score distribution</h2><p>Students per score, in "
+            f"{unit} (a score counts in the bar holding its whole part). Hover a bar for the names, or sort "
+            "the students by score.</p>"
+            f"{_histogram_svg(summary['histogram'], summary['max_score'])}</section>"
+        )
         parts.append(_questions_html(summary))
         parts.append(_misconceptions_html(summary))
     else:

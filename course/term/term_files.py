@@ -31,14 +31,18 @@ def fingerprint(top: Path) -> str | None:
     if top.is_symlink():
         return "link:" + hashlib.sha256(str(top.readlink()).encode("utf-8", "surrogateescape")).hexdigest()
     if not top.is_dir():
-        return None if not top.exists() else "file:" + (
-            hashlib.sha256(top.read_bytes()).hexdigest() if top.is_file() else "special")
+        return (
+            None
+            if not top.exists()
+            else "file:" + (hashlib.sha256(top.read_bytes()).hexdigest() if top.is_file() else "special")
+        )
     digest = hashlib.sha256()
     for path in sorted(top.rglob("*")):
         if path.is_symlink() or path.is_file():
             digest.update(str(path.relative_to(top)).encode("utf-8", "surrogateescape") + b"\0")
-            digest.update(hashlib.sha256(
-                str(path.readlink()).encode() if path.is_symlink() else path.read_bytes()).digest())
+            digest.update(
+                hashlib.sha256(str(path.readlink()).encode() if path.is_symlink() else path.read_bytes()).digest()
+            )
     return digest.hexdigest()
 
 

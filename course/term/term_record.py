@@ -136,10 +136,20 @@ def recordings(config: CourseConfig, assignment: str) -> list[tuple[Recording, d
             raise CourseError(f"{path} cannot be read ({problem}); move it aside to record again") from None
         wrong = _recording_problem(data)
         if wrong:
-            raise CourseError(f"{path} is not a recording this program wrote ({wrong}); move it aside to record "
-                              "again")
-        found.append((Recording(number, data["recorded_at"], sorted(data["students"]),
-                                bool(data.get("undone")), data.get("refused", {}), _stopped(data)), data))
+            raise CourseError(f"{path} is not a recording this program wrote ({wrong}); move it aside to record again")
+        found.append(
+            (
+                Recording(
+                    number,
+                    data["recorded_at"],
+                    sorted(data["students"]),
+                    bool(data.get("undone")),
+                    data.get("refused", {}),
+                    _stopped(data),
+                ),
+                data,
+            )
+        )
     return found
 
 
@@ -153,8 +163,13 @@ def _recording_problem(data: Any) -> str:
     if not isinstance(students, dict):
         return "no students"
     for student, entry in students.items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("written"), str) or "held" not in entry \
-                or "csv_row" not in entry or ("wrote" in entry and not isinstance(entry["wrote"], dict)):
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("written"), str)
+            or "held" not in entry
+            or "csv_row" not in entry
+            or ("wrote" in entry and not isinstance(entry["wrote"], dict))
+        ):
             return f"student {safe_text(str(student), 80)!r} has no entry of ours"
     for key in ("refused", "left_as_they_are"):
         if not isinstance(data.get(key, {}), dict):
@@ -182,8 +197,9 @@ def _written_by(config: CourseConfig, assignment: str) -> dict[str, tuple[str, s
 
 def plan(config: CourseConfig, settings: AssignmentSettings, counted: list[Counted]) -> list[Change]:
     """Who would change if the counted attempts were recorded now, from what to what, and why."""
-    held = held_submissions(config.gradebook_url, config.root / "gradebook.db", settings.name,
-                            Path(settings.notebook).stem)
+    held = held_submissions(
+        config.gradebook_url, config.root / "gradebook.db", settings.name, Path(settings.notebook).stem
+    )
     written = _written_by(config, settings.name)
     changes = []
     for one in sorted(counted, key=lambda c: c.student_id):
@@ -191,8 +207,7 @@ def plan(config: CourseConfig, settings: AssignmentSettings, counted: list[Count
         if before is not None and _same(before, one):
             continue
         source = "term"
-        if before is not None and one.student_id in written and written[one.student_id][0] == _stamp(
-                before.timestamp):
+        if before is not None and one.student_id in written and written[one.student_id][0] == _stamp(before.timestamp):
             source = written[one.student_id][1]
         if before is None:
             why = f"nothing recorded yet; attempt {one.attempt} is the one that counts"
@@ -205,8 +220,9 @@ def plan(config: CourseConfig, settings: AssignmentSettings, counted: list[Count
     return changes
 
 
-def differences(config: CourseConfig, settings: AssignmentSettings, changes: list[Change],
-                notebook_of: Callable[[int], bytes]) -> dict[str, str]:
+def differences(
+    config: CourseConfig, settings: AssignmentSettings, changes: list[Change], notebook_of: Callable[[int], bytes]
+) -> dict[str, str]:
     """{student: how their counted attempt differs from the submission the term's record holds}, in words: its
     score, and its notebook (the same file, or the same cells' sources with other outputs, is the same
     notebook), so the preview says who would really change. The notebook in submitted/ is read back as input:
@@ -224,8 +240,11 @@ def differences(config: CourseConfig, settings: AssignmentSettings, changes: lis
         except Exception:  # the service's copy cannot be read: said, and recording will name it
             LOG.warning("the notebook of attempt %s cannot be read", after.attempt_id, exc_info=True)
             ours = None
-        score = (f"the same score ({after.score:g})" if abs(before.score - after.score) < SAME
-                 else f"another score ({before.score:g} in the term, {after.score:g} here)")
+        score = (
+            f"the same score ({after.score:g})"
+            if abs(before.score - after.score) < SAME
+            else f"another score ({before.score:g} in the term, {after.score:g} here)"
+        )
         if held is None or ours is None:
             notebook = "no notebook in submitted/ to compare" if held is None else "the service's notebook unreadable"
         else:
@@ -280,8 +299,11 @@ def _bounded(path: Path, limit: int) -> bytes | None:
 
 
 def _same(before: Held, after: Counted) -> bool:
-    return (before.timestamp == after.submitted_at and abs(before.score - after.score) < SAME
-            and abs(before.late_penalty - after.late_penalty) < SAME)
+    return (
+        before.timestamp == after.submitted_at
+        and abs(before.score - after.score) < SAME
+        and abs(before.late_penalty - after.late_penalty) < SAME
+    )
 
 
 def _stamp(moment: datetime | None) -> str:
@@ -291,13 +313,30 @@ def _stamp(moment: datetime | None) -> str:
 
 def digest(changes: list[Change]) -> str:
     """A fingerprint of a plan: the confirmation of a preview is refused once the plan has changed."""
-    text = json.dumps([[c.student_id, _stamp(c.before.timestamp) if c.before else None,
-                        c.before.score if c.before else None, c.after.attempt_id] for c in changes])
+    text = json.dumps(
+        [
+            [
+                c.student_id,
+                _stamp(c.before.timestamp) if c.before else None,
+                c.before.score if c.before else None,
+                c.after.attempt_id,
+            ]
+            for c in changes
+        ]
+    )
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def record(config: CourseConfig, settings: AssignmentSettings, question_ids: dict[str, str], max_score: float,
-           changes: list[Change], notebook_of: Callable[[int], bytes], *, replace_term: bool) -> Recording | None:
+def record(
+    config: CourseConfig,
+    settings: AssignmentSettings,
+    question_ids: dict[str, str],
+    max_score: float,
+    changes: list[Change],
+    notebook_of: Callable[[int], bytes],
+    *,
+    replace_term: bool,
+) -> Recording | None:
     """Write the changes into the term's record (question_ids: question id -> its grade cell's name), student by
     student: what each replaces is kept first, for `undo`. None when there is nothing to change. A student whose
     record cannot be kept or written, or whom the gradebook refuses, keeps their record as it was (files put
@@ -324,18 +363,35 @@ def record(config: CourseConfig, settings: AssignmentSettings, question_ids: dic
             shutil.rmtree(folder / "files" / student, ignore_errors=True)
             refused[student] = _failed(student, "what their record holds could not be kept", problem)
             continue
-        kept[student] = {"held": _held_json(change.before), "csv_row": rows.get(student),
-                         "written": _stamp(change.after.submitted_at), "attempt": change.after.attempt}
+        kept[student] = {
+            "held": _held_json(change.before),
+            "csv_row": rows.get(student),
+            "written": _stamp(change.after.submitted_at),
+            "attempt": change.after.attempt,
+        }
     if not kept:
         shutil.rmtree(folder)
         raise CourseError(f"nobody could be recorded: {_reasons(refused)}; every record is as it was")
     recorded_at = _now()
-    data: dict[str, Any] = {"recorded_at": recorded_at, "students": kept, "undone": False, "finished": False,
-                            "refused": refused}
+    data: dict[str, Any] = {
+        "recorded_at": recorded_at,
+        "students": kept,
+        "undone": False,
+        "finished": False,
+        "refused": refused,
+    }
     atomic_write_json(folder / "recording.json", data)  # kept before anything is replaced
     try:
-        recorded = _write_records(config, settings, question_ids, max_score,
-                                  [c for c in changes if c.student_id in kept], notebook_of, folder, data)
+        recorded = _write_records(
+            config,
+            settings,
+            question_ids,
+            max_score,
+            [c for c in changes if c.student_id in kept],
+            notebook_of,
+            folder,
+            data,
+        )
     except Exception as problem:  # the gradebook's database, the CSV, a disk: everyone's, so everyone goes back
         LOG.exception("the recording of %s into the term stopped; putting back what it wrote", assignment)
         raise _rolled_back(config, settings, tuple(question_ids), folder, data, problem) from None
@@ -343,15 +399,25 @@ def record(config: CourseConfig, settings: AssignmentSettings, question_ids: dic
         shutil.rmtree(folder)
         raise CourseError(f"nobody could be recorded: {_reasons(refused)}; every record is as it was")
     if not recorded:
-        raise CourseError(f"nobody could be recorded: {_reasons(refused)}; undo {_label(folder)} to put back the "
-                          "files that could not be")
-    return Recording(int(folder.name), recorded_at, sorted(c.student_id for c in recorded), False, refused,
-                     not data["finished"])
+        raise CourseError(
+            f"nobody could be recorded: {_reasons(refused)}; undo {_label(folder)} to put back the "
+            "files that could not be"
+        )
+    return Recording(
+        int(folder.name), recorded_at, sorted(c.student_id for c in recorded), False, refused, not data["finished"]
+    )
 
 
-def _write_records(config: CourseConfig, settings: AssignmentSettings, question_ids: dict[str, str],
-                   max_score: float, changes: list[Change], notebook_of: Callable[[int], bytes], folder: Path,
-                   data: dict[str, Any]) -> list[Change]:
+def _write_records(
+    config: CourseConfig,
+    settings: AssignmentSettings,
+    question_ids: dict[str, str],
+    max_score: float,
+    changes: list[Change],
+    notebook_of: Callable[[int], bytes],
+    folder: Path,
+    data: dict[str, Any],
+) -> list[Change]:
     """Each student's files, then their gradebook row; then the CSV and the class summary of those recorded.
     The students refused go into data["refused"]; data (the recording's notes) is written as it goes."""
     assignment, refused, kept = settings.name, data["refused"], data["students"]
@@ -363,33 +429,44 @@ def _write_records(config: CourseConfig, settings: AssignmentSettings, question_
         refused[student] = why + problem
         (unrestored if problem else restored).add(student)
 
-    with GradebookWriter(config.root, config.gradebook_url, assignment, config.source_notebook(assignment),
-                         settings.due) as gradebook:
+    with GradebookWriter(
+        config.root, config.gradebook_url, assignment, config.source_notebook(assignment), settings.due
+    ) as gradebook:
         for change in changes:
             student = change.student_id
             try:
-                scores: dict[str, float | None] = {question_ids[q.id]: q.earned for q in change.after.feedback.questions
-                                                   if q.id in question_ids}
+                scores: dict[str, float | None] = {
+                    question_ids[q.id]: q.earned for q in change.after.feedback.questions if q.id in question_ids
+                }
                 _write_files(config, settings, change, notebook_of(change.after.attempt_id))
-                atomic_write_json(folder / "files" / student / WROTE,  # in place: what undo may find
-                                  term_files.fingerprints(config.root, assignment, student))
+                atomic_write_json(
+                    folder / "files" / student / WROTE,  # in place: what undo may find
+                    term_files.fingerprints(config.root, assignment, student),
+                )
             except Exception as problem:  # theirs alone: their record goes back, the others go on
                 refuse(student, _failed(student, "their files could not be written", problem))
                 continue
             # Their gradebook row only once the files it describes are in place (formgrader compares the two).
-            gradebook.record(student, scores, timestamp=change.after.submitted_at,
-                             late_penalty=change.after.late_penalty,
-                             extension_hours=settings.extensions.get(change.student_id, 0.0))
+            gradebook.record(
+                student,
+                scores,
+                timestamp=change.after.submitted_at,
+                late_penalty=change.after.late_penalty,
+                extension_hours=settings.extensions.get(change.student_id, 0.0),
+            )
         rejected = gradebook.commit()
     for student, why in rejected.items():
         refuse(student, f"the gradebook refused it: {why.splitlines()[0][:SAID]}")  # not the SQL that follows
     recorded = [c for c in changes if c.student_id not in refused]
-    held = held_submissions(config.gradebook_url, config.root / "gradebook.db", assignment,
-                            Path(settings.notebook).stem)
+    held = held_submissions(
+        config.gradebook_url, config.root / "gradebook.db", assignment, Path(settings.notebook).stem
+    )
     for change in recorded:  # what was written, as undo will find it if nothing has changed it since
         student = change.student_id
-        kept[student]["wrote"] = {"held": _held_json(held.get(student)),
-                                  "files": term_files.fingerprints(config.root, assignment, student)}
+        kept[student]["wrote"] = {
+            "held": _held_json(held.get(student)),
+            "files": term_files.fingerprints(config.root, assignment, student),
+        }
     for student in restored:  # as they were: nothing of this recording to undo (one not put back stays noted)
         del kept[student]
         shutil.rmtree(folder / "files" / student, ignore_errors=True)
@@ -423,13 +500,21 @@ def _put_back_safely(config: CourseConfig, assignment: str, folder: Path, studen
         term_files.put_back(config.root, assignment, student, folder / "files" / student)
     except Exception as problem:
         LOG.warning("recording %s into the term: their files could not be put back", student, exc_info=problem)
-        return (f", and their files could not be put back ({_said(problem)}): they are kept in "
-                f"{folder / 'files' / student}; undo this recording once that is fixed")
+        return (
+            f", and their files could not be put back ({_said(problem)}): they are kept in "
+            f"{folder / 'files' / student}; undo this recording once that is fixed"
+        )
     return ""
 
 
-def _rolled_back(config: CourseConfig, settings: AssignmentSettings, question_ids: tuple[str, ...], folder: Path,
-                 data: dict[str, Any], problem: Exception) -> CourseError:
+def _rolled_back(
+    config: CourseConfig,
+    settings: AssignmentSettings,
+    question_ids: tuple[str, ...],
+    folder: Path,
+    data: dict[str, Any],
+    problem: Exception,
+) -> CourseError:
     """Everyone put back after a failure of what they all share: the error to raise."""
     try:
         _, left = _take_back(config, settings, question_ids, folder, data)
@@ -439,8 +524,10 @@ def _rolled_back(config: CourseConfig, settings: AssignmentSettings, question_id
     if left:
         data["refused"] = {**data["refused"], **left}
         atomic_write_json(folder / "recording.json", data)
-        return CourseError(f"the recording stopped ({_said(problem)}) and not everything it wrote could be put "
-                           f"back ({_reasons(left)}): undo {_label(folder)} once that is fixed")
+        return CourseError(
+            f"the recording stopped ({_said(problem)}) and not everything it wrote could be put "
+            f"back ({_reasons(left)}): undo {_label(folder)} once that is fixed"
+        )
     shutil.rmtree(folder)  # everything as it was: nothing to undo
     return CourseError(f"nobody was recorded: {_said(problem)}; every record is as it was")
 
@@ -461,39 +548,52 @@ def undo(config: CourseConfig, settings: AssignmentSettings, question_ids: tuple
         raise CourseError("there is no recording to undo")
     recording, data = standing[-1]
     if recording.number != number:
-        raise CourseError(f"the form was for recording {number}, and the one to undo now is {recording.label} "
-                          "(reload this page to see what it holds)")
+        raise CourseError(
+            f"the form was for recording {number}, and the one to undo now is {recording.label} "
+            "(reload this page to see what it holds)"
+        )
     folder = _history(config, settings.name) / f"{recording.number:04d}"
     try:
         back, left = _take_back(config, settings, question_ids, folder, data)
     except Exception as problem:  # the gradebook's database, a disk: what is back stays back, the rest can follow
         LOG.exception("undo of %s of %s stopped", recording.label, settings.name)
-        raise CourseError(f"{recording.label} could not be undone ({_said(problem)}); it stays open: undo it again "
-                          "once that is fixed") from None
-    if all(entry.get("undone") or student in data["left_as_they_are"]
-           for student, entry in data["students"].items()):
+        raise CourseError(
+            f"{recording.label} could not be undone ({_said(problem)}); it stays open: undo it again once that is fixed"
+        ) from None
+    if all(entry.get("undone") or student in data["left_as_they_are"] for student, entry in data["students"].items()):
         data["undone"] = _now()  # closed: the one before it can be undone next
     atomic_write_json(folder / "recording.json", data)
-    return Recording(recording.number, recording.recorded_at, sorted(back), bool(data["undone"]), left,
-                     recording.stopped)
+    return Recording(
+        recording.number, recording.recorded_at, sorted(back), bool(data["undone"]), left, recording.stopped
+    )
 
 
-def _take_back(config: CourseConfig, settings: AssignmentSettings, question_ids: tuple[str, ...], folder: Path,
-               data: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+def _take_back(
+    config: CourseConfig,
+    settings: AssignmentSettings,
+    question_ids: tuple[str, ...],
+    folder: Path,
+    data: dict[str, Any],
+) -> tuple[list[str], dict[str, str]]:
     """Put back every student of the recording whose record is still what it wrote or found, student by
     student: their files, then their gradebook row, then their CSV row; each put back is marked in `data`
     ("undone"). Returns (those put back, {student: why not} for the others)."""
     assignment = settings.name
-    held_now = held_submissions(config.gradebook_url, config.root / "gradebook.db", assignment,
-                                Path(settings.notebook).stem)
+    held_now = held_submissions(
+        config.gradebook_url, config.root / "gradebook.db", assignment, Path(settings.notebook).stem
+    )
     todo = {student: entry for student, entry in data["students"].items() if not entry.get("undone")}
-    changed = {student: why for student, entry in todo.items()
-               if (why := _changed_since(config, assignment, folder, student, entry, held_now.get(student)))}
+    changed = {
+        student: why
+        for student, entry in todo.items()
+        if (why := _changed_since(config, assignment, folder, student, entry, held_now.get(student)))
+    }
     data["left_as_they_are"] = {**data.get("left_as_they_are", {}), **changed}
     left: dict[str, str] = dict(changed)
     files_back, absent = [], []
-    with GradebookWriter(config.root, config.gradebook_url, assignment, config.source_notebook(assignment),
-                         settings.due) as gradebook:
+    with GradebookWriter(
+        config.root, config.gradebook_url, assignment, config.source_notebook(assignment), settings.due
+    ) as gradebook:
         for student, entry in todo.items():
             if student in changed:
                 continue
@@ -510,9 +610,13 @@ def _take_back(config: CourseConfig, settings: AssignmentSettings, question_ids:
             if held is None:
                 absent.append(student)
                 continue
-            gradebook.record(student, held["scores"],  # None too: a cell nobody had graded is ungraded again
-                             timestamp=datetime.fromisoformat(held["timestamp"]) if held["timestamp"] else None,
-                             late_penalty=held["late_penalty"], extension_hours=held["extension_hours"])
+            gradebook.record(
+                student,
+                held["scores"],  # None too: a cell nobody had graded is ungraded again
+                timestamp=datetime.fromisoformat(held["timestamp"]) if held["timestamp"] else None,
+                late_penalty=held["late_penalty"],
+                extension_hours=held["extension_hours"],
+            )
         rejected = gradebook.commit()
     for student in absent:
         try:
@@ -531,8 +635,9 @@ def _take_back(config: CourseConfig, settings: AssignmentSettings, question_ids:
     return back, left
 
 
-def _changed_since(config: CourseConfig, assignment: str, folder: Path, student: str, entry: dict[str, Any],
-                   held: Held | None) -> str:
+def _changed_since(
+    config: CourseConfig, assignment: str, folder: Path, student: str, entry: dict[str, Any], held: Held | None
+) -> str:
     """What of the student's record is neither what the recording wrote nor what it found ("": nothing), folder
     by folder and the gradebook's row. A recording that stopped before it noted what it wrote for the student
     is judged by the times: the submission time in submitted/, and the gradebook's, are the ones it wrote or
@@ -606,8 +711,14 @@ def _held_json(held: Held | None) -> dict[str, Any] | None:
 
 
 def _grade_row(counted: Counted, max_score: float) -> GradeRow:
-    return GradeRow(counted.student_id, counted.feedback.earned_by_question(), counted.score,
-                    float(counted.feedback.max_score), counted.status, counted.late_penalty)
+    return GradeRow(
+        counted.student_id,
+        counted.feedback.earned_by_question(),
+        counted.score,
+        float(counted.feedback.max_score),
+        counted.status,
+        counted.late_penalty,
+    )
 
 
 def _write_files(config: CourseConfig, settings: AssignmentSettings, change: Change, notebook: bytes) -> None:
@@ -617,9 +728,16 @@ def _write_files(config: CourseConfig, settings: AssignmentSettings, change: Cha
     submitted.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(submitted.parent / nbgrader_layout.TIMESTAMP, _stamp(change.after.submitted_at))
     submitted.write_bytes(notebook)
-    nbgrader_layout.write_autograded(config.root, assignment, settings.notebook, student, submitted,
-                                     released_to(config, settings, student), change.after.feedback,
-                                     max_bytes=config.limits.notebook_mb * 2**20)
+    nbgrader_layout.write_autograded(
+        config.root,
+        assignment,
+        settings.notebook,
+        student,
+        submitted,
+        released_to(config, settings, student),
+        change.after.feedback,
+        max_bytes=config.limits.notebook_mb * 2**20,
+    )
     feedback = config.root / "feedback" / student / assignment
     atomic_write_text(feedback / "feedback.json", compact_json(change.after.feedback.to_json()))
     atomic_write_text(feedback / feedback_page(settings), render_html(change.after.feedback), mode=PUBLIC)

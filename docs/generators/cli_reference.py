@@ -33,8 +33,11 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Ar
 
 def _arguments(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     """The options and positionals a user types (no --help, no subcommand slot)."""
-    return [a for a in parser._actions
-            if not isinstance(a, argparse._HelpAction | argparse._SubParsersAction) and a.help != argparse.SUPPRESS]
+    return [
+        a
+        for a in parser._actions
+        if not isinstance(a, argparse._HelpAction | argparse._SubParsersAction) and a.help != argparse.SUPPRESS
+    ]
 
 
 def _metavar(action: argparse.Action) -> str:
@@ -97,13 +100,22 @@ def _anchor(words: list[str]) -> str:
 def render() -> str:
     """The whole of docs/cli.md."""
     parser = _parser()
-    lines = [f"# `{PROG}`: the command-line reference", "",
-             f"<!-- Generated from course/cli.py by docs/generators/cli_reference.py; do not edit. "
-             f"Regenerate: {REGENERATE} -->",
-             "", "Run every command from the course's virtual environment (`.venv/bin/autograd-course ...`), in the",
-             "course root or with `--course`. `autograd-course COMMAND --help` prints the same help.", "",
-             "```", parser.description or "", "```", "",
-             "| option | what it does |", "|---|---|"]
+    lines = [
+        f"# `{PROG}`: the command-line reference",
+        "",
+        f"<!-- Generated from course/cli.py by docs/generators/cli_reference.py; do not edit. "
+        f"Regenerate: {REGENERATE} -->",
+        "",
+        "Run every command from the course's virtual environment (`.venv/bin/autograd-course ...`), in the",
+        "course root or with `--course`. `autograd-course COMMAND --help` prints the same help.",
+        "",
+        "```",
+        parser.description or "",
+        "```",
+        "",
+        "| option | what it does |",
+        "|---|---|",
+    ]
     lines += [f"| `{_name_cell(a)}` | {_cell(a.help or '')} |" for a in _arguments(parser)]
     lines += ["", "| command | what it does |", "|---|---|"]
     lines += [f"| [`{name}`](#{_anchor([name])}) | {_cell(help_)} |" for name, _, help_ in _subcommands(parser)]

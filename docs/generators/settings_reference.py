@@ -55,14 +55,18 @@ def _rows(prefix: str, schema: type) -> tuple[list[str], list[tuple[str, Field]]
             many = setting.metadata["many"]
             kind = "a list of mappings, at least one" if many else "a mapping"
             target = f"{prefix}{setting.name}" + ("[]" if many else "")
-            rows.append(f"| {key} | {kind}: [below](#{_anchor(target)}) | "
-                        f"{'required' if many else 'see below'} | {_cell(setting.metadata['help'])} |")
+            rows.append(
+                f"| {key} | {kind}: [below](#{_anchor(target)}) | "
+                f"{'required' if many else 'see below'} | {_cell(setting.metadata['help'])} |"
+            )
             inner.append((target, setting))
         else:
             kind = setting.metadata["kind"].words
             default = shown_default(setting)
-            rows.append(f"| {key} | {_cell(kind)} | {f'`{_cell(default)}`' if default else 'required'} | "
-                        f"{_cell(setting.metadata['help'])} |")
+            rows.append(
+                f"| {key} | {_cell(kind)} | {f'`{_cell(default)}`' if default else 'required'} | "
+                f"{_cell(setting.metadata['help'])} |"
+            )
     return rows, inner
 
 
@@ -73,8 +77,16 @@ def _anchor(name: str) -> str:
 
 def _section(title: str, prefix: str, schema: type, help_: str) -> list[str]:
     rows, inner = _rows(prefix, schema)
-    lines = [f"## `{title}`", "", _cell(help_), "", "| key | value | default | meaning |", "|---|---|---|---|",
-             *rows, ""]
+    lines = [
+        f"## `{title}`",
+        "",
+        _cell(help_),
+        "",
+        "| key | value | default | meaning |",
+        "|---|---|---|---|",
+        *rows,
+        "",
+    ]
     for target, setting in inner:
         lines += _section(target, f"{target}.", setting.metadata["section"], setting.metadata["help"])
     return lines
@@ -82,9 +94,15 @@ def _section(title: str, prefix: str, schema: type, help_: str) -> list[str]:
 
 def render() -> str:
     """The whole of docs/settings.md."""
-    lines = ["# Course settings: `source/course.yaml`", "",
-             f"<!-- Generated from course/core/config.py by docs/generators/settings_reference.py; do not edit. "
-             f"Regenerate: {REGENERATE} -->", "", INTRO, ""]
+    lines = [
+        "# Course settings: `source/course.yaml`",
+        "",
+        f"<!-- Generated from course/core/config.py by docs/generators/settings_reference.py; do not edit. "
+        f"Regenerate: {REGENERATE} -->",
+        "",
+        INTRO,
+        "",
+    ]
     rows, inner = _rows("", CourseConfig)
     lines += ["## The top level", "", "| key | value | default | meaning |", "|---|---|---|---|", *rows, ""]
     for target, setting in inner:

@@ -26,8 +26,14 @@ def gate_circuit(x, y, z):
     q.retain_grad()
     f = q * z
     f.backward()
-    return {"gate_q": q, "gate_f": f, "gate_df_dq": q.grad, "gate_df_dz": z.grad, "gate_df_dx": x.grad,
-            "gate_df_dy": y.grad}
+    return {
+        "gate_q": q,
+        "gate_f": f,
+        "gate_df_dq": q.grad,
+        "gate_df_dz": z.grad,
+        "gate_df_dx": x.grad,
+        "gate_df_dy": y.grad,
+    }
 
 
 GATE = Exercise(
@@ -45,14 +51,28 @@ multiplier makes f = q · z. Run the circuit forwards, then send the gradient ba
     answers=[
         Ask("gate_q", hint="The adder's output: x + y.", idea="The forward pass through the adder."),
         Ask("gate_f", hint="The multiplier's output: q · z.", idea="The forward pass through the multiplier."),
-        Ask("gate_df_dq", hint="For f = q · z, ∂f/∂q is z.",
-            idea="A multiplier's local slope for one input is the value of its other input."),
-        Ask("gate_df_dz", hint="For f = q · z, ∂f/∂z is q.",
-            idea="A multiplier's local slope for one input is the value of its other input."),
-        Ask("gate_df_dx", hint="∂q/∂x is 1: the adder hands ∂f/∂q to x as it is.", points=2,
-            idea="The chain rule through an adder: its local slopes are 1, so it routes the gradient unchanged."),
-        Ask("gate_df_dy", hint="∂q/∂y is 1: y receives the same gradient as x.", points=2,
-            idea="The chain rule through an adder: its local slopes are 1, so it routes the gradient unchanged."),
+        Ask(
+            "gate_df_dq",
+            hint="For f = q · z, ∂f/∂q is z.",
+            idea="A multiplier's local slope for one input is the value of its other input.",
+        ),
+        Ask(
+            "gate_df_dz",
+            hint="For f = q · z, ∂f/∂z is q.",
+            idea="A multiplier's local slope for one input is the value of its other input.",
+        ),
+        Ask(
+            "gate_df_dx",
+            hint="∂q/∂x is 1: the adder hands ∂f/∂q to x as it is.",
+            points=2,
+            idea="The chain rule through an adder: its local slopes are 1, so it routes the gradient unchanged.",
+        ),
+        Ask(
+            "gate_df_dy",
+            hint="∂q/∂y is 1: y receives the same gradient as x.",
+            points=2,
+            idea="The chain rule through an adder: its local slopes are 1, so it routes the gradient unchanged.",
+        ),
     ],
 )
 
@@ -66,8 +86,13 @@ def sigmoid_neuron(w0, w1, w2, x0, x1):
     dot.retain_grad()
     f = 1 / (1 + torch.exp(-dot))
     f.backward()
-    return {"neuron_dot": dot, "neuron_f": f, "neuron_df_ddot": dot.grad, "neuron_df_dx": x.grad,
-            "neuron_df_dw": w.grad}
+    return {
+        "neuron_dot": dot,
+        "neuron_f": f,
+        "neuron_df_ddot": dot.grad,
+        "neuron_df_dx": x.grad,
+        "neuron_df_dw": w.grad,
+    }
 
 
 NEURON = Exercise(
@@ -91,14 +116,26 @@ available) or at least seven decimals.
     answers=[
         Ask("neuron_dot", hint="w₀x₀ + w₁x₁ + w₂.", idea="The forward pass: the weighted sum with the bias."),
         Ask("neuron_f", hint="σ of the weighted sum.", idea="The forward pass: the sigmoid of the weighted sum."),
-        Ask("neuron_df_ddot", hint="σ(s)(1 − σ(s)) at this s.", points=2,
-            idea="The sigmoid's local slope, written with its own output."),
-        Ask("neuron_df_dx", form="list of 2 numbers", points=2,
+        Ask(
+            "neuron_df_ddot",
+            hint="σ(s)(1 − σ(s)) at this s.",
+            points=2,
+            idea="The sigmoid's local slope, written with its own output.",
+        ),
+        Ask(
+            "neuron_df_dx",
+            form="list of 2 numbers",
+            points=2,
             hint="Each input's gradient is the gradient at s times that input's weight.",
-            idea="The chain rule through a product: each input's local slope is the weight it is multiplied by."),
-        Ask("neuron_df_dw", form="list of 3 numbers", points=3,
+            idea="The chain rule through a product: each input's local slope is the weight it is multiplied by.",
+        ),
+        Ask(
+            "neuron_df_dw",
+            form="list of 3 numbers",
+            points=3,
             hint="Each weight's gradient is the gradient at s times its input; the bias's input is 1.",
-            idea="The chain rule through a product, and the bias as a weight on a constant input of 1."),
+            idea="The chain rule through a product, and the bias as a weight on a constant input of 1.",
+        ),
     ],
 )
 
@@ -109,13 +146,13 @@ def micrograd_expression(a, b):
     a = torch.tensor(float(a), dtype=torch.float64, requires_grad=True)
     b = torch.tensor(float(b), dtype=torch.float64, requires_grad=True)
     c = a + b
-    d = a * b + b ** 3
+    d = a * b + b**3
     c = c + c + 1
     c = c + 1 + c + (-a)
     d = d + d * 2 + (b + a).relu()
     d = d + 3 * d + (b - a).relu()
     e = c - d
-    f = e ** 2
+    f = e**2
     g = f / 2.0
     g = g + 10.0 / f
     g.backward()
@@ -149,18 +186,34 @@ a value feeds two later nodes, the gradients from both paths add up. Exact fract
     build=micrograd_expression,
     numbers={"a": -4, "b": 2},
     answers=[
-        Ask("mg_c", hint="Follow the three lines that make c, using the newest c each time.",
-            idea="The forward pass, line by line: each `+=` builds a new value from the latest one."),
-        Ask("mg_d", hint="Follow the three lines that make d; the ReLUs pass a positive input and shut a negative one.",
-            idea="The forward pass, line by line, with ReLU's value for the sign of its input."),
-        Ask("mg_g", points=2, hint="e = c − d, f = e², then g = f/2 + 10/f.",
-            idea="The forward pass through the last four lines."),
-        Ask("mg_dg_da", points=3,
+        Ask(
+            "mg_c",
+            hint="Follow the three lines that make c, using the newest c each time.",
+            idea="The forward pass, line by line: each `+=` builds a new value from the latest one.",
+        ),
+        Ask(
+            "mg_d",
+            hint="Follow the three lines that make d; the ReLUs pass a positive input and shut a negative one.",
+            idea="The forward pass, line by line, with ReLU's value for the sign of its input.",
+        ),
+        Ask(
+            "mg_g",
+            points=2,
+            hint="e = c − d, f = e², then g = f/2 + 10/f.",
+            idea="The forward pass through the last four lines.",
+        ),
+        Ask(
+            "mg_dg_da",
+            points=3,
             hint="dg/df = 1/2 − 10/f²; then back through e = c − d and every path from c and d to a.",
-            idea="Backpropagation through a graph with forks: the gradients of every path to a leaf add up."),
-        Ask("mg_dg_db", points=3,
+            idea="Backpropagation through a graph with forks: the gradients of every path to a leaf add up.",
+        ),
+        Ask(
+            "mg_dg_db",
+            points=3,
             hint="The same walk back, to b: b also reaches d through b³ and a·b.",
-            idea="Backpropagation through a graph with forks: the gradients of every path to a leaf add up."),
+            idea="Backpropagation through a graph with forks: the gradients of every path to a leaf add up.",
+        ),
     ],
 )
 

@@ -23,8 +23,14 @@ from typing import Any
 from course.pipeline.content import ChainStep, Rule, expected, student, student_equals, wrong
 
 # Layout of the locked `numbers` cell: one line per group.
-NUMBER_GROUPS = [["graph_x"], ["net_x", "net_w", "net_b", "net_target"], ["closed_x"], ["detach_x"], ["lr"],
-                 ["batch_x", "batch_target"]]
+NUMBER_GROUPS = [
+    ["graph_x"],
+    ["net_x", "net_w", "net_b", "net_target"],
+    ["closed_x"],
+    ["detach_x"],
+    ["lr"],
+    ["batch_x", "batch_target"],
+]
 
 LEARNING_RATES = (0.5, 0.25, 0.125, 0.0625)
 STEPS = 3  # the training loop's steps (fixed: the notebook's text and answer lists say three)
@@ -37,12 +43,15 @@ def derive(rng: random.Random) -> dict:
     while True:
         numbers = {
             "graph_x": rng.choice([2, 3, 4, 5, 6, 7]),
-            "net_x": rng.choice([1, 2, 3]), "net_w": rng.choice([1, 2, 3, 4]),
-            "net_b": rng.choice([-2, -1, 1, 2]), "net_target": rng.choice([1, 2, 3, 4, 5, 6]),
+            "net_x": rng.choice([1, 2, 3]),
+            "net_w": rng.choice([1, 2, 3, 4]),
+            "net_b": rng.choice([-2, -1, 1, 2]),
+            "net_target": rng.choice([1, 2, 3, 4, 5, 6]),
             "closed_x": rng.choice([-1, -2, -3]),
             "detach_x": rng.choice([2, 3, 4, 5, 6, 7]),
             "lr": rng.choice(LEARNING_RATES),
-            "batch_x": rng.choice([1, 2, 3, 4]), "batch_target": rng.choice([1, 2, 3, 4, 5, 6]),
+            "batch_x": rng.choice([1, 2, 3, 4]),
+            "batch_target": rng.choice([1, 2, 3, 4, 5, 6]),
         }
         if not constraint_violations(numbers):
             return numbers
@@ -87,8 +96,12 @@ def training_run(numbers: dict, zero_grad: bool) -> dict[str, list[Fraction]]:
 
 
 def _small_or_half(value: object) -> bool:
-    return type(value) in (int, float) and isinstance(value, int | float) and value * 2 == int(value * 2) \
+    return (
+        type(value) in (int, float)
+        and isinstance(value, int | float)
+        and value * 2 == int(value * 2)
         and abs(value) <= 10
+    )
 
 
 def constraint_violations(numbers: dict) -> list[str]:
@@ -97,8 +110,11 @@ def constraint_violations(numbers: dict) -> list[str]:
     missing = [key for key in keys if key not in numbers]
     if missing:
         return [f"missing number {key!r}" for key in missing]
-    problems = [f"{key} = {numbers[key]!r} is not a small integer or half" for key in keys
-                if key != "lr" and not _small_or_half(numbers[key])]
+    problems = [
+        f"{key} = {numbers[key]!r} is not a small integer or half"
+        for key in keys
+        if key != "lr" and not _small_or_half(numbers[key])
+    ]
     if numbers["lr"] not in LEARNING_RATES:
         problems.append(f"lr = {numbers['lr']!r} is not one of {', '.join(map(str, LEARNING_RATES))}")
     if problems:
@@ -186,9 +202,12 @@ def leaky_relu_graph(P: dict) -> Any:
     h = w * x + b
     a = torch.nn.functional.leaky_relu(h, negative_slope=0.01)
     loss = (a - torch.tensor(float(P["net_target"]), dtype=torch.float64)) ** 2
-    return Computation(loss, {"x": x, "w": w, "b": b, "h": h, "a": a, "L": loss},
-                       forwards={"h": "leaky_h", "a": "leaky_a", "L": "leaky_loss"},
-                       gradients={"a": "leaky_dL_da", "h": "leaky_dL_dh", "w": "leaky_dL_dw", "b": "leaky_dL_db"})
+    return Computation(
+        loss,
+        {"x": x, "w": w, "b": b, "h": h, "a": a, "L": loss},
+        forwards={"h": "leaky_h", "a": "leaky_a", "L": "leaky_loss"},
+        gradients={"a": "leaky_dL_da", "h": "leaky_dL_dh", "w": "leaky_dL_dw", "b": "leaky_dL_db"},
+    )
 
 
 GRAPHS = {"leaky_relu": leaky_relu_graph}
@@ -205,8 +224,13 @@ def _scaled(values, name: str, of: str, factor) -> bool:
 def _wrote_forward_name(values, name: str) -> bool:
     """A grad_fn answered with the operation's name ("Pow", "pow", "PowBackward") instead of the class."""
     answer, reference = student(values, name), expected(values, name)
-    return (wrong(values, name) and type(answer) is str and type(reference) is str and len(answer.strip()) >= 3
-            and reference.lower().startswith(answer.strip().lower()[:3]))
+    return (
+        wrong(values, name)
+        and type(answer) is str
+        and type(reference) is str
+        and len(answer.strip()) >= 3
+        and reference.lower().startswith(answer.strip().lower()[:3])
+    )
 
 
 def _piled_up(values, name: str, other: str) -> bool:
@@ -215,76 +239,152 @@ def _piled_up(values, name: str, other: str) -> bool:
 
 
 def _operation_name_rule(name: str) -> Rule:
-    return Rule(f"operation_name_{name}", name, lambda v: _wrote_forward_name(v, name),
-                "Your answer names the operation (or almost its class), but grad_fn holds an object of the class "
-                "torch made to reverse it, spelled exactly as type(t.grad_fn).__name__ prints it: the operation's "
-                "name followed by Backward0.", HISTORY)
+    return Rule(
+        f"operation_name_{name}",
+        name,
+        lambda v: _wrote_forward_name(v, name),
+        "Your answer names the operation (or almost its class), but grad_fn holds an object of the class "
+        "torch made to reverse it, spelled exactly as type(t.grad_fn).__name__ prints it: the operation's "
+        "name followed by Backward0.",
+        HISTORY,
+    )
 
 
 LEAF = "A leaf is a tensor that no operation made: being one is about its history, not about whether it requires grad."
 HISTORY = "Every computed tensor remembers the node that made it: grad_fn names the backward of that operation."
-SAVED = ("The forward pass keeps what each node's local derivative will need, and no more; backward() uses it "
-         "and then frees it.")
+SAVED = (
+    "The forward pass keeps what each node's local derivative will need, and no more; backward() uses it "
+    "and then frees it."
+)
 LEAKY = "LeakyReLU never shuts: for a negative input its slope is 0.01, so a small gradient still flows back."
 ZERO_GRAD = "Gradients accumulate: optimizer.zero_grad() before every backward() is what makes each step its own."
-ACCUMULATE = ("Accumulating on purpose: backward() after backward() adds the gradients, which is the gradient of "
-              "the summed loss; scaling each loss scales its gradient.")
+ACCUMULATE = (
+    "Accumulating on purpose: backward() after backward() adds the gradients, which is the gradient of "
+    "the summed loss; scaling each loss scales its gradient."
+)
 DETACH = "detach() makes a constant for autograd: the value stays, the path back through it is cut."
 
 MISCONCEPTIONS = (
-    Rule("data_is_not_a_leaf", "data_is_leaf",
-         lambda v: wrong(v, "data_is_leaf") and student(v, "data_is_leaf") is False,
-         "A tensor that does not require grad is a leaf too: it was made directly, with no operation behind it. "
-         "Being a leaf is about history, not about wanting a gradient.", LEAF),
-    Rule("leaf_grad_fn_accumulate", "x_grad_fn",
-         lambda v: wrong(v, "x_grad_fn") and type(student(v, "x_grad_fn")) is str
-         and "accumulate" in str(student(v, "x_grad_fn")).lower(),
-         "AccumulateGrad is the node backward() uses to write into x.grad (you find it in y.grad_fn.next_functions), "
-         "but x itself was not computed by anything: x.grad_fn is None.", LEAF),
+    Rule(
+        "data_is_not_a_leaf",
+        "data_is_leaf",
+        lambda v: wrong(v, "data_is_leaf") and student(v, "data_is_leaf") is False,
+        "A tensor that does not require grad is a leaf too: it was made directly, with no operation behind it. "
+        "Being a leaf is about history, not about wanting a gradient.",
+        LEAF,
+    ),
+    Rule(
+        "leaf_grad_fn_accumulate",
+        "x_grad_fn",
+        lambda v: (
+            wrong(v, "x_grad_fn")
+            and type(student(v, "x_grad_fn")) is str
+            and "accumulate" in str(student(v, "x_grad_fn")).lower()
+        ),
+        "AccumulateGrad is the node backward() uses to write into x.grad (you find it in y.grad_fn.next_functions), "
+        "but x itself was not computed by anything: x.grad_fn is None.",
+        LEAF,
+    ),
     *(_operation_name_rule(name) for name in ("y_grad_fn", "doubled_grad_fn", "z_grad_fn")),
-    Rule("saved_the_output", "square_saved",
-         lambda v: _scaled(v, "square_saved", "square_saved", expected(v, "square_saved")),
-         "You gave the square's output. Its local slope is 2x, so the node keeps its input x.", SAVED),
-    Rule("leaky_slope_forgotten", "leaky_dL_dh",
-         lambda v: student_equals(v, "leaky_dL_dh", expected(v, "leaky_dL_da"))
-         or student_equals(v, "leaky_dL_dh", student(v, "leaky_dL_da")),
-         "Your gradient passed LeakyReLU unchanged, as if its slope were 1. The input h is negative, so the "
-         "slope is the negative slope, 0.01.", LEAKY),
-    Rule("leaky_treated_as_relu", "leaky_dL_dw",
-         lambda v: any(wrong(v, name) and student(v, name) == 0 for name in ("leaky_dL_dw", "leaky_dL_db"))
-         or student_equals(v, "leaky_a", 0),
-         "You treated LeakyReLU like ReLU: a negative h gives a = 0.01·h (not 0), and a slope of 0.01 (not 0), "
-         "so w and b do get a (small) gradient.", LEAKY),
-    Rule("leaky_times_x_missing", "leaky_dL_dw",
-         lambda v: student_equals(v, "leaky_dL_dw", expected(v, "leaky_dL_dh")),
-         "Your ∂L/∂w equals the gradient at h: the last link, ∂h/∂w = x, is missing (and x is negative here).",
-         "The chain rule, one node at a time: local slope × incoming gradient."),
-    Rule("detach_ignored", "detach_grad",
-         lambda v: student_equals(v, "detach_grad", expected(v, "full_grad")),
-         "You differentiated x·x as x²: but the detached factor is a constant to autograd, so only one x "
-         "carries a gradient, which is half as much.", DETACH),
-    Rule("detach_ignored_cube", "cube_detach_grad",
-         lambda v: _scaled(v, "cube_detach_grad", "cube_detach_grad", 1.5),
-         "You differentiated x³ as a whole (3x²): the detached x is a constant, so only x² is differentiated.",
-         DETACH),
-    Rule("zero_grad_is_boilerplate", "nozero_w", lambda v: _piled_up(v, "nozero_w", "sgd_w"),
-         "Without zero_grad() the steps are not the same as with it: from the second step on, .grad holds the "
-         "sum of every gradient so far, and SGD steps with that sum.", ZERO_GRAD),
-    Rule("zero_grad_is_boilerplate_b", "nozero_b", lambda v: _piled_up(v, "nozero_b", "sgd_b"),
-         "Without zero_grad() b moves by the sum of all its gradients so far, not by this step's.", ZERO_GRAD),
-    Rule("zero_grad_ignored", "sgd_w", lambda v: _piled_up(v, "sgd_w", "nozero_w"),
-         "optimizer.zero_grad() empties .grad before every backward(), so each step uses only its own "
-         "gradient: your values let the gradients pile up.", ZERO_GRAD),
-    Rule("accumulation_overwrites", "accumulated_w_grad",
-         lambda v: student_equals(v, "accumulated_w_grad", expected(v, "batch_b_w_grad")),
-         "The second backward() does not replace the first mini-batch's gradient: it adds to it.", ACCUMULATE),
-    Rule("accumulated_differs_from_summed", "summed_w_grad",
-         lambda v: wrong(v, "summed_w_grad") and not wrong(v, "accumulated_w_grad")
-         and student(v, "accumulated_w_grad") is not None,
-         "The gradient of a sum is the sum of the gradients: one backward() of loss_a + loss_b fills .grad with "
-         "exactly what two backward() calls accumulate.", ACCUMULATE),
-    Rule("average_not_halved", "averaged_w_grad",
-         lambda v: student_equals(v, "averaged_w_grad", expected(v, "accumulated_w_grad")),
-         "Each loss was halved before its backward(), and halving a loss halves its gradient: the accumulated "
-         "gradient is that of the mean loss, half the sum.", ACCUMULATE),
+    Rule(
+        "saved_the_output",
+        "square_saved",
+        lambda v: _scaled(v, "square_saved", "square_saved", expected(v, "square_saved")),
+        "You gave the square's output. Its local slope is 2x, so the node keeps its input x.",
+        SAVED,
+    ),
+    Rule(
+        "leaky_slope_forgotten",
+        "leaky_dL_dh",
+        lambda v: (
+            student_equals(v, "leaky_dL_dh", expected(v, "leaky_dL_da"))
+            or student_equals(v, "leaky_dL_dh", student(v, "leaky_dL_da"))
+        ),
+        "Your gradient passed LeakyReLU unchanged, as if its slope were 1. The input h is negative, so the "
+        "slope is the negative slope, 0.01.",
+        LEAKY,
+    ),
+    Rule(
+        "leaky_treated_as_relu",
+        "leaky_dL_dw",
+        lambda v: (
+            any(wrong(v, name) and student(v, name) == 0 for name in ("leaky_dL_dw", "leaky_dL_db"))
+            or student_equals(v, "leaky_a", 0)
+        ),
+        "You treated LeakyReLU like ReLU: a negative h gives a = 0.01·h (not 0), and a slope of 0.01 (not 0), "
+        "so w and b do get a (small) gradient.",
+        LEAKY,
+    ),
+    Rule(
+        "leaky_times_x_missing",
+        "leaky_dL_dw",
+        lambda v: student_equals(v, "leaky_dL_dw", expected(v, "leaky_dL_dh")),
+        "Your ∂L/∂w equals the gradient at h: the last link, ∂h/∂w = x, is missing (and x is negative here).",
+        "The chain rule, one node at a time: local slope × incoming gradient.",
+    ),
+    Rule(
+        "detach_ignored",
+        "detach_grad",
+        lambda v: student_equals(v, "detach_grad", expected(v, "full_grad")),
+        "You differentiated x·x as x²: but the detached factor is a constant to autograd, so only one x "
+        "carries a gradient, which is half as much.",
+        DETACH,
+    ),
+    Rule(
+        "detach_ignored_cube",
+        "cube_detach_grad",
+        lambda v: _scaled(v, "cube_detach_grad", "cube_detach_grad", 1.5),
+        "You differentiated x³ as a whole (3x²): the detached x is a constant, so only x² is differentiated.",
+        DETACH,
+    ),
+    Rule(
+        "zero_grad_is_boilerplate",
+        "nozero_w",
+        lambda v: _piled_up(v, "nozero_w", "sgd_w"),
+        "Without zero_grad() the steps are not the same as with it: from the second step on, .grad holds the "
+        "sum of every gradient so far, and SGD steps with that sum.",
+        ZERO_GRAD,
+    ),
+    Rule(
+        "zero_grad_is_boilerplate_b",
+        "nozero_b",
+        lambda v: _piled_up(v, "nozero_b", "sgd_b"),
+        "Without zero_grad() b moves by the sum of all its gradients so far, not by this step's.",
+        ZERO_GRAD,
+    ),
+    Rule(
+        "zero_grad_ignored",
+        "sgd_w",
+        lambda v: _piled_up(v, "sgd_w", "nozero_w"),
+        "optimizer.zero_grad() empties .grad before every backward(), so each step uses only its own "
+        "gradient: your values let the gradients pile up.",
+        ZERO_GRAD,
+    ),
+    Rule(
+        "accumulation_overwrites",
+        "accumulated_w_grad",
+        lambda v: student_equals(v, "accumulated_w_grad", expected(v, "batch_b_w_grad")),
+        "The second backward() does not replace the first mini-batch's gradient: it adds to it.",
+        ACCUMULATE,
+    ),
+    Rule(
+        "accumulated_differs_from_summed",
+        "summed_w_grad",
+        lambda v: (
+            wrong(v, "summed_w_grad")
+            and not wrong(v, "accumulated_w_grad")
+            and student(v, "accumulated_w_grad") is not None
+        ),
+        "The gradient of a sum is the sum of the gradients: one backward() of loss_a + loss_b fills .grad with "
+        "exactly what two backward() calls accumulate.",
+        ACCUMULATE,
+    ),
+    Rule(
+        "average_not_halved",
+        "averaged_w_grad",
+        lambda v: student_equals(v, "averaged_w_grad", expected(v, "accumulated_w_grad")),
+        "Each loss was halved before its backward(), and halving a loss halves its gradient: the accumulated "
+        "gradient is that of the mean loss, half the sum.",
+        ACCUMULATE,
+    ),
 )

@@ -38,8 +38,19 @@ def comparable(text: str, suffix: str):
 
 
 def grade_cli(root, out, *extra):
-    return [sys.executable, "-m", "course", "--course", str(root), "grade", "--out", str(out), "--quiet",
-            "--gradebook", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "course",
+        "--course",
+        str(root),
+        "grade",
+        "--out",
+        str(out),
+        "--quiet",
+        "--gradebook",
+        *extra,
+    ]
 
 
 def test_sigkill_mid_batch_then_rerun(tmp_path):

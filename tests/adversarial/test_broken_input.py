@@ -26,10 +26,14 @@ BROKEN = {
     "JSON nested too deeply": ("[" * 100_000 + "]" * 100_000, "not a notebook"),
     "invalid UTF-8": (b'{"nbformat": 4, "cells": ["\xff\xfe"]}', "not UTF-8 text"),
     "cells that are not cells": ('{"nbformat": 4, "metadata": {}, "cells": [42]}', "cell 0 is not a notebook cell"),
-    "metadata that is not a mapping": ('{"nbformat": 4, "metadata": {}, "cells": [{"cell_type": "code", '
-                                       '"source": "x = 1", "metadata": 5}]}', "none of the answer cells"),
-    "source that is not text": ('{"nbformat": 4, "metadata": {}, "cells": [{"cell_type": "code", "source": 7}]}',
-                                "neither text nor a list of lines"),
+    "metadata that is not a mapping": (
+        '{"nbformat": 4, "metadata": {}, "cells": [{"cell_type": "code", "source": "x = 1", "metadata": 5}]}',
+        "none of the answer cells",
+    ),
+    "source that is not text": (
+        '{"nbformat": 4, "metadata": {}, "cells": [{"cell_type": "code", "source": 7}]}',
+        "neither text nor a list of lines",
+    ),
 }
 
 
@@ -61,7 +65,8 @@ def test_the_notebook_of_another_assignment_of_the_course_is_named_as_that_ones(
     assert graded.feedback.messages[0] == (
         "Your submission could not be graded: this is the notebook of assignment 'training', not of 'autograd' "
         "(its answer cells are those of 'training'). Submit your notebook of 'autograd' (autograd.ipynb) here, and "
-        "the one of 'training' where 'training' is submitted")
+        "the one of 'training' where 'training' is submitted"
+    )
 
 
 def test_too_many_cells(tmp_path):
@@ -76,7 +81,7 @@ def test_too_many_cells(tmp_path):
 @pytest.mark.slow
 def test_fifty_megabytes_of_outputs_are_ignored(baseline, tmp_path):
     notebook = baseline_notebook()
-    notebook["cells"][3]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x" * (50 * 1024 ** 2)}]
+    notebook["cells"][3]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x" * (50 * 1024**2)}]
     graded, _ = grade(notebook, tmp_path)
     assert per_question(graded) == baseline
 
@@ -87,7 +92,7 @@ def test_over_the_size_limit(tmp_path):
     config = fast_config()
     config = replace(config, limits=replace(config.limits, notebook_mb=1))
     notebook = baseline_notebook()
-    notebook["cells"][3]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x" * (2 * 1024 ** 2)}]
+    notebook["cells"][3]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x" * (2 * 1024**2)}]
     graded, _ = grade(notebook, tmp_path, config=config)
     assert graded.status == "failed"
     assert "over the limit of 1 MB; clear the outputs" in graded.feedback.messages[0]
@@ -102,8 +107,11 @@ def test_a_symlink_to_the_answer_key_is_refused(tmp_path):
     from course.pipeline.grading import grade_submission
 
     config = fast_config()
-    graded = grade_submission(SubmissionRef("student", tmp_path / "student.ipynb"),
-                              load_assignment(config.source_notebook(), "autograd"), config)
+    graded = grade_submission(
+        SubmissionRef("student", tmp_path / "student.ipynb"),
+        load_assignment(config.source_notebook(), "autograd"),
+        config,
+    )
     # Refused, never read; and since nbgrader's collect copies regular files, a link in the submissions is the
     # grader's layout (or someone's doing there): the instructor is told, the student gets no 0 for it.
     assert graded.status == "autograder_error"
@@ -171,17 +179,30 @@ def test_a_function_answer_still_returning_the_stub_is_said_so(sandbox_run):
     from course.core.config import Limits
     from course.pipeline.submission import Cell
 
-    cells = [Cell(0, "answers", "def slope(x):\n    return ...\n\ndef other(x):\n    return object()\n\n"
-                                "def unwritten(x):\n    raise NotImplementedError\n\n"
-                                "def partly(x):\n    return ... if x < 0 else 2 * x\n")]
-    ran = sandbox_run(cells, ("slope", "other", "unwritten", "partly"),
-                      {"slope": [1.0, 2.0], "other": [2.0], "unwritten": [1.0], "partly": [-1.0, 1.0]}, Limits())
+    cells = [
+        Cell(
+            0,
+            "answers",
+            "def slope(x):\n    return ...\n\ndef other(x):\n    return object()\n\n"
+            "def unwritten(x):\n    raise NotImplementedError\n\n"
+            "def partly(x):\n    return ... if x < 0 else 2 * x\n",
+        )
+    ]
+    ran = sandbox_run(
+        cells,
+        ("slope", "other", "unwritten", "partly"),
+        {"slope": [1.0, 2.0], "other": [2.0], "unwritten": [1.0], "partly": [-1.0, 1.0]},
+        Limits(),
+    )
     # Still as released at every point: no answer yet, in the words of a value still `...`.
     assert (ran.answers["slope"].status, ran.answers["slope"].detail) == (MISSING, "still `...`")
     assert (ran.answers["unwritten"].status, ran.answers["unwritten"].detail) == (
-        MISSING, "still raises NotImplementedError")
+        MISSING,
+        "still raises NotImplementedError",
+    )
     assert ran.answers["other"].probes[0].error == "returned a value of type object, not a plain number"
     # Written, but still `...` at some point: an answer, wrong there.
-    assert ran.answers["partly"].probes[0].error == ("returned `...` (replace `return ...` with your derivative), "
-                                                     "not a plain number")
+    assert ran.answers["partly"].probes[0].error == (
+        "returned `...` (replace `return ...` with your derivative), not a plain number"
+    )
     assert ran.answers["partly"].probes[1].value == 2

@@ -68,12 +68,15 @@ def test_run_autograder_refuses_to_grade_variants_with_a_readable_secret(tmp_pat
     root = tmp_path / "autograder"
     shutil.copytree(ROOT / "source", root / "source" / "source")
     yaml_path = root / "source" / "source" / "course.yaml"
-    yaml_path.write_text(yaml_path.read_text().replace("variants: false", "variants: true\n"
-                                                       "variant_secret_file: source/course.key"))
+    yaml_path.write_text(
+        yaml_path.read_text().replace("variants: false", "variants: true\nvariant_secret_file: source/course.key")
+    )
     secret = _secret(root / "source" / "source", 0o644)
     (root / "submission").mkdir()
-    shutil.copy(ROOT / "tests" / "samples" / "submitted" / "alice" / "autograd" / "autograd.ipynb",
-                root / "submission" / "autograd.ipynb")
+    shutil.copy(
+        ROOT / "tests" / "samples" / "submitted" / "alice" / "autograd" / "autograd.ipynb",
+        root / "submission" / "autograd.ipynb",
+    )
     results = run_autograder(root)
     assert results["score"] == 0
     assert "misconfigured" in results["output"]

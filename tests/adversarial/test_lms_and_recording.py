@@ -61,7 +61,8 @@ def course(tmp_path_factory):
     server.start()
     try:
         wrong = {name: repr(wrong_literal(value)) for name, value in ALL_VALUES.items()} | {  # a genuine 0
-            name: f"def {name}(x):\n    return 0\n" for functions in CONTRACT_FUNCTIONS.values() for name in functions}
+            name: f"def {name}(x):\n    return 0\n" for functions in CONTRACT_FUNCTIONS.values() for name in functions
+        }
         uploads = {
             "bob": notebook_bytes(submitted_notebook()),  # better than his term notebook: 57
             "erin": (SAMPLES / "erin" / "autograd" / "autograd.ipynb").read_bytes(),  # the term's very notebook
@@ -96,8 +97,10 @@ def lms_cells(server) -> tuple[dict[str, str], dict[str, str]]:
     canvas = list(csv.DictReader(io.StringIO(canvas_reply.text)))
     assert canvas[0]["Student"] == "Points Possible"
     moodle = list(csv.DictReader(io.StringIO(moodle_reply.text)))
-    return ({by_id[row["ID"]]: row["autograd"] for row in canvas[1:]},
-            {by_email[row["Email address"]]: row["autograd"] for row in moodle})
+    return (
+        {by_id[row["ID"]]: row["autograd"] for row in canvas[1:]},
+        {by_email[row["Email address"]]: row["autograd"] for row in moodle},
+    )
 
 
 def gradebook_of(root: Path, student: str) -> tuple | None:
@@ -110,8 +113,12 @@ def gradebook_of(root: Path, student: str) -> tuple | None:
         except MissingEntry:
             return None
         notebook = submission.notebooks[0]
-        return (submission.score, submission.timestamp, notebook.late_submission_penalty,
-                sorted((grade.name, grade.auto_score, grade.manual_score) for grade in notebook.grades))
+        return (
+            submission.score,
+            submission.timestamp,
+            notebook.late_submission_penalty,
+            sorted((grade.name, grade.auto_score, grade.manual_score) for grade in notebook.grades),
+        )
 
 
 def files_of(root: Path, student: str) -> dict[str, bytes]:
@@ -136,8 +143,7 @@ def post(server, fields: dict):
     from tests.support.service import multipart, request
 
     body, kind = multipart(fields)
-    return request(f"{server.url}/i/{server.instructor}/export/gradebook", method="POST", data=body,
-                   content_type=kind)
+    return request(f"{server.url}/i/{server.instructor}/export/gradebook", method="POST", data=body, content_type=kind)
 
 
 def said(reply) -> str:
@@ -233,7 +239,8 @@ def test_the_recording_form_refuses_what_no_preview_sent(course):
     after = {s["student_id"]: (gradebook_of(root, s["student_id"]), files_of(root, s["student_id"])) for s in ROSTER}
     assert after == before
     assert not (root / "gradebook-history" / "autograd").exists() or not any(
-        (root / "gradebook-history" / "autograd").iterdir())
+        (root / "gradebook-history" / "autograd").iterdir()
+    )
 
 
 def test_recording_records_only_the_ticked_students(course):

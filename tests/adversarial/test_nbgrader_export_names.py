@@ -18,9 +18,9 @@ ROSTER = {  # student id: (the roster's name, its email)
     "bob": ('O\'Brien, Robert "Bob"', "bob@example.edu"),
     "carol": ("Plato", "carol@example.edu"),
     "dave": ("Dvořák, Antonín", "dave@example.edu"),
-    "erin": ('"Erin', "erin,east@example.edu"),   # an opening quote swallowed the fields after it
+    "erin": ('"Erin', "erin,east@example.edu"),  # an opening quote swallowed the fields after it
     "frank": ("King, Martin Luther, Jr.\nDrop", "frank@example.edu"),
-    "grace": ("=HYPERLINK(\"http://x\"), Grace", "grace@example.edu"),
+    "grace": ('=HYPERLINK("http://x"), Grace', "grace@example.edu"),
 }
 EXPECTED = {  # (first_name, last_name, email) in nbgrader's export
     "alice": ("Alice", "Liddell", "alice@example.edu"),
@@ -37,8 +37,10 @@ def test_nbgrader_export_of_roster_names_parses_into_the_right_columns(tmp_path)
     from nbgrader.plugins.export import CsvExportPlugin
 
     db_url = f"sqlite:///{tmp_path / 'gradebook.db'}"
-    record_students(db_url, {sid: nbgrader_student(Student(sid, {"name": name, "email": email}))
-                             for sid, (name, email) in ROSTER.items()})
+    record_students(
+        db_url,
+        {sid: nbgrader_student(Student(sid, {"name": name, "email": email})) for sid, (name, email) in ROSTER.items()},
+    )
     exported = tmp_path / "grades.csv"
     with open_gradebook(db_url) as gradebook:
         gradebook.update_or_create_assignment("autograd")

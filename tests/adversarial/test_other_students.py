@@ -44,8 +44,9 @@ HOSTILE_TEXT = "\\ud800\\x1b[2J\\x1b]0;owned\\x07 \\u202e"  # a lone surrogate, 
 
 TEXT_ATTACKS = {
     "exception message": f"raise ValueError('{HOSTILE_TEXT}')",
-    "type name of an answer": (f"class Weird(float): pass\nWeird.__qualname__ = '{HOSTILE_TEXT}'\n"
-                               "net_dL_dw = Weird(12)"),
+    "type name of an answer": (
+        f"class Weird(float): pass\nWeird.__qualname__ = '{HOSTILE_TEXT}'\nnet_dL_dw = Weird(12)"
+    ),
     "error raised by a function answer": f"def cubic_derivative(x):\n    raise ValueError('{HOSTILE_TEXT}')",
     "string answer": f"cubic_grad = '{HOSTILE_TEXT}'",
 }
@@ -58,8 +59,9 @@ def test_text_that_cannot_be_written_stays_one_students_problem(jobs, tmp_path, 
     folder = tmp_path / "in"
     for index, code in enumerate(TEXT_ATTACKS.values()):
         write(with_cell(code), folder / f"hostile{index}.ipynb")
-    shutil.copy(ROOT / "tests" / "samples" / "submitted" / "alice" / "autograd" / "autograd.ipynb",
-                folder / "zz-alice.ipynb")
+    shutil.copy(
+        ROOT / "tests" / "samples" / "submitted" / "alice" / "autograd" / "autograd.ipynb", folder / "zz-alice.ipynb"
+    )
     summary = grade_batch(replace(fast_config(), root=course_root), [folder], tmp_path / "out", jobs=jobs)
     assert len(summary.graded) == len(TEXT_ATTACKS) + 1
     assert {g.status for g in summary.graded} == {"graded"}
@@ -89,8 +91,12 @@ def test_a_failure_while_recording_one_student_costs_only_that_student(tmp_path,
 
     monkeypatch.setattr(recording, "write_feedback", refuse_bob)
     samples = ROOT / "tests" / "samples" / "submitted"
-    summary = grade_batch(replace(fast_config(), root=course_root), [samples / "alice", samples / "bob",
-                                                                    samples / "carol"], tmp_path / "out", jobs=0)
+    summary = grade_batch(
+        replace(fast_config(), root=course_root),
+        [samples / "alice", samples / "bob", samples / "carol"],
+        tmp_path / "out",
+        jobs=0,
+    )
     statuses = {g.student_id: (g.status, g.feedback.score) for g in summary.graded}
     assert statuses == {"alice": ("graded", 57), "bob": ("autograder_error", 0), "carol": ("graded", 0)}
     assert "disk said no" in next(g for g in summary.graded if g.student_id == "bob").internal_error
@@ -99,6 +105,7 @@ def test_a_failure_while_recording_one_student_costs_only_that_student(tmp_path,
 
 
 # ----------------------------------------------------------------------------- 2. unbounded work in the grader
+
 
 def test_the_hand_work_check_does_bounded_work_on_hostile_text():
     """Thousands of `!a` lines once held a batch for minutes in IPython's transformer: now each line is
@@ -115,14 +122,30 @@ def test_the_hand_work_check_does_bounded_work_on_hostile_text():
 def test_hand_work_is_judged_per_value():
     cells = (
         Cell(0, "imports", "import torch  # I like to have it around"),
-        Cell(1, "answers", "net_dL_dw = 12\nx = torch.tensor(4.0, requires_grad=True)\ny = x ** 3 - 2 * x\n"
-                           "y.backward()\ncubic_grad = x.grad.item()\nslope = 2 * 3\ntwice_w_grad = y.item() * 0 + 24"),
+        Cell(
+            1,
+            "answers",
+            "net_dL_dw = 12\nx = torch.tensor(4.0, requires_grad=True)\ny = x ** 3 - 2 * x\n"
+            "y.backward()\ncubic_grad = x.grad.item()\nslope = 2 * 3\ntwice_w_grad = y.item() * 0 + 24",
+        ),
         Cell(2, "magic", "%time net_dL_db = torch.tensor(6.0).item()\nlisting = !ls"),
-        Cell(3, "functions", "def cubic_derivative(x):\n    return 3 * x ** 2 - 2\n"
-                             "def torch_slope(p):\n    t = torch.tensor(p, requires_grad=True)\n    return t"),
+        Cell(
+            3,
+            "functions",
+            "def cubic_derivative(x):\n    return 3 * x ** 2 - 2\n"
+            "def torch_slope(p):\n    t = torch.tensor(p, requires_grad=True)\n    return t",
+        ),
     )
-    names = ("net_dL_dw", "cubic_grad", "slope", "twice_w_grad", "net_dL_db", "listing", "cubic_derivative",
-             "torch_slope")
+    names = (
+        "net_dL_dw",
+        "cubic_grad",
+        "slope",
+        "twice_w_grad",
+        "net_dL_db",
+        "listing",
+        "cubic_derivative",
+        "torch_slope",
+    )
     result = computed_answers(parse_cells(cells), names)
     assert result.computed == {"cubic_grad", "twice_w_grad", "net_dL_db", "torch_slope"}
     assert result.complete
@@ -220,13 +243,14 @@ def test_memory_outside_the_memory_limit_is_bounded(sandbox_run):
 
 # ----------------------------------------------------------------------------- 6. forged grader messages
 
+
 def test_a_forged_message_cannot_reset_the_cell_clock(grader, baseline, tmp_path):
     """A forged `start` once reset the per-cell timer (a cell ran 32 s against 10 s, status graded)."""
     code = CHANNEL_FDS + (
         "import time\n"
         "for _ in range(40):\n"
         "    for fd in channels:\n"
-        "        os.write(fd, b'{\"event\": \"start\", \"cell\": 999}\\n')\n"
+        '        os.write(fd, b\'{"event": "start", "cell": 999}\\n\')\n'
         "    time.sleep(1)\n"
     )
     started = time.monotonic()
@@ -237,14 +261,15 @@ def test_a_forged_message_cannot_reset_the_cell_clock(grader, baseline, tmp_path
 
 
 def test_forged_messages_cannot_speak_in_the_graders_voice(grader, baseline, tmp_path):
-    forged = [{"event": "start", "cell": 777},
-              {"event": "done", "cell": 777, "error": "MemoryError: A cell ran out of memory (limit 2048 MB)."}]
+    forged = [
+        {"event": "start", "cell": 777},
+        {"event": "done", "cell": 777, "error": "MemoryError: A cell ran out of memory (limit 2048 MB)."},
+    ]
     lines = "".join(json.dumps(event) + "\n" for event in forged)
     code = CHANNEL_FDS + f"for fd in channels:\n    os.write(fd, {lines!r}.encode())\n"
     graded, _ = grader(with_cell(code), tmp_path)
     assert per_question(graded) == baseline
-    assert not any("ran out of memory" in message or "memory limit" in message
-                   for message in graded.feedback.messages)
+    assert not any("ran out of memory" in message or "memory limit" in message for message in graded.feedback.messages)
 
 
 def test_a_self_sent_sigxcpu_is_not_reported_as_the_cpu_limit(grader, baseline, tmp_path):
@@ -261,7 +286,7 @@ def test_flooding_the_channel_costs_the_grader_almost_nothing(grader, baseline, 
         "import time\nend = time.monotonic() + 20\n"
         "while time.monotonic() < end:\n"
         "    for fd in channels:\n"
-        "        os.write(fd, b'{\"event\": \"start\", \"cell\": 1}\\n' * 1000)\n"
+        '        os.write(fd, b\'{"event": "start", "cell": 1}\\n\' * 1000)\n'
     )
     cpu_before = resource.getrusage(resource.RUSAGE_SELF)
     graded, seconds = grader(with_cell(code), tmp_path)
@@ -303,6 +328,7 @@ def test_student_text_is_literal_in_gradescope_markdown(grader, tmp_path):
 
 # ----------------------------------------------------------------------------- 10. what feedback reveals
 
+
 def test_feedback_that_reveals_only_verdicts_holds_no_torch_value(grader, tmp_path, course_root):
     """With `feedback_reveals: verdicts` (the default on Gradescope) neither the page, the JSON nor results.json
     carries torch's values: a wrong w2 chain shows where it breaks, not what the right numbers are."""
@@ -314,8 +340,12 @@ def test_feedback_that_reveals_only_verdicts_holds_no_torch_value(grader, tmp_pa
     config = fast_config()
     path = write(baseline_notebook(), tmp_path / "student.ipynb")
     assignment = load_assignment(config.source_notebook(), "autograd")
-    graded = grade_submission(SubmissionRef("student", path), assignment, config,
-                              reveal_torch_values=config.reveals_torch_values(gradescope=True))
+    graded = grade_submission(
+        SubmissionRef("student", path),
+        assignment,
+        config,
+        reveal_torch_values=config.reveals_torch_values(gradescope=True),
+    )
     feedback = graded.feedback.to_json()
     assert feedback["reveals_torch_values"] is False
     wrong = [v for q in feedback["questions"] for v in q["values"] if not v["correct"]]
@@ -339,8 +369,10 @@ def test_the_sandbox_level_is_in_results_json(tmp_path, capfd):
     root = tmp_path / "autograder"
     shutil.copytree(ROOT / "source", root / "source" / "source")
     (root / "submission").mkdir()
-    shutil.copy(ROOT / "tests" / "samples" / "submitted" / "alice" / "autograd" / "autograd.ipynb",
-                root / "submission" / "autograd.ipynb")
+    shutil.copy(
+        ROOT / "tests" / "samples" / "submitted" / "alice" / "autograd" / "autograd.ipynb",
+        root / "submission" / "autograd.ipynb",
+    )
     results = run_autograder(root)
     assert results["score"] == 57
     assert results["extra_data"]["sandbox"] == ISOLATION

@@ -58,9 +58,20 @@ def course_under_umask_022(tmp_path_factory):
 @pytest.mark.slow
 def test_every_file_that_holds_grades_or_secrets_is_the_graders_alone(course_under_umask_022):
     root = course_under_umask_022
-    expected = {"gradebook.db", "grades-autograd.csv", "integrity-autograd.json", "class-summary-autograd.html",
-                "class-summary-autograd.json", "course-totals.csv", "canvas-autograd.csv", "tokens.csv",
-                "tokens-instructor.txt", "service.db", "autograded", "feedback"}
+    expected = {
+        "gradebook.db",
+        "grades-autograd.csv",
+        "integrity-autograd.json",
+        "class-summary-autograd.html",
+        "class-summary-autograd.json",
+        "course-totals.csv",
+        "canvas-autograd.csv",
+        "tokens.csv",
+        "tokens-instructor.txt",
+        "service.db",
+        "autograded",
+        "feedback",
+    }
     assert expected <= {path.name for path in root.iterdir()}  # each of them was written, so each is checked
     pages = {root / "feedback" / student / "autograd" / "autograd.html" for student in STUDENTS}
     readable = []
@@ -73,8 +84,10 @@ def test_every_file_that_holds_grades_or_secrets_is_the_graders_alone(course_und
     assert readable == []
     for student in STUDENTS:  # the trees of one student, each file in them
         for tree in ("autograded", "feedback"):
-            assert {mode(path) for path in (root / tree / student).rglob("*") if path not in pages} == {
-                0o600, 0o700}, (tree, student)
+            assert {mode(path) for path in (root / tree / student).rglob("*") if path not in pages} == {0o600, 0o700}, (
+                tree,
+                student,
+            )
 
 
 @pytest.mark.slow
@@ -89,8 +102,14 @@ def test_the_feedback_page_is_readable_only_through_the_exchange(course_under_um
     exchange.mkdir(mode=0o755)
     nbgrader = str(Path(sys.executable).parent / "nbgrader")
     common = ["--course=autograd-course", f"--Exchange.root={exchange}"]
-    done = subprocess.run([nbgrader, "release_feedback", "autograd", *common], cwd=root, capture_output=True,
-                          text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [nbgrader, "release_feedback", "autograd", *common],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     released = list((exchange / "autograd-course" / "feedback").glob("*.html"))
     assert len(released) == len(STUDENTS)
@@ -101,13 +120,19 @@ def test_the_feedback_page_is_readable_only_through_the_exchange(course_under_um
     cached.mkdir(parents=True)
     shutil.copy(root / "submitted" / "alice" / "autograd" / "autograd.ipynb", cached)
     shutil.copy(root / "submitted" / "alice" / "autograd" / "submission_secret.txt", cached)
-    done = subprocess.run([nbgrader, "fetch_feedback", "autograd", "--student=alice", *common,
-                           f"--Exchange.cache={home / 'cache'}"], cwd=home, capture_output=True, text=True,
-                          timeout=300, check=False)
+    done = subprocess.run(
+        [nbgrader, "fetch_feedback", "autograd", "--student=alice", *common, f"--Exchange.cache={home / 'cache'}"],
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     fetched = list((home / "autograd" / "feedback").glob("*/autograd.html"))
     assert [path.read_text() for path in fetched] == [
-        (root / "feedback" / "alice" / "autograd" / "autograd.html").read_text()]
+        (root / "feedback" / "alice" / "autograd" / "autograd.html").read_text()
+    ]
 
 
 def test_a_gradebook_left_readable_by_an_earlier_version_is_made_private(tmp_path):

@@ -49,8 +49,13 @@ READ_TARGETS = {
 @pytest.fixture(scope="module")
 def graders_folder(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("graders-files")
-    for relative in ("gradebook.db", "graded/feedback/alice/autograd/feedback.json", "graded/grades-autograd.csv",
-                     "results/results.json", "home/.bash_history"):
+    for relative in (
+        "gradebook.db",
+        "graded/feedback/alice/autograd/feedback.json",
+        "graded/grades-autograd.csv",
+        "results/results.json",
+        "home/.bash_history",
+    ):
         (folder / relative).parent.mkdir(parents=True, exist_ok=True)
         (folder / relative).write_text("the grader's own data\n")
     return folder
@@ -68,8 +73,10 @@ def _existing(target: str | Path, folder: Path) -> Path:
 @pytest.mark.parametrize("target", list(READ_TARGETS))
 def test_reading_files_of_the_grader(target, attempt, graders_folder):
     path = str(_existing(READ_TARGETS[target], graders_folder))
-    result = attempt(f"import os\ntry:\n    open({path!r}, 'rb').read(10)\n    result = 'read'\n"
-                     f"except OSError as error:\n    result = type(error).__name__")
+    result = attempt(
+        f"import os\ntry:\n    open({path!r}, 'rb').read(10)\n    result = 'read'\n"
+        f"except OSError as error:\n    result = type(error).__name__"
+    )
     assert result in ("FileNotFoundError", "PermissionError")
 
 
@@ -108,8 +115,10 @@ WRITE_TARGETS = {
 def test_writing_the_graders_results(target, attempt, graders_folder):
     path = _existing(WRITE_TARGETS[target], graders_folder)
     before = path.read_bytes()
-    result = attempt(f"try:\n    open({str(path)!r}, 'w').write('hacked')\n    result = 'written'\n"
-                     f"except OSError as error:\n    result = type(error).__name__")
+    result = attempt(
+        f"try:\n    open({str(path)!r}, 'w').write('hacked')\n    result = 'written'\n"
+        f"except OSError as error:\n    result = type(error).__name__"
+    )
     assert result in ("FileNotFoundError", "PermissionError", "OSError")
     assert path.read_bytes() == before
 

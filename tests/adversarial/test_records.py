@@ -104,8 +104,10 @@ def test_one_students_fault_never_stops_or_bends_anothers_record(tmp_path):
     server.start()
     try:
         odd = add_cell(submitted_notebook(), "x = 1", metadata=ODD_METADATA)
-        replies = {student: server.submit(student, notebook_bytes(odd if student == "bob" else submitted_notebook()))
-                   for student in students}
+        replies = {
+            student: server.submit(student, notebook_bytes(odd if student == "bob" else submitted_notebook()))
+            for student in students
+        }
         for student, reply in replies.items():
             if student != "bob":
                 assert (reply.status, reply.json["status"], reply.json["score"]) == (200, "graded", 57), reply.text
@@ -134,8 +136,7 @@ def test_one_students_fault_never_stops_or_bends_anothers_record(tmp_path):
         assert not (root / "submitted" / "dave").exists()
         assert (root / "submitted" / "erin" / "autograd").is_dir()
         assert pipe.is_fifo()
-        assert sorted(p.name for p in (root / "submitted" / "erin" / "autograd").iterdir()) == [
-            "notes.txt", "pipe"]
+        assert sorted(p.name for p in (root / "submitted" / "erin" / "autograd").iterdir()) == ["notes.txt", "pipe"]
         if "bob" not in recorded_students:
             assert not any(folders(root, "bob").values())
         assert_records_agree(root)
@@ -214,19 +215,30 @@ def test_a_recording_that_stopped_half_way_is_undone(tmp_path):
             assert server.submit(student, notebook_bytes(submitted_notebook())).json["score"] == 57
         # The disk fills up when the CSV is written, after every student's files and gradebook row: everyone
         # is put back, and the recording is gone (nothing to undo).
-        full = subprocess.run([sys.executable, "-c", STOPPED_RECORDING, str(root), "disk-full"],
-                              capture_output=True, text=True, check=False, timeout=300)
+        full = subprocess.run(
+            [sys.executable, "-c", STOPPED_RECORDING, str(root), "disk-full"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
         assert full.returncode == 0, full.stderr
-        assert full.stdout.startswith("CourseError: nobody was recorded: [Errno 28] No space left on device; "
-                                      "every record is as it was"), full.stdout + full.stderr
+        assert full.stdout.startswith(
+            "CourseError: nobody was recorded: [Errno 28] No space left on device; every record is as it was"
+        ), full.stdout + full.stderr
         for student in ("alice", "bob", "carol"):
             assert not any(folders(root, student).values()), student
         assert held(root) == {}
         assert grades_rows(root) == {}
         assert not (root / "gradebook-history" / "autograd" / "0001").exists()
 
-        stopped = subprocess.run([sys.executable, "-c", STOPPED_RECORDING, str(root), "kill"], capture_output=True,
-                                 text=True, check=False, timeout=300)
+        stopped = subprocess.run(
+            [sys.executable, "-c", STOPPED_RECORDING, str(root), "kill"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
         assert stopped.returncode == -9, stopped.stderr
         assert all(folders(root, "alice").values())  # the half that was written
         assert held(root) == {}
@@ -268,8 +280,9 @@ def test_an_undo_number_that_is_no_number_of_ours_is_refused_in_a_sentence(tmp_p
             assert refused.status == 409, (number[:5], refused.text[:300])
             said = re.findall(r"Nothing undone[^<]*", refused.text)
             assert len(said) == 1, refused.text[-2000:]
-            assert said[0].startswith("Nothing undone: the form was for recording -1, and the one to undo now is "
-                                      "recording 1"), said
+            assert said[0].startswith(
+                "Nothing undone: the form was for recording -1, and the one to undo now is recording 1"
+            ), said
         assert held(root)["alice"].score == 57  # still recorded
         undone = post_form(server, undo="1")
         assert "Undid recording 1: the records of alice are back" in message(undone), message(undone)
@@ -323,9 +336,13 @@ def test_a_recording_file_of_another_shape_is_named_not_a_500(tmp_path):
     server.start()
     try:
         assert server.submit("alice", notebook_bytes(submitted_notebook())).json["score"] == 57
-        for odd in ("{}", "[]", '{"recorded_at": "x", "students": {"alice": {}}}',
-                    '{"recorded_at": "x", "students": {"alice": {"written": "", "held": null, "csv_row": null}}, '
-                    '"refused": []}'):
+        for odd in (
+            "{}",
+            "[]",
+            '{"recorded_at": "x", "students": {"alice": {}}}',
+            '{"recorded_at": "x", "students": {"alice": {"written": "", "held": null, "csv_row": null}}, '
+            '"refused": []}',
+        ):
             (history / "0001" / "recording.json").write_text(odd, encoding="utf-8")
             page = request(f"{server.url}/i/{server.instructor}/export/gradebook")
             assert page.status != 500, (odd, page.text[:500])
@@ -404,24 +421,33 @@ def _set(*keys, value):
         for key in keys[:-1]:
             target = target[key]
         target[keys[-1]] = value
+
     return change
 
 
 FORGERIES = {  # what is edited -> the field merge must name
     "the issue's attack: an id with .. parts and ten times the points": (
-        lambda r: (_escape_id(r), _ten_times(r)), "`graded[0].student_id`"),
+        lambda r: (_escape_id(r), _ten_times(r)),
+        "`graded[0].student_id`",
+    ),
     "an id with .. parts": (_escape_id, "`graded[0].student_id`"),
     "ten times the points": (_ten_times, "`graded[0].questions[0].earned`"),
-    "a total above the questions' sum": (_set("graded", 0, "feedback", "score", value=570),
-                                         "`graded[0].feedback.score`"),
+    "a total above the questions' sum": (
+        _set("graded", 0, "feedback", "score", value=570),
+        "`graded[0].feedback.score`",
+    ),
     "a path out of the course": (_set("graded", 0, "path", value="../outside/autograd.ipynb"), "`graded[0].path`"),
     "an absolute path": (_set("graded", 0, "path", value="/etc/passwd"), "`graded[0].path`"),
     "a status nobody gives": (_set("graded", 0, "status", value="excellent"), "`graded[0].status`"),
-    "a grades row's status, which grading never gives": (_set("graded", 0, "status", value="missing"),
-                                                         "`graded[0].status`"),
+    "a grades row's status, which grading never gives": (
+        _set("graded", 0, "status", value="missing"),
+        "`graded[0].status`",
+    ),
     "a status of another type": (_set("graded", 0, "status", value=["graded"]), "`graded[0].status`"),
-    "a score of another type": (_set("graded", 0, "questions", 0, "earned", value="1e9"),
-                                "`graded[0].questions[0].earned`"),
+    "a score of another type": (
+        _set("graded", 0, "questions", 0, "earned", value="1e9"),
+        "`graded[0].questions[0].earned`",
+    ),
     "a negative late penalty": (_set("graded", 0, "late_penalty", value=-100), "`graded[0].late_penalty`"),
     "a student of another class": (_set("graded", 0, "student_id", value="mallory"), "`graded[0]`"),
     "another class's digest": (_set("class", value="0123456789abcdef"), "`class` of"),
@@ -429,10 +455,14 @@ FORGERIES = {  # what is edited -> the field merge must name
     # The feedback a student is shown, read back as grading writes it (course/pipeline/feedback_model.py). On 7fe442b an
     # answer without its fields passed the check, and writing its page raised a KeyError: the student was merged
     # as an autograder error, their files written.
-    "a feedback answer without its fields": (_set("graded", 0, "feedback", "questions", 0, "values", value=[
-        {"name": "slope_at_3"}]), "`graded[0].feedback.questions[0].values[0].your_value` is missing"),
-    "a feedback note that is markup": (_set("graded", 0, "feedback", "questions", 0, "misconceptions", value=[
-        "<script>alert(1)</script>"]), "`graded[0].feedback.questions[0].misconceptions[0]` is not an object"),
+    "a feedback answer without its fields": (
+        _set("graded", 0, "feedback", "questions", 0, "values", value=[{"name": "slope_at_3"}]),
+        "`graded[0].feedback.questions[0].values[0].your_value` is missing",
+    ),
+    "a feedback note that is markup": (
+        _set("graded", 0, "feedback", "questions", 0, "misconceptions", value=["<script>alert(1)</script>"]),
+        "`graded[0].feedback.questions[0].misconceptions[0]` is not an object",
+    ),
 }
 
 
@@ -483,8 +513,11 @@ def test_shards_are_cut_by_student_so_a_duplicate_id_stays_in_one_shard():
     from course.pipeline.discovery import SubmissionRef
     from course.term.shards import Shard, shard_of
 
-    refs = [SubmissionRef(student, Path(f"/c/submitted/{student}{copy}.ipynb"), "a copy" if copy else "")
-            for student in ("ana", "ben", "cy", "dee", "eve") for copy in ("", "-2")]
+    refs = [
+        SubmissionRef(student, Path(f"/c/submitted/{student}{copy}.ipynb"), "a copy" if copy else "")
+        for student in ("ana", "ben", "cy", "dee", "eve")
+        for copy in ("", "-2")
+    ]
     for count in (2, 3, 4, 7):
         slices = [shard_of(refs, Shard(k, count)) for k in range(1, count + 1)]
         assert sorted(ref.path for one in slices for ref in one) == sorted(ref.path for ref in refs)
@@ -505,8 +538,25 @@ def test_a_class_with_a_duplicate_id_is_graded_in_shards_and_merged(tmp_path, ca
     shutil.copy(SAMPLES / "bob" / "autograd" / "autograd.ipynb", root / "submitted" / "alice.ipynb")
     outs = [tmp_path / f"out-{k}" for k in (1, 2)]
     for k, out in enumerate(outs, start=1):
-        assert main(["--course", str(root), "grade", "--assignment", "autograd", "--shard", f"{k}/2", "--out",
-                     str(out), "--jobs", "1", "--quiet"]) == 0
+        assert (
+            main(
+                [
+                    "--course",
+                    str(root),
+                    "grade",
+                    "--assignment",
+                    "autograd",
+                    "--shard",
+                    f"{k}/2",
+                    "--out",
+                    str(out),
+                    "--jobs",
+                    "1",
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
     code, said = merge(root, *outs, capsys=capsys)
     assert code == 0, said
     assert sorted(grades_rows(root)) == ["alice", "bob"]

@@ -48,11 +48,17 @@ def broken_proof(tmp_path_factory):
     in test_one_call, and in test_slopes an exception whose message holds terminal escapes. (the failure's message,
     the typo's line number, release/ before, release/ after)"""
     root = copy_course(tmp_path_factory.mktemp("proof") / "course")
-    lines = edit_cell(root, "test_one_call", lambda lines: [
-        line.replace('marks.value("one_call_loss", one_call_loss,', TYPO) for line in lines])
+    lines = edit_cell(
+        root,
+        "test_one_call",
+        lambda lines: [line.replace('marks.value("one_call_loss", one_call_loss,', TYPO) for line in lines],
+    )
     typo_line = next(number for number, line in enumerate(lines, start=1) if TYPO in line)
-    edit_cell(root, "test_slopes", lambda lines: [
-        line.replace("marks = Marks()", f'raise ValueError("{NOISE}")') for line in lines])
+    edit_cell(
+        root,
+        "test_slopes",
+        lambda lines: [line.replace("marks = Marks()", f'raise ValueError("{NOISE}")') for line in lines],
+    )
     before = snapshot(root / "release")
     with pytest.raises(ReleaseError) as failure:
         release(load_config(root), "autograd")
@@ -62,8 +68,10 @@ def broken_proof(tmp_path_factory):
 @pytest.mark.slow
 def test_a_name_error_in_a_hidden_test_is_named_by_cell_line_and_error(broken_proof):
     message, typo_line, before, after = broken_proof
-    assert (f"test_one_call (question {ONE_CALL!r}): 0 of 3; line {typo_line} of the cell "
-            f"(`{TYPO} loss, \"Predict w·x + b, subtract the target, square it.\", idea=") in message, message
+    assert (
+        f"test_one_call (question {ONE_CALL!r}): 0 of 3; line {typo_line} of the cell "
+        f'(`{TYPO} loss, "Predict w·x + b, subtract the target, square it.", idea='
+    ) in message, message
     assert "raised NameError: name 'one_call_lose' is not defined" in message, message
     assert after == before  # nothing released
 
@@ -85,8 +93,10 @@ def test_a_missing_template_line_is_named_and_stops_the_release(tmp_path, capsys
     edit_cell(root, "answer_slopes", lambda lines: [line for line in lines if not line.startswith("slope_at_3 = ...")])
     assert main(["--course", str(root), "release", "--no-verify"]) == 1
     err = capsys.readouterr().err
-    assert ("cell 4 (answer_slopes): the solution cell has no `slope_at_3 = ...` line for answer 'slope_at_3' "
-            "outside its ### BEGIN SOLUTION region") in err, err
+    assert (
+        "cell 4 (answer_slopes): the solution cell has no `slope_at_3 = ...` line for answer 'slope_at_3' "
+        "outside its ### BEGIN SOLUTION region"
+    ) in err, err
     assert "order" not in err  # not blamed on the form check's order
     assert snapshot(root / "release") == before
 
@@ -97,9 +107,17 @@ def test_following_the_order_advice_still_releases_no_answer_cell_without_its_li
     root = copy_course(tmp_path / "course")
     edit_cell(root, "answer_slopes", lambda lines: [line for line in lines if not line.startswith("slope_at_3 = ...")])
     for cell in ("form_slopes", "test_slopes"):
-        edit_cell(root, cell, lambda lines: [
-            line.replace('slope_at_3="number", slope_at_minus_2="number", slope_at_0="number"',
-                         'slope_at_minus_2="number", slope_at_0="number", slope_at_3="number"') for line in lines])
+        edit_cell(
+            root,
+            cell,
+            lambda lines: [
+                line.replace(
+                    'slope_at_3="number", slope_at_minus_2="number", slope_at_0="number"',
+                    'slope_at_minus_2="number", slope_at_0="number", slope_at_3="number"',
+                )
+                for line in lines
+            ],
+        )
     assert main(["--course", str(root), "release", "--no-verify"]) == 1
     assert "no `slope_at_3 = ...` line for answer 'slope_at_3'" in capsys.readouterr().err
     released = json.loads((root / "release" / "autograd" / "autograd.ipynb").read_text(encoding="utf-8"))
@@ -109,15 +127,19 @@ def test_following_the_order_advice_still_releases_no_answer_cell_without_its_li
 
 def test_a_missing_function_template_is_named(tmp_path, capsys):
     root = copy_course(tmp_path / "course")
+
     def without_template(lines: list[str]) -> list[str]:
         key = lines.index("### BEGIN SOLUTION\n")
         return [line for line in lines[:key] if not line.startswith(("def cubic_derivative", "    return ..."))] + (
-            lines[key:])
+            lines[key:]
+        )
 
     edit_cell(root, "answer_cubic", without_template)
     assert main(["--course", str(root), "release", "--no-verify"]) == 1
-    assert ("(answer_cubic): the solution cell has no `def cubic_derivative(...): return ...` template for answer "
-            "'cubic_derivative'") in capsys.readouterr().err
+    assert (
+        "(answer_cubic): the solution cell has no `def cubic_derivative(...): return ...` template for answer "
+        "'cubic_derivative'"
+    ) in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("grade_id", "index"), [("form_slopes", 5), ("setup", 1), ("numbers", 2)])
@@ -135,8 +157,10 @@ def test_an_answer_key_that_leaves_an_answer_unset_is_named(tmp_path, capsys):
     root = copy_course(tmp_path / "course")
     edit_cell(root, "answer_slopes", lambda lines: [line for line in lines if not line.startswith("slope_at_0 = 0")])
     assert main(["--course", str(root), "release", "--no-verify"]) == 1
-    assert ("(answer_slopes): the answer key (between ### BEGIN SOLUTION and ### END SOLUTION) does not set answer "
-            "'slope_at_0'") in capsys.readouterr().err
+    assert (
+        "(answer_slopes): the answer key (between ### BEGIN SOLUTION and ### END SOLUTION) does not set answer "
+        "'slope_at_0'"
+    ) in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -152,14 +176,19 @@ def test_the_self_test_names_the_hidden_tests_exception_and_its_line(tmp_path):
     from course.sandbox import WarmPool
 
     root = copy_course(tmp_path / "course")
-    lines = edit_cell(root, "test_one_call", lambda lines: [
-        line.replace('marks.value("one_call_loss", one_call_loss,', TYPO) for line in lines])
-    hidden = lines[lines.index("### BEGIN HIDDEN TESTS") + 1:]
+    lines = edit_cell(
+        root,
+        "test_one_call",
+        lambda lines: [line.replace('marks.value("one_call_loss", one_call_loss,', TYPO) for line in lines],
+    )
+    hidden = lines[lines.index("### BEGIN HIDDEN TESTS") + 1 :]
     typo_line = next(number for number, line in enumerate(hidden, start=1) if TYPO in line)
     config = load_config(root)
     assignment = load_course_assignment(config, "autograd")
     with WarmPool(1, config.limits) as pool, pytest.raises(SelfTestError) as refused:
         prove_setup(assignment, config, partial(pool.run, cold_fallback=False), level=pool.level)
-    assert (f"question {ONE_CALL!r} (test_one_call): its hidden tests raised NameError: name 'one_call_lose' is not "
-            f"defined (line {typo_line} of the hidden tests). Fix those hidden tests in the source notebook, release, "
-            "and run the command again.") in str(refused.value), str(refused.value)
+    assert (
+        f"question {ONE_CALL!r} (test_one_call): its hidden tests raised NameError: name 'one_call_lose' is not "
+        f"defined (line {typo_line} of the hidden tests). Fix those hidden tests in the source notebook, release, "
+        "and run the command again."
+    ) in str(refused.value), str(refused.value)

@@ -24,11 +24,9 @@ from tests.support.helpers import CORRECT_CODE, write
 pytestmark = pytest.mark.slow
 
 # Right for x >= 0 (so at the exercise's own point, 4, and at zero), wrong for every negative x.
-RIGHT_FOR_POSITIVE_ONLY = ("def cubic_derivative(x):\n"
-                           "    return 3 * x ** 2 - 2 if x >= 0 else 0.0\n")
+RIGHT_FOR_POSITIVE_ONLY = "def cubic_derivative(x):\n    return 3 * x ** 2 - 2 if x >= 0 else 0.0\n"
 # Right everywhere but far out on the negative side: wrong at a few of the grid's points only.
-WRONG_FAR_LEFT = ("def cubic_derivative(x):\n"
-                  "    return 3 * x ** 2 - 2 if x > -5 else 1.0\n")
+WRONG_FAR_LEFT = "def cubic_derivative(x):\n    return 3 * x ** 2 - 2 if x > -5 else 1.0\n"
 
 
 def _notebook(function: str) -> dict:
@@ -55,8 +53,10 @@ def _without_id(feedback: Feedback) -> dict:
 @pytest.mark.parametrize("function", [WRONG_FAR_LEFT, RIGHT_FOR_POSITIVE_ONLY], ids=["wrong-far-left", "wrong-left"])
 def test_a_regrade_and_another_student_get_the_same_score_and_feedback(grader, tmp_path, function):
     notebook = _notebook(function)
-    runs = [grader(notebook, _folder(tmp_path, n), student=student)[0]
-            for n, student in enumerate(["alice", "alice", "alice", "bob"])]
+    runs = [
+        grader(notebook, _folder(tmp_path, n), student=student)[0]
+        for n, student in enumerate(["alice", "alice", "alice", "bob"])
+    ]
     assert {g.status for g in runs} == {"graded"}
     first = runs[0]
     for other in runs[1:]:
@@ -112,8 +112,9 @@ def test_with_a_secret_the_points_are_the_courses_own_and_a_verdicts_page_never_
     assert config.variant_secret_file
     assignment = load_assignment(config.source_notebook(), "autograd")
     notebook = _notebook(RIGHT_FOR_POSITIVE_ONLY)
-    keyed = [grade(notebook, _folder(tmp_path, f"keyed-{n}"), config=config, assignment=assignment)[0]
-             for n in range(2)]
+    keyed = [
+        grade(notebook, _folder(tmp_path, f"keyed-{n}"), config=config, assignment=assignment)[0] for n in range(2)
+    ]
     plain, _ = grade(notebook, _folder(tmp_path, "public"), config=public)
     assert _without_id(keyed[0].feedback) == _without_id(keyed[1].feedback)
     keyed_points = [p["x"] for p in _cubic(keyed[0])["probes"]]
@@ -129,7 +130,7 @@ def test_with_a_secret_the_points_are_the_courses_own_and_a_verdicts_page_never_
     verdicts = grade_submission(SubmissionRef("student", path), assignment, config, reveal_torch_values=False)
     cubic = next(q for q in verdicts.feedback.questions if q.id == "cubic")
     page = render_html(verdicts.feedback)
-    shown = page[page.index('id="q-cubic"'):] + unescape_markdown(question_markdown(cubic, False))
+    shown = page[page.index('id="q-cubic"') :] + unescape_markdown(question_markdown(cubic, False))
     assert "at a negative x the course keeps private, yours gave 0" in shown
     for x in keyed_points[2:]:
         assert f"x = {x:g}" not in shown
@@ -149,8 +150,12 @@ def test_gradescope_calls_the_function_at_the_points_grade_uses(tmp_path):
     config = fast_config()
     assignment = load_assignment(config.source_notebook(), "autograd")
     path = write(notebook, tmp_path / "local.ipynb")
-    local = grade_submission(SubmissionRef("student", path), assignment, config,
-                             reveal_torch_values=config.reveals_torch_values(gradescope=True))
+    local = grade_submission(
+        SubmissionRef("student", path),
+        assignment,
+        config,
+        reveal_torch_values=config.reveals_torch_values(gradescope=True),
+    )
     assert results["score"] == local.feedback.score
     test = next(t for t in results["tests"] if t["name"].startswith("9."))
     cubic = next(q for q in local.feedback.questions if q.id == "cubic")
@@ -178,8 +183,12 @@ def test_the_service_calls_the_function_at_the_points_grade_uses(tmp_path):
     config = fast_config()
     assignment = load_assignment(config.source_notebook(), "autograd")
     path = write(notebook, tmp_path / "local.ipynb")
-    local = grade_submission(SubmissionRef("alice", path), assignment, config,
-                             reveal_torch_values=config.reveals_torch_values(gradescope=True))
+    local = grade_submission(
+        SubmissionRef("alice", path),
+        assignment,
+        config,
+        reveal_torch_values=config.reveals_torch_values(gradescope=True),
+    )
     assert done["score"] == local.feedback.score
     detail = _cubic(local)["detail"]
     assert "at x = -" in detail

@@ -146,8 +146,9 @@ def test_the_memory_limit_is_the_students_outcome(baseline, tmp_path, grader):
     graded, _ = grader(with_cell(FORK_AND_FILL), tmp_path, config=CONFIG)
     assert graded.status == "graded"  # never autograder_error: the notebook's content did it
     assert per_question(graded) == baseline  # the answers set before the attack stand
-    assert any(f"more memory than the limit of {LIMITS.memory_mb} MB" in m for m in graded.feedback.messages), \
+    assert any(f"more memory than the limit of {LIMITS.memory_mb} MB" in m for m in graded.feedback.messages), (
         graded.feedback.messages
+    )
     assert _run_cgroups() == []
 
 
@@ -201,10 +202,23 @@ def test_a_grader_that_is_not_root_accounts_the_run(tmp_path):
     python = nonroot_python()
     tmp_path.chmod(0o755)
     grader = subprocess.Popen(
-        ["setpriv", f"--reuid={NONROOT_USER}", f"--regid={NONROOT_USER}", "--clear-groups", "--inh-caps=-all",
-         python, "-c", NONROOT_GRADER, FORK_AND_FILL],
+        [
+            "setpriv",
+            f"--reuid={NONROOT_USER}",
+            f"--regid={NONROOT_USER}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            python,
+            "-c",
+            NONROOT_GRADER,
+            FORK_AND_FILL,
+        ],
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8", "PYTHONPATH": str(ROOT)},
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     peak = 0
     while grader.poll() is None:  # every process of the grader's uid but the grader itself: the runs
         held = sum(_pss(pid) for pid in descendants(grader.pid) if _uid(pid) == NONROOT_USER)
@@ -262,8 +276,9 @@ def test_the_same_notebook_meets_the_same_bound_cold_and_warm(bound, request, sa
 
 # The first statement allocates at once: were the first cell run before the grader took the run's measure at `ready`,
 # that allocation would be counted as the start's, and the bound raised by it.
-FIRST_STATEMENT = ("block = b'x' * (300 * 1024 ** 2)\n"
-                   "import time\ntime.sleep(2)  # held while the grader looks\nresult = 1\n")
+FIRST_STATEMENT = (
+    "block = b'x' * (300 * 1024 ** 2)\nimport time\ntime.sleep(2)  # held while the grader looks\nresult = 1\n"
+)
 
 
 @needs_bwrap

@@ -32,29 +32,55 @@ def payload(where: str) -> str:
     return f"document.title += '|pwned-{where}'"
 
 
-SVG = (f"""<svg xmlns="http://www.w3.org/2000/svg" onload="{payload('svg')}">"""
-       f"<script>{payload('svg-script')}</script></svg>")
+SVG = (
+    f"""<svg xmlns="http://www.w3.org/2000/svg" onload="{payload("svg")}">"""
+    f"<script>{payload('svg-script')}</script></svg>"
+)
 HOSTILE_CELLS = [
-    {"cell_type": "markdown", "metadata": {}, "source": (
-        f"My answer.\n\n<script>{payload('markdown-script')}</script>\n\n"
-        f"<img src=\"x\" onerror=\"{payload('markdown-img')}\">\n\n"
-        f"<details open ontoggle=\"{payload('markdown-details')}\"><summary>s</summary></details>\n\n"
-        f"[see this](javascript:{payload('markdown-link')})\n")},
-    {"cell_type": "raw", "metadata": {"raw_mimetype": "text/html", "format": "text/html"},
-     "source": f"<script>{payload('raw-script')}</script><img src=\"x\" onerror=\"{payload('raw-img')}\">"},
-    {"cell_type": "code", "execution_count": 1, "source": "from IPython.display import HTML",
-     "metadata": {"tags": [f"\"><script>{payload('tag')}</script>"]},
-     "outputs": [{"output_type": "display_data", "metadata": {}, "data": {
-         "text/html": f"<script>{payload('html-output')}</script><img src=x onerror=\"{payload('html-output-img')}\">",
-         "application/javascript": payload("javascript-output"),
-         "image/svg+xml": SVG,
-         "text/plain": "<IPython.core.display.HTML object>"}}]},
+    {
+        "cell_type": "markdown",
+        "metadata": {},
+        "source": (
+            f"My answer.\n\n<script>{payload('markdown-script')}</script>\n\n"
+            f'<img src="x" onerror="{payload("markdown-img")}">\n\n'
+            f'<details open ontoggle="{payload("markdown-details")}"><summary>s</summary></details>\n\n'
+            f"[see this](javascript:{payload('markdown-link')})\n"
+        ),
+    },
+    {
+        "cell_type": "raw",
+        "metadata": {"raw_mimetype": "text/html", "format": "text/html"},
+        "source": f'<script>{payload("raw-script")}</script><img src="x" onerror="{payload("raw-img")}">',
+    },
+    {
+        "cell_type": "code",
+        "execution_count": 1,
+        "source": "from IPython.display import HTML",
+        "metadata": {"tags": [f'"><script>{payload("tag")}</script>']},
+        "outputs": [
+            {
+                "output_type": "display_data",
+                "metadata": {},
+                "data": {
+                    "text/html": f"<script>{payload('html-output')}</script>"
+                    f'<img src=x onerror="{payload("html-output-img")}">',
+                    "application/javascript": payload("javascript-output"),
+                    "image/svg+xml": SVG,
+                    "text/plain": "<IPython.core.display.HTML object>",
+                },
+            }
+        ],
+    },
     {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": LAST_CELL},
 ]
 # An attachment: a markdown cell that shows it made nbconvert stop (autograded/ kept the cell, not its attachments):
 # formgrader's page was an error and generate_feedback failed for the student. trudy sends it with the rest.
-ATTACHMENT = {"cell_type": "markdown", "metadata": {}, "source": "![chart](attachment:chart.svg)",
-              "attachments": {"chart.svg": {"image/svg+xml": base64.b64encode(SVG.encode()).decode()}}}
+ATTACHMENT = {
+    "cell_type": "markdown",
+    "metadata": {},
+    "source": "![chart](attachment:chart.svg)",
+    "attachments": {"chart.svg": {"image/svg+xml": base64.b64encode(SVG.encode()).decode()}},
+}
 STUDENTS = {"mallory": HOSTILE_CELLS, "trudy": [ATTACHMENT, *HOSTILE_CELLS]}
 # What must be shown as text: the student's words are still there for the instructor to read.
 SHOWN = ("My answer.", f"<script>{payload('markdown-script')}</script>")
@@ -141,9 +167,20 @@ def test_formgraders_page_runs_no_script_of_the_students(graded_course, formgrad
 def test_nbgraders_generate_feedback_renders_no_script_of_the_students(graded_course, page, tmp_path, student):
     course = tmp_path / "course"  # generate_feedback replaces feedback/: a copy, so the formgrader test is unaffected
     shutil.copytree(graded_course, course)
-    done = subprocess.run([str(Path(sys.executable).parent / "nbgrader"), "generate_feedback", "autograd", "--force",
-                           f"--student={student}"], cwd=course, capture_output=True, text=True, timeout=300,
-                          check=False)
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "nbgrader"),
+            "generate_feedback",
+            "autograd",
+            "--force",
+            f"--student={student}",
+        ],
+        cwd=course,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     feedback = course / "feedback" / student / "autograd" / "autograd.html"
     assert "end_of_the_notebook" in feedback.read_text()  # nbgrader's rendering of autograded/, not our own page

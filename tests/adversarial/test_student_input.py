@@ -31,9 +31,17 @@ from tests.support.helpers import copy_course, write
 LOCKED_CELL = 5  # the released notebook's locked form cell of "1. A gradient is a slope" (form_slopes)
 ANSWER_CELL = 4  # that question's answer cell (answer_slopes, 3 points)
 
-ODD_VALUES = {"list": ["x"], "mapping": {"a": 1}, "number": 5, "null": None, "boolean": True,
-              "huge-text": "x" * 200_000, "odd-text": "../\u202e\x00 =1", "nan": float("nan"),
-              "surrogate": "\ud800"}
+ODD_VALUES = {
+    "list": ["x"],
+    "mapping": {"a": 1},
+    "number": 5,
+    "null": None,
+    "boolean": True,
+    "huge-text": "x" * 200_000,
+    "odd-text": "../\u202e\x00 =1",
+    "nan": float("nan"),
+    "surrogate": "\ud800",
+}
 
 
 def _mangled(cell_index: int, change) -> dict:
@@ -48,15 +56,20 @@ def _set(path: tuple[str, ...], value):
         for key in path[:-1]:
             target = target[key]
         target[path[-1]] = value
+
     return change
 
 
 CASES = {
-    **{f"grade-id-{kind}": (LOCKED_CELL, _set(("metadata", "nbgrader", "grade_id"), value))
-       for kind, value in ODD_VALUES.items()},
+    **{
+        f"grade-id-{kind}": (LOCKED_CELL, _set(("metadata", "nbgrader", "grade_id"), value))
+        for kind, value in ODD_VALUES.items()
+    },
     "answer-grade-id-list": (ANSWER_CELL, _set(("metadata", "nbgrader", "grade_id"), [1, 2])),
-    **{f"{field}-list": (LOCKED_CELL, _set(("metadata", "nbgrader", field), [{"a": []}]))
-       for field in ("grade", "solution", "locked", "points", "schema_version", "checksum", "cell_type")},
+    **{
+        f"{field}-list": (LOCKED_CELL, _set(("metadata", "nbgrader", field), [{"a": []}]))
+        for field in ("grade", "solution", "locked", "points", "schema_version", "checksum", "cell_type")
+    },
     "points-huge": (LOCKED_CELL, _set(("metadata", "nbgrader", "points"), 10**400)),
     "nbgrader-list": (LOCKED_CELL, _set(("metadata", "nbgrader"), [1])),
     "metadata-number": (LOCKED_CELL, _set(("metadata",), 7)),

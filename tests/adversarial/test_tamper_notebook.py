@@ -66,11 +66,24 @@ def make_test_cells_claim_to_be_solutions(nb):
 
 
 def extra_cell_claims_to_be_a_test(nb):
-    nb["cells"].append({
-        "cell_type": "code", "execution_count": None, "outputs": [], "source": "bonus = 100\nbonus",
-        "metadata": {"nbgrader": {"grade": True, "grade_id": "test_bonus", "points": 100, "locked": True,
-                                  "solution": False, "schema_version": 3}},
-    })
+    nb["cells"].append(
+        {
+            "cell_type": "code",
+            "execution_count": None,
+            "outputs": [],
+            "source": "bonus = 100\nbonus",
+            "metadata": {
+                "nbgrader": {
+                    "grade": True,
+                    "grade_id": "test_bonus",
+                    "points": 100,
+                    "locked": True,
+                    "solution": False,
+                    "schema_version": 3,
+                }
+            },
+        }
+    )
 
 
 def pasted_hidden_tests(nb):

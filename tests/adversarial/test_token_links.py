@@ -20,8 +20,10 @@ from tests.support.helpers import submitted_notebook
 
 
 def write_roster(path: Path, students: list[str]) -> Path:
-    path.write_text("student_id,name,lms_id\n" + "".join(f"{s},{s.title()} Student,{100 + i}\n"
-                                                         for i, s in enumerate(students)), encoding="utf-8")
+    path.write_text(
+        "student_id,name,lms_id\n" + "".join(f"{s},{s.title()} Student,{100 + i}\n" for i, s in enumerate(students)),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -116,24 +118,40 @@ def links_over_http(tmp_path: Path, database: str | None) -> None:
         assert server.get("alice", attempt.json["id"]).status == 200
 
         tokens = server.root / "tokens.csv"
-        subprocess.run(server.command("tokens", "--rotate", "bob", "--out", str(tokens)), check=True,
-                       capture_output=True)
+        subprocess.run(
+            server.command("tokens", "--rotate", "bob", "--out", str(tokens)), check=True, capture_output=True
+        )
         rotated = tokens_file(tokens)["bob"][0]
         old_bob = page(before["bob"])
         assert (old_bob.status, old_bob.text) == (410, RETIRED_LINK["replaced"])
         assert page(rotated).status == 200
         assert [page(server.tokens[s]).status for s in ("alice", "carol")] == [200, 200]
 
-        subprocess.run(server.command("tokens", "--revoke", "alice", "--out", str(tokens)), check=True,
-                       capture_output=True)
+        subprocess.run(
+            server.command("tokens", "--revoke", "alice", "--out", str(tokens)), check=True, capture_output=True
+        )
         revoked = page(before["alice"])
         assert (revoked.status, revoked.text) == (410, RETIRED_LINK["revoked"])
         upload = server.submit("alice", notebook_bytes(submitted_notebook()))
         assert (upload.status, upload.json["error"]) == (401, RETIRED_LINK["revoked"])
         notebook = tmp_path / "autograd.ipynb"
         notebook.write_bytes(notebook_bytes(submitted_notebook()))
-        submitted = subprocess.run([sys.executable, "-m", "course", "submit", str(notebook), "--server", server.url,
-                                    "--token", before["alice"]], capture_output=True, text=True, check=False)
+        submitted = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "course",
+                "submit",
+                str(notebook),
+                "--server",
+                server.url,
+                "--token",
+                before["alice"],
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert submitted.returncode == 1
         assert "has been revoked by the course staff" in submitted.stderr
         assert "alice" not in tokens_file(tokens)
@@ -142,8 +160,9 @@ def links_over_http(tmp_path: Path, database: str | None) -> None:
         assert her_record.status == 200
         assert 'href="alice/attempts/1"' in her_record.text
 
-        subprocess.run(server.command("tokens", "--rotate-instructor", "--out", str(tokens)), check=True,
-                       capture_output=True)
+        subprocess.run(
+            server.command("tokens", "--rotate-instructor", "--out", str(tokens)), check=True, capture_output=True
+        )
         newest = (server.root / "tokens-instructor.txt").read_text().strip()
         old_dashboard = http(f"{server.url}/i/{instructor}/")
         assert (old_dashboard.status, old_dashboard.text) == (410, RETIRED_INSTRUCTOR_LINK)

@@ -37,8 +37,11 @@ def working_links_missing(root: Path, out: Path) -> list[str]:
         rows = store.token_rows()
     finally:
         store.close()
-    return sorted(sid for sid, row in rows.items() if not row.revoked and not (
-        sid in written and hmac.compare_digest(hash_token(written[sid]), row.token_hash)))
+    return sorted(
+        sid
+        for sid, row in rows.items()
+        if not row.revoked and not (sid in written and hmac.compare_digest(hash_token(written[sid]), row.token_hash))
+    )
 
 
 def test_two_runs_at_once_both_end_with_every_working_link_in_the_file(tmp_path):
@@ -60,8 +63,10 @@ def test_two_runs_at_once_both_end_with_every_working_link_in_the_file(tmp_path)
             except BaseException as problem:
                 errors.append(problem)
 
-        threads = [threading.Thread(target=run, args=(issue_tokens, roster)),
-                   threading.Thread(target=run, args=(rotate_tokens, ["alice"]))]
+        threads = [
+            threading.Thread(target=run, args=(issue_tokens, roster)),
+            threading.Thread(target=run, args=(rotate_tokens, ["alice"])),
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -94,8 +99,11 @@ def test_a_run_while_another_holds_the_course_waits_then_proceeds(tmp_path):
     try:
         assert holding.wait(60)
         command = subprocess.Popen(
-            [sys.executable, "-m", "course", "--course", str(root), "serve", "tokens", str(roster), "--out",
-             str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [sys.executable, "-m", "course", "--course", str(root), "serve", "tokens", str(roster), "--out", str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         said = ""
         while "waiting for it to end" not in said:  # each read blocks until the run says more (or ends: "")
             line = command.stderr.readline()
@@ -132,4 +140,3 @@ def test_a_run_that_waits_too_long_stops_with_a_sentence_and_changes_nothing(tmp
     assert not (root / "service.db").exists() or working_links_missing(root, out) == []
     assert main(["--course", str(root), "serve", "tokens", str(roster), "--out", str(out)]) == 0  # free again
     assert list(read_tokens_file(out)) == ["alice"]
-

@@ -99,8 +99,21 @@ def test_nbgrader_exchange_hands_no_student_a_classmates_numbers(tmp_path, monke
     # What an earlier version left: copies inside the release nbgrader hands to everyone.
     write(personalised_for("carol"), root / "release" / "autograd" / "students" / "carol" / "autograd.ipynb")
     monkeypatch.setenv("AUTOGRAD_COURSE_SECRET", SECRET)
-    assert main(["--course", str(root), "release", "--assignment", "autograd", "--no-verify",
-                 "--students", str(root / "roster.csv")]) == 0
+    assert (
+        main(
+            [
+                "--course",
+                str(root),
+                "release",
+                "--assignment",
+                "autograd",
+                "--no-verify",
+                "--students",
+                str(root / "roster.csv"),
+            ]
+        )
+        == 0
+    )
     exchange.mkdir()
     nbgrader(root, "release_assignment", "autograd", exchange=exchange)
     outbound = exchange / "autograd-course" / "outbound" / "autograd"
@@ -132,10 +145,24 @@ def test_upgrading_says_how_to_take_classmates_copies_out_of_the_exchange(tmp_pa
     outbound = exchange / "autograd-course" / "outbound" / "autograd"
     assert set().union(*notebooks_in(outbound).values()) == set(STUDENTS)  # the leak, as it was
     monkeypatch.setenv("AUTOGRAD_COURSE_SECRET", SECRET)
-    assert main(["--course", str(root), "release", "--assignment", "autograd", "--no-verify",
-                 "--students", str(root / "roster.csv")]) == 0
-    assert "run `nbgrader release_assignment autograd --force` now to replace its outbound copy" in \
-        capsys.readouterr().out
+    assert (
+        main(
+            [
+                "--course",
+                str(root),
+                "release",
+                "--assignment",
+                "autograd",
+                "--no-verify",
+                "--students",
+                str(root / "roster.csv"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        "run `nbgrader release_assignment autograd --force` now to replace its outbound copy" in capsys.readouterr().out
+    )
     # Without --force nbgrader keeps the outbound folder as it is (and says it exists); with it, it is replaced.
     command = [NBGRADER, "release_assignment", "autograd", "--course=autograd-course", f"--Exchange.root={exchange}"]
     refused = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=600, check=False)
@@ -147,10 +174,12 @@ def test_upgrading_says_how_to_take_classmates_copies_out_of_the_exchange(tmp_pa
     assert not (outbound / "students").exists()
 
 
-UNMARKED_LINE = ("numbers: this notebook's numbers cell carries no student's id (the default numbers, the same in "
-                 "everyone's copy, carry none; a copy of your own whose id was lost carries none either), and without "
-                 "the course's release the check cannot tell which they are: if your course gives each student their "
-                 "own numbers, make sure these are the numbers of the notebook released for you before you answer")
+UNMARKED_LINE = (
+    "numbers: this notebook's numbers cell carries no student's id (the default numbers, the same in "
+    "everyone's copy, carry none; a copy of your own whose id was lost carries none either), and without "
+    "the course's release the check cannot tell which they are: if your course gives each student their "
+    "own numbers, make sure these are the numbers of the notebook released for you before you answer"
+)
 
 
 def test_check_names_default_numbers_and_someone_elses(tmp_path, monkeypatch):
@@ -163,13 +192,17 @@ def test_check_names_default_numbers_and_someone_elses(tmp_path, monkeypatch):
     assert not any("the default ones" in line for line in lines)
     with_variants = check_notebook(default, replace(load_config(ROOT), variants=True))  # no secret needed
     assert not with_variants.ready  # every answer right for the default numbers, and still not ready
-    assert any(line.startswith("numbers: the default ones, the same in everyone's copy, not yours")
-               for line in with_variants.lines())
+    assert any(
+        line.startswith("numbers: the default ones, the same in everyone's copy, not yours")
+        for line in with_variants.lines()
+    )
     bobs = copy.deepcopy(submitted_notebook())
     numbers_cell(bobs)["metadata"]["autograd_course"] = {"student_id": "bob"}
     report = check_notebook(write(bobs, tmp_path / "bobs" / "autograd.ipynb"))
-    assert any(line.startswith("numbers: personalised for 'bob': if that is not your id, this is not your notebook")
-               for line in report.lines())
+    assert any(
+        line.startswith("numbers: personalised for 'bob': if that is not your id, this is not your notebook")
+        for line in report.lines()
+    )
 
 
 def test_check_says_default_numbers_only_of_the_releases_own(tmp_path, monkeypatch):
@@ -200,9 +233,11 @@ def test_check_names_the_untouched_release_and_unanswered_answers(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     untouched = write(load(RELEASE_NOTEBOOK), tmp_path / "autograd" / "autograd.ipynb")  # where fetch puts it
     lines = check_notebook(untouched).lines()
-    assert lines[0] == ("This is the notebook as released: nothing in it is answered yet. If you worked in another "
-                        "copy, check and submit that one: nbgrader's fetch puts it in autograd/autograd.ipynb in the "
-                        "folder you fetched in, and `nbgrader submit` sends that folder.")
+    assert lines[0] == (
+        "This is the notebook as released: nothing in it is answered yet. If you worked in another "
+        "copy, check and submit that one: nbgrader's fetch puts it in autograd/autograd.ipynb in the "
+        "folder you fetched in, and `nbgrader submit` sends that folder."
+    )
     partly = write(submitted_notebook({**CORRECT_CODE, "net_h": "..."}), tmp_path / "part.ipynb")
     lines = check_notebook(partly).lines()
     assert not any(line.startswith("This is the notebook as released") for line in lines)
@@ -216,15 +251,19 @@ def test_a_default_number_notebook_is_named_and_graded_with_the_students_own_num
     first, _ = grade(right_for_defaults, tmp_path, config, student="alice", assignment=AUTOGRAD)
     again, _ = grade(right_for_defaults, tmp_path / "again", config, student="alice", assignment=AUTOGRAD)
     messages = first.feedback.messages
-    assert messages[0].startswith("This notebook has the default numbers, the same in everyone's copy, not yours: "
-                                  "every notebook of this course is graded with its student's own numbers, so it "
-                                  "was graded with 'alice''s")
+    assert messages[0].startswith(
+        "This notebook has the default numbers, the same in everyone's copy, not yours: "
+        "every notebook of this course is graded with its student's own numbers, so it "
+        "was graded with 'alice''s"
+    )
     assert first.feedback.score == again.feedback.score < AUTOGRAD.max_score  # the policy: alice's numbers
     alice = numbers_of("alice")
     net_h = next(v for q in first.feedback.to_json()["questions"] for v in q["values"] if v["name"] == "net_h")
     assert net_h["torch_value"] == str(alice["net_w"] * alice["net_x"] + alice["net_b"])
-    assert ("submitted a notebook with the default numbers, the release everyone was given, not one personalised "
-            "for 'alice' (graded with 'alice''s own numbers)") in first.integrity
+    assert (
+        "submitted a notebook with the default numbers, the release everyone was given, not one personalised "
+        "for 'alice' (graded with 'alice''s own numbers)"
+    ) in first.integrity
     # Alice's own notebook carries no such sentence (the check above can fail), nor does it with her id taken off:
     # its numbers are hers, not the default ones.
     unmarked = personalised_for("alice")
@@ -239,8 +278,9 @@ def test_a_default_number_notebook_is_named_and_graded_with_the_students_own_num
 def test_someone_elses_notebook_is_named_first(tmp_path, monkeypatch):
     config = variants_config(monkeypatch)
     graded, _ = grade(personalised_for("bob"), tmp_path, config, student="alice", assignment=AUTOGRAD)
-    assert graded.feedback.messages[0].startswith("This notebook was personalised for 'bob' but is graded as "
-                                                     "'alice', so it was graded with 'alice''s numbers")
+    assert graded.feedback.messages[0].startswith(
+        "This notebook was personalised for 'bob' but is graded as 'alice', so it was graded with 'alice''s numbers"
+    )
     assert graded.integrity[0] == "submitted a notebook personalised for 'bob' (graded with 'alice''s numbers)"
 
 
@@ -250,7 +290,8 @@ def test_the_untouched_release_is_named_in_the_feedback(tmp_path):
     assert graded.feedback.score == 0
     assert graded.feedback.messages[0].startswith(
         "Nothing in this notebook is answered: every answer is still as released. If you worked in another copy, "
-        "submit that one: nbgrader's fetch puts it in autograd/autograd.ipynb in the folder you fetched in.")
+        "submit that one: nbgrader's fetch puts it in autograd/autograd.ipynb in the folder you fetched in."
+    )
     answered, _ = grade(submitted_notebook({**CORRECT_CODE, "net_h": "..."}), tmp_path / "one", fast_config())
     assert not any(m.startswith("Nothing in this notebook is answered") for m in answered.feedback.messages)
 

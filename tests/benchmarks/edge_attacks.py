@@ -107,8 +107,9 @@ def first_line(connection: socket.socket, timeout: float = 0.5) -> str:
     return data.split(b"\r\n", 1)[0].decode(errors="replace") if data else "closed"
 
 
-def report(name: str, peak: Peak, answers: collections.Counter, latencies: list[float],
-           statuses: collections.Counter) -> None:
+def report(
+    name: str, peak: Peak, answers: collections.Counter, latencies: list[float], statuses: collections.Counter
+) -> None:
     ordered = sorted(latencies)
     p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] if ordered else float("nan")
     p50 = statistics.median(ordered) if ordered else float("nan")
@@ -124,10 +125,13 @@ def stalled_uploads(server: Server, students: list[str], honest: int) -> None:
         for index, student in enumerate(students):
             source = f"127.0.2.{index % 250 + 1}"
             for _ in range(3):
-                connection = socket.create_connection(("127.0.0.1", server.port), timeout=30,
-                                                      source_address=(source, 0))
-                head = (f"POST /api/submissions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.tokens[student]}"
-                        f"\r\nContent-Type: application/json\r\nContent-Length: {BODY}\r\n\r\n").encode()
+                connection = socket.create_connection(
+                    ("127.0.0.1", server.port), timeout=30, source_address=(source, 0)
+                )
+                head = (
+                    f"POST /api/submissions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {server.tokens[student]}"
+                    f"\r\nContent-Type: application/json\r\nContent-Length: {BODY}\r\n\r\n"
+                ).encode()
                 try:
                     connection.sendall(head + b" " * (BODY - 1))
                 except OSError:  # refused before its body was read, and closed: its answer is read below
@@ -147,8 +151,9 @@ def half_open(server: Server, count: int, honest: int) -> None:
     with Peak(server.process.pid) as peak:
         for _ in range(count):
             try:
-                connection = socket.create_connection(("127.0.0.1", server.port), timeout=5,
-                                                      source_address=("127.0.3.1", 0))
+                connection = socket.create_connection(
+                    ("127.0.0.1", server.port), timeout=5, source_address=("127.0.3.1", 0)
+                )
                 connection.sendall(b"GET /static/dashbo")
             except OSError as error:
                 answers[type(error).__name__] += 1
@@ -163,9 +168,17 @@ def half_open(server: Server, count: int, honest: int) -> None:
 
 
 def large_feedback(student: str, errors: int = 2000) -> dict:
-    return {"student_id": student, "assignment": "autograd", "status": "graded", "score": 1.0, "max_score": 57.0,
-            "messages": [], "reveals_torch_values": False, "questions": [],
-            "cell_errors": [{"cell": f"cell {i}", "error": "ZeroDivisionError: " + "x" * 480} for i in range(errors)]}
+    return {
+        "student_id": student,
+        "assignment": "autograd",
+        "status": "graded",
+        "score": 1.0,
+        "max_score": 57.0,
+        "messages": [],
+        "reveals_torch_values": False,
+        "questions": [],
+        "cell_errors": [{"cell": f"cell {i}", "error": "ZeroDivisionError: " + "x" * 480} for i in range(errors)],
+    }
 
 
 def feedback_reloads(server: Server, student: str, reloaders: int, feedback_reloaders: int, honest: int) -> None:
@@ -175,10 +188,25 @@ def feedback_reloads(server: Server, student: str, reloaders: int, feedback_relo
     feedback = json.dumps(large_feedback(student))
     with store.begin() as db:
         for number in range(1, 21):
-            db.execute(attempts.insert().values(
-                student_id=student, assignment="autograd", number=number, submitted_at=now_utc(), notebook=b"{}",
-                status="graded", score=1.0, raw_score=1.0, late_penalty=0.0, max_score=57.0, feedback=feedback,
-                integrity="[]", graded_at=now_utc(), seconds=0.1, results_written=1))
+            db.execute(
+                attempts.insert().values(
+                    student_id=student,
+                    assignment="autograd",
+                    number=number,
+                    submitted_at=now_utc(),
+                    notebook=b"{}",
+                    status="graded",
+                    score=1.0,
+                    raw_score=1.0,
+                    late_penalty=0.0,
+                    max_score=57.0,
+                    feedback=feedback,
+                    integrity="[]",
+                    graded_at=now_utc(),
+                    seconds=0.1,
+                    results_written=1,
+                )
+            )
     last = store.attempts_of(student, feedback=False)[-1].id
     store.close()
     home = f"{server.url}/s/{server.tokens[student]}/"
@@ -192,8 +220,14 @@ def feedback_reloads(server: Server, student: str, reloaders: int, feedback_relo
         stop.set()
         answers, took, sentences = results.get(timeout=120)
         attacker.join()
-    report(f"large-feedback reloads ({reloaders} loops of a page listing 20 attempts of 1 MB feedback, "
-           f"{feedback_reloaders} of one such feedback page)", peak, answers, latencies, statuses)
+    report(
+        f"large-feedback reloads ({reloaders} loops of a page listing 20 attempts of 1 MB feedback, "
+        f"{feedback_reloaders} of one such feedback page)",
+        peak,
+        answers,
+        latencies,
+        statuses,
+    )
     for page, seconds in sorted(took.items()):
         print(f"  {page}: {len(seconds)} loads, median {statistics.median(seconds) * 1000:.0f} ms")
     print(f"  the attacker was told: {sorted(sentences)}")
@@ -254,16 +288,28 @@ def storage_flood(server: Server, student: str, uploads: int, honest: int) -> No
         for thread in threads:
             thread.join()
     after = database.stat().st_size + Path(f"{database}-wal").stat().st_size
-    report(f"storage flood ({uploads} uploads of {len(body) / 2**20:.2f} MiB, two at a time)", peak, answers,
-           latencies, statuses)
+    report(
+        f"storage flood ({uploads} uploads of {len(body) / 2**20:.2f} MiB, two at a time)",
+        peak,
+        answers,
+        latencies,
+        statuses,
+    )
     print(f"  the database grew {(after - before) / 2**20:.0f} MiB; the attacker was told: {sorted(sentences)}")
 
 
 # ----------------------------------------------------------------------------- issue 39: who holds the places
 
 
-def slot_attack(kind: str, port: int, token: str, count: int, ready: threading.Event, stop: threading.Event,
-                results: multiprocessing.Queue) -> None:
+def slot_attack(
+    kind: str,
+    port: int,
+    token: str,
+    count: int,
+    ready: threading.Event,
+    stop: threading.Event,
+    results: multiprocessing.Queue,
+) -> None:
     """In the attacker's own process: `kind` ("keep-alive", "unfinished", "paced") until `stop`; puts its tally."""
     import asyncio
 
@@ -320,8 +366,9 @@ def slot_attack(kind: str, port: int, token: str, count: int, ready: threading.E
             task.cancel()
 
     async def paced() -> None:
-        request = (f"GET /s/{token}/ HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 10.9.9.9\r\nConnection: close"
-                   "\r\n\r\n").encode()
+        request = (
+            f"GET /s/{token}/ HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 10.9.9.9\r\nConnection: close\r\n\r\n"
+        ).encode()
         while not stop.is_set():
             try:
                 reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -351,8 +398,9 @@ def slot_attack(kind: str, port: int, token: str, count: int, ready: threading.E
 
 def slots(server: Server, kind: str, count: int, honest: int, token: str = "") -> None:
     ready, stop, results = multiprocessing.Event(), multiprocessing.Event(), multiprocessing.Queue()
-    attacker = multiprocessing.Process(target=slot_attack, args=(kind, server.port, token, count, ready, stop,
-                                                                 results), daemon=True)
+    attacker = multiprocessing.Process(
+        target=slot_attack, args=(kind, server.port, token, count, ready, stop, results), daemon=True
+    )
     assert server.process is not None
     load = os.getloadavg()
     with Peak(server.process.pid) as peak:
@@ -362,9 +410,11 @@ def slots(server: Server, kind: str, count: int, honest: int, token: str = "") -
         stop.set()
         answers = collections.Counter(results.get(timeout=120))
         attacker.join()
-    name = {"keep-alive": "kept-alive holders (9 addresses x 60, a GET every 4 s)",
-            "unfinished": f"never-finished requests from the honest student's address (up to {count})",
-            "paced": f"paced refusals behind a proxy ({count} page requests of one token in flight)"}[kind]
+    name = {
+        "keep-alive": "kept-alive holders (9 addresses x 60, a GET every 4 s)",
+        "unfinished": f"never-finished requests from the honest student's address (up to {count})",
+        "paced": f"paced refusals behind a proxy ({count} page requests of one token in flight)",
+    }[kind]
     report(name, peak, answers, latencies, statuses)
     print(f"  load average (1, 5, 15 min) before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
@@ -418,8 +468,9 @@ def main() -> int:
         print(f"the server's log: {server.log.read_text()[-1500:]}")
         if "paced" in chosen:  # behind a proxy: a server of its own, on the same course and database
             server.stop()
-            proxied = Server(server.root, jobs=server.jobs, tokens=server.tokens,
-                             options=("--forwarded-allow-ips", "127.0.0.1"))
+            proxied = Server(
+                server.root, jobs=server.jobs, tokens=server.tokens, options=("--forwarded-allow-ips", "127.0.0.1")
+            )
             proxied.start()
             honest_uploads(proxied, 2)
             slots(proxied, "paced", args.paced, args.honest, server.tokens["pacer"])

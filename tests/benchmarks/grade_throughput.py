@@ -57,8 +57,13 @@ from tests.support.helpers import (  # noqa: E402
 )
 
 MISCONCEPTIONS = [
-    {"accumulated_grads": "[6, 6, 6]"}, {"net_dL_dw": "6"}, {"w2_dL_da": "1.0", "w2_dL_dw": "2.0"},
-    {"cubic_grad": "48"}, {"retain_y_grad": "None"}, {"closed_dL_dw": "2"}, {"slope_at_minus_2": "4"},
+    {"accumulated_grads": "[6, 6, 6]"},
+    {"net_dL_dw": "6"},
+    {"w2_dL_da": "1.0", "w2_dL_dw": "2.0"},
+    {"cubic_grad": "48"},
+    {"retain_y_grad": "None"},
+    {"closed_dL_dw": "2"},
+    {"slope_at_minus_2": "4"},
 ]
 
 
@@ -116,8 +121,17 @@ def run_cli(root: Path, jobs: int | None) -> tuple[float, str]:
     """`autograd-course grade` as an instructor runs it: a new process, interpreter start, imports, the self-test
     and the gradebook included. Returns (seconds, the summary's self-test line)."""
     cli = str(Path(sys.executable).parent / "autograd-course")
-    command = [cli, "--course", str(root), "grade", "--out", str(root / "out-cli"), "--gradebook", "--quiet",
-               *(["--jobs", str(jobs)] if jobs is not None else [])]
+    command = [
+        cli,
+        "--course",
+        str(root),
+        "grade",
+        "--out",
+        str(root / "out-cli"),
+        "--gradebook",
+        "--quiet",
+        *(["--jobs", str(jobs)] if jobs is not None else []),
+    ]
     started = time.monotonic()
     completed = subprocess.run(command, check=True, capture_output=True, text=True)
     seconds = time.monotonic() - started
@@ -170,11 +184,16 @@ def paired_rounds(base: Path, size: int, rounds: int, sample_size: int, jobs: in
         cli_seconds, selftest = run_cli(root, jobs)
         shutil.rmtree(folder)
         ratios.append(size / cli_seconds / (sample_size / nb_seconds))
-        print(f"round {number}: nbgrader {nb_seconds / sample_size:.2f} s a submission, then `autograd-course grade` "
-              f"on {size} in {cli_seconds:.1f} s: {ratios[-1]:.0f}x nbgrader; {selftest}", flush=True)
+        print(
+            f"round {number}: nbgrader {nb_seconds / sample_size:.2f} s a submission, then `autograd-course grade` "
+            f"on {size} in {cli_seconds:.1f} s: {ratios[-1]:.0f}x nbgrader; {selftest}",
+            flush=True,
+        )
     listed = ", ".join(f"{r:.0f}x" for r in ratios)
-    print(f"command line against nbgrader, {rounds} paired rounds: {listed} "
-          f"(lowest {min(ratios):.0f}x, median {statistics.median(ratios):.0f}x)")
+    print(
+        f"command line against nbgrader, {rounds} paired rounds: {listed} "
+        f"(lowest {min(ratios):.0f}x, median {statistics.median(ratios):.0f}x)"
+    )
     return ratios
 
 
@@ -186,23 +205,34 @@ def percentile(values: list[float], q: float) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,400", help="honest class sizes (the first two give the marginal cost)")
-    parser.add_argument("--mixed", type=int, default=400, help="size of the class with two time-limited notebooks "
-                                                               "(0: none)")
+    parser.add_argument(
+        "--mixed", type=int, default=400, help="size of the class with two time-limited notebooks (0: none)"
+    )
     parser.add_argument("--nbgrader-sample", type=int, default=20)
     parser.add_argument("--cell-seconds", type=float, default=10, help="the per-cell limit (course default 10)")
     parser.add_argument("--jobs", type=int, default=None, help="grading workers (default: one per core)")
     parser.add_argument("--no-autograder", action="store_true", help="skip the run_autograder measurement")
-    parser.add_argument("--cli", action=argparse.BooleanOptionalAction, default=True,
-                        help="also time `autograd-course grade` as a new process on each honest size")
-    parser.add_argument("--rounds", type=int, default=0,
-                        help="then this many rounds on the largest honest size, each nbgrader autograde on the same "
-                             "sample and `autograd-course grade` back to back: the command's ratio per round against "
-                             "the nbgrader rate measured beside it (this machine's speed drifts within one run)")
+    parser.add_argument(
+        "--cli",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time `autograd-course grade` as a new process on each honest size",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=0,
+        help="then this many rounds on the largest honest size, each nbgrader autograde on the same "
+        "sample and `autograd-course grade` back to back: the command's ratio per round against "
+        "the nbgrader rate measured beside it (this machine's speed drifts within one run)",
+    )
     parser.add_argument("--round-sample", type=int, default=8, help="nbgrader's sample in each round")
     args = parser.parse_args()
 
-    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, load average "
-          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(
+        f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, load average "
+        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}"
+    )
     disagreements: dict[str, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="autograd-bench-") as scratch:
         base = Path(scratch)
@@ -220,10 +250,14 @@ def main() -> int:
             nb_rate = len(sample) / nb_seconds
             ours_totals = {g.student_id: g.feedback.score for g in summary.graded}
             disagreements = {s: (ours_totals[s], nb_totals[s]) for s in sample if ours_totals[s] != nb_totals[s]}
-            print(f"nbgrader autograde: {len(sample)} in {nb_seconds:.1f} s = {nb_rate:.3f} submissions/s "
-                  f"({nb_seconds / len(sample):.2f} s each)")
-            print(f"scores agree with nbgrader on {len(sample) - len(disagreements)}/{len(sample)} shared "
-                  "submissions" + (f"; differ: {disagreements}" if disagreements else ""))
+            print(
+                f"nbgrader autograde: {len(sample)} in {nb_seconds:.1f} s = {nb_rate:.3f} submissions/s "
+                f"({nb_seconds / len(sample):.2f} s each)"
+            )
+            print(
+                f"scores agree with nbgrader on {len(sample) - len(disagreements)}/{len(sample)} shared "
+                "submissions" + (f"; differ: {disagreements}" if disagreements else "")
+            )
             shutil.rmtree(base / "sample")
 
         def ratio(n: int, seconds: float) -> str:
@@ -235,46 +269,57 @@ def main() -> int:
             seconds, summary = run_ours(root, args.cell_seconds, args.jobs)
             latencies = [g.seconds for g in summary.graded]
             walls.append((size, seconds))
-            print(f"honest N={size}: {seconds:.1f} s, {1000 * seconds / size:.1f} ms per submission, "
-                  f"{ratio(size, seconds)}; latency p50 {percentile(latencies, 0.5):.3f} s, "
-                  f"p95 {percentile(latencies, 0.95):.3f} s; {summary.lines()[0]}")
+            print(
+                f"honest N={size}: {seconds:.1f} s, {1000 * seconds / size:.1f} ms per submission, "
+                f"{ratio(size, seconds)}; latency p50 {percentile(latencies, 0.5):.3f} s, "
+                f"p95 {percentile(latencies, 0.95):.3f} s; {summary.lines()[0]}"
+            )
             shutil.rmtree(base / f"honest{size}")
             if args.cli:
                 root = make_course(base / f"cli{size}", make_mix(size, seed=size, time_limits=False))
                 cli_seconds, selftest = run_cli(root, args.jobs)
-                print(f"honest N={size} from the command line (`autograd-course grade`: interpreter start, "
-                      f"imports, self-test and gradebook included): {cli_seconds:.1f} s, {ratio(size, cli_seconds)}; "
-                      f"{selftest}")
+                print(
+                    f"honest N={size} from the command line (`autograd-course grade`: interpreter start, "
+                    f"imports, self-test and gradebook included): {cli_seconds:.1f} s, {ratio(size, cli_seconds)}; "
+                    f"{selftest}"
+                )
                 shutil.rmtree(base / f"cli{size}")
         if len(walls) >= 2:
             steps = [(a[0], b[0], (b[1] - a[1]) / (b[0] - a[0])) for a, b in itertools.pairwise(walls)]
             marginal = steps[0][2]
-            print("marginal cost per submission: "
-                  + ", ".join(f"N={small}->{large}: {1000 * cost:.1f} ms" for small, large, cost in steps)
-                  + f" (linear when these agree); fixed start-up {walls[0][1] - walls[0][0] * marginal:.1f} s")
+            print(
+                "marginal cost per submission: "
+                + ", ".join(f"N={small}->{large}: {1000 * cost:.1f} ms" for small, large, cost in steps)
+                + f" (linear when these agree); fixed start-up {walls[0][1] - walls[0][0] * marginal:.1f} s"
+            )
         if args.mixed:
             mix = make_mix(args.mixed, seed=args.mixed)
             root = make_course(base / "mixed", mix)
             seconds, summary = run_ours(root, args.cell_seconds, args.jobs)
             kinds = {k: sum(1 for kind, _ in mix.values() if kind == k) for k in sorted({k for k, _ in mix.values()})}
-            print(f"mixed N={args.mixed} {kinds}: {seconds:.1f} s, {ratio(args.mixed, seconds)}; "
-                  f"{summary.lines()[0]}")
+            print(f"mixed N={args.mixed} {kinds}: {seconds:.1f} s, {ratio(args.mixed, seconds)}; {summary.lines()[0]}")
             honest = dict(walls).get(args.mixed)
             if honest:
-                print(f"the two time-limited notebooks cost {seconds - honest:.1f} s of wall time "
-                      f"(limit {args.cell_seconds:g} s per cell)")
+                print(
+                    f"the two time-limited notebooks cost {seconds - honest:.1f} s of wall time "
+                    f"(limit {args.cell_seconds:g} s per cell)"
+                )
             shutil.rmtree(base / "mixed")
         if args.rounds and sizes:
             paired_rounds(base, max(sizes), args.rounds, args.round_sample, args.jobs)
         peak_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         peak_children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        print(f"peak RSS: grader {peak_self:.0f} MiB (target <= 1536 MiB at N=2000); largest worker/kernel "
-              f"{peak_children:.0f} MiB")
+        print(
+            f"peak RSS: grader {peak_self:.0f} MiB (target <= 1536 MiB at N=2000); largest worker/kernel "
+            f"{peak_children:.0f} MiB"
+        )
 
         if not args.no_autograder:
             torch_alone, one = run_autograder_ratio(base)
-            print(f"run_autograder, one submission: {one:.2f} s vs `python -c 'import torch'` {torch_alone:.2f} s "
-                  f"= {one / torch_alone:.2f}x   (target <= 1.2x)")
+            print(
+                f"run_autograder, one submission: {one:.2f} s vs `python -c 'import torch'` {torch_alone:.2f} s "
+                f"= {one / torch_alone:.2f}x   (target <= 1.2x)"
+            )
     return 1 if disagreements else 0
 
 

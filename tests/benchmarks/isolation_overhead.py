@@ -22,8 +22,10 @@ from course.core.config import Limits
 from course.pipeline.submission import Cell
 from course.sandbox import WarmPool
 
-CELL = ("import torch\nx = torch.tensor(4.0, requires_grad=True)\ny = x ** 3 - 2 * x\ny.backward()\n"
-        "cubic_grad = 46\nnet_dL_dw = 12\nseen = x.grad.item()")
+CELL = (
+    "import torch\nx = torch.tensor(4.0, requires_grad=True)\ny = x ** 3 - 2 * x\ny.backward()\n"
+    "cubic_grad = 46\nnet_dL_dw = 12\nseen = x.grad.item()"
+)
 
 
 def main() -> None:
@@ -39,8 +41,10 @@ def main() -> None:
             seconds.append(time.perf_counter() - started)
             assert result.answers["seen"].value == 46, result
     seconds.sort()
-    print(f"level {pool.level}: {args.runs} runs, median {statistics.median(seconds) * 1000:.1f} ms, "
-          f"p95 {seconds[int(0.95 * len(seconds))] * 1000:.1f} ms per submission")
+    print(
+        f"level {pool.level}: {args.runs} runs, median {statistics.median(seconds) * 1000:.1f} ms, "
+        f"p95 {seconds[int(0.95 * len(seconds))] * 1000:.1f} ms per submission"
+    )
 
 
 if __name__ == "__main__":

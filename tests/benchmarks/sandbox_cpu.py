@@ -49,7 +49,7 @@ def descendants(pid: int) -> list[int]:
 def children_usage(pid: int) -> tuple[int, float]:
     """(minor faults, CPU seconds) of the children `pid` has waited for, from /proc/<pid>/stat."""
     text = Path(f"/proc/{pid}/stat").read_text()
-    fields = text[text.rindex(")") + 2:].split()  # from the third field, state, on
+    fields = text[text.rindex(")") + 2 :].split()  # from the third field, state, on
     ticks = os.sysconf("SC_CLK_TCK")
     return int(fields[8]), (int(fields[13]) + int(fields[14])) / ticks  # cminflt; cutime + cstime
 
@@ -71,9 +71,12 @@ def main() -> None:
                 graded = grade_submission(ref, assignment, config, run=pool.run)
             score = graded.feedback.score
             bwrap = pool._workers[0].process.pid
-            worker = next(pid for pid in [bwrap, *descendants(bwrap)]
-                          if b"--serve" in Path(f"/proc/{pid}/cmdline").read_bytes()
-                          and Path(f"/proc/{pid}/comm").read_text().startswith("python"))
+            worker = next(
+                pid
+                for pid in [bwrap, *descendants(bwrap)]
+                if b"--serve" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                and Path(f"/proc/{pid}/comm").read_text().startswith("python")
+            )
             faults, cpu = children_usage(worker)
             own, started = time.process_time(), time.monotonic()
             for _ in range(args.runs):
@@ -82,9 +85,11 @@ def main() -> None:
             own, wall = time.process_time() - own, time.monotonic() - started
             faults_after, cpu_after = children_usage(worker)
         per = 1000 / args.runs
-        print(f"level {pool.level}, {args.runs} runs of a notebook scoring {score:g}, per student: sandbox CPU "
-              f"{(cpu_after - cpu) * per:.2f} ms, {(faults_after - faults) / args.runs:.0f} page faults; grading "
-              f"process CPU {own * per:.2f} ms; wall {wall * per:.1f} ms")
+        print(
+            f"level {pool.level}, {args.runs} runs of a notebook scoring {score:g}, per student: sandbox CPU "
+            f"{(cpu_after - cpu) * per:.2f} ms, {(faults_after - faults) / args.runs:.0f} page faults; grading "
+            f"process CPU {own * per:.2f} ms; wall {wall * per:.1f} ms"
+        )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -200,8 +200,12 @@ def main() -> int:
 
     engine = create_engine(f"sqlite:///{root / 'service.db'}")
     with engine.connect() as db:
-        rows = {row.id: row for row in db.execute(text(
-            "SELECT id, status, results_written, submitted_at, graded_at, seconds FROM attempts"))}
+        rows = {
+            row.id: row
+            for row in db.execute(
+                text("SELECT id, status, results_written, submitted_at, graded_at, seconds FROM attempts")
+            )
+        }
     engine.dispose()
     lost = [i for i in tally.acknowledged if i not in rows or rows[i].status in ("queued", "grading")]
     twice = [i for i in tally.acknowledged if i in rows and rows[i].results_written != 1]
@@ -209,18 +213,28 @@ def main() -> int:
     uploads = sum(len(tries) for tries in plan.values())
     base = statistics.median(alone)
     print(f"load average (1 min) at the start {load_before:.2f}, at the end {os.getloadavg()[0]:.2f}")
-    print(f"{args.students} students x {args.attempts} attempts = {uploads} uploads, {args.concurrency} at a time, "
-          f"{server.jobs} warm workers, {elapsed:.1f} s ({uploads / elapsed:.1f} uploads/s)")
-    print(f"CPU seconds since the server started: the server process {server_cpu:.1f}, its workers at least "
-          f"{workers_cpu:.1f} (processes killed before they were reaped are not counted); this load generator "
-          f"{client_cpu:.1f} on the same cores")
-    print(f"acknowledged {len(tally.acknowledged)}; lost {len(lost)}; graded more than once {len(twice)}; "
-          f"5xx {len(tally.server_errors)}; other refusals {len(tally.refused)}")
-    print(f"baseline (one student alone): p50 {base:.3f} s; CPU an upload: {1000 * cost[0]:.1f} ms in the server "
-          f"process (HTTP, storing, grading), {1000 * cost[1]:.1f} ms in the sandbox (the run)")
+    print(
+        f"{args.students} students x {args.attempts} attempts = {uploads} uploads, {args.concurrency} at a time, "
+        f"{server.jobs} warm workers, {elapsed:.1f} s ({uploads / elapsed:.1f} uploads/s)"
+    )
+    print(
+        f"CPU seconds since the server started: the server process {server_cpu:.1f}, its workers at least "
+        f"{workers_cpu:.1f} (processes killed before they were reaped are not counted); this load generator "
+        f"{client_cpu:.1f} on the same cores"
+    )
+    print(
+        f"acknowledged {len(tally.acknowledged)}; lost {len(lost)}; graded more than once {len(twice)}; "
+        f"5xx {len(tally.server_errors)}; other refusals {len(tally.refused)}"
+    )
+    print(
+        f"baseline (one student alone): p50 {base:.3f} s; CPU an upload: {1000 * cost[0]:.1f} ms in the server "
+        f"process (HTTP, storing, grading), {1000 * cost[1]:.1f} ms in the sandbox (the run)"
+    )
     p50, p95 = percentile(honest, 0.5), percentile(honest, 0.95)
-    print(f"honest under load ({len(honest)}): p50 {p50:.3f} s, p95 {p95:.3f} s (p95 / baseline p50 = "
-          f"{p95 / base:.1f}x); target p95 <= 1 s: {'met' if p95 <= 1 else 'NOT met'}")
+    print(
+        f"honest under load ({len(honest)}): p50 {p50:.3f} s, p95 {p95:.3f} s (p95 / baseline p50 = "
+        f"{p95 / base:.1f}x); target p95 <= 1 s: {'met' if p95 <= 1 else 'NOT met'}"
+    )
     # Where an honest upload's time went, from the database: queued (stored -> its grading run began), graded
     # (the run, as grade_submission timed it) and the rest (HTTP, the token and policy checks, storing, waking).
     queued, graded, rest = [], [], []
@@ -235,8 +249,10 @@ def main() -> int:
     hostile = tally.latency["hostile"]
     print(f"hostile ({len(hostile)}): p50 {percentile(hostile, 0.5):.3f} s, max {max(hostile, default=0):.1f} s")
     graded_hostile = [rows[i].seconds for i in tally.hostile_ids]
-    print(f"  hostile graded: p50 {percentile(graded_hostile, 0.5):.3f} s, p95 "
-          f"{percentile(graded_hostile, 0.95):.3f} s, {sum(1 for value in graded_hostile if value > 2)} over 2 s")
+    print(
+        f"  hostile graded: p50 {percentile(graded_hostile, 0.5):.3f} s, p95 "
+        f"{percentile(graded_hostile, 0.95):.3f} s, {sum(1 for value in graded_hostile if value > 2)} over 2 s"
+    )
     for line in (tally.server_errors + tally.refused)[:10]:
         print(f"  {line}")
     shutil.rmtree(folder, ignore_errors=True)

@@ -50,8 +50,9 @@ def _postgres_cpu(port: int) -> float:
     return float("nan")
 
 
-def run(server_url: str, processes: int, students: int, attempts: int, concurrency: int, jobs: int,
-        folder: Path) -> dict[str, float]:
+def run(
+    server_url: str, processes: int, students: int, attempts: int, concurrency: int, jobs: int, folder: Path
+) -> dict[str, float]:
     root = course_for_service(folder / f"course-{processes}")
     port = int(server_url.rsplit(":", 1)[1])
     database = new_database(server_url)
@@ -70,8 +71,7 @@ def run(server_url: str, processes: int, students: int, attempts: int, concurren
         for server in servers:  # every pool warm, its standby workers started
             assert server.submit("warm", notebook).status in (200, 202)
         deadline = time.monotonic() + 120
-        while not all("standby worker" in server.log.read_text() for server in servers) and \
-                time.monotonic() < deadline:
+        while not all("standby worker" in server.log.read_text() for server in servers) and time.monotonic() < deadline:
             time.sleep(0.1)
         time.sleep(1)  # the last attempt recorded
         before = [_cpu(server.process.pid) for server in servers if server.process]
@@ -108,9 +108,17 @@ def run(server_url: str, processes: int, students: int, attempts: int, concurren
     uploads = students * attempts
     own = sum(a[0] - b[0] for a, b in zip(after, before, strict=True))
     runs = sum(a[1] - b[1] for a, b in zip(after, before, strict=True))
-    return {"processes": processes, "uploads": uploads, "seconds": elapsed, "per_second": uploads / elapsed,
-            "serve_ms": 1000 * own / uploads, "sandbox_ms": 1000 * runs / uploads,
-            "database_ms": 1000 * database_cpu / uploads, "failed": len(errors), "twice": twice or 0}
+    return {
+        "processes": processes,
+        "uploads": uploads,
+        "seconds": elapsed,
+        "per_second": uploads / elapsed,
+        "serve_ms": 1000 * own / uploads,
+        "sandbox_ms": 1000 * runs / uploads,
+        "database_ms": 1000 * database_cpu / uploads,
+        "failed": len(errors),
+        "twice": twice or 0,
+    }
 
 
 def main() -> int:
@@ -128,14 +136,18 @@ def main() -> int:
     try:
         with running_postgres() as server_url:
             for processes in args.processes:
-                results.append(run(server_url, processes, args.students, args.attempts, args.concurrency,
-                                   args.jobs, folder))
-                print(f"{processes} process{'es' if processes != 1 else ''} x {args.jobs} warm worker(s): "
-                      f"{results[-1]['uploads']} uploads in {results[-1]['seconds']:.1f} s = "
-                      f"{results[-1]['per_second']:.2f} uploads/s; CPU an upload: {results[-1]['serve_ms']:.0f} ms "
-                      f"in the serve processes, {results[-1]['sandbox_ms']:.0f} ms in the sandboxes, "
-                      f"{results[-1]['database_ms']:.0f} ms in PostgreSQL; not graded {results[-1]['failed']}, "
-                      f"graded twice {results[-1]['twice']}", flush=True)
+                results.append(
+                    run(server_url, processes, args.students, args.attempts, args.concurrency, args.jobs, folder)
+                )
+                print(
+                    f"{processes} process{'es' if processes != 1 else ''} x {args.jobs} warm worker(s): "
+                    f"{results[-1]['uploads']} uploads in {results[-1]['seconds']:.1f} s = "
+                    f"{results[-1]['per_second']:.2f} uploads/s; CPU an upload: {results[-1]['serve_ms']:.0f} ms "
+                    f"in the serve processes, {results[-1]['sandbox_ms']:.0f} ms in the sandboxes, "
+                    f"{results[-1]['database_ms']:.0f} ms in PostgreSQL; not graded {results[-1]['failed']}, "
+                    f"graded twice {results[-1]['twice']}",
+                    flush=True,
+                )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     print(f"load average (1 min) at the end {os.getloadavg()[0]:.2f}")

@@ -78,10 +78,14 @@ def main() -> int:
         shutil.rmtree(folder, ignore_errors=True)
     ratios = [mine / theirs for mine, theirs in zip(cost["this"], cost["other"], strict=True)]
     for name, label in (("this", f"this checkout ({ROOT})"), ("other", f"the other ({other})")):
-        print(f"{label}: CPU an upload by round (ms) {', '.join(f'{value:.1f}' for value in cost[name])}; "
-              f"median {statistics.median(cost[name]):.1f}")
-    print(f"this/other by round: {', '.join(f'{value:.2f}' for value in ratios)}; median "
-          f"{statistics.median(ratios):.3f}; this cheaper in {sum(value < 1 for value in ratios)} of {len(ratios)}")
+        print(
+            f"{label}: CPU an upload by round (ms) {', '.join(f'{value:.1f}' for value in cost[name])}; "
+            f"median {statistics.median(cost[name]):.1f}"
+        )
+    print(
+        f"this/other by round: {', '.join(f'{value:.2f}' for value in ratios)}; median "
+        f"{statistics.median(ratios):.3f}; this cheaper in {sum(value < 1 for value in ratios)} of {len(ratios)}"
+    )
     return 0
 
 

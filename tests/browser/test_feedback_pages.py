@@ -57,8 +57,11 @@ def test_chain_table_on_a_phone_shows_verdicts_and_gradients_first(graded, brows
     right under them, all inside the screen (no sideways scrolling to find where the chain broke)."""
     context = browser.new_context(**PHONE)
     page = context.new_page()
-    url = ((graded / "feedback" / "bob" / "autograd" / "autograd.html") if view == "torch-values"
-           else ROOT / "tests" / "goldens" / "bob.verdicts.feedback.html").as_uri()
+    url = (
+        (graded / "feedback" / "bob" / "autograd" / "autograd.html")
+        if view == "torch-values"
+        else ROOT / "tests" / "goldens" / "bob.verdicts.feedback.html"
+    ).as_uri()
     page.goto(url)
     assert page.evaluate("document.documentElement.scrollWidth") <= 375
     assert page.evaluate("parseFloat(getComputedStyle(document.body).fontSize)") >= 14
@@ -132,8 +135,9 @@ def test_class_summary_histogram_has_whole_point_bins(summary_page):
     assert all(re.fullmatch(r"\d+(–\d+)?", label) for label in labels), labels
     assert labels[0] == "0–2"
     assert labels[-1] == "57"
-    counts = {label: int(histogram.locator("g.bin").nth(i).get_attribute("data-students"))
-              for i, label in enumerate(labels)}
+    counts = {
+        label: int(histogram.locator("g.bin").nth(i).get_attribute("data-students")) for i, label in enumerate(labels)
+    }
     assert {label: n for label, n in counts.items() if n} == {"0–2": 1, "3–5": 1, "45–47": 1, "57": 2}
     box = histogram.bounding_box()
     assert _inside(box, 375 if page.width == "phone" else 1280)
@@ -146,8 +150,12 @@ def test_class_summary_histogram_has_whole_point_bins(summary_page):
 
 def _sort_keys(page, header: str) -> list[float]:
     index = [t.strip(" ▲▼") for t in page.locator("table.students thead th").all_inner_texts()].index(header)
-    return [float(v) for v in page.locator(f"table.students tbody tr td:nth-child({index + 1})").evaluate_all(
-        "cells => cells.map(c => c.dataset.sort)")]
+    return [
+        float(v)
+        for v in page.locator(f"table.students tbody tr td:nth-child({index + 1})").evaluate_all(
+            "cells => cells.map(c => c.dataset.sort)"
+        )
+    ]
 
 
 def test_class_summary_sorts_by_a_click_on_a_column(summary_page):

@@ -32,13 +32,27 @@ def jupyterlab(tmp_path_factory):
     settings = root.parent / "lab-settings"
     (settings / "@jupyterlab" / "notebook-extension").mkdir(parents=True)
     (settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
-        '{"windowingMode": "none"}')
+        '{"windowingMode": "none"}'
+    )
     env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(settings), "JUPYTER_CONFIG_DIR": str(root.parent / "cfg")}
     server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--allow-root",
-         "--ServerApp.disable_check_xsrf=False", "--LabApp.news_url=", "--LabServerApp.extra_labextensions_path=[]"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=root, env=env,
+        [
+            str(Path(sys.executable).parent / "jupyter"),
+            "lab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root}",
+            "--allow-root",
+            "--ServerApp.disable_check_xsrf=False",
+            "--LabApp.news_url=",
+            "--LabServerApp.extra_labextensions_path=[]",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=root,
+        env=env,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -86,10 +100,12 @@ def test_a_student_answers_and_runs_the_released_notebook(jupyterlab, page):
 
     # Two answer cells filled through the page: the slopes (well formed) and the graph walk, where one
     # value is still blank. Run All stops at the first failing check, as it does for a student.
-    replace_cell_text(page, cell_with(page, "slope_at_minus_2 = ..."),
-                      "slope_at_3 = 6\nslope_at_minus_2 = -4\nslope_at_0 = 0")
-    replace_cell_text(page, cell_with(page, "local_slopes = ..."),
-                      "forward_values = [9, 18, 19]\nlocal_slopes = ...\ndz_dx = 12")
+    replace_cell_text(
+        page, cell_with(page, "slope_at_minus_2 = ..."), "slope_at_3 = 6\nslope_at_minus_2 = -4\nslope_at_0 = 0"
+    )
+    replace_cell_text(
+        page, cell_with(page, "local_slopes = ..."), "forward_values = [9, 18, 19]\nlocal_slopes = ...\ndz_dx = 12"
+    )
     run_all(page)
 
     ok_line = page.locator(".jp-OutputArea-output", has_text="ok   slope_at_minus_2: right form (number)")
@@ -97,8 +113,10 @@ def test_a_student_answers_and_runs_the_released_notebook(jupyterlab, page):
     # Outputs arrive one by one: wait for this one too instead of counting what is there already.
     well_formed = "ok   forward_values: right form (list of 3 numbers)"
     expect(page.locator(".jp-OutputArea-output", has_text=well_formed)).to_have_count(1, timeout=120_000)
-    blank = page.locator(".jp-OutputArea-output",
-                         has_text="- local_slopes is still `...`: replace it with the value you derived by hand.")
+    blank = page.locator(
+        ".jp-OutputArea-output",
+        has_text="- local_slopes is still `...`: replace it with the value you derived by hand.",
+    )
     blank.first.wait_for(timeout=120_000)
     blank.first.scroll_into_view_if_needed()
     # The form check speaks in sentences: no traceback through the course's code, no exception name.

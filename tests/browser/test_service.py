@@ -30,8 +30,9 @@ PHONE = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 2, "i
 
 
 @pytest.mark.parametrize(("student", "device"), [("alice", "desktop"), ("carol", "phone")])
-def test_a_student_uploads_waits_reads_the_feedback_and_is_told_when_to_return(running, browser, page, student,
-                                                                              device, tmp_path, request):
+def test_a_student_uploads_waits_reads_the_feedback_and_is_told_when_to_return(
+    running, browser, page, student, device, tmp_path, request
+):
     """upload -> at once the attempt's page, "being graded" -> its feedback (summary, time, links) -> back
     -> the form closed by the cooldown, with the time it reopens."""
     if device == "phone":
@@ -100,8 +101,10 @@ def test_a_refused_upload_lands_on_the_students_page_and_a_reload_posts_nothing(
     banner = page.locator("#banner")
     assert banner.get_attribute("role") == "alert"
     said = banner.inner_text()
-    assert said.startswith("Not submitted: the upload cannot be graded: this is the notebook of assignment "
-                           "'training'; this page takes assignment 'autograd'"), said
+    assert said.startswith(
+        "Not submitted: the upload cannot be graded: this is the notebook of assignment "
+        "'training'; this page takes assignment 'autograd'"
+    ), said
     posts: list[str] = []
     page.on("request", lambda sent: sent.method == "POST" and posts.append(sent.url))
     page.reload()

@@ -18,12 +18,20 @@ BACKPROP = Path(__file__).resolve().parent / "backprop"  # not in the sample cla
 # backprop answered by hand, as a student types it: arithmetic for the values that are not round.
 SIGMOID = "1 / (1 + math.exp(-1))"
 BACKPROP_RIGHT = {
-    "gate_q": "-2 + 5", "gate_f": "3 * -4", "gate_df_dq": "-4", "gate_df_dz": "3", "gate_df_dx": "-4 * 1",
+    "gate_q": "-2 + 5",
+    "gate_f": "3 * -4",
+    "gate_df_dq": "-4",
+    "gate_df_dz": "3",
+    "gate_df_dx": "-4 * 1",
     "gate_df_dy": "-4 * 1",
-    "neuron_dot": "2 * -1 + -3 * -2 + -3", "neuron_f": SIGMOID, "neuron_df_ddot": f"{SIGMOID} * (1 - {SIGMOID})",
+    "neuron_dot": "2 * -1 + -3 * -2 + -3",
+    "neuron_f": SIGMOID,
+    "neuron_df_ddot": f"{SIGMOID} * (1 - {SIGMOID})",
     "neuron_df_dx": "[2 * neuron_df_ddot, -3 * neuron_df_ddot]",
     "neuron_df_dw": "[-1 * neuron_df_ddot, -2 * neuron_df_ddot, neuron_df_ddot]",
-    "mg_c": "-1", "mg_d": "6", "mg_g": "49 / 2 + 10 / 49",
+    "mg_c": "-1",
+    "mg_d": "6",
+    "mg_g": "49 / 2 + 10 / 49",
     # dg/de = (1/2 - 10/f²)·2e with e = -7; c = 3a + 4b + 3, d = 12(ab + b³) + relu(a + b)·4 + relu(b - a)
     "mg_dg_da": "(1 / 2 - 10 / 49 ** 2) * 2 * -7 * (3 - 23)",
     "mg_dg_db": "(1 / 2 - 10 / 49 ** 2) * 2 * -7 * (4 - 97)",
@@ -31,9 +39,13 @@ BACKPROP_RIGHT = {
 # The classic slips, each costing its answer's points: the adder's local slope without the gradient arriving
 # from above (2), the multiplier's own input for its local slope (1), the bias's input taken as 0 (3), and one
 # of b's paths to d forgotten (its fork through a·b, 3): 27 - 9.
-BACKPROP_WRONG = {**BACKPROP_RIGHT, "gate_df_dx": "1", "gate_df_dz": "-4",
-                  "neuron_df_dw": "[-1 * neuron_df_ddot, -2 * neuron_df_ddot, 0]",
-                  "mg_dg_db": "(1 / 2 - 10 / 49 ** 2) * 2 * -7 * (4 - 145)"}
+BACKPROP_WRONG = {
+    **BACKPROP_RIGHT,
+    "gate_df_dx": "1",
+    "gate_df_dz": "-4",
+    "neuron_df_dw": "[-1 * neuron_df_ddot, -2 * neuron_df_ddot, 0]",
+    "mg_dg_db": "(1 / 2 - 10 / 49 ** 2) * 2 * -7 * (4 - 145)",
+}
 BACKPROP_SCORES = {"right": 27, "wrong": 18}
 
 MISCONCEPTIONS = {

@@ -36,8 +36,9 @@ def test_an_upload_is_answered_with_its_grade_and_the_same_json_later(server):
 def test_a_wrong_answer_is_graded_as_wrong_and_a_form_upload_works(server):
     wrong = notebook_bytes(submitted_notebook({**CORRECT_CODE, "cubic_grad": "0"}))
     body, kind = multipart({"notebook": wrong})
-    reply = request(f"{server.url}/api/submissions", method="POST", token=server.tokens["bob"], data=body,
-                    content_type=kind)
+    reply = request(
+        f"{server.url}/api/submissions", method="POST", token=server.tokens["bob"], data=body, content_type=kind
+    )
     assert reply.status == 200, reply.text
     assert reply.json["score"] == 54  # cubic_grad is worth 3
 
@@ -45,8 +46,9 @@ def test_a_wrong_answer_is_graded_as_wrong_and_a_form_upload_works(server):
 def test_without_a_valid_token_nothing_is_stored(server):
     notebook = notebook_bytes(submitted_notebook())
     for token in (None, "", "not-a-token", server.instructor, server.tokens["alice"] + "x"):
-        reply = request(f"{server.url}/api/submissions", method="POST", token=token, data=notebook,
-                        content_type="application/json")
+        reply = request(
+            f"{server.url}/api/submissions", method="POST", token=token, data=notebook, content_type="application/json"
+        )
         assert reply.status == 401, token
         assert reply.headers["www-authenticate"] == "Bearer"
         assert "token" in reply.json["error"]
@@ -61,24 +63,29 @@ def test_an_oversized_notebook_is_refused_with_413_as_body_or_form(server):
     assert reply.status == 413
     assert "2048 KB" in reply.json["error"]
     body, kind = multipart({"notebook": data})
-    reply = request(f"{server.url}/api/submissions", method="POST", token=server.tokens["carol"], data=body,
-                    content_type=kind)
+    reply = request(
+        f"{server.url}/api/submissions", method="POST", token=server.tokens["carol"], data=body, content_type=kind
+    )
     assert reply.status == 413
     assert request(f"{server.url}/s/{server.tokens['carol']}/").text.count("<tr") == 0  # nothing was stored
 
 
 def test_what_is_not_a_notebook_is_refused_with_a_reason_before_it_counts(server):
-    cases = [(b"hello", "application/json", 400, "not JSON"),
-             (b'{"a": 1}', "application/json", 400, "no list of cells"),
-             (notebook_bytes(submitted_notebook()), "text/plain", 415, "Content-Type: application/json")]
+    cases = [
+        (b"hello", "application/json", 400, "not JSON"),
+        (b'{"a": 1}', "application/json", 400, "no list of cells"),
+        (notebook_bytes(submitted_notebook()), "text/plain", 415, "Content-Type: application/json"),
+    ]
     for data, kind, status, words in cases:
-        reply = request(f"{server.url}/api/submissions", method="POST", token=server.tokens["dave"], data=data,
-                        content_type=kind)
+        reply = request(
+            f"{server.url}/api/submissions", method="POST", token=server.tokens["dave"], data=data, content_type=kind
+        )
         assert reply.status == status
         assert words in reply.json["error"]
     body, kind = multipart({"other": "x"})
-    reply = request(f"{server.url}/api/submissions", method="POST", token=server.tokens["dave"], data=body,
-                    content_type=kind)
+    reply = request(
+        f"{server.url}/api/submissions", method="POST", token=server.tokens["dave"], data=body, content_type=kind
+    )
     assert (reply.status, reply.json["error"]) == (400, "the form has no field named notebook")
 
 
@@ -98,8 +105,22 @@ def test_a_slow_notebook_is_acknowledged_with_202_then_graded(tmp_path):
         # the submit command polls after a 202 until the attempt is graded
         path = tmp_path / "autograd.ipynb"
         path.write_bytes(notebook_bytes(slow))
-        done = subprocess.run([sys.executable, "-m", "course", "submit", str(path), "--server", server.url,
-                               "--token", server.tokens["erin"]], capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "course",
+                "submit",
+                str(path),
+                "--server",
+                server.url,
+                "--token",
+                server.tokens["erin"],
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr
         # the student's attempt number (the page's), not the service's id
         assert "attempt 2: graded, score 57 of 57" in done.stdout
@@ -110,15 +131,21 @@ def test_a_slow_notebook_is_acknowledged_with_202_then_graded(tmp_path):
 
 def _unreadable_uploads() -> list[tuple[bytes, str]]:
     old_format = submitted_notebook() | {"nbformat": 3}
-    other = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
-                        "source": "x = 1"}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    other = {
+        "cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": "x = 1"}],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     not_a_cell = other | {"cells": [1]}
     odd_source = other | {"cells": [other["cells"][0] | {"source": 42}]}
-    return [(notebook_bytes(old_format), "notebook format 3 is not supported"),
-            (notebook_bytes(other), "none of the answer cells of assignment 'autograd'"),
-            (notebook_bytes(not_a_cell), "cell 0 is not a notebook cell"),
-            (notebook_bytes(odd_source), "cell 0 has a source that is neither text nor a list of lines"),
-            (b"\xff\xfe not text", "not JSON")]
+    return [
+        (notebook_bytes(old_format), "notebook format 3 is not supported"),
+        (notebook_bytes(other), "none of the answer cells of assignment 'autograd'"),
+        (notebook_bytes(not_a_cell), "cell 0 is not a notebook cell"),
+        (notebook_bytes(odd_source), "cell 0 has a source that is neither text nor a list of lines"),
+        (b"\xff\xfe not text", "not JSON"),
+    ]
 
 
 def test_the_attempt_policy_answers_429_with_when_to_retry(tmp_path):
@@ -157,18 +184,37 @@ def test_the_attempt_policy_answers_429_with_when_to_retry(tmp_path):
 def test_submit_command_prints_the_score_and_the_feedback_link(server, tmp_path):
     path = tmp_path / "autograd.ipynb"
     path.write_text(json.dumps(submitted_notebook()), encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "course", "submit", str(path), "--server", server.url,
-                           "--token", server.tokens["carol"]], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "course",
+            "submit",
+            str(path),
+            "--server",
+            server.url,
+            "--token",
+            server.tokens["carol"],
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert "graded, score 57 of 57" in done.stdout
     link = done.stdout.split("feedback: ")[1].strip()
     assert link.startswith(f"{server.url}/s/")
     assert request(link).status == 200
-    bad = subprocess.run([sys.executable, "-m", "course", "submit", str(path), "--server", server.url,
-                          "--token", "wrong"], capture_output=True, text=True, check=False)
+    bad = subprocess.run(
+        [sys.executable, "-m", "course", "submit", str(path), "--server", server.url, "--token", "wrong"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert bad.returncode == 1
-    assert bad.stderr.strip() == ("autograd-course submit: the server did not accept the token: use the one from "
-                                  "your personal link")
+    assert bad.stderr.strip() == (
+        "autograd-course submit: the server did not accept the token: use the one from your personal link"
+    )
 
 
 def test_the_service_runs_on_postgresql(tmp_path, postgres_url):

@@ -31,15 +31,23 @@ from course.platforms.service.store import Attempt, Store, new_token
 from tests.support.helpers import submitted_notebook
 from tests.support.service import Client, course_for_service, notebook_bytes
 
-FAILED_ON_OUR_SIDE = {"status": "autograder_error", "score": 0.0, "raw_score": 0.0, "late_penalty": 0.0,
-                      "max_score": 57.0, "integrity": [], "seconds": 0.1,
-                      "feedback": Feedback("alice", "autograd", Status.AUTOGRADER_ERROR, 0.0, 57.0, (), (), True, ())}
+FAILED_ON_OUR_SIDE = {
+    "status": "autograder_error",
+    "score": 0.0,
+    "raw_score": 0.0,
+    "late_penalty": 0.0,
+    "max_score": 57.0,
+    "integrity": [],
+    "seconds": 0.1,
+    "feedback": Feedback("alice", "autograd", Status.AUTOGRADER_ERROR, 0.0, 57.0, (), (), True, ()),
+}
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
 def store(request, tmp_path):
-    url = f"sqlite:///{tmp_path / 'service.db'}" if request.param == "sqlite" else request.getfixturevalue(
-        "postgres_url")
+    url = (
+        f"sqlite:///{tmp_path / 'service.db'}" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    )
     opened = Store(url)
     opened.set_student("alice", new_token(), {})
     yield opened
@@ -63,8 +71,10 @@ def test_the_same_notebook_that_failed_twice_is_not_taken_again(store):
     again = store.submit("alice", "autograd", notebook, policy)
     assert isinstance(again, Refusal), again
     assert again.limit == "autograder_errors"
-    assert again.message.startswith(f"this very notebook could not be graded {SAME_NOTEBOOK_ERRORS} times because "
-                                    "of a fault on our side, not yours (none of those used an attempt)")
+    assert again.message.startswith(
+        f"this very notebook could not be graded {SAME_NOTEBOOK_ERRORS} times because "
+        "of a fault on our side, not yours (none of those used an attempt)"
+    )
     assert len(store.attempts_of("alice")) == SAME_NOTEBOOK_ERRORS  # not stored: nothing to grade, nothing used
     assert store.autograder_errors() == {"alice": (SAME_NOTEBOOK_ERRORS, SAME_NOTEBOOK_ERRORS)}
     changed = store.submit("alice", "autograd", notebook + b" ", policy)  # another notebook: taken, no attempt used
@@ -84,11 +94,16 @@ def test_autograder_errors_are_no_stream_of_free_attempts(store):
     assert held.limit == "autograder_errors"
     assert held.retry_after is not None
     assert ERROR_COOLDOWN_MINUTES * 60 - 60 < held.retry_after <= ERROR_COOLDOWN_MINUTES * 60
-    assert held.message.startswith(f"{FREE_AUTOGRADER_ERRORS + 1} of your uploads could not be graded because of a "
-                                   "fault on our side, not yours (none used an attempt")
+    assert held.message.startswith(
+        f"{FREE_AUTOGRADER_ERRORS + 1} of your uploads could not be graded because of a "
+        "fault on our side, not yours (none used an attempt"
+    )
     with store.begin() as db:  # the cooldown over
-        db.execute(store_module.attempts.update().values(
-            submitted_at=datetime.now() - timedelta(minutes=ERROR_COOLDOWN_MINUTES + 1)))
+        db.execute(
+            store_module.attempts.update().values(
+                submitted_at=datetime.now() - timedelta(minutes=ERROR_COOLDOWN_MINUTES + 1)
+            )
+        )
     graded = store.submit("alice", "autograd", b'{"cells": [], "n": "next"}', policy)
     assert isinstance(graded, Attempt), graded  # the one attempt allowed is still the student's
     claimed = store.claim_next()
@@ -115,8 +130,12 @@ def test_the_student_is_told_and_the_instructor_sees_it(service, caplog):
     notebook = notebook_bytes(submitted_notebook())
 
     def upload(body: bytes = notebook):
-        return client.get("/api/submissions", {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-                          method="POST", body=body)
+        return client.get(
+            "/api/submissions",
+            {"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            method="POST",
+            body=body,
+        )
 
     for _ in range(SAME_NOTEBOOK_ERRORS):
         sent = upload()
@@ -125,8 +144,9 @@ def test_the_student_is_told_and_the_instructor_sees_it(service, caplog):
     with caplog.at_level(logging.WARNING, logger="course.platforms.service.app"):
         refused = upload()
     assert refused.status_code == 429, refused.text
-    assert refused.json()["error"].startswith("this very notebook could not be graded 2 times because of a fault on "
-                                              "our side")
+    assert refused.json()["error"].startswith(
+        "this very notebook could not be graded 2 times because of a fault on our side"
+    )
     assert "serve: refused an upload of alice after their autograder errors" in caplog.text
     assert token not in caplog.text
     dashboard = client.get(f"/i/{service.tokens['instructor']}/")

@@ -58,8 +58,7 @@ class Site:
         csrf = re.search(r'name=csrf value="([^"]+)"', page.text)
         assert csrf is not None, page.text
         body, kind = multipart({"notebook": notebook, "csrf": csrf.group(1)})
-        return self.client.post(f"/s/{token}/upload", content=body,
-                                headers={"Content-Type": kind, "Origin": ORIGIN})
+        return self.client.post(f"/s/{token}/upload", content=body, headers={"Content-Type": kind, "Origin": ORIGIN})
 
     def followed(self, token: str, answer) -> str:
         """The page the form's redirect leads to, as a browser shows it."""
@@ -71,8 +70,7 @@ class Site:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Iterator[Site]:
-    root = course_for_service(tmp_path_factory.mktemp("contract") / "course", attempts=ATTEMPTS,
-                              upload_kb=UPLOAD_KB)
+    root = course_for_service(tmp_path_factory.mktemp("contract") / "course", attempts=ATTEMPTS, upload_kb=UPLOAD_KB)
     # No wait for grading: a taken upload is answered 202 (queued) at once, with the contract's JSON.
     service = make_service(load_config(root), jobs=1, wait_seconds=0)
     instructor = new_token()
@@ -90,8 +88,15 @@ def test_an_upload_taken_is_queued_with_the_contracts_json_and_read_back_by_its_
     taken = site.submit(token, NOTEBOOK)
     assert taken.status_code == 202, taken.text
     said = taken.json()
-    assert said == {"id": said["id"], "attempt": 1, "student_id": student, "status": "queued", "score": None,
-                    "max_score": said["max_score"], "feedback_url": f"/s/{token}/attempts/1"}
+    assert said == {
+        "id": said["id"],
+        "attempt": 1,
+        "student_id": student,
+        "status": "queued",
+        "score": None,
+        "max_score": said["max_score"],
+        "feedback_url": f"/s/{token}/attempts/1",
+    }
     again = site.client.get(f"/api/submissions/{said['id']}", headers={"Authorization": f"Bearer {token}"})
     assert (again.status_code, again.json()) == (200, said)
     # another student's token does not read it
@@ -99,19 +104,25 @@ def test_an_upload_taken_is_queued_with_the_contracts_json_and_read_back_by_its_
     theirs = site.client.get(f"/api/submissions/{said['id']}", headers={"Authorization": f"Bearer {other}"})
     assert (theirs.status_code, theirs.json()) == (404, {"error": "no such submission of yours"})
     # the attempt's page says it is being graded, and refreshes itself into the feedback
-    page = site.client.get(f"/s/{token}{said['feedback_url'][len(f'/s/{token}'):]}")
+    page = site.client.get(f"/s/{token}{said['feedback_url'][len(f'/s/{token}') :]}")
     assert page.status_code == 200
     assert "Attempt 1 was received" in page.text
     assert "<meta http-equiv=refresh" in page.text
 
 
-@pytest.mark.parametrize(("size", "sentence"), [
-    # over the notebook's limit but within the form's slack: read, then refused for its size
-    (UPLOAD_KB * 1024 + 1, f"the notebook is larger than the limit of {UPLOAD_KB} KB"),
-    # beyond the slack too: refused while it is read, with what to do about it
-    (UPLOAD_KB * 1024 + MULTIPART_SLACK + 1, f"the notebook is larger than the limit of {UPLOAD_KB} KB; clear its "
-                                             "outputs (Edit > Clear Outputs of All Cells) and submit again"),
-])
+@pytest.mark.parametrize(
+    ("size", "sentence"),
+    [
+        # over the notebook's limit but within the form's slack: read, then refused for its size
+        (UPLOAD_KB * 1024 + 1, f"the notebook is larger than the limit of {UPLOAD_KB} KB"),
+        # beyond the slack too: refused while it is read, with what to do about it
+        (
+            UPLOAD_KB * 1024 + MULTIPART_SLACK + 1,
+            f"the notebook is larger than the limit of {UPLOAD_KB} KB; clear its "
+            "outputs (Edit > Clear Outputs of All Cells) and submit again",
+        ),
+    ],
+)
 def test_an_upload_too_large_is_413_and_uses_no_attempt(site, size, sentence):
     student, token = site.student()
     refused = site.submit(token, b" " * size)
@@ -119,12 +130,19 @@ def test_an_upload_too_large_is_413_and_uses_no_attempt(site, size, sentence):
     assert site.service.store.attempts_of(student, feedback=False) == []
 
 
-@pytest.mark.parametrize(("body", "content_type", "status", "sentence"), [
-    (b"not json", "application/json", 400, "the upload is not a Jupyter notebook (.ipynb): it is not JSON"),
-    (b"[]", "application/json", 400, "the upload is not a Jupyter notebook (.ipynb): it has no list of cells"),
-    (NOTEBOOK, "text/plain", 415, "send the notebook as the body (Content-Type: application/json) or as the "
-                                  "multipart form field notebook"),
-])
+@pytest.mark.parametrize(
+    ("body", "content_type", "status", "sentence"),
+    [
+        (b"not json", "application/json", 400, "the upload is not a Jupyter notebook (.ipynb): it is not JSON"),
+        (b"[]", "application/json", 400, "the upload is not a Jupyter notebook (.ipynb): it has no list of cells"),
+        (
+            NOTEBOOK,
+            "text/plain",
+            415,
+            "send the notebook as the body (Content-Type: application/json) or as the multipart form field notebook",
+        ),
+    ],
+)
 def test_an_upload_that_is_not_a_notebook_is_refused_with_why(site, body, content_type, status, sentence):
     student, token = site.student()
     refused = site.submit(token, body, content_type)
@@ -175,8 +193,7 @@ def test_too_many_uploads_at_once_are_429_with_retry_after_and_close_the_connect
     finally:
         for slot in slots:
             slot.__exit__(None, None, None)
-    sentence = (f"you have {UPLOADS_IN_FLIGHT} uploads in progress already; wait for their feedback, then submit "
-                "again")
+    sentence = f"you have {UPLOADS_IN_FLIGHT} uploads in progress already; wait for their feedback, then submit again"
     assert (refused.status_code, refused.json()) == (429, {"error": sentence, "retry_after": 5})
     assert (refused.headers["retry-after"], refused.headers["connection"]) == ("5", "close")
     assert form.headers["connection"] == "close"
@@ -184,10 +201,13 @@ def test_too_many_uploads_at_once_are_429_with_retry_after_and_close_the_connect
     assert site.service.store.attempts_of(student, feedback=False) == []
 
 
-@pytest.mark.parametrize(("notebook", "sentence"), [
-    (b"not json", "the upload is not a Jupyter notebook (.ipynb): it is not JSON."),
-    (b" " * (UPLOAD_KB * 1024 + 1), f"the notebook is larger than the limit of {UPLOAD_KB} KB."),
-])
+@pytest.mark.parametrize(
+    ("notebook", "sentence"),
+    [
+        (b"not json", "the upload is not a Jupyter notebook (.ipynb): it is not JSON."),
+        (b" " * (UPLOAD_KB * 1024 + 1), f"the notebook is larger than the limit of {UPLOAD_KB} KB."),
+    ],
+)
 def test_the_forms_refusal_is_the_same_sentence_on_the_students_page(site, notebook, sentence):
     """The form's refusals are the API's (the same `UploadRefused`), said as a note on the student's page."""
     student, token = site.student()
@@ -204,10 +224,13 @@ def test_a_notebook_taken_by_the_form_leads_to_its_attempts_page(site):
     assert len(site.service.store.attempts_of(student, feedback=False)) == 1
 
 
-@pytest.mark.parametrize(("notebook", "code", "status"), [
-    (b"{", "not_a_notebook", 400),
-    (b'{"cells": []}', "not_gradable", 400),
-])
+@pytest.mark.parametrize(
+    ("notebook", "code", "status"),
+    [
+        (b"{", "not_a_notebook", 400),
+        (b'{"cells": []}', "not_gradable", 400),
+    ],
+)
 def test_a_refused_upload_is_a_value_with_its_status_and_code(site, notebook, code, status):
     """What the rooms are handed: a refusal as a value (status, code word, sentence), never a response."""
     import asyncio

@@ -44,20 +44,32 @@ def _start(tmp_path_factory, name: str, *options: str) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory) -> Iterator[Server]:
     """A server with short deadlines, for the tests of slow senders."""
-    yield from _start(tmp_path_factory, "quick", "--header-seconds", str(HEADER_SECONDS),
-                      "--body-seconds", str(BODY_SECONDS))
+    yield from _start(
+        tmp_path_factory, "quick", "--header-seconds", str(HEADER_SECONDS), "--body-seconds", str(BODY_SECONDS)
+    )
 
 
 @pytest.fixture(scope="module")
 def patient(tmp_path_factory) -> Iterator[Server]:
     """A server with long deadlines and small caps, for the tests of what is held at once."""
-    yield from _start(tmp_path_factory, "patient", "--header-seconds", "120", "--body-seconds", "120",
-                      "--connections", "12", "--connections-per-client", "6")
+    yield from _start(
+        tmp_path_factory,
+        "patient",
+        "--header-seconds",
+        "120",
+        "--body-seconds",
+        "120",
+        "--connections",
+        "12",
+        "--connections-per-client",
+        "6",
+    )
 
 
 def _connect(server: Server, source: str = "127.0.0.1") -> socket.socket:
-    connection = socket.create_connection(("127.0.0.1", server.port), timeout=ANSWER_SECONDS,
-                                          source_address=(source, 0))
+    connection = socket.create_connection(
+        ("127.0.0.1", server.port), timeout=ANSWER_SECONDS, source_address=(source, 0)
+    )
     return connection
 
 
@@ -71,8 +83,10 @@ def _answer(connection: socket.socket) -> bytes:
 
 def _upload_head(server: Server, student: str, length: int, *, close: bool = False) -> bytes:
     ending = "Connection: close\r\n" if close else ""
-    return (f"POST /api/submissions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {server.tokens[student]}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {length}\r\n{ending}\r\n").encode()
+    return (
+        f"POST /api/submissions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {server.tokens[student]}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {length}\r\n{ending}\r\n"
+    ).encode()
 
 
 def _honest(server: Server, student: str) -> dict:
@@ -138,8 +152,10 @@ def test_an_upload_whose_body_stalls_is_answered_408_with_a_sentence(quick):
 def test_a_body_that_stalls_on_a_route_without_a_deadline_of_its_own_ends_its_connection(quick):
     """The gradebook form reads its body with no deadline of its own: the connection is closed once the body is
     late, rather than held open while it trickles in."""
-    head = (f"POST /i/{quick.instructor}/export/gradebook HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\ncsrf=").encode()
+    head = (
+        f"POST /i/{quick.instructor}/export/gradebook HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\ncsrf="
+    ).encode()
     with _connect(quick) as connection:
         connection.sendall(head)
         try:
@@ -155,8 +171,10 @@ def test_an_answer_given_before_the_body_is_in_still_reaches_a_client_that_goes_
     passes requests on as HTTP/1.0 and sends the whole body it has buffered: the connection ends without a reset
     that would lose the answer (nginx said 502 Bad Gateway instead of the refusal, seen once in CI)."""
     body = b"-" * (1024 * 1024)  # far more than the sockets' buffers hold: the server must take it in
-    head = (f"POST /s/{quick.tokens['alice']}/upload HTTP/1.0\r\nHost: 127.0.0.1\r\nOrigin: https://evil.example\r\n"
-            f"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    head = (
+        f"POST /s/{quick.tokens['alice']}/upload HTTP/1.0\r\nHost: 127.0.0.1\r\nOrigin: https://evil.example\r\n"
+        f"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
     with _connect(quick) as connection:
         connection.sendall(head + body[:1000])
         answer = _answer_head(connection)
@@ -294,8 +312,9 @@ def test_an_upload_body_waits_on_disk_not_in_memory(patient):
 
 def test_the_serve_options_refuse_nonsense(tmp_path):
     server = Server(course_for_service(tmp_path / "course"))
-    refused = subprocess.run(server.command("--connections", "0"), capture_output=True, text=True, timeout=120,
-                             check=False)
+    refused = subprocess.run(
+        server.command("--connections", "0"), capture_output=True, text=True, timeout=120, check=False
+    )
     assert refused.returncode != 0
     assert "--connections must be more than 0" in refused.stderr + refused.stdout
 
@@ -309,8 +328,14 @@ def test_serve_holds_as_many_descriptors_as_its_bounds_need_or_refuses_to_start(
     raises its soft limit to what the bounds may hold (2 x 512 + 128 + 256 + 256), or says to lower them."""
     server = Server(course_for_service(tmp_path / "course"), jobs=1)
     server.issue_tokens(["alice"])
-    refused = subprocess.run(server.command("--port", "0"), capture_output=True, text=True, timeout=120, check=False,
-                             preexec_fn=_limited(1000, 1000))
+    refused = subprocess.run(
+        server.command("--port", "0"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        preexec_fn=_limited(1000, 1000),
+    )
     assert refused.returncode == 1, refused.stderr
     assert "may need 1664 open files, but this process may open at most 1000" in refused.stderr
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -318,8 +343,13 @@ def test_serve_holds_as_many_descriptors_as_its_bounds_need_or_refuses_to_start(
         pytest.skip(f"this process may open at most {hard} files: a server could not raise its limit to 1664")
     server.port = free_port()
     log = (tmp_path / "server.log").open("wb")
-    process = subprocess.Popen(server.command("--port", str(server.port), "--jobs", "1"), stdout=log,
-                               stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_limited(1024, hard))
+    process = subprocess.Popen(
+        server.command("--port", str(server.port), "--jobs", "1"),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=_limited(1024, hard),
+    )
     try:
         deadline = time.monotonic() + ANSWER_SECONDS
         while True:  # up once it answers

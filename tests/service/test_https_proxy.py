@@ -20,9 +20,11 @@ from tests.support.helpers import ROOT, needs_tool, submitted_notebook
 from tests.support.service import NGINX, Reply, Server, course_for_service, free_port, multipart, notebook_bytes
 
 # /usr/sbin is not on every user's PATH
-pytestmark = [pytest.mark.slow,
-              needs_tool("nginx", NGINX is not None, "the HTTPS proxy test runs it (apt-get install nginx-light)"),
-              needs_tool("openssl", shutil.which("openssl") is not None, "the HTTPS proxy test makes its certificate")]
+pytestmark = [
+    pytest.mark.slow,
+    needs_tool("nginx", NGINX is not None, "the HTTPS proxy test runs it (apt-get install nginx-light)"),
+    needs_tool("openssl", shutil.which("openssl") is not None, "the HTTPS proxy test makes its certificate"),
+]
 
 
 def documented_location_block() -> str:
@@ -33,8 +35,14 @@ def documented_location_block() -> str:
     return " ".join(found.group(1).split())
 
 
-def https(url: str, context: ssl.SSLContext, *, method: str = "GET", data: bytes | None = None,
-          headers: dict[str, str] | None = None) -> Reply:
+def https(
+    url: str,
+    context: ssl.SSLContext,
+    *,
+    method: str = "GET",
+    data: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> Reply:
     class NoRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args, **kwargs):
             return None
@@ -49,19 +57,40 @@ def https(url: str, context: ssl.SSLContext, *, method: str = "GET", data: bytes
 
 
 def start_nginx(folder: Path, upstream: int) -> tuple[subprocess.Popen, int]:
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost", "-keyout", str(folder / "key.pem"),
-                    "-out", str(folder / "cert.pem")], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+            "-keyout",
+            str(folder / "key.pem"),
+            "-out",
+            str(folder / "cert.pem"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     port = free_port()
     location = documented_location_block().replace("http://127.0.0.1:8000", f"http://127.0.0.1:{upstream}")
-    temp = "".join(f"{kind}_temp_path {folder / kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi",
-                                                                         "scgi"))
+    temp = "".join(
+        f"{kind}_temp_path {folder / kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
     # As root, nginx's workers would become `nobody`, who cannot write request bodies into this test's folder.
-    (folder / "nginx.conf").write_text(f"""
+    (folder / "nginx.conf").write_text(
+        f"""
 daemon off;
 user root root;
-pid {folder / 'nginx.pid'};
-error_log {folder / 'error.log'};
+pid {folder / "nginx.pid"};
+error_log {folder / "error.log"};
 events {{}}
 http {{
     access_log off;
@@ -69,15 +98,18 @@ http {{
     server {{
         listen 127.0.0.1:{port} ssl;
         server_name localhost;
-        ssl_certificate {folder / 'cert.pem'};
-        ssl_certificate_key {folder / 'key.pem'};
+        ssl_certificate {folder / "cert.pem"};
+        ssl_certificate_key {folder / "key.pem"};
         {location}
     }}
 }}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     assert NGINX is not None
-    process = subprocess.Popen([NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf")],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     return process, port
 
 
@@ -103,8 +135,13 @@ def test_a_student_submits_through_the_documented_https_reverse_proxy(tmp_path):
 
         token = server.tokens["alice"]
         notebook = notebook_bytes(submitted_notebook())
-        reply = https(f"{site}/api/submissions", context, method="POST", data=notebook,
-                      headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        reply = https(
+            f"{site}/api/submissions",
+            context,
+            method="POST",
+            data=notebook,
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
         assert reply.status == 200, reply.text
         assert (reply.json["status"], reply.json["score"]) == ("graded", 57)
         assert https(site + reply.json["feedback_url"], context).status == 200
@@ -114,8 +151,9 @@ def test_a_student_submits_through_the_documented_https_reverse_proxy(tmp_path):
         assert csrf, "the upload form has no CSRF token"
         body, kind = multipart({"notebook": notebook, "csrf": csrf.group(1)})
         for origin, status in ((f"https://evil.example:{port}", 403), (site, 303)):  # as a browser sends it
-            reply = https(page + "upload", context, method="POST", data=body,
-                          headers={"Content-Type": kind, "Origin": origin})
+            reply = https(
+                page + "upload", context, method="POST", data=body, headers={"Content-Type": kind, "Origin": origin}
+            )
             assert reply.status == status, reply.text
         assert reply.headers["location"] == "attempts/2"  # at once, the student's own number
         deadline = time.monotonic() + 120

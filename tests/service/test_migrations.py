@@ -68,16 +68,20 @@ def schema(url: str) -> dict[str, list[str]]:
     engine = create_engine(url)
     with engine.connect() as db:
         inspector = inspect(db)
-        found = {name: sorted(column["name"] for column in inspector.get_columns(name))
-                 for name in inspector.get_table_names()}
+        found = {
+            name: sorted(column["name"] for column in inspector.get_columns(name))
+            for name in inspector.get_table_names()
+        }
         if migrations.VERSION_TABLE in found:
-            found["(version)"] = sorted(str(row[0]) for row in db.execute(
-                text("SELECT * FROM autograd_service_version")))
+            found["(version)"] = sorted(
+                str(row[0]) for row in db.execute(text("SELECT * FROM autograd_service_version"))
+            )
     engine.dispose()
     return found
 
 
 # ----------------------------------------------------------------------------- a new database
+
 
 def test_the_head_is_what_the_code_declares():
     assert migrations.head() == HEAD
@@ -96,9 +100,14 @@ def test_a_new_database_is_made_at_the_head_with_the_tables_the_code_declares(ur
         # Alembic's own comparison of a database with the tables' definitions: the revisions made exactly the
         # tables, columns, types, keys and indexes store.py and shared.py declare (the shared queue's partial index
         # on PostgreSQL is made when a shared queue starts, not declared by a Table).
-        context = MigrationContext.configure(db, opts={
-            "version_table": migrations.VERSION_TABLE, "compare_type": True,
-            "include_name": lambda name, kind, _parents: name != "attempts_one_in_grading"})
+        context = MigrationContext.configure(
+            db,
+            opts={
+                "version_table": migrations.VERSION_TABLE,
+                "compare_type": True,
+                "include_name": lambda name, kind, _parents: name != "attempts_one_in_grading",
+            },
+        )
         assert compare_metadata(context, metadata) == []
         assert "alembic_version" not in inspect(db).get_table_names()
     engine.dispose()
@@ -109,9 +118,11 @@ def test_a_database_shared_with_a_gradebook_keeps_its_alembic_version(tmp_path):
     tables do not make the database one of ours made before the version table."""
     url = f"sqlite:///{tmp_path / 'service.db'}"
     with sqlite3.connect(tmp_path / "service.db") as db:
-        db.executescript("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY);"
-                         "INSERT INTO alembic_version VALUES ('a6ef4ddbe2a2');"
-                         "CREATE TABLE student (id VARCHAR(128) PRIMARY KEY);")
+        db.executescript(
+            "CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY);"
+            "INSERT INTO alembic_version VALUES ('a6ef4ddbe2a2');"
+            "CREATE TABLE student (id VARCHAR(128) PRIMARY KEY);"
+        )
     opened(url)
     assert version_rows(url) == [HEAD]
     with sqlite3.connect(tmp_path / "service.db") as db:
@@ -120,47 +131,64 @@ def test_a_database_shared_with_a_gradebook_keeps_its_alembic_version(tmp_path):
 
 # ----------------------------------------------------------------------------- a database of an earlier version
 
+
 def frozen_tables(version: str) -> MetaData:
     """The tables as the code of `version` declared them (copied from its store.py and shared.py, frozen here)."""
     old = MetaData()
-    Table("students", old,
-          Column("student_id", String(100), primary_key=True),
-          Column("token_hash", String(64), nullable=False, unique=True),
-          Column("lms", Text, nullable=False, default="{}"))
-    Table("instructors", old,
-          Column("id", Integer, primary_key=True, autoincrement=True),
-          Column("token_hash", String(64), nullable=False, unique=True))
-    Table("attempts", old,
-          Column("id", Integer, primary_key=True, autoincrement=True),
-          Column("student_id", String(100), ForeignKey("students.student_id"), nullable=False, index=True),
-          Column("assignment", String(100), nullable=False),
-          Column("number", Integer, nullable=False),
-          Column("submitted_at", DateTime, nullable=False),
-          Column("status", String(20), nullable=False, index=True),
-          Column("score", Float), Column("raw_score", Float), Column("late_penalty", Float), Column("max_score", Float),
-          Column("integrity", Text),
-          Column("graded_at", DateTime),
-          Column("seconds", Float),
-          Column("results_written", Integer, nullable=False, default=0),
-          Column("feedback", Text),
-          Column("notebook", LargeBinary, nullable=False),
-          UniqueConstraint("student_id", "assignment", "number"))
+    Table(
+        "students",
+        old,
+        Column("student_id", String(100), primary_key=True),
+        Column("token_hash", String(64), nullable=False, unique=True),
+        Column("lms", Text, nullable=False, default="{}"),
+    )
+    Table(
+        "instructors",
+        old,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("token_hash", String(64), nullable=False, unique=True),
+    )
+    Table(
+        "attempts",
+        old,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("student_id", String(100), ForeignKey("students.student_id"), nullable=False, index=True),
+        Column("assignment", String(100), nullable=False),
+        Column("number", Integer, nullable=False),
+        Column("submitted_at", DateTime, nullable=False),
+        Column("status", String(20), nullable=False, index=True),
+        Column("score", Float),
+        Column("raw_score", Float),
+        Column("late_penalty", Float),
+        Column("max_score", Float),
+        Column("integrity", Text),
+        Column("graded_at", DateTime),
+        Column("seconds", Float),
+        Column("results_written", Integer, nullable=False, default=0),
+        Column("feedback", Text),
+        Column("notebook", LargeBinary, nullable=False),
+        UniqueConstraint("student_id", "assignment", "number"),
+    )
     if version == "21562bd":
-        Table("retired_tokens", old,
-              Column("token_hash", String(64), primary_key=True),
-              Column("student_id", String(100), ForeignKey("students.student_id"), nullable=True),
-              Column("reason", String(20), nullable=False),
-              Column("retired_at", DateTime, nullable=False))
-    Table("settings", old,
-          Column("name", String(50), primary_key=True),
-          Column("value", Text, nullable=False))
-    Table("claims", old,
-          Column("attempt_id", Integer, ForeignKey("attempts.id"), primary_key=True),
-          Column("owner", Integer, nullable=False, index=True),
-          Column("claimed_at", DateTime, nullable=False))
-    Table("grading_turns", old,
-          Column("assignment", String(100), primary_key=True),
-          Column("state", Text, nullable=False))
+        Table(
+            "retired_tokens",
+            old,
+            Column("token_hash", String(64), primary_key=True),
+            Column("student_id", String(100), ForeignKey("students.student_id"), nullable=True),
+            Column("reason", String(20), nullable=False),
+            Column("retired_at", DateTime, nullable=False),
+        )
+    Table("settings", old, Column("name", String(50), primary_key=True), Column("value", Text, nullable=False))
+    Table(
+        "claims",
+        old,
+        Column("attempt_id", Integer, ForeignKey("attempts.id"), primary_key=True),
+        Column("owner", Integer, nullable=False, index=True),
+        Column("claimed_at", DateTime, nullable=False),
+    )
+    Table(
+        "grading_turns", old, Column("assignment", String(100), primary_key=True), Column("state", Text, nullable=False)
+    )
     return old
 
 
@@ -172,25 +200,59 @@ def old_database(url: str, version: str) -> None:
     with engine.begin() as db:
         old.create_all(db)
         if db.dialect.name == "postgresql":
-            db.exec_driver_sql("CREATE UNIQUE INDEX IF NOT EXISTS attempts_one_in_grading ON attempts "
-                               "(student_id, assignment) WHERE status = 'grading'")
+            db.exec_driver_sql(
+                "CREATE UNIQUE INDEX IF NOT EXISTS attempts_one_in_grading ON attempts "
+                "(student_id, assignment) WHERE status = 'grading'"
+            )
         t = old.tables
-        db.execute(t["students"].insert(), [
-            {"student_id": "alice", "token_hash": hash_token(f"{version}-alice-token"), "lms": '{"lms_id": "101"}'},
-            {"student_id": "bob", "token_hash": hash_token(f"{version}-bob-token"), "lms": '{"lms_id": "102"}'}])
+        db.execute(
+            t["students"].insert(),
+            [
+                {"student_id": "alice", "token_hash": hash_token(f"{version}-alice-token"), "lms": '{"lms_id": "101"}'},
+                {"student_id": "bob", "token_hash": hash_token(f"{version}-bob-token"), "lms": '{"lms_id": "102"}'},
+            ],
+        )
         db.execute(t["instructors"].insert().values(token_hash=hash_token(f"{version}-instructor-token")))
         for attempt in [
-            {"student_id": "alice", "assignment": "autograd", "number": 1, "submitted_at": datetime(2026, 12, 1, 9),
-             "status": "graded", "score": 41.5, "raw_score": 41.5, "late_penalty": 0.0, "max_score": 57.0,
-             "integrity": "[]", "graded_at": datetime(2026, 12, 1, 9, 1), "seconds": 1.25, "results_written": 1,
-             "feedback": '{"score": 41.5}', "notebook": b'{"cells": []}'},
-            {"student_id": "alice", "assignment": "autograd", "number": 2, "submitted_at": datetime(2026, 12, 1, 10),
-             "status": "queued", "results_written": 0, "notebook": b'{"cells": [1]}'}]:
+            {
+                "student_id": "alice",
+                "assignment": "autograd",
+                "number": 1,
+                "submitted_at": datetime(2026, 12, 1, 9),
+                "status": "graded",
+                "score": 41.5,
+                "raw_score": 41.5,
+                "late_penalty": 0.0,
+                "max_score": 57.0,
+                "integrity": "[]",
+                "graded_at": datetime(2026, 12, 1, 9, 1),
+                "seconds": 1.25,
+                "results_written": 1,
+                "feedback": '{"score": 41.5}',
+                "notebook": b'{"cells": []}',
+            },
+            {
+                "student_id": "alice",
+                "assignment": "autograd",
+                "number": 2,
+                "submitted_at": datetime(2026, 12, 1, 10),
+                "status": "queued",
+                "results_written": 0,
+                "notebook": b'{"cells": [1]}',
+            },
+        ]:
             db.execute(t["attempts"].insert().values(**attempt))
         if "retired_tokens" in t:
-            db.execute(t["retired_tokens"].insert().values(token_hash=hash_token(f"{version}-bob-token"),
-                                                           student_id="bob", reason=REVOKED,
-                                                           retired_at=datetime(2026, 12, 2)))
+            db.execute(
+                t["retired_tokens"]
+                .insert()
+                .values(
+                    token_hash=hash_token(f"{version}-bob-token"),
+                    student_id="bob",
+                    reason=REVOKED,
+                    retired_at=datetime(2026, 12, 2),
+                )
+            )
         db.execute(t["settings"].insert().values(name="csrf", value="ab" * 32))
     engine.dispose()
 
@@ -280,11 +342,14 @@ def change(url: str, *statements: str) -> None:
     engine.dispose()
 
 
-@pytest.mark.parametrize(("mend", "said"), [
-    ("ALTER TABLE attempts DROP COLUMN seconds", "table attempts lacks seconds"),
-    ("ALTER TABLE students ADD COLUMN nickname TEXT", "table students has columns no version made (nickname)"),
-    ("DROP TABLE settings", "no table settings"),
-])
+@pytest.mark.parametrize(
+    ("mend", "said"),
+    [
+        ("ALTER TABLE attempts DROP COLUMN seconds", "table attempts lacks seconds"),
+        ("ALTER TABLE students ADD COLUMN nickname TEXT", "table students has columns no version made (nickname)"),
+        ("DROP TABLE settings", "no table settings"),
+    ],
+)
 def test_tables_not_as_any_version_made_them_are_refused_untouched(url, mend, said):
     old_database(url, "21562bd")
     change(url, mend)
@@ -310,11 +375,15 @@ def test_a_database_user_who_may_not_create_tables_is_told_so(postgres_url):
 
 # ----------------------------------------------------------------------------- newer, or junk
 
+
 def test_a_database_newer_than_this_code_is_refused_untouched(url):
     """Fails on the starting commit (21562bd): it opens the database whatever a newer serve made of it."""
     opened(url)
-    change(url, "UPDATE autograd_service_version SET version_num = '0004'",
-           "CREATE TABLE what_0004_made (id INTEGER PRIMARY KEY)")
+    change(
+        url,
+        "UPDATE autograd_service_version SET version_num = '0004'",
+        "CREATE TABLE what_0004_made (id INTEGER PRIMARY KEY)",
+    )
     before = schema(url)
     with pytest.raises(CourseError, match="at revision 0004, written by a newer version of autograd-course") as said:
         Store(url)
@@ -327,9 +396,11 @@ JUNK = {
     "an earlier number never made": ["UPDATE autograd_service_version SET version_num = '0000'"],
     "two rows": ["INSERT INTO autograd_service_version VALUES ('0002')"],
     "control characters": ["UPDATE autograd_service_version SET version_num = 'x' || char(27) || '[2J'"],
-    "no version_num": ["DROP TABLE autograd_service_version",
-                       "CREATE TABLE autograd_service_version (revision TEXT)",
-                       "INSERT INTO autograd_service_version VALUES ('0003')"],
+    "no version_num": [
+        "DROP TABLE autograd_service_version",
+        "CREATE TABLE autograd_service_version (revision TEXT)",
+        "INSERT INTO autograd_service_version VALUES ('0003')",
+    ],
 }
 
 
@@ -347,6 +418,7 @@ def test_a_version_table_holding_junk_is_refused_untouched(tmp_path, junk):
 
 
 # ----------------------------------------------------------------------------- at once
+
 
 def at_once(count: int, work: Callable[[], object]) -> list[BaseException]:
     barrier, failures = threading.Barrier(count), []
@@ -375,7 +447,10 @@ def test_stores_opening_one_database_at_once_migrate_it_once(url, version, caplo
         old_database(url, version)
     with caplog.at_level(logging.INFO, logger="course.platforms.service.migrations"):
         assert at_once(4, lambda: opened(url)) == []
-    migrated = [r.getMessage() for r in caplog.records if f"to revision {HEAD}" in r.getMessage()
-                or f"made at revision {HEAD}" in r.getMessage()]
+    migrated = [
+        r.getMessage()
+        for r in caplog.records
+        if f"to revision {HEAD}" in r.getMessage() or f"made at revision {HEAD}" in r.getMessage()
+    ]
     assert len(migrated) == 1, migrated
     assert version_rows(url) == [HEAD]

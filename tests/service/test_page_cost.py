@@ -32,9 +32,17 @@ ATTEMPTS = 20
 def large_feedback(student: str, errors: int = 2000) -> dict:
     """About 1 MB: what a notebook of 2000 raising cells made before a feedback's errors were capped (as old
     attempts in a database still hold)."""
-    return {"student_id": student, "assignment": "autograd", "status": "graded", "score": 1.0, "max_score": 57.0,
-            "messages": [], "reveals_torch_values": False, "questions": [],
-            "cell_errors": [{"cell": f"cell {i}", "error": "ZeroDivisionError: " + "x" * 480} for i in range(errors)]}
+    return {
+        "student_id": student,
+        "assignment": "autograd",
+        "status": "graded",
+        "score": 1.0,
+        "max_score": 57.0,
+        "messages": [],
+        "reveals_torch_values": False,
+        "questions": [],
+        "cell_errors": [{"cell": f"cell {i}", "error": "ZeroDivisionError: " + "x" * 480} for i in range(errors)],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +57,17 @@ def service(tmp_path_factory):
         attempt = service.store.submit("mallory", "autograd", b'{"cells": []}', service.policy)
         claimed, _ = service.store.claim_next()
         assert claimed.id == attempt.id
-        assert service.store.record(attempt.id, status="graded", score=1.0, raw_score=1.0, late_penalty=0.0,
-                                    max_score=57.0, feedback=Feedback.from_json(large_feedback("mallory")),
-                                    integrity=[], seconds=0.1)
+        assert service.store.record(
+            attempt.id,
+            status="graded",
+            score=1.0,
+            raw_score=1.0,
+            late_penalty=0.0,
+            max_score=57.0,
+            feedback=Feedback.from_json(large_feedback("mallory")),
+            integrity=[],
+            seconds=0.1,
+        )
     assert len(json.dumps(large_feedback("mallory"))) > 10**6
     yield service
     service.store.close()
@@ -119,11 +135,11 @@ def test_feedback_pages_and_the_class_summary_are_rendered_off_the_event_loop(se
         def rendering(*args, **kwargs):
             rendered.append((name, on_the_loop()))
             return real(*args, **kwargs)
+
         return rendering
 
     monkeypatch.setattr(student_pages, "render_html", spy("feedback", student_pages.render_html))
-    monkeypatch.setattr(instructor_pages, "render_summary_html",
-                        spy("summary", instructor_pages.render_summary_html))
+    monkeypatch.setattr(instructor_pages, "render_summary_html", spy("summary", instructor_pages.render_summary_html))
     last = service.store.attempts_of("mallory", feedback=False)[-1].number
     assert client.get(f"/s/{service.tokens['mallory']}/attempts/{last}").status_code == 200
     assert client.get(f"/i/{service.tokens['instructor']}/students/mallory/attempts/{last}").status_code == 200
@@ -132,7 +148,8 @@ def test_feedback_pages_and_the_class_summary_are_rendered_off_the_event_loop(se
 
 
 def test_one_students_pages_beyond_their_pace_are_refused_while_another_students_are_answered(
-        service, client, monkeypatch, caplog):
+    service, client, monkeypatch, caplog
+):
     """Two of mallory's page loads held in rendering: the third of theirs, and their API read, are answered 429
     with why and when to retry, while alice's page and upload are answered; once the two are done, mallory's pages
     are answered again."""
@@ -161,8 +178,9 @@ def test_one_students_pages_beyond_their_pace_are_refused_while_another_students
             assert "at most 2 at once and 120 a minute" in third.text
             assert third.headers["retry-after"] == "1"
             last = service.store.attempts_of("mallory", feedback=False)[-1].id
-            api = requests.submit(client.get, f"/api/submissions/{last}",
-                                  {"Authorization": f"Bearer {mallory}"}).result(timeout=120)
+            api = requests.submit(
+                client.get, f"/api/submissions/{last}", {"Authorization": f"Bearer {mallory}"}
+            ).result(timeout=120)
             assert api.status_code == 429
             assert "wait 1 s, then reload" in api.json()["error"]
             assert api.json()["retry_after"] == 1
@@ -170,9 +188,13 @@ def test_one_students_pages_beyond_their_pace_are_refused_while_another_students
             other = requests.submit(client.get, f"/s/{alice}/").result(timeout=120)
             assert other.status_code == 200
             assert "autograd: alice" in other.text
-            upload = requests.submit(client.get, "/api/submissions",
-                                     {"Authorization": f"Bearer {alice}", "Content-Type": "application/json"},
-                                     method="POST", body=notebook_bytes(submitted_notebook())).result(timeout=120)
+            upload = requests.submit(
+                client.get,
+                "/api/submissions",
+                {"Authorization": f"Bearer {alice}", "Content-Type": "application/json"},
+                method="POST",
+                body=notebook_bytes(submitted_notebook()),
+            ).result(timeout=120)
             assert upload.status_code == 202, upload.text
             assert upload.json()["student_id"] == "alice"
         finally:

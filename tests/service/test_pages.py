@@ -15,9 +15,21 @@ from course.platforms.service.results import student_records
 from course.platforms.service.store import QUEUED, Attempt
 
 SUBMITTED = datetime(2026, 11, 30, 12, 0, 0)
-FEEDBACK = Feedback("ana", "autograd", Status.GRADED, 6, 12, (), (), True, (
-    QuestionFeedback("slopes", "Slopes", 5, 5, (), ()), QuestionFeedback("cubic", "A cubic", 3, 0, (), ()),
-    QuestionFeedback("tiny_net", "A <tiny> net", 4, 1, (), ())))
+FEEDBACK = Feedback(
+    "ana",
+    "autograd",
+    Status.GRADED,
+    6,
+    12,
+    (),
+    (),
+    True,
+    (
+        QuestionFeedback("slopes", "Slopes", 5, 5, (), ()),
+        QuestionFeedback("cubic", "A cubic", 3, 0, (), ()),
+        QuestionFeedback("tiny_net", "A <tiny> net", 4, 1, (), ()),
+    ),
+)
 
 
 def attempt(number: int, *, status: str = "graded", score: float | None = 6.0) -> Attempt:
@@ -57,7 +69,7 @@ def test_the_waiting_page_says_it_is_being_graded_and_refreshes_itself():
     page = pages.waiting_page(attempt(3, status=QUEUED, score=None))
     assert "Attempt 3 was received 2026-11-30 12:00:00 UTC" in page
     assert "<meta http-equiv=refresh" in page
-    assert 'id=progress role=status>Queued' in page
+    assert "id=progress role=status>Queued" in page
 
 
 def test_the_form_is_closed_once_the_attempts_take_the_storage_limit():
@@ -79,9 +91,20 @@ def test_the_form_is_closed_once_the_attempts_take_the_storage_limit():
 
 
 def test_the_revisit_list_shows_the_courses_backticked_names_as_code_and_escapes_the_rest():
-    feedback = Feedback("ana", "autograd", Status.GRADED, 0, 3, (), (), True, (
-        QuestionFeedback("grad", "The `grad` of <b>x</b> & `y`", 2, 0, (), ()),
-        QuestionFeedback("odd", "`<script>alert(1)</script>`", 1, 0, (), ())))
+    feedback = Feedback(
+        "ana",
+        "autograd",
+        Status.GRADED,
+        0,
+        3,
+        (),
+        (),
+        True,
+        (
+            QuestionFeedback("grad", "The `grad` of <b>x</b> & `y`", 2, 0, (), ()),
+            QuestionFeedback("odd", "`<script>alert(1)</script>`", 1, 0, (), ()),
+        ),
+    )
     lead = pages.feedback_lead(replace(attempt(1), feedback=feedback), "../")
     assert "The <code>grad</code> of &lt;b&gt;x&lt;/b&gt; &amp; <code>y</code>" in lead
     assert "<code>&lt;script&gt;alert(1)&lt;/script&gt;</code>" in lead  # code, still escaped
@@ -112,14 +135,17 @@ def test_once_every_attempt_is_used_the_page_says_so_and_has_no_form():
 def test_a_success_is_told_apart_from_a_refusal_by_its_words_as_well_as_its_colour():
     done = pages.gradebook_page("autograd", [], 0, "plan", "csrf", [], "gradebook.db", "Recorded 1 student <b>.")
     assert "<div class=done id=banner role=status><strong>Done:</strong> Recorded 1 student &lt;b&gt;.</div>" in done
-    failed = pages.gradebook_page("autograd", [], 0, "plan", "csrf", [], "gradebook.db", "Nothing recorded: x.",
-                                  ok=False)
+    failed = pages.gradebook_page(
+        "autograd", [], 0, "plan", "csrf", [], "gradebook.db", "Nothing recorded: x.", ok=False
+    )
     assert "<div class=error id=banner role=alert><strong>Not done:</strong> Nothing recorded: x.</div>" in failed
     assert "var(--ok)" in done.split(".done {")[1].split("}")[0]  # green, not the warning's orange
     record = student_records(ServicePolicy(), ["ana"], [])[0]
     refused = pages.student_page(record, "autograd", ServicePolicy(), None, "csrf", "the <upload> was empty.")
-    assert ("<div class=error id=banner role=alert><strong>Not submitted:</strong> the &lt;upload&gt; was empty.</div>"
-            in refused)
+    assert (
+        "<div class=error id=banner role=alert><strong>Not submitted:</strong> the &lt;upload&gt; was empty.</div>"
+        in refused
+    )
 
 
 def test_counts_are_pluralised_as_written():
@@ -136,8 +162,9 @@ def test_counts_are_pluralised_as_written():
 
 
 def test_the_dashboard_labels_each_cell_for_a_phone():
-    page = pages.dashboard_page(student_records(ServicePolicy(), ["ana"], [attempt(1)]), "autograd", ServicePolicy(),
-                                "v", None)
+    page = pages.dashboard_page(
+        student_records(ServicePolicy(), ["ana"], [attempt(1)]), "autograd", ServicePolicy(), "v", None
+    )
     assert "<table id=students class=students>" in page
     for label in ("attempts", '"counted score"', '"last status"', '"integrity findings"', '"autograder errors"'):
         assert f"<td data-label={label}>" in page

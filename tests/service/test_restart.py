@@ -20,8 +20,9 @@ def _rows(root) -> list:
     engine = create_engine(f"sqlite:///{root / 'service.db'}")
     try:
         with engine.connect() as db:
-            return list(db.execute(text("SELECT id, student_id, status, score, results_written FROM attempts "
-                                        "ORDER BY id")))
+            return list(
+                db.execute(text("SELECT id, student_id, status, score, results_written FROM attempts ORDER BY id"))
+            )
     finally:
         engine.dispose()
 
@@ -79,8 +80,10 @@ def test_a_database_away_for_a_moment_stops_no_grading_thread(tmp_path):
         with engine.begin() as db:
             db.execute(text("ALTER TABLE attempts RENAME TO attempts_away"))
         deadline = time.monotonic() + 60
-        while "could not look at the queue" not in server.log.read_text() and "no such table" not in \
-                server.log.read_text():
+        while (
+            "could not look at the queue" not in server.log.read_text()
+            and "no such table" not in server.log.read_text()
+        ):
             assert time.monotonic() < deadline, server.log.read_text()
             time.sleep(0.1)
         with engine.begin() as db:

@@ -24,8 +24,9 @@ def service_imports(room: str) -> set[str]:
             elif node.module == "course.platforms.service":
                 found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[3] for alias in node.names
-                         if alias.name.startswith("course.platforms.service."))
+            found.update(
+                alias.name.split(".")[3] for alias in node.names if alias.name.startswith("course.platforms.service.")
+            )
     return found
 
 
@@ -37,12 +38,14 @@ def test_each_room_imports_only_the_rooms_below_it():
 
 def test_app_py_only_wires_routes_and_middleware():
     tree = ast.parse((SERVICE / "app.py").read_text(encoding="utf-8"))
-    defined = [node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef |
-                                                                         ast.ClassDef)]
+    defined = [
+        node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    ]
     assert defined == ["create_app"]
 
 
 def test_only_the_runner_imports_the_app():
-    importers = sorted(path.stem for path in SERVICE.glob("*.py") if path.stem != "app" and "app" in
-                       service_imports(path.stem))
+    importers = sorted(
+        path.stem for path in SERVICE.glob("*.py") if path.stem != "app" and "app" in service_imports(path.stem)
+    )
     assert importers == ["run"]

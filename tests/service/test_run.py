@@ -57,8 +57,9 @@ def test_with_the_projects_gitignore_the_tokens_are_written(course, capsys):
         assert (course / name).stat().st_mode & 0o777 == 0o600
     status = git("status", "--porcelain", "--untracked-files=all", cwd=course).stdout
     # the course's own files are left to commit; the tokens, the roster and the service's database are not
-    assert [line for line in status.splitlines() if not line[3:].startswith(("source/", "release/", ".gitignore"))] \
-        == [], status
+    assert [
+        line for line in status.splitlines() if not line[3:].startswith(("source/", "release/", ".gitignore"))
+    ] == [], status
 
 
 def test_the_instructor_token_file_is_checked_too(course, capsys):
@@ -114,8 +115,9 @@ def test_tokens_go_to_the_database_serve_names(course, postgres_url, where, caps
 
     before = ["--database", postgres_url] if where == "before the action" else []
     after = ["--database", postgres_url] if where == "after the action" else []
-    assert main(["--course", str(course), "serve", *before, *roster_and_out(course), *after]) == 0, \
+    assert main(["--course", str(course), "serve", *before, *roster_and_out(course), *after]) == 0, (
         capsys.readouterr().err
+    )
     store = Store(postgres_url)
     try:
         assert set(store.students()) == {"alice"}
@@ -141,12 +143,12 @@ def test_the_named_database_wins_over_the_environments(course, postgres_url, mon
 
 def test_two_databases_that_differ_are_refused(course, tmp_path, capsys):
     one, two = f"sqlite:///{tmp_path / 'one.db'}", f"sqlite:///{tmp_path / 'two.db'}"
-    assert main(["--course", str(course), "serve", "--database", one, *roster_and_out(course), "--database",
-                 two]) == 1
+    assert main(["--course", str(course), "serve", "--database", one, *roster_and_out(course), "--database", two]) == 1
     assert "name two databases: give --database once" in refusal(capsys)
     assert not (course / "tokens.csv").exists()
     assert not any((tmp_path / name).exists() for name in ("one.db", "two.db"))
     # the same URL twice is one database
-    assert main(["--course", str(course), "serve", "--database", one, *roster_and_out(course), "--database",
-                 one]) == 0, capsys.readouterr().err
+    assert (
+        main(["--course", str(course), "serve", "--database", one, *roster_and_out(course), "--database", one]) == 0
+    ), capsys.readouterr().err
     assert (tmp_path / "one.db").exists()

@@ -32,14 +32,16 @@ def start_balancer(folder: Path, ports: list[int]) -> tuple[object, int]:
     import subprocess
 
     port = free_port()
-    temp = "".join(f"{kind}_temp_path {folder / kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi",
-                                                                         "scgi"))
+    temp = "".join(
+        f"{kind}_temp_path {folder / kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
     servers = "".join(f"server 127.0.0.1:{upstream} max_fails=1 fail_timeout=30s;\n" for upstream in ports)
-    (folder / "nginx.conf").write_text(f"""
+    (folder / "nginx.conf").write_text(
+        f"""
 daemon off;
 user root root;
-pid {folder / 'nginx.pid'};
-error_log {folder / 'error.log'};
+pid {folder / "nginx.pid"};
+error_log {folder / "error.log"};
 events {{}}
 http {{
     access_log off;
@@ -56,10 +58,13 @@ http {{
         }}
     }}
 }}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     assert NGINX is not None
-    process = subprocess.Popen([NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf")],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     return process, port
 
 
@@ -75,8 +80,12 @@ def _client_ports(server: Server) -> set[int]:
     """The local ports of the serve process's TCP connections (its database sessions among them)."""
     try:
         process = psutil.Process(server.process.pid)  # type: ignore[union-attr]
-        return {c.laddr.port for p in (process, *process.children(recursive=True))
-                for c in p.net_connections(kind="tcp") if c.laddr}
+        return {
+            c.laddr.port
+            for p in (process, *process.children(recursive=True))
+            for c in p.net_connections(kind="tcp")
+            if c.laddr
+        }
     except psutil.Error:
         return set()
 
@@ -85,16 +94,21 @@ def _rows(url: str) -> list:
     engine = create_engine(url)
     try:
         with engine.connect() as db:
-            return list(db.execute(text("SELECT id, student_id, number, status, score, results_written FROM attempts "
-                                        "ORDER BY id")))
+            return list(
+                db.execute(
+                    text("SELECT id, student_id, number, status, score, results_written FROM attempts ORDER BY id")
+                )
+            )
     finally:
         engine.dispose()
 
 
 def test_three_processes_behind_nginx_lose_nothing_when_one_is_killed(tmp_path, postgres_url):
     root = course_for_service(tmp_path / "course", attempts=ATTEMPTS)
-    servers = [Server(root, database=postgres_url, wait=0.5, jobs=1,
-                      options=("--forwarded-allow-ips", "127.0.0.1")) for _ in range(PROCESSES)]
+    servers = [
+        Server(root, database=postgres_url, wait=0.5, jobs=1, options=("--forwarded-allow-ips", "127.0.0.1"))
+        for _ in range(PROCESSES)
+    ]
     servers[0].issue_tokens(STUDENTS)
     tokens = servers[0].tokens
     started = [threading.Thread(target=server.start) for server in servers]
@@ -129,8 +143,13 @@ def test_three_processes_behind_nginx_lose_nothing_when_one_is_killed(tmp_path, 
             # this test is about is the attempt limit's, across processes).
             for _ in range(20):
                 try:
-                    reply = request(f"{site}/api/submissions", method="POST", token=tokens[student], data=slow,
-                                    content_type="application/json")
+                    reply = request(
+                        f"{site}/api/submissions",
+                        method="POST",
+                        token=tokens[student],
+                        data=slow,
+                        content_type="application/json",
+                    )
                 except (OSError, http.client.HTTPException):  # the killed process's reply cut off mid-way through
                     return Reply(CUT_OFF, b"", {})
                 if reply.status != 429 or "uploads in progress" not in reply.json.get("error", ""):
@@ -172,8 +191,9 @@ def test_three_processes_behind_nginx_lose_nothing_when_one_is_killed(tmp_path, 
 
         for attempt_id, student in acknowledged.items():  # through the balancer, to whichever process is alive
             deadline = time.monotonic() + 180
-            while (body := request(f"{site}/api/submissions/{attempt_id}", token=tokens[student]).json) \
-                    .get("status", "queued") in ("queued", "grading"):  # a 429 (polled too often): poll again
+            while (body := request(f"{site}/api/submissions/{attempt_id}", token=tokens[student]).json).get(
+                "status", "queued"
+            ) in ("queued", "grading"):  # a 429 (polled too often): poll again
                 assert time.monotonic() < deadline, f"attempt {attempt_id} was never graded"
                 time.sleep(body.get("retry_after", 0.2))
             assert (body["status"], body["score"]) == ("graded", 57), body
@@ -198,8 +218,11 @@ def test_three_processes_behind_nginx_lose_nothing_when_one_is_killed(tmp_path, 
         with engine.connect() as db:
             assert db.execute(text("SELECT count(*) FROM claims")).scalar() == 0
         # The killed process's claims went back to the queue, taken by a living process, the moment it died.
-        assert any("INFO course.platforms.service.shared: a process that stopped was grading" in server.log.read_text()
-                   for server in servers if server is not victim)
+        assert any(
+            "INFO course.platforms.service.shared: a process that stopped was grading" in server.log.read_text()
+            for server in servers
+            if server is not victim
+        )
         grades = request(f"{site}/i/{servers[0].instructor}/export/grades.csv")
         assert grades.status == 200, grades.text
         counted = {row["student_id"]: row for row in csv.DictReader(io.StringIO(grades.text))}

@@ -43,7 +43,13 @@ def _drain(scheduler: Scheduler, queue: list[Queued]) -> list[str]:
 def test_students_with_many_queued_take_turns_and_newcomers_join_at_the_back():
     scheduler = Scheduler()
     assert _drain(scheduler, queue_of("mallory", "mallory", "mallory", "alice", "alice", "alice")) == [
-        "mallory", "alice", "mallory", "alice", "mallory", "alice"]
+        "mallory",
+        "alice",
+        "mallory",
+        "alice",
+        "mallory",
+        "alice",
+    ]
     assert scheduler.pick(queue_of("bob", first=10), [], NOW) == 10
     # bob's next joins the queue while his first is graded; dave's is taken meanwhile
     assert scheduler.pick(queue_of("bob", "dave", first=11), ["bob"], NOW) == 12
@@ -69,8 +75,10 @@ def test_the_store_claims_in_the_schedulers_order(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'service.db'}", "autograd")
     for student in ("mallory", "alice"):
         store.set_student(student, new_token(), {})
-    ids = [store.submit(student, "autograd", b"{}", ServicePolicy()).id
-           for student in ("mallory", "mallory", "mallory", "alice")]
+    ids = [
+        store.submit(student, "autograd", b"{}", ServicePolicy()).id
+        for student in ("mallory", "mallory", "mallory", "alice")
+    ]
     scheduler = Scheduler()
     claimed = store.claim_next(scheduler.pick)
     assert claimed is not None

@@ -54,8 +54,13 @@ def test_every_route_with_another_students_token_and_ids_shows_nothing_of_theirs
         if template == "/healthz":  # the probes' route: public, and it says only whether the service is up
             assert (reply.status, reply.text) == (200, "ok")
             continue
-        if template in ("/api/submissions", "/s/{token}/upload", "/s/{token}/", "/s/{token}/notebook",
-                        "/s/{token}/attempts/{number:int}"):
+        if template in (
+            "/api/submissions",
+            "/s/{token}/upload",
+            "/s/{token}/",
+            "/s/{token}/notebook",
+            "/s/{token}/attempts/{number:int}",
+        ):
             # alice's own: her token, no id of anyone's in the path (the upload is refused without a valid csrf,
             # by a redirect to her page, which says why; an attempt's number is of her own attempts, so attempt 1
             # is hers)
@@ -112,8 +117,7 @@ def test_the_upload_form_needs_its_csrf_token_from_the_same_student_and_site(ser
         assert "reload this page and submit again" in shown
     assert history(alice_page) == count  # nothing stored
     body, kind = multipart({"notebook": notebook, "csrf": csrf_of(alice_page)})
-    reply = request(alice_page + "upload", method="POST", data=body, content_type=kind,
-                    headers={"Origin": server.url})
+    reply = request(alice_page + "upload", method="POST", data=body, content_type=kind, headers={"Origin": server.url})
     assert reply.status == 303
     assert reply.headers["location"] == f"attempts/{count + 1}"  # the student's own number, as the page says
     assert history(alice_page) == count + 1
@@ -124,7 +128,7 @@ def test_the_upload_form_needs_its_csrf_token_from_the_same_student_and_site(ser
 
 HOSTILE = {
     "kill every process it can": "import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept Exception:\n"
-                                 "    pass",
+    "    pass",
     "read the service's database": "print(open({db!r}, 'rb').read()[:4096])",
     "never end": "while True:\n    pass",
     "take all memory": "x = bytearray(10 ** 11)",
@@ -156,7 +160,8 @@ def test_hostile_notebooks_through_the_service_hurt_no_one_else(server, attempts
         thread.join()
     assert [reply.status for reply in honest_replies] == [200, 200, 200]
     assert [reply.json["score"] for reply in honest_replies] == [57, 57, 57], [
-        (reply.json, request(server.url + reply.json["feedback_url"]).text[-3000:]) for reply in honest_replies]
+        (reply.json, request(server.url + reply.json["feedback_url"]).text[-3000:]) for reply in honest_replies
+    ]
     statuses = {}
     for name, reply in replies.items():
         assert reply.status in (200, 202), (name, reply.status)

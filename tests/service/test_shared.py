@@ -25,8 +25,9 @@ def test_the_schedulers_state_survives_its_round_trip_through_json():
     assert scheduler.pick(queue, [], NOW) == 2
     again = Scheduler.from_state(scheduler.state())
     assert again.state() == scheduler.state()
-    assert again.pick([q for q in queue if q.id != 2], [], NOW) == scheduler.pick([q for q in queue if q.id != 2],
-                                                                                   [], NOW)
+    assert again.pick([q for q in queue if q.id != 2], [], NOW) == scheduler.pick(
+        [q for q in queue if q.id != 2], [], NOW
+    )
 
 
 @pytest.mark.slow

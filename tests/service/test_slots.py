@@ -32,8 +32,11 @@ ATTACKERS = ["127.0.0.2"] * PER_CLIENT + ["127.0.0.3"] * PER_CLIENT + ["127.0.0.
 def server(tmp_path_factory) -> Iterator[Server]:
     root = course_for_service(tmp_path_factory.mktemp("slots") / "course")
     set_service_policy(root, pages_per_minute=1)  # mallory's pages are refused by the pace after the first burst
-    running = Server(root, jobs=1, options=("--connections", str(PLACES), "--connections-per-client",
-                                            str(PER_CLIENT), "--header-seconds", "300"))
+    running = Server(
+        root,
+        jobs=1,
+        options=("--connections", str(PLACES), "--connections-per-client", str(PER_CLIENT), "--header-seconds", "300"),
+    )
     running.issue_tokens([*STUDENTS, "mallory"])
     running.start()
     yield running
@@ -73,8 +76,9 @@ class Holder:
     def hold(self, source: str) -> None:
         while not self.stopping.is_set():
             try:
-                connection = socket.create_connection(("127.0.0.1", self.server.port), timeout=5,
-                                                      source_address=(source, 0))
+                connection = socket.create_connection(
+                    ("127.0.0.1", self.server.port), timeout=5, source_address=(source, 0)
+                )
             except OSError:
                 continue
             with connection:
@@ -145,15 +149,20 @@ def test_kept_alive_connections_that_hold_every_place_make_room_for_an_honest_up
     logged(server, "serve: closing connections that waited longest: 16 are open")
 
 
-@pytest.mark.parametrize("sources", [ATTACKERS, ["127.0.0.1"] * PER_CLIENT],
-                         ids=["other addresses", "the honest student's own address"])
+@pytest.mark.parametrize(
+    "sources", [ATTACKERS, ["127.0.0.1"] * PER_CLIENT], ids=["other addresses", "the honest student's own address"]
+)
 def test_never_finished_requests_that_hold_every_place_make_room_for_an_honest_upload(server, sources):
     """Other addresses take every place of the server; or the honest student's own address (a campus NAT, where
     the attacker is one of the students behind it) holds as many waiting connections as one address may."""
     with Holder(server, sources, "unfinished"):
         assert honest_uploads(server, "bob") == GRADED
-    logged(server, "serve: closing connections of 127.0.0.1" if sources[0] == "127.0.0.1" else
-           "serve: closing connections that waited longest")
+    logged(
+        server,
+        "serve: closing connections of 127.0.0.1"
+        if sources[0] == "127.0.0.1"
+        else "serve: closing connections that waited longest",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -161,8 +170,7 @@ def proxied(tmp_path_factory) -> Iterator[Server]:
     """A server behind a reverse proxy (127.0.0.1, trusted): every connection comes from the proxy's address."""
     root = course_for_service(tmp_path_factory.mktemp("proxied") / "course")
     set_service_policy(root, pages_per_minute=1)
-    running = Server(root, jobs=1, options=("--connections", str(PROXIED_PLACES), "--forwarded-allow-ips",
-                                            "127.0.0.1"))
+    running = Server(root, jobs=1, options=("--connections", str(PROXIED_PLACES), "--forwarded-allow-ips", "127.0.0.1"))
     running.issue_tokens([*STUDENTS, "mallory"])
     running.start()
     yield running
@@ -177,8 +185,10 @@ def page_status(server: Server, path: str, forwarded_for: str) -> int:
     the connection closed or refused)."""
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=ANSWER_SECONDS) as connection:
-            connection.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Forwarded-For: {forwarded_for}\r\n"
-                               "Connection: close\r\n\r\n".encode())
+            connection.sendall(
+                f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Forwarded-For: {forwarded_for}\r\n"
+                "Connection: close\r\n\r\n".encode()
+            )
             answer = b""
             while chunk := connection.recv(65536):
                 answer += chunk

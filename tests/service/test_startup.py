@@ -17,8 +17,11 @@ pytestmark = pytest.mark.slow
 def test_the_running_service_said_its_self_test_passed(server):
     said = [line for line in server.log.read_text().splitlines() if "self-test: the course's solution" in line]
     # a line of the service's log: its UTC time, its level, its logger, then the message
-    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ INFO course\.service\.run: self-test: the course's solution "
-                    r"57/57 and the untouched release 0/57", said[0]), said
+    assert re.match(
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ INFO course\.service\.run: self-test: the course's solution "
+        r"57/57 and the untouched release 0/57",
+        said[0],
+    ), said
 
 
 def test_serve_refuses_to_start_when_its_sandbox_cannot_start_a_run(tmp_path):
@@ -26,8 +29,13 @@ def test_serve_refuses_to_start_when_its_sandbox_cannot_start_a_run(tmp_path):
     set_limit(root, "open_files", 3)  # the sandbox's own start-up can open no file
     refused = Server(root, jobs=1)
     refused.issue_tokens(["ana"])
-    completed = subprocess.run(refused.command("--port", str(free_port()), "--jobs", "1"), capture_output=True,
-                               text=True, timeout=600, check=False)
+    completed = subprocess.run(
+        refused.command("--port", str(free_port()), "--jobs", "1"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert completed.returncode == 1
     said = [line for line in completed.stderr.splitlines() if line.startswith("autograd-course serve: ")]
     assert len(said) == 1

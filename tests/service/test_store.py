@@ -23,8 +23,9 @@ from tests.support.service import RESULTS, course_for_service
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
 def store(request, tmp_path):
-    url = f"sqlite:///{tmp_path / 'service.db'}" if request.param == "sqlite" else request.getfixturevalue(
-        "postgres_url")
+    url = (
+        f"sqlite:///{tmp_path / 'service.db'}" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    )
     opened = Store(url)
     yield opened
     opened.close()
@@ -72,7 +73,8 @@ def test_attempts_are_claimed_in_order_and_recorded_once(store):
     assert (numbered.id, numbered.feedback) == (first.id, RESULTS["feedback"])
     assert store.attempt_numbered("alice", 1, feedback=False).feedback is None
     assert [store.attempt_numbered(*key) for key in (("alice", 2), ("carol", 1), ("alice", 0), ("alice", 2**40))] == [
-        None] * 4
+        None
+    ] * 4
     claimed, _ = store.claim_next()
     assert claimed.id == second.id
     assert store.claim_next() is None
@@ -166,10 +168,12 @@ def test_a_student_cannot_fill_the_database_with_large_notebooks(store, tmp_path
     answers = [store.submit("mallory", "autograd", large, policy) for _ in range(30)]
     stored = [a for a in answers if not isinstance(a, Refusal)]
     assert len(stored) == 10  # of 2 MB, in the default 20 MB
-    refused = answers[len(stored):]
+    refused = answers[len(stored) :]
     assert all(isinstance(r, Refusal) and r.retry_after is None and r.limit == "storage_mb" for r in refused)
-    assert refused[0].message.startswith("your attempts at this assignment already take 20.0 MB, and this notebook "
-                                         "(2.0 MB) would pass the limit of 20 MB per student")
+    assert refused[0].message.startswith(
+        "your attempts at this assignment already take 20.0 MB, and this notebook "
+        "(2.0 MB) would pass the limit of 20 MB per student"
+    )
     assert not isinstance(store.submit("mallory", "another", large, policy), Refusal)  # per assignment
     assert not isinstance(store.submit("bob", "autograd", large, policy), Refusal)
     assert store.stored_bytes("bob") == len(large)  # what the student's page measures to show the form closed
@@ -206,14 +210,17 @@ def test_best_or_last_attempt_counts():
     assert counted(ServicePolicy(), []) is None
 
 
-@pytest.mark.parametrize(("policy", "message"), [
-    ({"attempts": 0}, "service.attempts must be a whole number of at least 1"),
-    ({"cooldown_minutes": -1}, "service.cooldown_minutes must be a number of minutes"),
-    ({"counts": "first"}, "service.counts must be best or last"),
-    ({"upload_kb": 10**9}, "larger than limits.notebook_mb"),
-    ({"fresh_numbers_per_attempt": True}, "needs variants: true"),
-    ({"atempts": 3}, "unknown key 'atempts'"),
-])
+@pytest.mark.parametrize(
+    ("policy", "message"),
+    [
+        ({"attempts": 0}, "service.attempts must be a whole number of at least 1"),
+        ({"cooldown_minutes": -1}, "service.cooldown_minutes must be a number of minutes"),
+        ({"counts": "first"}, "service.counts must be best or last"),
+        ({"upload_kb": 10**9}, "larger than limits.notebook_mb"),
+        ({"fresh_numbers_per_attempt": True}, "needs variants: true"),
+        ({"atempts": 3}, "unknown key 'atempts'"),
+    ],
+)
 def test_a_bad_policy_is_named_with_its_file_and_key(tmp_path, policy, message):
     root = course_for_service(tmp_path / "course", **policy)
     with pytest.raises(ConfigError, match=r"course\.yaml: service") as error:
@@ -275,15 +282,19 @@ def test_serve_tokens_writes_one_private_token_per_student_and_keeps_only_hashes
 
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
         assert [(s.id, s.first_name, s.last_name, s.lms_user_id) for s in gradebook.students] == [
-            ("alice", "Alice", "A", "101"), ("bob", "Bob", "B", "102")]
+            ("alice", "Alice", "A", "101"),
+            ("bob", "Bob", "B", "102"),
+        ]
 
 
 def test_serve_and_submit_say_what_is_wrong_in_one_line(tmp_path, capsys):
     from course.cli import main
 
     root = course_for_service(tmp_path / "course")
-    assert main(["--course", str(root), "serve", "tokens", str(tmp_path / "none.csv"), "--out",
-                 str(tmp_path / "t.csv")]) == 1
+    assert (
+        main(["--course", str(root), "serve", "tokens", str(tmp_path / "none.csv"), "--out", str(tmp_path / "t.csv")])
+        == 1
+    )
     assert "cannot read the roster" in capsys.readouterr().err
     notebook = tmp_path / "autograd.ipynb"
     notebook.write_text("{}")

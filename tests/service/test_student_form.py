@@ -33,11 +33,24 @@ class Answer:
 def call(app: object, method: str, path: str, *, body: bytes = b"", headers: dict[str, str] | None = None) -> Answer:
     """One request straight into the ASGI app (its lifespan, which would start the warm pool, is not run)."""
     where = urlsplit(path)
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-             "path": where.path, "raw_path": where.path.encode(), "query_string": where.query.encode(),
-             "root_path": "", "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80),
-             "headers": [(b"host", b"127.0.0.1"), (b"content-length", str(len(body)).encode()),
-                         *((k.lower().encode(), v.encode()) for k, v in (headers or {}).items())]}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": where.path,
+        "raw_path": where.path.encode(),
+        "query_string": where.query.encode(),
+        "root_path": "",
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 80),
+        "headers": [
+            (b"host", b"127.0.0.1"),
+            (b"content-length", str(len(body)).encode()),
+            *((k.lower().encode(), v.encode()) for k, v in (headers or {}).items()),
+        ],
+    }
     sent: list[dict] = []
 
     async def receive() -> dict:
@@ -75,8 +88,9 @@ def upload(app: object, token: str, notebook: bytes, *, csrf: str | None = None)
     if csrf is None:
         csrf = re.search(r'name=csrf value="([^"]+)"', call(app, "GET", page_of(token)).text).group(1)
     body, kind = multipart({"notebook": notebook, "csrf": csrf})
-    return call(app, "POST", page_of(token) + "upload", body=body,
-                headers={"content-type": kind, "origin": "http://127.0.0.1"})
+    return call(
+        app, "POST", page_of(token) + "upload", body=body, headers={"content-type": kind, "origin": "http://127.0.0.1"}
+    )
 
 
 def followed(app: object, token: str, answer: Answer) -> str:
@@ -94,16 +108,21 @@ def attempts_of(service, student: str) -> int:
 def test_every_answer_of_the_form_is_a_redirect_and_the_page_it_leads_to_says_why(site):
     service, app, tokens = site
     before = attempts_of(service, "ana")
-    for notebook, words in [(b"not json", "the upload is not a Jupyter notebook (.ipynb): it is not JSON."),
-                            (notebook_bytes(submitted_notebook() | {"nbformat": 3}),
-                             "the upload cannot be graded: notebook format 3 is not supported")]:
+    for notebook, words in [
+        (b"not json", "the upload is not a Jupyter notebook (.ipynb): it is not JSON."),
+        (
+            notebook_bytes(submitted_notebook() | {"nbformat": 3}),
+            "the upload cannot be graded: notebook format 3 is not supported",
+        ),
+    ]:
         answer = upload(app, tokens["ana"], notebook)
         shown = followed(app, tokens["ana"], answer)
         assert f"<strong>Not submitted:</strong> {words}" in shown
         assert "autograd.ipynb: notebook format" not in shown  # the student's file is not named as ours
     stale = upload(app, tokens["ana"], notebook_bytes(submitted_notebook()), csrf="1.abc")
     assert "the form was out of date or came from another page: reload this page and submit again." in followed(
-        app, tokens["ana"], stale)
+        app, tokens["ana"], stale
+    )
     assert attempts_of(service, "ana") == before  # nothing was stored
     taken = upload(app, tokens["ana"], notebook_bytes(submitted_notebook()))
     assert (taken.status, taken.headers["location"]) == (303, f"attempts/{before + 1}")
@@ -120,8 +139,13 @@ def test_the_note_shows_only_what_this_server_said_to_this_student(site):
     assert said not in call(app, "GET", page_of(tokens["ana"]) + "?note=" + quote(note)).text
     issued, payload, mac = note.split(".")
     made_up = "<script>alert(1)</script>"
-    for forged in (f"{issued}.{payload[:-4]}AAAA.{mac}", f"{issued}.{payload}.{'0' * 64}", made_up,
-                   f"{int(issued) - 3600}.{payload}.{mac}", "9" * 5000):
+    for forged in (
+        f"{issued}.{payload[:-4]}AAAA.{mac}",
+        f"{issued}.{payload}.{'0' * 64}",
+        made_up,
+        f"{int(issued) - 3600}.{payload}.{mac}",
+        "9" * 5000,
+    ):
         shown = call(app, "GET", page_of(tokens["ben"]) + "?note=" + quote(forged))
         assert shown.status == 200
         assert "id=banner" not in shown.text
@@ -135,15 +159,21 @@ def test_the_notebook_of_another_assignment_is_named_as_that_ones_and_uses_no_at
     training = (ROOT / "release" / "training" / "training.ipynb").read_bytes()
     before = attempts_of(service, "ben")
     shown = followed(app, tokens["ben"], upload(app, tokens["ben"], training))
-    assert ("<strong>Not submitted:</strong> the upload cannot be graded: this is the notebook of assignment "
-            "&#x27;training&#x27;; this page takes assignment &#x27;autograd&#x27;: upload your autograd.ipynb of "
-            "&#x27;autograd&#x27; here") in shown
+    assert (
+        "<strong>Not submitted:</strong> the upload cannot be graded: this is the notebook of assignment "
+        "&#x27;training&#x27;; this page takes assignment &#x27;autograd&#x27;: upload your autograd.ipynb of "
+        "&#x27;autograd&#x27; here"
+    ) in shown
     assert "none of the answer cells" not in shown
     assert attempts_of(service, "ben") == before  # refused before it was stored: no attempt used
     assert f"{before} of 2 attempts used" in shown
     # a notebook that is no assignment's at all is still told what to submit, without naming the student's file
-    other = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
-                        "source": "x = 1"}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    other = {
+        "cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": "x = 1"}],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     shown = followed(app, tokens["ben"], upload(app, tokens["ben"], json.dumps(other).encode()))
     assert "the upload cannot be graded: none of the answer cells of assignment &#x27;autograd&#x27;" in shown
 
@@ -182,8 +212,15 @@ def test_a_long_reason_of_wide_characters_is_still_shown(site):
     note longer than note_text reads, so the page showed no reason at all."""
     _, app, tokens = site
     wide = "\U0001f600" * 990
-    shown = followed(app, tokens["ben"], upload(app, tokens["ben"], json.dumps(
-        {"cells": [], "metadata": {}, "nbformat": wide, "nbformat_minor": 5}).encode()))
+    shown = followed(
+        app,
+        tokens["ben"],
+        upload(
+            app,
+            tokens["ben"],
+            json.dumps({"cells": [], "metadata": {}, "nbformat": wide, "nbformat_minor": 5}).encode(),
+        ),
+    )
     assert "<strong>Not submitted:</strong>" in shown
     assert "\U0001f600" * 10 in shown
 
@@ -201,8 +238,9 @@ def test_a_record_the_service_cannot_read_is_a_page_that_says_so_not_a_500(site)
     service.store.add_instructor(instructor)
     upload(app, tokens["ana"], notebook_bytes(submitted_notebook()))  # an attempt (or a refusal: she has one)
     with service.store.begin() as db:
-        db.execute(update(store_module.attempts).where(store_module.attempts.c.student_id == "ana")
-                   .values(status="excellent"))
+        db.execute(
+            update(store_module.attempts).where(store_module.attempts.c.student_id == "ana").values(status="excellent")
+        )
     try:
         for path in ("", "summary", "students/ana", "export/gradebook"):
             shown = call(app, "GET", f"/i/{instructor}/{path}")
@@ -216,5 +254,8 @@ def test_a_record_the_service_cannot_read_is_a_page_that_says_so_not_a_500(site)
         assert call(app, "GET", page_of(tokens["ben"])).status == 200
     finally:
         with service.store.begin() as db:
-            db.execute(update(store_module.attempts).where(store_module.attempts.c.status == "excellent")
-                       .values(status="graded"))
+            db.execute(
+                update(store_module.attempts)
+                .where(store_module.attempts.c.status == "excellent")
+                .values(status="graded")
+            )

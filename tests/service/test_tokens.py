@@ -25,8 +25,9 @@ from tests.support.service import Client, course_for_service
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
 def url(request, tmp_path) -> str:
-    return f"sqlite:///{tmp_path / 'service.db'}" if request.param == "sqlite" else request.getfixturevalue(
-        "postgres_url")
+    return (
+        f"sqlite:///{tmp_path / 'service.db'}" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    )
 
 
 @pytest.fixture
@@ -86,10 +87,15 @@ def old_schema(url: str) -> None:
     old = [store_module.students, store_module.instructors, store_module.attempts, store_module.settings]
     store_module.metadata.create_all(engine, tables=old)
     with engine.begin() as db:
-        db.execute(insert(store_module.students).values(student_id="alice", token_hash=hash_token("alice-old-token"),
-                                                        lms='{"lms_id": "101"}'))
-        db.execute(insert(store_module.instructors), [{"token_hash": hash_token("instructor-1")},
-                                                      {"token_hash": hash_token("instructor-2")}])
+        db.execute(
+            insert(store_module.students).values(
+                student_id="alice", token_hash=hash_token("alice-old-token"), lms='{"lms_id": "101"}'
+            )
+        )
+        db.execute(
+            insert(store_module.instructors),
+            [{"token_hash": hash_token("instructor-1")}, {"token_hash": hash_token("instructor-2")}],
+        )
     engine.dispose()
 
 
@@ -115,8 +121,12 @@ def test_a_database_made_before_per_student_tokens_keeps_its_links(url, tmp_path
         assert store.is_instructor("instructor-2")
         assert main(["--course", str(root), "serve", "tokens", "--revoke", "alice", "--database", url]) == 0
         assert store.retired("alice-old-token") == REVOKED
-        assert main(["--course", str(root), "serve", "tokens", "--rotate-instructor", "--out", str(out),
-                     "--database", url]) == 0
+        assert (
+            main(
+                ["--course", str(root), "serve", "tokens", "--rotate-instructor", "--out", str(out), "--database", url]
+            )
+            == 0
+        )
         assert "the 2 earlier instructor token(s) no longer work" in capsys.readouterr().out
         assert not store.is_instructor("instructor-1")
         assert not store.is_instructor("instructor-2")
@@ -125,12 +135,15 @@ def test_a_database_made_before_per_student_tokens_keeps_its_links(url, tmp_path
         store.close()
 
 
-@pytest.mark.parametrize(("column", "value", "says"), [
-    ("lms", "[1, 2]", "the lms column of student 'alice' is not a JSON object of text"),
-    ("lms", "{not json", "the lms column of student 'alice' is not a JSON object of text"),
-    ("token_hash", "x" * 64, "its token_hash is not a SHA-256"),
-    ("student_id", "../alice", "is not a usable student id"),
-])
+@pytest.mark.parametrize(
+    ("column", "value", "says"),
+    [
+        ("lms", "[1, 2]", "the lms column of student 'alice' is not a JSON object of text"),
+        ("lms", "{not json", "the lms column of student 'alice' is not a JSON object of text"),
+        ("token_hash", "x" * 64, "its token_hash is not a SHA-256"),
+        ("student_id", "../alice", "is not a usable student id"),
+    ],
+)
 def test_a_students_row_that_serve_tokens_did_not_write_is_named_not_used(tmp_path, column, value, says):
     url = f"sqlite:///{tmp_path / 'service.db'}"
     store = Store(url)
@@ -147,8 +160,12 @@ def test_a_students_row_that_serve_tokens_did_not_write_is_named_not_used(tmp_pa
 def test_the_earlier_tokens_file_is_read_as_input(tmp_path):
     path = tmp_path / "tokens.csv"
     assert read_tokens_file(path) == {}
-    path.write_text('"student_id","token"\n"alice","a1"\n"../x","b2"\n"bob"\n"alice","again"\n"carol","' + "c" * 101
-                    + '"\n"dave","d4","yes","extra"\n', encoding="utf-8")
+    path.write_text(
+        '"student_id","token"\n"alice","a1"\n"../x","b2"\n"bob"\n"alice","again"\n"carol","'
+        + "c" * 101
+        + '"\n"dave","d4","yes","extra"\n',
+        encoding="utf-8",
+    )
     assert read_tokens_file(path) == {"alice": "a1", "dave": "d4"}  # e1a50ec's two columns, or ours, or more
     notes = tmp_path / "notes.csv"
     notes.write_text("name,grade\nalice,A\n", encoding="utf-8")
@@ -195,16 +212,22 @@ def test_a_failed_change_puts_the_tokens_file_back(tmp_path):
     assert not (tmp_path / "fresh.csv").exists()
 
 
-@pytest.mark.parametrize(("args", "says"), [
-    ([], "serve tokens needs a ROSTER (or --rotate, --revoke or --rotate-instructor)"),
-    (["roster.csv"], "serve tokens needs --out FILE"),
-    (["--rotate", "alice"], "serve tokens needs --out FILE"),
-    (["--rotate-instructor"], "serve tokens needs --out FILE"),
-    (["roster.csv", "--rotate", "alice", "--out", "t.csv"], "give a ROSTER or --rotate/--rotate-instructor, not both"),
-    (["roster.csv", "--revoke", "alice"], "--revoke takes no ROSTER"),
-    (["--rotate", "zed", "--out", "t.csv"], "--rotate: no token was ever issued to zed: nothing changed"),
-    (["--revoke", "../x"], "--revoke: '../x' is not a usable student id"),
-])
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ([], "serve tokens needs a ROSTER (or --rotate, --revoke or --rotate-instructor)"),
+        (["roster.csv"], "serve tokens needs --out FILE"),
+        (["--rotate", "alice"], "serve tokens needs --out FILE"),
+        (["--rotate-instructor"], "serve tokens needs --out FILE"),
+        (
+            ["roster.csv", "--rotate", "alice", "--out", "t.csv"],
+            "give a ROSTER or --rotate/--rotate-instructor, not both",
+        ),
+        (["roster.csv", "--revoke", "alice"], "--revoke takes no ROSTER"),
+        (["--rotate", "zed", "--out", "t.csv"], "--rotate: no token was ever issued to zed: nothing changed"),
+        (["--revoke", "../x"], "--revoke: '../x' is not a usable student id"),
+    ],
+)
 def test_serve_tokens_says_what_is_wrong_in_one_line(tmp_path, capsys, monkeypatch, args, says):
     root = course_for_service(tmp_path / "course")
     monkeypatch.chdir(tmp_path)

@@ -18,7 +18,8 @@ from tests.support.service import course_for_service
 
 def test_a_deeply_nested_upload_is_refused_with_a_message():
     assert notebook_problem(b"[" * 100_000 + b"]" * 100_000) == (
-        "the upload is not a Jupyter notebook (.ipynb): its JSON is nested too deeply")
+        "the upload is not a Jupyter notebook (.ipynb): its JSON is nested too deeply"
+    )
     nested = b'{"cells": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     assert "nested too deeply" in notebook_problem(nested)
 
@@ -49,9 +50,12 @@ def test_servers_of_two_assignments_sharing_a_database_see_only_their_own(tmp_pa
 def test_a_course_folder_the_service_cannot_keep_its_work_files_in_is_said_before_it_starts(tmp_path):
     root = course_for_service(tmp_path / "course")
     (root / SCRATCH).write_text("a file where the service's folder would go\n")
-    with pytest.raises(CourseError, match=r"cannot make .*service-work/autograd, where the service keeps its work "
-                                          r"files \(uploads as they arrive\): .*; the service needs to write in the "
-                                          r"course folder"):
+    with pytest.raises(
+        CourseError,
+        match=r"cannot make .*service-work/autograd, where the service keeps its work "
+        r"files \(uploads as they arrive\): .*; the service needs to write in the "
+        r"course folder",
+    ):
         make_service(load_config(root), database="sqlite://", jobs=1)
 
 
@@ -73,10 +77,13 @@ def test_a_second_server_of_the_same_assignment_is_refused_while_the_first_runs(
     root = course_for_service(tmp_path / "course")
     first = make_service(load_config(root), database="sqlite://", jobs=1)
     (first.grader.scratch / "attempt-3").mkdir()  # the first server at work
-    with pytest.raises(CourseError, match=r"another `autograd-course serve` of assignment 'autograd' is running on "
-                                          r"this course \(it holds .*service-work/autograd.lock\); a SQLite "
-                                          r"database serves one process: stop it first, or run every process on "
-                                          r"one PostgreSQL database \(--database postgresql\+psycopg://...\)"):
+    with pytest.raises(
+        CourseError,
+        match=r"another `autograd-course serve` of assignment 'autograd' is running on "
+        r"this course \(it holds .*service-work/autograd.lock\); a SQLite "
+        r"database serves one process: stop it first, or run every process on "
+        r"one PostgreSQL database \(--database postgresql\+psycopg://...\)",
+    ):
         make_service(load_config(root), database="sqlite://", jobs=1)
     assert (first.grader.scratch / "attempt-3").is_dir()
     first.grader.stop()

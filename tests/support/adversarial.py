@@ -18,7 +18,8 @@ BASELINE_ANSWERS = {**CORRECT_CODE, **WRONG}
 
 ISOLATION = choose_isolation("auto", DEFAULT_SANDBOX_UID, 64)[0]
 needs_bwrap = needs_tool(
-    "bubblewrap as root", ISOLATION == "bwrap",
+    "bubblewrap as root",
+    ISOLATION == "bwrap",
     f"this attack is only contained with root + bubblewrap (here: {ISOLATION!r}); see SECURITY.md",
 )
 
@@ -36,8 +37,9 @@ def with_cell(source: str, notebook: dict | None = None, at: int | None = None) 
     return add_cell(notebook or baseline_notebook(), source, at=at)
 
 
-def grade(notebook: dict | bytes | str, tmp_path: Path, config=None, student: str = "student", assignment=None,
-          run=None):
+def grade(
+    notebook: dict | bytes | str, tmp_path: Path, config=None, student: str = "student", assignment=None, run=None
+):
     """Grade one notebook through the real pipeline (a cold sandbox, or `run` of a warm pool);
     returns (Graded, seconds)."""
     path = tmp_path / f"{student}.ipynb"

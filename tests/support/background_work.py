@@ -26,11 +26,13 @@ class BackgroundWork(Generic[Result]):
         self._started: tuple[Path, concurrent.futures.Future[Result]] | None = None
         self._running: set[subprocess.Popen] = set()
 
-    def run(self, command: list[str], *, env: dict[str, str], timeout: float,
-            cwd: Path | None = None) -> subprocess.CompletedProcess:
+    def run(
+        self, command: list[str], *, env: dict[str, str], timeout: float, cwd: Path | None = None
+    ) -> subprocess.CompletedProcess:
         """subprocess.run(command, capture_output=True, text=True) in a session of its own, which `remove` ends."""
-        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   text=True, start_new_session=True)
+        process = subprocess.Popen(
+            command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
         self._running.add(process)
         try:
             stdout, stderr = process.communicate(timeout=timeout)

@@ -26,16 +26,31 @@ RELEASE_NOTEBOOK = ROOT / "release" / "autograd" / "autograd.ipynb"
 CONTRACT = {
     "slopes": {"slope_at_3": 6, "slope_at_minus_2": -4, "slope_at_0": 0},
     "graph_walk": {"forward_values": [9, 18, 19], "local_slopes": [1, 2, 6], "dz_dx": 12},
-    "tiny_net": {"net_h": 5, "net_a": 5, "net_loss": 9, "net_dL_da": 6, "net_dL_dh": 6, "net_dL_dw": 12,
-                 "net_dL_db": 6},
+    "tiny_net": {
+        "net_h": 5,
+        "net_a": 5,
+        "net_loss": 9,
+        "net_dL_da": 6,
+        "net_dL_dh": 6,
+        "net_dL_dw": 12,
+        "net_dL_db": 6,
+    },
     "closed_relu": {"closed_h": -4, "closed_a": 0, "closed_loss": 4, "closed_dL_dw": 0, "closed_dL_db": 0},
     "retain_grad": {"retain_x_grad": 60, "retain_y_grad": 5, "y_grad_without_retain": None},
     "accumulation": {"accumulated_grads": [6, 12, 18], "zeroed_grads": [6, 6, 6]},
     "no_grad_detach": {"no_grad_requires_grad": False, "detached_value": 9, "detached_requires_grad": False},
     "one_call": {"one_call_loss": 4, "one_call_w_grad": 12, "one_call_b_grad": 4},
     "cubic": {"cubic_grad": 46},
-    "w2_net": {"w2_out": 2.5, "w2_loss": 0.25, "w2_dL_dout": 1.0, "w2_dL_dw2": 5.0, "w2_dL_da": 0.5,
-               "w2_dL_dh": 0.5, "w2_dL_dw": 1.0, "w2_dL_db": 0.5},
+    "w2_net": {
+        "w2_out": 2.5,
+        "w2_loss": 0.25,
+        "w2_dL_dout": 1.0,
+        "w2_dL_dw2": 5.0,
+        "w2_dL_da": 0.5,
+        "w2_dL_dh": 0.5,
+        "w2_dL_dw": 1.0,
+        "w2_dL_db": 0.5,
+    },
     "predict_twice": {"twice_w_grad": 24, "twice_b_grad": 12},
 }
 CONTRACT_FUNCTIONS = {"cubic": {"cubic_derivative": "def cubic_derivative(x):\n    return 3 * x ** 2 - 2\n"}}
@@ -47,19 +62,50 @@ TRAINING_RELEASE = ROOT / "release" / "training" / "training.ipynb"
 BACKPROP_SOURCE = ROOT / "source" / "backprop" / "backprop.ipynb"
 BACKPROP_RELEASE = ROOT / "release" / "backprop" / "backprop.ipynb"
 TRAINING_CONTRACT = {
-    "leaves": {"x_is_leaf": True, "y_is_leaf": False, "data_is_leaf": True, "x_grad_fn": None,
-               "y_grad_fn": "PowBackward0", "doubled_grad_fn": "MulBackward0", "z_grad_fn": "AddBackward0"},
-    "saved_values": {"square_saved": 3, "double_saved": 2, "double_keeps_input": False, "square_local_slope": 6,
-                     "kept_after_backward": False},
-    "leaky_relu": {"leaky_h": -4, "leaky_a": -0.04, "leaky_loss": 4.1616, "leaky_dL_da": -4.08,
-                   "leaky_dL_dh": -0.0408, "leaky_dL_dw": 0.0408, "leaky_dL_db": -0.0408},
+    "leaves": {
+        "x_is_leaf": True,
+        "y_is_leaf": False,
+        "data_is_leaf": True,
+        "x_grad_fn": None,
+        "y_grad_fn": "PowBackward0",
+        "doubled_grad_fn": "MulBackward0",
+        "z_grad_fn": "AddBackward0",
+    },
+    "saved_values": {
+        "square_saved": 3,
+        "double_saved": 2,
+        "double_keeps_input": False,
+        "square_local_slope": 6,
+        "kept_after_backward": False,
+    },
+    "leaky_relu": {
+        "leaky_h": -4,
+        "leaky_a": -0.04,
+        "leaky_loss": 4.1616,
+        "leaky_dL_da": -4.08,
+        "leaky_dL_dh": -0.0408,
+        "leaky_dL_dw": 0.0408,
+        "leaky_dL_db": -0.0408,
+    },
     "detach": {"detach_value": 9, "detach_grad": 3, "full_grad": 6, "cube_detach_grad": 18},
-    "training_loop": {"sgd_losses": [9, 0.5625, 0.03515625], "sgd_w": [1.5, 1.875, 1.78125],
-                      "sgd_b": [-1.75, -1.5625, -1.609375], "nozero_losses": [9, 0.5625, 4],
-                      "nozero_w": [1.5, 0.375, -0.75], "nozero_b": [-1.75, -2.3125, -2.875]},
-    "accumulate_on_purpose": {"batch_a_w_grad": 12, "batch_b_w_grad": -4, "accumulated_w_grad": 8,
-                              "accumulated_b_grad": 2, "summed_w_grad": 8, "summed_b_grad": 2, "averaged_w_grad": 4,
-                              "averaged_b_grad": 1},
+    "training_loop": {
+        "sgd_losses": [9, 0.5625, 0.03515625],
+        "sgd_w": [1.5, 1.875, 1.78125],
+        "sgd_b": [-1.75, -1.5625, -1.609375],
+        "nozero_losses": [9, 0.5625, 4],
+        "nozero_w": [1.5, 0.375, -0.75],
+        "nozero_b": [-1.75, -2.3125, -2.875],
+    },
+    "accumulate_on_purpose": {
+        "batch_a_w_grad": 12,
+        "batch_b_w_grad": -4,
+        "accumulated_w_grad": 8,
+        "accumulated_b_grad": 2,
+        "summed_w_grad": 8,
+        "summed_b_grad": 2,
+        "averaged_w_grad": 4,
+        "averaged_b_grad": 1,
+    },
 }
 # What the bundled sample class (tests/samples/submitted/) scores: the README's quick start and every grading of it.
 SAMPLE_SCORES = {"alice": 57, "bob": 45, "carol": 0, "dave": 57, "erin": 4, "frank": 0}
@@ -83,23 +129,46 @@ def solve(p: dict) -> dict:
     gx = p["graph_x"]
     grad = 2 * p["accum_x"]
     return {
-        "slope_at_3": 6, "slope_at_minus_2": -4, "slope_at_0": 0,
-        "forward_values": [gx**2, 2 * gx**2, 2 * gx**2 + 1], "local_slopes": [1, 2, 2 * gx], "dz_dx": 4 * gx,
-        "net_h": h, "net_a": h, "net_loss": (h - t) ** 2, "net_dL_da": dl_da, "net_dL_dh": dl_da,
-        "net_dL_dw": dl_da * x, "net_dL_db": dl_da,
-        "closed_h": w * p["closed_x"] + b, "closed_a": 0, "closed_loss": t**2, "closed_dL_dw": 0, "closed_dL_db": 0,
-        "retain_x_grad": p["retain_factor"] * 3 * p["retain_x"] ** 2, "retain_y_grad": p["retain_factor"],
+        "slope_at_3": 6,
+        "slope_at_minus_2": -4,
+        "slope_at_0": 0,
+        "forward_values": [gx**2, 2 * gx**2, 2 * gx**2 + 1],
+        "local_slopes": [1, 2, 2 * gx],
+        "dz_dx": 4 * gx,
+        "net_h": h,
+        "net_a": h,
+        "net_loss": (h - t) ** 2,
+        "net_dL_da": dl_da,
+        "net_dL_dh": dl_da,
+        "net_dL_dw": dl_da * x,
+        "net_dL_db": dl_da,
+        "closed_h": w * p["closed_x"] + b,
+        "closed_a": 0,
+        "closed_loss": t**2,
+        "closed_dL_dw": 0,
+        "closed_dL_db": 0,
+        "retain_x_grad": p["retain_factor"] * 3 * p["retain_x"] ** 2,
+        "retain_y_grad": p["retain_factor"],
         "y_grad_without_retain": None,
         "accumulated_grads": [grad * (i + 1) for i in range(p["accum_steps"])],
         "zeroed_grads": [grad] * p["accum_steps"],
-        "no_grad_requires_grad": False, "detached_value": p["nograd_x"] ** 2, "detached_requires_grad": False,
-        "one_call_loss": (y - p["call_target"]) ** 2, "one_call_w_grad": 2 * (y - p["call_target"]) * p["call_x"],
+        "no_grad_requires_grad": False,
+        "detached_value": p["nograd_x"] ** 2,
+        "detached_requires_grad": False,
+        "one_call_loss": (y - p["call_target"]) ** 2,
+        "one_call_w_grad": 2 * (y - p["call_target"]) * p["call_x"],
         "one_call_b_grad": 2 * (y - p["call_target"]),
         "cubic_grad": 3 * p["cubic_x"] ** 2 - 2,
-        "w2_out": out, "w2_loss": (out - t) ** 2, "w2_dL_dout": dl_dout, "w2_dL_dw2": dl_dout * h,
-        "w2_dL_da": dl_dout * p["w2"], "w2_dL_dh": dl_dout * p["w2"], "w2_dL_dw": dl_dout * p["w2"] * x,
+        "w2_out": out,
+        "w2_loss": (out - t) ** 2,
+        "w2_dL_dout": dl_dout,
+        "w2_dL_dw2": dl_dout * h,
+        "w2_dL_da": dl_dout * p["w2"],
+        "w2_dL_dh": dl_dout * p["w2"],
+        "w2_dL_dw": dl_dout * p["w2"] * x,
         "w2_dL_db": dl_dout * p["w2"],
-        "twice_w_grad": 2 * dl_da * x, "twice_b_grad": 2 * dl_da,
+        "twice_w_grad": 2 * dl_da * x,
+        "twice_b_grad": 2 * dl_da,
     }
 
 
@@ -141,8 +210,9 @@ def fill(notebook: dict, answers: dict[str, str]) -> dict:
                 if re.search(rf"^def {name}\(", source, re.MULTILINE):
                     source = source.rstrip() + "\n\n\n" + code
             else:
-                source = re.sub(rf"^{name} = \.\.\..*$", lambda _m, n=name, c=code: f"{n} = {c}", source,
-                                flags=re.MULTILINE)
+                source = re.sub(
+                    rf"^{name} = \.\.\..*$", lambda _m, n=name, c=code: f"{n} = {c}", source, flags=re.MULTILINE
+                )
         cell["source"] = source
     return filled
 
@@ -241,8 +311,9 @@ def write_roster(path: Path, rows: list[dict[str, str]]) -> Path:
     return path
 
 
-def fetch_and_submit(home: Path, student: str, exchange: Path, work: Callable[[Path], None],
-                     run: Callable[..., str] = nbgrader) -> None:
+def fetch_and_submit(
+    home: Path, student: str, exchange: Path, work: Callable[[Path], None], run: Callable[..., str] = nbgrader
+) -> None:
     """One student in a home of their own: nbgrader's fetch_assignment, `work` on the fetched
     autograd/autograd.ipynb, then submit (`run`: how an nbgrader command is run, `nbgrader` above by default)."""
     home.mkdir(parents=True)
@@ -266,14 +337,30 @@ def formgrader_server(root: Path, env: dict[str, str] | None = None) -> Iterator
     log_path = root.parent / f"formgrader-{port}.log"
     if env is None:
         env = {**os.environ, "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", "")))}
-    env = {**env, "JUPYTER_CONFIG_DIR": str(state / "config"), "JUPYTER_DATA_DIR": str(state / "data"),
-           "JUPYTER_RUNTIME_DIR": str(state / "runtime")}
+    env = {
+        **env,
+        "JUPYTER_CONFIG_DIR": str(state / "config"),
+        "JUPYTER_DATA_DIR": str(state / "data"),
+        "JUPYTER_RUNTIME_DIR": str(state / "runtime"),
+    }
     with log_path.open("w") as log:
         server = subprocess.Popen(
-            [str(Path(sys.executable).parent / "jupyter"), "server", "--no-browser", "--ip=127.0.0.1",
-             f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--allow-root",
-             "--ServerApp.jpserver_extensions={'nbgrader.server_extensions.formgrader': True}"],
-            stdout=log, stderr=subprocess.STDOUT, cwd=root, env=env)
+            [
+                str(Path(sys.executable).parent / "jupyter"),
+                "server",
+                "--no-browser",
+                "--ip=127.0.0.1",
+                f"--port={port}",
+                f"--IdentityProvider.token={token}",
+                f"--ServerApp.root_dir={root}",
+                "--allow-root",
+                "--ServerApp.jpserver_extensions={'nbgrader.server_extensions.formgrader': True}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=root,
+            env=env,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180
@@ -337,8 +424,10 @@ def nonroot_python() -> str:
     if os.geteuid() != 0:
         pytest.skip("switching to another user to act as the instructor needs root")
     if not NONROOT_PYTHON or not os.access(NONROOT_PYTHON, os.X_OK):
-        require_tool("AUTOGRAD_COURSE_NONROOT_PYTHON", "set it to a python every user can run, with this package "
-                                                       "installed (.ci/run builds one)")
+        require_tool(
+            "AUTOGRAD_COURSE_NONROOT_PYTHON",
+            "set it to a python every user can run, with this package installed (.ci/run builds one)",
+        )
     return NONROOT_PYTHON
 
 

@@ -55,7 +55,6 @@ def containers_conf(folder: Path) -> Path:
     return path
 
 
-
 _running: set[subprocess.Popen] = set()
 _cancelled = threading.Event()
 
@@ -65,8 +64,9 @@ def _run(command: list[str], *, timeout: float, env: dict | None = None) -> subp
     (a run stopped early does not wait out a build no test needs)."""
     if _cancelled.is_set():
         pytest.skip("the image build was stopped: the run ended first")
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     _running.add(process)
     try:
         stdout, stderr = process.communicate(timeout=timeout)
@@ -90,18 +90,30 @@ class Podman:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                    "CONTAINERS_CONF": str(containers_conf(folder)), "HOME": str(folder)}
+        self.env = {
+            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "CONTAINERS_CONF": str(containers_conf(folder)),
+            "HOME": str(folder),
+        }
         self.ran = False  # whether podman itself ran here (its storage then exists and is to be reset)
-        self.prefix = ["podman", "--root", str(folder / "storage"), "--runroot", str(folder / "run"),
-                       "--tmpdir", str(folder / "libpod")]
+        self.prefix = [
+            "podman",
+            "--root",
+            str(folder / "storage"),
+            "--runroot",
+            str(folder / "run"),
+            "--tmpdir",
+            str(folder / "libpod"),
+        ]
 
     def __call__(self, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
         completed = _run([*self.prefix, *args], env=self.env, timeout=timeout)
         self.ran = True
         if check and completed.returncode != 0:
-            pytest.fail(f"podman {' '.join(args[:2])} failed ({completed.returncode}):\n"
-                        f"{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}")
+            pytest.fail(
+                f"podman {' '.join(args[:2])} failed ({completed.returncode}):\n"
+                f"{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}"
+            )
         return completed
 
 
@@ -113,8 +125,11 @@ def skip_reason(podman: Podman) -> str | None:
         return "the image test needs root (mmdebstrap and rootful podman)"
     missing = [tool for tool in ("podman", "runc", "mmdebstrap") if not shutil.which(tool)]
     if missing:
-        require_tool(", ".join(missing), "the image test builds and runs the grader's image with them "
-                                         "(apt-get install podman buildah runc mmdebstrap uidmap)")
+        require_tool(
+            ", ".join(missing),
+            "the image test builds and runs the grader's image with them "
+            "(apt-get install podman buildah runc mmdebstrap uidmap)",
+        )
     info = podman("info", check=False, timeout=120)
     if info.returncode != 0:
         return f"podman cannot run here: podman info failed: {info.stderr.strip()[-500:]}"
@@ -126,15 +141,30 @@ def cpu_torch_wheel(into: Path) -> Path | str:
     or why there is none. Asking for the +cpu version never downloads the CUDA build."""
     into.mkdir(parents=True)
     completed = _run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-         "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "-d", str(into),
-         f"torch=={torch_pin()}+cpu"],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.11",
+            "--platform",
+            "manylinux_2_28_x86_64",
+            "-d",
+            str(into),
+            f"torch=={torch_pin()}+cpu",
+        ],
         timeout=600,
     )
     wheels = sorted(into.glob("torch-*+cpu-*.whl"))
     if completed.returncode != 0 or not wheels:
-        return (f"pip finds no CPU wheel of torch=={torch_pin()} for Python 3.11 here (the CPU index is "
-                "unreachable and PyPI's torch is the multi-GB CUDA build)")
+        return (
+            f"pip finds no CPU wheel of torch=={torch_pin()} for Python 3.11 here (the CPU index is "
+            "unreachable and PyPI's torch is the multi-GB CUDA build)"
+        )
     return wheels[0]
 
 
@@ -156,14 +186,23 @@ def build_base(podman: Podman, folder: Path) -> None:
         # like python:3.11-slim, the image's pip installs into the system Python
         'rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED',
     ]
-    command = ["mmdebstrap", "--quiet", "--variant=minbase",
-               "--include=python3,python3-pip,python3-venv,python-is-python3,ca-certificates"]
+    command = [
+        "mmdebstrap",
+        "--quiet",
+        "--variant=minbase",
+        "--include=python3,python3-pip,python3-venv,python-is-python3,ca-certificates",
+    ]
     command += [f"--customize-hook={hook}" for hook in hooks]
     completed = _run([*command, "bookworm", str(tarball)], timeout=900)
     if completed.returncode != 0:
         pytest.fail(f"mmdebstrap failed:\n{completed.stderr[-3000:]}")
-    podman("import", "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-           str(tarball), BASE)
+    podman(
+        "import",
+        "--change",
+        "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        str(tarball),
+        BASE,
+    )
     tarball.unlink()
 
 
@@ -187,8 +226,22 @@ def build_from_base(engine: Podman, dockerfile: Path, tag: str, context: Path, *
     """`podman build` of `dockerfile` on the base (`--from` stands in for its FROM), torch's CPU wheel served to it
     on loopback (the build runs with --network host)."""
     with serve_folder(engine.folder / "index") as base:
-        engine("build", "--from", BASE, "--network", "host", "--build-arg", f"TORCH_INDEX_URL={base}/simple", *args,
-               "-f", str(dockerfile), "-t", tag, str(context), timeout=1800)
+        engine(
+            "build",
+            "--from",
+            BASE,
+            "--network",
+            "host",
+            "--build-arg",
+            f"TORCH_INDEX_URL={base}/simple",
+            *args,
+            "-f",
+            str(dockerfile),
+            "-t",
+            tag,
+            str(context),
+            timeout=1800,
+        )
 
 
 def build_grader(engine: Podman) -> Podman:

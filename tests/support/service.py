@@ -49,8 +49,16 @@ class Reply:
         return self.body.decode("utf-8", "replace")
 
 
-def request(url: str, *, method: str = "GET", token: str | None = None, data: bytes | None = None,
-            content_type: str | None = None, headers: dict[str, str] | None = None, timeout: float = 120) -> Reply:
+def request(
+    url: str,
+    *,
+    method: str = "GET",
+    token: str | None = None,
+    data: bytes | None = None,
+    content_type: str | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> Reply:
     sent = dict(headers or {})
     if token is not None:
         sent["Authorization"] = f"Bearer {token}"
@@ -70,15 +78,20 @@ def request(url: str, *, method: str = "GET", token: str | None = None, data: by
         return Reply(error.code, error.read(), {k.lower(): v for k, v in error.headers.items()})
 
 
-def multipart(fields: dict[str, str | bytes | list[str]], boundary: str = "autograd-test-boundary"
-              ) -> tuple[bytes, str]:
+def multipart(
+    fields: dict[str, str | bytes | list[str]], boundary: str = "autograd-test-boundary"
+) -> tuple[bytes, str]:
     """A multipart form; a list value is the field repeated (as a form's ticked checkboxes send it)."""
     parts = []
     pairs = [(name, one) for name, value in fields.items() for one in (value if isinstance(value, list) else [value])]
     for name, value in pairs:
         if isinstance(value, bytes):
-            parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="autograd.ipynb"'
-                         f"\r\nContent-Type: application/json\r\n\r\n".encode() + value + b"\r\n")
+            parts.append(
+                f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="autograd.ipynb"'
+                f"\r\nContent-Type: application/json\r\n\r\n".encode()
+                + value
+                + b"\r\n"
+            )
         else:
             parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode())
     return b"".join(parts) + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
@@ -114,8 +127,10 @@ class Server:
 
     def issue_tokens(self, students: list[str]) -> None:
         roster = self.root / "roster.csv"
-        roster.write_text("student_id,name,lms_id\n" + "".join(f"{s},{s.title()},{100 + i}\n"
-                                                                for i, s in enumerate(students)), encoding="utf-8")
+        roster.write_text(
+            "student_id,name,lms_id\n" + "".join(f"{s},{s.title()},{100 + i}\n" for i, s in enumerate(students)),
+            encoding="utf-8",
+        )
         out = self.root / "tokens.csv"
         subprocess.run(self.command("tokens", str(roster), "--out", str(out)), check=True, capture_output=True)
         with out.open(encoding="utf-8") as stream:
@@ -127,9 +142,13 @@ class Server:
         self.log = self.root / f"server-{self.port}.log"
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
-                self.command("--port", str(self.port), "--jobs", str(self.jobs), "--wait", str(self.wait),
-                             *self.options),
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                self.command(
+                    "--port", str(self.port), "--jobs", str(self.jobs), "--wait", str(self.wait), *self.options
+                ),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -158,8 +177,13 @@ class Server:
 
     # ------------------------------------------------------------------ the contract
     def submit(self, student: str, notebook: bytes, *, token: str | None = None) -> Reply:
-        return request(f"{self.url}/api/submissions", method="POST", token=token or self.tokens[student],
-                       data=notebook, content_type="application/json")
+        return request(
+            f"{self.url}/api/submissions",
+            method="POST",
+            token=token or self.tokens[student],
+            data=notebook,
+            content_type="application/json",
+        )
 
     def get(self, student: str, attempt_id: int, *, token: str | None = None) -> Reply:
         return request(f"{self.url}/api/submissions/{attempt_id}", token=token or self.tokens[student])
@@ -190,6 +214,7 @@ def notebook_bytes(notebook: dict) -> bytes:
 
 # ----------------------------------------------------------------------------- a real PostgreSQL server
 
+
 def _postgres_bin() -> Path | None:
     found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
     return found[-1].parent if found else None
@@ -217,8 +242,11 @@ def running_postgres() -> Iterator[str]:
 
     binaries = _postgres_bin()
     if binaries is None:
-        require_tool("PostgreSQL", "the service's PostgreSQL tests start a server of their own with its initdb and "
-                                   "pg_ctl (apt-get install postgresql)")
+        require_tool(
+            "PostgreSQL",
+            "the service's PostgreSQL tests start a server of their own with its initdb and "
+            "pg_ctl (apt-get install postgresql)",
+        )
     try:
         import psycopg  # noqa: F401
     except ImportError:
@@ -233,19 +261,50 @@ def running_postgres() -> Iterator[str]:
         as_user = ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups", "--"]
     data, port = folder / "data", free_port()
     try:
-        subprocess.run([*as_user, str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", "autograd",
-                        "--no-sync", "-E", "UTF8"], check=True, capture_output=True)
-        subprocess.run([*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-w", "-l", str(folder / "log"), "-o",
-                        f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off", "start"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [
+                *as_user,
+                str(binaries / "initdb"),
+                "-D",
+                str(data),
+                "-A",
+                "trust",
+                "-U",
+                "autograd",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        subprocess.run(
+            [
+                *as_user,
+                str(binaries / "pg_ctl"),
+                "-D",
+                str(data),
+                "-w",
+                "-l",
+                str(folder / "log"),
+                "-o",
+                f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off",
+                "start",
+            ],
+            check=True,
+            capture_output=True,
+        )
     except subprocess.CalledProcessError as error:
         shutil.rmtree(folder, ignore_errors=True)
         raise AssertionError(f"PostgreSQL did not start: {error.stderr.decode(errors='replace')}") from None
     try:
         yield f"postgresql+psycopg://autograd@127.0.0.1:{port}"
     finally:
-        subprocess.run([*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-                       capture_output=True, check=False)
+        subprocess.run(
+            [*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+            capture_output=True,
+            check=False,
+        )
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -253,13 +312,15 @@ def new_database(server: str) -> str:
     import psycopg
 
     name = f"service_{next(_DATABASES)}"
-    with psycopg.connect(server.replace("postgresql+psycopg", "postgresql") + "/postgres",
-                         autocommit=True) as connection:
+    with psycopg.connect(
+        server.replace("postgresql+psycopg", "postgresql") + "/postgres", autocommit=True
+    ) as connection:
         connection.execute(f"CREATE DATABASE {name}")
     return f"{server}/{name}"
 
 
 # ----------------------------------------------------------------------------- in process
+
 
 @dataclass
 class Answer:
@@ -277,18 +338,29 @@ class Client:
 
     app: object
 
-    def get(self, path: str, headers: dict[str, str] | None = None, *, method: str = "GET",
-            body: bytes = b"") -> Answer:
+    def get(
+        self, path: str, headers: dict[str, str] | None = None, *, method: str = "GET", body: bytes = b""
+    ) -> Answer:
         # A thread of its own for the event loop: the browser tests' Playwright, alive for the whole session,
         # keeps a loop running in this one.
         with ThreadPoolExecutor(1) as thread:
             return thread.submit(asyncio.run, self._get(path, headers or {}, method, body)).result()
 
     async def _get(self, path: str, headers: dict[str, str], method: str, body: bytes) -> Answer:
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-                 "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-                 "headers": [(b"host", b"127.0.0.1"), *((k.lower().encode(), v.encode()) for k, v in headers.items())],
-                 "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80)}
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(b"host", b"127.0.0.1"), *((k.lower().encode(), v.encode()) for k, v in headers.items())],
+            "client": ("127.0.0.1", 50000),
+            "server": ("127.0.0.1", 80),
+        }
         sent: list[dict] = []
 
         async def receive() -> dict:
@@ -299,17 +371,27 @@ class Client:
 
         await self.app(scope, receive, send)  # type: ignore[operator]
         answer = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-        return Answer(sent[0]["status"], answer.decode("utf-8"),
-                      {k.decode().lower(): v.decode() for k, v in sent[0].get("headers", [])})
+        return Answer(
+            sent[0]["status"],
+            answer.decode("utf-8"),
+            {k.decode().lower(): v.decode() for k, v in sent[0].get("headers", [])},
+        )
 
 
 # ----------------------------------------------------------------------------- tools, fixed data
 
 NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)
 
-RESULTS = {"status": "graded", "score": 5.0, "raw_score": 5.0, "late_penalty": 0.0, "max_score": 57.0,
-           "feedback": Feedback("alice", "autograd", Status.GRADED, 5.0, 57.0, (), (), True, ()), "integrity": [],
-           "seconds": 0.1}
+RESULTS = {
+    "status": "graded",
+    "score": 5.0,
+    "raw_score": 5.0,
+    "late_penalty": 0.0,
+    "max_score": 57.0,
+    "feedback": Feedback("alice", "autograd", Status.GRADED, 5.0, 57.0, (), (), True, ()),
+    "integrity": [],
+    "seconds": 0.1,
+}
 
 NOW = datetime(2026, 11, 30, 12, 0, 0)
 

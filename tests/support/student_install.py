@@ -29,8 +29,11 @@ class Installed:
 
 
 def student_env(home: Path) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("VIRTUAL_ENV", "PYTHONPATH", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_PATH")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("VIRTUAL_ENV", "PYTHONPATH", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_PATH")
+    }
     env["HOME"] = str(home)
     return env
 
@@ -44,8 +47,12 @@ def install(folder: Path) -> Installed:
     env = student_env(home)
     venv = home / ".venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], env=env, cwd=home, check=True, capture_output=True)
-    pip = _work.run(["nice", "-n", "10", str(venv / "bin" / "pip"), "install", "--quiet", str(wheel)], env=env,
-                    cwd=home, timeout=1500)
+    pip = _work.run(
+        ["nice", "-n", "10", str(venv / "bin" / "pip"), "install", "--quiet", str(wheel)],
+        env=env,
+        cwd=home,
+        timeout=1500,
+    )
     return Installed(home, env, pip)
 
 

@@ -31,12 +31,14 @@ def not_found() -> Response:
 # 256 random bits, can see it.
 RETIRED_LINK = {
     REVOKED: "This link has been revoked by the course staff: it no longer opens your page or takes uploads. The "
-             "attempts you submitted are kept. Ask your instructor if you think this is a mistake.",
+    "attempts you submitted are kept. Ask your instructor if you think this is a mistake.",
     REPLACED: "This link has been replaced by a newer one: use the latest link your instructor sent you. The "
-              "attempts you submitted are kept and shown there.",
+    "attempts you submitted are kept and shown there.",
 }
-RETIRED_INSTRUCTOR_LINK = ("This dashboard link has been replaced by a newer one (serve tokens --rotate-instructor): "
-                           "use the token in the newest tokens-instructor.txt.")
+RETIRED_INSTRUCTOR_LINK = (
+    "This dashboard link has been replaced by a newer one (serve tokens --rotate-instructor): "
+    "use the token in the newest tokens-instructor.txt."
+)
 
 
 async def _retired_or_not_found(service: Service, token: str, *, instructor: bool = False) -> Response:
@@ -49,6 +51,7 @@ async def _retired_or_not_found(service: Service, token: str, *, instructor: boo
 def student_route(handler: Callable[[Request, Service, str], Awaitable[Response]]) -> Handler:
     """A route under the student's personal link; its pages (GET) paced per student (Service.page_slot), its
     form's posts by the uploads' own bounds."""
+
     async def route(request: Request) -> Response:
         service: Service = request.app.state.service
         student = await run_in_threadpool(service.store.student_for, request.path_params["token"])
@@ -60,6 +63,7 @@ def student_route(handler: Callable[[Request, Service, str], Awaitable[Response]
             if wait is None:
                 return await _unless_unreadable(handler(request, service, student), instructor=False)
             return await pages_refused(service, student, wait)
+
     return route
 
 
@@ -69,6 +73,7 @@ def instructor_route(handler: Callable[[Request, Service], Awaitable[Response]])
         if not await run_in_threadpool(service.store.is_instructor, request.path_params["token"]):
             return await _retired_or_not_found(service, request.path_params["token"], instructor=True)
         return await _unless_unreadable(handler(request, service), instructor=True)
+
     return route
 
 
@@ -99,8 +104,14 @@ async def pages_refused(service: Service, student: str, wait: float, *, api: boo
     assert service.page_gate is not None  # noqa: S101 - set in __post_init__
     headers = {"Retry-After": str(retry_seconds(wait))}
     if service.delayed.get(student, 0) >= PAGE_REFUSALS_DELAYED:
-        service.say(student, "delayed", "serve: refused pages of %s at once and closed their connections: %d of "
-                    "their refusals are being delayed already", student, PAGE_REFUSALS_DELAYED)
+        service.say(
+            student,
+            "delayed",
+            "serve: refused pages of %s at once and closed their connections: %d of "
+            "their refusals are being delayed already",
+            student,
+            PAGE_REFUSALS_DELAYED,
+        )
         headers.update(CLOSE)
     else:
         service.delayed[student] = service.delayed.get(student, 0) + 1
@@ -112,6 +123,5 @@ async def pages_refused(service: Service, student: str, wait: float, *, api: boo
                 del service.delayed[student]
     sentence = service.page_gate.refusal(wait)
     if api:
-        return JSONResponse({"error": sentence, "retry_after": retry_seconds(wait)}, status_code=429,
-                            headers=headers)
+        return JSONResponse({"error": sentence, "retry_after": retry_seconds(wait)}, status_code=429, headers=headers)
     return PlainTextResponse(sentence, status_code=429, headers=headers)

@@ -1,11 +1,11 @@
 """The JSON API (tools and `autograd-course submit`), and the health probe:
 
-  POST /api/submissions        Authorization: Bearer <student token>; the notebook as the body
-                               (application/json) or as multipart field `notebook`. 200 with
-                               {id, student_id, status, score, max_score, feedback_url} once graded (waits up
-                               to `wait_seconds`, then 202 with status queued); 401, 413, 429 (+ Retry-After).
-  GET  /api/submissions/<id>   the same JSON (same token; another student's id is 404).
-  GET  /healthz                200 "ok" when this process can serve, else 503 and why.
+POST /api/submissions        Authorization: Bearer <student token>; the notebook as the body
+                             (application/json) or as multipart field `notebook`. 200 with
+                             {id, student_id, status, score, max_score, feedback_url} once graded (waits up
+                             to `wait_seconds`, then 202 with status queued); 401, 413, 429 (+ Retry-After).
+GET  /api/submissions/<id>   the same JSON (same token; another student's id is 404).
+GET  /healthz                200 "ok" when this process can serve, else 503 and why.
 """
 
 from __future__ import annotations
@@ -47,9 +47,15 @@ def _bearer(request: Request) -> str | None:
 def submission_json(attempt: Attempt, token: str) -> dict[str, Any]:
     """The contract's JSON: `id` is the service's (the API's URLs), `attempt` the student's own number (1, 2, ...:
     what their page, the feedback URL and the dashboard call it)."""
-    return {"id": attempt.id, "attempt": attempt.number, "student_id": attempt.student_id, "status": attempt.status,
-            "score": attempt.score if attempt.done else None, "max_score": attempt.max_score,
-            "feedback_url": f"/s/{token}/attempts/{attempt.number}"}
+    return {
+        "id": attempt.id,
+        "attempt": attempt.number,
+        "student_id": attempt.student_id,
+        "status": attempt.status,
+        "score": attempt.score if attempt.done else None,
+        "max_score": attempt.max_score,
+        "feedback_url": f"/s/{token}/attempts/{attempt.number}",
+    }
 
 
 async def _api_student(request: Request) -> tuple[Service, str, str] | Response:
@@ -60,10 +66,14 @@ async def _api_student(request: Request) -> tuple[Service, str, str] | Response:
     if student is None or token is None:
         retired = await run_in_threadpool(service.store.retired, token)
         if retired is not None:  # RFC 6750's invalid_token, saying why
-            return JSONResponse({"error": RETIRED_LINK[retired], "token": retired}, status_code=401,
-                                headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
-        return _json_error(401, "a valid student token is needed: Authorization: Bearer <token>",
-                           {"WWW-Authenticate": "Bearer"})
+            return JSONResponse(
+                {"error": RETIRED_LINK[retired], "token": retired},
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+            )
+        return _json_error(
+            401, "a valid student token is needed: Authorization: Bearer <token>", {"WWW-Authenticate": "Bearer"}
+        )
     return service, token, student
 
 
@@ -95,8 +105,9 @@ async def get_submission(request: Request) -> Response:
     with service.page_slot(student) as wait:
         if wait is not None:
             return await pages_refused(service, student, wait, api=True)
-        attempt = await service.on_page_thread(partial(service.store.attempt, request.path_params["attempt_id"],
-                                                       feedback=False))  # the JSON links to the feedback
+        attempt = await service.on_page_thread(
+            partial(service.store.attempt, request.path_params["attempt_id"], feedback=False)
+        )  # the JSON links to the feedback
     if attempt is None or attempt.student_id != student:
         return _json_error(404, "no such submission of yours")
     return JSONResponse(submission_json(attempt, token))

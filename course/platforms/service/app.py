@@ -1,12 +1,12 @@
 """The ASGI application (Starlette): the routes of every room, wired, and the middleware around them. The rooms:
 
-  api.py               the JSON API (POST /api/submissions, GET /api/submissions/<id>) and /healthz
-  student_pages.py     the student's pages behind their personal link, /s/<token>/...
-  instructor_pages.py  the instructor's dashboard behind theirs, /i/<token>/...
-  uploads.py           receiving an upload (body, notebook, checks, the attempt stored), refusals as values
-  access.py            what a request under a link passes first: its token, its pace, retired links' 410
-  state.py             the running service's state (`Service`), shared by them all
-  middleware.py        the security headers on every response
+api.py               the JSON API (POST /api/submissions, GET /api/submissions/<id>) and /healthz
+student_pages.py     the student's pages behind their personal link, /s/<token>/...
+instructor_pages.py  the instructor's dashboard behind theirs, /i/<token>/...
+uploads.py           receiving an upload (body, notebook, checks, the attempt stored), refusals as values
+access.py            what a request under a link passes first: its token, its pace, retired links' 410
+state.py             the running service's state (`Service`), shared by them all
+middleware.py        the security headers on every response
 """
 
 from __future__ import annotations

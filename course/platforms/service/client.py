@@ -28,13 +28,19 @@ class Submitted:
         name = f"attempt {result['attempt']}" if "attempt" in result else f"submission {result['id']}"
         if result["status"] in ("queued", "grading"):
             return [f"{name} is {result['status']}; its feedback will be at {self.feedback_url}"]
-        return [f"{name}: {result['status'].replace('_', ' ')}, score {result['score']:g} of "
-                f"{result['max_score']:g}", f"feedback: {self.feedback_url}"]
+        return [
+            f"{name}: {result['status'].replace('_', ' ')}, score {result['score']:g} of {result['max_score']:g}",
+            f"feedback: {self.feedback_url}",
+        ]
 
 
 def _request(url: str, token: str, data: bytes | None = None) -> tuple[int, dict[str, Any]]:
-    request = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET",  # noqa: S310
-                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    request = urllib.request.Request(  # noqa: S310
+        url,
+        data=data,
+        method="POST" if data is not None else "GET",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310 - http(s) checked by submit
             return response.status, json.loads(response.read())
@@ -59,8 +65,10 @@ def submit(notebook: Path, server: str, token: str, *, wait: bool = True) -> Sub
     status, body = _request(urljoin(base, "api/submissions"), token, data)
     if status == 401:  # a revoked or replaced token: the server's sentence says which (access.RETIRED_LINK)
         reason = body.get("error") if body.get("token") in ("revoked", "replaced") else None
-        raise CourseError("the server did not accept the token: " + (
-            reason[:300] if isinstance(reason, str) and reason else "use the one from your personal link"))
+        raise CourseError(
+            "the server did not accept the token: "
+            + (reason[:300] if isinstance(reason, str) and reason else "use the one from your personal link")
+        )
     if status == 429:
         raise CourseError(f"not submitted: {body.get('error', 'the attempt policy refuses it now')}")
     if status not in (200, 202):

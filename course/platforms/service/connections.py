@@ -38,8 +38,9 @@ def _canned(status: str, sentence: str, *, api: bool = False, retry_after: int |
     else:
         body, kind = (sentence + "\n").encode(), "text/plain; charset=utf-8"
     retry = f"retry-after: {retry_after}\r\n" if retry_after is not None else ""
-    return (f"HTTP/1.1 {status}\r\ncontent-type: {kind}\r\nconnection: close\r\n{retry}"
-            f"content-length: {len(body)}\r\n\r\n").encode() + body
+    return (
+        f"HTTP/1.1 {status}\r\ncontent-type: {kind}\r\nconnection: close\r\n{retry}content-length: {len(body)}\r\n\r\n"
+    ).encode() + body
 
 
 class _LingeringTransport:
@@ -119,8 +120,11 @@ class Waiting:
             mine = self.of_host.get(candidate, {})
             for kind, heard in ((IDLE, None), (UNFINISHED, True), (UNFINISHED, False)):
                 for connection in mine:
-                    if connection is not besides and connection in self.kinds[kind] and (
-                            heard is None or connection.heard is heard):
+                    if (
+                        connection is not besides
+                        and connection in self.kinds[kind]
+                        and (heard is None or connection.heard is heard)
+                    ):
                         return connection
         return None
 
@@ -187,17 +191,29 @@ class EdgeProtocol(H11Protocol):
             # requests may be answered at once, each bounded by its student's token, not by the address.
             victim = self._waiting.victim(self, host)
             if victim is not None:
-                self._log("per_client", "serve: closing connections of %s that waited longest: it held %d waiting "
-                                        "(serve --connections-per-client)", host, per_client)
+                self._log(
+                    "per_client",
+                    "serve: closing connections of %s that waited longest: it held %d waiting "
+                    "(serve --connections-per-client)",
+                    host,
+                    per_client,
+                )
                 victim._make_way()
         if len(self.connections) > self.edge.connections:
             victim = self._waiting.victim(self)
             if victim is None:
-                self._log("connections", "serve: refusing connections: %d are open, each answering a request, "
-                                         "the limit (serve --connections)", self.edge.connections)
+                self._log(
+                    "connections",
+                    "serve: refusing connections: %d are open, each answering a request, "
+                    "the limit (serve --connections)",
+                    self.edge.connections,
+                )
                 return "The server has as many connections open as it takes; try again in a minute."
-            self._log("evicted", "serve: closing connections that waited longest: %d are open, the limit "
-                                 "(serve --connections)", self.edge.connections)
+            self._log(
+                "evicted",
+                "serve: closing connections that waited longest: %d are open, the limit (serve --connections)",
+                self.edge.connections,
+            )
             victim._make_way()
         return ""
 
@@ -212,8 +228,11 @@ class EdgeProtocol(H11Protocol):
             self._free()
             self._raw.close()
         else:
-            self._refuse("503 Service Unavailable", "The server needed this connection's place for another before "
-                                                    "your request had arrived in full; send it again.")
+            self._refuse(
+                "503 Service Unavailable",
+                "The server needed this connection's place for another before "
+                "your request had arrived in full; send it again.",
+            )
 
     def data_received(self, data: bytes) -> None:
         if self._ending:
@@ -268,11 +287,19 @@ class EdgeProtocol(H11Protocol):
             return
         if self._presented[token] >= TOKEN_REQUESTS_IN_FLIGHT:
             self.scope["state"][EDGE_ANSWERED] = True  # its task, created already, does nothing
-            self._log("token", "serve: answered requests 429 at once: %d under one token were being answered "
-                               "(a client asking again and again; the token is not logged)", TOKEN_REQUESTS_IN_FLIGHT)
-            self._refuse("429 Too Many Requests", f"You have {TOKEN_REQUESTS_IN_FLIGHT} requests being answered "
-                                                  "already; wait for them, then reload. Nothing of yours is lost.",
-                         api=self.scope["path"].startswith("/api/"), retry_after=1)
+            self._log(
+                "token",
+                "serve: answered requests 429 at once: %d under one token were being answered "
+                "(a client asking again and again; the token is not logged)",
+                TOKEN_REQUESTS_IN_FLIGHT,
+            )
+            self._refuse(
+                "429 Too Many Requests",
+                f"You have {TOKEN_REQUESTS_IN_FLIGHT} requests being answered "
+                "already; wait for them, then reload. Nothing of yours is lost.",
+                api=self.scope["path"].startswith("/api/"),
+                retry_after=1,
+            )
             return
         self._presented[token] += 1
         self._token = token
@@ -300,13 +327,22 @@ class EdgeProtocol(H11Protocol):
         if self._raw.is_closing():
             return
         if waiting_for is h11.IDLE:
-            self._log("headers", "serve: closing connections whose request's headers took over %g s "
-                                 "(serve --header-seconds)", self.edge.header_seconds)
-            self._refuse("408 Request Timeout", f"The request's headers did not arrive within "
-                                                f"{self.edge.header_seconds:g} s; the connection is closed.")
+            self._log(
+                "headers",
+                "serve: closing connections whose request's headers took over %g s (serve --header-seconds)",
+                self.edge.header_seconds,
+            )
+            self._refuse(
+                "408 Request Timeout",
+                f"The request's headers did not arrive within "
+                f"{self.edge.header_seconds:g} s; the connection is closed.",
+            )
         else:  # a body still arriving after the app's own deadline for it (or for a request it has answered)
-            self._log("body", "serve: closing connections whose request's body took over %g s "
-                              "(serve --body-seconds)", self.edge.body_seconds)
+            self._log(
+                "body",
+                "serve: closing connections whose request's body took over %g s (serve --body-seconds)",
+                self.edge.body_seconds,
+            )
             self._raw.close()
 
     def _close(self) -> None:
@@ -358,6 +394,8 @@ class EdgeProtocol(H11Protocol):
 
 def protocol_for(edge: Edge) -> type[EdgeProtocol]:
     """uvicorn's `http` protocol class for these bounds."""
-    return type("BoundedEdgeProtocol", (EdgeProtocol,),
-                {"edge": edge, "_said": {}, "_lingering": set(), "_waiting": Waiting(),
-                 "_presented": collections.Counter()})
+    return type(
+        "BoundedEdgeProtocol",
+        (EdgeProtocol,),
+        {"edge": edge, "_said": {}, "_lingering": set(), "_waiting": Waiting(), "_presented": collections.Counter()},
+    )

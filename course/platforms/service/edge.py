@@ -136,9 +136,11 @@ class PageGate:
 
     def refusal(self, wait: float) -> str:
         """The student's sentence for a request refused with `wait` (from `enter`)."""
-        return (f"You are asking for your pages faster than the service answers one student (at most "
-                f"{self.in_flight} at once and {self.per_minute} a minute); wait {retry_seconds(wait)} s, then "
-                "reload. Nothing of yours is lost.")
+        return (
+            f"You are asking for your pages faster than the service answers one student (at most "
+            f"{self.in_flight} at once and {self.per_minute} a minute); wait {retry_seconds(wait)} s, then "
+            "reload. Nothing of yours is lost."
+        )
 
 
 def presented_token(path: str, headers: Iterable[tuple[bytes, bytes]]) -> str | None:

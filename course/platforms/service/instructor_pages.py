@@ -1,12 +1,12 @@
 """The instructor's pages behind their dashboard link:
 
-  GET  /i/<token>/                           the dashboard (every student, live: static/dashboard.js polls
-                                             /i/<token>/version)
-  GET  /i/<token>/summary                    the class summary
-  GET  /i/<token>/students/<id>[/attempts/<n>]  a student's attempts, and each attempt's feedback
-  GET  /i/<token>/export/{grades,canvas,moodle}.csv  the exports
-  GET  /i/<token>/export/gradebook           the preview of recording into the term's record; POST records or
-                                             undoes (a form with its CSRF token, one tick a student)
+GET  /i/<token>/                           the dashboard (every student, live: static/dashboard.js polls
+                                           /i/<token>/version)
+GET  /i/<token>/summary                    the class summary
+GET  /i/<token>/students/<id>[/attempts/<n>]  a student's attempts, and each attempt's feedback
+GET  /i/<token>/export/{grades,canvas,moodle}.csv  the exports
+GET  /i/<token>/export/gradebook           the preview of recording into the term's record; POST records or
+                                           undoes (a form with its CSRF token, one tick a student)
 """
 
 from __future__ import annotations
@@ -40,8 +40,15 @@ async def dashboard(request: Request, service: Service) -> Response:
             left_out = lms_left_out(service.config, service.grader.settings, records)
         except CourseError:  # a term row grading could not have written: the export itself says which, and where
             left_out = []
-        return pages.dashboard_page(records, service.assignment, service.policy, service.store.version(),
-                                    service.grader.due, service.store.autograder_errors(), left_out)
+        return pages.dashboard_page(
+            records,
+            service.assignment,
+            service.policy,
+            service.store.version(),
+            service.grader.due,
+            service.store.autograder_errors(),
+            left_out,
+        )
 
     return HTMLResponse(await run_in_threadpool(make))
 
@@ -64,14 +71,18 @@ async def instructor_student(request: Request, service: Service) -> Response:
     student = request.path_params["student_id"]
     if student not in await run_in_threadpool(service.store.students):
         return not_found()
-    return HTMLResponse(await run_in_threadpool(
-        lambda: pages.instructor_student_page(service.record_of(student), service.assignment)))
+    return HTMLResponse(
+        await run_in_threadpool(lambda: pages.instructor_student_page(service.record_of(student), service.assignment))
+    )
 
 
 @instructor_route
 async def instructor_attempt(request: Request, service: Service) -> Response:
-    page = await run_in_threadpool(partial(feedback_page, service, request.path_params["student_id"],
-                                           request.path_params["number"], instructor=True))
+    page = await run_in_threadpool(
+        partial(
+            feedback_page, service, request.path_params["student_id"], request.path_params["number"], instructor=True
+        )
+    )
     return not_found() if page is None else HTMLResponse(page)
 
 
@@ -85,8 +96,7 @@ async def export_csv(request: Request, service: Service) -> Response:
         if fmt == "grades":
             with tempfile.TemporaryDirectory(prefix="export-", dir=service.grader.scratch) as folder:
                 return grades_csv(records, assignment, Path(folder)).read_text(encoding="utf-8")
-        return lms_csv(fmt, records, service.store.students(), assignment, service.config,
-                       service.grader.settings)
+        return lms_csv(fmt, records, service.store.students(), assignment, service.config, service.grader.settings)
 
     if fmt not in ("grades", "canvas", "moodle"):
         return not_found()
@@ -94,8 +104,11 @@ async def export_csv(request: Request, service: Service) -> Response:
         text = await run_in_threadpool(make)
     except CourseError as problem:
         return PlainTextResponse(f"Cannot export: {problem}", status_code=409)
-    return Response(text, media_type="text/csv; charset=utf-8",
-                    headers={"Content-Disposition": f'attachment; filename="{fmt}-{service.assignment}.csv"'})
+    return Response(
+        text,
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{fmt}-{service.assignment}.csv"'},
+    )
 
 
 def _question_cells(service: Service) -> dict[str, str]:
@@ -112,13 +125,24 @@ def _gradebook_page(service: Service, message: str = "", status: int = 200) -> R
         history = [recording for recording, _ in term_record.recordings(config, settings.name)]
         differs = term_record.differences(config, settings, changes, service.store.notebook_of)
     except CourseError as problem:  # the term's record read back is not as we wrote it: said, not a 500
-        return HTMLResponse(pages.gradebook_unavailable_page(service.assignment, str(problem), message),
-                            status_code=409)
-    return HTMLResponse(pages.gradebook_page(service.assignment, changes, len(counted) - len(changes),
-                                             term_record.digest(changes), service.csrf_token("instructor"),
-                                             history, str(config.root / "gradebook.db"), message, differs,
-                                             ok=status < 400),
-                        status_code=status)
+        return HTMLResponse(
+            pages.gradebook_unavailable_page(service.assignment, str(problem), message), status_code=409
+        )
+    return HTMLResponse(
+        pages.gradebook_page(
+            service.assignment,
+            changes,
+            len(counted) - len(changes),
+            term_record.digest(changes),
+            service.csrf_token("instructor"),
+            history,
+            str(config.root / "gradebook.db"),
+            message,
+            differs,
+            ok=status < 400,
+        ),
+        status_code=status,
+    )
 
 
 FORM_FIELDS = 5  # the instructor's forms' own fields (csrf, plan, replace_term, undo), besides one tick a student
@@ -132,13 +156,16 @@ async def _instructor_form(request: Request, service: Service) -> tuple[dict[str
     try:
         form = await request.form(max_files=0, max_fields=FORM_FIELDS + students, max_part_size=4096)
     except HTTPException as problem:  # over a bound: said in a sentence, not Starlette's bare 400
-        return PlainTextResponse(f"Nothing recorded: the form is larger than this class's ({students} students) "
-                                 f"could be ({problem.detail}); reload the preview and submit it again.",
-                                 status_code=413)
+        return PlainTextResponse(
+            f"Nothing recorded: the form is larger than this class's ({students} students) "
+            f"could be ({problem.detail}); reload the preview and submit it again.",
+            status_code=413,
+        )
     csrf = form.get("csrf")
     if not same_origin(request) or not isinstance(csrf, str) or not service.csrf_ok("instructor", csrf):
-        return PlainTextResponse("The form was out of date or came from another page: reload the dashboard.",
-                                 status_code=403)
+        return PlainTextResponse(
+            "The form was out of date or came from another page: reload the dashboard.", status_code=403
+        )
     ticks = [value for value in form.getlist(TICK) if isinstance(value, str)]
     return {key: value for key, value in form.items() if isinstance(value, str) and key != TICK}, ticks
 
@@ -146,6 +173,7 @@ async def _instructor_form(request: Request, service: Service) -> tuple[dict[str
 def _ticked(changes: list[term_record.Change], ticks: list[str]) -> list[term_record.Change] | str:
     """The changes of the ticked students, or why the ticks are refused (a duplicate, a student with nothing to
     record, none at all), in a sentence. A tick is text from a form: shown escaped and bounded."""
+
     def shown(names: list[str]) -> list[str]:
         return [safe_text(name, 100, one_line=True) for name in names]
 
@@ -155,8 +183,10 @@ def _ticked(changes: list[term_record.Change], ticks: list[str]) -> list[term_re
     listed = {change.student_id for change in changes}
     unknown = shown([tick for tick in ticks if tick not in listed])
     if unknown:
-        return (f"the form ticks {_some(unknown)}, who {'is' if len(unknown) == 1 else 'are'} not in the preview "
-                "(nothing to record, or not a student of this class); reload the preview and tick again")
+        return (
+            f"the form ticks {_some(unknown)}, who {'is' if len(unknown) == 1 else 'are'} not in the preview "
+            "(nothing to record, or not a student of this class); reload the preview and tick again"
+        )
     if not ticks:
         return "no student was ticked; tick the students to record"
     ticked = set(ticks)
@@ -189,53 +219,81 @@ async def export_gradebook(request: Request, service: Service) -> Response:
         config, settings = service.config, service.grader.settings
         changes = term_record.plan(config, settings, counted_attempts(service.records()))
         if form.get("plan") != term_record.digest(changes):
-            return _gradebook_page(service, "Nothing recorded: what would change is not what the preview you "
-                                            "confirmed showed (new attempts, or a term grade since). Check it "
-                                            "again below.", 409)
+            return _gradebook_page(
+                service,
+                "Nothing recorded: what would change is not what the preview you "
+                "confirmed showed (new attempts, or a term grade since). Check it "
+                "again below.",
+                409,
+            )
         if not changes:
-            return _gradebook_page(service, "Nothing to record: nbgrader's gradebook already holds every counted "
-                                            "attempt. Nothing was changed.")
+            return _gradebook_page(
+                service,
+                "Nothing to record: nbgrader's gradebook already holds every counted attempt. Nothing was changed.",
+            )
         chosen = _ticked(changes, ticks)
         if isinstance(chosen, str):
             return _gradebook_page(service, f"Nothing recorded: {chosen}.", 409)
         try:
-            done = term_record.record(config, settings, _question_cells(service),
-                                      service.grader.assignment.max_score, chosen, service.store.notebook_of,
-                                      replace_term=form.get("replace_term") == "yes")
+            done = term_record.record(
+                config,
+                settings,
+                _question_cells(service),
+                service.grader.assignment.max_score,
+                chosen,
+                service.store.notebook_of,
+                replace_term=form.get("replace_term") == "yes",
+            )
         except CourseError as problem:
             return _gradebook_page(service, f"Nothing recorded: {problem}.", 409)
         if done is None:
-            return _gradebook_page(service, "Nothing to record: nbgrader's gradebook already holds every counted "
-                                            "attempt. Nothing was changed.")
-        refused = (f" Not recorded: {done.refused_text}; their records are as they were." if done.refused
-                   else "")
+            return _gradebook_page(
+                service,
+                "Nothing to record: nbgrader's gradebook already holds every counted attempt. Nothing was changed.",
+            )
+        refused = f" Not recorded: {done.refused_text}; their records are as they were." if done.refused else ""
         left = sorted({c.student_id for c in changes} - {c.student_id for c in chosen})
         unticked = f" Not ticked, left exactly as they are: {', '.join(left)}." if left else ""
         students = f"{len(done.students)} student{'s' if len(done.students) != 1 else ''}"
-        return _gradebook_page(service, f"Recorded {students} ({', '.join(done.students)}) as "
-                                        f"{done.label}: formgrader, nbgrader export and grades-"
-                                        f"{settings.name}.csv now show their counted attempts.{refused}{unticked}")
+        return _gradebook_page(
+            service,
+            f"Recorded {students} ({', '.join(done.students)}) as "
+            f"{done.label}: formgrader, nbgrader export and grades-"
+            f"{settings.name}.csv now show their counted attempts.{refused}{unticked}",
+        )
 
     def undo(number: str) -> Response:
         try:
-            undone = term_record.undo(service.config, service.grader.settings, tuple(_question_cells(service)),
-                                      -1 if (numbered := whole_number(number)) is None else numbered)
+            undone = term_record.undo(
+                service.config,
+                service.grader.settings,
+                tuple(_question_cells(service)),
+                -1 if (numbered := whole_number(number)) is None else numbered,
+            )
         except CourseError as problem:
             return _gradebook_page(service, f"Nothing undone: {problem}.", 409)
-        left = (f" Left as they are: {undone.refused_text}." if undone.refused else "")
+        left = f" Left as they are: {undone.refused_text}." if undone.refused else ""
         if not undone.undone:  # a student could not be put back: the recording stands, to be undone again
             back = f"the records of {', '.join(undone.students)} are back; " if undone.students else ""
-            return _gradebook_page(service, f"Undid part of {undone.label}: {back}not everyone could be put back."
-                                            f"{left} It stays open: undo it again once that is fixed.", 409)
+            return _gradebook_page(
+                service,
+                f"Undid part of {undone.label}: {back}not everyone could be put back."
+                f"{left} It stays open: undo it again once that is fixed.",
+                409,
+            )
         if not undone.students:
-            return _gradebook_page(service, f"Put nothing back from {undone.label}: every record it wrote has "
-                                            f"changed since.{left} It is closed, so the one before it can be "
-                                            "undone.")
-        return _gradebook_page(service, f"Undid {undone.label}: the records of {', '.join(undone.students)} are "
-                                        f"back as they were before it.{left}")
+            return _gradebook_page(
+                service,
+                f"Put nothing back from {undone.label}: every record it wrote has "
+                f"changed since.{left} It is closed, so the one before it can be "
+                "undone.",
+            )
+        return _gradebook_page(
+            service,
+            f"Undid {undone.label}: the records of {', '.join(undone.students)} are back as they were before it.{left}",
+        )
 
     return await run_in_threadpool(run)
-
 
 
 async def dashboard_js(request: Request) -> Response:

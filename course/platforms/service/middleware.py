@@ -14,9 +14,9 @@ from course.term.summary_page import SORT_SCRIPT
 SUMMARY_SCRIPT = "'sha256-" + base64.b64encode(hashlib.sha256(SORT_SCRIPT.encode("utf-8")).digest()).decode() + "'"
 SECURITY_HEADERS = {
     "Content-Security-Policy": f"default-src 'none'; style-src 'unsafe-inline'; script-src 'self' {SUMMARY_SCRIPT}; "
-                               "connect-src 'self'; "
-                               "img-src 'self' data:; form-action 'self'; frame-src 'self'; frame-ancestors 'self'; "
-                               "base-uri 'none'",
+    "connect-src 'self'; "
+    "img-src 'self' data:; form-action 'self'; frame-src 'self'; frame-ancestors 'self'; "
+    "base-uri 'none'",
     # The personal link is a secret: never sent on to another site. (Not no-referrer: with it, Chromium sends
     # `Origin: null` on the form's own posts, which the CSRF check refuses.)
     "Referrer-Policy": "same-origin",
@@ -39,8 +39,11 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 present = {name.lower() for name, _ in headers}
-                headers += [(name.lower().encode(), value.encode()) for name, value in SECURITY_HEADERS.items()
-                            if name.lower().encode() not in present]
+                headers += [
+                    (name.lower().encode(), value.encode())
+                    for name, value in SECURITY_HEADERS.items()
+                    if name.lower().encode() not in present
+                ]
                 message = {**message, "headers": headers}
             await send(message)
 

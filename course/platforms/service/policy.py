@@ -13,8 +13,16 @@ from course.core.config import LAST, CourseConfig, ServicePolicy
 from course.pipeline.content import Content
 from course.pipeline.variants import Params, course_secret, derive, numbers_for
 
-__all__ = ["ERROR_COOLDOWN_MINUTES", "FREE_AUTOGRADER_ERRORS", "SAME_NOTEBOOK_ERRORS", "Refusal", "ServicePolicy",
-           "attempt_numbers", "counted", "refusal"]
+__all__ = [
+    "ERROR_COOLDOWN_MINUTES",
+    "FREE_AUTOGRADER_ERRORS",
+    "SAME_NOTEBOOK_ERRORS",
+    "Refusal",
+    "ServicePolicy",
+    "attempt_numbers",
+    "counted",
+    "refusal",
+]
 
 # An autograder error is our failure: it never uses one of the student's attempts (docs/service.md, "Autograder
 # errors"). But it must not become a stream of free grading runs either. So: the same notebook (byte for byte) that
@@ -40,26 +48,41 @@ def _megabytes(size: int) -> str:
     return f"{size / 2**20:.1f} MB" if size >= 2**20 else f"{max(1, round(size / 1024))} KB"
 
 
-def refusal(policy: ServicePolicy, earlier: list[datetime], now: datetime, *, stored: int = 0,
-            size: int | None = None, errors: Sequence[datetime] = (), same_errors: int = 0) -> Refusal | None:
+def refusal(
+    policy: ServicePolicy,
+    earlier: list[datetime],
+    now: datetime,
+    *,
+    stored: int = 0,
+    size: int | None = None,
+    errors: Sequence[datetime] = (),
+    same_errors: int = 0,
+) -> Refusal | None:
     """None when a new attempt is allowed after `earlier` attempts (their submission times) and `errors` (the
     submission times of those that ended in an autograder error, which `earlier` leaves out), whose notebooks
     take `stored` bytes, with a notebook of `size` bytes (None: any notebook, as the student's page asks before
     one is chosen) that ended in an autograder error `same_errors` times already."""
     if stored + (1 if size is None else size) > policy.storage_bytes:
         if size is None:  # no notebook, however small, would be taken: clearing outputs cannot help
-            said = (f"your attempts at this assignment already take the limit of {policy.storage_mb} MB per student: "
-                    "ask your instructor")
+            said = (
+                f"your attempts at this assignment already take the limit of {policy.storage_mb} MB per student: "
+                "ask your instructor"
+            )
         else:
-            said = (f"your attempts at this assignment already take {_megabytes(stored)}, and this notebook "
-                    f"({_megabytes(size)}) would pass the limit of {policy.storage_mb} MB per student: clear its "
-                    "outputs (Edit > Clear Outputs of All Cells) and submit again, or ask your instructor")
+            said = (
+                f"your attempts at this assignment already take {_megabytes(stored)}, and this notebook "
+                f"({_megabytes(size)}) would pass the limit of {policy.storage_mb} MB per student: clear its "
+                "outputs (Edit > Clear Outputs of All Cells) and submit again, or ask your instructor"
+            )
         return Refusal(said, None, limit="storage_mb")
     if same_errors >= SAME_NOTEBOOK_ERRORS:
-        return Refusal(f"this very notebook could not be graded {same_errors} times because of a fault on our side, "
-                       "not yours (none of those used an attempt): sending it again would fail again. Your "
-                       "instructor sees it on their dashboard; change the notebook to try again, or ask them", None,
-                       limit="autograder_errors")
+        return Refusal(
+            f"this very notebook could not be graded {same_errors} times because of a fault on our side, "
+            "not yours (none of those used an attempt): sending it again would fail again. Your "
+            "instructor sees it on their dashboard; change the notebook to try again, or ask them",
+            None,
+            limit="autograder_errors",
+        )
     if policy.attempts is not None and len(earlier) >= policy.attempts:
         used = "the one attempt" if policy.attempts == 1 else f"all {policy.attempts} attempts"
         return Refusal(f"you have used {used} allowed for this assignment", None)
@@ -67,8 +90,12 @@ def refusal(policy: ServicePolicy, earlier: list[datetime], now: datetime, *, st
         ready = max(earlier) + timedelta(minutes=policy.cooldown_minutes)
         if now < ready:
             wait = (ready - now).total_seconds()
-            return Refusal(f"the next attempt is allowed at {ready:%H:%M:%S} UTC, {_duration(wait)} from now (a "
-                           f"cooldown of {minutes(policy.cooldown_minutes)} between attempts)", wait, ready)
+            return Refusal(
+                f"the next attempt is allowed at {ready:%H:%M:%S} UTC, {_duration(wait)} from now (a "
+                f"cooldown of {minutes(policy.cooldown_minutes)} between attempts)",
+                wait,
+                ready,
+            )
     charged = sorted(errors)[FREE_AUTOGRADER_ERRORS:]
     if charged:
         cooldown = max(policy.cooldown_minutes, ERROR_COOLDOWN_MINUTES)
@@ -76,10 +103,15 @@ def refusal(policy: ServicePolicy, earlier: list[datetime], now: datetime, *, st
         if now < ready:
             wait = (ready - now).total_seconds()
             free = FREE_AUTOGRADER_ERRORS
-            return Refusal(f"{len(errors)} of your uploads could not be graded because of a fault on our side, not "
-                           f"yours (none used an attempt, and your instructor sees them); after {free} such, the next "
-                           f"upload is allowed {minutes(cooldown)} after the last, at {ready:%H:%M:%S} UTC, "
-                           f"{_duration(wait)} from now", wait, ready, limit="autograder_errors")
+            return Refusal(
+                f"{len(errors)} of your uploads could not be graded because of a fault on our side, not "
+                f"yours (none used an attempt, and your instructor sees them); after {free} such, the next "
+                f"upload is allowed {minutes(cooldown)} after the last, at {ready:%H:%M:%S} UTC, "
+                f"{_duration(wait)} from now",
+                wait,
+                ready,
+                limit="autograder_errors",
+            )
     return None
 
 
@@ -105,8 +137,9 @@ def counted(policy: ServicePolicy, scores: list[tuple[int, float]]) -> int | Non
     return max(scores, key=lambda pair: (pair[1], -pair[0]))[0]
 
 
-def attempt_numbers(config: CourseConfig, policy: ServicePolicy, content: Content, student_id: str, attempt: int,
-                    defaults: Params) -> Params:
+def attempt_numbers(
+    config: CourseConfig, policy: ServicePolicy, content: Content, student_id: str, attempt: int, defaults: Params
+) -> Params:
     """The numbers attempt `attempt` (from 1) of a student is graded with: the student's own (those of the
     notebook released to them) for the first attempt or without fresh numbers, else numbers of that attempt's
     own, derived by the assignment's `derive` (its exercises module) from the attempt's own seed."""

@@ -68,9 +68,16 @@ def grade_rows(records: list[StudentRecord], max_score: float) -> list[GradeRow]
         if chosen is None or chosen.feedback is None:
             rows.append(GradeRow(record.student_id, {}, 0.0, max_score, Status.MISSING))
             continue
-        rows.append(GradeRow(record.student_id, chosen.feedback.earned_by_question(),
-                             chosen.score or 0.0, chosen.max_score or max_score, chosen.status,
-                             chosen.late_penalty or 0.0))
+        rows.append(
+            GradeRow(
+                record.student_id,
+                chosen.feedback.earned_by_question(),
+                chosen.score or 0.0,
+                chosen.max_score or max_score,
+                chosen.status,
+                chosen.late_penalty or 0.0,
+            )
+        )
     return rows
 
 
@@ -80,8 +87,14 @@ def grades_csv(records: list[StudentRecord], assignment: Assignment, folder: Pat
     return path
 
 
-def lms_csv(fmt: str, records: list[StudentRecord], lms_ids: dict[str, dict[str, str]], assignment: Assignment,
-            config: CourseConfig, settings: AssignmentSettings) -> str:
+def lms_csv(
+    fmt: str,
+    records: list[StudentRecord],
+    lms_ids: dict[str, dict[str, str]],
+    assignment: Assignment,
+    config: CourseConfig,
+    settings: AssignmentSettings,
+) -> str:
     """The dashboard's LMS import CSV: the whole term, never a grade for a student nobody graded. Per student,
     in this order: the service's counted attempt, unless it would replace a submission the term's `grade` put in
     nbgrader's gradebook (recording asks to confirm that: until it is recorded, the term's grade is exported);
@@ -93,14 +106,24 @@ def lms_csv(fmt: str, records: list[StudentRecord], lms_ids: dict[str, dict[str,
     not one grading writes or a student here has no LMS id."""
     lms_format(fmt)
     term_csv, term = _term_grades(config, settings)
-    waiting = {change.student_id for change in term_record.plan(config, settings, counted_attempts(records))
-               if change.replaces_term_grade}
-    ours = {row.student_id: csv_row(row, ()) for row in grade_rows(records, assignment.max_score)
-            if row.status != Status.MISSING and row.student_id not in waiting}
+    waiting = {
+        change.student_id
+        for change in term_record.plan(config, settings, counted_attempts(records))
+        if change.replaces_term_grade
+    }
+    ours = {
+        row.student_id: csv_row(row, ())
+        for row in grade_rows(records, assignment.max_score)
+        if row.status != Status.MISSING and row.student_id not in waiting
+    }
     roster = [Student(r.student_id, lms_ids.get(r.student_id, {})) for r in records]
-    rows = rows_for({**term, **ours}, roster,
-                    lambda student: "the service's counted attempt" if student in ours else str(term_csv),
-                    missing="", left_out=[])
+    rows = rows_for(
+        {**term, **ours},
+        roster,
+        lambda student: "the service's counted attempt" if student in ours else str(term_csv),
+        missing="",
+        left_out=[],
+    )
     return lms_text(fmt, rows, assignment.name, assignment.max_score)
 
 
@@ -113,8 +136,13 @@ def lms_left_out(config: CourseConfig, settings: AssignmentSettings, records: li
     term_csv, term = _term_grades(config, settings)
     served = {record.student_id for record in records}
     left_out: list[str] = []
-    rows_for({student: row for student, row in term.items() if student not in served}, [],
-             lambda student: str(term_csv), missing="", left_out=left_out)
+    rows_for(
+        {student: row for student, row in term.items() if student not in served},
+        [],
+        lambda student: str(term_csv),
+        missing="",
+        left_out=left_out,
+    )
     return left_out
 
 
@@ -125,6 +153,17 @@ def _term_grades(config: CourseConfig, settings: AssignmentSettings) -> tuple[Pa
 
 def counted_attempts(records: list[StudentRecord]) -> list[Counted]:
     """Each student's counted attempt (with its feedback), as the term's record takes it."""
-    return [Counted(r.student_id, r.counted.number, r.counted.id, r.counted.submitted_at, r.counted.status,
-                    r.counted.score or 0.0, r.counted.late_penalty or 0.0, r.counted.feedback)
-            for r in records if r.counted is not None and r.counted.feedback is not None]
+    return [
+        Counted(
+            r.student_id,
+            r.counted.number,
+            r.counted.id,
+            r.counted.submitted_at,
+            r.counted.status,
+            r.counted.score or 0.0,
+            r.counted.late_penalty or 0.0,
+            r.counted.feedback,
+        )
+        for r in records
+        if r.counted is not None and r.counted.feedback is not None
+    ]

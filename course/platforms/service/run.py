@@ -24,18 +24,34 @@ from course.platforms.service.worker import Grader
 log = logging.getLogger(__name__)
 
 
-def make_service(config: CourseConfig, *, database: str | None = None, jobs: int | None = None,
-                 assignment: str | None = None, wait_seconds: float = WAIT_SECONDS,
-                 edge: Edge | None = None) -> Service:
+def make_service(
+    config: CourseConfig,
+    *,
+    database: str | None = None,
+    jobs: int | None = None,
+    assignment: str | None = None,
+    wait_seconds: float = WAIT_SECONDS,
+    edge: Edge | None = None,
+) -> Service:
     policy = config.service
     store = Store(database_url(database, config.root), config.assignment(assignment).name)
     grader = Grader(config, store, policy, jobs=jobs, assignment_name=assignment)
     return Service(config, store, policy, grader, wait_seconds=wait_seconds, edge=edge or Edge())
 
 
-def serve(config: CourseConfig, *, host: str, port: int, database: str | None = None, jobs: int | None = None,
-          assignment: str | None = None, wait_seconds: float = WAIT_SECONDS, forwarded_allow_ips: str | None = None,
-          announce: bool = True, edge: Edge | None = None) -> None:
+def serve(
+    config: CourseConfig,
+    *,
+    host: str,
+    port: int,
+    database: str | None = None,
+    jobs: int | None = None,
+    assignment: str | None = None,
+    wait_seconds: float = WAIT_SECONDS,
+    forwarded_allow_ips: str | None = None,
+    announce: bool = True,
+    edge: Edge | None = None,
+) -> None:
     """Run the service until stopped. `edge` bounds connections and the time a request's headers and body may take
     (edge.py): uvicorn alone bounds neither the connections that never finish a request nor their headers' time."""
     import uvicorn
@@ -45,21 +61,34 @@ def serve(config: CourseConfig, *, host: str, port: int, database: str | None = 
     if forwarded_allow_ips is not None:  # behind the proxy every connection comes from its address
         edge = replace(edge, per_client=None)
     _allow_descriptors(edge)
-    service = make_service(config, database=database, jobs=jobs, assignment=assignment, wait_seconds=wait_seconds,
-                           edge=edge)
+    service = make_service(
+        config, database=database, jobs=jobs, assignment=assignment, wait_seconds=wait_seconds, edge=edge
+    )
     # Nothing is served before the course's own notebooks grade as they must on this server's pool.
     proven = service.grader.prove_setup()
     if announce:
         log.info(proven.line())
-        log.info(f"assignment {service.assignment} on http://{host}:{port}/ ({service.grader.jobs} warm "
-                 f"workers); students open /s/<token>/, instructors /i/<token>/")
+        log.info(
+            f"assignment {service.assignment} on http://{host}:{port}/ ({service.grader.jobs} warm "
+            f"workers); students open /s/<token>/, instructors /i/<token>/"
+        )
     # No access log: the personal links carry the tokens in their paths.
     # HTTP/1.1 serves one request at a time per connection, so the connection cap bounds requests in progress too;
     # uvicorn's own limit_concurrency would only answer 503 to requests that arrived in full.
-    uvicorn.run(create_app(service), host=host, port=port, access_log=False, log_level="warning",
-                proxy_headers=forwarded_allow_ips is not None, forwarded_allow_ips=forwarded_allow_ips,
-                timeout_graceful_shutdown=5, http=protocol_for(edge), timeout_keep_alive=int(edge.keep_alive_seconds),
-                h11_max_incomplete_event_size=EDGE_HEADER_BYTES, backlog=BACKLOG)
+    uvicorn.run(
+        create_app(service),
+        host=host,
+        port=port,
+        access_log=False,
+        log_level="warning",
+        proxy_headers=forwarded_allow_ips is not None,
+        forwarded_allow_ips=forwarded_allow_ips,
+        timeout_graceful_shutdown=5,
+        http=protocol_for(edge),
+        timeout_keep_alive=int(edge.keep_alive_seconds),
+        h11_max_incomplete_event_size=EDGE_HEADER_BYTES,
+        backlog=BACKLOG,
+    )
 
 
 def _allow_descriptors(edge: Edge) -> None:
@@ -71,8 +100,10 @@ def _allow_descriptors(edge: Edge) -> None:
     if soft >= needed:
         return
     if hard != resource.RLIM_INFINITY and hard < needed:
-        raise CourseError(f"serve: --connections {edge.connections} may need {needed} open files, but this process may "
-                          f"open at most {hard} (ulimit -Hn); lower --connections or raise the limit")
+        raise CourseError(
+            f"serve: --connections {edge.connections} may need {needed} open files, but this process may "
+            f"open at most {hard} (ulimit -Hn); lower --connections or raise the limit"
+        )
     resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
@@ -88,18 +119,30 @@ def refuse_committable_secret(path: Path) -> None:
     folder = existing.resolve()  # git names paths by their real location
     target = folder / path.absolute().relative_to(existing)
     inside = subprocess.run(  # noqa: S603 - fixed argument list, no shell
-        [git, "-C", str(folder), "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False,
-        timeout=60)
+        [git, "-C", str(folder), "rev-parse", "--show-toplevel"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     if inside.returncode != 0:  # not a work tree (or one git will not read): nothing would commit the file
         return
     top = inside.stdout.strip()
     ignored = subprocess.run(  # noqa: S603 - fixed argument list, no shell
-        [git, "-C", str(folder), "check-ignore", "--quiet", "--", str(target)], capture_output=True, text=True,
-        check=False, timeout=60)
+        [git, "-C", str(folder), "check-ignore", "--quiet", "--", str(target)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     if ignored.returncode == 1:
-        raise SecretFileError(f"{path} is in the git work tree {top} and git does not ignore it, so `git add -A` "
-                              f"would commit these secrets: write it outside the work tree, or add its name to "
-                              f"{top}/.gitignore first")
+        raise SecretFileError(
+            f"{path} is in the git work tree {top} and git does not ignore it, so `git add -A` "
+            f"would commit these secrets: write it outside the work tree, or add its name to "
+            f"{top}/.gitignore first"
+        )
     if ignored.returncode != 0:
-        raise SecretFileError(f"cannot tell whether git ignores {path} in the work tree {top} (git check-ignore: "
-                              f"{ignored.stderr.strip()[-300:]}): write it outside the work tree")
+        raise SecretFileError(
+            f"cannot tell whether git ignores {path} in the work tree {top} (git check-ignore: "
+            f"{ignored.stderr.strip()[-300:]}): write it outside the work tree"
+        )

@@ -45,9 +45,12 @@ class Scheduler:
     def state(self) -> dict[str, Any]:
         """The scheduler's state as plain JSON-able data (shared.py keeps it in the database)."""
         with self._lock:
-            return {"turn": self._turn, "served": dict(self._served),
-                    "joined": {str(key): value for key, value in self._joined.items()},
-                    "went_long": sorted(self._went_long)}
+            return {
+                "turn": self._turn,
+                "served": dict(self._served),
+                "joined": {str(key): value for key, value in self._joined.items()},
+                "went_long": sorted(self._went_long),
+            }
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Scheduler:

@@ -57,20 +57,24 @@ QUEUE = 0x61670002  # taken for the length of a claim, on the assignment's key
 
 # Made by revision 0003 (migrations/).
 claims = Table(
-    "claims", metadata,
+    "claims",
+    metadata,
     Column("attempt_id", Integer, ForeignKey("attempts.id"), primary_key=True),
     Column("owner", Integer, nullable=False, index=True),  # the id of the process grading it
     Column("claimed_at", DateTime, nullable=False),
 )
 turns = Table(
-    "grading_turns", metadata,
+    "grading_turns",
+    metadata,
     Column("assignment", String(100), primary_key=True),
     Column("state", Text, nullable=False),  # the scheduler's state (schedule.py), as JSON
 )
 
 # "One attempt in grading per student", held by the database whatever a process does.
-ONE_IN_GRADING = (f"CREATE UNIQUE INDEX IF NOT EXISTS attempts_one_in_grading ON attempts (student_id, assignment) "
-                  f"WHERE status = '{GRADING}'")
+ONE_IN_GRADING = (
+    f"CREATE UNIQUE INDEX IF NOT EXISTS attempts_one_in_grading ON attempts (student_id, assignment) "
+    f"WHERE status = '{GRADING}'"
+)
 # Claims of this assignment whose process is gone: its session, and so its LIVE lock, has ended. (Only the
 # assignment whose claim lock is held: two assignments' clean-ups never touch the same rows.)
 _DEAD_CLAIMS = text("""
@@ -117,8 +121,9 @@ class Presence:
             try:
                 while True:
                     owner = 1 + secrets.randbelow(2**31 - 2)
-                    if connection.execute(text("SELECT pg_try_advisory_lock(:live, :owner)"),
-                                          {"live": LIVE, "owner": owner}).scalar():
+                    if connection.execute(
+                        text("SELECT pg_try_advisory_lock(:live, :owner)"), {"live": LIVE, "owner": owner}
+                    ).scalar():
                         break
             except BaseException:
                 connection.close()
@@ -139,8 +144,9 @@ class Presence:
         with self._lock:
             if self._connection is not None:
                 try:  # its lock released before it goes back to the pool (which keeps session locks)
-                    self._connection.execute(text("SELECT pg_advisory_unlock(:live, :owner)"),
-                                             {"live": LIVE, "owner": self._owner})
+                    self._connection.execute(
+                        text("SELECT pg_advisory_unlock(:live, :owner)"), {"live": LIVE, "owner": self._owner}
+                    )
                 finally:
                     self._connection.close()
                 self._connection = None
@@ -177,8 +183,9 @@ class SharedQueue:
 
     def _return_dead(self, db: Connection) -> int:
         dead = [row.attempt_id for row in db.execute(_DEAD_CLAIMS, {"live": LIVE, "assignment": self.assignment})]
-        return db.execute(_BACK_TO_QUEUE, {"dead": dead, "queued": QUEUED, "grading": GRADING,
-                                           "assignment": self.assignment}).rowcount
+        return db.execute(
+            _BACK_TO_QUEUE, {"dead": dead, "queued": QUEUED, "grading": GRADING, "assignment": self.assignment}
+        ).rowcount
 
     def requeue_interrupted(self) -> int:
         """At start: the attempts of processes that are gone go back to the queue (never another live one's)."""
@@ -194,8 +201,10 @@ class SharedQueue:
             self._hold(db)
             returned = self._return_dead(db)
             if returned:
-                log.info(f"a process that stopped was grading {returned} attempt{'s' if returned != 1 else ''}: "
-                         "back in the queue")
+                log.info(
+                    f"a process that stopped was grading {returned} attempt{'s' if returned != 1 else ''}: "
+                    "back in the queue"
+                )
             rows = db.execute(self.store._queue).all()
             queued = [Queued(row.id, row.student_id, row.submitted_at) for row in rows if row.status == QUEUED]
             if not queued:
@@ -230,8 +239,11 @@ class SharedQueue:
             self._hold(db)
             mine = delete(claims).where(claims.c.attempt_id == attempt_id, claims.c.owner == self.presence.owner())
             if db.execute(mine).rowcount:
-                db.execute(update(attempts).where(attempts.c.id == attempt_id, attempts.c.status == GRADING)
-                           .values(status=QUEUED))
+                db.execute(
+                    update(attempts)
+                    .where(attempts.c.id == attempt_id, attempts.c.status == GRADING)
+                    .values(status=QUEUED)
+                )
 
     def close(self) -> None:
         self.presence.close()
@@ -239,10 +251,17 @@ class SharedQueue:
 
 def owners_alive(db: Connection) -> list[int]:
     """The ids of the serve processes alive on this database (for tests and the curious)."""
-    return [row[0] for row in db.execute(text(
-        "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid::bigint = :live "
-        "AND objsubid = 2 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"),
-        {"live": LIVE})]
+    return [
+        row[0]
+        for row in db.execute(
+            text(
+                "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                "AND classid::bigint = :live "
+                "AND objsubid = 2 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            ),
+            {"live": LIVE},
+        )
+    ]
 
 
 __all__ = ["LIVE", "QUEUE", "Presence", "SharedQueue", "assignment_key", "claims", "owners_alive", "turns"]

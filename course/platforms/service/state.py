@@ -61,7 +61,8 @@ class Service:
     page_gate: PageGate | None = None  # from the policy (pages_in_flight, pages_per_minute) unless given
     # Students' pages are read and rendered here, never on the threads that acknowledge uploads (edge.py: why).
     page_threads: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(PAGE_THREADS, thread_name_prefix="pages"))
+        default_factory=lambda: ThreadPoolExecutor(PAGE_THREADS, thread_name_prefix="pages")
+    )
 
     def __post_init__(self) -> None:
         if self.page_gate is None:
@@ -111,8 +112,9 @@ class Service:
             if left <= 0:
                 return current
             try:
-                return await asyncio.wait_for(asyncio.shield(future),
-                                              min(left, SHARED_POLL_SECONDS) if self.store.shared else left)
+                return await asyncio.wait_for(
+                    asyncio.shield(future), min(left, SHARED_POLL_SECONDS) if self.store.shared else left
+                )
             except TimeoutError:
                 if self.store.shared:
                     found = await run_in_threadpool(partial(self.store.attempt, attempt_id, feedback=False))
@@ -145,8 +147,13 @@ class Service:
         """Whether `student` may upload now (fewer than UPLOADS_IN_FLIGHT of theirs in progress); the slot is
         theirs until the block ends. On the event loop only."""
         if self.uploads.get(student, 0) >= UPLOADS_IN_FLIGHT:
-            self.say(student, "uploads", "serve: refused an upload of %s: %d of theirs in progress", student,
-                      UPLOADS_IN_FLIGHT)
+            self.say(
+                student,
+                "uploads",
+                "serve: refused an upload of %s: %d of theirs in progress",
+                student,
+                UPLOADS_IN_FLIGHT,
+            )
             yield False
             return
         self.uploads[student] = self.uploads.get(student, 0) + 1
@@ -165,8 +172,15 @@ class Service:
         assert gate is not None  # noqa: S101 - set in __post_init__
         wait = gate.enter(student)
         if wait is not None:
-            self.say(student, "pages", "serve: refused pages of %s: over service.pages_in_flight (%d at once) or "
-                      "service.pages_per_minute (%d a minute)", student, gate.in_flight, gate.per_minute)
+            self.say(
+                student,
+                "pages",
+                "serve: refused pages of %s: over service.pages_in_flight (%d at once) or "
+                "service.pages_per_minute (%d a minute)",
+                student,
+                gate.in_flight,
+                gate.per_minute,
+            )
             yield wait
             return
         try:
@@ -186,8 +200,10 @@ class Service:
         if not feedback:
             return records
         counted = self.store.feedback_of([r.counted.id for r in records if r.counted is not None])
-        return [replace(r, counted=replace(r.counted, feedback=counted.get(r.counted.id)))
-                if r.counted is not None else r for r in records]
+        return [
+            replace(r, counted=replace(r.counted, feedback=counted.get(r.counted.id))) if r.counted is not None else r
+            for r in records
+        ]
 
     def record_of(self, student_id: str) -> StudentRecord:
         """One student's attempts, without their feedback (their pages show scores and links only)."""
@@ -220,9 +236,13 @@ class Service:
         URL says is shown only when this server said it)."""
         issued, _, rest = note.partition(".")
         payload, _, mac = rest.partition(".")
-        if (len(note) > 4 * NOTE_BYTES // 3 + 100 or not _seconds(issued)
-                or not 0 <= time.time() - int(issued) <= NOTE_MAX_AGE or not mac.isascii()
-                or not hmac.compare_digest(mac, self._csrf_mac(f"note:{student}", f"{issued}.{payload}"))):
+        if (
+            len(note) > 4 * NOTE_BYTES // 3 + 100
+            or not _seconds(issued)
+            or not 0 <= time.time() - int(issued) <= NOTE_MAX_AGE
+            or not mac.isascii()
+            or not hmac.compare_digest(mac, self._csrf_mac(f"note:{student}", f"{issued}.{payload}"))
+        ):
             return ""
         try:
             return base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)).decode("utf-8")

@@ -69,25 +69,31 @@ TOKEN_BYTES = 32
 # from `create_all`: a change here is a new revision there (CONTRIBUTING.md), and test_migrations checks they agree.
 metadata = MetaData()
 students = Table(
-    "students", metadata,
+    "students",
+    metadata,
     Column("student_id", String(100), primary_key=True),
     Column("token_hash", String(64), nullable=False, unique=True),
     Column("lms", Text, nullable=False, default="{}"),  # the roster's LMS columns, for the Canvas export
 )
 instructors = Table(
-    "instructors", metadata,
+    "instructors",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("token_hash", String(64), nullable=False, unique=True),
 )
 attempts = Table(
-    "attempts", metadata,
+    "attempts",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("student_id", String(100), ForeignKey("students.student_id"), nullable=False, index=True),
     Column("assignment", String(100), nullable=False),
     Column("number", Integer, nullable=False),  # 1, 2, ... per student and assignment
     Column("submitted_at", DateTime, nullable=False),  # naive UTC, as nbgrader keeps times
     Column("status", String(20), nullable=False, index=True),
-    Column("score", Float), Column("raw_score", Float), Column("late_penalty", Float), Column("max_score", Float),
+    Column("score", Float),
+    Column("raw_score", Float),
+    Column("late_penalty", Float),
+    Column("max_score", Float),
     Column("integrity", Text),  # JSON list: what the grader saw (instructor only)
     Column("graded_at", DateTime),
     Column("seconds", Float),
@@ -103,7 +109,8 @@ attempts = Table(
 # than "not found": a student's revoked token (it stays their row's token_hash until they get a new one), a
 # student's replaced token, an instructor's replaced token (student_id NULL). Made by revision 0002 (migrations/).
 retired_tokens = Table(
-    "retired_tokens", metadata,
+    "retired_tokens",
+    metadata,
     Column("token_hash", String(64), primary_key=True),
     Column("student_id", String(100), ForeignKey("students.student_id"), nullable=True),  # NULL: an instructor's
     Column("reason", String(20), nullable=False),  # REVOKED or REPLACED
@@ -111,7 +118,8 @@ retired_tokens = Table(
 )
 REVOKED, REPLACED = "revoked", "replaced"
 settings = Table(
-    "settings", metadata,
+    "settings",
+    metadata,
     Column("name", String(50), primary_key=True),
     Column("value", Text, nullable=False),
 )
@@ -123,6 +131,7 @@ TOKEN_HASH = re.compile(r"[0-9a-f]{64}")
 @dataclass(frozen=True)
 class TokenRow:
     """A student's row as `serve tokens` reads it (checked: Store.token_rows)."""
+
     student_id: str
     token_hash: str
     lms: dict[str, str]
@@ -136,8 +145,10 @@ def _lms_column(student_id: str, value: Any) -> dict[str, str]:
     except (TypeError, ValueError):
         lms = None
     if not (isinstance(lms, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in lms.items())):
-        raise CourseError(f"the service's database: the lms column of student {safe_text(str(student_id), 120)!r} "
-                          "is not a JSON object of text: mend that row, or run serve tokens with the roster again")
+        raise CourseError(
+            f"the service's database: the lms column of student {safe_text(str(student_id), 120)!r} "
+            "is not a JSON object of text: mend that row, or run serve tokens with the roster again"
+        )
     return lms
 
 
@@ -189,8 +200,10 @@ def _status(row: Any) -> str:
     except ValueError:
         given = None
     if given not in GRADING_GIVES:  # `missing` is a grades row's: no attempt is ever stored as one
-        raise CourseError(f"the service's database: attempt {row.id}'s status {safe_text(str(row.status), 60)!r} is "
-                          f"not one of {', '.join((QUEUED, GRADING, *GRADING_GIVES))}: mend that row")
+        raise CourseError(
+            f"the service's database: attempt {row.id}'s status {safe_text(str(row.status), 60)!r} is "
+            f"not one of {', '.join((QUEUED, GRADING, *GRADING_GIVES))}: mend that row"
+        )
     return given
 
 
@@ -208,13 +221,34 @@ def _feedback(attempt_id: int, text: str) -> Feedback:
 def attempt_from_row(row: Any) -> Attempt:
     """One stored row of `attempts` as an Attempt, its status and feedback read back as the input they are."""
     feedback = row._mapping.get("feedback")
-    return Attempt(row.id, row.student_id, row.assignment, row.number, row.submitted_at, _status(row), row.score,
-                   row.max_score, row.late_penalty, _feedback(row.id, feedback) if feedback else None,
-                   json.loads(row.integrity) if row.integrity else [], row.seconds, row.results_written)
+    return Attempt(
+        row.id,
+        row.student_id,
+        row.assignment,
+        row.number,
+        row.submitted_at,
+        _status(row),
+        row.score,
+        row.max_score,
+        row.late_penalty,
+        _feedback(row.id, feedback) if feedback else None,
+        json.loads(row.integrity) if row.integrity else [],
+        row.seconds,
+        row.results_written,
+    )
 
 
-RESULT_COLUMNS = ("status", "score", "raw_score", "late_penalty", "max_score", "feedback", "integrity", "graded_at",
-                  "seconds")  # what a grading run records
+RESULT_COLUMNS = (
+    "status",
+    "score",
+    "raw_score",
+    "late_penalty",
+    "max_score",
+    "feedback",
+    "integrity",
+    "graded_at",
+    "seconds",
+)  # what a grading run records
 SUMMARY_COLUMNS = [c for c in attempts.c if c.name != "notebook"]
 LIST_COLUMNS = [c for c in SUMMARY_COLUMNS if c.name != "feedback"]  # a class's worth of attempts, feedback apart
 
@@ -227,8 +261,13 @@ Pick = Callable[[list[Queued], list[str], datetime], int | None]
 # A database server that does not answer is said within 10 s, not waited for, and one that vanished is noticed
 # by TCP keepalives within about a minute. (The other way round, PostgreSQL's own tcp_keepalives_* settings end
 # the session of a serve process whose machine vanished, and so free its claims: shared.py, docs/service.md.)
-POSTGRES_CONNECT = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
-                    "keepalives_count": 3}
+POSTGRES_CONNECT = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
 
 
 def database_url(url: str | None, course_root: Path) -> str:
@@ -258,8 +297,9 @@ class Store:
             # file has no server to go away, and the check would be one more statement per request.
             backend = make_url(url).get_backend_name()
             sqlite = backend == "sqlite"
-            self.engine: Engine = create_engine(url, pool_pre_ping=not sqlite,
-                                                connect_args=POSTGRES_CONNECT if backend == "postgresql" else {})
+            self.engine: Engine = create_engine(
+                url, pool_pre_ping=not sqlite, connect_args=POSTGRES_CONNECT if backend == "postgresql" else {}
+            )
         except (ArgumentError, ImportError) as error:
             raise CourseError(f"the service's database URL cannot be used: {error}") from None
         self._unsynced = self.engine  # for the commits that need not wait for the disk (see the module)
@@ -276,28 +316,47 @@ class Store:
         # processes of a PostgreSQL database (`submit`).
         self._submit_lock = threading.Lock()
         # The statements of every upload, built once (SQLAlchemy caches their compiled form by their shape).
-        self._by_id = {feedback: self._mine(select(*(SUMMARY_COLUMNS if feedback else LIST_COLUMNS))
-                                            .where(attempts.c.id == bindparam("attempt_id")))
-                       for feedback in (True, False)}
-        self._by_number = {feedback: self._mine(select(*(SUMMARY_COLUMNS if feedback else LIST_COLUMNS))
-                                                .where(attempts.c.student_id == bindparam("student_id"),
-                                                       attempts.c.number == bindparam("number")))
-                           for feedback in (True, False)}  # the unique (student, assignment, number) key's index
-        self._queue = self._mine(select(attempts.c.id, attempts.c.student_id, attempts.c.submitted_at,
-                                        attempts.c.status)
-                                 .where(attempts.c.status.in_((QUEUED, GRADING))).order_by(attempts.c.id))
-        self._claim = (update(attempts).where(attempts.c.id == bindparam("attempt_id"), attempts.c.status == QUEUED)
-                       .values(status=GRADING))
+        self._by_id = {
+            feedback: self._mine(
+                select(*(SUMMARY_COLUMNS if feedback else LIST_COLUMNS)).where(attempts.c.id == bindparam("attempt_id"))
+            )
+            for feedback in (True, False)
+        }
+        self._by_number = {
+            feedback: self._mine(
+                select(*(SUMMARY_COLUMNS if feedback else LIST_COLUMNS)).where(
+                    attempts.c.student_id == bindparam("student_id"), attempts.c.number == bindparam("number")
+                )
+            )
+            for feedback in (True, False)
+        }  # the unique (student, assignment, number) key's index
+        self._queue = self._mine(
+            select(attempts.c.id, attempts.c.student_id, attempts.c.submitted_at, attempts.c.status)
+            .where(attempts.c.status.in_((QUEUED, GRADING)))
+            .order_by(attempts.c.id)
+        )
+        self._claim = (
+            update(attempts)
+            .where(attempts.c.id == bindparam("attempt_id"), attempts.c.status == QUEUED)
+            .values(status=GRADING)
+        )
         self._claimed = select(*LIST_COLUMNS, attempts.c.notebook).where(attempts.c.id == bindparam("attempt_id"))
-        self._record = (update(attempts)
-                        .where(attempts.c.id == bindparam("attempt_id"), attempts.c.status == GRADING)
-                        .values({**{name: bindparam(f"new_{name}") for name in RESULT_COLUMNS},
-                                 "results_written": attempts.c.results_written + 1}))
+        self._record = (
+            update(attempts)
+            .where(attempts.c.id == bindparam("attempt_id"), attempts.c.status == GRADING)
+            .values(
+                {
+                    **{name: bindparam(f"new_{name}") for name in RESULT_COLUMNS},
+                    "results_written": attempts.c.results_written + 1,
+                }
+            )
+        )
         # A student's token, and whether it is revoked (its hash among the retired ones): one indexed lookup each.
-        self._token = (select(students.c.student_id, students.c.token_hash, retired_tokens.c.reason)
-                       .select_from(students.outerjoin(retired_tokens,
-                                                       retired_tokens.c.token_hash == students.c.token_hash))
-                       .where(students.c.token_hash == bindparam("digest")))
+        self._token = (
+            select(students.c.student_id, students.c.token_hash, retired_tokens.c.reason)
+            .select_from(students.outerjoin(retired_tokens, retired_tokens.c.token_hash == students.c.token_hash))
+            .where(students.c.token_hash == bindparam("digest"))
+        )
 
     def _migrate(self, sqlite: bool) -> None:
         """The database brought to this code's schema (migrations/), by one process at a time: of processes
@@ -325,9 +384,11 @@ class Store:
         except OperationalError:
             raise  # the database cannot be reached or is busy: said by __init__
         except SQLAlchemyError as error:  # the whole migration is one transaction: nothing of it is left
-            raise CourseError(f"the service's database {where}: bringing it to this version's schema failed and "
-                              f"changed nothing ({safe_text(str(getattr(error, 'orig', error)), 300)}): check that "
-                              "its user may create and alter tables") from None
+            raise CourseError(
+                f"the service's database {where}: bringing it to this version's schema failed and "
+                f"changed nothing ({safe_text(str(getattr(error, 'orig', error)), 300)}): check that "
+                "its user may create and alter tables"
+            ) from None
 
     @contextmanager
     def begin(self) -> Iterator[Connection]:
@@ -358,19 +419,30 @@ class Store:
             self._retire(db, [row.token_hash], student_id, REPLACED)
             db.execute(update(students).where(students.c.student_id == student_id).values(**values))
 
-    def add_students(self, new: dict[str, tuple[str, dict[str, str]]], *, lms: dict[str, dict[str, str]] | None = None,
-                     instructor: str | None = None) -> None:
+    def add_students(
+        self,
+        new: dict[str, tuple[str, dict[str, str]]],
+        *,
+        lms: dict[str, dict[str, str]] | None = None,
+        instructor: str | None = None,
+    ) -> None:
         """Students who have no row yet, each with (token, LMS columns); new LMS columns for students who have one
         (their tokens left as they are); with `instructor`, the one instructor token (`replace_instructors`). One
         transaction: all or none. A student added meanwhile (another `serve tokens` at the same time) fails the
         whole with IntegrityError."""
         with self.begin() as db:
             for student_id, (token, columns) in new.items():
-                db.execute(students.insert().values(student_id=student_id, token_hash=hash_token(token),
-                                                    lms=json.dumps(columns, sort_keys=True)))
+                db.execute(
+                    students.insert().values(
+                        student_id=student_id, token_hash=hash_token(token), lms=json.dumps(columns, sort_keys=True)
+                    )
+                )
             for student_id, columns in (lms or {}).items():
-                db.execute(update(students).where(students.c.student_id == student_id)
-                           .values(lms=json.dumps(columns, sort_keys=True)))
+                db.execute(
+                    update(students)
+                    .where(students.c.student_id == student_id)
+                    .values(lms=json.dumps(columns, sort_keys=True))
+                )
             if instructor is not None:
                 self._replace_instructors(db, instructor)
 
@@ -379,13 +451,15 @@ class Store:
         and say they were replaced (a revoked one keeps saying revoked); the new ones work, revoked or not."""
         with self.begin() as db:
             for student_id, token in tokens.items():
-                row = db.execute(select(students.c.token_hash).where(students.c.student_id == student_id)
-                                 .with_for_update()).first()
+                row = db.execute(
+                    select(students.c.token_hash).where(students.c.student_id == student_id).with_for_update()
+                ).first()
                 if row is None:
                     raise CourseError(f"{student_id!r} has no token in the service's database: nothing changed")
                 self._retire(db, [row.token_hash], student_id, REPLACED)
-                db.execute(update(students).where(students.c.student_id == student_id)
-                           .values(token_hash=hash_token(token)))
+                db.execute(
+                    update(students).where(students.c.student_id == student_id).values(token_hash=hash_token(token))
+                )
 
     def revoke_students(self, student_ids: list[str]) -> list[str]:
         """These students' tokens stop working (their links say they were revoked), in one transaction; their rows
@@ -393,8 +467,9 @@ class Store:
         revoked = []
         with self.begin() as db:
             for student_id in student_ids:
-                row = db.execute(select(students.c.token_hash).where(students.c.student_id == student_id)
-                                 .with_for_update()).first()
+                row = db.execute(
+                    select(students.c.token_hash).where(students.c.student_id == student_id).with_for_update()
+                ).first()
                 if row is None:
                     raise CourseError(f"{student_id!r} has no token in the service's database: nothing changed")
                 if self._retire(db, [row.token_hash], student_id, REVOKED):
@@ -403,12 +478,24 @@ class Store:
 
     def _retire(self, db: Connection, digests: list[str], student_id: str | None, reason: str) -> int:
         """Keep these token hashes as retired (one retired already keeps its first reason); how many were not."""
-        known: set[str] = set(db.execute(select(retired_tokens.c.token_hash)
-                               .where(retired_tokens.c.token_hash.in_(digests))).scalars()) if digests else set()
+        known: set[str] = (
+            set(
+                db.execute(
+                    select(retired_tokens.c.token_hash).where(retired_tokens.c.token_hash.in_(digests))
+                ).scalars()
+            )
+            if digests
+            else set()
+        )
         fresh = [digest for digest in digests if digest not in known]
         if fresh:
-            db.execute(retired_tokens.insert(), [{"token_hash": digest, "student_id": student_id, "reason": reason,
-                                                  "retired_at": now_utc()} for digest in fresh])
+            db.execute(
+                retired_tokens.insert(),
+                [
+                    {"token_hash": digest, "student_id": student_id, "reason": reason, "retired_at": now_utc()}
+                    for digest in fresh
+                ],
+            )
         return len(fresh)
 
     def add_instructor(self, token: str) -> None:
@@ -454,8 +541,11 @@ class Store:
         digest = hash_token(token)
         owner = retired_tokens.c.student_id.is_(None) if instructor else retired_tokens.c.student_id.is_not(None)
         with self.engine.connect() as db:
-            row = db.execute(select(retired_tokens.c.token_hash, retired_tokens.c.reason)
-                             .where(retired_tokens.c.token_hash == digest, owner)).first()
+            row = db.execute(
+                select(retired_tokens.c.token_hash, retired_tokens.c.reason).where(
+                    retired_tokens.c.token_hash == digest, owner
+                )
+            ).first()
         if row is None or not hmac.compare_digest(row.token_hash, digest):
             return None
         return REPLACED if row.reason == REPLACED else REVOKED
@@ -472,20 +562,23 @@ class Store:
         """Every student's row as `serve tokens` needs it, in the database's order, each checked: a row that is
         not what this package writes stops the command, naming it, rather than being rewritten."""
         with self.engine.connect() as db:
-            rows = db.execute(select(students.c.student_id, students.c.token_hash, students.c.lms,
-                                     retired_tokens.c.reason)
-                              .select_from(students.outerjoin(retired_tokens,
-                                                              retired_tokens.c.token_hash == students.c.token_hash))
-                              .order_by(students.c.student_id)).all()
+            rows = db.execute(
+                select(students.c.student_id, students.c.token_hash, students.c.lms, retired_tokens.c.reason)
+                .select_from(students.outerjoin(retired_tokens, retired_tokens.c.token_hash == students.c.token_hash))
+                .order_by(students.c.student_id)
+            ).all()
         found: dict[str, TokenRow] = {}
         for row in rows:
             problem = student_id_problem(row.student_id) if isinstance(row.student_id, str) else "not text"
             if problem or not (isinstance(row.token_hash, str) and TOKEN_HASH.fullmatch(row.token_hash)):
-                raise CourseError(f"the service's database: the students row {safe_text(str(row.student_id), 120)!r} "
-                                  f"is not one serve tokens wrote ({problem or 'its token_hash is not a SHA-256'}): "
-                                  "mend or remove that row")
-            found[row.student_id] = TokenRow(row.student_id, row.token_hash, _lms_column(row.student_id, row.lms),
-                                             row.reason is not None)
+                raise CourseError(
+                    f"the service's database: the students row {safe_text(str(row.student_id), 120)!r} "
+                    f"is not one serve tokens wrote ({problem or 'its token_hash is not a SHA-256'}): "
+                    "mend or remove that row"
+                )
+            found[row.student_id] = TokenRow(
+                row.student_id, row.token_hash, _lms_column(row.student_id, row.lms), row.reason is not None
+            )
         return found
 
     def students(self) -> dict[str, dict[str, str]]:
@@ -514,9 +607,13 @@ class Store:
             # The student's row, locked until the commit: another process's upload of theirs waits for this one
             # to be counted (PostgreSQL; SQLite has one process, and no row locks).
             db.execute(select(students.c.student_id).where(students.c.student_id == student_id).with_for_update())
-            rows = list(db.execute(select(attempts.c.submitted_at, attempts.c.status,
-                                          func.length(attempts.c.notebook).label("size")).where(
-                attempts.c.student_id == student_id, attempts.c.assignment == assignment)))
+            rows = list(
+                db.execute(
+                    select(
+                        attempts.c.submitted_at, attempts.c.status, func.length(attempts.c.notebook).label("size")
+                    ).where(attempts.c.student_id == student_id, attempts.c.assignment == assignment)
+                )
+            )
             # An attempt that ended as an autograder error (our failure) uses up no attempt, and the first few no
             # cooldown either (policy.py: FREE_AUTOGRADER_ERRORS); it keeps its number. Its notebook is stored all
             # the same, and counts towards what the student stores. The same bytes are not taken again once they
@@ -525,19 +622,40 @@ class Store:
             errors = [row.submitted_at for row in rows if row.status == Status.AUTOGRADER_ERROR]
             same = 0
             if errors:
-                same = db.execute(select(func.count()).where(
-                    attempts.c.student_id == student_id, attempts.c.assignment == assignment,
-                    attempts.c.status == Status.AUTOGRADER_ERROR, attempts.c.submitted_at >= self.started,
-                    func.length(attempts.c.notebook) == len(notebook), attempts.c.notebook == notebook)).scalar_one()
+                same = db.execute(
+                    select(func.count()).where(
+                        attempts.c.student_id == student_id,
+                        attempts.c.assignment == assignment,
+                        attempts.c.status == Status.AUTOGRADER_ERROR,
+                        attempts.c.submitted_at >= self.started,
+                        func.length(attempts.c.notebook) == len(notebook),
+                        attempts.c.notebook == notebook,
+                    )
+                ).scalar_one()
             number = len(rows) + 1
             now = now_utc()
-            refused = refusal(policy, earlier, now, stored=sum(row.size or 0 for row in rows), size=len(notebook),
-                              errors=errors, same_errors=same)
+            refused = refusal(
+                policy,
+                earlier,
+                now,
+                stored=sum(row.size or 0 for row in rows),
+                size=len(notebook),
+                errors=errors,
+                same_errors=same,
+            )
             if refused:
                 return refused
-            inserted = db.execute(attempts.insert().values(
-                student_id=student_id, assignment=assignment, number=number, submitted_at=now,
-                notebook=notebook, status=QUEUED, results_written=0)).inserted_primary_key
+            inserted = db.execute(
+                attempts.insert().values(
+                    student_id=student_id,
+                    assignment=assignment,
+                    number=number,
+                    submitted_at=now,
+                    notebook=notebook,
+                    status=QUEUED,
+                    results_written=0,
+                )
+            ).inserted_primary_key
             assert inserted is not None  # noqa: S101 - an insert has a key
         # Committed: the attempt as stored (not read back; these are the values just written).
         return Attempt(inserted[0], student_id, assignment, number, now, QUEUED, None, None, None, None, [], None, 0)
@@ -549,8 +667,15 @@ class Store:
     def stored_bytes(self, student_id: str) -> int:
         """What the student's attempts' notebooks take (the storage cap's measure: `submit`)."""
         with self.engine.connect() as db:
-            return int(db.execute(self._mine(select(func.coalesce(func.sum(func.length(attempts.c.notebook)), 0))
-                                             .where(attempts.c.student_id == student_id))).scalar_one())
+            return int(
+                db.execute(
+                    self._mine(
+                        select(func.coalesce(func.sum(func.length(attempts.c.notebook)), 0)).where(
+                            attempts.c.student_id == student_id
+                        )
+                    )
+                ).scalar_one()
+            )
 
     def attempt(self, attempt_id: int, *, feedback: bool = True) -> Attempt | None:
         """One attempt (None: no such attempt of this store's assignment); without its feedback unless asked."""
@@ -581,8 +706,9 @@ class Store:
         if not attempt_ids:
             return {}
         with self.engine.connect() as db:
-            rows = db.execute(self._mine(select(attempts.c.id, attempts.c.feedback)
-                                         .where(attempts.c.id.in_(attempt_ids))))
+            rows = db.execute(
+                self._mine(select(attempts.c.id, attempts.c.feedback).where(attempts.c.id.in_(attempt_ids)))
+            )
             return {row.id: _feedback(row.id, row.feedback) for row in rows if row.feedback}
 
     def notebook_of(self, attempt_id: int) -> bytes:
@@ -596,9 +722,11 @@ class Store:
     def autograder_errors(self) -> dict[str, tuple[int, int]]:
         """Per student with any: (their attempts that ended in an autograder error, the most of them with one and
         the same notebook), for the instructor's dashboard."""
-        query = self._mine(select(attempts.c.student_id, func.count().label("n"))
-                           .where(attempts.c.status == Status.AUTOGRADER_ERROR)
-                           .group_by(attempts.c.student_id, attempts.c.notebook))
+        query = self._mine(
+            select(attempts.c.student_id, func.count().label("n"))
+            .where(attempts.c.status == Status.AUTOGRADER_ERROR)
+            .group_by(attempts.c.student_id, attempts.c.notebook)
+        )
         found: dict[str, tuple[int, int]] = {}
         with self.engine.connect() as db:
             for row in db.execute(query):
@@ -609,8 +737,9 @@ class Store:
     def version(self) -> str:
         """Changes whenever an attempt is added or graded (the dashboard polls it)."""
         with self.engine.connect() as db:
-            row = db.execute(self._mine(select(func.count(), func.max(attempts.c.id),
-                                               func.max(attempts.c.graded_at)))).one()
+            row = db.execute(
+                self._mine(select(func.count(), func.max(attempts.c.id), func.max(attempts.c.graded_at)))
+            ).one()
         return f"{row[0]}-{row[1]}-{row[2]}"
 
     def claim_next(self, pick: Pick | None = None) -> tuple[Attempt, bytes] | None:
@@ -633,23 +762,66 @@ class Store:
                     row = db.execute(self._claimed, {"attempt_id": chosen}).one()
                     return attempt_from_row(row), row.notebook
 
-    def record(self, attempt_id: int, *, status: str, score: float, raw_score: float, late_penalty: float,
-               max_score: float, feedback: Feedback, integrity: list[str], seconds: float) -> bool:
+    def record(
+        self,
+        attempt_id: int,
+        *,
+        status: str,
+        score: float,
+        raw_score: float,
+        late_penalty: float,
+        max_score: float,
+        feedback: Feedback,
+        integrity: list[str],
+        seconds: float,
+    ) -> bool:
         """Write the results of the grading run that claimed the attempt; False when it was not being graded."""
         with self._begin_unsynced() as db:
-            return self.record_in(db, attempt_id, status=status, score=score, raw_score=raw_score,
-                                  late_penalty=late_penalty, max_score=max_score, feedback=feedback,
-                                  integrity=integrity, seconds=seconds)
+            return self.record_in(
+                db,
+                attempt_id,
+                status=status,
+                score=score,
+                raw_score=raw_score,
+                late_penalty=late_penalty,
+                max_score=max_score,
+                feedback=feedback,
+                integrity=integrity,
+                seconds=seconds,
+            )
 
-    def record_in(self, db: Connection, attempt_id: int, *, status: str, score: float, raw_score: float,
-                  late_penalty: float, max_score: float, feedback: Feedback, integrity: list[str],
-                  seconds: float) -> bool:
+    def record_in(
+        self,
+        db: Connection,
+        attempt_id: int,
+        *,
+        status: str,
+        score: float,
+        raw_score: float,
+        late_penalty: float,
+        max_score: float,
+        feedback: Feedback,
+        integrity: list[str],
+        seconds: float,
+    ) -> bool:
         """`record`, in the caller's transaction (shared.py records and releases its claim in one)."""
-        values = {"status": status, "score": score, "raw_score": raw_score, "late_penalty": late_penalty,
-                  "max_score": max_score, "feedback": json.dumps(feedback.to_json()),
-                  "integrity": json.dumps(integrity), "graded_at": now_utc(), "seconds": seconds}
-        return db.execute(self._record, {"attempt_id": attempt_id,
-                                         **{f"new_{name}": value for name, value in values.items()}}).rowcount == 1
+        values = {
+            "status": status,
+            "score": score,
+            "raw_score": raw_score,
+            "late_penalty": late_penalty,
+            "max_score": max_score,
+            "feedback": json.dumps(feedback.to_json()),
+            "integrity": json.dumps(integrity),
+            "graded_at": now_utc(),
+            "seconds": seconds,
+        }
+        return (
+            db.execute(
+                self._record, {"attempt_id": attempt_id, **{f"new_{name}": value for name, value in values.items()}}
+            ).rowcount
+            == 1
+        )
 
     @property
     def shared(self) -> bool:
@@ -660,14 +832,18 @@ class Store:
         """An attempt this process claimed but could not record (the database away at that moment): back in the
         queue, to be graded again (its results were never written)."""
         with self.begin() as db:
-            db.execute(self._mine(update(attempts).where(attempts.c.id == attempt_id, attempts.c.status == GRADING))
-                       .values(status=QUEUED))
+            db.execute(
+                self._mine(update(attempts).where(attempts.c.id == attempt_id, attempts.c.status == GRADING)).values(
+                    status=QUEUED
+                )
+            )
 
     def requeue_interrupted(self) -> int:
         """At start: attempts a stopped server was grading go back to the queue (none had results written)."""
         with self.begin() as db:
-            return db.execute(self._mine(update(attempts).where(attempts.c.status == GRADING))
-                              .values(status=QUEUED)).rowcount
+            return db.execute(
+                self._mine(update(attempts).where(attempts.c.status == GRADING)).values(status=QUEUED)
+            ).rowcount
 
 
 def _sqlite_pragmas(connection: Any, _record: Any) -> None:

@@ -1,11 +1,11 @@
 """The student's pages behind their personal link:
 
-  GET  /s/<token>/                  their page: the upload form (closed, saying why, when the policy refuses an
-                                    attempt now) and their attempts
-  POST /s/<token>/upload            the form's upload: a redirect (post-redirect-get) to the attempt's page, or
-                                    to their page with a signed note saying why nothing was submitted
-  GET  /s/<token>/attempts/<n>      attempt n (1, 2, ...): "being graded", then its feedback page
-  GET  /s/<token>/notebook          the notebook for their next attempt (personalised with variants)
+GET  /s/<token>/                  their page: the upload form (closed, saying why, when the policy refuses an
+                                  attempt now) and their attempts
+POST /s/<token>/upload            the form's upload: a redirect (post-redirect-get) to the attempt's page, or
+                                  to their page with a signed note saying why nothing was submitted
+GET  /s/<token>/attempts/<n>      attempt n (1, 2, ...): "being graded", then its feedback page
+GET  /s/<token>/notebook          the notebook for their next attempt (personalised with variants)
 """
 
 from __future__ import annotations
@@ -39,16 +39,24 @@ def _refusal_now(service: Service, record: StudentRecord) -> Refusal | None:
     return refusal(service.policy, earlier, now_utc(), stored=stored, errors=errors)
 
 
-async def _student_page(service: Service, student: str, message: str = "", status: int = 200, *,
-                        page_thread: bool = False) -> Response:
+async def _student_page(
+    service: Service, student: str, message: str = "", status: int = 200, *, page_thread: bool = False
+) -> Response:
     def make() -> str:  # read and rendered off the event loop (a student may have many attempts)
         record = service.record_of(student)
         note = ""
         if service.policy.fresh_numbers_per_attempt:
             note = f" (with fresh numbers for attempt {len(record.attempts) + 1}: answer with the numbers it shows)"
-        return pages.student_page(record, service.assignment, service.policy, service.grader.due,
-                                  service.csrf_token(f"student:{student}"), message, note,
-                                  _refusal_now(service, record))
+        return pages.student_page(
+            record,
+            service.assignment,
+            service.policy,
+            service.grader.due,
+            service.csrf_token(f"student:{student}"),
+            message,
+            note,
+            _refusal_now(service, record),
+        )
 
     # A page asked for on the pages' threads; one answering an upload on the uploads' (edge.py says why).
     html = await (service.on_page_thread(make) if page_thread else run_in_threadpool(make))
@@ -127,23 +135,29 @@ async def student_notebook(request: Request, service: Service, student: str) -> 
         if not config.variants:
             return config.release_notebook(grader.settings.name).read_bytes()
         if not template_path.is_file():
-            raise CourseError(f"{template_path} is missing: run autograd-course release (variants: true needs it "
-                              "to personalise each student's notebook)")
+            raise CourseError(
+                f"{template_path} is missing: run autograd-course release (variants: true needs it "
+                "to personalise each student's notebook)"
+            )
         following = len(service.store.attempts_of(student, feedback=False)) + 1
-        params = attempt_numbers(config, service.policy, grader.assignment.content, student, following,
-                                 grader.assignment.default_params)
-        notebook = personalise(json.loads(template_path.read_text(encoding="utf-8")), params, student,
-                               grader.assignment.content)
+        params = attempt_numbers(
+            config, service.policy, grader.assignment.content, student, following, grader.assignment.default_params
+        )
+        notebook = personalise(
+            json.loads(template_path.read_text(encoding="utf-8")), params, student, grader.assignment.content
+        )
         return (json.dumps(notebook, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
 
     try:
         body = await service.on_page_thread(make)
     except (CourseError, OSError) as problem:
-        return PlainTextResponse(f"Your notebook cannot be made right now ({problem}); tell your instructor.",
-                                 status_code=503)
+        return PlainTextResponse(
+            f"Your notebook cannot be made right now ({problem}); tell your instructor.", status_code=503
+        )
     name = service.grader.settings.notebook
-    return Response(body, media_type="application/x-ipynb+json",
-                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    return Response(
+        body, media_type="application/x-ipynb+json", headers={"Content-Disposition": f'attachment; filename="{name}"'}
+    )
 
 
 async def favicon(request: Request) -> Response:

@@ -49,6 +49,7 @@ LOCK_FILE = "serve-tokens.lock"  # in the course's scratch folder (SCRATCH): one
 @dataclass(frozen=True)
 class TokensRun:
     """What a `serve tokens` run did, for its report (`lines`)."""
+
     database: str  # shown without its password
     out: Path | None = None
     issued: list[str] = field(default_factory=list)  # new tokens, in `out` marked new
@@ -68,40 +69,58 @@ class TokensRun:
     def lines(self) -> list[str]:
         lines = []
         if self.out is not None:
-            lines.append(f"{self.out}: {len(self.issued)} new student link(s) (new: yes, to be sent), "
-                         f"{len(self.kept)} earlier link(s) that still work; each link is <server>/s/<token>/")
+            lines.append(
+                f"{self.out}: {len(self.issued)} new student link(s) (new: yes, to be sent), "
+                f"{len(self.kept)} earlier link(s) that still work; each link is <server>/s/<token>/"
+            )
         if self.issued:
             lines.append(f"new tokens for: {_names(self.issued)}")
         if self.restored:
             lines.append(f"revoked before, now with a new working link: {_names(self.restored)}")
         if self.dropped:
-            lines.append(f"left out of {self.out}: {self.dropped} earlier row(s) whose token no longer works "
-                         "(rotated or revoked)")
+            lines.append(
+                f"left out of {self.out}: {self.dropped} earlier row(s) whose token no longer works "
+                "(rotated or revoked)"
+            )
         if self.elsewhere:
-            lines.append(f"links issued before that still work but are not in {self.out} (the database keeps only "
-                         f"hashes, so they cannot be written again): {_names(self.elsewhere)}; give one a new link "
-                         "with --rotate STUDENT_ID")
+            lines.append(
+                f"links issued before that still work but are not in {self.out} (the database keeps only "
+                f"hashes, so they cannot be written again): {_names(self.elsewhere)}; give one a new link "
+                "with --rotate STUDENT_ID"
+            )
         if self.revoked:
-            lines.append(f"revoked: {_names(self.revoked)}: their links answer 410 (revoked), their attempts stay "
-                         "in the record; --rotate STUDENT_ID gives one a working link again")
+            lines.append(
+                f"revoked: {_names(self.revoked)}: their links answer 410 (revoked), their attempts stay "
+                "in the record; --rotate STUDENT_ID gives one a working link again"
+            )
         if self.revoked_before:
             lines.append(f"revoked already, nothing changed: {_names(self.revoked_before)}")
         if self.still_revoked:
-            lines.append(f"in the roster but revoked, and left revoked: {_names(self.still_revoked)} "
-                         "(--rotate STUDENT_ID gives one a working link again)")
+            lines.append(
+                f"in the roster but revoked, and left revoked: {_names(self.still_revoked)} "
+                "(--rotate STUDENT_ID gives one a working link again)"
+            )
         if self.not_in_roster:
-            lines.append(f"in the database but not in the roster, their links unchanged (still working unless "
-                         f"revoked): {_names(self.not_in_roster)}; --revoke STUDENT_ID stops one")
+            lines.append(
+                f"in the database but not in the roster, their links unchanged (still working unless "
+                f"revoked): {_names(self.not_in_roster)}; --revoke STUDENT_ID stops one"
+            )
         if self.lms_updated:
             lines.append(f"LMS columns updated from the roster (tokens unchanged): {_names(self.lms_updated)}")
         if self.instructor_file is not None:
-            replaced = (f"; the {self.instructors_replaced} earlier instructor token(s) no longer work"
-                        if self.instructors_replaced else "")
-            lines.append(f"new instructor token in {self.instructor_file}{replaced}; the dashboard is "
-                         "<server>/i/<token>/")
+            replaced = (
+                f"; the {self.instructors_replaced} earlier instructor token(s) no longer work"
+                if self.instructors_replaced
+                else ""
+            )
+            lines.append(
+                f"new instructor token in {self.instructor_file}{replaced}; the dashboard is <server>/i/<token>/"
+            )
         elif self.instructors:
-            lines.append(f"instructor token unchanged ({self.instructors} working; --rotate-instructor replaces "
-                         "them with one new token)")
+            lines.append(
+                f"instructor token unchanged ({self.instructors} working; --rotate-instructor replaces "
+                "them with one new token)"
+            )
         lines.append(f"database: {self.database} (it keeps only the tokens' hashes)")
         return lines
 
@@ -111,20 +130,30 @@ def _one_run(run: Callable[Concatenate[CourseConfig, P], R]) -> Callable[Concate
     dashboard's recordings take) held from before it reads the database's hashes and the tokens file until its
     last write, so each run starts from what the one before it left. A run waits RUN_WAIT_SECONDS (saying so),
     then stops, changing nothing."""
+
     @functools.wraps(run)
     def one_at_a_time(config: CourseConfig, /, *args: P.args, **kwargs: P.kwargs) -> R:
         folder = config.root / SCRATCH
         make_folders(folder)
         lock = folder / LOCK_FILE
         try:
-            with locked(lock, wait=RUN_WAIT_SECONDS, waiting=lambda: print(
+            with locked(
+                lock,
+                wait=RUN_WAIT_SECONDS,
+                waiting=lambda: print(
                     f"another serve tokens run on {config.root} is under way: waiting for it to end (up to "
-                    f"{RUN_WAIT_SECONDS:g} s)", file=sys.stderr, flush=True)):
+                    f"{RUN_WAIT_SECONDS:g} s)",
+                    file=sys.stderr,
+                    flush=True,
+                ),
+            ):
                 return run(config, *args, **kwargs)
         except Busy:
-            raise CourseError(f"another serve tokens run on {config.root} is still under way after "
-                              f"{RUN_WAIT_SECONDS:g} s (it holds {lock}): nothing changed; run the command again "
-                              "once it has ended") from None
+            raise CourseError(
+                f"another serve tokens run on {config.root} is still under way after "
+                f"{RUN_WAIT_SECONDS:g} s (it holds {lock}): nothing changed; run the command again "
+                "once it has ended"
+            ) from None
 
     return one_at_a_time
 
@@ -135,8 +164,14 @@ def _names(ids: list[str]) -> str:
 
 
 @_one_run
-def issue_tokens(config: CourseConfig, roster: list[Student], out: Path, *, database: str | None = None,
-                 instructor_out: Path | None = None) -> TokensRun:
+def issue_tokens(
+    config: CourseConfig,
+    roster: list[Student],
+    out: Path,
+    *,
+    database: str | None = None,
+    instructor_out: Path | None = None,
+) -> TokensRun:
     """A token for every roster student who has none yet; every other student's token stays as it is (a revoked
     one stays revoked; one not in the roster keeps theirs). The instructor token is issued when there is none.
     `out` gets the new tokens and keeps its working earlier rows (the module's docstring)."""
@@ -145,38 +180,54 @@ def issue_tokens(config: CourseConfig, roster: list[Student], out: Path, *, data
     try:
         rows = store.token_rows()
         new = {student.student_id: new_token() for student in roster if student.student_id not in rows}
-        changed = {student.student_id: student.lms for student in roster
-                   if student.student_id in rows and rows[student.student_id].lms != student.lms}
+        changed = {
+            student.student_id: student.lms
+            for student in roster
+            if student.student_id in rows and rows[student.student_id].lms != student.lms
+        }
         instructor = new_token() if store.instructor_count() == 0 else None
         listed = {student.student_id for student in roster}
         with _store_errors(out):
             links = _written_links(out, rows, new)
             with links.provisional():
                 with _provisionally(instructor_path, instructor + "\n") if instructor else nullcontext():
-                    store.add_students({student.student_id: (new[student.student_id], student.lms)
-                                        for student in roster if student.student_id in new},
-                                       lms=changed, instructor=instructor)
-        run = TokensRun(shown_url(database, config.root), out, issued=list(new), kept=links.kept,
-                        elsewhere=links.elsewhere, dropped=links.dropped,
-                        still_revoked=[s.student_id for s in roster if s.student_id in rows
-                                       and rows[s.student_id].revoked],
-                        not_in_roster=[sid for sid in rows if sid not in listed], lms_updated=list(changed),
-                        instructor_file=instructor_path if instructor else None,
-                        instructors=store.instructor_count())
+                    store.add_students(
+                        {
+                            student.student_id: (new[student.student_id], student.lms)
+                            for student in roster
+                            if student.student_id in new
+                        },
+                        lms=changed,
+                        instructor=instructor,
+                    )
+        run = TokensRun(
+            shown_url(database, config.root),
+            out,
+            issued=list(new),
+            kept=links.kept,
+            elsewhere=links.elsewhere,
+            dropped=links.dropped,
+            still_revoked=[s.student_id for s in roster if s.student_id in rows and rows[s.student_id].revoked],
+            not_in_roster=[sid for sid in rows if sid not in listed],
+            lms_updated=list(changed),
+            instructor_file=instructor_path if instructor else None,
+            instructors=store.instructor_count(),
+        )
     finally:
         store.close()
     # The roster's names reach nbgrader's student table too (formgrader, nbgrader export), as grade --roster does.
     try:
         record_students(config.gradebook_url, {student.student_id: nbgrader_student(student) for student in roster})
     except Exception as problem:  # nbgrader's or the database's own errors: one sentence, the tokens stand
-        raise CourseError(f"the tokens are written ({out}), but nbgrader's gradebook ({config.gradebook_url}) did "
-                          f"not take the roster's names: {type(problem).__name__}: {problem}") from None
+        raise CourseError(
+            f"the tokens are written ({out}), but nbgrader's gradebook ({config.gradebook_url}) did "
+            f"not take the roster's names: {type(problem).__name__}: {problem}"
+        ) from None
     return run
 
 
 @_one_run
-def rotate_tokens(config: CourseConfig, student_ids: list[str], out: Path, *,
-                  database: str | None = None) -> TokensRun:
+def rotate_tokens(config: CourseConfig, student_ids: list[str], out: Path, *, database: str | None = None) -> TokensRun:
     """A new token for each of these students (already in the database): their old one stops working and its link
     says it was replaced; a revoked student's new token works (that is how one is let back in)."""
     _paths(out, None)
@@ -189,16 +240,24 @@ def rotate_tokens(config: CourseConfig, student_ids: list[str], out: Path, *,
             links = _written_links(out, rows, new)
             with links.provisional():
                 store.rotate_students(new)
-        return TokensRun(shown_url(database, config.root), out, issued=list(new), kept=links.kept,
-                         elsewhere=links.elsewhere, dropped=links.dropped,
-                         restored=[sid for sid in new if rows[sid].revoked], instructors=store.instructor_count())
+        return TokensRun(
+            shown_url(database, config.root),
+            out,
+            issued=list(new),
+            kept=links.kept,
+            elsewhere=links.elsewhere,
+            dropped=links.dropped,
+            restored=[sid for sid in new if rows[sid].revoked],
+            instructors=store.instructor_count(),
+        )
     finally:
         store.close()
 
 
 @_one_run
-def revoke_tokens(config: CourseConfig, student_ids: list[str], out: Path | None = None, *,
-                  database: str | None = None) -> TokensRun:
+def revoke_tokens(
+    config: CourseConfig, student_ids: list[str], out: Path | None = None, *, database: str | None = None
+) -> TokensRun:
     """These students' tokens stop working: their links answer 410 with a sentence saying so; their rows and
     attempts stay (the dashboard, exports, recording). With `out`, the tokens file is rewritten without them."""
     if out is not None:
@@ -210,9 +269,12 @@ def revoke_tokens(config: CourseConfig, student_ids: list[str], out: Path | None
         _known(student_ids, rows, "revoke")
         with _store_errors(out):
             revoked = store.revoke_students(list(dict.fromkeys(student_ids)))
-        run = TokensRun(shown_url(database, config.root), revoked=revoked,
-                        revoked_before=[sid for sid in dict.fromkeys(student_ids) if sid not in revoked],
-                        instructors=store.instructor_count())
+        run = TokensRun(
+            shown_url(database, config.root),
+            revoked=revoked,
+            revoked_before=[sid for sid in dict.fromkeys(student_ids) if sid not in revoked],
+            instructors=store.instructor_count(),
+        )
         if out is None:
             return run
         links = _written_links(out, store.token_rows(), {})
@@ -223,8 +285,9 @@ def revoke_tokens(config: CourseConfig, student_ids: list[str], out: Path | None
 
 
 @_one_run
-def rotate_instructor(config: CourseConfig, out: Path, *, database: str | None = None,
-                      instructor_out: Path | None = None) -> TokensRun:
+def rotate_instructor(
+    config: CourseConfig, out: Path, *, database: str | None = None, instructor_out: Path | None = None
+) -> TokensRun:
     """One new instructor token, written beside `out`; every earlier instructor token stops working (its link says
     it was replaced). There is one instructor token at a time: the staff share it, and replace it when one leaves."""
     instructor_path = _paths(out, instructor_out)
@@ -233,13 +296,18 @@ def rotate_instructor(config: CourseConfig, out: Path, *, database: str | None =
         token = new_token()
         with _store_errors(instructor_path), _provisionally(instructor_path, token + "\n"):
             replaced = store.replace_instructors(token)
-        return TokensRun(shown_url(database, config.root), instructor_file=instructor_path,
-                         instructors=store.instructor_count(), instructors_replaced=replaced)
+        return TokensRun(
+            shown_url(database, config.root),
+            instructor_file=instructor_path,
+            instructors=store.instructor_count(),
+            instructors_replaced=replaced,
+        )
     finally:
         store.close()
 
 
 # ------------------------------------------------------------------------------------------- the tokens file
+
 
 @dataclass
 class _Links:
@@ -292,8 +360,10 @@ def read_tokens_file(path: Path) -> dict[str, str]:
         return {}
     try:
         if path.stat().st_size > TOKENS_FILE_BYTES:
-            raise CourseError(f"{path} is larger than a tokens file ({TOKENS_FILE_BYTES // 2**20} MB): name another "
-                              "--out, or move it away")
+            raise CourseError(
+                f"{path} is larger than a tokens file ({TOKENS_FILE_BYTES // 2**20} MB): name another "
+                "--out, or move it away"
+            )
         text = path.read_bytes().decode("utf-8-sig")
         rows = list(csv.reader(io.StringIO(text)))
     except OSError as error:
@@ -303,8 +373,10 @@ def read_tokens_file(path: Path) -> dict[str, str]:
     if not rows:
         return {}
     if [cell.strip() for cell in rows[0][:2]] != HEADER[:2]:
-        raise CourseError(f"{path} is there and is not a tokens file (its first row is not student_id,token): it "
-                          "is left as it is; name another --out, or move it away")
+        raise CourseError(
+            f"{path} is there and is not a tokens file (its first row is not student_id,token): it "
+            "is left as it is; name another --out, or move it away"
+        )
     found: dict[str, str] = {}
     for row in rows[1:]:
         if len(row) >= 2 and not student_id_problem(row[0]) and row[0] not in found and 0 < len(row[1]) <= 100:
@@ -313,6 +385,7 @@ def read_tokens_file(path: Path) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------------------- shared steps
+
 
 def _paths(out: Path, instructor_out: Path | None) -> Path:
     """The instructor token's file beside `out`; both checked before any token changes (a refusal leaves the old
@@ -336,8 +409,10 @@ def _known(student_ids: list[str], rows: dict[str, TokenRow], verb: str) -> None
             raise CourseError(f"--{verb}: {problem}")
     unknown = [sid for sid in student_ids if sid not in rows]
     if unknown:
-        raise CourseError(f"--{verb}: no token was ever issued to {', '.join(safe_text(s, 100) for s in unknown)}: "
-                          "nothing changed (a new student: add them to the roster and run serve tokens ROSTER again)")
+        raise CourseError(
+            f"--{verb}: no token was ever issued to {', '.join(safe_text(s, 100) for s in unknown)}: "
+            "nothing changed (a new student: add them to the roster and run serve tokens ROSTER again)"
+        )
 
 
 @contextmanager
@@ -362,8 +437,10 @@ def _store_errors(out: Path | None) -> Iterator[None]:
     try:
         yield
     except IntegrityError:
-        raise CourseError(f"another serve tokens changed the same students meanwhile: nothing changed{files}; run "
-                          "the command again") from None
+        raise CourseError(
+            f"another serve tokens changed the same students meanwhile: nothing changed{files}; run the command again"
+        ) from None
     except SQLAlchemyError as error:
-        raise CourseError(f"the service's database refused the change ({type(error).__name__}): nothing "
-                          f"changed{files}") from None
+        raise CourseError(
+            f"the service's database refused the change ({type(error).__name__}): nothing changed{files}"
+        ) from None

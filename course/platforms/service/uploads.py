@@ -44,8 +44,13 @@ class UploadRefused:
 
 
 # One student's uploads in progress are at most UPLOADS_IN_FLIGHT (Service.upload_slot).
-BUSY = UploadRefused(429, "busy", f"you have {UPLOADS_IN_FLIGHT} uploads in progress already; wait for their "
-                                  "feedback, then submit again", UPLOAD_RETRY_SECONDS, close=True)
+BUSY = UploadRefused(
+    429,
+    "busy",
+    f"you have {UPLOADS_IN_FLIGHT} uploads in progress already; wait for their feedback, then submit again",
+    UPLOAD_RETRY_SECONDS,
+    close=True,
+)
 
 
 class TooLarge(Exception):
@@ -117,17 +122,27 @@ async def receive_notebook(service: Service, request: Request) -> tuple[bytes, d
     try:
         body = await _read_body(request, limit + MULTIPART_SLACK, service.edge.body_seconds, service.grader.scratch)
     except TooLarge:
-        return UploadRefused(413, "too_large", f"the notebook is larger than the limit of {service.policy.upload_kb} "
-                                               "KB; clear its outputs (Edit > Clear Outputs of All Cells) and submit "
-                                               "again")
+        return UploadRefused(
+            413,
+            "too_large",
+            f"the notebook is larger than the limit of {service.policy.upload_kb} "
+            "KB; clear its outputs (Edit > Clear Outputs of All Cells) and submit "
+            "again",
+        )
     except ClientDisconnect:  # nobody hears this; the upload's place is given back as the request ends
         return UploadRefused(400, "interrupted", "the upload was interrupted", close=True)
     except TooSlow:
-        LOG.warning("serve: cut off an upload whose body took over %g s (serve --body-seconds)",
-                    service.edge.body_seconds)
-        return UploadRefused(408, "too_slow", f"the notebook did not arrive within {service.edge.body_seconds:g} s; "
-                                              "submit again (on a slow connection, clear its outputs first: Edit > "
-                                              "Clear Outputs of All Cells)", close=True)
+        LOG.warning(
+            "serve: cut off an upload whose body took over %g s (serve --body-seconds)", service.edge.body_seconds
+        )
+        return UploadRefused(
+            408,
+            "too_slow",
+            f"the notebook did not arrive within {service.edge.body_seconds:g} s; "
+            "submit again (on a slow connection, clear its outputs first: Edit > "
+            "Clear Outputs of All Cells)",
+            close=True,
+        )
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     fields: dict[str, Any] = {}
     if kind == "multipart/form-data":
@@ -141,11 +156,15 @@ async def receive_notebook(service: Service, request: Request) -> tuple[bytes, d
     elif kind in ("application/json", "application/x-ipynb+json"):
         notebook = body
     else:
-        return UploadRefused(415, "media_type", "send the notebook as the body (Content-Type: application/json) or "
-                                                "as the multipart form field notebook")
+        return UploadRefused(
+            415,
+            "media_type",
+            "send the notebook as the body (Content-Type: application/json) or as the multipart form field notebook",
+        )
     if len(notebook) > limit:
-        return UploadRefused(413, "too_large", f"the notebook is larger than the limit of {service.policy.upload_kb} "
-                                               "KB")
+        return UploadRefused(
+            413, "too_large", f"the notebook is larger than the limit of {service.policy.upload_kb} KB"
+        )
     return notebook, fields
 
 
@@ -172,9 +191,16 @@ async def accept_upload(service: Service, student: str, notebook: bytes) -> Atte
     if isinstance(accepted, UploadRefused):
         return accepted
     if accepted.limit == "autograder_errors":
-        LOG.warning("serve: refused an upload of %s after their autograder errors (the dashboard lists them): %s",
-                    student, accepted.message.split(":")[0])
+        LOG.warning(
+            "serve: refused an upload of %s after their autograder errors (the dashboard lists them): %s",
+            student,
+            accepted.message.split(":")[0],
+        )
     elif accepted.limit:
-        LOG.warning("serve: refused an upload of %s: service.%s reached (%s)", student, accepted.limit,
-                    accepted.message.split(":")[0])
+        LOG.warning(
+            "serve: refused an upload of %s: service.%s reached (%s)",
+            student,
+            accepted.limit,
+            accepted.message.split(":")[0],
+        )
     return UploadRefused(429, accepted.limit or "policy", accepted.message, accepted.retry_after)

@@ -52,7 +52,6 @@ def scratch_folder(config: CourseConfig, assignment: str) -> Path:
     return config.root / SCRATCH / assignment
 
 
-
 def _try_lock(path: Path) -> int | None:
     """An exclusive lock on `path`, held by the returned descriptor (None: another process holds it)."""
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -70,9 +69,11 @@ def _hold_lock(path: Path, assignment: str) -> int:
     queue twice."""
     descriptor = _try_lock(path)
     if descriptor is None:
-        raise CourseError(f"another `autograd-course serve` of assignment {assignment!r} is running on this course "
-                          f"(it holds {path}); a SQLite database serves one process: stop it first, or run every "
-                          f"process on one PostgreSQL database (--database postgresql+psycopg://...)")
+        raise CourseError(
+            f"another `autograd-course serve` of assignment {assignment!r} is running on this course "
+            f"(it holds {path}); a SQLite database serves one process: stop it first, or run every "
+            f"process on one PostgreSQL database (--database postgresql+psycopg://...)"
+        )
     return descriptor
 
 
@@ -100,28 +101,39 @@ def _own_folder(scratch: Path) -> tuple[int, Path]:
             return descriptor, folder
         os.close(descriptor)
 
+
 class Grader:
     """Grading threads (`pool.threads`) on a warm pool of `jobs` workers and two standby workers; `wake()` after
     storing an attempt, `listeners` are called with each attempt whose results were recorded, as recorded."""
 
-    def __init__(self, config: CourseConfig, store: Store, policy: ServicePolicy, *, jobs: int | None = None,
-                 assignment_name: str | None = None) -> None:
+    def __init__(
+        self,
+        config: CourseConfig,
+        store: Store,
+        policy: ServicePolicy,
+        *,
+        jobs: int | None = None,
+        assignment_name: str | None = None,
+    ) -> None:
         self.config, self.store, self.policy = config, store, policy
         self.settings = config.assignment(assignment_name)
         self.assignment = load_course_assignment(config, self.settings.name)
         if has_secret(config):  # the variants' numbers and the function answers' points (course/pipeline/probes.py)
             course_secret(config)  # a missing or readable secret stops the server before it takes any work
-        self.due = self.settings.due or assignment_due(config.gradebook_url, config.root / "gradebook.db",
-                                                       self.settings.name)
+        self.due = self.settings.due or assignment_due(
+            config.gradebook_url, config.root / "gradebook.db", self.settings.name
+        )
         self.jobs = sandbox.default_jobs() if jobs is None else jobs
         self.scratch = scratch_folder(config, self.settings.name)
         try:
             self.scratch.parent.mkdir(mode=0o700, exist_ok=True)  # students' uploads: the grader's user only
             for folder in (self.scratch.parent, self.scratch):
                 if folder.is_symlink():
-                    raise CourseError(f"{folder} is a symbolic link; the service keeps its work files (uploads as "
-                                      "they arrive) there and clears it at start-up: make it a plain folder or "
-                                      "remove it")
+                    raise CourseError(
+                        f"{folder} is a symbolic link; the service keeps its work files (uploads as "
+                        "they arrive) there and clears it at start-up: make it a plain folder or "
+                        "remove it"
+                    )
             if store.shared:
                 self.scratch.mkdir(mode=0o700, exist_ok=True)
                 self._lock, self.scratch = _own_folder(self.scratch)
@@ -132,8 +144,10 @@ class Grader:
                 shutil.rmtree(self.scratch, ignore_errors=True)
                 self.scratch.mkdir(mode=0o700, exist_ok=True)
         except OSError as error:
-            raise CourseError(f"cannot make {self.scratch}, where the service keeps its work files (uploads as they "
-                              f"arrive): {error.strerror}; the service needs to write in the course folder") from None
+            raise CourseError(
+                f"cannot make {self.scratch}, where the service keeps its work files (uploads as they "
+                f"arrive): {error.strerror}; the service needs to write in the course folder"
+            ) from None
         self.listeners: list[Callable[[Attempt], None]] = []
         self.scheduler = Scheduler()
         # PostgreSQL: the queue, turns and claims are the database's, shared with every process (shared.py).
@@ -150,9 +164,14 @@ class Grader:
         # notebook spinning to its time limit, and a fork bomb beside it, say). Started on the thread that
         # serves (bubblewrap's --die-with-parent follows the thread that started a worker).
         if self.pool is None:
-            self.pool = sandbox.WarmPool(self.jobs, self.config.limits, isolation=self.config.sandbox,
-                                         base_uid=self.config.sandbox_uid, standby=2,
-                                         compiled=released_code_cells(self.config, self.settings.name))
+            self.pool = sandbox.WarmPool(
+                self.jobs,
+                self.config.limits,
+                isolation=self.config.sandbox,
+                base_uid=self.config.sandbox_uid,
+                standby=2,
+                compiled=released_code_cells(self.config, self.settings.name),
+            )
         return self.pool
 
     def prove_setup(self) -> SelfTest:
@@ -168,8 +187,7 @@ class Grader:
     def start(self) -> None:
         requeued = (self.shared or self.store).requeue_interrupted()
         if requeued:
-            log.info(f"{requeued} attempt{'s' if requeued != 1 else ''} interrupted by the last stop "
-                     "are graded again")
+            log.info(f"{requeued} attempt{'s' if requeued != 1 else ''} interrupted by the last stop are graded again")
         self._start_pool()
         assert self.pool is not None  # noqa: S101 - started just above
         # More grading threads than workers, as the batch grader has: a run that sits out its time limit gets a
@@ -232,8 +250,10 @@ class Grader:
             try:
                 recorded = self.grade(attempt, notebook)
             except Exception as error:  # the database away at that moment: the attempt is graded again, later
-                log.error(f"could not record attempt {attempt.id} ({safe_text(str(error), 2000)}): it goes back "
-                          "to the queue once the database answers")
+                log.error(
+                    f"could not record attempt {attempt.id} ({safe_text(str(error), 2000)}): it goes back "
+                    "to the queue once the database answers"
+                )
                 self._give_back(attempt.id)
                 continue
             self.wake()  # the student's next attempt, held back while this one was graded, may start now
@@ -262,16 +282,24 @@ class Grader:
         messages), so an upload refused here never uses up an attempt, and one accepted here is graded."""
         named = Path(self.settings.notebook)
         try:
-            read_submission(named, student_id, self.assignment, params=self.assignment.default_params,
-                            max_bytes=self.config.limits.notebook_mb * 1024 * 1024,
-                            max_cells=self.config.limits.max_cells, content=notebook)
+            read_submission(
+                named,
+                student_id,
+                self.assignment,
+                params=self.assignment.default_params,
+                max_bytes=self.config.limits.notebook_mb * 1024 * 1024,
+                max_cells=self.config.limits.max_cells,
+                content=notebook,
+            )
         except NotThisAssignment as problem:
             # Another assignment's notebook is named as that one's (not as this assignment's file).
             other = other_assignment(self.config, self.settings.name, problem.answer_ids)
             if other:
-                return (f"this is the notebook of assignment {other!r}; this page takes assignment "
-                        f"{self.settings.name!r}: upload your {named.name} of {self.settings.name!r} here (and your "
-                        f"{other!r} notebook where {other!r} is submitted)")
+                return (
+                    f"this is the notebook of assignment {other!r}; this page takes assignment "
+                    f"{self.settings.name!r}: upload your {named.name} of {self.settings.name!r} here (and your "
+                    f"{other!r} notebook where {other!r} is submitted)"
+                )
             return str(problem).removeprefix(f"{named.name}: ")
         except SubmissionError as problem:
             # The upload is read under the assignment's file name, but the student's file may be another: the
@@ -284,26 +312,45 @@ class Grader:
         recorded (None: it was no longer this run's to record)."""
         assert self.pool is not None  # noqa: S101 - started
         settings = self.settings
-        params = attempt_numbers(self.config, self.policy, self.assignment.content, attempt.student_id,
-                                 attempt.number, self.assignment.default_params)
+        params = attempt_numbers(
+            self.config,
+            self.policy,
+            self.assignment.content,
+            attempt.student_id,
+            attempt.number,
+            self.assignment.default_params,
+        )
         # Graded from the stored bytes (no file is written); the late policy applies at the time the service
         # received (and stored) the notebook.
-        graded = grade_submission(SubmissionRef(attempt.student_id, Path(settings.notebook), content=notebook),
-                                  self.assignment, self.config, run=self.pool.run,
-                                  reveal_torch_values=self.config.reveals_torch_values(gradescope=True), params=params)
+        graded = grade_submission(
+            SubmissionRef(attempt.student_id, Path(settings.notebook), content=notebook),
+            self.assignment,
+            self.config,
+            run=self.pool.run,
+            reveal_torch_values=self.config.reveals_torch_values(gradescope=True),
+            params=params,
+        )
         graded = late_policy_at(graded, attempt.submitted_at, self.due, settings, self.config)
         if graded.internal_error:
             # The instructor's record of our failure (the dashboard counts them per student): it used none of the
             # student's attempts; the same notebook failing SAME_NOTEBOOK_ERRORS times is not taken again.
-            log.error(f"autograder error for attempt {attempt.id} ({attempt.student_id}'s attempt {attempt.number}, "
-                      f"{len(notebook)} bytes; it uses none of their attempts):\n"
-                      f"{safe_text(graded.internal_error, 20_000)}")
+            log.error(
+                f"autograder error for attempt {attempt.id} ({attempt.student_id}'s attempt {attempt.number}, "
+                f"{len(notebook)} bytes; it uses none of their attempts):\n"
+                f"{safe_text(graded.internal_error, 20_000)}"
+            )
         went_long = graded.status == Status.TIMED_OUT or graded.seconds >= LONG_GRADING_SECONDS
         feedback = graded.feedback
         results: dict[str, Any] = {
-            "status": graded.status, "score": feedback.score, "raw_score": feedback.before_penalty,
-            "late_penalty": graded.late_penalty, "max_score": feedback.max_score, "feedback": feedback,
-            "integrity": list(graded.integrity), "seconds": graded.seconds}
+            "status": graded.status,
+            "score": feedback.score,
+            "raw_score": feedback.before_penalty,
+            "late_penalty": graded.late_penalty,
+            "max_score": feedback.max_score,
+            "feedback": feedback,
+            "integrity": list(graded.integrity),
+            "seconds": graded.seconds,
+        }
         if self.shared is not None:
             recorded = self.shared.record(attempt.id, attempt.student_id, went_long=went_long, **results)
         else:
@@ -311,6 +358,14 @@ class Grader:
             recorded = self.store.record(attempt.id, **results)
         if not recorded:
             return None
-        return replace(attempt, status=graded.status, score=feedback.score, max_score=feedback.max_score,
-                       late_penalty=graded.late_penalty, feedback=feedback, integrity=list(graded.integrity),
-                       seconds=graded.seconds, results_written=attempt.results_written + 1)
+        return replace(
+            attempt,
+            status=graded.status,
+            score=feedback.score,
+            max_score=feedback.max_score,
+            late_penalty=graded.late_penalty,
+            feedback=feedback,
+            integrity=list(graded.integrity),
+            seconds=graded.seconds,
+            results_written=attempt.results_written + 1,
+        )

@@ -48,16 +48,37 @@ BEFORE_VERSIONS: dict[str, dict[str, frozenset[str]]] = {
     "0001": {
         "students": frozenset({"student_id", "token_hash", "lms"}),
         "instructors": frozenset({"id", "token_hash"}),
-        "attempts": frozenset({"id", "student_id", "assignment", "number", "submitted_at", "status", "score",
-                               "raw_score", "late_penalty", "max_score", "integrity", "graded_at", "seconds",
-                               "results_written", "feedback", "notebook"}),
+        "attempts": frozenset(
+            {
+                "id",
+                "student_id",
+                "assignment",
+                "number",
+                "submitted_at",
+                "status",
+                "score",
+                "raw_score",
+                "late_penalty",
+                "max_score",
+                "integrity",
+                "graded_at",
+                "seconds",
+                "results_written",
+                "feedback",
+                "notebook",
+            }
+        ),
         "settings": frozenset({"name", "value"}),
     },
 }
-BEFORE_VERSIONS["0002"] = {**BEFORE_VERSIONS["0001"],
-                           "retired_tokens": frozenset({"token_hash", "student_id", "reason", "retired_at"})}
-SHARED_QUEUE_TABLES = {"claims": frozenset({"attempt_id", "owner", "claimed_at"}),
-                       "grading_turns": frozenset({"assignment", "state"})}
+BEFORE_VERSIONS["0002"] = {
+    **BEFORE_VERSIONS["0001"],
+    "retired_tokens": frozenset({"token_hash", "student_id", "reason", "retired_at"}),
+}
+SHARED_QUEUE_TABLES = {
+    "claims": frozenset({"attempt_id", "owner", "claimed_at"}),
+    "grading_turns": frozenset({"assignment", "state"}),
+}
 OURS = set(BEFORE_VERSIONS["0002"]) | set(SHARED_QUEUE_TABLES)
 
 
@@ -86,8 +107,9 @@ def migrate(db: Connection, where: str) -> None:
         return
     if current is None and (found := _made_before_versions(db, where)) is not None:
         MigrationContext.configure(db, opts={"version_table": VERSION_TABLE}).stamp(revisions, found)
-        log.info("the service's database %s: made before its schema had revisions, recognised as revision %s",
-                 where, found)
+        log.info(
+            "the service's database %s: made before its schema had revisions, recognised as revision %s", where, found
+        )
         current = found
 
     def upgrade(revision: Any, _context: MigrationContext) -> Any:
@@ -110,9 +132,11 @@ def _current(db: Connection, where: str, revisions: ScriptDirectory, target: str
     try:
         rows: Sequence[Any] = db.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).all()  # noqa: S608 - ours
     except SQLAlchemyError as error:
-        raise CourseError(f"the service's database {where}: its version table {VERSION_TABLE} cannot be read "
-                          f"({safe_text(str(getattr(error, 'orig', error)), 200)}); it was not written by this "
-                          "package: restore the database from a backup") from None
+        raise CourseError(
+            f"the service's database {where}: its version table {VERSION_TABLE} cannot be read "
+            f"({safe_text(str(getattr(error, 'orig', error)), 200)}); it was not written by this "
+            "package: restore the database from a backup"
+        ) from None
     values = [row[0] for row in rows]
     if not values:
         return None
@@ -121,13 +145,17 @@ def _current(db: Connection, where: str, revisions: ScriptDirectory, target: str
         if values[0] in {script.revision for script in revisions.walk_revisions()}:
             return values[0]
         if int(values[0]) > int(target):
-            raise CourseError(f"the service's database {where} is at revision {values[0]}, written by a newer "
-                              f"version of autograd-course (this one knows up to revision {target}): run that "
-                              "version or a later one here (to go back to this one, restore a backup taken before "
-                              "the upgrade); the database was left as it is")
-    raise CourseError(f"the service's database {where}: its version table {VERSION_TABLE} holds {shown}, which no "
-                      f"version of autograd-course writes (one revision like {target}): restore the database from "
-                      "a backup, or mend that table; the database was left as it is")
+            raise CourseError(
+                f"the service's database {where} is at revision {values[0]}, written by a newer "
+                f"version of autograd-course (this one knows up to revision {target}): run that "
+                "version or a later one here (to go back to this one, restore a backup taken before "
+                "the upgrade); the database was left as it is"
+            )
+    raise CourseError(
+        f"the service's database {where}: its version table {VERSION_TABLE} holds {shown}, which no "
+        f"version of autograd-course writes (one revision like {target}): restore the database from "
+        "a backup, or mend that table; the database was left as it is"
+    )
 
 
 def _made_before_versions(db: Connection, where: str) -> str | None:
@@ -138,8 +166,10 @@ def _made_before_versions(db: Connection, where: str) -> str | None:
     if not tables:
         return None
     found = "0002" if "retired_tokens" in tables else "0001"
-    expected = {**BEFORE_VERSIONS[found], **{name: SHARED_QUEUE_TABLES[name] for name in SHARED_QUEUE_TABLES
-                                              if name in tables}}
+    expected = {
+        **BEFORE_VERSIONS[found],
+        **{name: SHARED_QUEUE_TABLES[name] for name in SHARED_QUEUE_TABLES if name in tables},
+    }
     problems = [f"no table {name}" for name in sorted(set(expected) - tables)]
     for name in sorted(set(expected) & tables):
         columns = {column["name"] for column in inspector.get_columns(name)}
@@ -148,7 +178,9 @@ def _made_before_versions(db: Connection, where: str) -> str | None:
         if extra := sorted(columns - expected[name]):
             problems.append(f"table {name} has columns no version made ({', '.join(safe_text(c, 40) for c in extra)})")
     if problems:
-        raise CourseError(f"the service's database {where} holds tables of autograd-course's but not as any version "
-                          f"made them ({'; '.join(problems)}): restore it from a backup, or point serve at a new "
-                          "database; it was left as it is")
+        raise CourseError(
+            f"the service's database {where} holds tables of autograd-course's but not as any version "
+            f"made them ({'; '.join(problems)}): restore it from a backup, or point serve at a new "
+            "database; it was left as it is"
+        )
     return found
