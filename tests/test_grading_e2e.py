@@ -85,7 +85,7 @@ def test_every_feedback_json_validates_against_the_shipped_schema(graded_samples
 
     _, root, _ = graded_samples
     schema = json.loads(schema_text())
-    paths = sorted((root / "out" / "feedback").glob("*/autograd/feedback.json"))
+    paths = sorted((root / "feedback").glob("*/autograd/feedback.json"))
     assert {path.parent.parent.name for path in paths} == set(EXPECTED_SAMPLE_SCORES) | {"frank"}
     for path in paths:
         text = path.read_text(encoding="utf-8")

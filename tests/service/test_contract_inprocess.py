@@ -234,9 +234,13 @@ def test_a_notebook_taken_by_the_form_leads_to_its_attempts_page(site):
 def test_a_refused_upload_is_a_value_with_its_status_and_code(site, notebook, code, status):
     """What the rooms are handed: a refusal as a value (status, code word, sentence), never a response."""
     import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
     student, _ = site.student()
-    refused = asyncio.run(accept_upload(site.service, student, notebook))
+    # A loop of its own, in a thread of its own: a test before this one (Playwright's sync API, the browser tests)
+    # may leave an event loop running in this thread, where asyncio.run refuses to start another.
+    with ThreadPoolExecutor(1) as thread:
+        refused = thread.submit(asyncio.run, accept_upload(site.service, student, notebook)).result(timeout=120)
     assert isinstance(refused, UploadRefused)
     assert (refused.status, refused.code, refused.close) == (status, code, False)
     assert refused.message.startswith(("the upload is not a Jupyter notebook", "the upload cannot be graded"))

@@ -18,7 +18,7 @@ def test_the_running_service_said_its_self_test_passed(server):
     said = [line for line in server.log.read_text().splitlines() if "self-test: the course's solution" in line]
     # a line of the service's log: its UTC time, its level, its logger, then the message
     assert re.match(
-        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ INFO course\.service\.run: self-test: the course's solution "
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ INFO course\.platforms\.service\.run: self-test: the course's solution "
         r"57/57 and the untouched release 0/57",
         said[0],
     ), said
