@@ -213,8 +213,8 @@ def _feedback(attempt_id: int, text: str) -> Feedback:
     where = f"the service's database: attempt {attempt_id}'s feedback"
     try:
         data = json.loads(text)
-    except ValueError:
-        raise FeedbackError(f"{where} is not JSON: mend that row") from None
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
+        raise FeedbackError(f"{where} is not JSON this service wrote: mend that row") from None
     return Feedback.from_json(data, where=where, then="mend that row")
 
 
