@@ -114,6 +114,39 @@ def private_imports(imports: tuple[Import, ...] | list[Import]) -> set[tuple[str
     }
 
 
+def private_attributes(package: Path) -> set[tuple[str, str, str]]:
+    """(importer, module, name) for every `module._name` (not a dunder) a module reads through a module object it
+    imported (`from course.authoring import kit` ... `kit._cell`): the same as importing the private name."""
+    modules = modules_of(package)
+    found = set()
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        bound: dict[str, str] = {}  # a local name -> the module it stands for
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):  # `import course.x.y as m`
+                bound.update(
+                    {alias.asname: alias.name for alias in node.names if alias.asname and alias.name in modules}
+                )
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                bound.update(
+                    {
+                        alias.asname or alias.name: f"{node.module}.{alias.name}"
+                        for alias in node.names
+                        if f"{node.module}.{alias.name}" in modules
+                    }
+                )
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in bound
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
+                found.add((name, bound[node.value.id], node.attr))
+    return found
+
+
 def _shown(component: list[str], imports: tuple[Import, ...]) -> str:
     edges = [
         f"{one.importer} (line {one.line}) -> {one.imported}"
@@ -136,11 +169,14 @@ def test_the_checker_can_fail(tmp_path):
     (package / "sub" / "d.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.sub.c import Thing\n"
     )
-    (package / "e.py").write_text("from pkg import a\nfrom pkg.sub import c\n")
+    (package / "e.py").write_text(
+        "from pkg import a\nfrom pkg.sub import c\n\ndef f():\n    return a._secret, c.__name__\n"
+    )
     modules = modules_of(package)
     imports = [one for name, path in modules.items() for one in imports_of(name, path, modules)]
     assert cycles(imports) == [["pkg.a", "pkg.b"], ["pkg.sub.c", "pkg.sub.d"]]
     assert private_imports(imports) == {("pkg.b", "pkg.a", "_hidden")}
+    assert private_attributes(package) == {("pkg.e", "pkg.a", "_secret")}
     assert ("pkg.e", "pkg.sub.c") in {(one.importer, one.imported) for one in imports}
 
 
@@ -158,6 +194,9 @@ def test_course_has_no_import_cycle():
 def test_no_module_imports_another_modules_private_name():
     assert private_imports(course_imports()) == set(), (
         "a module imports another's private name (make it public, or move it where both belong)"
+    )
+    assert private_attributes(PACKAGE) == set(), (
+        "a module reads another's private name through the module object (make it public, or move it where both belong)"
     )
 
 

@@ -296,7 +296,8 @@ def _source_of(exercise: Exercise, at: str) -> str:
 # ----------------------------------------------------------------------------- the cells
 
 
-def _cell(cell_type: str, source: str, cell_id: str, meta: dict | None) -> dict:
+def notebook_cell(cell_type: str, source: str, cell_id: str, meta: dict | None) -> dict:
+    """A cell as Jupyter saves it, with its nbgrader metadata (`meta`, from nbgrader_metadata) when it has any."""
     cell: dict[str, Any] = {
         "cell_type": cell_type,
         "id": cell_id,
@@ -309,9 +310,10 @@ def _cell(cell_type: str, source: str, cell_id: str, meta: dict | None) -> dict:
     return cell
 
 
-def _nbgrader(
+def nbgrader_metadata(
     grade_id: str, *, solution: bool = False, grade: bool = False, locked: bool = True, points: float | None = None
 ) -> dict:
+    """A cell's nbgrader metadata as nbgrader writes it (schema 3); points as an int when whole."""
     meta: dict[str, Any] = {
         "grade": grade,
         "grade_id": grade_id,
@@ -374,10 +376,14 @@ def exercise_cells(exercise: Exercise, key: dict[str, Any], where: str) -> list[
     )
     stem = exercise.id
     return [
-        _cell("markdown", f"## {exercise.title}\n\n{question}", _cell_id(stem, "question"), None),
-        _cell("code", answer, _cell_id(stem, "answer"), _nbgrader(f"answer_{stem}", solution=True, locked=False)),
-        _cell("code", _form_call(exercise), _cell_id(stem, "form"), _nbgrader(f"form_{stem}")),
-        _cell("code", test, _cell_id(stem, "test"), _nbgrader(f"test_{stem}", grade=True, points=exercise.points)),
+        notebook_cell("markdown", f"## {exercise.title}\n\n{question}", _cell_id(stem, "question"), None),
+        notebook_cell(
+            "code", answer, _cell_id(stem, "answer"), nbgrader_metadata(f"answer_{stem}", solution=True, locked=False)
+        ),
+        notebook_cell("code", _form_call(exercise), _cell_id(stem, "form"), nbgrader_metadata(f"form_{stem}")),
+        notebook_cell(
+            "code", test, _cell_id(stem, "test"), nbgrader_metadata(f"test_{stem}", grade=True, points=exercise.points)
+        ),
     ]
 
 
@@ -415,7 +421,7 @@ def _numbers_cell(cells: list[dict], exercises: Sequence[Exercise]) -> None:
             cell["source"] = source.splitlines(keepends=True)
         return
     setup_at = by_id["setup"][0] if "setup" in by_id else -1
-    cells.insert(setup_at + 1, _cell("code", source, "numbers", _nbgrader(NUMBERS_CELL)))
+    cells.insert(setup_at + 1, notebook_cell("code", source, "numbers", nbgrader_metadata(NUMBERS_CELL)))
 
 
 def number_groups(exercises: Sequence[Exercise]) -> tuple[tuple[str, ...], ...]:

@@ -106,9 +106,9 @@ def new_assignment(root: Path, name: str) -> NewAssignment:
         raise ConfigError(f"{folder}: already exists; choose another name, or add it to {config_path} by hand")
     notebook = {
         "cells": [
-            kit._cell("markdown", INTRO.format(name=name), "intro", kit._nbgrader("intro")),
-            kit._cell("code", SETUP, "setup", kit._nbgrader("setup")),
-            kit._cell("markdown", CLOSING, "before-submit", kit._nbgrader("before_submit")),
+            kit.notebook_cell("markdown", INTRO.format(name=name), "intro", kit.nbgrader_metadata("intro")),
+            kit.notebook_cell("code", SETUP, "setup", kit.nbgrader_metadata("setup")),
+            kit.notebook_cell("markdown", CLOSING, "before-submit", kit.nbgrader_metadata("before_submit")),
         ],
         "metadata": {
             "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from importlib import resources
-from typing import Any
+from typing import Any, TypeGuard
 
 from course.core.errors import CourseError
 from course.core.status import GRADING_GIVES, Status
@@ -86,10 +86,18 @@ def _text_or_none(data: dict[str, Any], key: str, at: str) -> str | None:
     return value
 
 
+def finite_number(value: Any) -> TypeGuard[int | float]:
+    """A JSON number grading could have written: a float that is finite, or an int a float holds exactly (JSON's
+    integers have no bound: math.isfinite(10**400) raises OverflowError rather than answering)."""
+    if type(value) is float:
+        return math.isfinite(value)
+    return type(value) is int and abs(value) <= 2**53
+
+
 def _number(data: dict[str, Any], key: str, at: str) -> float:
     """A finite number as written (an int stays an int, so that writing it again gives the same bytes)."""
     value = data.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if not finite_number(value):
         raise _Malformed(f"{at}{key}", "is missing" if key not in data else "is not a finite number")
     return value
 

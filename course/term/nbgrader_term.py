@@ -168,9 +168,17 @@ def integrity_path(out_dir: Path, assignment: str) -> Path:
 def read_integrity(out_dir: Path, assignment: str) -> dict[str, list[str]]:
     path = integrity_path(out_dir, assignment)
     try:
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    except (OSError, ValueError):
+        found = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except (OSError, ValueError, RecursionError):
         return {}
+    # Read back as input: what integrity.review writes, student id -> findings (sentences); anything else is none.
+    if not isinstance(found, dict):
+        return {}
+    return {
+        str(student): [finding for finding in findings if isinstance(finding, str)]
+        for student, findings in found.items()
+        if isinstance(findings, list)
+    }
 
 
 def write_integrity(out_dir: Path, assignment: str, graded: list[Graded]) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -32,7 +31,7 @@ from course.core.status import GRADING_GIVES, Status
 from course.core.text import safe_text
 from course.pipeline.assignment import Assignment, load_course_assignment
 from course.pipeline.discovery import SubmissionRef, discover
-from course.pipeline.feedback_model import Feedback, FeedbackError
+from course.pipeline.feedback_model import Feedback, FeedbackError, finite_number
 from course.pipeline.grading import Graded
 from course.pipeline.judge import QuestionResult
 from course.pipeline.submission import student_id_problem
@@ -196,6 +195,8 @@ def _read(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise CourseError(f"{path}: not a shard's record ({error}); grade the shard again") from None
+    except RecursionError:  # nested deeper than the parser goes
+        raise CourseError(f"{path}: not a shard's record (nested too deep); grade the shard again") from None
     if not isinstance(data, dict) or data.get("format") != SHARD_FORMAT:
         raise CourseError(f"{path}: not a shard's record of this version of autograd-course; grade the shard again")
     for key, kind in (
@@ -363,7 +364,7 @@ def _checked(
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if type(value) in (int, float) and math.isfinite(value) else None
+    return float(value) if finite_number(value) else None
 
 
 def _check_result(where: str, one: dict[str, Any], assignment: Assignment) -> Feedback:

@@ -29,7 +29,7 @@ def read_class_feedback(out_dir: Path, assignment: str) -> tuple[list[Feedback],
     for path in sorted((out_dir / "feedback").glob(f"*/{assignment}/feedback.json")):
         try:
             feedback.append(Feedback.from_json(json.loads(path.read_text(encoding="utf-8")), where=str(path)))
-        except (OSError, ValueError, FeedbackError):
+        except (OSError, ValueError, RecursionError, FeedbackError):  # RecursionError: nested too deep to parse
             unreadable.append(path.parent.parent.name)
     return feedback, unreadable
 

@@ -85,7 +85,7 @@ def noted(path: Path) -> dict[str, Any] | None:
     """Fingerprints a recording noted in a file (None: it never got there, or the file is not theirs)."""
     try:
         found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return found if isinstance(found, dict) else None
 

@@ -132,8 +132,10 @@ def recordings(config: CourseConfig, assignment: str) -> list[tuple[Recording, d
             continue
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as problem:
-            raise CourseError(f"{path} cannot be read ({problem}); move it aside to record again") from None
+        except (OSError, ValueError, RecursionError) as problem:
+            raise CourseError(
+                f"{path} cannot be read ({problem or 'nested too deep'}); move it aside to record again"
+            ) from None
         wrong = _recording_problem(data)
         if wrong:
             raise CourseError(f"{path} is not a recording this program wrote ({wrong}); move it aside to record again")

@@ -110,7 +110,7 @@ CHAINS = {
         ChainStep("h = w·x + b (to b)", "∂h/∂b = 1", "net_h", "net_dL_db", "net_dL_dh"),
     ),
     "w2_net": (
-        ChainStep("L = (out − 2)²", "∂L/∂out = 2(out − 2)", "w2_loss", "w2_dL_dout", None),
+        ChainStep("L = (out − target)²", "∂L/∂out = 2(out − target)", "w2_loss", "w2_dL_dout", None),
         ChainStep("out = w2·a (to w2)", "∂out/∂w2 = a", "w2_out", "w2_dL_dw2", "w2_dL_dout"),
         ChainStep("out = w2·a (to a)", "∂out/∂a = w2", "w2_out", "w2_dL_da", "w2_dL_dout"),
         ChainStep("a = ReLU(h)", "∂a/∂h = 1 if h > 0, else 0", None, "w2_dL_dh", "w2_dL_da"),

@@ -18,7 +18,8 @@ database, so any number of processes, on one machine or many, behind one load ba
   whoever claimed it next.
 
 SQLite keeps the single-process design (store.py, worker.py): its claims and turns stay in the process. This
-module is the store's companion and uses its statements (`Store._queue`, `_claim`, `_claimed`).
+module is the store's companion and uses its statements (`Store.queue_statement`, `claim_statement`,
+`claimed_statement`) and its unsynced transactions (`Store.begin_unsynced`).
 """
 
 from __future__ import annotations
@@ -197,7 +198,7 @@ class SharedQueue:
         """The next attempt in the fair order across every process (None: none may start now), claimed for
         this process; its notebook with it."""
         owner = self.presence.owner()
-        with self.store._begin_unsynced() as db:
+        with self.store.begin_unsynced() as db:
             self._hold(db)
             returned = self._return_dead(db)
             if returned:
@@ -205,7 +206,7 @@ class SharedQueue:
                     f"a process that stopped was grading {returned} attempt{'s' if returned != 1 else ''}: "
                     "back in the queue"
                 )
-            rows = db.execute(self.store._queue).all()
+            rows = db.execute(self.store.queue_statement).all()
             queued = [Queued(row.id, row.student_id, row.submitted_at) for row in rows if row.status == QUEUED]
             if not queued:
                 return None
@@ -214,15 +215,15 @@ class SharedQueue:
             _save(db, self.assignment, scheduler)  # the turns it took note of, even when nothing may start
             if chosen is None:
                 return None
-            db.execute(self.store._claim, {"attempt_id": chosen})
+            db.execute(self.store.claim_statement, {"attempt_id": chosen})
             db.execute(claims.insert().values(attempt_id=chosen, owner=owner, claimed_at=now_utc()))
-            row = db.execute(self.store._claimed, {"attempt_id": chosen}).one()
+            row = db.execute(self.store.claimed_statement, {"attempt_id": chosen}).one()
             return attempt_from_row(row), row.notebook
 
     def record(self, attempt_id: int, student_id: str, *, went_long: bool, **results: Any) -> bool:
         """Record a graded attempt's results, if this process's claim on it still stands (False: it does not;
         another process has it now). What the run cost goes into the student's turns in the same transaction."""
-        with self.store._begin_unsynced() as db:
+        with self.store.begin_unsynced() as db:
             self._hold(db)
             mine = delete(claims).where(claims.c.attempt_id == attempt_id, claims.c.owner == self.presence.owner())
             if not db.execute(mine).rowcount:
@@ -235,7 +236,7 @@ class SharedQueue:
     def give_back(self, attempt_id: int) -> None:
         """An attempt this process claimed but could not record: back in the queue, if its claim is still this
         process's (otherwise another process has it already)."""
-        with self.store._begin_unsynced() as db:
+        with self.store.begin_unsynced() as db:
             self._hold(db)
             mine = delete(claims).where(claims.c.attempt_id == attempt_id, claims.c.owner == self.presence.owner())
             if db.execute(mine).rowcount:

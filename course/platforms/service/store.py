@@ -213,8 +213,8 @@ def _feedback(attempt_id: int, text: str) -> Feedback:
     where = f"the service's database: attempt {attempt_id}'s feedback"
     try:
         data = json.loads(text)
-    except ValueError:
-        raise FeedbackError(f"{where} is not JSON: mend that row") from None
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
+        raise FeedbackError(f"{where} is not JSON this service wrote: mend that row") from None
     return Feedback.from_json(data, where=where, then="mend that row")
 
 
@@ -330,17 +330,19 @@ class Store:
             )
             for feedback in (True, False)
         }  # the unique (student, assignment, number) key's index
-        self._queue = self._mine(
+        self.queue_statement = self._mine(
             select(attempts.c.id, attempts.c.student_id, attempts.c.submitted_at, attempts.c.status)
             .where(attempts.c.status.in_((QUEUED, GRADING)))
             .order_by(attempts.c.id)
         )
-        self._claim = (
+        self.claim_statement = (
             update(attempts)
             .where(attempts.c.id == bindparam("attempt_id"), attempts.c.status == QUEUED)
             .values(status=GRADING)
         )
-        self._claimed = select(*LIST_COLUMNS, attempts.c.notebook).where(attempts.c.id == bindparam("attempt_id"))
+        self.claimed_statement = select(*LIST_COLUMNS, attempts.c.notebook).where(
+            attempts.c.id == bindparam("attempt_id")
+        )
         self._record = (
             update(attempts)
             .where(attempts.c.id == bindparam("attempt_id"), attempts.c.status == GRADING)
@@ -396,7 +398,7 @@ class Store:
             yield connection
 
     @contextmanager
-    def _begin_unsynced(self) -> Iterator[Connection]:
+    def begin_unsynced(self) -> Iterator[Connection]:
         with self._unsynced.begin() as connection:
             if connection.dialect.name == "postgresql":
                 connection.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
@@ -747,8 +749,8 @@ class Store:
         lets start now): the one `pick` chooses, or the oldest. One transaction: the queue as it is, the
         claim, and the claimed attempt with its notebook."""
         while True:
-            with self._begin_unsynced() as db:
-                rows = db.execute(self._queue).all()
+            with self.begin_unsynced() as db:
+                rows = db.execute(self.queue_statement).all()
                 queued = [Queued(row.id, row.student_id, row.submitted_at) for row in rows if row.status == QUEUED]
                 if not queued:
                     return None
@@ -758,8 +760,8 @@ class Store:
                     chosen = pick(queued, [row.student_id for row in rows if row.status == GRADING], now_utc())
                 if chosen is None:
                     return None
-                if db.execute(self._claim, {"attempt_id": chosen}).rowcount:
-                    row = db.execute(self._claimed, {"attempt_id": chosen}).one()
+                if db.execute(self.claim_statement, {"attempt_id": chosen}).rowcount:
+                    row = db.execute(self.claimed_statement, {"attempt_id": chosen}).one()
                     return attempt_from_row(row), row.notebook
 
     def record(
@@ -776,7 +778,7 @@ class Store:
         seconds: float,
     ) -> bool:
         """Write the results of the grading run that claimed the attempt; False when it was not being graded."""
-        with self._begin_unsynced() as db:
+        with self.begin_unsynced() as db:
             return self.record_in(
                 db,
                 attempt_id,
