@@ -501,7 +501,7 @@ def load_course_assignment(config: CourseConfig, name: str | None = None) -> Ass
             f"{exercises}: variants: true, but assignment {settings.name!r} has numbers (its numbers cell's P) and "
             "this file defines no derive(rng) to give each student theirs; add derive(rng) there (docs/authoring.md, "
             "per-student variants; a kit assignment needs one written by hand), or set variants: false in "
-            "source/course.yaml, or remove the assignment from its assignments:"
+            "source/course.yaml, or remove the assignment from that file's assignments:"
         )
     return assignment
 
