@@ -38,8 +38,15 @@ def _p(notebook: dict) -> dict:
 # ----------------------------------------------------------------------------- 1. variants without a derive
 
 
+def without_derive(course_root):
+    """backprop as a kit assignment without its hand-written derive(rng) (and constraint_violations)."""
+    exercises = course_root / "source" / "backprop" / "exercises.py"
+    exercises.write_text(exercises.read_text(encoding="utf-8") + "\ndel derive, constraint_violations\n")
+
+
 def test_variants_refuse_a_kit_assignment_without_derive_where_it_is_loaded(course_root, monkeypatch):
     monkeypatch.setenv("AUTOGRAD_COURSE_SECRET", SECRET)
+    without_derive(course_root)
     config = replace(load_config(course_root), variants=True)
     with pytest.raises(ConfigError) as refused:
         load_course_assignment(config, "backprop")
@@ -54,6 +61,7 @@ def test_variants_refuse_a_kit_assignment_without_derive_where_it_is_loaded(cour
 
 def test_release_checks_every_assignment_before_it_writes_anything(course_root, monkeypatch, capsys):
     monkeypatch.setenv("AUTOGRAD_COURSE_SECRET", SECRET)
+    without_derive(course_root)
     settings = course_root / "source" / "course.yaml"
     settings.write_text(settings.read_text(encoding="utf-8").replace("variants: false", "variants: true"))
     roster = course_root / "roster.csv"
