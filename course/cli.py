@@ -244,9 +244,12 @@ def _new(args: argparse.Namespace) -> int:
 def _kit(args: argparse.Namespace) -> int:
     from course.authoring.scaffold import write_assignment
 
-    written = write_assignment(load_config(args.course), args.assignment)
+    notes: list[str] = []
+    written = write_assignment(load_config(args.course), args.assignment, notes)
     for name, changed in written:
         print(f"{name}: {'cells written' if changed else 'already up to date'}")
+    for line in notes:
+        print(line)
     if not written:
         print(
             "no assignment's exercises module defines EXERCISES: nothing to write (docs/authoring.md, the "
@@ -457,10 +460,13 @@ def _submit(args: argparse.Namespace) -> int:
 def _release(args: argparse.Namespace) -> int:
     require("grader", "autograd-course release")
     from course.authoring.release import read_roster, release
+    from course.pipeline.assignment import load_course_assignment
 
     config = load_config(args.course)
     students = read_roster(args.students) if args.students else None
     names = [args.assignment] if args.assignment else [a.name for a in config.assignments]
+    for name in names:  # every assignment checked before any is written: a refusal never leaves a release half done
+        load_course_assignment(config, name)
     for name in names:
         report = release(config, name, verify=not args.no_verify, students=students)
         print(

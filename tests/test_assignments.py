@@ -160,8 +160,12 @@ def test_variants_need_a_derive_and_derive_must_keep_its_own_constraints(course_
     exercises = course_root / "source" / "autograd" / "exercises.py"
     text = exercises.read_text()
     exercises.write_text(text.replace("def derive(", "def _unused_derive("))
-    assignment = load_course_assignment(config, "autograd")
-    with pytest.raises(ConfigError, match="defines no derive"):
+    with pytest.raises(
+        ConfigError, match=r"exercises\.py: variants: true, but assignment 'autograd' has numbers .* defines no derive"
+    ):
+        load_course_assignment(config, "autograd")  # refused at load, not at every submission's grading
+    assignment = load_course_assignment(replace(config, variants=False), "autograd")
+    with pytest.raises(ConfigError, match="defines no derive"):  # and numbers_for keeps its own guard
         numbers_for(config, assignment.content, "alice", assignment.default_params)
     exercises.write_text(text + "\n\ndef derive(rng):\n    return {'net_x': 0}\n")
     assignment = load_course_assignment(config, "autograd")

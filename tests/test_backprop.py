@@ -111,3 +111,33 @@ def test_the_sample_right_notebook_earns_full_marks_and_the_wrong_one_its_partia
             ]
             assert gate["first_wrong"] == 1  # the student's df/dz (-4 for 3) is where the walk first goes wrong
     assert scores == BACKPROP_SCORES
+
+
+def test_under_variants_each_student_gets_numbers_that_keep_the_exercises_and_torchs_answers_score_full(
+    monkeypatch,
+):
+    """backprop's derive(rng): with variants on it loads (an assignment without derive is refused), every student's
+    numbers pass its constraints, and the answers its builds give at a student's numbers earn every point from the
+    hidden tests replayed with those numbers (the grader's own process: no sandbox needed to judge)."""
+    from dataclasses import replace
+
+    from course.core.answers import VALUE, Answer
+    from course.pipeline.judge import judge
+    from course.pipeline.variants import numbers_for
+
+    monkeypatch.setenv("AUTOGRAD_COURSE_SECRET", "a secret of at least thirty-two characters, for tests")
+    config = replace(load_config(ROOT), variants=True)
+    assignment = load_course_assignment(config, "backprop")
+    exercises = load_exercises(EXERCISES_MODULE)
+    drawn = set()
+    for student in ("ada", "grace", "alan", "barbara", "edsger"):
+        params = numbers_for(config, assignment.content, student, assignment.default_params)
+        assert assignment.content.constraint_violations(params) == []
+        drawn.add(tuple(sorted(params.items())))
+        answers = {}
+        for exercise in exercises:
+            own = {name: params[key] for name, key in exercise.number_names().items()}
+            answers.update({name: Answer(VALUE, value.tolist()) for name, value in exercise.references(own).items()})
+        questions = judge(assignment, answers, tolerance=config.tolerance, params=params)
+        assert sum(q.earned for q in questions) == sum(q.points for q in questions) == 27, student
+    assert len(drawn) > 1  # the students' numbers differ

@@ -25,8 +25,10 @@ Writing is idempotent (a second run changes nothing) and keeps every other cell 
 hand-written exercises, their numbers, the setup cell. A cell the kit writes is found again by its nbgrader
 grade id (or, for the question's Markdown, its cell id), and rewritten in place.
 
-Chain tables: `build` is also what the graph-reading chain tables (issue 42, `chain_from_graph`) walk; until
-they land, an exercise may carry a hand-written `chain`, which `chains(EXERCISES)` gathers for `CHAINS`.
+Chain tables: `GRAPHS = kit_graphs(EXERCISES)` (course/pipeline/graph_chain.py) reads each exercise's table from the
+graph its `build` leaves (a build that calls backward() other than once gets none, and `kit write` says which
+exercises get no table, and why); a hand-written `chain`, which `chains(EXERCISES)` gathers for `CHAINS`, overrides
+the derived table.
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ class Exercise:
     build: Callable[..., Mapping[str, Any]]
     answers: Sequence[Ask]
     numbers: Mapping[str, int | float] = field(default_factory=dict)
-    chain: Sequence[ChainStep] = ()  # a hand-written chain table (until chain_from_graph reads torch's graph)
+    chain: Sequence[ChainStep] = ()  # a hand-written chain table: it overrides the one read from build's graph
 
     @property
     def points(self) -> float:
@@ -399,22 +401,90 @@ def _is_kit_cell(cell: dict, stem: str) -> bool:
     return cell.get("id") == _cell_id(stem, "question")
 
 
-def _numbers_cell(cells: list[dict], exercises: Sequence[Exercise]) -> None:
+P_KEY = re.compile(r"""P\[\s*["']([^"']+)["']\s*\]""")  # a number of P as a cell reads it: P["gate_x"]
+LAYOUT_KEY = re.compile(r"""["']([^"']+)["']\s*:""")  # a name on a line of the numbers cell's P = {...}
+
+
+def _numbers_cell(
+    cells: list[dict],
+    exercises: Sequence[Exercise],
+    where: Path,
+    groups: Sequence[Sequence[str]] = (),
+    notes: list[str] | None = None,
+) -> None:
     """Put every exercise's numbers into the locked numbers cell's P, keeping the numbers of hand-written exercises
-    (a notebook without such a cell gets one after its setup cell)."""
+    and the layout of the module's NUMBER_GROUPS (`groups`) and of the cell as it is, the kit's groups added (a
+    notebook without such a cell gets one after its setup cell). A kit key that P holds already for another
+    exercise is refused, and a number a kit exercise no longer has is removed from P (and said in `notes`)."""
     from course.pipeline.assignment import numbers_cell_values
     from course.pipeline.content import Content
     from course.pipeline.variants import numbers_source
 
-    ours = {
-        number: exercise.numbers[name] for exercise in exercises for name, number in exercise.number_names().items()
-    }
-    if not ours:
-        return
+    ours: dict[str, int | float] = {}
+    for exercise in exercises:
+        for name, number in exercise.number_names().items():
+            if number in ours:
+                raise AuthoringError(
+                    f"{where}: exercise {exercise.id!r}: its number {name!r} goes in the numbers cell's P as "
+                    f"{number!r}, which another kit exercise's number is named too; rename one of them"
+                )
+            ours[number] = exercise.numbers[name]
     by_id = {nbgrader_meta(cell).get("grade_id"): (index, cell) for index, cell in enumerate(cells)}
     params = dict(numbers_cell_values(by_id, Path("the numbers cell")) if NUMBERS_CELL in by_id else {})
+    # A key of P is a kit exercise's own when the test cell the kit wrote for it reads it; any other key of P
+    # belongs to a hand-written exercise, whose number the kit must never overwrite.
+    kit_tests = {exercise.id: by_id.get(f"test_{exercise.id}") for exercise in exercises}
+    owned = {
+        stem: set(P_KEY.findall(cell_text(found[1]))) if found and _is_kit_cell(found[1], stem) else set()
+        for stem, found in kit_tests.items()
+    }
+    for exercise in exercises:
+        for name, number in exercise.number_names().items():
+            if number in params and number not in owned[exercise.id]:
+                raise AuthoringError(
+                    f"{where}: exercise {exercise.id!r}: its number {name!r} goes in the numbers cell's P as "
+                    f"{number!r}, which P already holds for a hand-written exercise (the kit would overwrite "
+                    f"its number); rename the number {name!r} (or the exercise's id)"
+                )
+    elsewhere = "\n".join(  # what the other cells read: a key a hand-written cell uses is never removed
+        cell_text(cell)
+        for cell in cells
+        if nbgrader_meta(cell).get("grade_id") != NUMBERS_CELL
+        and not any(_is_kit_cell(cell, exercise.id) for exercise in exercises)
+    )
+    removed = False
+    for exercise in exercises:
+        current = set(exercise.number_names().values())
+        stale = sorted(
+            key
+            for key in owned[exercise.id]
+            if key.startswith(f"{exercise.id}_")
+            and key not in current
+            and key in params
+            and not re.search(rf"\b{re.escape(key)}\b", elsewhere)
+        )
+        for key in stale:
+            del params[key]
+            removed = True
+        if stale and notes is not None:
+            notes.append(
+                f"removed {', '.join(stale)} from the numbers cell's P: exercise {exercise.id!r} no longer has "
+                f"{'that number' if len(stale) == 1 else 'those numbers'}"
+            )
+    if not ours and not removed:
+        return
     params.update(ours)
-    source = numbers_source(params, Content(number_groups=number_groups(exercises)))
+    layout = [list(group) for group in groups]
+    if NUMBERS_CELL in by_id:  # the cell's own lines, for the names the module's groups leave out
+        placed = {name for group in layout for name in group} | set(ours)
+        for line in cell_text(by_id[NUMBERS_CELL][1]).splitlines():
+            names = [name for name in LAYOUT_KEY.findall(line) if name not in placed]
+            if names:
+                layout.append(names)
+                placed.update(names)
+    placed = {name for group in layout for name in group}
+    layout += [list(group) for group in number_groups(exercises) if not placed & set(group)]
+    source = numbers_source(params, Content(number_groups=tuple(tuple(group) for group in layout)))
     if NUMBERS_CELL in by_id:
         cell = by_id[NUMBERS_CELL][1]
         if cell_text(cell) != source:
@@ -430,19 +500,24 @@ def number_groups(exercises: Sequence[Exercise]) -> tuple[tuple[str, ...], ...]:
 
 
 def chains(exercises: Sequence[Exercise]) -> dict[str, tuple[ChainStep, ...]]:
-    """CHAINS for an exercises module written with the kit: the hand-written tables its exercises carry.
-
-    This is where the chain tables read from torch's graph (issue 42, `chain_from_graph`) join: for an exercise
-    without a hand-written `chain`, walk the graph of `exercise.build` at `exercise.numbers` (the returned
-    forward tensors' `grad_fn` are its roots; `build` calls backward itself, so wrap the call to keep what the
-    walk needs). A hand-written `chain` overrides the derived table."""
+    """CHAINS for an exercises module written with the kit: the hand-written tables its exercises carry. An
+    exercise without one has the table `GRAPHS = kit_graphs(EXERCISES)` reads from its build's graph
+    (course/pipeline/graph_chain.py); a hand-written `chain` overrides the derived table."""
     return {exercise.id: tuple(exercise.chain) for exercise in exercises if exercise.chain}
 
 
-def write_cells(notebook: dict, exercises: Sequence[Exercise], where: Path) -> dict:
+def write_cells(
+    notebook: dict,
+    exercises: Sequence[Exercise],
+    where: Path,
+    *,
+    groups: Sequence[Sequence[str]] = (),
+    notes: list[str] | None = None,
+) -> dict:
     """A copy of `notebook` with every exercise's cells written (in place of its old ones, or after the previous
     exercise's, or after the notebook's last question); every other cell is kept as it is, and a cell whose text
-    and nbgrader metadata are already right is kept as it was (its id, outputs and Jupyter's metadata)."""
+    and nbgrader metadata are already right is kept as it was (its id, outputs and Jupyter's metadata). `groups`:
+    the module's NUMBER_GROUPS, the numbers cell's layout; what the author should know is appended to `notes`."""
     keys = check_exercises(exercises, where)
     written = copy.deepcopy(notebook)
     cells: list[dict] = written["cells"]
@@ -454,7 +529,7 @@ def write_cells(notebook: dict, exercises: Sequence[Exercise], where: Path) -> d
                 "exercise that no definition of EXERCISES names now; delete that exercise's cells "
                 "from the notebook, or put its definition back"
             )
-    _numbers_cell(cells, exercises)
+    _numbers_cell(cells, exercises, where, groups, notes)
     previous_end: int | None = None
     for exercise in exercises:
         new = exercise_cells(exercise, keys[exercise.id], _shown(where))
@@ -505,6 +580,10 @@ def _after_last_question(cells: list[dict]) -> int:
 
 def load_exercises(path: Path) -> list[Exercise]:
     """EXERCISES of the exercises module at `path` (the module is loaded as the grader loads it)."""
+    return _exercises_of(_load_module(path), path)
+
+
+def _load_module(path: Path) -> Any:
     from course.pipeline.content import load_exercises_module
 
     if not path.is_file():
@@ -512,7 +591,11 @@ def load_exercises(path: Path) -> list[Exercise]:
             f"{path}: no exercises module; write one with EXERCISES = [Exercise(...), ...] "
             "(docs/authoring.md, the authoring kit)"
         )
-    exercises = getattr(load_exercises_module(path), "EXERCISES", None)
+    return load_exercises_module(path)
+
+
+def _exercises_of(module: Any, path: Path) -> list[Exercise]:
+    exercises = getattr(module, "EXERCISES", None)
     if not isinstance(exercises, list | tuple) or not exercises:
         raise AuthoringError(
             f"{path}: defines no EXERCISES; add EXERCISES = [Exercise(...), ...] (docs/authoring.md, the authoring kit)"
@@ -520,18 +603,42 @@ def load_exercises(path: Path) -> list[Exercise]:
     return list(exercises)
 
 
-def write_notebook(notebook_path: Path, exercises_path: Path) -> bool:
-    """Write the cells of the exercises module's EXERCISES into the source notebook; True when it changed."""
+def write_notebook(notebook_path: Path, exercises_path: Path, notes: list[str] | None = None) -> bool:
+    """Write the cells of the exercises module's EXERCISES into the source notebook; True when it changed. What the
+    author should know (numbers removed from P, exercises that get no chain table) is appended to `notes`."""
     try:
         notebook = json.loads(notebook_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise AuthoringError(f"{notebook_path}: cannot be read as a notebook ({error})") from None
-    written = write_cells(notebook, load_exercises(exercises_path), exercises_path)
+    module = _load_module(exercises_path)
+    exercises = _exercises_of(module, exercises_path)
+    groups = getattr(module, "NUMBER_GROUPS", ())
+    groups = groups if isinstance(groups, list | tuple) and all(isinstance(g, list | tuple) for g in groups) else ()
+    written = write_cells(notebook, exercises, exercises_path, groups=groups, notes=notes)
+    if notes is not None:
+        notes.extend(_no_table_notes(module, exercises))
     if written == notebook:
         return False
     _check_conventions(written, notebook_path, exercises_path)
     atomic_write_text(notebook_path, dump(written), mode=PUBLIC)
     return True
+
+
+def _no_table_notes(module: Any, exercises: Sequence[Exercise]) -> list[str]:
+    """The exercises whose chain table `GRAPHS` (kit_graphs) would read from their build but which get none, and
+    why: said once, at kit write, rather than at every submission."""
+    from course.pipeline.graph_chain import no_table_reason
+
+    graphs, hand_written = getattr(module, "GRAPHS", None), getattr(module, "CHAINS", None)
+    if not isinstance(graphs, Mapping):
+        return []
+    notes = []
+    for exercise in exercises:
+        if exercise.id in graphs and not (isinstance(hand_written, Mapping) and hand_written.get(exercise.id)):
+            reason = no_table_reason(exercise.build, exercise.numbers)
+            if reason:
+                notes.append(f"exercise {exercise.id!r} gets no chain table: {reason}")
+    return notes
 
 
 def _check_conventions(notebook: dict, notebook_path: Path, exercises_path: Path) -> None:

@@ -47,6 +47,10 @@ EXERCISES = '''\
 answer cell with its template lines and answer key, the locked form check and the graded test, whose hidden
 region is each exercise's `build` function. Edit the definitions here, then write again; cells of the notebook
 that no definition names (exercises written by hand) are kept as they are.
+
+`derive(rng)` gives each student their own numbers when source/course.yaml says `variants: true`; the kit does
+not write it (docs/authoring.md, per-student variants): keep it in step with the numbers by hand, one value per
+name of the numbers cell (`<exercise id>_<number>`).
 """
 
 from __future__ import annotations
@@ -79,6 +83,10 @@ EXERCISES = [
 ]
 NUMBER_GROUPS = number_groups(EXERCISES)
 CHAINS = chains(EXERCISES)
+
+
+def derive(rng):
+    return {{"square_x": rng.choice([-3, -2, 2, 3, 4])}}
 '''
 
 
@@ -164,14 +172,20 @@ def _config_with(config_path: Path, name: str) -> str:
     return changed
 
 
-def write_assignment(config: CourseConfig, name: str | None = None) -> list[tuple[str, bool]]:
+def write_assignment(
+    config: CourseConfig, name: str | None = None, notes: list[str] | None = None
+) -> list[tuple[str, bool]]:
     """Write the cells of the definitions of every assignment with an EXERCISES list (or the one named): (assignment,
-    whether its notebook changed)."""
+    whether its notebook changed). What the author should know is appended to `notes`, each line naming its
+    assignment."""
     settings = [config.assignment(name)] if name else list(config.assignments)
     written = []
     for assignment in settings:
         exercises = config.exercises_module(assignment.name)
         if name is None and "EXERCISES" not in (exercises.read_text(encoding="utf-8") if exercises.is_file() else ""):
             continue  # a hand-written assignment: nothing of the kit's to write
-        written.append((assignment.name, kit.write_notebook(config.source_notebook(assignment.name), exercises)))
+        said: list[str] = []
+        written.append((assignment.name, kit.write_notebook(config.source_notebook(assignment.name), exercises, said)))
+        if notes is not None:
+            notes.extend(f"{assignment.name}: {line}" for line in said)
     return written

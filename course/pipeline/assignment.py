@@ -23,7 +23,7 @@ from pathlib import Path
 
 from course.core.cell_metadata import nbgrader_cell
 from course.core.config import CourseConfig
-from course.core.errors import SourceNotebookError, SubmissionError
+from course.core.errors import ConfigError, SourceNotebookError, SubmissionError
 from course.core.syntax import parse_python
 from course.forms import FUNCTION
 from course.pipeline.content import EXERCISES_FILE, NO_CONTENT, Content, load_content
@@ -492,7 +492,18 @@ def _check_numbers_fit(content: Content, default_params: dict, questions: list[Q
 def load_course_assignment(config: CourseConfig, name: str | None = None) -> Assignment:
     """The course's assignment `name` (the first when None): its source notebook and exercises module."""
     settings = config.assignment(name)
-    return load_assignment(config.source_notebook(settings.name), settings.name, config.exercises_module(settings.name))
+    exercises = config.exercises_module(settings.name)
+    assignment = load_assignment(config.source_notebook(settings.name), settings.name, exercises)
+    if config.variants and assignment.default_params and assignment.content.derive is None:
+        # Refused here, where the assignment is loaded (release, grade, serve, autograder build), not at grading
+        # time: there it would be every submission's autograder_error, and a release would stop half done.
+        raise ConfigError(
+            f"{exercises}: variants: true, but assignment {settings.name!r} has numbers (its numbers cell's P) and "
+            "this file defines no derive(rng) to give each student theirs; add derive(rng) there (docs/authoring.md, "
+            "per-student variants; a kit assignment needs one written by hand), or set variants: false in "
+            "source/course.yaml, or remove the assignment from that file's assignments:"
+        )
+    return assignment
 
 
 def is_text(source: object) -> bool:

@@ -23,6 +23,8 @@ never on anything from a student.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -41,6 +43,10 @@ MAX_EXPRESSION = 200  # characters of a step's expression shown; past them, an e
 
 class GraphChainError(SourceNotebookError):
     """An exercise's torch build cannot give a chain table (not a scalar, no graph, names that do not fit)."""
+
+
+class NotOneBackward(GraphChainError):
+    """A kit build that calls backward() other than once: there is no one output whose walk is the table."""
 
 
 @dataclass(frozen=True)
@@ -502,7 +508,7 @@ def computation_from_build(build: Callable[..., Mapping[str, Any]], numbers: Map
     finally:
         sys.setprofile(previous)
     if len(outputs) != 1:
-        raise GraphChainError(f"the build called backward() {len(outputs)} times: a chain table walks one output")
+        raise NotOneBackward(f"the build called backward() {len(outputs)} times: a chain table walks one output")
     names = {name: value for name, value in found.items() if isinstance(value, torch.Tensor)}
     forwards, gradients = {}, {}
     for answer, value in returned.items():
@@ -518,17 +524,42 @@ def kit_graphs(exercises: Any) -> dict[str, Build]:
     """`GRAPHS` for the authoring kit's exercises (course/authoring/kit.py: each with `id`, `build` and
     `number_names()`,
     its own names of its numbers -> theirs in the numbers cell's P): the chain table of each read from its build,
-    the part of the walk its answers cover (`Computation.partial`)."""
+    the part of the walk its answers cover (`Computation.partial`). A build that calls backward() other than once
+    has no one output to walk: it gives no table (None), and `kit write` says so (`no_table_reason`)."""
 
     def graph(exercise: Any) -> Build:
-        return lambda P: computation_from_build(
-            exercise.build, {own: P[name] for own, name in exercise.number_names().items()}
-        )
+        def computation(P: dict[str, Any]) -> Computation | None:
+            try:
+                return computation_from_build(
+                    exercise.build, {own: P[name] for own, name in exercise.number_names().items()}
+                )
+            except NotOneBackward:
+                return None
+
+        return computation
 
     return {exercise.id: graph(exercise) for exercise in exercises}
 
 
-Build = Callable[[dict[str, Any]], Computation]  # the exercise's numbers (the `P` of its notebook) -> its build
+def no_table_reason(build: Callable[..., Mapping[str, Any]], numbers: Mapping[str, Any]) -> str | None:
+    """Why a kit exercise's build gives no chain table at its own numbers, as a sentence for `kit write` (None
+    when it gives one)."""
+    try:
+        chain = computation_from_build(build, numbers).chain()
+    except NotOneBackward as error:
+        return f"{error} (call it once, on the output, or write the table by hand: Exercise(chain=...))"
+    except Exception as error:  # the instructor's own build: whatever stops the walk is said, never raised
+        return f"its graph cannot be walked ({type(error).__name__}: {error})"
+    if not chain:
+        return (
+            "its answers are only the chain's ends (no gradient in between is an answer); ask for the gradients "
+            "in between, or write the table by hand (Exercise(chain=...))"
+        )
+    return None
+
+
+# The exercise's numbers (the `P` of its notebook) -> its build's Computation, or None: this build gives no table.
+Build = Callable[[dict[str, Any]], Computation | None]
 
 
 def derived_chain(content: Content, question: str, numbers: dict[str, Any]) -> tuple[ChainStep, ...]:
@@ -537,6 +568,8 @@ def derived_chain(content: Content, question: str, numbers: dict[str, Any]) -> t
     where = f"{content.path or EXERCISES_FILE}: GRAPHS[{question!r}]"
     try:
         computation = content.graphs[question](dict(numbers))
+        if computation is None:  # a build that gives no table (kit_graphs: backward() called other than once)
+            return ()
         if not isinstance(computation, Computation):
             raise GraphChainError(
                 f"it returned {type(computation).__name__}, not a course.pipeline.graph_chain.Computation"
@@ -575,6 +608,46 @@ def check_graphs(content: Content, answers: Mapping[str, tuple[str, ...]], numbe
             )
 
 
+# Derived tables by (exercises file, question, numbers): a submission's table is the same as the last one's with the
+# same numbers (without variants, every student's), so the build and its walk run once, not once a submission.
+# Bounded: at most CACHE_SIZE entries, the least recently used dropped first. A build's own time is not bounded
+# here: it is the instructor's code, run in the trusted grader (never on anything of a student's but the numbers
+# derive(rng) gives, which the module's constraints check), and it is checked at load with the notebook's
+# numbers (check_graphs), which is where a slow or failing build shows; its graph is held to MAX_NODES.
+CACHE_SIZE = 512
+_cache: OrderedDict[tuple[str, str, tuple[tuple[str, Any], ...]], tuple[Any, tuple[ChainStep, ...] | None]] = (
+    OrderedDict()
+)
+_cache_lock = threading.Lock()  # the service grades in threads
+
+
+def _cached_chain(content: Content, question: str, numbers: dict[str, Any]) -> tuple[ChainStep, ...] | None:
+    """derived_chain, once per (file, question, numbers); None where the build failed with these numbers."""
+    build = content.graphs[question]
+    try:
+        key = (str(content.path), question, tuple(sorted(numbers.items())))
+        hash(key)
+    except TypeError:  # numbers that are no plain values cannot key the cache
+        key = None
+    if key is not None:
+        with _cache_lock:
+            hit = _cache.get(key)
+            if hit is not None and hit[0] is build:  # the same module loaded, not one reloaded since
+                _cache.move_to_end(key)
+                return hit[1]
+    try:
+        chain: tuple[ChainStep, ...] | None = derived_chain(content, question, numbers)
+    except GraphChainError:
+        chain = None
+    if key is not None:
+        with _cache_lock:
+            _cache[key] = (build, chain)  # the build is kept with its table: its id is never another's
+            _cache.move_to_end(key)
+            while len(_cache) > CACHE_SIZE:
+                _cache.popitem(last=False)
+    return chain
+
+
 def with_derived_chains(content: Content, numbers: dict[str, Any] | None) -> Content:
     """`content` with the chain tables read from the graphs (with this student's numbers) beside the hand-written
     ones. Never raises: the builds were checked with the notebook's numbers at load (`check_graphs`), and a
@@ -584,10 +657,7 @@ def with_derived_chains(content: Content, numbers: dict[str, Any] | None) -> Con
         return content
     chains = dict(content.chains)
     for question in questions:
-        try:
-            chain = derived_chain(content, question, numbers)
-        except GraphChainError:
-            continue
+        chain = _cached_chain(content, question, numbers)
         if chain:
             chains[question] = chain
     return replace(content, chains=chains)

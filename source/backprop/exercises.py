@@ -10,6 +10,9 @@ float32, and their float32 rounding would sit near the course's tolerance.
 
 from __future__ import annotations
 
+import random
+from typing import Any
+
 import torch
 
 from course.authoring.kit import Ask, Exercise, chains, number_groups
@@ -219,6 +222,54 @@ a value feeds two later nodes, the gradients from both paths add up. Exact fract
 
 
 EXERCISES = [GATE, NEURON, MICROGRAD]
+
+
+# ----------------------------------------------------------------------------- per-student numbers (variants: true)
+# Written by hand for now (the kit cannot yet derive them from declared ranges). Each student's numbers keep each
+# exercise what it is: small non-zero integers; the adder's output and the multiplier's other input non-zero (no
+# zero gradient to guess); the neuron's sum away from zero; micrograd's two ReLUs each clearly open or shut (never at
+# their kink, where torch's slope is a convention) and its e = c - d non-zero (g divides by e²).
+
+
+def derive(rng: random.Random) -> dict[str, Any]:
+    """One student's numbers, drawn until constraint_violations has nothing to say."""
+    while True:
+        numbers = {
+            "gate_x": rng.choice([-4, -3, -2, -1, 1, 2, 3]),
+            "gate_y": rng.choice([1, 2, 3, 4, 5, 6]),
+            "gate_z": rng.choice([-5, -4, -3, -2, 2, 3, 4]),
+            "neuron_w0": rng.choice([-3, -2, -1, 1, 2, 3]),
+            "neuron_w1": rng.choice([-3, -2, -1, 1, 2, 3]),
+            "neuron_w2": rng.choice([-3, -2, -1, 1, 2, 3]),
+            "neuron_x0": rng.choice([-2, -1, 1, 2]),
+            "neuron_x1": rng.choice([-2, -1, 1, 2]),
+            "micrograd_a": rng.choice([-5, -4, -3, -2, -1]),
+            "micrograd_b": rng.choice([1, 2, 3]),
+        }
+        if not constraint_violations(numbers):
+            return numbers
+
+
+def constraint_violations(numbers: dict[str, Any]) -> list[str]:
+    """What makes a set of numbers unfit for these exercises (an empty list: fit)."""
+    problems = []
+    if numbers["gate_x"] + numbers["gate_y"] == 0:
+        problems.append("the adder's output q = x + y is 0, so df/dz is 0")
+    if numbers["gate_z"] == 0:
+        problems.append("z is 0, so every gradient below the multiplier is 0")
+    total = numbers["neuron_w0"] * numbers["neuron_x0"] + numbers["neuron_w1"] * numbers["neuron_x1"]
+    if total + numbers["neuron_w2"] == 0:
+        problems.append("the neuron's sum is 0, so its output is exactly 1/2")
+    a, b = numbers["micrograd_a"], numbers["micrograd_b"]
+    if a + b == 0 or b - a == 0:
+        problems.append("one of micrograd's ReLUs sits at its kink (b + a or b - a is 0)")
+    c = 4 * (a + b) + 3 - a  # micrograd_expression's c and d, written out
+    d = 4 * (3 * (a * b + b**3) + max(a + b, 0)) + max(b - a, 0)
+    if c - d == 0:
+        problems.append("micrograd's e = c - d is 0, and g divides by e²")
+    return problems
+
+
 NUMBER_GROUPS = number_groups(EXERCISES)
 CHAINS = chains(EXERCISES)  # none hand-written
 GRAPHS = kit_graphs(EXERCISES)  # so each table is read from its build's graph (course/pipeline/graph_chain.py)
