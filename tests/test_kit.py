@@ -1,13 +1,11 @@
 """The authoring kit (course/authoring/kit.py, course/authoring/scaffold.py): one definition per exercise writes the
-source notebook's
-cells in the cell conventions, idempotently, keeping every hand-written cell; its errors name the file, the
-exercise and what to do; `new assignment` makes an assignment that loads, releases and grades as it stands."""
+source notebook's cells in the cell conventions, idempotently, keeping every hand-written cell; its errors name the
+file, the exercise and what to do; `new assignment` makes an assignment that loads, releases and grades as it stands."""
 
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -18,34 +16,7 @@ from course.core.config import load_config
 from course.pipeline.assignment import load_assignment, load_course_assignment
 from course.pipeline.judge import judge
 from tests.support.helpers import SOURCE_NOTEBOOK, load
-
-HEADER = "import torch\n\nfrom course.authoring.kit import Ask, Exercise\n\n\n"
-
-SLOPE = (
-    HEADER
-    + """\
-def line(w, x, b):
-    w = torch.tensor(float(w), dtype=torch.float64, requires_grad=True)
-    y = w * x + b
-    y.backward()
-    return {"line_y": y, "line_dy_dw": w.grad}
-
-
-EXERCISES = [Exercise(
-    id="line", title="12. A line", question="y = w·x + b with w = {{w}}, x = {{x}}, b = {{b}}.",
-    build=line, numbers={"w": 3, "x": 2, "b": -1},
-    answers=[Ask("line_y", hint="w·x + b.", idea="The forward pass."),
-             Ask("line_dy_dw", points=2, hint="∂y/∂w is x.", idea="The slope of a product in one factor.")],
-)]
-"""
-)
-
-
-def _module(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "source" / "autograd" / "exercises.py"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
+from tests.support.kit import SLOPE, exercises_module
 
 
 def _grade_ids(notebook: dict) -> list[str]:
@@ -53,7 +24,7 @@ def _grade_ids(notebook: dict) -> list[str]:
 
 
 def test_a_definition_adds_its_cells_and_keeps_every_hand_written_cell(tmp_path):
-    module = _module(tmp_path, SLOPE)
+    module = exercises_module(tmp_path, SLOPE)
     original = load(SOURCE_NOTEBOOK)
     written = write_cells(original, load_exercises(module), module)
     ids = _grade_ids(written)
@@ -85,7 +56,7 @@ def test_a_definition_adds_its_cells_and_keeps_every_hand_written_cell(tmp_path)
 
 
 def test_a_changed_definition_rewrites_its_own_cells_in_place_and_keeps_their_ids(tmp_path):
-    module = _module(tmp_path, SLOPE)
+    module = exercises_module(tmp_path, SLOPE)
     first = write_cells(load(SOURCE_NOTEBOOK), load_exercises(module), module)
     module.write_text(SLOPE.replace("∂y/∂w is x.", "The slope in w is x."), encoding="utf-8")
     second = write_cells(first, load_exercises(module), module)
@@ -95,7 +66,7 @@ def test_a_changed_definition_rewrites_its_own_cells_in_place_and_keeps_their_id
 
 
 def test_write_notebook_writes_only_when_something_changed(tmp_path):
-    module = _module(tmp_path, SLOPE)
+    module = exercises_module(tmp_path, SLOPE)
     notebook = tmp_path / "source" / "autograd" / "autograd.ipynb"
     notebook.write_text(SOURCE_NOTEBOOK.read_text(encoding="utf-8"), encoding="utf-8")
     assert write_notebook(notebook, module) is True
@@ -142,7 +113,7 @@ BROKEN = [
 
 @pytest.mark.parametrize(("text", "said"), BROKEN)
 def test_a_broken_definition_names_the_file_the_exercise_and_what_to_do(tmp_path, text, said):
-    module = _module(tmp_path, text)
+    module = exercises_module(tmp_path, text)
     with pytest.raises(AuthoringError, match=said) as caught:
         write_cells(load(SOURCE_NOTEBOOK), load_exercises(module), module)
     assert str(module) in str(caught.value)
@@ -154,7 +125,7 @@ def test_a_broken_definition_names_the_file_the_exercise_and_what_to_do(tmp_path
 
 
 def test_cells_of_a_definition_that_is_gone_are_named_not_kept_silently(tmp_path):
-    module = _module(tmp_path, SLOPE)
+    module = exercises_module(tmp_path, SLOPE)
     written = write_cells(load(SOURCE_NOTEBOOK), load_exercises(module), module)
     module.write_text(SLOPE.replace('id="line"', 'id="straight"'), encoding="utf-8")
     with pytest.raises(
@@ -166,7 +137,7 @@ def test_cells_of_a_definition_that_is_gone_are_named_not_kept_silently(tmp_path
 
 
 def test_a_module_without_exercises_says_how_to_write_them(tmp_path):
-    module = _module(tmp_path, "CHAINS = {}\n")
+    module = exercises_module(tmp_path, "CHAINS = {}\n")
     with pytest.raises(AuthoringError, match="defines no EXERCISES; add EXERCISES = "):
         load_exercises(module)
 
@@ -234,7 +205,9 @@ def test_a_course_yaml_the_scaffold_cannot_extend_is_left_as_it_is_with_what_to_
 
 
 def test_cells_that_would_clash_with_a_hand_written_exercise_are_named_and_nothing_is_written(tmp_path):
-    module = _module(tmp_path, SLOPE.replace('"line_y"', '"cubic_grad"'))  # an answer of the hand-written cubic
+    module = exercises_module(
+        tmp_path, SLOPE.replace('"line_y"', '"cubic_grad"')
+    )  # an answer of the hand-written cubic
     notebook = tmp_path / "source" / "autograd" / "autograd.ipynb"
     notebook.write_text(SOURCE_NOTEBOOK.read_text(encoding="utf-8"), encoding="utf-8")
     with pytest.raises(

@@ -21,7 +21,7 @@ from course.pipeline.assignment import load_assignment, load_course_assignment
 from course.pipeline.content import ChainStep, Content
 from course.pipeline.variants import numbers_for
 from tests.support.helpers import SOURCE_NOTEBOOK, load
-from tests.test_kit import SLOPE, _module
+from tests.support.kit import SLOPE, exercises_module
 
 SECRET = "a secret for the tests"  # noqa: S105 - the tests' own
 
@@ -94,7 +94,7 @@ def test_a_new_assignment_works_under_variants_as_it_says(course_root, monkeypat
 
 def test_a_kit_number_named_like_a_hand_written_one_is_refused(tmp_path):
     # kit exercise `net` with number `w`: `net_w`, which the hand-written tiny_net's number is called already
-    module = _module(tmp_path, SLOPE.replace('id="line"', 'id="net"').replace('"w": 3', '"w": 7'))
+    module = exercises_module(tmp_path, SLOPE.replace('id="line"', 'id="net"').replace('"w": 3', '"w": 7'))
     original = load(SOURCE_NOTEBOOK)
     with pytest.raises(AuthoringError) as refused:
         write_cells(original, load_exercises(module), module)
@@ -105,13 +105,13 @@ def test_a_kit_number_named_like_a_hand_written_one_is_refused(tmp_path):
 
 
 def test_kit_write_keeps_the_numbers_cells_hand_written_layout_and_adds_its_groups(tmp_path):
-    module = _module(tmp_path, SLOPE)
+    module = exercises_module(tmp_path, SLOPE)
     original = load(SOURCE_NOTEBOOK)
     written = write_cells(original, load_exercises(module), module)
     before, after = _numbers(original).splitlines(), _numbers(written).splitlines()
     assert after == [*before[:-1], '    "line_w": 3, "line_x": 2, "line_b": -1,', "}"]
     # the module's own NUMBER_GROUPS come first where it has them
-    grouped = _module(tmp_path, SLOPE + '\nNUMBER_GROUPS = [["line_b", "line_w"], ["line_x"]]\n')
+    grouped = exercises_module(tmp_path, SLOPE + '\nNUMBER_GROUPS = [["line_b", "line_w"], ["line_x"]]\n')
     notebook = tmp_path / "source" / "autograd" / "autograd.ipynb"
     notebook.write_text(json.dumps(original), encoding="utf-8")
     assert write_notebook(notebook, grouped) is True
@@ -121,10 +121,10 @@ def test_kit_write_keeps_the_numbers_cells_hand_written_layout_and_adds_its_grou
 
 
 def test_numbers_a_kit_exercise_no_longer_has_leave_p_and_are_named(tmp_path):
-    module = _module(tmp_path, SLOPE)
+    module = exercises_module(tmp_path, SLOPE)
     first = write_cells(load(SOURCE_NOTEBOOK), load_exercises(module), module)
     assert {"line_w", "line_x", "line_b"} <= set(_p(first))
-    renamed = _module(
+    renamed = exercises_module(
         tmp_path,
         SLOPE.replace("def line(w, x, b)", "def line(u, x, b)")
         .replace("float(w)", "float(u)")
@@ -176,7 +176,7 @@ GRAPHS = kit_graphs(EXERCISES)
 
 
 def test_a_kit_build_without_one_backward_gets_no_table_and_kit_write_says_so(tmp_path):
-    module = _module(tmp_path, NO_BACKWARD)
+    module = exercises_module(tmp_path, NO_BACKWARD)
     notebook = tmp_path / "source" / "autograd" / "autograd.ipynb"
     notebook.write_text(SOURCE_NOTEBOOK.read_text(encoding="utf-8"), encoding="utf-8")
     notes: list[str] = []
