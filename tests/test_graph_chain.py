@@ -420,63 +420,19 @@ def test_chain_from_graph_names_answers_only():
 # ----------------------------------------------------------------------------- builds in the authoring kit's shape
 
 
-def kit_gate(x, y, z):
-    """A build as the authoring kit has them (course/authoring/kit.py): it calls backward() and returns answers by
-    name."""
-    x = torch.tensor(float(x), dtype=torch.float64, requires_grad=True)
-    y = torch.tensor(float(y), dtype=torch.float64, requires_grad=True)
-    z = torch.tensor(float(z), dtype=torch.float64, requires_grad=True)
-    q = x + y
-    q.retain_grad()
-    f = q * z
-    f.backward()
-    return {
-        "gate_q": q,
-        "gate_f": f,
-        "gate_df_dq": q.grad,
-        "gate_df_dz": z.grad,
-        "gate_df_dx": x.grad,
-        "gate_df_dy": y.grad,
-    }
+@pytest.fixture(scope="module")
+def backprop():
+    """The kit's definitions of the backprop assignment (source/backprop/exercises.py), by id: their builds call
+    backward() themselves and return answers by name."""
+    from course.authoring.kit import load_exercises
+
+    return {exercise.id: exercise for exercise in load_exercises(ROOT / "source" / "backprop" / "exercises.py")}
 
 
-def kit_neuron(w0, w1, w2, x0, x1):
-    w = torch.tensor([float(w0), float(w1), float(w2)], dtype=torch.float64, requires_grad=True)
-    x = torch.tensor([float(x0), float(x1)], dtype=torch.float64, requires_grad=True)
-    dot = w[0] * x[0] + w[1] * x[1] + w[2]
-    dot.retain_grad()
-    f = 1 / (1 + torch.exp(-dot))
-    f.backward()
-    return {
-        "neuron_dot": dot,
-        "neuron_f": f,
-        "neuron_df_ddot": dot.grad,
-        "neuron_df_dx": x.grad,
-        "neuron_df_dw": w.grad,
-    }
-
-
-def kit_micrograd(a, b):
-    a = torch.tensor(float(a), dtype=torch.float64, requires_grad=True)
-    b = torch.tensor(float(b), dtype=torch.float64, requires_grad=True)
-    c = a + b
-    d = a * b + b**3
-    c = c + (c + 1)
-    c = c + (1 + c + (-a))
-    d = d + (d * 2 + (b + a).relu())
-    d = d + (3 * d + (b - a).relu())
-    e = c - d
-    f = e**2
-    g = f / 2.0
-    g = g + 10.0 / f
-    g.backward()
-    return {"mg_g": g, "mg_dg_da": a.grad, "mg_dg_db": b.grad}
-
-
-def test_a_kit_build_gives_its_table_from_its_own_run():
+def test_a_kit_build_gives_its_table_from_its_own_run(backprop):
     """The output is what backward() was called on, the names the build's own variables, and each answer a
     forward value or a gradient by what it is: CS231n's gate as the kit's backprop assignment asks it."""
-    computation = computation_from_build(kit_gate, {"x": -2, "y": 5, "z": -4})
+    computation = computation_from_build(backprop["gate"].build, {"x": -2, "y": 5, "z": -4})
     assert computation.forwards == {"q": "gate_q", "f": "gate_f"}
     assert computation.gradients == {"q": "gate_df_dq", "z": "gate_df_dz", "x": "gate_df_dx", "y": "gate_df_dy"}
     assert computation.chain() == (
@@ -489,8 +445,8 @@ def test_a_kit_build_gives_its_table_from_its_own_run():
     assert [by_name[n].upstream for n in ("x", "y", "z")] == [-4.0, -4.0, 3.0]
 
 
-def test_a_kit_build_of_vectors_and_one_that_asks_only_the_ends():
-    neuron = computation_from_build(kit_neuron, {"w0": 2, "w1": -3, "w2": -3, "x0": -1, "x1": -2})
+def test_a_kit_build_of_vectors_and_one_that_asks_only_the_ends(backprop):
+    neuron = computation_from_build(backprop["neuron"].build, {"w0": 2, "w1": -3, "w2": -3, "x0": -1, "x1": -2})
     assert [(s.node, s.gradient) for s in neuron.chain()] == [
         ("f = 1/(exp(−dot) + const)", "neuron_df_ddot"),
         ("dot = w[0]·x[0] + w[1]·x[1] + w[2] (to w)", "neuron_df_dw"),
@@ -500,16 +456,16 @@ def test_a_kit_build_of_vectors_and_one_that_asks_only_the_ends():
     assert by_name["w"].upstream == pytest.approx(NEURON_DW, abs=1e-3)
     # micrograd's exercise asks for g and the gradients at a and b only: no row's upstream gradient is an answer,
     # so a kit build (partial) gives no table, where a declared one is told what to add.
-    micrograd = computation_from_build(kit_micrograd, {"a": -4, "b": 2})
+    micrograd = computation_from_build(backprop["micrograd"].build, {"a": -4, "b": 2})
     assert micrograd.partial
     assert micrograd.chain() == ()
     with pytest.raises(GraphChainError, match="the gradient at 'd' is no answer"):
         chain_from_graph(micrograd.output, micrograd.names, gradients=micrograd.gradients)
 
 
-def test_a_kit_build_leaves_no_trace():
+def test_a_kit_build_leaves_no_trace(backprop):
     before = sys.getprofile()
-    computation_from_build(kit_gate, {"x": -2, "y": 5, "z": -4})
+    computation_from_build(backprop["gate"].build, {"x": -2, "y": 5, "z": -4})
     assert sys.getprofile() is before
     x = torch.tensor(1.0, requires_grad=True)
     y = x * x
@@ -529,15 +485,8 @@ def test_a_kit_build_that_calls_backward_twice_is_refused():
         computation_from_build(twice, {"x": 1})
 
 
-def test_kit_graphs_read_the_numbers_cell_through_the_exercises_names():
-    class Exercise:  # the kit's Exercise, as far as kit_graphs reads it
-        id = "gate"
-        build = staticmethod(kit_gate)
-
-        def number_names(self):
-            return {"x": "gate_x", "y": "gate_y", "z": "gate_z"}
-
-    graphs = kit_graphs([Exercise()])
+def test_kit_graphs_read_the_numbers_cell_through_the_exercises_names(backprop):
+    graphs = kit_graphs([backprop["gate"]])
     computation = graphs["gate"]({"gate_x": -2, "gate_y": 5, "gate_z": -4, "other": 1})
     assert computation.output.item() == -12.0
 
