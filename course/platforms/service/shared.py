@@ -18,7 +18,7 @@ database, so any number of processes, on one machine or many, behind one load ba
   whoever claimed it next.
 
 SQLite keeps the single-process design (store.py, worker.py): its claims and turns stay in the process. This
-module is the store's companion and uses its statements (`Store.queue_statement`, `claim_statement`,
+module is the store's companion and uses its queue (`Store.queue_in`), its statements (`claim_statement`,
 `claimed_statement`) and its unsynced transactions (`Store.begin_unsynced`).
 """
 
@@ -36,7 +36,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from course.core.errors import CourseError
-from course.platforms.service.schedule import Queued, Scheduler
+from course.platforms.service.schedule import Scheduler
 from course.platforms.service.store import (
     GRADING,
     QUEUED,
@@ -206,12 +206,11 @@ class SharedQueue:
                     f"a process that stopped was grading {returned} attempt{'s' if returned != 1 else ''}: "
                     "back in the queue"
                 )
-            rows = db.execute(self.store.queue_statement).all()
-            queued = [Queued(row.id, row.student_id, row.submitted_at) for row in rows if row.status == QUEUED]
+            queued, grading = self.store.queue_in(db)
             if not queued:
                 return None
             scheduler = _scheduler(db, self.assignment)
-            chosen = scheduler.pick(queued, [row.student_id for row in rows if row.status == GRADING], now_utc())
+            chosen = scheduler.pick(queued, grading, now_utc())
             _save(db, self.assignment, scheduler)  # the turns it took note of, even when nothing may start
             if chosen is None:
                 return None

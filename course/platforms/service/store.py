@@ -744,20 +744,23 @@ class Store:
             ).one()
         return f"{row[0]}-{row[1]}-{row[2]}"
 
+    def queue_in(self, db: Connection) -> tuple[list[Queued], list[str]]:
+        """The queue as it stands in the caller's transaction: the queued attempts, oldest first, and the students
+        of the attempts being graded."""
+        rows = db.execute(self.queue_statement).all()
+        queued = [Queued(row.id, row.student_id, row.submitted_at) for row in rows if row.status == QUEUED]
+        return queued, [row.student_id for row in rows if row.status == GRADING]
+
     def claim_next(self, pick: Pick | None = None) -> tuple[Attempt, bytes] | None:
         """A queued attempt, now marked as being graded by the caller (None: nothing queued, or nothing `pick`
         lets start now): the one `pick` chooses, or the oldest. One transaction: the queue as it is, the
         claim, and the claimed attempt with its notebook."""
         while True:
             with self.begin_unsynced() as db:
-                rows = db.execute(self.queue_statement).all()
-                queued = [Queued(row.id, row.student_id, row.submitted_at) for row in rows if row.status == QUEUED]
+                queued, grading = self.queue_in(db)
                 if not queued:
                     return None
-                if pick is None:
-                    chosen: int | None = queued[0].id
-                else:
-                    chosen = pick(queued, [row.student_id for row in rows if row.status == GRADING], now_utc())
+                chosen = queued[0].id if pick is None else pick(queued, grading, now_utc())
                 if chosen is None:
                     return None
                 if db.execute(self.claim_statement, {"attempt_id": chosen}).rowcount:
