@@ -48,6 +48,12 @@ class ChainStep:
     forward: str | None
     gradient: str
     upstream: str | None
+    # A step read from torch's graph (course/pipeline/graph_chain.py) may show a gradient no answer holds: then
+    # `gradient` is the value's name in the walk, `asked` is False, and the graph's own numbers fill torch's
+    # columns (`torch_gradient`, and `torch_local`, the local derivative). Hand-written steps have neither.
+    asked: bool = True
+    torch_gradient: PlainValue = field(default=None, compare=False)
+    torch_local: PlainValue = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
