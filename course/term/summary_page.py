@@ -10,6 +10,8 @@ from typing import Any
 
 from course.core.status import Status
 from course.pipeline.render import CSS, course_text_html
+from course.term.class_charts import CHART_CSS, class_charts_html, item_analysis_html
+from course.term.item_analysis import ItemAnalysis
 
 SUMMARY_CSS = """
 .stats { color: var(--muted); }
@@ -291,11 +293,13 @@ def _integrity_html(integrity: dict[str, list[str]], pages: dict[str, str]) -> s
     return "".join(parts)
 
 
-def render_summary_html(summary: dict[str, Any], assignment: str) -> str:
+def render_summary_html(summary: dict[str, Any], assignment: str, *, analysis: ItemAnalysis | None = None) -> str:
+    """The page; `analysis`: the class's item analysis, drawn in its own section after the questions' (issue 43)."""
     parts = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         '<meta name=viewport content="width=device-width, initial-scale=1">',
-        f"<title>Class summary: {_e(assignment)}</title><style>{CSS}{SUMMARY_CSS}</style></head><body><main>",
+        f"<title>Class summary: {_e(assignment)}</title><style>{CSS}{SUMMARY_CSS}{CHART_CSS}</style></head>",
+        "<body><main>",
         _header(summary, assignment),
         _not_counted_html(summary),
     ]
@@ -310,6 +314,9 @@ def render_summary_html(summary: dict[str, Any], assignment: str) -> str:
             f"{_histogram_svg(summary['histogram'], summary['max_score'])}</section>"
         )
         parts.append(_questions_html(summary))
+        parts.append(class_charts_html(summary))
+        if analysis is not None:
+            parts.append(item_analysis_html(analysis))
         parts.append(_misconceptions_html(summary))
     else:
         parts.append("<section class=card><p>No graded submissions yet.</p></section>")
