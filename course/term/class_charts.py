@@ -21,6 +21,7 @@ __all__ = [
     "difficulty_discrimination_chart",
     "first_and_counted",
     "improvement_chart",
+    "item_analysis_charts",
     "item_analysis_html",
     "top_slips_chart",
 ]
@@ -140,13 +141,15 @@ def top_slips_chart(analysis: ItemAnalysis, chart_id: str = "chart-slips") -> st
     return bar_chart(chart_id, "The class's most common slips", bars, caption=caption, head=("wrong value", "students"))
 
 
+def item_analysis_charts(analysis: ItemAnalysis) -> str:
+    """Difficulty against discrimination, then the top slips (two figures)."""
+    return difficulty_discrimination_chart(analysis) + top_slips_chart(analysis)
+
+
 def item_analysis_html(analysis: ItemAnalysis) -> str:
-    """The item analysis's section (a card) of the class summary: difficulty against discrimination and the top
-    slips. The page places it with `summary_page.render_summary_html(..., analysis=...)`."""
-    return (
-        "<section class=card id=item-analysis><h2>Item analysis</h2>"
-        f"{difficulty_discrimination_chart(analysis)}{top_slips_chart(analysis)}</section>"
-    )
+    """The item analysis's section (a card) of the class summary. The page places it with
+    `summary_page.render_summary_html(..., analysis=...)`."""
+    return f"<section class=card id=item-analysis><h2>Item analysis</h2>{item_analysis_charts(analysis)}</section>"
 
 
 def first_and_counted(first: Sequence[Feedback], counted: Sequence[Feedback]) -> list[Pair]:

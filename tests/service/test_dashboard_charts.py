@@ -1,0 +1,77 @@
+"""The dashboard's pictures (issue 43), in process: GET /i/<token>/charts draws the counted attempts (score
+distribution, each answer's share right) and first against counted attempt, for the instructor only; the
+dashboard holds its placeholder (a link) and reads no feedback itself; no inline script anywhere."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from course.core.config import load_config
+from course.platforms.service.app import create_app
+from course.platforms.service.run import make_service
+from course.platforms.service.store import new_token
+from tests.support.service import Client, course_for_service, graded_feedback, record_graded
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    root = course_for_service(tmp_path_factory.mktemp("charts") / "course")
+    service = make_service(load_config(root), jobs=1)
+    service.tokens = {name: new_token() for name in ("alice", "bob", "carol", "instructor")}  # type: ignore[attr-defined]
+    for name in ("alice", "bob", "carol"):
+        service.store.set_student(name, service.tokens[name], {})
+    service.store.add_instructor(service.tokens["instructor"])
+    # alice: q1 wrong, then right (her second attempt counts, best-of); bob: right at once; carol: nothing yet
+    record_graded(service, graded_feedback("alice", {"q1": False, "q2": False}))
+    record_graded(service, graded_feedback("alice", {"q1": True, "q2": False}))
+    record_graded(service, graded_feedback("bob", {"q1": True, "q2": True}))
+    yield service
+    service.store.close()
+
+
+@pytest.fixture
+def client(service):
+    return Client(create_app(service))
+
+
+def rows(page: str, chart: str) -> list[tuple[str, ...]]:
+    figure = page.split(f'id="{chart}"')[1].split("</figure>")[0]
+    cells = [tuple(re.findall(r"<td>([^<]*)</td>", row)) for row in re.findall(r"<tr>(.*?)</tr>", figure)]
+    return [row for row in cells if row]  # the header's row has no <td>
+
+
+def test_the_charts_draw_the_counted_attempts_and_first_against_counted(service, client):
+    page = client.get(f"/i/{service.tokens['instructor']}/charts")
+    assert page.status_code == 200
+    assert re.search(r"<section class=card id=class-charts data-students=2 ", page.text)
+    assert "Over the counted attempts of 2 students" in page.text
+    assert page.text.count("<svg ") == 3  # the distribution, the answers' shares, first against counted
+    assert rows(page.text, "chart-answers") == [
+        ("Question q2 · grad", "50% (1/2)"),
+        ("Question q1 · grad", "100% (2/2)"),
+    ]
+    assert rows(page.text, "chart-improvement") == [
+        ("Question q1", "50% (1)", "100% (2)"),  # alice got q1 right on her second attempt
+        ("Question q2", "50% (1)", "50% (1)"),
+    ]
+    assert "<script" not in page.text
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+
+
+def test_the_charts_are_the_instructors_only(service, client):
+    for student in ("alice", "bob"):
+        assert client.get(f"/i/{service.tokens[student]}/charts").status_code == 404
+        assert "class-charts" not in client.get(f"/s/{service.tokens[student]}/").text
+
+
+def test_the_dashboard_holds_a_link_its_script_replaces_with_the_charts(service, client):
+    dashboard = client.get(f"/i/{service.tokens['instructor']}/")
+    assert dashboard.status_code == 200
+    placeholder = dashboard.text.split("<section class=card id=class-charts>")[1].split("</section>")[0]
+    assert '<a href="charts">open the charts</a>' in placeholder
+    assert "figure.chart svg" in dashboard.text  # the charts' style is in the dashboard's head already
+    script = client.get("/static/dashboard.js").text
+    assert 'fetch("charts"' in script
+    assert 'getElementById("class-charts")' in script
