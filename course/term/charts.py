@@ -51,6 +51,8 @@ class Bar:
     label: str
     share: float
     text: str
+    more: tuple[str, ...] = ()  # further cells of its row in the table (not drawn)
+    note: str = ""  # a second line under the label (and a column of the table, after the label's)
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ def _clamp(value: float, low: float, high: float) -> float:
 def _svg(chart_id: str, height: float, title: str, desc: str, body: str, data: str = "") -> str:
     return (
         f'<svg viewBox="0 0 {WIDTH} {height:.0f}" width={WIDTH} height={height:.0f} role=img '
-        f'aria-labelledby="{_e(chart_id)}-title {_e(chart_id)}-desc"{data}>'
+        f'aria-labelledby="{_e(chart_id)}-title" aria-describedby="{_e(chart_id)}-desc"{data}>'
         f'<title id="{_e(chart_id)}-title">{_e(shown(title, FULL_CHARS))}</title>'
         f'<desc id="{_e(chart_id)}-desc">{_e(shown(desc, FULL_CHARS))}</desc>{body}</svg>'
     )
@@ -119,28 +121,42 @@ def _left_out(count: int, what: str) -> str:
     return f" {count} more {what} are not drawn: the table lists them." if count else ""
 
 
-def bar_chart(chart_id: str, title: str, bars: Sequence[Bar], *, caption: str, head: Sequence[str] = ()) -> str:
-    """Horizontal bars, in the order given (the caller sorts): each label on its own line above its bar, the bar
-    on a light track that stands for the whole, its number beside it. At most MAX_BARS are drawn."""
-    drawn = list(bars[:MAX_BARS])
-    row, track, top = 36, 270, 4
+def bar_chart(
+    chart_id: str,
+    title: str,
+    bars: Sequence[Bar],
+    *,
+    caption: str,
+    head: Sequence[str] = (),
+    most: int = MAX_BARS,
+) -> str:
+    """Horizontal bars, in the order given (the caller sorts): each label on its own line above its bar (a bar's
+    note on a second, muted line), the bar on a light track that stands for the whole, its number beside it. At
+    most `most` (never more than MAX_BARS) are drawn; the table lists them all, a note in a column of its own."""
+    drawn = list(bars[: max(0, min(most, MAX_BARS))])
+    notes = any(bar.note for bar in drawn)
+    row, track, top, lead = (51 if notes else 36), 270, 4, (15 if notes else 0)
     height = top * 2 + row * max(1, len(drawn))
     marks = []
     for index, bar in enumerate(drawn):
         y = top + index * row
         length = track * _clamp(bar.share, 0.0, 1.0)
+        note = f"<text class=muted x=0 y={y + 27}>{_e(shown(bar.note))}</text>" if bar.note else ""
+        whole = f"{shown(bar.label, FULL_CHARS)}{': ' + shown(bar.note, FULL_CHARS) if bar.note else ''}"
         marks.append(
-            f"<g class=bar-row><title>{_e(shown(bar.label, FULL_CHARS))}: {_e(shown(bar.text))}</title>"
-            f"<text x=0 y={y + 12}>{_e(shown(bar.label))}</text>"
-            f"<rect class=track x=0 y={y + 16} width={track} height=14 rx=2></rect>"
-            f"<rect class=bar x=0 y={y + 16} width={max(length, 1.5):.1f} height=14 rx=2></rect>"
-            f"<text x={track + 6} y={y + 28}>{_e(shown(bar.text, 24))}</text></g>"
+            f"<g class=bar-row><title>{_e(whole)}: {_e(shown(bar.text))}</title>"
+            f"<text x=0 y={y + 12}>{_e(shown(bar.label))}</text>{note}"
+            f"<rect class=track x=0 y={y + lead + 16} width={track} height=14 rx=2></rect>"
+            f"<rect class=bar x=0 y={y + lead + 16} width={max(length, 1.5):.1f} height=14 rx=2></rect>"
+            f"<text x={track + 6} y={y + lead + 28}>{_e(shown(bar.text, 24))}</text></g>"
         )
     if not drawn:
         marks.append(f"<text class=muted x=0 y={top + 20}>Nothing to draw yet.</text>")
-    desc = f"{len(bars)} bars: " + "; ".join(f"{shown(b.label)} {shown(b.text, 24)}" for b in drawn)
+    desc = f"{len(bars)} bars: " + "; ".join(
+        f"{shown(b.label)}{' (' + shown(b.note) + ')' if b.note else ''} {shown(b.text, 24)}" for b in drawn
+    )
     svg = _svg(chart_id, height, title, desc, "".join(marks), f" data-bars={len(drawn)}")
-    rows = [(bar.label, bar.text) for bar in bars]
+    rows = [(bar.label, *((bar.note,) if notes else ()), bar.text, *bar.more) for bar in bars]
     return _figure(
         chart_id,
         "bars",
@@ -221,7 +237,7 @@ def scatter_chart(
     a circle, or a triangle for a point below `weak_below` (a dashed line marks it), so that a weak point is told
     by its shape as well as its place. At most MAX_POINTS drawn."""
     drawn = list(points[:MAX_POINTS])
-    left, right, top, bottom = 34, WIDTH - 12, 12, 252
+    left, right, top, bottom = 34, WIDTH - 20, 12, 252
     height = bottom + 40
 
     def px(x: float) -> float:
@@ -247,6 +263,7 @@ def scatter_chart(
         f"<line class=weak x1={left} y1={py(weak_below):.1f} x2={right} y2={py(weak_below):.1f}></line>"
         f"<text class=muted x={right} y={py(weak_below) - 4:.1f} text-anchor=end>weak below {weak_below:g}</text>"
         f"<text class=muted x={(left + right) / 2:.0f} y={bottom + 34} text-anchor=middle>{_e(x_name)} →</text>"
+        f"<text class=muted x={left + 4} y={top + 12}>↑ {_e(y_name)}</text>"
     )
     for number, point in enumerate(drawn, 1):
         x, y = px(point.x), py(point.y)

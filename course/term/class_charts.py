@@ -11,7 +11,7 @@ from typing import Any
 
 from course.core.text import plural
 from course.pipeline.feedback_model import Feedback
-from course.term.charts import CHART_CSS, Bar, Pair, Point, bar_chart, paired_chart, scatter_chart, shown
+from course.term.charts import CHART_CSS, MAX_BARS, Bar, Pair, Point, bar_chart, paired_chart, scatter_chart, shown
 from course.term.item_analysis import AnswerItem, ItemAnalysis, WrongValue
 
 __all__ = [
@@ -39,14 +39,16 @@ def _answer_label(title: str, answer: str) -> str:
     return f"{title} · {answer}"
 
 
-def answers_chart(answers: Sequence[dict[str, Any]], chart_id: str = "chart-answers") -> str:
-    """Each answer's share right (the summary's `answers`), the hardest first; a tie keeps the assignment's order."""
+def answers_chart(answers: Sequence[dict[str, Any]], chart_id: str = "chart-answers", most: int = MAX_BARS) -> str:
+    """Each answer's share right (the summary's `answers`), the hardest first (at most `most` drawn); a tie keeps
+    the assignment's order."""
     ranked = sorted(enumerate(answers), key=lambda pair: (_share(pair[1]["right"], pair[1]["students"]), pair[0]))
     bars = [
         Bar(
-            _answer_label(str(item["title"]), str(item["answer"])),
+            _answer_label(str(item["answer"]), str(item["title"])),  # the answer first: a long title is cut
             _share(item["right"], item["students"]),
             f"{100 * _share(item['right'], item['students']):.0f}% ({item['right']}/{item['students']})",
+            (str(item["blank"]),),
         )
         for _, item in ranked
     ]
@@ -54,9 +56,11 @@ def answers_chart(answers: Sequence[dict[str, Any]], chart_id: str = "chart-answ
     caption = (
         "Each answer's share of the counted students who gave it right, the hardest first "
         f"({plural(len(bars), 'answer')})."
-        + (f" {plural(blanks, 'answer')} were left blank by someone: the table says how often." if blanks else "")
+        + (f" {plural(blanks, 'answer')} left blank by someone: the table says by how many." if blanks else "")
     )
-    return bar_chart(chart_id, "Each answer's share right", bars, caption=caption, head=("answer", "right"))
+    return bar_chart(
+        chart_id, "Each answer's share right", bars, caption=caption, head=("answer", "right", "left blank"), most=most
+    )
 
 
 def class_charts_html(summary: dict[str, Any]) -> str:
@@ -109,18 +113,15 @@ def difficulty_discrimination_chart(analysis: ItemAnalysis, chart_id: str = "cha
     )
 
 
-def _slip_label(item: AnswerItem, wrong: WrongValue) -> str:
-    value = shown(str(wrong.value), VALUE_CHARS)
+def _slip_label(item: AnswerItem, wrong: WrongValue) -> tuple[str, str]:
+    """The wrong value where it was given, and what explains it (the author's rule first, then the slip found)."""
+    where = f"{item.question} · {item.answer} = {shown(str(wrong.value), VALUE_CHARS)}"
     if wrong.rule:
-        why = f"rule {wrong.rule}"
-    elif wrong.slip is not None:
-        why = wrong.slip.sentence
-    else:
-        why = "unexplained"
-    return f"{item.question} · {item.answer} = {value}: {why}"
+        return where, f"rule {wrong.rule}"
+    return where, wrong.slip.sentence if wrong.slip is not None else "unexplained"
 
 
-def top_slips_chart(analysis: ItemAnalysis, chart_id: str = "chart-slips") -> str:
+def top_slips_chart(analysis: ItemAnalysis, chart_id: str = "chart-slips", most: int = MAX_BARS) -> str:
     """The wrong values several students share (at least SHARED), most common first, each with what explains it
     (the author's rule, the slip found, or "unexplained"); bars are the share of the class that gave it."""
     shared = sorted(
@@ -128,8 +129,9 @@ def top_slips_chart(analysis: ItemAnalysis, chart_id: str = "chart-slips") -> st
         key=lambda pair: -pair[1].count,
     )
     bars = [
-        Bar(_slip_label(item, wrong), _share(wrong.count, analysis.students), plural(wrong.count, "student"))
+        Bar(label, _share(wrong.count, analysis.students), plural(wrong.count, "student"), note=why)
         for item, wrong in shared
+        for label, why in [_slip_label(item, wrong)]
     ]
     explained = sum(1 for _, wrong in shared if wrong.rule or wrong.slip is not None)
     caption = (
@@ -138,7 +140,14 @@ def top_slips_chart(analysis: ItemAnalysis, chart_id: str = "chart-slips") -> st
         if shared
         else f"No wrong value was given by {SHARED} or more students."
     )
-    return bar_chart(chart_id, "The class's most common slips", bars, caption=caption, head=("wrong value", "students"))
+    return bar_chart(
+        chart_id,
+        "The class's most common slips",
+        bars,
+        caption=caption,
+        head=("wrong value", "explained by", "students"),
+        most=most,
+    )
 
 
 def item_analysis_charts(analysis: ItemAnalysis) -> str:

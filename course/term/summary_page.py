@@ -148,7 +148,12 @@ def _header(summary: dict[str, Any], assignment: str) -> str:
     if apart:
         parts.append(f"<div class=stats>Not counted in these numbers: {', '.join(apart)} (listed below).</div>")
     sections = (
-        [("distribution", "distribution"), ("questions", "questions"), ("misconceptions", "misconceptions")]
+        [
+            ("distribution", "distribution"),
+            ("questions", "questions"),
+            *([("charts", "answers")] if summary.get("answers") else []),
+            ("misconceptions", "misconceptions"),
+        ]
         if counted
         else []
     )

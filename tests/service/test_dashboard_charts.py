@@ -49,8 +49,8 @@ def test_the_charts_draw_the_counted_attempts_and_first_against_counted(service,
     assert "Over the counted attempts of 2 students" in page.text
     assert page.text.count("<svg ") == 3  # the distribution, the answers' shares, first against counted
     assert rows(page.text, "chart-answers") == [
-        ("Question q2 · grad", "50% (1/2)"),
-        ("Question q1 · grad", "100% (2/2)"),
+        ("grad · Question q2", "50% (1/2)", "0"),
+        ("grad · Question q1", "100% (2/2)", "0"),
     ]
     assert rows(page.text, "chart-improvement") == [
         ("Question q1", "50% (1)", "100% (2)"),  # alice got q1 right on her second attempt

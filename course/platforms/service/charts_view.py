@@ -32,6 +32,7 @@ from course.term.summary import class_summary
 from course.term.summary_page import HISTOGRAM_CSS, histogram_svg
 
 CHARTS_ID = "class-charts"
+DASHBOARD_BARS = 10  # the dashboard draws the hardest answers only (the summary and each chart's table have all)
 CHARTS_CSS = CHART_CSS + HISTOGRAM_CSS  # the dashboard's head holds it too, for the section its script puts in
 
 
@@ -87,7 +88,7 @@ def charts_section(
     both = len({f.student_id for f in firsts} & {f.student_id for f in counted})
     parts.append(
         f"<h3>Score distribution</h3>{histogram_svg(summary['histogram'], summary['max_score'])}"
-        f"<h3>Each answer's share right</h3>{answers_chart(summary['answers'])}"
+        f"<h3>Each answer's share right</h3>{answers_chart(summary['answers'], most=DASHBOARD_BARS)}"
         f"<h3>First attempt against counted attempt</h3>{improvement_chart(pairs, both)}"
     )
     if analysis is not None:
