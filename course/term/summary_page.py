@@ -106,6 +106,19 @@ def histogram_svg(bins: list[dict[str, Any]], max_score: float) -> str:
         f'<svg class=histogram viewBox="0 0 {width} {height}" width={width} height={height} role=img '
         f'aria-label="Score distribution over {len(bins)} bins from 0 to {_points(max_score)} points">'
     ]
+    filled = [b for b in bins if b["students"]]  # its text alternative: the count in each bin that has any
+    parts.append(
+        "<desc>Students per score: "
+        + (
+            "; ".join(
+                f"{_e(b['from'] if b['from'] == b['to'] else str(b['from']) + '–' + str(b['to']))}: "
+                f"{_plural(len(b['students']), 'student')}"
+                for b in filled
+            )
+            or "none"
+        )
+        + ".</desc>"
+    )
     for index, item in enumerate(bins):
         y = top + index * row
         count = len(item["students"])

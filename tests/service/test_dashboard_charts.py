@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from sqlalchemy import event
 
 from course.core.config import load_config
 from course.platforms.service.app import create_app
@@ -75,3 +76,22 @@ def test_the_dashboard_holds_a_link_its_script_replaces_with_the_charts(service,
     script = client.get("/static/dashboard.js").text
     assert 'fetch("charts"' in script
     assert 'getElementById("class-charts")' in script
+
+
+def test_the_charts_read_each_feedback_they_draw_once_and_the_dashboard_none(service, client):
+    """Two reads of feedback at most (the counted attempts', then the first attempts' that are not counted),
+    never one per student; the dashboard's own page reads none."""
+    sent: list[str] = []
+
+    def seen(connection, cursor, statement, parameters, context, executemany):
+        if statement.lstrip().upper().startswith("SELECT") and "attempts.feedback" in statement:
+            sent.append(statement)
+
+    event.listen(service.store.engine, "before_cursor_execute", seen)
+    try:
+        assert client.get(f"/i/{service.tokens['instructor']}/").status_code == 200
+        assert sent == []
+        assert client.get(f"/i/{service.tokens['instructor']}/charts").status_code == 200
+    finally:
+        event.remove(service.store.engine, "before_cursor_execute", seen)
+    assert len(sent) == 2  # alice's first attempt is not her counted one: read apart
