@@ -10,9 +10,11 @@ import pytest
 from sqlalchemy import event
 
 from course.core.config import load_config
+from course.platforms.service import charts_view
 from course.platforms.service.app import create_app
 from course.platforms.service.run import make_service
 from course.platforms.service.store import new_token
+from course.term.item_analysis import AnswerItem, ItemAnalysis, WrongValue
 from tests.support.service import Client, course_for_service, graded_feedback, record_graded
 
 
@@ -95,3 +97,22 @@ def test_the_charts_read_each_feedback_they_draw_once_and_the_dashboard_none(ser
     finally:
         event.remove(service.store.engine, "before_cursor_execute", seen)
     assert len(sent) == 2  # alice's first attempt is not her counted one: read apart
+
+
+def test_the_charts_draw_an_item_analysis_when_given_one(service):
+    """Where the lead wires the class's item analysis in (`charts_section(..., analysis=)`), its two charts join."""
+    analysis = ItemAnalysis(
+        "autograd",
+        2,
+        (
+            AnswerItem("q1", "grad", 2, 2, 0, 1.0, None, ()),
+            AnswerItem("q2", "grad", 2, 1, 0, 0.5, 1.0, (WrongValue("2", 2, ("alice", "carol")),)),
+        ),
+    )
+    records = service.records()
+    section = charts_view.charts_section(records, {}, analysis=analysis)
+    assert '<figure class="chart scatter" id="chart-discrimination">' in section
+    assert '<figure class="chart bars" id="chart-slips">' in section
+    assert "q2 · grad = 2" in section
+    assert "alice" not in section.split("<h3>Item analysis</h3>")[1]  # counts, not who
+    assert "chart-discrimination" not in charts_view.charts_section(records, {})
