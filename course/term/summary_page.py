@@ -10,15 +10,19 @@ from typing import Any
 
 from course.core.status import Status
 from course.pipeline.render import CSS, course_text_html
+from course.term.class_charts import CHART_CSS, class_charts_html, item_analysis_html
+from course.term.item_analysis import ItemAnalysis
 
-SUMMARY_CSS = """
-.stats { color: var(--muted); }
-header nav { margin-top: .5rem; font-size: .95rem; }
+HISTOGRAM_CSS = """
 svg.histogram { display: block; width: 100%; max-width: 400px; height: auto; }
 svg.histogram text { font: 14px system-ui, sans-serif; fill: #202124; }
 svg.histogram text.bin-label { fill: var(--muted); }
 svg.histogram rect { fill: #1a73e8; }
 svg.histogram rect.empty { fill: var(--line); }
+"""
+SUMMARY_CSS = """
+.stats { color: var(--muted); }
+header nav { margin-top: .5rem; font-size: .95rem; }
 .rate { background: #e8f0fe; height: .5rem; border-radius: 2px; min-width: 4rem; margin-top: .25rem; }
 .rate > div { background: #1a73e8; height: 100%; border-radius: 2px; }
 .names a, .names span, table.questions td + td { white-space: nowrap; }
@@ -92,7 +96,7 @@ def _student(student_id: str, page: str, anchor: str = "") -> str:
     return f'<a href="{_e(page + (f"#q-{anchor}" if anchor else ""))}">{_e(student_id)}</a>'
 
 
-def _histogram_svg(bins: list[dict[str, Any]], max_score: float) -> str:
+def histogram_svg(bins: list[dict[str, Any]], max_score: float) -> str:
     """Horizontal bars, one per whole-point bin, lowest score at the top; each bar's title names its students."""
     row, label_width, bar_width, top = 20, 62, 258, 4
     widest = max((len(b["students"]) for b in bins), default=0) or 1
@@ -102,6 +106,19 @@ def _histogram_svg(bins: list[dict[str, Any]], max_score: float) -> str:
         f'<svg class=histogram viewBox="0 0 {width} {height}" width={width} height={height} role=img '
         f'aria-label="Score distribution over {len(bins)} bins from 0 to {_points(max_score)} points">'
     ]
+    filled = [b for b in bins if b["students"]]  # its text alternative: the count in each bin that has any
+    parts.append(
+        "<desc>Students per score: "
+        + (
+            "; ".join(
+                f"{_e(b['from'] if b['from'] == b['to'] else str(b['from']) + '–' + str(b['to']))}: "
+                f"{_plural(len(b['students']), 'student')}"
+                for b in filled
+            )
+            or "none"
+        )
+        + ".</desc>"
+    )
     for index, item in enumerate(bins):
         y = top + index * row
         count = len(item["students"])
@@ -144,7 +161,12 @@ def _header(summary: dict[str, Any], assignment: str) -> str:
     if apart:
         parts.append(f"<div class=stats>Not counted in these numbers: {', '.join(apart)} (listed below).</div>")
     sections = (
-        [("distribution", "distribution"), ("questions", "questions"), ("misconceptions", "misconceptions")]
+        [
+            ("distribution", "distribution"),
+            ("questions", "questions"),
+            *([("charts", "answers")] if summary.get("answers") else []),
+            ("misconceptions", "misconceptions"),
+        ]
         if counted
         else []
     )
@@ -291,11 +313,13 @@ def _integrity_html(integrity: dict[str, list[str]], pages: dict[str, str]) -> s
     return "".join(parts)
 
 
-def render_summary_html(summary: dict[str, Any], assignment: str) -> str:
+def render_summary_html(summary: dict[str, Any], assignment: str, *, analysis: ItemAnalysis | None = None) -> str:
+    """The page; `analysis`: the class's item analysis, drawn in its own section after the questions' (issue 43)."""
     parts = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         '<meta name=viewport content="width=device-width, initial-scale=1">',
-        f"<title>Class summary: {_e(assignment)}</title><style>{CSS}{SUMMARY_CSS}</style></head><body><main>",
+        f"<title>Class summary: {_e(assignment)}</title>",
+        f"<style>{CSS}{HISTOGRAM_CSS}{SUMMARY_CSS}{CHART_CSS}</style></head><body><main>",
         _header(summary, assignment),
         _not_counted_html(summary),
     ]
@@ -307,9 +331,12 @@ def render_summary_html(summary: dict[str, Any], assignment: str) -> str:
             "<section class=card id=distribution><h2>Score distribution</h2><p>Students per score, in "
             f"{unit} (a score counts in the bar holding its whole part). Hover a bar for the names, or sort "
             "the students by score.</p>"
-            f"{_histogram_svg(summary['histogram'], summary['max_score'])}</section>"
+            f"{histogram_svg(summary['histogram'], summary['max_score'])}</section>"
         )
         parts.append(_questions_html(summary))
+        parts.append(class_charts_html(summary))
+        if analysis is not None:
+            parts.append(item_analysis_html(analysis))
         parts.append(_misconceptions_html(summary))
     else:
         parts.append("<section class=card><p>No graded submissions yet.</p></section>")

@@ -401,3 +401,63 @@ def queue_of(*students: str, first: int = 1) -> list:
     from course.platforms.service.schedule import Queued
 
     return [Queued(index, student, NOW) for index, student in enumerate(students, start=first)]
+
+
+def graded_feedback(
+    student: str, right: dict[str, bool], *, title: str = "Question {}", answer: str = "grad"
+) -> Feedback:
+    """A graded feedback of one answer per question (`right`: question id -> whether it was right), 1 point each."""
+    questions = [
+        {
+            "id": qid,
+            "title": title.format(qid),
+            "points": 1,
+            "earned": 1 if ok else 0,
+            "values": [
+                {
+                    "name": answer,
+                    "your_value": "1" if ok else "2",
+                    "torch_value": "1",
+                    "status": "value",
+                    "correct": ok,
+                    "points": 1,
+                    "earned": 1 if ok else 0,
+                    "explanation": "",
+                }
+            ],
+            "misconceptions": [],
+        }
+        for qid, ok in right.items()
+    ]
+    score = float(sum(right.values()))
+    return Feedback.from_json(
+        {
+            "student_id": student,
+            "assignment": "autograd",
+            "status": "graded",
+            "score": score,
+            "max_score": float(len(right)),
+            "messages": [],
+            "cell_errors": [],
+            "questions": questions,
+        }
+    )
+
+
+def record_graded(service, feedback: Feedback) -> int:
+    """An attempt of feedback's student stored and recorded as a grading run records it (nothing is graded): its id."""
+    attempt = service.store.submit(feedback.student_id, "autograd", b'{"cells": []}', service.policy)
+    claimed, _ = service.store.claim_next()
+    assert claimed.id == attempt.id
+    assert service.store.record(
+        attempt.id,
+        status="graded",
+        score=feedback.score,
+        raw_score=feedback.score,
+        late_penalty=0.0,
+        max_score=feedback.max_score,
+        feedback=feedback,
+        integrity=[],
+        seconds=0.1,
+    )
+    return attempt.id

@@ -3,6 +3,7 @@
 GET  /i/<token>/                           the dashboard (every student, live: static/dashboard.js polls
                                            /i/<token>/version)
 GET  /i/<token>/summary                    the class summary
+GET  /i/<token>/charts                     the class's charts (the dashboard's script puts them in place)
 GET  /i/<token>/students/<id>[/attempts/<n>]  a student's attempts, and each attempt's feedback
 GET  /i/<token>/export/{grades,canvas,moodle}.csv  the exports
 GET  /i/<token>/export/gradebook           the preview of recording into the term's record; POST records or
@@ -23,7 +24,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
 from course.core.errors import CourseError
 from course.core.text import safe_text, whole_number
-from course.platforms.service import pages
+from course.platforms.service import charts_view, pages
 from course.platforms.service.access import instructor_route, not_found, same_origin
 from course.platforms.service.results import counted_attempts, grades_csv, lms_csv, lms_left_out, summary_of
 from course.platforms.service.state import Service
@@ -62,6 +63,18 @@ async def dashboard_version(request: Request, service: Service) -> Response:
 async def class_summary_page(request: Request, service: Service) -> Response:
     def make() -> str:  # every counted feedback of the class: read, summarised and rendered off the event loop
         return render_summary_html(summary_of(service.records()), service.assignment)
+
+    return HTMLResponse(await run_in_threadpool(make))
+
+
+@instructor_route
+async def dashboard_charts(request: Request, service: Service) -> Response:
+    def make() -> str:  # the counted attempts' feedback and each first attempt's: read and drawn off the event loop
+        records = service.records()
+        known = {r.counted.id for r in records if r.counted is not None}
+        first = service.store.feedback_of([i for i in charts_view.first_attempts(records).values() if i not in known])
+        # issue 43: the item analysis of the counted attempts (course/term/item_analysis.py) goes in `analysis=`
+        return charts_view.charts_page(service.assignment, charts_view.charts_section(records, first))
 
     return HTMLResponse(await run_in_threadpool(make))
 
