@@ -80,6 +80,8 @@ def test_the_preview_writes_every_page_and_names_each(previewed):
         assert path.stat().st_size > 0
     for path in [*pages, *student]:
         assert str(path) in printed, path
+    assert folder.stat().st_mode & 0o777 == 0o700  # the answer key's notebook and pages are the instructor's
+    assert all(path.stat().st_mode & 0o777 == 0o600 for path in [*pages, *notebooks])
     # the student's notebook is the real release: the cells of the committed release/, made from source/ now
     released = json.loads((root / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text(encoding="utf-8"))
     shown = json.loads(student[0].read_text(encoding="utf-8"))

@@ -30,7 +30,7 @@ from typing import Any
 from course.authoring.release import install_folder, release_in_scratch
 from course.core.config import CourseConfig
 from course.core.errors import CourseError
-from course.core.files import atomic_write_text
+from course.core.files import PRIVATE_FOLDER, atomic_write_text
 from course.forms import form, gap
 from course.pipeline.assignment import Assignment, Question, cell_text, load_course_assignment, nbgrader_meta
 from course.pipeline.discovery import SubmissionRef
@@ -216,8 +216,9 @@ def preview(
         log.info("preview %s: the release, made with nbgrader in a scratch course", settings.name)
         release_path = release_in_scratch(config, assignment, staging / "course")
         built = staging / "preview"
+        built.mkdir(mode=PRIVATE_FOLDER)  # the answer key's notebook and pages: the grader's user's alone
         student = built / "student" / release_path.name
-        student.parent.mkdir(parents=True)
+        student.parent.mkdir()
         shutil.copy(release_path, student)
         student_page = student.with_suffix(".html")
         atomic_write_text(student_page, notebook_page(student, settings.name))
