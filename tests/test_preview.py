@@ -17,6 +17,7 @@ import pytest
 from course.authoring.kit import load_exercises
 from course.cli import main
 from course.core.config import load_config
+from course.pipeline.assignment import load_course_assignment
 from course.term import nbgrader_bridge
 from tests.support.helpers import ROOT, copy_course
 
@@ -185,3 +186,22 @@ def test_with_several_assignments_one_must_be_named():
     code, _, err = _run(["--course", str(ROOT), "preview"])
     assert code == 1
     assert "name one with --assignment (autograd, training, backprop)" in err, err
+
+
+def test_the_wrong_notebook_is_the_answer_key_with_each_named_value_appended_to_its_answer_cell():
+    from course.authoring.preview import parse_wrong, wrong_notebook
+    from course.pipeline.selftest import from_source
+
+    assignment = load_course_assignment(load_config(ROOT), ASSIGNMENT)
+    solution = from_source(assignment, solved=True)
+    named = parse_wrong(assignment, ["gate_df_dx=4", "neuron_df_dx=[0.4, -0.6]"])
+    wrong = wrong_notebook(solution, named)
+    changed = {
+        cell["metadata"]["nbgrader"]["grade_id"]: "".join(cell["source"])
+        for before, cell in zip(solution["cells"], wrong["cells"], strict=True)
+        if before != cell
+    }
+    assert sorted(changed) == ["answer_gate", "answer_neuron"]
+    assert changed["answer_gate"].endswith("\ngate_df_dx = 4  # preview: wrong")
+    assert changed["answer_neuron"].endswith("\nneuron_df_dx = [0.4, -0.6]  # preview: wrong")
+    assert "gate_df_dx = -4.0\n" in changed["answer_gate"]  # the key's line is kept: the last assignment wins

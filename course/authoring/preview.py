@@ -23,7 +23,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +209,9 @@ def preview(
         )
     settings = config.assignment(assignment_name)
     assignment = load_course_assignment(config, settings.name)
+    # Every notebook of a preview is the answer key, or made from it: hand work is only noted, as the self-test
+    # and the release proof do (a key that computes with torch is the instructor's right, not a student's slip).
+    config = replace(config, hand_work="note")
     named = parse_wrong(assignment, wrong)  # before anything runs: a typo costs nothing
     folder = _check_out(config, (out or config.root / "preview" / settings.name).absolute())
     with tempfile.TemporaryDirectory(prefix="autograd-course-preview-") as scratch:
@@ -365,6 +368,13 @@ def _default_wrong(assignment: Assignment, solution: _Graded) -> tuple[Wrong, ..
             if key != 0:
                 flipped = -key if key != int(key) else -int(key)
                 return (Wrong(value.name, flipped, repr(flipped), by_name[value.name]),)
+    if solution.status != "graded":
+        raise PreviewError(
+            f"{assignment.notebook_path}: the answer key could not be graded ({solution.status}: "
+            + " ".join(solution.feedback.messages)
+            + "), so no wrong answer can be read from it; name one with --wrong ANSWER=VALUE, and the "
+            "preview's page of the answer key says more"
+        )
     raise PreviewError(
         f"{assignment.notebook_path}: no number answer with a key other than 0 to make wrong by itself; name one "
         "with --wrong ANSWER=VALUE"
