@@ -205,3 +205,27 @@ def test_the_wrong_notebook_is_the_answer_key_with_each_named_value_appended_to_
     assert changed["answer_gate"].endswith("\ngate_df_dx = 4  # preview: wrong")
     assert changed["answer_neuron"].endswith("\nneuron_df_dx = [0.4, -0.6]  # preview: wrong")
     assert "gate_df_dx = -4.0\n" in changed["answer_gate"]  # the key's line is kept: the last assignment wins
+
+
+def test_what_release_would_refuse_and_a_wrong_value_that_is_right_are_warnings():
+    """The preview's exit status: 1 with a sentence for each, when the answer key loses points, the untouched release
+    earns some, or a value named with --wrong earns its points."""
+    from course.authoring.preview import _Graded, _warnings, parse_wrong
+
+    assignment = load_course_assignment(load_config(ROOT), ASSIGNMENT)
+
+    def graded(key: str, score: float, lost: tuple[tuple[str, float], ...] = ()) -> _Graded:
+        pages = {mode: Path(f"{key}-{mode}.html") for mode in MODES}
+        return _Graded(
+            key, key, Path(f"{key}.ipynb"), pages, score, 27, "graded", lost, dict.fromkeys(MODES, score), None
+        )  # type: ignore[arg-type]
+
+    named = parse_wrong(assignment, ["gate_df_dx=4"])
+    sound = [graded("solution", 27), graded("untouched", 0), graded("wrong", 25, (("gate_df_dx", 2),))]
+    assert _warnings(assignment, sound, named) == []
+    said = _warnings(
+        assignment, [graded("solution", 26, (("mg_g", 1),)), graded("untouched", 1), graded("wrong", 27)], named
+    )
+    assert said[0].startswith("the answer key earns 26 of 27, so release would refuse it (lost: mg_g -1)")
+    assert said[1].startswith("the untouched release earns 1")
+    assert said[2].startswith("gate_df_dx: the value named with --wrong earns full points")

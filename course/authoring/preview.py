@@ -388,10 +388,11 @@ def _warnings(assignment: Assignment, graded: Sequence[_Graded], named: Sequence
     warnings = []
     if solution.score != assignment.max_score or solution.status != "graded":
         warnings.append(
-            f"the answer key earns {solution.score:g} of {assignment.max_score:g} ({solution.status}): release would "
-            f"refuse it; see {solution.pages['torch_values'].name} (lost: "
+            f"the answer key earns {solution.score:g} of {assignment.max_score:g}"
+            + ("" if solution.status == "graded" else f" ({solution.status})")
+            + ", so release would refuse it (lost: "
             + ", ".join(f"{name} -{points:g}" for name, points in solution.lost)
-            + ")"
+            + f"); its page says why: feedback/{solution.pages['torch_values'].name}"
         )
     if untouched.score != 0:
         warnings.append(
