@@ -37,11 +37,12 @@ def add_parser(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from course.authoring.preview import preview
     from course.core.config import load_config
     from course.core.extras import require
 
-    require("grader", "autograd-course preview")
+    require("grader", "autograd-course preview")  # before the core's imports: nbgrader's, nbconvert's, torch's
+    from course.authoring.preview import preview
+
     made = preview(load_config(args.course), args.assignment, wrong=args.wrong, out=args.out)
     for line in made.lines():
         print(line)
