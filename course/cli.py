@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from course import __version__
+from course.authoring import preview_command
 from course.core.config import CourseConfig, find_config, load_config
 from course.core.deferred_imports import defer_start_up_imports
 from course.core.errors import CourseError
@@ -43,6 +44,7 @@ COMMAND_HELP = {
     "authoring kit, and its entry in course.yaml; it releases and grades as it stands.",
     "kit write": "Write the source notebook's cells (question, answer, form check, graded test) from the exercise "
     "definitions of the assignment's exercises module (docs/authoring.md, the authoring kit).",
+    "preview": preview_command.HELP,
 }
 
 
@@ -212,6 +214,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _service_parsers(commands)
     _kit_parsers(commands)
+    preview_command.add_parser(commands)
     return parser
 
 
@@ -662,6 +665,7 @@ HANDLERS = {
     "submit": _submit,
     "new": _new,
     "kit": _kit,
+    "preview": preview_command.run,
 }
 
 

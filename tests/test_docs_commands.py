@@ -134,7 +134,8 @@ WHEEL = (
 )
 KIT = (
     "the walk-through's step 2 is an edit by hand: tests/test_kit.py runs `new assignment` and `kit write` in "
-    "process and releases the new assignment, tests/test_backprop.py grades a wrong notebook of a kit's assignment"
+    "process and releases the new assignment, tests/test_preview.py previews a kit's assignment with a wrong answer "
+    "and tests/test_backprop.py grades a wrong notebook of one"
 )
 BENCHMARK = "a measurement taking minutes on an idle machine, whose figures are the page's; not a check"
 
@@ -175,6 +176,9 @@ COMMANDS: dict[str, Run | Skip] = {
     # docs/authoring.md: the authoring kit's walk-through (its step 2 is an edit of exercises.py by hand)
     ".venv/bin/autograd-course new assignment chain": Skip(KIT),
     ".venv/bin/autograd-course kit write --assignment chain": Skip(KIT),
+    ".venv/bin/autograd-course preview --assignment chain --wrong product_df_dx=3": Skip(KIT),
+    "mkdir -p some/folder": Skip(KIT),
+    "cp preview/chain/notebooks/wrong.ipynb some/folder/alice.ipynb": Skip(KIT),
     ".venv/bin/autograd-course release --assignment chain": Skip(KIT),
     ".venv/bin/autograd-course grade some/folder --assignment chain --out results": Skip(KIT),
     # docs/grading.md

@@ -55,6 +55,9 @@ WRITTEN = sorted(
         "graded/grades-autograd.csv",
         "results/grades-autograd.csv",
         "results/integrity-autograd.json",
+        # `preview`: the answer key's notebook and its feedback pages, with torch's values
+        "preview/backprop/notebooks/solution.ipynb",
+        "preview/backprop/feedback/solution-torch_values.html",
         # personalised releases, and what an interrupted atomic write leaves behind
         "personalised/autograd/alice/autograd.ipynb",
         "release/autograd/students/alice/autograd.ipynb",

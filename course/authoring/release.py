@@ -462,3 +462,23 @@ def _install(staged: Path, target: Path) -> None:
         shutil.rmtree(incoming, ignore_errors=True)
         raise
     shutil.rmtree(outgoing, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- for `autograd-course preview`
+
+
+def release_in_scratch(config: CourseConfig, assignment: Assignment, scratch: Path) -> Path:
+    """The release transformation alone, into the scratch course `scratch`: nbgrader's generate_assignment and the
+    default numbers filled in, as `release` makes it, and refused as `release` refuses it when a solution or hidden
+    line would reach students. The student notebook it wrote; nothing of the course changes
+    (course/authoring/preview.py)."""
+    settings = config.assignment(assignment.name)
+    final_path = config.release_notebook(settings.name)
+    release_path, _, _ = _generate(config, settings, assignment, scratch, final_path)
+    _refuse_leaks(assignment, assignment.notebook_path, release_path, final_path)
+    return release_path
+
+
+def install_folder(staged: Path, target: Path) -> None:
+    """`staged` copied in place of the folder `target` whole, by two renames: never half of either."""
+    _install(staged, target)
