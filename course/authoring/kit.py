@@ -46,6 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from course.authoring.errors import AuthoringError
+from course.authoring.ranges import Property, Range, check_declaration, check_feasible
 from course.core.errors import SourceNotebookError
 from course.core.files import PUBLIC, atomic_write_text
 from course.forms import FUNCTION, NAMES, form, gap
@@ -76,10 +78,6 @@ HIDDEN_NOTE = "# Graded: hidden tests rebuild this exercise in torch and compare
 WRITTEN_BY = "# Written by the authoring kit from {where}: edit the definition there, then `autograd-course kit write`."
 
 
-class AuthoringError(SourceNotebookError):
-    """An exercise definition the kit cannot write: the message names the file, the exercise and what to do."""
-
-
 @dataclass(frozen=True)
 class Ask:
     """One answer an exercise asks for: its variable `name`, its `form` (course/forms.py: "number", "list of 2
@@ -107,6 +105,9 @@ class Exercise:
     answers: Sequence[Ask]
     numbers: Mapping[str, int | float] = field(default_factory=dict)
     chain: Sequence[ChainStep] = ()  # a hand-written chain table: it overrides the one read from build's graph
+    # Variants (course/authoring/ranges.py): which numbers each student draws afresh, over what, and what must hold.
+    vary: Mapping[str, Range] = field(default_factory=dict)
+    require: Sequence[Property] = ()
 
     @property
     def points(self) -> float:
@@ -182,6 +183,8 @@ def check_exercises(exercises: Sequence[Exercise], where: Path) -> dict[str, dic
             )
         keys[exercise.id] = _answer_key(exercise, at, to_plain)
         _check_standalone(exercise, keys[exercise.id], at, to_plain)
+        check_declaration(exercise, at)
+        check_feasible(exercise, at)  # a bounded search of its ranges: refused when they cannot keep its require
     return keys
 
 

@@ -500,7 +500,8 @@ def load_course_assignment(config: CourseConfig, name: str | None = None) -> Ass
         raise ConfigError(
             f"{exercises}: variants: true, but assignment {settings.name!r} has numbers (its numbers cell's P) and "
             "this file defines no derive(rng) to give each student theirs; add derive(rng) there (docs/authoring.md, "
-            "per-student variants; a kit assignment needs one written by hand), or set variants: false in "
+            "per-student variants; a kit assignment declares ranges with vary= and writes VARIANTS = "
+            "variants(EXERCISES)), or set variants: false in "
             "source/course.yaml, or remove the assignment from that file's assignments:"
         )
     return assignment
