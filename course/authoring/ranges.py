@@ -62,6 +62,10 @@ class Range:
     def values(self) -> tuple[Number, ...]:
         raise NotImplementedError
 
+    def size(self) -> int:
+        """How many values it spans, counted without listing them (a range of a million is refused unlisted)."""
+        return len(self.values())
+
     def describe(self) -> str:
         raise NotImplementedError
 
@@ -75,9 +79,12 @@ class Integers(Range):
     skip: Sequence[int] = ()
 
     def values(self) -> tuple[Number, ...]:
-        if not (_integer(self.low) and _integer(self.high)) or self.high - self.low >= MAX_VALUES:
+        if not (_integer(self.low) and _integer(self.high)) or self.size() > MAX_VALUES:
             return ()
         return tuple(value for value in range(self.low, self.high + 1) if value not in self.skip)
+
+    def size(self) -> int:
+        return max(0, self.high - self.low + 1) if _integer(self.low) and _integer(self.high) else 0
 
     def describe(self) -> str:
         return f"Integers({self.low}, {self.high}" + (f", skip={list(self.skip)})" if self.skip else ")")
@@ -92,10 +99,15 @@ class Halves(Range):
     skip: Sequence[float] = ()
 
     def values(self) -> tuple[Number, ...]:
-        if not (_real(self.low) and _real(self.high)) or 2 * (self.high - self.low) >= MAX_VALUES:
+        if not (_real(self.low) and _real(self.high)) or self.size() > MAX_VALUES:
             return ()
         doubled = range(math.ceil(2 * self.low), math.floor(2 * self.high) + 1)
         return tuple(value / 2 for value in doubled if value / 2 not in self.skip)
+
+    def size(self) -> int:
+        if not (_real(self.low) and _real(self.high)):
+            return 0
+        return max(0, math.floor(2 * self.high) - math.ceil(2 * self.low) + 1)
 
     def describe(self) -> str:
         return f"Halves({self.low}, {self.high}" + (f", skip={list(self.skip)})" if self.skip else ")")
@@ -326,13 +338,15 @@ def check_declaration(exercise: Declared, at: str) -> None:
                 f"{at}: vary[{name!r}] is {declared!r}; declare it as Integers(low, high), Halves(low, high) "
                 "or OneOf(...) (course.authoring.ranges)"
             )
-        values = declared.values()
-        if not values or len(values) > MAX_VALUES:
+        if declared.size() > MAX_VALUES:
             raise AuthoringError(
-                f"{at}: vary[{name!r}] = {declared.describe()} holds "
-                + ("no value" if not values else f"more than {MAX_VALUES} values")
-                + "; give it plain numbers and ends that leave at least one value"
-                + (f" and at most {MAX_VALUES}" if values else "")
+                f"{at}: vary[{name!r}] = {declared.describe()} holds more than {MAX_VALUES} values; narrow it "
+                f"(a range is a list to draw from: at most {MAX_VALUES})"
+            )
+        if not declared.values():
+            raise AuthoringError(
+                f"{at}: vary[{name!r}] = {declared.describe()} holds no value; give it plain numbers and ends that "
+                "leave at least one value"
             )
     known = {ask.name for ask in exercise.answers} | set(exercise.numbers)
     for required in exercise.require:

@@ -101,6 +101,9 @@ def load_exercises_module(path: Path) -> Any:
     sys.modules[name] = module  # dataclasses and pickling look their module up by name
     try:
         spec.loader.exec_module(module)
+    except SourceNotebookError:
+        del sys.modules[name]
+        raise  # the kit's own refusal (course/authoring), which names the file and the exercise already
     except Exception as error:
         del sys.modules[name]
         raise SourceNotebookError(
