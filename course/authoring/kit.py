@@ -620,6 +620,7 @@ def write_notebook(notebook_path: Path, exercises_path: Path, notes: list[str] |
     written = write_cells(notebook, exercises, exercises_path, groups=groups, notes=notes)
     if notes is not None:
         notes.extend(_no_table_notes(module, exercises))
+        notes.extend(_unused_ranges_notes(module, exercises))
     if written == notebook:
         return False
     _check_conventions(written, notebook_path, exercises_path)
@@ -642,6 +643,18 @@ def _no_table_notes(module: Any, exercises: Sequence[Exercise]) -> list[str]:
             if reason:
                 notes.append(f"exercise {exercise.id!r} gets no chain table: {reason}")
     return notes
+
+
+def _unused_ranges_notes(module: Any, exercises: Sequence[Exercise]) -> list[str]:
+    """Exercises that declare ranges the module never derives a derive(rng) from (no VARIANTS, no derive)."""
+    varying = [exercise.id for exercise in exercises if exercise.vary]
+    if not varying or getattr(module, "VARIANTS", None) is not None or callable(getattr(module, "derive", None)):
+        return []
+    return [
+        f"exercise {', '.join(map(repr, varying))} declares ranges (vary=), but the module has no VARIANTS = "
+        "variants(EXERCISES) (from course.authoring.ranges) nor derive(rng): with variants: true they would not be "
+        "used; add that line"
+    ]
 
 
 def _check_conventions(notebook: dict, notebook_path: Path, exercises_path: Path) -> None:

@@ -173,11 +173,15 @@ def _config_with(config_path: Path, name: str) -> str:
 
 
 def write_assignment(
-    config: CourseConfig, name: str | None = None, notes: list[str] | None = None
+    config: CourseConfig, name: str | None = None, notes: list[str] | None = None, errors: list[str] | None = None
 ) -> list[tuple[str, bool]]:
     """Write the cells of the definitions of every assignment with an EXERCISES list (or the one named): (assignment,
-    whether its notebook changed). What the author should know is appended to `notes`, each line naming its
+    whether its notebook changed). What the author should know is appended to `notes` (the review's warnings among
+    them, course/authoring/review.py), what is broken (a hidden test that raises) to `errors`, each line naming its
     assignment."""
+    from course.authoring.review import review
+    from course.pipeline.assignment import load_assignment
+
     settings = [config.assignment(name)] if name else list(config.assignments)
     written = []
     for assignment in settings:
@@ -185,7 +189,14 @@ def write_assignment(
         if name is None and "EXERCISES" not in (exercises.read_text(encoding="utf-8") if exercises.is_file() else ""):
             continue  # a hand-written assignment: nothing of the kit's to write
         said: list[str] = []
-        written.append((assignment.name, kit.write_notebook(config.source_notebook(assignment.name), exercises, said)))
+        notebook = config.source_notebook(assignment.name)
+        written.append((assignment.name, kit.write_notebook(notebook, exercises, said)))
+        # The notebook as written, its hidden tests run at its own numbers with its answer key (in this process,
+        # as the judge runs them): what raises, and answers a slip would pass, are said now, not at release.
+        reviewed = review(load_assignment(notebook, assignment.name, exercises), config.tolerance)
+        said += [f"warning: {line}" for line in reviewed.warnings]
         if notes is not None:
             notes.extend(f"{assignment.name}: {line}" for line in said)
+        if errors is not None:
+            errors.extend(f"{assignment.name}: {line}" for line in reviewed.errors)
     return written
