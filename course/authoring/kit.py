@@ -108,6 +108,9 @@ class Exercise:
     # Variants (course/authoring/ranges.py): which numbers each student draws afresh, over what, and what must hold.
     vary: Mapping[str, Range] = field(default_factory=dict)
     require: Sequence[Property] = ()
+    # Its answers need float64 and its question says so (type the arithmetic, or enough decimals): the author's
+    # review (course/authoring/review.py) does not warn that they are not exact in float32.
+    float64: bool = False
 
     @property
     def points(self) -> float:

@@ -372,12 +372,12 @@ def _review(config: CourseConfig, assignment: Assignment) -> tuple[str, ...]:
     definition whose ranges cannot keep its requirements stops the release, course/authoring/ranges.py), then the
     warnings of review.py (a value not exact in float32, a slip that would pass), which do not."""
     from course.authoring.kit import check_exercises, load_exercises
-    from course.authoring.review import review
+    from course.authoring.review import float64_exercises, review
 
     module = assignment.content.path
     if module is not None and module.is_file() and "EXERCISES" in module.read_text(encoding="utf-8"):
         check_exercises(load_exercises(module), module)
-    return review(assignment, config.tolerance).warnings
+    return review(assignment, config.tolerance, float64=float64_exercises(assignment)).warnings
 
 
 def _generate(

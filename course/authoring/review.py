@@ -85,9 +85,20 @@ def answer_key(assignment: Assignment) -> dict[str, Answer]:
     return answers
 
 
-def review(assignment: Assignment, tolerance: float) -> Review:
+def float64_exercises(assignment: Assignment) -> frozenset[str]:
+    """The kit exercises of the assignment that say their answers need float64 (Exercise(float64=True))."""
+    from course.authoring.kit import load_exercises
+
+    path = assignment.content.path
+    if path is None or not path.is_file() or "EXERCISES" not in path.read_text(encoding="utf-8"):
+        return frozenset()
+    return frozenset(exercise.id for exercise in load_exercises(path) if getattr(exercise, "float64", False))
+
+
+def review(assignment: Assignment, tolerance: float, *, float64: frozenset[str] = frozenset()) -> Review:
     """The assignment's hidden tests run at its own numbers with its answer key: errors and warnings, each a sentence
-    with the file, the question (or the kit's exercise), the answer and what to change."""
+    with the file, the question (or the kit's exercise), the answer and what to change. `float64`: the questions
+    whose answers need float64 by design (float64_exercises), not warned of for float32."""
     from course.pipeline.hidden_tests import reads_no_answer
     from course.pipeline.judge import judge
 
@@ -117,7 +128,7 @@ def review(assignment: Assignment, tolerance: float) -> Review:
             if off:
                 inexact.append((value.name, off[0]))
             warnings += _slips(at, value.name, value.expected, numbers, tolerance, kit=KIT_MARK in question.test_source)
-        if inexact:
+        if inexact and question.id not in float64:
             warnings.append(_float32_warning(at, inexact, tolerance))
     return Review(tuple(errors), tuple(warnings))
 
@@ -203,5 +214,5 @@ def _float32_warning(at: str, inexact: list[tuple[str, float]], tolerance: float
     return (
         f"{at}: torch's values of {names} are not exact in float32 ({name} = {item!r} is {float32(item)!r} in "
         f"float32, {verdict}); pick numbers whose values are exact, or say in the question that answers need "
-        "float64 (dtype=torch.float64) or enough decimals"
+        "float64 (dtype=torch.float64) or enough decimals (a kit exercise: then Exercise(float64=True))"
     )

@@ -179,7 +179,7 @@ def write_assignment(
     whether its notebook changed). What the author should know is appended to `notes` (the review's warnings among
     them, course/authoring/review.py), what is broken (a hidden test that raises) to `errors`, each line naming its
     assignment."""
-    from course.authoring.review import review
+    from course.authoring.review import float64_exercises, review
     from course.pipeline.assignment import load_assignment
 
     settings = [config.assignment(name)] if name else list(config.assignments)
@@ -193,7 +193,8 @@ def write_assignment(
         written.append((assignment.name, kit.write_notebook(notebook, exercises, said)))
         # The notebook as written, its hidden tests run at its own numbers with its answer key (in this process,
         # as the judge runs them): what raises, and answers a slip would pass, are said now, not at release.
-        reviewed = review(load_assignment(notebook, assignment.name, exercises), config.tolerance)
+        loaded = load_assignment(notebook, assignment.name, exercises)
+        reviewed = review(loaded, config.tolerance, float64=float64_exercises(loaded))
         said += [f"warning: {line}" for line in reviewed.warnings]
         if notes is not None:
             notes.extend(f"{assignment.name}: {line}" for line in said)

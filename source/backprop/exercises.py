@@ -126,6 +126,7 @@ available) or at least seven decimals.
         "x1": Integers(-2, 2, skip=[0]),
     },
     require=[NoZero("neuron_dot")],
+    float64=True,  # the question asks for the arithmetic or seven decimals: σ's values are not exact in float32
     answers=[
         Ask("neuron_dot", hint="w₀x₀ + w₁x₁ + w₂.", idea="The forward pass: the weighted sum with the bias."),
         Ask("neuron_f", hint="σ of the weighted sum.", idea="The forward pass: the sigmoid of the weighted sum."),
@@ -201,6 +202,7 @@ a value feeds two later nodes, the gradients from both paths add up. Exact fract
     # Both ReLUs clearly open or shut (never at the kink, where torch's slope is a convention), and e = c - d not 0.
     vary={"a": Integers(-5, -1), "b": Integers(1, 3)},
     require=[NoKink(), Holds(lambda v: v["mg_c"] != v["mg_d"], "micrograd's e = c - d is 0, and g divides by e²")],
+    float64=True,  # the question asks for the arithmetic or exact fractions: g's values are not exact in float32
     answers=[
         Ask(
             "mg_c",
