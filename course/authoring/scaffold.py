@@ -48,9 +48,8 @@ answer cell with its template lines and answer key, the locked form check and th
 region is each exercise's `build` function. Edit the definitions here, then write again; cells of the notebook
 that no definition names (exercises written by hand) are kept as they are.
 
-`derive(rng)` gives each student their own numbers when source/course.yaml says `variants: true`; the kit does
-not write it (docs/authoring.md, per-student variants): keep it in step with the numbers by hand, one value per
-name of the numbers cell (`<exercise id>_<number>`).
+With `variants: true` in source/course.yaml each student draws their own numbers from each exercise's `vary`
+ranges, keeping its `require`ments; VARIANTS derives derive(rng) from them (docs/authoring.md, declared ranges).
 """
 
 from __future__ import annotations
@@ -58,6 +57,7 @@ from __future__ import annotations
 import torch
 
 from course.authoring.kit import Ask, Exercise, chains, number_groups
+from course.authoring.ranges import NoZero, OneOf, variants
 
 
 def square(x):
@@ -74,6 +74,8 @@ EXERCISES = [
         question="For y = x² at x = {{{{x}}}}, give y and the slope dy/dx.",
         build=square,
         numbers={{"x": 3}},
+        vary={{"x": OneOf(-3, -2, 2, 3, 4)}},
+        require=[NoZero()],
         answers=[
             Ask("square_y", hint="x times x.", idea="The forward pass: evaluate y at the point."),
             Ask("square_dy_dx", points=2, hint="The power rule: the slope of x² is 2x.",
@@ -83,10 +85,7 @@ EXERCISES = [
 ]
 NUMBER_GROUPS = number_groups(EXERCISES)
 CHAINS = chains(EXERCISES)
-
-
-def derive(rng):
-    return {{"square_x": rng.choice([-3, -2, 2, 3, 4])}}
+VARIANTS = variants(EXERCISES)
 '''
 
 
