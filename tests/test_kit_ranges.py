@@ -192,3 +192,46 @@ def test_a_students_draw_is_bounded_even_when_its_ranges_were_never_checked(tmp_
 )
 def test_each_range_holds_the_values_it_says(declared_range, values):
     assert declared_range.values() == values
+
+
+def _hand_written(numbers: dict) -> bool:
+    """backprop's constraint_violations as it was written by hand (3e77494): True when the numbers are unfit."""
+    a, b = numbers["micrograd_a"], numbers["micrograd_b"]
+    c = 4 * (a + b) + 3 - a
+    d = 4 * (3 * (a * b + b**3) + max(a + b, 0)) + max(b - a, 0)
+    total = numbers["neuron_w0"] * numbers["neuron_x0"] + numbers["neuron_w1"] * numbers["neuron_x1"]
+    return (
+        numbers["gate_x"] + numbers["gate_y"] == 0
+        or numbers["gate_z"] == 0
+        or total + numbers["neuron_w2"] == 0
+        or a + b == 0
+        or b - a == 0
+        or c - d == 0
+    )
+
+
+def test_backprops_declared_requirements_refuse_what_its_hand_written_constraints_refused():
+    """Over each exercise's declared ranges (the neuron's 3456 combinations sampled), the others at their published
+    numbers, the declared requirements refuse exactly the numbers the hand-written constraint_violations did."""
+    import itertools
+
+    content = load_content(BACKPROP)
+    defaults = {
+        "gate_x": -2, "gate_y": 5, "gate_z": -4, "neuron_w0": 2, "neuron_w1": -3, "neuron_w2": -3,
+        "neuron_x0": -1, "neuron_x1": -2, "micrograd_a": -4, "micrograd_b": 2,
+    }  # fmt: skip
+    checked = refused = 0
+    rng = random.Random(42)
+    for exercise in load_exercises(BACKPROP):
+        names = list(exercise.vary)
+        combinations = list(itertools.product(*(exercise.vary[name].values() for name in names)))
+        for combination in rng.sample(combinations, min(300, len(combinations))):
+            numbers = defaults | {
+                f"{exercise.id}_{name}": value for name, value in zip(names, combination, strict=True)
+            }
+            declared = bool(content.constraint_violations(numbers))
+            assert declared == _hand_written(numbers), numbers
+            checked += 1
+            refused += declared
+    assert checked == 294 + 300 + 15  # the gate has 7 · 6 · 7 combinations, micrograd 5 · 3
+    assert refused > 10  # the comparison saw refusals, not only fit numbers
