@@ -1,7 +1,7 @@
-"""Variants from declared ranges (course/authoring/ranges.py): an exercise says which numbers vary, over what, and
-what must hold; VARIANTS = variants(EXERCISES) derives derive(rng) and constraint_violations(numbers), deterministic
-in the student's generator; a definition whose ranges cannot keep its requirements is refused, after a bounded
-search, with a sentence naming the file, the exercise and what to change; a module-level derive still wins."""
+"""Variants from declared ranges (course/authoring/ranges.py, draws.py): an exercise says which numbers vary, over
+what, and what must hold; VARIANTS = variants(EXERCISES) derives derive(rng) and constraint_violations(numbers),
+deterministic in the student's generator; a definition whose ranges cannot keep its requirements is refused, after a
+bounded search, with a sentence naming the file, the exercise and what to change; a module-level derive still wins."""
 
 from __future__ import annotations
 
@@ -9,17 +9,9 @@ import random
 
 import pytest
 
+from course.authoring.draws import MAX_DRAWS, draw, problems
 from course.authoring.kit import AuthoringError, check_exercises, load_exercises
-from course.authoring.ranges import (
-    MAX_DRAWS,
-    ExactFloat32,
-    Halves,
-    Integers,
-    NoZero,
-    OneOf,
-    draw,
-    problems,
-)
+from course.authoring.ranges import ExactFloat32, Halves, Integers, NoZero, OneOf
 from course.pipeline.content import load_content
 from tests.support.helpers import ROOT
 from tests.support.kit import SLOPE, exercises_module
@@ -31,7 +23,8 @@ def declared(vary: str, require: str = "[]", tail: str = "") -> str:
     """SLOPE (y = w·x + b, asking y and dy/dw = x) with `vary` and `require` declared, and VARIANTS derived."""
     text = SLOPE.replace(
         "from course.authoring.kit import Ask, Exercise\n",
-        "from course.authoring.kit import Ask, Exercise\nfrom course.authoring.ranges import *  # noqa: F403\n",
+        "from course.authoring.kit import Ask, Exercise, variants\n"
+        "from course.authoring.ranges import *  # noqa: F403\n",
     )
     text = text.replace(FIXED, f"{FIXED}\n    vary={vary}, require={require},")
     return text + "\nVARIANTS = variants(EXERCISES)\n" + tail
@@ -156,7 +149,7 @@ def test_each_requirement_reads_what_it_names_and_what_torch_ran(tmp_path):
 
 
 def _trial(exercise, **changed):
-    from course.authoring.ranges import trial
+    from course.authoring.draws import trial
 
     return trial(exercise, dict(exercise.numbers) | changed)
 

@@ -1,4 +1,4 @@
-"""The authoring kit's one error: its modules (kit.py, ranges.py, review.py) all raise it."""
+"""The authoring kit's one error: its modules (kit.py, draws.py) all raise it."""
 
 from __future__ import annotations
 

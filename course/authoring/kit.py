@@ -46,8 +46,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from course.authoring.draws import check_declaration, check_feasible
+from course.authoring.draws import variants as variants  # an exercises module's VARIANTS = variants(EXERCISES)
 from course.authoring.errors import AuthoringError
-from course.authoring.ranges import Property, Range, check_declaration, check_feasible
+from course.authoring.ranges import Property, Range
 from course.core.errors import SourceNotebookError
 from course.core.files import PUBLIC, atomic_write_text
 from course.forms import FUNCTION, NAMES, form, gap
@@ -655,7 +657,7 @@ def _unused_ranges_notes(module: Any, exercises: Sequence[Exercise]) -> list[str
         return []
     return [
         f"exercise {', '.join(map(repr, varying))} declares ranges (vary=), but the module has no VARIANTS = "
-        "variants(EXERCISES) (from course.authoring.ranges) nor derive(rng): with variants: true they would not be "
+        "variants(EXERCISES) (course.authoring.kit's variants) nor derive(rng): with variants: true they would not be "
         "used; add that line"
     ]
 

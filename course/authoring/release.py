@@ -369,7 +369,7 @@ def release(
 
 def _review(config: CourseConfig, assignment: Assignment) -> tuple[str, ...]:
     """Before anything is generated: the kit's definitions checked again (their declared ranges searched: a
-    definition whose ranges cannot keep its requirements stops the release, course/authoring/ranges.py), then the
+    definition whose ranges cannot keep its requirements stops the release, course/authoring/draws.py), then the
     warnings of review.py (a value not exact in float32, a slip that would pass), which do not."""
     from course.authoring.kit import check_exercises, load_exercises
     from course.authoring.review import float64_exercises, review

@@ -56,8 +56,8 @@ from __future__ import annotations
 
 import torch
 
-from course.authoring.kit import Ask, Exercise, chains, number_groups
-from course.authoring.ranges import NoZero, OneOf, variants
+from course.authoring.kit import Ask, Exercise, chains, number_groups, variants
+from course.authoring.ranges import NoZero, OneOf
 
 
 def square(x):

@@ -8,7 +8,7 @@ module whose names, all optional, are
 - `derive(rng)`: one student's numbers when `variants: true` (`rng` is a `random.Random` seeded from an
   HMAC of the course secret and the student's id), and `constraint_violations(numbers)`: what makes a set
   of numbers unfit for the exercises (an empty list when they are fit); or `VARIANTS`, which has both (the kit's
-  `variants(EXERCISES)` derives them from each exercise's declared ranges, course/authoring/ranges.py), and which
+  `variants(EXERCISES)` derives them from each exercise's declared ranges, course/authoring/draws.py), and which
   a module-level function of either name overrides;
 - `CHAINS`: question id -> the `ChainStep`s of its backward walk, shown as a table in the feedback;
 - `GRAPHS`: question id -> its torch build, `build(P) -> course.pipeline.graph_chain.Computation`: the chain table of a
@@ -141,7 +141,7 @@ def _checked(path: Path, module: Any) -> Content:
             f"{where}: GRAPHS must map question ids to functions (the exercise's numbers "
             "-> a course.pipeline.graph_chain.Computation)"
         )
-    # VARIANTS (`variants(EXERCISES)`, course/authoring/ranges.py) derives both from the exercises' declared
+    # VARIANTS (`variants(EXERCISES)`, course/authoring/draws.py) derives both from the exercises' declared
     # ranges; a module-level function of either name wins over its.
     declared = getattr(module, "VARIANTS", None)
     derive = getattr(module, "derive", None) or getattr(declared, "derive", None)

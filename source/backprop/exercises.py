@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from course.authoring.kit import Ask, Exercise, chains, number_groups
-from course.authoring.ranges import Holds, Integers, NoKink, NoZero, variants
+from course.authoring.kit import Ask, Exercise, chains, number_groups, variants
+from course.authoring.ranges import Holds, Integers, NoKink, NoZero
 from course.pipeline.graph_chain import kit_graphs
 
 # ----------------------------------------------------------------------------- 1. a circuit of two gates
@@ -241,7 +241,7 @@ EXERCISES = [GATE, NEURON, MICROGRAD]
 
 # ----------------------------------------------------------------------------- per-student numbers (variants: true)
 # Each exercise declares which numbers vary and what every student's numbers must keep (vary= and require= above);
-# VARIANTS derives the module's derive(rng) and constraint_violations(numbers) from them (course/authoring/ranges.py).
+# VARIANTS derives the module's derive(rng) and constraint_violations(numbers) from them (course/authoring/draws.py).
 
 NUMBER_GROUPS = number_groups(EXERCISES)
 VARIANTS = variants(EXERCISES)
