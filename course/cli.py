@@ -248,17 +248,20 @@ def _kit(args: argparse.Namespace) -> int:
     from course.authoring.scaffold import write_assignment
 
     notes: list[str] = []
-    written = write_assignment(load_config(args.course), args.assignment, notes)
+    errors: list[str] = []
+    written = write_assignment(load_config(args.course), args.assignment, notes, errors)
     for name, changed in written:
         print(f"{name}: {'cells written' if changed else 'already up to date'}")
     for line in notes:
         print(line)
+    for line in errors:
+        print(f"error: {line}", file=sys.stderr)
     if not written:
         print(
             "no assignment's exercises module defines EXERCISES: nothing to write (docs/authoring.md, the "
             "authoring kit)"
         )
-    return 0
+    return 1 if errors else 0
 
 
 def _service_parsers(commands) -> None:
@@ -506,6 +509,8 @@ def _release(args: argparse.Namespace) -> int:
                 f"note: verdicts-only feedback explains {', '.join(report.without_idea)} by ✓ or ✗ alone: their "
                 "hidden tests give no idea= (docs/authoring.md, hidden tests)"
             )
+        for warning in report.warnings:
+            print(f"warning: {warning}")
     return 0
 
 

@@ -39,9 +39,9 @@ def _p(notebook: dict) -> dict:
 
 
 def without_derive(course_root):
-    """backprop as a kit assignment without its hand-written derive(rng) (and constraint_violations)."""
+    """backprop as a kit assignment without its derive(rng) (and constraint_violations): no VARIANTS."""
     exercises = course_root / "source" / "backprop" / "exercises.py"
-    exercises.write_text(exercises.read_text(encoding="utf-8") + "\ndel derive, constraint_violations\n")
+    exercises.write_text(exercises.read_text(encoding="utf-8") + "\ndel VARIANTS\n")
 
 
 def test_variants_refuse_a_kit_assignment_without_derive_where_it_is_loaded(course_root, monkeypatch):

@@ -409,6 +409,9 @@ def _read_question(
         raise SourceNotebookError(f"{where}: a test_ cell must be an autograded code cell with points")
     if HIDDEN_BEGIN not in cell_text(cell):
         raise SourceNotebookError(f"{where}: has no {HIDDEN_BEGIN} region; the tests would be shown to students")
+    # nbgrader's "Autograder tests" cells are read-only: an unlocked one is a cell students may rewrite (its
+    # visible check with it), and nbgrader's own tools treat it as theirs.
+    _check_locked(cell, where, "students could edit its check and nbgrader would treat it as theirs")
     answer_id, form_id = f"answer_{stem}", f"form_{stem}"
     for needed in (answer_id, form_id):
         if needed not in by_id:
@@ -440,11 +443,7 @@ def _read_question(
         checked_where = f"{path}: cell {checked_index} ({checked_id})"
         checked = form_checks(strip_region(checked_source, HIDDEN_BEGIN, HIDDEN_END), checked_where)
         if _checked_names(checked) != (names, functions):
-            raise SourceNotebookError(
-                f"{checked_where}: its {FORM_CHECK}(...) must name the answers of {answer_id} in order, as "
-                f'keywords with their form ("function" for a function): expected '
-                f"{', '.join(names + functions)}; found {', '.join(checked) or 'none'}"
-            )
+            raise SourceNotebookError(_mismatch(checked_where, answer_id, checked, names + functions))
         declared = declared or checked  # the form cell's
     return _question(
         stem,
@@ -453,6 +452,40 @@ def _read_question(
         declared,
         cell_text(cell),
         cell_text(form_cell),
+    )
+
+
+def _mismatch(where: str, answer_id: str, checked: dict[str, str], asked: tuple[str, ...]) -> str:
+    """Why a check's answers differ from those the answer cell asks for, named as what it is: a missing template line,
+    an answer the check leaves out, a form, or (only when the names agree) their order."""
+    found = tuple(checked)
+    lacking = [name for name in found if name not in asked]
+    if lacking:
+        return (
+            f"{where}: its {FORM_CHECK}(...) checks {', '.join(lacking)}, but the solution cell {answer_id} has no "
+            f"template line for {'it' if len(lacking) == 1 else 'them'} outside its {SOLUTION_BEGIN} region "
+            f"({', '.join(f'`{name} = ...`' for name in lacking)}), so the released cell would not ask for "
+            f"{'it' if len(lacking) == 1 else 'them'}; add the line above {SOLUTION_BEGIN} in {answer_id}, or "
+            f"remove {'it' if len(lacking) == 1 else 'them'} from the check, then release again"
+        )
+    left_out = [name for name in asked if name not in found]
+    if left_out:
+        return (
+            f"{where}: its {FORM_CHECK}(...) does not check {', '.join(left_out)}, which the solution cell "
+            f"{answer_id} asks for; add {', '.join(name + '=<its form>' for name in left_out)} to it (in the answer "
+            "cell's order), then release again"
+        )
+    if sorted(found) == sorted(asked) and found != asked:
+        return (
+            f"{where}: its {FORM_CHECK}(...) must name the answers of {answer_id} in the order the answer cell asks "
+            f"for them: expected {', '.join(asked)}; found {', '.join(found)}"
+        )
+    return (
+        f"{where}: its {FORM_CHECK}(...) must name the answers of {answer_id} as keywords with their form "
+        '("function" for a function, and only for a `def` template): expected '
+        + ", ".join(asked)
+        + "; found "
+        + (", ".join(f"{name}={form!r}" for name, form in checked.items()) or "none")
     )
 
 
@@ -500,7 +533,8 @@ def load_course_assignment(config: CourseConfig, name: str | None = None) -> Ass
         raise ConfigError(
             f"{exercises}: variants: true, but assignment {settings.name!r} has numbers (its numbers cell's P) and "
             "this file defines no derive(rng) to give each student theirs; add derive(rng) there (docs/authoring.md, "
-            "per-student variants; a kit assignment needs one written by hand), or set variants: false in "
+            "per-student variants; a kit assignment declares ranges with vary= and writes VARIANTS = "
+            "variants(EXERCISES)), or set variants: false in "
             "source/course.yaml, or remove the assignment from that file's assignments:"
         )
     return assignment
