@@ -200,6 +200,18 @@ def _collect(output: Any) -> _Graph:
     return graph
 
 
+def graph_nodes(output: torch.Tensor) -> list[Any]:
+    """Every torch node of `output`'s graph, each once, in a fixed order (depth first from the output's node, as
+    the walk collects them): the same build gives the same order, so a position names a node across runs (the
+    slip search, course/pipeline/slip_search.py). Raises GraphChainError past MAX_NODES."""
+    return _collect(output).nodes
+
+
+def operation_kind(node: Any) -> str:
+    """A torch node's operation, from its class: `Mul` for MulBackward0, `AccumulateGrad` for a leaf's."""
+    return _kind(node)
+
+
 def _run_backward(output: Any, graph: _Graph) -> dict[int, Any]:
     """One backward pass with a hook on every node; the leaves' gradients by id(AccumulateGrad node)."""
     import torch

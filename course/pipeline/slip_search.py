@@ -1,0 +1,400 @@
+"""The slip search: which one mistake in a backward pass turns torch's value into a wrong one (issue 43).
+
+The grader re-runs a question's own torch computation with ONE mutation of the backward pass installed at a time,
+and names the first mutation whose result matches the wrong value within the grading tolerance. The computation
+is the question's `GRAPHS` build (course/pipeline/graph_chain.py; the authoring kit's builds are there through
+`kit_graphs`) for the gradients it names, else the question's hidden-test cell itself, run as the judge records
+it (`judge.recorded_references`), with every `backward()` it calls intercepted. No exercise needs code of its own.
+
+The mutations and the order they are tried in (the first match names the slip): course/pipeline/mutations.py.
+A value that matches torch's unmutated result is never a slip, nor is a mutation whose result is torch's. Bounded
+per explain call by `max_mutations` (the tail of the order is left out) and a time budget (a safety net: the course's
+exercises take milliseconds; a search stopped by it says "unexplained" and resumes where it stopped on the next
+call); the mutations' results are cached per (question, numbers). A build or cell that raises costs only its
+explanation. Everything runs in the trusted grader, on grader-chosen numbers; a student's value is only compared.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from course.core.answers import PlainValue
+from course.forms import matches
+from course.pipeline.assignment import Assignment, Question
+from course.pipeline.mutations import (
+    ACCUMULATIONS,
+    Graph,
+    MutatedRun,
+    Mutation,
+    forks,
+    graph_of,
+    mutating,
+    mutations_of,
+)
+from course.pipeline.slips import (
+    ACCUMULATION_OFF,
+    DROPPED_LOCAL,
+    FORWARD_FOR_SLOPE,
+    GATE_IGNORED,
+    ONE_BRANCH,
+    SIGN_FLIPPED,
+    SLIP_KINDS,
+    SUM_FOR_MEAN,
+    Slip,
+)
+
+MAX_MUTATIONS = 400  # per (question, numbers): micrograd's expression, the largest graph of the course, needs ~150
+BUDGET_SECONDS = 5.0  # per explain call; the course's tables take well under a second even on a loaded machine
+CACHE_SIZE = 256  # (question, numbers) tables kept, least recently used dropped first
+
+WORDS = {"Add": "+", "Sub": "−", "Rsub": "−", "Mul": "×", "Div": "÷", "Pow": "power", "Neg": "negation"}
+
+
+@dataclass(frozen=True)
+class Found:
+    """A slip the search found: the slip, the mutation that made it and the value it gives the answer."""
+
+    slip: Slip
+    mutation: Mutation
+    value: PlainValue
+
+
+@dataclass
+class SearchStats:
+    """What the search has cost so far: explain calls, those explained, mutations run (each one re-run of the
+    computation), tables built, seconds spent, calls stopped by the time budget, computations that raised."""
+
+    calls: int = 0
+    explained: int = 0
+    mutations_run: int = 0
+    tables: int = 0
+    seconds: float = 0.0
+    budget_stops: int = 0
+    errors: int = 0
+
+
+# ----------------------------------------------------------------------------- the two computations
+
+
+class _Computation:
+    """A question's computation, run under one mutation at a time: `run(mutation)` -> {answer: value}."""
+
+    graphs: list[Graph]
+    names: dict[int, str]  # id(node) -> the symbol of the value it makes
+    accumulating: bool = False
+
+    def run(self, mutation: Mutation | None) -> dict[str, PlainValue]:
+        raise NotImplementedError
+
+
+class GraphBuild(_Computation):
+    """A `GRAPHS` build: built once; each mutation is one more `torch.autograd.grad` over its kept graph, for the
+    gradients it names as answers."""
+
+    def __init__(self, build: Callable[[dict[str, Any]], Any], numbers: dict[str, Any]) -> None:
+        self.recording = MutatedRun(None)
+        with mutating(self.recording):
+            computation = build(dict(numbers))
+        if computation is None or not getattr(computation, "gradients", None):
+            raise LookupError("the build gives no graph")
+        self.computation = computation
+        self.graphs = [graph_of(computation.output)]
+        self.names = _names(computation.names)
+
+    def run(self, mutation: Mutation | None) -> dict[str, PlainValue]:
+        import torch
+
+        from course.pipeline.judge import to_plain
+
+        symbols = list(self.computation.gradients)
+        inputs = [self.computation.names[symbol] for symbol in symbols]
+        run = MutatedRun(mutation)
+        run.forwards = self.recording.forwards
+        output = self.computation.output
+        grads = run.backward(output, lambda: torch.autograd.grad(output, inputs, retain_graph=True, allow_unused=True))
+        return {
+            self.computation.gradients[symbol]: to_plain(grad)
+            for symbol, grad in zip(symbols, grads, strict=True)
+            if grad is not None
+        }
+
+
+class _HiddenCell(_Computation):
+    """A question's hidden-test cell, run whole under each mutation (every backward() it calls intercepted); its
+    answers are what it hands `marks.value`."""
+
+    def __init__(self, question: Question, numbers: dict[str, Any]) -> None:
+        self.question, self.numbers = question, numbers
+        run = MutatedRun(None)
+        references, error, namespace = self._execute(run)
+        if error is not None:
+            raise RuntimeError(error)
+        self.reference = references
+        self.graphs = run.graphs
+        self.accumulating = run.accumulating
+        self.names = _names(namespace)
+
+    def _execute(self, run: MutatedRun) -> tuple[dict[str, PlainValue], str | None, dict[str, Any]]:
+        from course.pipeline.judge import recorded_references
+
+        with mutating(run):
+            return recorded_references(self.question, dict(self.numbers))
+
+    def run(self, mutation: Mutation | None) -> dict[str, PlainValue]:
+        if mutation is None:
+            return self.reference
+        references, error, _ = self._execute(MutatedRun(mutation))
+        return {} if error is not None else references
+
+
+def _names(named: Mapping[str, Any]) -> dict[int, str]:
+    """id(node) -> symbol, for the tensors a build or cell binds by name (a leaf by its AccumulateGrad's variable)."""
+    import torch
+
+    found: dict[int, str] = {}
+    for symbol, value in named.items():
+        if isinstance(value, torch.Tensor) and not symbol.startswith("_"):
+            if value.grad_fn is not None:
+                found.setdefault(id(value.grad_fn), symbol)
+            elif value.requires_grad:
+                found.setdefault(id(value), symbol)
+    return found
+
+
+# ----------------------------------------------------------------------------- words
+
+
+def _symbol(node: Any, names: dict[int, str]) -> str | None:
+    if type(node).__name__ == "AccumulateGrad":
+        return names.get(id(node.variable))
+    return names.get(id(node))
+
+
+def _operation_words(kind: str) -> str:
+    if kind.endswith("Relu"):
+        return kind.removesuffix("Relu") + "ReLU"
+    return {"Sigmoid": "σ"}.get(kind, WORDS.get(kind, kind.lower()))
+
+
+def _node_text(graph: Graph, position: int, names: dict[int, str]) -> str:
+    symbol = _symbol(graph.nodes[position], names)
+    return symbol if symbol else f"the {_operation_words(graph.kinds[position])} node"
+
+
+def _mean_words(graph: Graph, position: int, node_text: str) -> str:
+    operation = graph.kinds[position]
+    if operation == "Div":
+        count = f"{graph.divisors.get(position, 0):g}"
+        return f"the division by {count} (a mean over {count}) left out at {node_text}"
+    if operation == "Mean":
+        return f"the mean's division by its count left out at {node_text}"
+    return f"a sum's gradient divided by its count at {node_text} (a mean taken for a sum)"
+
+
+def describe(mutation: Mutation, computation: _Computation) -> Slip:
+    """The mutation as a Slip: where, in the words of the graph's names, and the sentence a summary shows."""
+    if mutation.kind == ACCUMULATION_OFF:
+        where = ".grad"
+        return Slip(mutation.kind, where, f"{SLIP_KINDS[mutation.kind]}: {ACCUMULATIONS[mutation.variant]}")
+    graph = next(graph for graph in computation.graphs if graph.signature == mutation.signature)
+    names = computation.names
+    node_text = _node_text(graph, mutation.node, names)
+    if mutation.kind == ONE_BRANCH:
+        edges = dict(forks(graph))[mutation.node]
+        kept = _node_text(graph, edges[mutation.slot][0], names)
+        where = f"the fork at {node_text}"
+        detail = f"{node_text} is used {len(edges)} times, and only the gradient back from {kept} was kept"
+        return Slip(mutation.kind, where, f"{SLIP_KINDS[mutation.kind]}: {detail} (the uses' gradients add up)")
+    child = graph.children[mutation.node][mutation.slot]
+    input_text = _node_text(graph, child, names) if child is not None else f"input {mutation.slot + 1}"
+    node_symbol = _symbol(graph.nodes[mutation.node], names)
+    input_symbol = _symbol(graph.nodes[child], names) if child is not None else None
+    where = (
+        f"∂{node_symbol}/∂{input_symbol}"
+        if node_symbol and input_symbol
+        else f"{node_text}'s slope towards {input_text}"
+    )
+    operation = graph.kinds[mutation.node]
+    details = {
+        GATE_IGNORED: (
+            f"at {node_symbol} = {_operation_words(operation)}({input_text}), its slope taken as 1"
+            if node_symbol
+            else f"at the {_operation_words(operation)} of {input_text}, its slope taken as 1"
+        ),
+        DROPPED_LOCAL: f"{where} taken as 1",
+        SIGN_FLIPPED: f"{where} taken with the wrong sign",
+        SUM_FOR_MEAN: _mean_words(graph, mutation.node, node_text),
+        FORWARD_FOR_SLOPE: (
+            f"{node_text}'s forward value used for {where}"
+            if mutation.variant == "output"
+            else f"{input_text}'s own value used for {where}"
+        ),
+    }
+    return Slip(mutation.kind, where, f"{SLIP_KINDS[mutation.kind]}, {details[mutation.kind]}")
+
+
+# ----------------------------------------------------------------------------- the search
+
+
+@dataclass
+class _Source:
+    """One computation of a question at one set of numbers: torch's values, the mutations to try (capped) and the
+    results of those tried so far (in order). `error`: why the computation could not run (then nothing is tried)."""
+
+    computation: _Computation | None
+    reference: dict[str, PlainValue] = field(default_factory=dict)
+    mutations: list[Mutation] = field(default_factory=list)
+    results: list[dict[str, PlainValue]] = field(default_factory=list)
+    error: str | None = None
+
+
+ORIGINS = ("graph", "cell")  # a question's GRAPHS build first (its gradients), then its hidden-test cell
+
+
+class SlipSearch:
+    """An Explainer (course/term/item_analysis.py) for one assignment: `search(question, answer, numbers, value)`
+    is the Slip that turns torch's value of `answer` at `numbers` into `value`, or None (unexplained: a right
+    value, no match among the mutations tried, a computation that raised, or the time budget spent). `find` says
+    the same with the mutation and the value it gives; `stats` what the search has cost."""
+
+    def __init__(
+        self,
+        assignment: Assignment,
+        *,
+        tolerance: float,
+        max_mutations: int = MAX_MUTATIONS,
+        budget_seconds: float = BUDGET_SECONDS,
+        cache_size: int = CACHE_SIZE,
+    ) -> None:
+        self.assignment, self.tolerance = assignment, tolerance
+        self.max_mutations, self.budget_seconds, self.cache_size = max_mutations, budget_seconds, cache_size
+        self.questions = {question.id: question for question in assignment.questions}
+        self.stats = SearchStats()
+        self._sources: OrderedDict[tuple[str, str, str], _Source] = OrderedDict()
+        self._lock = threading.Lock()  # the service may ask from several threads; one search runs at a time
+
+    def __call__(self, question: str, answer: str, numbers: Mapping[str, Any], value: PlainValue) -> Slip | None:
+        found = self.find(question, answer, numbers, value)
+        return None if found is None else found.slip
+
+    def find(self, question: str, answer: str, numbers: Mapping[str, Any], value: PlainValue) -> Found | None:
+        with self._lock:
+            started = time.monotonic()
+            self.stats.calls += 1
+            try:
+                found = self._find(question, answer, dict(numbers), value)
+            finally:
+                self.stats.seconds += time.monotonic() - started
+            self.stats.explained += found is not None
+            return found
+
+    def source(self, question: str, answer: str, numbers: Mapping[str, Any]) -> _Source | None:
+        """The computation whose values hold `answer` at `numbers` (with torch's `reference`), None if none."""
+        with self._lock:
+            for origin in ORIGINS:
+                found = self._source(question, origin, dict(numbers))
+                if found is not None and found.error is None and answer in found.reference:
+                    return found
+            return None
+
+    def result(self, source: _Source, mutation: Mutation) -> dict[str, PlainValue]:
+        """What `mutation` gives each answer of `source`'s computation (run now when it was not tried yet)."""
+        with self._lock:
+            if mutation in source.mutations:
+                index = source.mutations.index(mutation)
+                while len(source.results) <= index:
+                    source.results.append(self._run(source, source.mutations[len(source.results)]))
+                return source.results[index]
+            return self._run(source, mutation)
+
+    def _find(self, question: str, answer: str, numbers: dict[str, Any], value: PlainValue) -> Found | None:
+        deadline: float | None = None  # the budget bounds the mutations' runs, not the one run grading makes too
+        for origin in ORIGINS:
+            source = self._source(question, origin, numbers)
+            if source is None or source.error is not None or answer not in source.reference:
+                continue
+            reference = source.reference[answer]
+            if matches(value, reference, self.tolerance):
+                return None  # a right answer is never a slip
+            for index, mutation in enumerate(source.mutations):
+                if index == len(source.results):
+                    deadline = deadline or time.monotonic() + self.budget_seconds
+                    if time.monotonic() > deadline:
+                        self.stats.budget_stops += 1
+                        return None
+                    source.results.append(self._run(source, mutation))
+                results = source.results[index]
+                if answer not in results or matches(results[answer], reference, self.tolerance):
+                    continue  # this mutation leaves the answer as torch has it
+                if matches(value, results[answer], self.tolerance) and source.computation is not None:
+                    return Found(describe(mutation, source.computation), mutation, results[answer])
+            return None
+        return None
+
+    def _run(self, source: _Source, mutation: Mutation) -> dict[str, PlainValue]:
+        import warnings
+
+        self.stats.mutations_run += 1
+        if source.computation is None:
+            return {}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return source.computation.run(mutation)
+        except Exception:  # the instructor's build under a mutation it was not written for: this mutation only
+            return {}
+
+    def _source(self, question: str, origin: str, numbers: dict[str, Any]) -> _Source | None:
+        found = self.questions.get(question)
+        if found is None or (origin == "graph" and question not in self.assignment.content.graphs):
+            return None
+        try:
+            key: tuple[str, str, str] | None = (question, origin, json.dumps(numbers, sort_keys=True))
+        except (TypeError, ValueError):
+            key = None  # numbers that are no plain data are not cached
+        if key is not None and key in self._sources:
+            self._sources.move_to_end(key)
+            return self._sources[key]
+        source = self._build(found, origin, numbers)
+        if key is not None:
+            self._sources[key] = source
+            while len(self._sources) > self.cache_size:
+                self._sources.popitem(last=False)
+        return source
+
+    def _build(self, question: Question, origin: str, numbers: dict[str, Any]) -> _Source:
+        import warnings
+
+        self.stats.tables += 1
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                computation: _Computation = (
+                    GraphBuild(self.assignment.content.graphs[question.id], numbers)
+                    if origin == "graph"
+                    else _HiddenCell(question, numbers)
+                )
+                reference = computation.run(None)
+            mutations = mutations_of(computation.graphs, computation.accumulating)[: self.max_mutations]
+        except Exception as error:  # a build that raises costs only its explanation
+            self.stats.errors += 1
+            return _Source(None, error=f"{type(error).__name__}: {error}")
+        return _Source(computation, reference, mutations)
+
+
+def explainer(
+    assignment: Assignment,
+    *,
+    tolerance: float,
+    max_mutations: int = MAX_MUTATIONS,
+    budget_seconds: float = BUDGET_SECONDS,
+) -> SlipSearch:
+    """The Explainer of an assignment for the item analysis (course/term/item_analysis.py): its questions' `GRAPHS`
+    builds and hidden-test cells, compared within the grading `tolerance`."""
+    return SlipSearch(assignment, tolerance=tolerance, max_mutations=max_mutations, budget_seconds=budget_seconds)
