@@ -95,7 +95,7 @@ class _Computation:
 
 class GraphBuild(_Computation):
     """A `GRAPHS` build: built once; each mutation is one more `torch.autograd.grad` over its kept graph, for the
-    gradients it names as answers."""
+    gradients it names as answers (and its forward values, the same under every mutation)."""
 
     def __init__(self, build: Callable[[dict[str, Any]], Any], numbers: dict[str, Any]) -> None:
         self.recording = MutatedRun(None)
@@ -106,6 +106,14 @@ class GraphBuild(_Computation):
         self.computation = computation
         self.graphs = [graph_of(computation.output)]
         self.names = _names(computation.names)
+        from course.pipeline.judge import to_plain
+
+        # Its forward values, which no mutation of the backward pass changes: a draft rule may name them.
+        self.forward_values = {
+            answer: to_plain(computation.names[symbol])
+            for symbol, answer in computation.forwards.items()
+            if symbol in computation.names
+        }
 
     def run(self, mutation: Mutation | None) -> dict[str, PlainValue]:
         import torch
@@ -118,11 +126,12 @@ class GraphBuild(_Computation):
         run.forwards = self.recording.forwards
         output = self.computation.output
         grads = run.backward(output, lambda: torch.autograd.grad(output, inputs, retain_graph=True, allow_unused=True))
-        return {
+        gradients = {
             self.computation.gradients[symbol]: to_plain(grad)
             for symbol, grad in zip(symbols, grads, strict=True)
             if grad is not None
         }
+        return {**self.forward_values, **gradients}
 
 
 class _HiddenCell(_Computation):
