@@ -329,7 +329,7 @@ class SlipSearch:
             if source is None or source.error is not None or answer not in source.reference:
                 continue
             reference = source.reference[answer]
-            if matches(value, reference, self.tolerance):
+            if _same(value, reference, self.tolerance):
                 return None  # a right answer is never a slip
             for index, mutation in enumerate(source.mutations):
                 if index == len(source.results):
@@ -341,7 +341,7 @@ class SlipSearch:
                 results = source.results[index]
                 if answer not in results or matches(results[answer], reference, self.tolerance):
                     continue  # this mutation leaves the answer as torch has it
-                if matches(value, results[answer], self.tolerance) and source.computation is not None:
+                if _same(value, results[answer], self.tolerance) and source.computation is not None:
                     return Found(describe(mutation, source.computation), mutation, results[answer])
             return None
         return None
@@ -395,6 +395,15 @@ class SlipSearch:
             self.stats.errors += 1
             return _Source(None, error=f"{type(error).__name__}: {error}")
         return _Source(computation, reference, mutations)
+
+
+def _same(value: PlainValue, target: PlainValue, tolerance: float) -> bool:
+    """The course's one comparison, for a value only compared with: whatever it is (an integer too large for a
+    float, say), it is no match rather than an error."""
+    try:
+        return matches(value, target, tolerance)
+    except (ArithmeticError, TypeError, ValueError, RecursionError):
+        return False
 
 
 def explainer(
