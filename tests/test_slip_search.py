@@ -194,3 +194,23 @@ def test_slips_of_a_mean_and_a_sum_reduction(tmp_path: Path):
         slip = search("tiny_net", "net_dL_dw", numbers(search), slipped)
         assert slip is not None
         assert slip.kind == SUM_FOR_MEAN
+
+
+@pytest.mark.parametrize(
+    ("name", "question", "answer", "value", "where", "said"),
+    [
+        # h = w·x + b: the product has no name of its own, so the sentence writes it out.
+        ("autograd", "tiny_net", "net_dL_dw", 6.0, "∂(w·x)/∂w", "∂(w·x)/∂w taken as 1"),
+        ("autograd", "closed_relu", "closed_dL_dw", 4.0, "∂a/∂h", "at a = ReLU(h)"),  # the hidden cell's own names
+        ("backprop", "gate", "gate_df_dx", 1.0, "∂f/∂q", "∂f/∂q taken as 1"),  # the kit build's local names
+        ("backprop", "micrograd", "mg_dg_da", micrograd_dg_da(3, -23), "∂e/∂d", "∂e/∂d taken with the wrong sign"),
+        ("training", "accumulate_on_purpose", "averaged_w_grad", 8.0, "the division by 2", "the division by 2"),
+        ("autograd", "accumulation", "accumulated_grads", [6.0, 6.0, 6.0], ".grad", "each backward() replaced .grad"),
+    ],
+)
+def test_a_slip_says_where_in_the_exercises_own_names(request, name, question, answer, value, where, said):
+    search = search_for(name, request)
+    slip = search(question, answer, numbers(search), value)
+    assert slip is not None
+    assert slip.where == where
+    assert said in slip.sentence

@@ -17,6 +17,7 @@ explanation. Everything runs in the trusted grader, on grader-chosen numbers; a 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -53,6 +54,7 @@ MAX_MUTATIONS = 400  # per (question, numbers): micrograd's expression, the larg
 BUDGET_SECONDS = 5.0  # per explain call; the course's tables take well under a second even on a loaded machine
 CACHE_SIZE = 256  # (question, numbers) tables kept, least recently used dropped first
 
+MAX_EXPRESSION = 48  # characters of an unnamed node's expression in a sentence; past them, its operation's name
 WORDS = {"Add": "+", "Sub": "−", "Rsub": "−", "Mul": "×", "Div": "÷", "Pow": "power", "Neg": "negation"}
 
 
@@ -86,7 +88,7 @@ class _Computation:
     """A question's computation, run under one mutation at a time: `run(mutation)` -> {answer: value}."""
 
     graphs: list[Graph]
-    names: dict[int, str]  # id(node) -> the symbol of the value it makes
+    names: dict[int, str]  # id(node or tensor) -> the symbol of the value it makes
     accumulating: bool = False
 
     def run(self, mutation: Mutation | None) -> dict[str, PlainValue]:
@@ -148,6 +150,7 @@ class _HiddenCell(_Computation):
         self.graphs = run.graphs
         self.accumulating = run.accumulating
         self.names = _names(namespace)
+        self.kept = [value for value in namespace.values() if id(value) in self.names]  # their ids stay theirs
 
     def _execute(self, run: MutatedRun) -> tuple[dict[str, PlainValue], str | None, dict[str, Any]]:
         from course.pipeline.judge import recorded_references
@@ -163,16 +166,17 @@ class _HiddenCell(_Computation):
 
 
 def _names(named: Mapping[str, Any]) -> dict[int, str]:
-    """id(node) -> symbol, for the tensors a build or cell binds by name (a leaf by its AccumulateGrad's variable)."""
+    """id -> symbol, for the tensors a build or cell binds by name: each tensor by its own id (a leaf is found
+    by its AccumulateGrad's variable, a constant operand by the tensor torch saved) and a computed one by its
+    node's too."""
     import torch
 
     found: dict[int, str] = {}
     for symbol, value in named.items():
         if isinstance(value, torch.Tensor) and not symbol.startswith("_"):
+            found.setdefault(id(value), symbol)
             if value.grad_fn is not None:
                 found.setdefault(id(value.grad_fn), symbol)
-            elif value.requires_grad:
-                found.setdefault(id(value), symbol)
     return found
 
 
@@ -192,8 +196,40 @@ def _operation_words(kind: str) -> str:
 
 
 def _node_text(graph: Graph, position: int, names: dict[int, str]) -> str:
+    """A node as the sentence names it: its symbol, else its expression (graph_chain writes it as the walk does,
+    `w·x`, in brackets when it has spaces), else its operation ("the × node")."""
+    from course.pipeline.graph_chain import node_expression
+
     symbol = _symbol(graph.nodes[position], names)
-    return symbol if symbol else f"the {_operation_words(graph.kinds[position])} node"
+    if symbol:
+        return symbol
+    named = {id(node): found for node in graph.nodes if (found := _symbol(node, names))}
+    try:
+        text = node_expression(graph.nodes[position], named, names)
+    except Exception:  # words only: whatever stops the expression leaves the operation's name
+        text = ""
+    if text and len(text) <= MAX_EXPRESSION:
+        return text if _one_term(text) else f"({text})"
+    return f"the {_operation_words(graph.kinds[position])} node"
+
+
+def _one_term(text: str) -> bool:
+    """A name, or a call whose brackets close at its end (`ReLU(b + a)`): no brackets needed around it."""
+    if re.fullmatch(r"\w+", text):  # not str.isidentifier: "w·x" is one (the middle dot may continue a name)
+        return True
+    opening = text.find("(")
+    if opening <= 0 or not re.fullmatch(r"\w+", text[:opening]) or not text.endswith(")"):
+        return False
+    depth = 0
+    for index, character in enumerate(text[opening:], opening):
+        depth += {"(": 1, ")": -1}.get(character, 0)
+        if depth == 0:
+            return index == len(text) - 1
+    return False
+
+
+def _times(count: int) -> str:
+    return {2: "twice", 3: "three times"}.get(count, f"{count} times")
 
 
 def _mean_words(graph: Graph, position: int, node_text: str) -> str:
@@ -207,35 +243,29 @@ def _mean_words(graph: Graph, position: int, node_text: str) -> str:
 
 
 def describe(mutation: Mutation, computation: _Computation) -> Slip:
-    """The mutation as a Slip: where, in the words of the graph's names, and the sentence a summary shows."""
+    """The mutation as a Slip: where (∂h/∂w, the values by their names or expressions), and the sentence a summary
+    shows."""
     if mutation.kind == ACCUMULATION_OFF:
-        where = ".grad"
-        return Slip(mutation.kind, where, f"{SLIP_KINDS[mutation.kind]}: {ACCUMULATIONS[mutation.variant]}")
+        return Slip(mutation.kind, ".grad", f"{SLIP_KINDS[mutation.kind]}: {ACCUMULATIONS[mutation.variant]}")
     graph = next(graph for graph in computation.graphs if graph.signature == mutation.signature)
     names = computation.names
     node_text = _node_text(graph, mutation.node, names)
     if mutation.kind == ONE_BRANCH:
         edges = dict(forks(graph))[mutation.node]
         kept = _node_text(graph, edges[mutation.slot][0], names)
-        where = f"the fork at {node_text}"
-        detail = f"{node_text} is used {len(edges)} times, and only the gradient back from {kept} was kept"
-        return Slip(mutation.kind, where, f"{SLIP_KINDS[mutation.kind]}: {detail} (the uses' gradients add up)")
+        detail = f"{node_text} is used {_times(len(edges))}, and only the gradient back from {kept} was kept"
+        return Slip(mutation.kind, f"the fork at {node_text}", f"{SLIP_KINDS[mutation.kind]}: {detail} (they add up)")
     child = graph.children[mutation.node][mutation.slot]
     input_text = _node_text(graph, child, names) if child is not None else f"input {mutation.slot + 1}"
-    node_symbol = _symbol(graph.nodes[mutation.node], names)
-    input_symbol = _symbol(graph.nodes[child], names) if child is not None else None
-    where = (
-        f"∂{node_symbol}/∂{input_symbol}"
-        if node_symbol and input_symbol
-        else f"{node_text}'s slope towards {input_text}"
-    )
+    worded = any(text.startswith(("the ", "input ")) for text in (node_text, input_text))
+    where = f"{node_text}'s slope towards {input_text}" if worded else f"∂{node_text}/∂{input_text}"
     operation = graph.kinds[mutation.node]
+    if mutation.kind == SUM_FOR_MEAN:
+        count = f"{graph.divisors.get(mutation.node, 0):g}"
+        where = {"Div": f"the division by {count}", "Mean": "the mean"}.get(operation, "the sum")
+    gate = f"{node_text} = {_operation_words(operation)}({input_text})" if node_text.isidentifier() else node_text
     details = {
-        GATE_IGNORED: (
-            f"at {node_symbol} = {_operation_words(operation)}({input_text}), its slope taken as 1"
-            if node_symbol
-            else f"at the {_operation_words(operation)} of {input_text}, its slope taken as 1"
-        ),
+        GATE_IGNORED: f"at {gate}, its slope taken as 1",
         DROPPED_LOCAL: f"{where} taken as 1",
         SIGN_FLIPPED: f"{where} taken with the wrong sign",
         SUM_FOR_MEAN: _mean_words(graph, mutation.node, node_text),
