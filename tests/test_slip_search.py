@@ -214,3 +214,31 @@ def test_a_slip_says_where_in_the_exercises_own_names(request, name, question, a
     assert slip is not None
     assert slip.where == where
     assert said in slip.sentence
+
+
+def test_a_cell_that_calls_autograd_grad_is_searched_too():
+    """A hidden cell may take its gradients with torch.autograd.grad rather than backward(): the same slips."""
+    course = assignment("autograd")
+    cell = (
+        "### BEGIN HIDDEN TESTS\n"
+        'x = torch.tensor(float(P["net_x"]))\n'
+        'w = torch.tensor(float(P["net_w"]), requires_grad=True)\n'
+        'b = torch.tensor(float(P["net_b"]), requires_grad=True)\n'
+        'loss = (torch.relu(w * x + b) - P["net_target"]) ** 2\n'
+        "w_grad, b_grad = torch.autograd.grad(loss, [w, b])\n"
+        "marks = Marks()\n"
+        'marks.value("net_dL_dw", net_dL_dw, w_grad, "")\n'
+        'marks.value("net_dL_db", net_dL_db, b_grad, "")\n'
+        "### END HIDDEN TESTS\n"
+    )
+    questions = tuple(dataclasses.replace(q, test_source=cell) if q.id == "tiny_net" else q for q in course.questions)
+    graphs = {key: build for key, build in course.content.graphs.items() if key != "tiny_net"}
+    search = explainer(
+        dataclasses.replace(course, questions=questions, content=dataclasses.replace(course.content, graphs=graphs)),
+        tolerance=TOLERANCE,
+    )
+    # dL/dw = 2(5 - 2) * 2 = 12; with dh/dw = x taken as 1: 6.
+    assert search("tiny_net", "net_dL_dw", numbers(search), 12.0) is None
+    slip = search("tiny_net", "net_dL_dw", numbers(search), 6.0)
+    assert slip is not None
+    assert slip.kind == DROPPED_LOCAL

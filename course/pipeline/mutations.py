@@ -5,8 +5,9 @@ by position: `graph_chain.graph_nodes` lists a graph's nodes in a fixed order, a
 class and its inputs' positions) is its signature, so the same mutation lands on the same node in every run, at
 every `backward()` whose graph has that signature (a slip a student makes at every step of a loop, they make at
 each). `mutating(run)` is the thread-local torch function mode under which a computation runs: it records each
-computed tensor's forward value and routes every `backward()` through `run`, which installs the mutation's hooks
-for that one pass and removes them after.
+computed tensor's forward value and routes every backward pass of one output (`Tensor.backward`,
+`torch.autograd.backward`, `torch.autograd.grad`) through `run`, which installs the mutation's hooks for that one
+pass and removes them after.
 
 The mutations, in the order they are tried (the first match names the slip). First the slips of a graph's
 structure, which the exercises are built around and each name in their text (a ReLU's gate, .grad accumulating, a
@@ -343,8 +344,10 @@ def mutating(run: MutatedRun) -> Any:
             kwargs = dict(kwargs or {})
             if func is torch.Tensor.backward and args:
                 return run.backward(args[0], lambda: func(*args, **kwargs))
-            if func is torch.autograd.backward and args and isinstance(args[0], torch.Tensor):
-                return run.backward(args[0], lambda: func(*args, **kwargs))
+            if func in (torch.autograd.backward, torch.autograd.grad) and args:
+                outputs = args[0] if isinstance(args[0], list | tuple) and len(args[0]) == 1 else (args[0],)
+                if isinstance(outputs[0], torch.Tensor) and outputs[0].grad_fn is not None:
+                    return run.backward(outputs[0], lambda: func(*args, **kwargs))
             if func is torch.Tensor.zero_ and args and run.skip_zeroing(args[0]):
                 return args[0]
             result = func(*args, **kwargs)
