@@ -242,3 +242,25 @@ def test_a_cell_that_calls_autograd_grad_is_searched_too():
     slip = search("tiny_net", "net_dL_dw", numbers(search), 6.0)
     assert slip is not None
     assert slip.kind == DROPPED_LOCAL
+
+
+def test_searches_from_several_threads_agree_with_one():
+    """The service may ask from several threads: the torch function mode is per thread and one search runs at a
+    time, so each thread gets what a single thread gets."""
+    import threading
+
+    asks = [case for case in CASES if case[0] == "autograd"]
+    alone = explainer(assignment("autograd"), tolerance=TOLERANCE)
+    expected = [alone(q, a, numbers(alone), v) for _, q, a, v, _ in asks]
+    shared = explainer(assignment("autograd"), tolerance=TOLERANCE)
+    results: dict[int, list] = {}
+
+    def ask(index: int) -> None:
+        results[index] = [shared(q, a, numbers(shared), v) for _, q, a, v, _ in asks]
+
+    threads = [threading.Thread(target=ask, args=(index,)) for index in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [results[index] for index in range(6)] == [expected] * 4
