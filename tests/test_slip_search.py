@@ -263,4 +263,4 @@ def test_searches_from_several_threads_agree_with_one():
         thread.start()
     for thread in threads:
         thread.join()
-    assert [results[index] for index in range(6)] == [expected] * 4
+    assert [results[index] for index in range(6)] == [expected] * 6
