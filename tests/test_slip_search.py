@@ -264,3 +264,21 @@ def test_searches_from_several_threads_agree_with_one():
     for thread in threads:
         thread.join()
     assert [results[index] for index in range(6)] == [expected] * 6
+
+
+def test_an_answer_is_searched_with_the_mutations_of_its_own_backward_passes():
+    """The averaged gradients' cell runs backward passes of three shapes (one loss; the two losses summed; a loss
+    halved); the halving left out is a mutation of the last, late in the order. A probe per shape (NaN sent into
+    its backward passes) shows which answers each reaches, and only the halved shape's mutations are run for the
+    averaged gradient."""
+    search = explainer(assignment("training"), tolerance=TOLERANCE)
+    found = search.find("accumulate_on_purpose", "averaged_w_grad", numbers(search), 8.0)
+    assert found is not None
+    assert found.slip.kind == SUM_FOR_MEAN
+    source = search.source("accumulate_on_purpose", "averaged_w_grad", numbers(search))
+    assert source is not None
+    assert len(source.signatures) == 3
+    reaching = [shape for shape, answers in source.reaches.items() if answers and "averaged_w_grad" in answers]
+    assert reaching == [found.mutation.signature]
+    position = source.mutations.index(found.mutation)
+    assert search.stats.mutations_run < position  # probes included: most of the order before it was skipped

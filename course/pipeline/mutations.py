@@ -45,6 +45,9 @@ from course.pipeline.slips import (
     SUM_FOR_MEAN,
 )
 
+# Not a slip: the gradient arriving at a graph's output made NaN, to see which answers that graph's backward passes
+# reach (the slip search tries a graph's mutations only for those).
+PROBE = "probe"
 ORDER = (GATE_IGNORED, ACCUMULATION_OFF, ONE_BRANCH, DROPPED_LOCAL, SIGN_FLIPPED, SUM_FOR_MEAN, FORWARD_FOR_SLOPE)
 # Nodes that move values about rather than compute them: no slope of theirs is a student's.
 STRUCTURAL = frozenset(
@@ -239,6 +242,10 @@ class MutatedRun:
         mutation = self.mutation
         if mutation is None:
             return []
+        if mutation.kind == PROBE:
+            if mutation.signature != graph.signature:
+                return []
+            return [graph.nodes[0].register_prehook(_poisoning)]
         if mutation.kind == ACCUMULATION_OFF:
             leaves = [node for node in graph.nodes if type(node).__name__ == "AccumulateGrad"]
             return [leaf.register_prehook(self._accumulation(leaf, mutation.variant)) for leaf in leaves]
@@ -323,6 +330,10 @@ class MutatedRun:
         """`zero_()` on a leaf's .grad, under the mutation that ignores zeroing."""
         mutation = self.mutation
         return mutation is not None and mutation.variant == "zeroing_ignored" and self.is_grad(tensor)
+
+
+def _poisoning(grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(None if grad is None else grad * float("nan") for grad in grad_outputs)
 
 
 def _zeroing(slots: list[int]) -> Callable[..., Any]:

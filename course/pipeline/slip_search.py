@@ -7,6 +7,8 @@ is the question's `GRAPHS` build (course/pipeline/graph_chain.py; the authoring 
 it (`judge.recorded_references`), with every `backward()` it calls intercepted. No exercise needs code of its own.
 
 The mutations and the order they are tried in (the first match names the slip): course/pipeline/mutations.py.
+Where a cell's backward passes have graphs of several shapes, a probe per shape (NaN sent into its passes) says
+which answers each reaches, and an answer is searched with its own shapes' mutations only.
 A value that matches torch's unmutated result is never a slip, nor is a mutation whose result is torch's. Bounded
 per explain call by `max_mutations` (the tail of the order is left out) and a time budget (a safety net: the course's
 exercises take milliseconds; a search stopped by it says "unexplained" and resumes where it stopped on the next
@@ -30,6 +32,7 @@ from course.forms import matches
 from course.pipeline.assignment import Assignment, Question
 from course.pipeline.mutations import (
     ACCUMULATIONS,
+    PROBE,
     Graph,
     MutatedRun,
     Mutation,
@@ -288,12 +291,21 @@ def describe(mutation: Mutation, computation: _Computation) -> Slip:
 @dataclass
 class _Source:
     """One computation of a question at one set of numbers: torch's values, the mutations to try (capped) and the
-    results of those tried so far (in order). `error`: why the computation could not run (then nothing is tried)."""
+    results of those tried so far. `error`: why the computation could not run (then nothing is tried). Where the
+    computation has several graphs (a cell's backward passes of different shapes), `reaches` says which answers
+    each graph's backward passes reach (a probe run: NaN arriving at its output), so that an answer is searched
+    with the mutations of its own graphs only (None: unknown, every answer)."""
 
     computation: _Computation | None
     reference: dict[str, PlainValue] = field(default_factory=dict)
     mutations: list[Mutation] = field(default_factory=list)
-    results: list[dict[str, PlainValue]] = field(default_factory=list)
+    results: dict[int, dict[str, PlainValue]] = field(default_factory=dict)  # by the mutation's index
+    reaches: dict[Any, frozenset[str] | None] = field(default_factory=dict)  # signature -> answers it reaches
+
+    @property
+    def signatures(self) -> set[Any]:
+        return {mutation.signature for mutation in self.mutations if mutation.signature is not None}
+
     error: str | None = None
 
 
@@ -351,8 +363,8 @@ class SlipSearch:
         with self._lock:
             if mutation in source.mutations:
                 index = source.mutations.index(mutation)
-                while len(source.results) <= index:
-                    source.results.append(self._run(source, source.mutations[len(source.results)]))
+                if index not in source.results:
+                    source.results[index] = self._run(source, mutation)
                 return source.results[index]
             return self._run(source, mutation)
 
@@ -365,13 +377,17 @@ class SlipSearch:
             reference = source.reference[answer]
             if _same(value, reference, self.tolerance):
                 return None  # a right answer is never a slip
+            several = len(source.signatures) > 1
             for index, mutation in enumerate(source.mutations):
-                if index == len(source.results):
+                if index not in source.results or (several and mutation.signature not in source.reaches):
                     deadline = deadline or time.monotonic() + self.budget_seconds
                     if time.monotonic() > deadline:
                         self.stats.budget_stops += 1
                         return None
-                    source.results.append(self._run(source, mutation))
+                if several and not self._reaches(source, mutation.signature, answer):
+                    continue  # a backward pass that does not reach this answer
+                if index not in source.results:
+                    source.results[index] = self._run(source, mutation)
                 results = source.results[index]
                 if answer not in results or matches(results[answer], reference, self.tolerance):
                     continue  # this mutation leaves the answer as torch has it
@@ -379,6 +395,21 @@ class SlipSearch:
                     return Found(describe(mutation, source.computation), mutation, results[answer])
             return None
         return None
+
+    def _reaches(self, source: _Source, signature: Any, answer: str) -> bool:
+        """Whether the backward passes of the graph `signature` reach `answer` (None, for .grad's accumulation: yes)."""
+        if signature is None:
+            return True
+        if signature not in source.reaches:
+            results = self._run(source, Mutation(PROBE, signature))
+            reached = {name for name, value in source.reference.items() if name in results}
+            source.reaches[signature] = (
+                frozenset(name for name in reached if not _same(results[name], source.reference[name], 0.0))
+                if results and reached == set(source.reference)
+                else None  # the probe run failed, or lost answers: every answer, to be safe
+            )
+        found = source.reaches[signature]
+        return found is None or answer in found
 
     def _run(self, source: _Source, mutation: Mutation) -> dict[str, PlainValue]:
         import warnings
