@@ -289,7 +289,7 @@ def describe(mutation: Mutation, computation: _Computation) -> Slip:
 
 
 @dataclass
-class _Source:
+class Table:
     """One computation of a question at one set of numbers: torch's values, the mutations to try (capped) and the
     results of those tried so far. `error`: why the computation could not run (then nothing is tried). Where the
     computation has several graphs (a cell's backward passes of different shapes), `reaches` says which answers
@@ -331,7 +331,7 @@ class SlipSearch:
         self.max_mutations, self.budget_seconds, self.cache_size = max_mutations, budget_seconds, cache_size
         self.questions = {question.id: question for question in assignment.questions}
         self.stats = SearchStats()
-        self._sources: OrderedDict[tuple[str, str, str], _Source] = OrderedDict()
+        self._sources: OrderedDict[tuple[str, str, str], Table] = OrderedDict()
         self._lock = threading.Lock()  # the service may ask from several threads; one search runs at a time
 
     def __call__(self, question: str, answer: str, numbers: Mapping[str, Any], value: PlainValue) -> Slip | None:
@@ -349,7 +349,7 @@ class SlipSearch:
             self.stats.explained += found is not None
             return found
 
-    def source(self, question: str, answer: str, numbers: Mapping[str, Any]) -> _Source | None:
+    def source(self, question: str, answer: str, numbers: Mapping[str, Any]) -> Table | None:
         """The computation whose values hold `answer` at `numbers` (with torch's `reference`), None if none."""
         with self._lock:
             for origin in ORIGINS:
@@ -358,7 +358,7 @@ class SlipSearch:
                     return found
             return None
 
-    def result(self, source: _Source, mutation: Mutation) -> dict[str, PlainValue]:
+    def result(self, source: Table, mutation: Mutation) -> dict[str, PlainValue]:
         """What `mutation` gives each answer of `source`'s computation (run now when it was not tried yet)."""
         with self._lock:
             if mutation in source.mutations:
@@ -396,7 +396,7 @@ class SlipSearch:
             return None
         return None
 
-    def _reaches(self, source: _Source, signature: Any, answer: str) -> bool:
+    def _reaches(self, source: Table, signature: Any, answer: str) -> bool:
         """Whether the backward passes of the graph `signature` reach `answer` (None, for .grad's accumulation: yes)."""
         if signature is None:
             return True
@@ -411,7 +411,7 @@ class SlipSearch:
         found = source.reaches[signature]
         return found is None or answer in found
 
-    def _run(self, source: _Source, mutation: Mutation) -> dict[str, PlainValue]:
+    def _run(self, source: Table, mutation: Mutation) -> dict[str, PlainValue]:
         import warnings
 
         self.stats.mutations_run += 1
@@ -424,7 +424,7 @@ class SlipSearch:
         except Exception:  # the instructor's build under a mutation it was not written for: this mutation only
             return {}
 
-    def _source(self, question: str, origin: str, numbers: dict[str, Any]) -> _Source | None:
+    def _source(self, question: str, origin: str, numbers: dict[str, Any]) -> Table | None:
         found = self.questions.get(question)
         if found is None or (origin == "graph" and question not in self.assignment.content.graphs):
             return None
@@ -442,7 +442,7 @@ class SlipSearch:
                 self._sources.popitem(last=False)
         return source
 
-    def _build(self, question: Question, origin: str, numbers: dict[str, Any]) -> _Source:
+    def _build(self, question: Question, origin: str, numbers: dict[str, Any]) -> Table:
         import warnings
 
         self.stats.tables += 1
@@ -457,11 +457,11 @@ class SlipSearch:
                 reference = computation.run(None)
             mutations = mutations_of(computation.graphs, computation.accumulating)[: self.max_mutations]
         except NoGraph as error:  # the question's hidden-test cell is searched instead
-            return _Source(None, error=str(error))
+            return Table(None, error=str(error))
         except Exception as error:  # a build that raises costs only its explanation
             self.stats.errors += 1
-            return _Source(None, error=f"{type(error).__name__}: {error}")
-        return _Source(computation, reference, mutations)
+            return Table(None, error=f"{type(error).__name__}: {error}")
+        return Table(computation, reference, mutations)
 
 
 def _same(value: PlainValue, target: PlainValue, tolerance: float) -> bool:
