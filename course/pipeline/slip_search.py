@@ -9,11 +9,13 @@ it (`judge.recorded_references`), with every `backward()` it calls intercepted. 
 The mutations and the order they are tried in (the first match names the slip): course/pipeline/mutations.py.
 Where a cell's backward passes have graphs of several shapes, a probe per shape (NaN sent into its passes) says
 which answers each reaches, and an answer is searched with its own shapes' mutations only.
+
 A value that matches torch's unmutated result is never a slip, nor is a mutation whose result is torch's. Bounded
-per explain call by `max_mutations` (the tail of the order is left out) and a time budget (a safety net: the course's
-exercises take milliseconds; a search stopped by it says "unexplained" and resumes where it stopped on the next
-call); the mutations' results are cached per (question, numbers). A build or cell that raises costs only its
-explanation. Everything runs in the trusted grader, on grader-chosen numbers; a student's value is only compared.
+per explain call by `max_mutations` (the tail of the order is left out) and a time budget on the mutations' runs (a
+safety net: the course's exercises take milliseconds a mutation; a search stopped by it says "unexplained" and
+resumes where it stopped on the next call); the mutations' results are cached per (question, numbers). A build or
+cell that raises costs only its explanation. Everything runs in the trusted grader, on grader-chosen numbers; a
+student's value is only compared.
 """
 
 from __future__ import annotations
@@ -301,12 +303,11 @@ class Table:
     mutations: list[Mutation] = field(default_factory=list)
     results: dict[int, dict[str, PlainValue]] = field(default_factory=dict)  # by the mutation's index
     reaches: dict[Any, frozenset[str] | None] = field(default_factory=dict)  # signature -> answers it reaches
+    error: str | None = None
 
     @property
     def signatures(self) -> set[Any]:
         return {mutation.signature for mutation in self.mutations if mutation.signature is not None}
-
-    error: str | None = None
 
 
 ORIGINS = ("graph", "cell")  # a question's GRAPHS build first (its gradients), then its hidden-test cell
