@@ -122,7 +122,10 @@ def _constant(node: Any, slot: int, symbols: dict[int, str]) -> str:
     backward pass needs: a subtraction keeps neither operand)."""
     kept = {0: ("_saved_self",), 1: ("_saved_other",)}.get(slot, ())
     for attribute in (*kept, "_saved_other" if slot == 1 else "_saved_scalar"):
-        value = getattr(node, attribute, None)
+        try:
+            value = getattr(node, attribute, None)
+        except RuntimeError:  # freed by the backward pass that ran (a graph not retained)
+            value = None
         if value is None:
             continue
         if id(value) in symbols:
@@ -198,6 +201,18 @@ def _collect(output: Any) -> _Graph:
                 graph.parents[id(child)] = graph.parents.get(id(child), 0) + 1
                 stack.append(child)
     return graph
+
+
+def graph_nodes(output: torch.Tensor) -> list[Any]:
+    """Every torch node of `output`'s graph, each once, in a fixed order (depth first from the output's node, as
+    the walk collects them): the same build gives the same order, so a position names a node across runs (the
+    slip search, course/pipeline/slip_search.py). Raises GraphChainError past MAX_NODES."""
+    return _collect(output).nodes
+
+
+def operation_kind(node: Any) -> str:
+    """A torch node's operation, from its class: `Mul` for MulBackward0, `AccumulateGrad` for a leaf's."""
+    return _kind(node)
 
 
 def _run_backward(output: Any, graph: _Graph) -> dict[int, Any]:
@@ -323,6 +338,15 @@ def walk(output: torch.Tensor, names: Mapping[str, torch.Tensor]) -> tuple[Graph
         key=lambda item: item[0],
     )
     return tuple(step for _, step in ordered)
+
+
+def node_expression(node: Any, named: Mapping[int, str], symbols: Mapping[int, str]) -> str:
+    """How a torch node's value is computed, written as the walk writes a step (`w·x + b`): an input by its name
+    where `named` (id(node) -> symbol) has one, else inlined; an operand that is no node by its name in `symbols`
+    (id(tensor) -> name) or its value where torch kept it. For the slip search's sentences
+    (course/pipeline/slip_search.py), about nodes the author gave no name."""
+    text, _, _ = _segment(node, dict(named), dict(symbols), _Graph())
+    return text
 
 
 def _accumulator(graph: _Graph, tensor: Any) -> Any:

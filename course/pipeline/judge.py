@@ -417,6 +417,20 @@ def _recorded(question: Question, answers: dict[str, Answer], params: dict, para
     return found
 
 
+def recorded_references(question: Question, params: dict) -> tuple[dict[str, PlainValue], str | None, dict[str, Any]]:
+    """Run a question's hidden tests with no answer (each a placeholder) and these numbers, as the judge records a
+    cell that reads nothing of the student's: {answer: torch's reference, as plain data} for each `marks.value`
+    (function answers left out), what the cell raised (None: nothing), and the namespace it ran in (its tensors
+    by name). Never cached: the slip search (course/pipeline/slip_search.py) runs it under one mutation of
+    torch's backward at a time, and caches what it needs itself."""
+    calls: list[tuple[str, str, Any, Any, Any, Any]] = []
+    placeholders = {name: Answer(MISSING, detail="not read here") for name in question.answer_names}
+    namespace = _hidden_test_namespace(placeholders, lambda: _Recorder(calls), params)
+    error = _run_hidden_tests(question, namespace)
+    references = {name: reference for method, name, reference, *_ in calls if method == "value"}
+    return references, error, namespace
+
+
 def _replay(recorded: _Recorded, marks: _Marks) -> bool:
     """Hand this student's Marks what the cell handed it; False (run the cell itself) if anything raises,
     since the cell might have caught it and gone on differently."""
