@@ -323,3 +323,36 @@ def test_the_summary_page_shows_the_analysis_escaped():
     assert '<a href="feedback/cat/autograd/autograd.html">cat</a>' in page  # who gave 4, linked
     without = render_summary_html(class_summary(CLASS), "autograd")
     assert "item-analysis" not in without  # a summary made without it (an older JSON) still renders
+
+
+def test_the_graded_sample_class_has_its_item_analysis_beside_its_grades(graded_sample_class):
+    root, _ = graded_sample_class
+    assert (root / "grades-autograd.csv").is_file()
+    data = json.loads((root / "item-analysis-autograd.json").read_text(encoding="utf-8"))
+    assert data["students"] == 5  # frank's notebook could not be read: not counted
+    answers = {item["answer"]: item for item in data["answers"]}
+    assert len(answers) == len(data["answers"]) == 41  # every answer of the assignment, once
+
+    def wrong(answer: str) -> list[tuple[str, int, list[str], str | None]]:
+        return [(w["shown"], w["count"], w["students"], w["rule"]) for w in answers[answer]["wrong_values"]]
+
+    # The sample class's known wrong answers (tests/samples/submitted): bob's sign slip and his forgotten x,
+    # erin's zeros, each with its count, who, and the author's rule that named it.
+    assert wrong("slope_at_minus_2") == [("0", 1, ["erin"], None), ("4", 1, ["bob"], "sign_slip")]
+    assert wrong("net_dL_dw") == [("6", 1, ["bob"], "forgot_times_x")]
+    assert wrong("closed_dL_dw") == [("2", 1, ["bob"], "gradient_through_closed_relu")]
+    assert wrong("accumulated_grads") == [
+        ("0", 1, ["erin"], None),
+        ("[6, 6, 6]", 1, ["bob"], "accumulation_overwrites"),
+    ]
+    assert wrong("slope_at_0") == []
+    slope = answers["slope_at_minus_2"]
+    assert (slope["students"], slope["right"], slope["blanks"], slope["wrong"]) == (5, 2, 1, 2)
+    assert 0 < slope["discrimination"] <= 1
+    rows = list(csv.DictReader(io.StringIO((root / "item-analysis-autograd.csv").read_text(encoding="utf-8"))))
+    assert [r["row"] for r in rows].count("answer") == 41
+    bob = next(r for r in rows if r["answer"] == "net_dL_dw" and r["row"] == "wrong")
+    assert (bob["wrong_value"], bob["count"], bob["who"], bob["rule"]) == ("6", "1", "bob", "forgot_times_x")
+    summary = json.loads((root / "class-summary-autograd.json").read_text(encoding="utf-8"))
+    assert summary["item_analysis"] == data  # the summary's page shows the very same
+    assert "id=item-analysis>" in (root / "class-summary-autograd.html").read_text(encoding="utf-8")
