@@ -123,7 +123,12 @@ def test_the_instructor_gets_the_item_analysis_of_the_counted_attempts(site):
     assert data["schema"] == "autograd-course/item-analysis"
     assert data["students"] == 6
     item = _answer(data)
-    assert (item["right"], item["blanks"], item["wrong"], item["share_right"]) == (1, 1, 4, pytest.approx(1 / 6, abs=1e-6))
+    assert (item["right"], item["blanks"], item["wrong"], item["share_right"]) == (
+        1,
+        1,
+        4,
+        pytest.approx(1 / 6, abs=1e-6),
+    )
     assert [(w["shown"], w["count"], w["students"]) for w in item["wrong_values"]] == [
         ("-6", 2, ["ben", "cat"]),
         (HOSTILE, 1, ["dan"]),
