@@ -9,14 +9,18 @@ import io
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from course.core.answers import describe
+from course.core.config import load_config
+from course.pipeline.assignment import load_course_assignment
 from course.pipeline.feedback_model import Feedback
 from course.pipeline.slips import GATE_IGNORED, Slip
-from course.term.item_analysis import ItemSettings, analyse_items, point_biserial, read_shown
+from course.pipeline.variants import numbers_for
+from course.term.item_analysis import ItemSettings, analyse_items, item_settings, point_biserial, read_shown
 from course.term.item_exports import (
     MAX_GROUPS_SHOWN,
     MAX_STUDENTS_SHOWN,
@@ -27,6 +31,7 @@ from course.term.item_exports import (
 )
 from course.term.summary import class_summary
 from course.term.summary_page import render_summary_html
+from tests.support.helpers import ROOT
 
 TORCH = {"a": 2.0, "b": -0.5}
 
@@ -356,3 +361,18 @@ def test_the_graded_sample_class_has_its_item_analysis_beside_its_grades(graded_
     summary = json.loads((root / "class-summary-autograd.json").read_text(encoding="utf-8"))
     assert summary["item_analysis"] == data  # the summary's page shows the very same
     assert "id=item-analysis>" in (root / "class-summary-autograd.html").read_text(encoding="utf-8")
+
+
+def test_item_settings_give_each_student_the_numbers_they_were_graded_with(monkeypatch):
+    config = replace(load_config(ROOT), variants=True, tolerance=1e-3)
+    monkeypatch.setenv(config.variant_secret_env, "a course secret for the tests")
+    assignment = load_course_assignment(config, "autograd")
+    settings = item_settings(config, assignment)
+    assert settings.tolerance == 1e-3
+    assert settings.numbers is not None
+    alice = settings.numbers("alice")
+    assert alice == numbers_for(config, assignment.content, "alice", assignment.default_params)
+    assert alice != settings.numbers("bob")  # their own, as graded
+    plain = item_settings(replace(config, variants=False), assignment)
+    assert plain.numbers is not None
+    assert plain.numbers("alice") == plain.numbers("bob") == assignment.default_params

@@ -240,7 +240,7 @@ def _item_analysis_html(items: dict[str, Any], pages: dict[str, str]) -> str:
         "— when everyone or no one was right), the blanks, and the wrong values students share (equal within the "
         f"grading tolerance, {items['tolerance']:g}"
         + ("; only among students with the same numbers" if items["variants"] else "")
-        + f"). item-analysis-{_e(items['assignment'])}.csv and .json hold all of it.</p>"
+        + "). Its CSV and JSON hold all of it.</p>"
     ]
     if not items["answers"]:
         parts.append("<p>No answers to analyse.</p></section>")
