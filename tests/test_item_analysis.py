@@ -215,14 +215,31 @@ class Recorder:
 
 def test_the_slip_search_is_asked_per_shared_group_with_its_numbers_and_bounded():
     slip = Slip(GATE_IGNORED, "h = relu(z)", "the ReLU's gate ignored on the way back, at h = relu(z)")
+    # One set of numbers for the class: only the values two or more students share are searched, most common first.
     explain = Recorder(slip)
-    settings = ItemSettings(numbers=lambda s: NUMBERS[s], explain=explain)
-    analysis = analyse_items(CLASS, "autograd", settings)
-    # Only a group of two or more: cat's and dan's 4 for a (numbers x=2); ben's and dan's 0.5 are apart.
-    assert explain.calls == [("q1", "a", {"x": 2}, 4)]
+    analysis = analyse_items(CLASS, "autograd", ItemSettings(numbers=lambda s: {"x": 1}, explain=explain))
+    assert explain.calls == [("q1", "a", {"x": 1}, 4), ("q1", "b", {"x": 1}, 0.5)]
     assert _item(analysis, "a").wrong_values[0].slip == slip
     assert _item(analysis, "a").wrong_values[1].slip is None  # eve alone: not searched
-    assert (analysis.explained, analysis.unexplained_left) == (1, 0)
+    assert (analysis.explained, analysis.unexplained_left) == (2, 0)
+    # With variants, values are shared only among the same numbers: each is searched with its own numbers, and
+    # the students a slip explains are counted together over their groups.
+    explain = Recorder(slip)
+    analysis = analyse_items(CLASS, "autograd", ItemSettings(numbers=lambda s: NUMBERS[s], explain=explain))
+    assert explain.calls[0] == ("q1", "a", {"x": 2}, 4)  # cat's and dan's: the most common first
+    rest = sorted((q, a, tuple(n.items()), v) for q, a, n, v in explain.calls[1:])
+    assert rest == [("q1", "a", (("x", 1),), 3.99), ("q1", "b", (("x", 1),), 0.5), ("q1", "b", (("x", 2),), 0.5)]
+    slips = {item["answer"]: item["slips"] for item in analysis_json(analysis)["answers"]}
+    assert [(s["kind"], s["count"], s["students"]) for s in slips["a"]] == [(GATE_IGNORED, 3, ["cat", "dan", "eve"])]
+    assert [(s["count"], s["students"]) for s in slips["b"]] == [(2, ["ben", "dan"])]
+    rows = list(csv.DictReader(io.StringIO(analysis_csv(analysis_json(analysis)))))
+    found = next(r for r in rows if r["row"] == "slip" and r["answer"] == "a")
+    assert (found["count"], found["who"], found["slip"], found["slip_where"]) == (
+        "3",
+        "cat, dan, eve",
+        GATE_IGNORED,
+        "h = relu(z)",
+    )
     # An author's rule, named in the feedback, comes first: that group is not searched.
     ruled = [*CLASS[:2], _feedback("cat", 4.0, "missing", rules=("doubled",)), *CLASS[3:]]
     explain = Recorder(slip)
@@ -236,6 +253,10 @@ def test_the_slip_search_is_asked_per_shared_group_with_its_numbers_and_bounded(
     assert len(explain.calls) == 1
     assert (analysis.explained, analysis.unexplained_left) == (1, 1)
     assert all(w.slip is None for item in analysis.answers for w in item.wrong_values)
+    # Without the students' numbers there is nothing to search with: nobody is asked.
+    explain = Recorder(slip)
+    assert analyse_items(CLASS, "autograd", ItemSettings(explain=explain)).explained == 0
+    assert explain.calls == []
 
 
 def test_a_student_whose_numbers_cannot_be_had_stays_apart():
@@ -275,7 +296,7 @@ def test_exports_are_bounded_stable_and_spreadsheet_safe(tmp_path):
     a = data["answers"][0]
     assert set(a) == {
         "question", "answer", "students", "right", "blanks", "other_wrong", "wrong", "share_right",
-        "discrimination", "wrong_values", "wrong_values_left_out",
+        "discrimination", "wrong_values", "wrong_values_left_out", "slips",
     }  # fmt: skip
     assert len(a["wrong_values"]) == MAX_GROUPS_SHOWN
     assert a["wrong_values_left_out"] == 31 - MAX_GROUPS_SHOWN
@@ -326,6 +347,11 @@ def test_the_summary_page_shows_the_analysis_escaped():
     assert "<b>mallory" not in page
     assert "&lt;b&gt;mallory&lt;/b&gt;" in page
     assert '<a href="feedback/cat/autograd/autograd.html">cat</a>' in page  # who gave 4, linked
+    slip = Slip(GATE_IGNORED, "h", "the gate <ignored>")
+    settings = ItemSettings(numbers=lambda s: {}, explain=Recorder(slip))
+    summary["item_analysis"] = analysis_json(analyse_items(feedback, "autograd", settings))
+    page = render_summary_html(summary, "autograd")
+    assert "<strong>2 students: the gate &lt;ignored&gt;</strong> (a slip found from their values)" in page
     without = render_summary_html(class_summary(CLASS), "autograd")
     assert "item-analysis" not in without  # a summary made without it (an older JSON) still renders
 

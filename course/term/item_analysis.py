@@ -35,7 +35,10 @@ from course.pipeline.variants import numbers_for
 log = logging.getLogger(__name__)
 
 MAX_EXPLAINED = 50  # wrong-value groups handed to the slip search in one analysis, most common first
-MIN_EXPLAINED = 2  # students who must share a wrong value before the search looks for its slip
+MIN_EXPLAINED = 2  # students who must share a wrong value before the search looks for its slip (without variants:
+# with them, values are shared only among the same numbers, so each student's value is searched, and the outputs
+# count the students per slip found: item_exports.py)
+MAX_ANSWERS = 500  # answers analysed (an assignment has tens): a feedback file naming more is not one we wrote
 EXPLAIN_SECONDS = 60.0  # the whole search's time in one analysis (each call is bounded by the explainer itself)
 MAX_SHOWN_TEXT = 4000  # a shown value longer than this is not parsed (describe() of our longest list is shorter)
 MAX_LIST_ITEMS = 1000  # course.core.answers.MAX_LIST: no answer list grading accepts is longer
@@ -275,7 +278,8 @@ def analyse_items(
     (missing, or absent from a student's feedback), the point-biserial discrimination against the rest of the
     score (the score before any late penalty, less this answer's points), and the wrong values grouped within
     `settings.tolerance`, among students with the same numbers (`settings.numbers`; all the same when None).
-    With `settings.explain`, each group of MIN_EXPLAINED or more students that no misconception rule names is
+    With `settings.explain`, each group of MIN_EXPLAINED or more students (any group, with variants: see
+    MIN_EXPLAINED) that no misconception rule names is
     handed to it with its numbers, most common groups first, at most `max_explained` of them and for at most
     `explain_seconds` in all; an explainer that fails leaves its group unexplained (logged), never the analysis."""
     settings = settings or ItemSettings()
@@ -289,7 +293,8 @@ def analyse_items(
     for one in counted:
         for question in one.questions:
             for value in question.values:
-                tallies.setdefault((question.id, value.name), _Tally(question.id, value.name))
+                if len(tallies) < MAX_ANSWERS or (question.id, value.name) in tallies:
+                    tallies.setdefault((question.id, value.name), _Tally(question.id, value.name))
     numbers_of = _NumbersReader(settings.numbers)
     for one in counted:
         numbers_of.key(one.student_id)  # everyone's, so that `variants` says whether the class's numbers differ
@@ -298,7 +303,8 @@ def analyse_items(
     answers = [_answer_item(tally, len(counted), settings.tolerance, numbers_of) for tally in tallies.values()]
     explained, left = 0, 0
     if settings.explain is not None:
-        answers, explained, left = _explain(answers, settings.explain, max_explained, explain_seconds)
+        least = 1 if varied else MIN_EXPLAINED
+        answers, explained, left = _explain(answers, settings.explain, least, max_explained, explain_seconds)
     return ItemAnalysis(assignment, len(counted), tuple(answers), settings.tolerance, varied, explained, left)
 
 
@@ -373,7 +379,7 @@ def _answer_item(tally: _Tally, students: int, tolerance: float, numbers_of: _Nu
 
 
 def _explain(
-    answers: list[AnswerItem], explain: Explainer, most: int, seconds: float
+    answers: list[AnswerItem], explain: Explainer, least: int, most: int, seconds: float
 ) -> tuple[list[AnswerItem], int, int]:
     """The answers with the slips found for their common unnamed wrong values, most common groups first."""
     wanted = sorted(
@@ -381,7 +387,7 @@ def _explain(
             (-wrong.count, a, w)
             for a, item in enumerate(answers)
             for w, wrong in enumerate(item.wrong_values)
-            if wrong.count >= MIN_EXPLAINED and not wrong.rule and wrong.parsed and wrong.numbers is not None
+            if wrong.count >= least and not wrong.rule and wrong.parsed and wrong.numbers is not None
         ),
         key=lambda entry: entry[0],
     )

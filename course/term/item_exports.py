@@ -17,7 +17,7 @@ from typing import Any
 from course.core.files import atomic_write_json, atomic_write_text
 from course.core.text import csv_text, safe_text
 from course.forms import is_number
-from course.pipeline.slips import SLIP_KINDS
+from course.pipeline.slips import SLIP_KINDS, Slip
 from course.term.item_analysis import AnswerItem, ItemAnalysis, WrongValue
 
 SCHEMA = "autograd-course/item-analysis"
@@ -79,15 +79,36 @@ def _wrong_json(wrong: WrongValue, numbers: bool) -> dict[str, Any]:
         "students_left_out": max(0, len(wrong.students) - MAX_STUDENTS_SHOWN),
         "numbers": _numbers_json(wrong.numbers) if numbers and wrong.numbers is not None else None,
         "rule": wrong.rule or None,
-        "slip": None
-        if slip is None
-        else {
-            "kind": slip.kind,
-            "words": SLIP_KINDS.get(slip.kind, slip.kind),
-            "where": slip.where,
-            "sentence": slip.sentence,
-        },
+        "slip": None if slip is None else _slip_json(slip),
     }
+
+
+def _slip_json(slip: Slip) -> dict[str, Any]:
+    return {
+        "kind": slip.kind,
+        "words": SLIP_KINDS.get(slip.kind, slip.kind),
+        "where": slip.where,
+        "sentence": slip.sentence,
+    }
+
+
+def _slips_json(item: AnswerItem) -> list[dict[str, Any]]:
+    """The slips found for an answer's wrong values, each with every student whose value it explains (with variants
+    each student's value is a group of its own: here they are counted together), most students first."""
+    by_slip: dict[tuple[str, str], tuple[Slip, list[str]]] = {}
+    for wrong in item.wrong_values:
+        if wrong.slip is not None:
+            by_slip.setdefault((wrong.slip.kind, wrong.slip.where), (wrong.slip, []))[1].extend(wrong.students)
+    ranked = sorted(by_slip.values(), key=lambda entry: (-len(entry[1]), entry[0].kind, entry[0].where))
+    return [
+        {
+            **_slip_json(slip),
+            "count": len(students),
+            "students": sorted(students)[:MAX_STUDENTS_SHOWN],
+            "students_left_out": max(0, len(students) - MAX_STUDENTS_SHOWN),
+        }
+        for slip, students in ranked[:MAX_GROUPS_SHOWN]
+    ]
 
 
 def _answer_json(item: AnswerItem, numbers: bool) -> dict[str, Any]:
@@ -103,6 +124,7 @@ def _answer_json(item: AnswerItem, numbers: bool) -> dict[str, Any]:
         "discrimination": item.discrimination,
         "wrong_values": [_wrong_json(w, numbers) for w in item.wrong_values[:MAX_GROUPS_SHOWN]],
         "wrong_values_left_out": max(0, len(item.wrong_values) - MAX_GROUPS_SHOWN),
+        "slips": _slips_json(item),
     }
 
 
@@ -131,7 +153,8 @@ def _numbers_text(numbers: dict[str, Any] | None) -> str:
 
 def analysis_csv(data: dict[str, Any]) -> str:
     """The CSV of `analysis_json`'s data: per answer one `answer` row (its statistics), then one `wrong` row per
-    wrong value listed; every cell through `csv_text` (spreadsheet-safe)."""
+    wrong value listed and one `slip` row per slip found (its students, over all its wrong values); every cell
+    through `csv_text` (spreadsheet-safe)."""
     rows: list[list[str]] = [list(CSV_COLUMNS)]
     for item in data["answers"]:
         head = [item["question"], item["answer"]]
@@ -150,9 +173,7 @@ def analysis_csv(data: dict[str, Any]) -> str:
         )
         for wrong in item["wrong_values"]:
             slip = wrong["slip"] or {}
-            who = ", ".join(wrong["students"])
-            if wrong["students_left_out"]:
-                who += f", and {wrong['students_left_out']} more"
+            who = _who(wrong)
             rows.append(
                 [
                     *head,
@@ -168,7 +189,27 @@ def analysis_csv(data: dict[str, Any]) -> str:
                     _numbers_text(wrong["numbers"]),
                 ]
             )
+        for slip in item["slips"]:
+            rows.append(
+                [
+                    *head,
+                    "slip",
+                    *[""] * 7,
+                    str(slip["count"]),
+                    _who(slip),
+                    "",
+                    slip["kind"],
+                    slip["where"],
+                    slip["sentence"],
+                    "",
+                ]
+            )
     return csv_text(rows)
+
+
+def _who(entry: dict[str, Any]) -> str:
+    who = ", ".join(entry["students"])
+    return f"{who}, and {entry['students_left_out']} more" if entry["students_left_out"] else who
 
 
 def write_item_analysis(out_dir: Path, analysis: ItemAnalysis) -> dict[str, Any]:

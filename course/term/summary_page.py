@@ -252,7 +252,11 @@ def _item_analysis_html(items: dict[str, Any], pages: dict[str, str]) -> str:
         "</tr></thead><tbody>"
     )
     for item in items["answers"]:
-        wrong = []
+        wrong = [
+            f"<li><strong>{_plural(slip['count'], 'student')}: {_e(slip['sentence'] or slip['words'])}</strong> "
+            "(a slip found from their values)</li>"
+            for slip in item["slips"][:ITEM_VALUES_SHOWN]
+        ]
         for value in item["wrong_values"][:ITEM_VALUES_SHOWN]:
             names = ", ".join(_student(sid, pages.get(sid, "")) for sid in value["students"])
             if value["students_left_out"]:
@@ -268,7 +272,11 @@ def _item_analysis_html(items: dict[str, Any], pages: dict[str, str]) -> str:
                 f"<li><code>{_e(value['shown'])}</code>{at}: {_plural(value['count'], 'student')}{why}"
                 f"<div class=names>{names}</div></li>"
             )
-        more = len(item["wrong_values"]) - len(wrong) + item["wrong_values_left_out"]
+        more = (
+            len(item["wrong_values"])
+            - min(len(item["wrong_values"]), ITEM_VALUES_SHOWN)
+            + item["wrong_values_left_out"]
+        )
         if more > 0:
             wrong.append(f"<li>{_plural(more, 'other wrong value')}</li>")
         if item["other_wrong"]:
