@@ -276,6 +276,8 @@ def test_after_the_terms_commands_git_status_lists_no_secret_or_student_file(ter
         "canvas-autograd.csv",
         "class-summary-autograd.html",
         "class-summary-autograd.json",
+        "item-analysis-autograd.json",
+        "item-analysis-autograd.csv",
         "submitted",
         "autograded",
         "feedback",

@@ -23,6 +23,7 @@ from course.pipeline.probes import has_secret
 from course.pipeline.selftest import prove_setup, released_code_cells
 from course.pipeline.variants import course_secret
 from course.term.gradebook import write_course_totals
+from course.term.item_analysis import item_settings
 from course.term.nbgrader_term import NoGradebook, records_in_gradebook, with_late_policy
 from course.term.recording import BatchSummary, Records, open_records, record_results, start_summary, write_reports
 from course.term.roster import Student
@@ -67,7 +68,7 @@ def grade_batch(
     _grade_and_record(
         config, settings, assignment, refs, paths_by_id, summary, jobs=jobs, record=record, roster=roster, report=report
     )
-    write_reports(summary, settings)
+    write_reports(summary, settings, item_settings(config, assignment))
     if shard is not None:
         write_shard(
             out_dir,

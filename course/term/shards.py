@@ -36,6 +36,7 @@ from course.pipeline.grading import Graded
 from course.pipeline.judge import QuestionResult
 from course.pipeline.submission import student_id_problem
 from course.term.gradebook import write_course_totals
+from course.term.item_analysis import item_settings
 from course.term.nbgrader_term import records_in_gradebook
 from course.term.recording import BatchSummary, open_records, record_results, start_summary, write_reports
 from course.term.roster import Student
@@ -518,5 +519,5 @@ def _record_merged(
         record_results((graded for graded, _ in results), summary, config, settings, assignment, lambda: records, paths)
     finally:
         records.gradebook.close()
-    write_reports(summary, settings)
+    write_reports(summary, settings, item_settings(config, assignment))
     return summary

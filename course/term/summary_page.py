@@ -170,6 +170,7 @@ def _header(summary: dict[str, Any], assignment: str) -> str:
         if counted
         else []
     )
+    sections += [("item-analysis", "item analysis")] if counted and summary.get("item_analysis") else []
     sections += [("students", "students")] if summary["roster"] else []
     sections += [("integrity", "integrity")]
     parts.append("<nav>" + " · ".join(f'<a href="#{anchor}">{name}</a>' for anchor, name in sections) + "</nav>")
@@ -240,6 +241,77 @@ def _misconceptions_html(summary: dict[str, Any]) -> str:
             f"<div class=names>Who: {names}</div></div>"
         )
     parts.append("</section>")
+    return "".join(parts)
+
+
+ITEM_VALUES_SHOWN = 5  # wrong values a row of the item analysis names; the files have the rest
+
+
+def _discrimination(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}".replace("-", "−")
+
+
+def _item_analysis_html(items: dict[str, Any], pages: dict[str, str]) -> str:
+    """The item analysis (course/term/item_exports.py's JSON) as one table, a row an answer: share right,
+    discrimination, blanks and its most common wrong values, each with its count, who gave it and the rule or slip
+    that explains it. Every value and name shown is the student's text: escaped."""
+    parts = [
+        "<section class=card id=item-analysis><h2>Item analysis</h2><p>Per answer, of the "
+        f"{_plural(items['students'], 'counted student')}: the share right, how well the answer separates the class "
+        "(discrimination: the point-biserial correlation of right/wrong with the rest of the score, from −1 to 1; "
+        "— when everyone or no one was right), the blanks, and the wrong values students share (equal within the "
+        f"grading tolerance, {items['tolerance']:g}"
+        + ("; only among students with the same numbers" if items["variants"] else "")
+        + "). Its CSV and JSON hold all of it.</p>"
+    ]
+    if not items["answers"]:
+        parts.append("<p>No answers to analyse.</p></section>")
+        return "".join(parts)
+    parts.append(
+        "<div class=table-wrap><table class=items><caption>Item analysis by answer</caption><thead><tr>"
+        "<th scope=col>answer</th><th scope=col class=number>right</th><th scope=col class=number>"
+        "discrimination</th><th scope=col class=number>blanks</th><th scope=col>common wrong values</th>"
+        "</tr></thead><tbody>"
+    )
+    for item in items["answers"]:
+        wrong = [
+            f"<li><strong>{_plural(slip['count'], 'student')}: {_e(slip['sentence'] or slip['words'])}</strong> "
+            "(a slip found from their values)</li>"
+            for slip in item["slips"][:ITEM_VALUES_SHOWN]
+        ]
+        for value in item["wrong_values"][:ITEM_VALUES_SHOWN]:
+            names = ", ".join(_student(sid, pages.get(sid, "")) for sid in value["students"])
+            if value["students_left_out"]:
+                names += f" and {value['students_left_out']} more"
+            why = ""
+            if value["rule"]:
+                why = f" — rule <code>{_e(value['rule'])}</code>"
+            elif value["slip"]:
+                why = f" — {_e(value['slip']['sentence'] or value['slip']['words'])}"
+            numbers = value["numbers"]
+            at = f" (numbers {_e(', '.join(f'{k}={v}' for k, v in numbers.items()))})" if numbers else ""
+            wrong.append(
+                f"<li><code>{_e(value['shown'])}</code>{at}: {_plural(value['count'], 'student')}{why}"
+                f"<div class=names>{names}</div></li>"
+            )
+        more = (
+            len(item["wrong_values"])
+            - min(len(item["wrong_values"]), ITEM_VALUES_SHOWN)
+            + item["wrong_values_left_out"]
+        )
+        if more > 0:
+            wrong.append(f"<li>{_plural(more, 'other wrong value')}</li>")
+        if item["other_wrong"]:
+            wrong.append(f"<li>{item['other_wrong']} wrong with no value to compare (form, function, unreadable)</li>")
+        share = 100 * item["share_right"]
+        parts.append(
+            f"<tr><th scope=row><code>{_e(item['answer'])}</code> ({_e(item['question'])})</th>"
+            f"<td class=num data-sort={item['share_right']:g}>{share:.0f}% ({item['right']}/{item['students']})</td>"
+            f"<td class=num>{_discrimination(item['discrimination'])}</td>"
+            f"<td class=num>{item['blanks']}</td>"
+            f"<td>{'<ul>' + ''.join(wrong) + '</ul>' if wrong else 'none'}</td></tr>"
+        )
+    parts.append("</tbody></table></div></section>")
     return "".join(parts)
 
 
@@ -338,6 +410,9 @@ def render_summary_html(summary: dict[str, Any], assignment: str, *, analysis: I
         if analysis is not None:
             parts.append(item_analysis_html(analysis))
         parts.append(_misconceptions_html(summary))
+        if summary.get("item_analysis"):
+            pages = {student["student_id"]: student["page"] for student in summary["roster"]}
+            parts.append(_item_analysis_html(summary["item_analysis"], pages))
     else:
         parts.append("<section class=card><p>No graded submissions yet.</p></section>")
     if summary["roster"]:

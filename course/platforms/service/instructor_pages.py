@@ -5,7 +5,8 @@ GET  /i/<token>/                           the dashboard (every student, live: s
 GET  /i/<token>/summary                    the class summary
 GET  /i/<token>/charts                     the class's charts (the dashboard's script puts them in place)
 GET  /i/<token>/students/<id>[/attempts/<n>]  a student's attempts, and each attempt's feedback
-GET  /i/<token>/export/{grades,canvas,moodle}.csv  the exports
+GET  /i/<token>/export/{grades,canvas,moodle,item-analysis}.csv  the exports
+GET  /i/<token>/api/item-analysis          the item analysis of the counted attempts, as JSON (api.py)
 GET  /i/<token>/export/gradebook           the preview of recording into the term's record; POST records or
                                            undoes (a form with its CSRF token, one tick a student)
 """
@@ -26,10 +27,18 @@ from course.core.errors import CourseError
 from course.core.text import safe_text, whole_number
 from course.platforms.service import charts_view, pages
 from course.platforms.service.access import instructor_route, not_found, same_origin
-from course.platforms.service.results import counted_attempts, grades_csv, lms_csv, lms_left_out, summary_of
+from course.platforms.service.results import (
+    counted_attempts,
+    grades_csv,
+    item_analysis_of,
+    lms_csv,
+    lms_left_out,
+    summary_of,
+)
 from course.platforms.service.state import Service
 from course.platforms.service.student_pages import feedback_page
 from course.term import term_record
+from course.term.item_exports import analysis_csv
 from course.term.summary_page import render_summary_html
 
 
@@ -62,7 +71,9 @@ async def dashboard_version(request: Request, service: Service) -> Response:
 @instructor_route
 async def class_summary_page(request: Request, service: Service) -> Response:
     def make() -> str:  # every counted feedback of the class: read, summarised and rendered off the event loop
-        return render_summary_html(summary_of(service.records()), service.assignment)
+        records = service.records()
+        items = item_analysis_of(records, service.grader.assignment, service.config)
+        return render_summary_html(summary_of(records, items), service.assignment)
 
     return HTMLResponse(await run_in_threadpool(make))
 
@@ -99,6 +110,9 @@ async def instructor_attempt(request: Request, service: Service) -> Response:
     return not_found() if page is None else HTMLResponse(page)
 
 
+ITEM_ANALYSIS = "item-analysis"  # export/item-analysis.csv: the CSV `grade` writes as item-analysis-<assignment>.csv
+
+
 @instructor_route
 async def export_csv(request: Request, service: Service) -> Response:
     fmt = request.path_params["format"]
@@ -109,9 +123,11 @@ async def export_csv(request: Request, service: Service) -> Response:
         if fmt == "grades":
             with tempfile.TemporaryDirectory(prefix="export-", dir=service.grader.scratch) as folder:
                 return grades_csv(records, assignment, Path(folder)).read_text(encoding="utf-8")
+        if fmt == ITEM_ANALYSIS:
+            return analysis_csv(item_analysis_of(records, assignment, service.config))
         return lms_csv(fmt, records, service.store.students(), assignment, service.config, service.grader.settings)
 
-    if fmt not in ("grades", "canvas", "moodle"):
+    if fmt not in ("grades", "canvas", "moodle", ITEM_ANALYSIS):
         return not_found()
     try:
         text = await run_in_threadpool(make)

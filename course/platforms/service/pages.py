@@ -299,6 +299,9 @@ def dashboard_page(
         "(the service's attempts only) · "
         '<a href="export/canvas.csv">Canvas CSV</a> · <a href="export/moodle.csv">Moodle CSV</a> '
         "(the whole term)</p>"
+        '<p id=item-analysis-export><a href="export/item-analysis.csv">item analysis CSV</a> · '
+        '<a href="api/item-analysis">as JSON</a> (per answer of the counted attempts: share right, '
+        "discrimination, blanks, common wrong values and who gave them; also on the class summary)</p>"
         f"<p id=lms-export>The Canvas and Moodle CSVs hold each student's counted attempt here, or their grade in "
         f"the term's record (grades-{e(assignment)}.csv, which <code>autograd-course grade</code> and the "
         "recordings below write) where they have no attempt here, or where their attempt would replace a grade "

@@ -13,10 +13,13 @@ from course.core.config import AssignmentSettings, CourseConfig
 from course.core.status import Status
 from course.pipeline import integrity
 from course.pipeline.assignment import Assignment
+from course.pipeline.feedback_model import Feedback
 from course.platforms.service.policy import ServicePolicy, counted
 from course.platforms.service.store import Attempt
 from course.term import term_record
 from course.term.gradebook import GradeRow, csv_row, grades_csv_path, write_grades_csv
+from course.term.item_analysis import Explainer, analyse_items, item_settings
+from course.term.item_exports import analysis_json
 from course.term.lms import lms_format, lms_text, read_term_grades, rows_for
 from course.term.roster import Student
 from course.term.summary import class_summary
@@ -50,14 +53,31 @@ def student_records(policy: ServicePolicy, roster: list[str], all_attempts: list
     return records
 
 
-def summary_of(records: list[StudentRecord]) -> dict[str, Any]:
-    """The class summary over each student's counted attempt, with the integrity report of every attempt."""
-    feedback = [r.counted.feedback for r in records if r.counted is not None and r.counted.feedback]
+def counted_feedback(records: list[StudentRecord]) -> list[Feedback]:
+    """The feedback of each student's counted attempt (records read with their feedback: `Service.records()`)."""
+    return [r.counted.feedback for r in records if r.counted is not None and r.counted.feedback]
+
+
+def item_analysis_of(
+    records: list[StudentRecord], assignment: Assignment, config: CourseConfig, explain: Explainer | None = None
+) -> dict[str, Any]:
+    """The item analysis of the counted attempts, as the item-analysis-<assignment>.json `grade` writes (the same
+    settings: `item_analysis.item_settings`, where a slip search `explain` is wired in)."""
+    settings = item_settings(config, assignment, explain)
+    return analysis_json(analyse_items(counted_feedback(records), assignment.name, settings))
+
+
+def summary_of(records: list[StudentRecord], item_analysis: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The class summary over each student's counted attempt, with the integrity report of every attempt (and
+    the item analysis of the same attempts, `item_analysis_of`, when given: the page shows it)."""
+    feedback = counted_feedback(records)
     summary = class_summary(feedback, missing=[r.student_id for r in records if not r.attempts])
     seen = {r.student_id: r.integrity for r in records if r.integrity}
     for student, findings in integrity.borrowed_numbers(feedback).items():
         seen[student] = [*seen.get(student, []), *findings]
     summary["integrity"] = dict(sorted(seen.items()))
+    if item_analysis is not None:
+        summary["item_analysis"] = item_analysis
     return summary
 
 
