@@ -17,8 +17,9 @@ import json
 import logging
 import math
 import re
+import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -29,6 +30,7 @@ from course.core.status import RAN
 from course.forms import is_number, matches
 from course.pipeline.assignment import Assignment
 from course.pipeline.feedback_model import Feedback
+from course.pipeline.slip_search import SlipSearch, explainer
 from course.pipeline.slips import Slip
 from course.pipeline.variants import numbers_for
 
@@ -121,8 +123,33 @@ def item_settings(config: CourseConfig, assignment: Assignment, explain: Explain
     a slip search is wired in this one place."""
     defaults = dict(assignment.default_params)
     return ItemSettings(
-        config.tolerance, lambda student: numbers_for(config, assignment.content, student, defaults), explain
+        config.tolerance,
+        lambda student: numbers_for(config, assignment.content, student, defaults),
+        explain or slip_search_for(assignment, config.tolerance),
     )
+
+
+# The slip search of each assignment, kept: its tables (torch's values, per question and numbers, with and without
+# each mutation) are the search's cost, and the service analyses the same class again at every dashboard reload.
+# Keyed by the Assignment object itself (a reloaded assignment gets a new search), at most MAX_SEARCHES kept.
+MAX_SEARCHES = 8
+_searches: OrderedDict[tuple[int, float], tuple[Assignment, SlipSearch]] = OrderedDict()
+_searches_lock = threading.Lock()
+
+
+def slip_search_for(assignment: Assignment, tolerance: float) -> SlipSearch:
+    """The slip search (course/pipeline/slip_search.py) for this assignment at this tolerance, made once."""
+    key = (id(assignment), tolerance)
+    with _searches_lock:
+        kept = _searches.get(key)
+        if kept is not None and kept[0] is assignment:
+            _searches.move_to_end(key)
+            return kept[1]
+        search = explainer(assignment, tolerance=tolerance)
+        _searches[key] = (assignment, search)
+        while len(_searches) > MAX_SEARCHES:
+            _searches.popitem(last=False)
+        return search
 
 
 # ----------------------------------------------------------------------------- reading a shown value as input

@@ -326,9 +326,12 @@ def write_class_summary(
     for student, findings in integrity.borrowed_numbers(feedback).items():  # across students: the whole class
         seen[student] = [*seen.get(student, []), *findings]
     summary["integrity"] = dict(sorted(seen.items()))
-    summary["item_analysis"] = write_item_analysis(out_dir, analyse_items(feedback, assignment, items))
+    analysis = analyse_items(feedback, assignment, items)
+    summary["item_analysis"] = write_item_analysis(out_dir, analysis)
     atomic_write_json(class_summary_path(out_dir, assignment, ".json"), summary)
-    atomic_write_text(class_summary_path(out_dir, assignment), render_summary_html(summary, assignment))
+    atomic_write_text(
+        class_summary_path(out_dir, assignment), render_summary_html(summary, assignment, analysis=analysis)
+    )
 
 
 def _print_internal_error(graded: Graded) -> None:

@@ -50,7 +50,11 @@ def test_the_charts_draw_the_counted_attempts_and_first_against_counted(service,
     assert page.status_code == 200
     assert re.search(r"<section class=card id=class-charts data-students=2 ", page.text)
     assert "Over the counted attempts of 2 students" in page.text
-    assert page.text.count("<svg ") == 3  # the distribution, the answers' shares, first against counted
+    # the distribution, the answers' shares, first against counted, and the item analysis's two: difficulty against
+    # discrimination and the top slips (the slip search wired in: item_analysis.item_settings)
+    assert page.text.count("<svg ") == 5
+    assert 'id="chart-discrimination"' in page.text
+    assert 'id="chart-slips"' in page.text
     assert rows(page.text, "chart-answers") == [
         ("grad · Question q2", "50% (1/2)", "0"),
         ("grad · Question q1", "100% (2/2)", "0"),

@@ -14,7 +14,6 @@ GET  /healthz                200 "ok" when this process can serve, else 503 and 
 
 from __future__ import annotations
 
-import threading
 from functools import partial
 from typing import Any
 
@@ -23,10 +22,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from course.platforms.service.access import RETIRED_LINK, instructor_route, pages_refused
-from course.platforms.service.results import item_analysis_of
+from course.platforms.service.results import AnalysisBusy, item_analysis_of
 from course.platforms.service.state import CLOSE, Service
 from course.platforms.service.store import Attempt
 from course.platforms.service.uploads import BUSY, UploadRefused, accept_upload, receive_notebook
+from course.term.item_exports import analysis_json
 
 
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -119,26 +119,18 @@ async def get_submission(request: Request) -> Response:
     return JSONResponse(submission_json(attempt, token))
 
 
-ITEM_ANALYSIS_WAIT = 10.0  # seconds a request waits for the one analysis under way before it is answered 503
-_analysing = threading.BoundedSemaphore(1)  # one item analysis at a time in this process: each reads the class
-
-
 @instructor_route
 async def item_analysis(request: Request, service: Service) -> Response:
     """The item analysis of the counted attempts, as JSON. It names students and shows their values: behind the
-    instructor's token only. Made off the event loop, one at a time; a request that finds one under way for
-    longer than ITEM_ANALYSIS_WAIT is answered 503 with Retry-After rather than queued without end."""
+    instructor's token only. Made off the event loop, one at a time (results.item_analysis_of); a request that
+    finds one under way for longer than ANALYSIS_WAIT is answered 503 with Retry-After rather than queued."""
 
-    def make() -> dict[str, Any] | None:
-        if not _analysing.acquire(timeout=ITEM_ANALYSIS_WAIT):
-            return None
-        try:
-            return item_analysis_of(service.records(), service.grader.assignment, service.config)
-        finally:
-            _analysing.release()
+    def make() -> dict[str, Any]:
+        return analysis_json(item_analysis_of(service.records(), service.grader.assignment, service.config))
 
-    data = await run_in_threadpool(make)
-    if data is None:
+    try:
+        data = await run_in_threadpool(make)
+    except AnalysisBusy:
         return _json_error(503, "another item analysis is being made: try again in a few seconds", {"Retry-After": "5"})
     return JSONResponse(data)
 

@@ -28,6 +28,8 @@ from course.core.text import safe_text, whole_number
 from course.platforms.service import charts_view, pages
 from course.platforms.service.access import instructor_route, not_found, same_origin
 from course.platforms.service.results import (
+    AnalysisBusy,
+    analysis_if_free,
     counted_attempts,
     grades_csv,
     item_analysis_of,
@@ -38,7 +40,7 @@ from course.platforms.service.results import (
 from course.platforms.service.state import Service
 from course.platforms.service.student_pages import feedback_page
 from course.term import term_record
-from course.term.item_exports import analysis_csv
+from course.term.item_exports import analysis_csv, analysis_json
 from course.term.summary_page import render_summary_html
 
 
@@ -72,8 +74,9 @@ async def dashboard_version(request: Request, service: Service) -> Response:
 async def class_summary_page(request: Request, service: Service) -> Response:
     def make() -> str:  # every counted feedback of the class: read, summarised and rendered off the event loop
         records = service.records()
-        items = item_analysis_of(records, service.grader.assignment, service.config)
-        return render_summary_html(summary_of(records, items), service.assignment)
+        analysis = analysis_if_free(records, service.grader.assignment, service.config)
+        summary = summary_of(records, None if analysis is None else analysis_json(analysis))
+        return render_summary_html(summary, service.assignment, analysis=analysis)
 
     return HTMLResponse(await run_in_threadpool(make))
 
@@ -84,8 +87,8 @@ async def dashboard_charts(request: Request, service: Service) -> Response:
         records = service.records()
         known = {r.counted.id for r in records if r.counted is not None}
         first = service.store.feedback_of([i for i in charts_view.first_attempts(records).values() if i not in known])
-        # issue 43: the item analysis of the counted attempts (course/term/item_analysis.py) goes in `analysis=`
-        return charts_view.charts_page(service.assignment, charts_view.charts_section(records, first))
+        analysis = analysis_if_free(records, service.grader.assignment, service.config)
+        return charts_view.charts_page(service.assignment, charts_view.charts_section(records, first, analysis))
 
     return HTMLResponse(await run_in_threadpool(make))
 
@@ -124,13 +127,19 @@ async def export_csv(request: Request, service: Service) -> Response:
             with tempfile.TemporaryDirectory(prefix="export-", dir=service.grader.scratch) as folder:
                 return grades_csv(records, assignment, Path(folder)).read_text(encoding="utf-8")
         if fmt == ITEM_ANALYSIS:
-            return analysis_csv(item_analysis_of(records, assignment, service.config))
+            return analysis_csv(analysis_json(item_analysis_of(records, assignment, service.config)))
         return lms_csv(fmt, records, service.store.students(), assignment, service.config, service.grader.settings)
 
     if fmt not in ("grades", "canvas", "moodle", ITEM_ANALYSIS):
         return not_found()
     try:
         text = await run_in_threadpool(make)
+    except AnalysisBusy:
+        return PlainTextResponse(
+            "Another item analysis is being made: try again in a few seconds.",
+            status_code=503,
+            headers={"Retry-After": "5"},
+        )
     except CourseError as problem:
         return PlainTextResponse(f"Cannot export: {problem}", status_code=409)
     return Response(

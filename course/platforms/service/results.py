@@ -5,6 +5,7 @@ the counted attempts nbgrader's gradebook takes (`term_record`)."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,7 @@ from course.platforms.service.policy import ServicePolicy, counted
 from course.platforms.service.store import Attempt
 from course.term import term_record
 from course.term.gradebook import GradeRow, csv_row, grades_csv_path, write_grades_csv
-from course.term.item_analysis import Explainer, analyse_items, item_settings
-from course.term.item_exports import analysis_json
+from course.term.item_analysis import Explainer, ItemAnalysis, analyse_items, item_settings
 from course.term.lms import lms_format, lms_text, read_term_grades, rows_for
 from course.term.roster import Student
 from course.term.summary import class_summary
@@ -58,13 +58,38 @@ def counted_feedback(records: list[StudentRecord]) -> list[Feedback]:
     return [r.counted.feedback for r in records if r.counted is not None and r.counted.feedback]
 
 
+ANALYSIS_WAIT = 10.0  # seconds a request waits for the one analysis under way before it gives up (AnalysisBusy)
+_analysing = threading.BoundedSemaphore(1)  # one item analysis at a time in this process: each reads the class
+# and runs the slip search
+
+
+class AnalysisBusy(Exception):
+    """Another item analysis is under way and did not finish within ANALYSIS_WAIT."""
+
+
 def item_analysis_of(
     records: list[StudentRecord], assignment: Assignment, config: CourseConfig, explain: Explainer | None = None
-) -> dict[str, Any]:
-    """The item analysis of the counted attempts, as the item-analysis-<assignment>.json `grade` writes (the same
-    settings: `item_analysis.item_settings`, where a slip search `explain` is wired in)."""
-    settings = item_settings(config, assignment, explain)
-    return analysis_json(analyse_items(counted_feedback(records), assignment.name, settings))
+) -> ItemAnalysis:
+    """The item analysis of the counted attempts, with the settings `grade` uses (`item_analysis.item_settings`,
+    where the slip search is wired in); `item_exports.analysis_json` of it is the item-analysis-<assignment>.json
+    `grade` writes. One at a time in this process (the JSON, the CSV, the summary page and the charts all make
+    one): raises AnalysisBusy when another one holds the slot past ANALYSIS_WAIT."""
+    if not _analysing.acquire(timeout=ANALYSIS_WAIT):
+        raise AnalysisBusy
+    try:
+        settings = item_settings(config, assignment, explain)
+        return analyse_items(counted_feedback(records), assignment.name, settings)
+    finally:
+        _analysing.release()
+
+
+def analysis_if_free(records: list[StudentRecord], assignment: Assignment, config: CourseConfig) -> ItemAnalysis | None:
+    """item_analysis_of for a page that shows the analysis beside other things: None (the page without it) when
+    another analysis holds the slot."""
+    try:
+        return item_analysis_of(records, assignment, config)
+    except AnalysisBusy:
+        return None
 
 
 def summary_of(records: list[StudentRecord], item_analysis: dict[str, Any] | None = None) -> dict[str, Any]:
