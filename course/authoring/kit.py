@@ -640,7 +640,15 @@ def _no_table_notes(module: Any, exercises: Sequence[Exercise]) -> list[str]:
 
     graphs, hand_written = getattr(module, "GRAPHS", None), getattr(module, "CHAINS", None)
     if not isinstance(graphs, Mapping):
-        return []
+        without = [e.id for e in exercises if not (isinstance(hand_written, Mapping) and hand_written.get(e.id))]
+        if not without:
+            return []
+        return [
+            f"exercise{'' if len(without) == 1 else 's'} {', '.join(map(repr, without))} "
+            f"get{'s' if len(without) == 1 else ''} no chain table: the module has "
+            "no GRAPHS; add `GRAPHS = kit_graphs(EXERCISES)` (from course.pipeline.graph_chain import kit_graphs) "
+            "to read each table from its build's graph"
+        ]
     notes = []
     for exercise in exercises:
         if exercise.id in graphs and not (isinstance(hand_written, Mapping) and hand_written.get(exercise.id)):

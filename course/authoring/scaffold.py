@@ -58,6 +58,7 @@ import torch
 
 from course.authoring.kit import Ask, Exercise, chains, number_groups, variants
 from course.authoring.ranges import NoZero, OneOf
+from course.pipeline.graph_chain import kit_graphs
 
 
 def square(x):
@@ -84,7 +85,8 @@ EXERCISES = [
     ),
 ]
 NUMBER_GROUPS = number_groups(EXERCISES)
-CHAINS = chains(EXERCISES)
+CHAINS = chains(EXERCISES)  # hand-written tables (Exercise(chain=...)), which override the derived ones
+GRAPHS = kit_graphs(EXERCISES)  # every other table read from its build's graph
 VARIANTS = variants(EXERCISES)
 '''
 
