@@ -13,7 +13,7 @@ from typing import Any, Union
 from course.core.text import MAX_SHORT_TEXT, safe_text
 from course.forms import is_number as is_number  # the forms' rule, re-exported for the grader's modules
 
-PlainValue = Union[int, float, bool, None, str, list]  # noqa: UP007 - a runtime alias
+PlainValue = Union[int, float, bool, None, str, list[Any]]  # noqa: UP007 - a runtime alias
 
 MAX_LIST = 1000
 MAX_TEXT = 1000

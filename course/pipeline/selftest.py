@@ -16,6 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 from course import sandbox
 from course.core.config import CourseConfig, Limits
@@ -56,7 +57,7 @@ class SelfTest:
         )
 
 
-def from_source(assignment: Assignment, *, solved: bool) -> dict:
+def from_source(assignment: Assignment, *, solved: bool) -> dict[str, Any]:
     """The source notebook as a student would hand it in: the hidden tests removed, and each answer cell either as
     the answer key writes it (solved: its markers removed) or as released (its solution region removed)."""
     notebook = json.loads(assignment.notebook_path.read_text(encoding="utf-8"))
@@ -75,7 +76,7 @@ def from_source(assignment: Assignment, *, solved: bool) -> dict:
     return notebook
 
 
-def untouched_release(config: CourseConfig, assignment: Assignment) -> dict:
+def untouched_release(config: CourseConfig, assignment: Assignment) -> dict[str, Any]:
     """The release students were given (release/), or where a course travels without it (a Gradescope bundle,
     the grader's image) the same made from the source notebook."""
     path = config.release_notebook(assignment.name)

@@ -24,6 +24,7 @@ import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from typing import Any
 
 from course.core.config import DEFAULT_SANDBOX_UID, Limits
 from course.core.errors import SandboxError
@@ -94,15 +95,15 @@ def worker_command(level: str, tmp_mb: int) -> list[str]:
 
 @dataclass
 class _Worker:
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     control: socket.socket
     uid: int
     log: int  # a file descriptor of the worker's output: an unlinked file, so nothing is left behind on a crash
     events: EventReader = field(default_factory=lambda: EventReader(max_line=65536, max_total=2**62))
-    pending: list[dict] = field(default_factory=list)
+    pending: list[dict[str, Any]] = field(default_factory=list)
     stopped: bool = False
 
-    def read_event(self, timeout: float) -> dict | None:
+    def read_event(self, timeout: float) -> dict[str, Any] | None:
         """The next control message, or None on timeout, a dead worker or a garbled line."""
         deadline = time.monotonic() + timeout
         while not self.pending:
@@ -519,7 +520,7 @@ class WarmPool:
             worker.process.kill()
         return result, healthy and worker.process.poll() is None
 
-    def _job(self, worker: _Worker, limits: Limits, scratch: str) -> dict:
+    def _job(self, worker: _Worker, limits: Limits, scratch: str) -> dict[str, Any]:
         """What the worker is told of the run it forks (runner.py), beside the request's pipes."""
         private_tmp = self.isolation.namespaces
         return {
