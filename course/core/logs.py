@@ -24,11 +24,11 @@ class _CurrentStderr(logging.StreamHandler[TextIO]):
         super().__init__(sys.stderr)
 
     @property
-    def stream(self):
+    def stream(self) -> TextIO:
         return sys.stderr
 
     @stream.setter
-    def stream(self, value) -> None:
+    def stream(self, value: TextIO) -> None:
         pass
 
 

@@ -465,7 +465,14 @@ class WarmPool:
         finally:
             self._release(worker, healthy)
 
-    def _run_on(self, worker: _Worker, cells, answer_names, function_points, limits) -> tuple[RunResult, bool]:
+    def _run_on(
+        self,
+        worker: _Worker,
+        cells: list[Cell],
+        answer_names: tuple[str, ...],
+        function_points: dict[str, list[float]],
+        limits: Limits,
+    ) -> tuple[RunResult, bool]:
         """One run on `worker`, and whether the worker may take the next."""
         request_read, request_write = os.pipe()
         channel_read, channel_write = os.pipe()
