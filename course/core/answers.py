@@ -65,9 +65,9 @@ def _scalar(item: Any) -> PlainValue:
     if kind is int:
         if abs(item) > 2**63:
             raise Invalid("integer too large")
-        return item
-    if kind in (float, bool, type(None)):
-        return item
+    if kind in (int, float, bool, type(None)):
+        plain: PlainValue = item  # its exact type checked above
+        return plain
     raise Invalid(f"unexpected {kind.__name__}")
 
 

@@ -216,7 +216,8 @@ class ServicePolicy:
 def _parse_due(value: Any) -> datetime:
     from nbgrader.utils import parse_utc
 
-    return parse_utc(value)
+    due: datetime = parse_utc(value)
+    return due
 
 
 def _due_problem(value: Any) -> str | None:

@@ -195,7 +195,8 @@ def read_section(where: str, data: Any, schema: type[Section]) -> Section:
 def shown_default(setting_field: Field[Any]) -> str:
     """A setting's default as a reader would write it in the YAML (`none` for null, `true` for True)."""
     if setting_field.metadata.get("shown_default") is not None:
-        return setting_field.metadata["shown_default"]
+        shown: str = setting_field.metadata["shown_default"]
+        return shown
     if required(setting_field):
         return ""
     value = setting_field.default

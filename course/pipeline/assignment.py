@@ -362,7 +362,8 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
 def _read_cells(path: Path) -> list[dict[str, Any]]:
     try:
         notebook = json.loads(path.read_text(encoding="utf-8"))
-        return notebook["cells"]
+        cells: list[dict[str, Any]] = notebook["cells"]
+        return cells
     except FileNotFoundError:
         raise SourceNotebookError(f"{path}: the source notebook does not exist") from None
     except (OSError, ValueError, KeyError, TypeError) as error:

@@ -60,7 +60,7 @@ class SelfTest:
 def from_source(assignment: Assignment, *, solved: bool) -> dict[str, Any]:
     """The source notebook as a student would hand it in: the hidden tests removed, and each answer cell either as
     the answer key writes it (solved: its markers removed) or as released (its solution region removed)."""
-    notebook = json.loads(assignment.notebook_path.read_text(encoding="utf-8"))
+    notebook: dict[str, Any] = json.loads(assignment.notebook_path.read_text(encoding="utf-8"))
     answer_ids = {question.answer_cell_id for question in assignment.questions}
     for cell in notebook["cells"]:
         grade_id = nbgrader_meta(cell).get("grade_id")
@@ -83,7 +83,8 @@ def untouched_release(config: CourseConfig, assignment: Assignment) -> dict[str,
     if not path.exists():
         return from_source(assignment, solved=False)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        release: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return release
     except (OSError, ValueError) as error:
         raise SelfTestError(
             f"{path}: cannot read the release for the self-test ({error}); run `autograd-course release` again"

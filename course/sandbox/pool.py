@@ -604,11 +604,12 @@ class _WarmRun:
             return self.exit_codes[0]
         event = self.worker.read_event(timeout) if timeout else self.worker.read_event(0.001)
         if event and event.get("event") == "exit" and type(event.get("code")) is int:
-            self.exit_codes.append(event["code"])
+            code: int = event["code"]
+            self.exit_codes.append(code)
             self.emptied.append(event.get("emptied") is True)
             if type(event.get("cpu")) is float:
                 self.cpu.append(event["cpu"])
-            return event["code"]
+            return code
         return None
 
     def cpu_seconds(self) -> float | None:

@@ -187,7 +187,8 @@ def assignment_due(db_url: str, gradebook_path: Path, assignment: str) -> dateti
 
     with open_gradebook(db_url) as gradebook:
         try:
-            return gradebook.find_assignment(assignment).duedate
+            due: datetime | None = gradebook.find_assignment(assignment).duedate
+            return due
         except MissingEntry:
             return None
 

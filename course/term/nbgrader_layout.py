@@ -52,7 +52,8 @@ def read_timestamp(notebook_path: Path) -> datetime | None:
     except OSError as error:  # a folder or file the grader may not read: the instructor's to fix, not a crash
         raise ValueError(f"{path}: cannot be read ({error.strerror or error})") from None
     try:
-        return parse_utc(text)
+        due: datetime | None = parse_utc(text)
+        return due
     except (ValueError, OverflowError):
         raise ValueError(f"{path}: {text!r} is not a timestamp nbgrader can read") from None
 
@@ -317,7 +318,8 @@ def _released(path: Path) -> dict[str, Any]:
 @functools.lru_cache(maxsize=8)
 def _parse_notebook(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
     del mtime_ns, size  # part of the cache key only: an edited release is read again
-    return json.loads(path.read_text(encoding="utf-8"))
+    notebook: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return notebook
 
 
 def _copy_beside(source: Path, target: Path, names: tuple[str, ...]) -> None:
