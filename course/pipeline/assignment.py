@@ -18,8 +18,10 @@ import functools
 import json
 import re
 import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from course.core.cell_metadata import nbgrader_cell
 from course.core.config import CourseConfig
@@ -78,7 +80,7 @@ class Assignment:
     setup_source: str
     questions: tuple[Question, ...]
     locked_sources: dict[str, str]
-    default_params: dict
+    default_params: dict[str, Any]
     content: Content = NO_CONTENT  # numbers' variants, chain tables, misconceptions: source/<name>/exercises.py
 
     @property
@@ -104,7 +106,7 @@ class Assignment:
         return next(q for q in self.questions if q.answer_cell_id == grade_id)
 
 
-def nbgrader_meta(cell: dict) -> dict:
+def nbgrader_meta(cell: dict[str, Any]) -> dict[str, Any]:
     """A cell's nbgrader metadata as the instructor's own notebook has it, or {} when it is absent or not a
     mapping. A student's notebook is read through `cell_metadata.nbgrader_cell`, which checks every field."""
     metadata = cell.get("metadata")
@@ -162,7 +164,7 @@ def _assigned_names(source: str, where: str) -> tuple[tuple[str, ...], tuple[str
     return tuple(names), tuple(functions)
 
 
-def _check_locked(cell: dict, where: str, why: str) -> None:
+def _check_locked(cell: dict[str, Any], where: str, why: str) -> None:
     """A cell the grader restores from the source must be locked (read-only) in nbgrader's metadata: nbgrader's
     autograde puts back only locked and graded cells, and the grader's copy of them is the locked ones."""
     if not nbgrader_meta(cell).get("locked"):
@@ -250,13 +252,13 @@ def _checked_names(forms: dict[str, str]) -> tuple[tuple[str, ...], tuple[str, .
     )
 
 
-def cell_text(cell: dict) -> str:
+def cell_text(cell: dict[str, Any]) -> str:
     """A notebook cell's source as one string (nbformat allows a list of lines)."""
     source = cell.get("source", "")
     return "".join(source) if isinstance(source, list) else source
 
 
-def _check_markers(cell: dict, index: int, cells: list, path: Path) -> None:
+def _check_markers(cell: dict[str, Any], index: int, cells: list[dict[str, Any]], path: Path) -> None:
     """Every BEGIN marker is closed by its END, in a cell of the kind nbgrader clears (a solution region in
     a solution cell, hidden tests in a graded cell). nbgrader refuses the notebook otherwise, with a
     traceback that names neither the cell nor the question."""
@@ -293,7 +295,7 @@ def _unbalanced(source: str, begin: str, end: str) -> str:
     return f"{begin} on line {opened} has no {end}" if opened is not None else ""
 
 
-def _title_before(cells: list, index: int) -> str:
+def _title_before(cells: list[dict[str, Any]], index: int) -> str:
     for cell in reversed(cells[:index]):
         if cell.get("cell_type") == "markdown":
             match = re.search(r"^#+\s*(.+)$", cell_text(cell), re.MULTILINE)
@@ -305,7 +307,9 @@ def _title_before(cells: list, index: int) -> str:
 NUMBERS_CELL = "numbers"  # the grade id of the locked cell that holds the exercises' numbers, `P = {...}`
 
 
-def numbers_cell_values(by_id: dict, path: Path) -> dict:
+# `by_id` maps a cell's grade id to its index and cell; its keys are Any because the authoring kit's map also
+# holds the cells without a grade id (under None), and only NUMBERS_CELL is looked up.
+def numbers_cell_values(by_id: Mapping[Any, tuple[int, dict[str, Any]]], path: Path) -> dict[str, Any]:
     """The exercises' numbers: the literal dict `P = {...}` of the locked `numbers` cell ({} without one)."""
     if NUMBERS_CELL not in by_id:
         return {}
@@ -355,19 +359,20 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
     )
 
 
-def _read_cells(path: Path) -> list:
+def _read_cells(path: Path) -> list[dict[str, Any]]:
     try:
         notebook = json.loads(path.read_text(encoding="utf-8"))
-        return notebook["cells"]
+        cells: list[dict[str, Any]] = notebook["cells"]
+        return cells
     except FileNotFoundError:
         raise SourceNotebookError(f"{path}: the source notebook does not exist") from None
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise SourceNotebookError(f"{path}: cannot be read as a notebook ({error})") from None
 
 
-def _cells_by_grade_id(cells: list, path: Path) -> dict[str, tuple[int, dict]]:
+def _cells_by_grade_id(cells: list[dict[str, Any]], path: Path) -> dict[str, tuple[int, dict[str, Any]]]:
     """grade_id -> (index, cell): each id a well-formed one, and used once."""
-    by_id: dict[str, tuple[int, dict]] = {}
+    by_id: dict[str, tuple[int, dict[str, Any]]] = {}
     for index, cell in enumerate(cells):
         damaged = nbgrader_cell(cell).damaged_id
         if damaged:
@@ -383,7 +388,9 @@ def _cells_by_grade_id(cells: list, path: Path) -> dict[str, tuple[int, dict]]:
     return by_id
 
 
-def _check_regions_and_locks(cells: list, by_id: dict[str, tuple[int, dict]], path: Path) -> None:
+def _check_regions_and_locks(
+    cells: list[dict[str, Any]], by_id: dict[str, tuple[int, dict[str, Any]]], path: Path
+) -> None:
     """Every cell's marked regions, and the locked cells every answer is graded against (setup, numbers)."""
     for index, cell in enumerate(cells):
         _check_markers(cell, index, cells, path)
@@ -399,7 +406,12 @@ def _check_regions_and_locks(cells: list, by_id: dict[str, tuple[int, dict]], pa
 
 
 def _read_question(
-    grade_id: str, index: int, cell: dict, cells: list, by_id: dict[str, tuple[int, dict]], path: Path
+    grade_id: str,
+    index: int,
+    cell: dict[str, Any],
+    cells: list[dict[str, Any]],
+    by_id: dict[str, tuple[int, dict[str, Any]]],
+    path: Path,
 ) -> Question:
     """The question of the test cell `grade_id`, with its answer cell and its (locked) form cell."""
     stem = grade_id.removeprefix("test_")
@@ -501,7 +513,7 @@ def _check_each_answer_once(questions: list[Question], path: Path) -> None:
             seen[answer_name] = question.answer_cell_id
 
 
-def _check_numbers_fit(content: Content, default_params: dict, questions: list[Question], path: Path) -> None:
+def _check_numbers_fit(content: Content, default_params: dict[str, Any], questions: list[Question], path: Path) -> None:
     """The numbers cell's P against the exercises module: its constraints, and each function answer's point."""
     problems = content.constraint_violations(default_params) if default_params else []
     if problems:
@@ -545,7 +557,7 @@ def is_text(source: object) -> bool:
     return type(source) is str or (type(source) is list and all(type(line) is str for line in source))
 
 
-def released_assignment(notebook: dict, path: Path, name: str) -> Assignment:
+def released_assignment(notebook: dict[str, Any], path: Path, name: str) -> Assignment:
     """The assignment as a released notebook (or a student's copy of one) shows it, for the self-check.
 
     Built from the notebook's nbgrader metadata and locked cells alone: the setup and numbers cells, the
@@ -557,7 +569,7 @@ def released_assignment(notebook: dict, path: Path, name: str) -> Assignment:
         raise SubmissionError(f"{path.name}: not a notebook ('cells' is not a list)")
     # A cell that is not a mapping with text is left out here: reading the submission names it.
     cells = [cell if type(cell) is dict and is_text(cell.get("source", "")) else {} for cell in cells]
-    by_id: dict[str, tuple[int, dict]] = {}
+    by_id: dict[str, tuple[int, dict[str, Any]]] = {}
     metas = [nbgrader_cell(cell) for cell in cells]  # the student's copy: every field checked (cell_metadata.py)
     for index, (cell, meta) in enumerate(zip(cells, metas, strict=True)):
         if meta.grade_id is not None and meta.grade_id not in by_id:

@@ -27,6 +27,7 @@ import yaml
 
 from course.core.status import Status
 from course.pipeline.feedback_model import Feedback
+from course.platforms.service.store import GradedAttempt
 from tests.support.helpers import copy_course, free_port, require_tool
 
 STUDENTS = ["alice", "bob", "carol", "dave"]
@@ -382,16 +383,16 @@ class Client:
 
 NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)
 
-RESULTS = {
-    "status": "graded",
-    "score": 5.0,
-    "raw_score": 5.0,
-    "late_penalty": 0.0,
-    "max_score": 57.0,
-    "feedback": Feedback("alice", "autograd", Status.GRADED, 5.0, 57.0, (), (), True, ()),
-    "integrity": [],
-    "seconds": 0.1,
-}
+RESULTS = GradedAttempt(
+    status="graded",
+    score=5.0,
+    raw_score=5.0,
+    late_penalty=0.0,
+    max_score=57.0,
+    feedback=Feedback("alice", "autograd", Status.GRADED, 5.0, 57.0, (), (), True, ()),
+    integrity=(),
+    seconds=0.1,
+)
 
 NOW = datetime(2026, 11, 30, 12, 0, 0)
 

@@ -242,6 +242,7 @@ async def gradebook_preview(request: Request, service: Service) -> Response:
 
 @instructor_route
 async def export_gradebook(request: Request, service: Service) -> Response:
+    """Record the ticked students of the confirmed preview in nbgrader's gradebook, or undo a recording."""
     parsed = await _instructor_form(request, service)
     if isinstance(parsed, Response):
         return parsed
@@ -251,87 +252,95 @@ async def export_gradebook(request: Request, service: Service) -> Response:
         # One recording (or undo) at a time across every serve process on this course's folder, the plan made
         # again under the lock (term_record.exclusive).
         with term_record.exclusive(service.config, service.grader.settings.name):
-            return undo(form["undo"]) if "undo" in form else record()
-
-    def record() -> Response:
-        config, settings = service.config, service.grader.settings
-        changes = term_record.plan(config, settings, counted_attempts(service.records()))
-        if form.get("plan") != term_record.digest(changes):
-            return _gradebook_page(
-                service,
-                "Nothing recorded: what would change is not what the preview you "
-                "confirmed showed (new attempts, or a term grade since). Check it "
-                "again below.",
-                409,
-            )
-        if not changes:
-            return _gradebook_page(
-                service,
-                "Nothing to record: nbgrader's gradebook already holds every counted attempt. Nothing was changed.",
-            )
-        chosen = _ticked(changes, ticks)
-        if isinstance(chosen, str):
-            return _gradebook_page(service, f"Nothing recorded: {chosen}.", 409)
-        try:
-            done = term_record.record(
-                config,
-                settings,
-                _question_cells(service),
-                service.grader.assignment.max_score,
-                chosen,
-                service.store.notebook_of,
-                replace_term=form.get("replace_term") == "yes",
-            )
-        except CourseError as problem:
-            return _gradebook_page(service, f"Nothing recorded: {problem}.", 409)
-        if done is None:
-            return _gradebook_page(
-                service,
-                "Nothing to record: nbgrader's gradebook already holds every counted attempt. Nothing was changed.",
-            )
-        refused = f" Not recorded: {done.refused_text}; their records are as they were." if done.refused else ""
-        left = sorted({c.student_id for c in changes} - {c.student_id for c in chosen})
-        unticked = f" Not ticked, left exactly as they are: {', '.join(left)}." if left else ""
-        students = f"{len(done.students)} student{'s' if len(done.students) != 1 else ''}"
-        return _gradebook_page(
-            service,
-            f"Recorded {students} ({', '.join(done.students)}) as "
-            f"{done.label}: formgrader, nbgrader export and grades-"
-            f"{settings.name}.csv now show their counted attempts.{refused}{unticked}",
-        )
-
-    def undo(number: str) -> Response:
-        try:
-            undone = term_record.undo(
-                service.config,
-                service.grader.settings,
-                tuple(_question_cells(service)),
-                -1 if (numbered := whole_number(number)) is None else numbered,
-            )
-        except CourseError as problem:
-            return _gradebook_page(service, f"Nothing undone: {problem}.", 409)
-        left = f" Left as they are: {undone.refused_text}." if undone.refused else ""
-        if not undone.undone:  # a student could not be put back: the recording stands, to be undone again
-            back = f"the records of {', '.join(undone.students)} are back; " if undone.students else ""
-            return _gradebook_page(
-                service,
-                f"Undid part of {undone.label}: {back}not everyone could be put back."
-                f"{left} It stays open: undo it again once that is fixed.",
-                409,
-            )
-        if not undone.students:
-            return _gradebook_page(
-                service,
-                f"Put nothing back from {undone.label}: every record it wrote has "
-                f"changed since.{left} It is closed, so the one before it can be "
-                "undone.",
-            )
-        return _gradebook_page(
-            service,
-            f"Undid {undone.label}: the records of {', '.join(undone.students)} are back as they were before it.{left}",
-        )
+            return _undo_recording(service, form["undo"]) if "undo" in form else _record_ticked(service, form, ticks)
 
     return await run_in_threadpool(run)
+
+
+_NOTHING_TO_RECORD = "Nothing to record: nbgrader's gradebook already holds every counted attempt. Nothing was changed."
+
+
+def _record_ticked(service: Service, form: dict[str, str], ticks: list[str]) -> Response:
+    """The recording step: the plan made again and checked against the preview confirmed, the ticked changes
+    written to nbgrader's gradebook, and the page saying what was (and was not) recorded."""
+    config, settings = service.config, service.grader.settings
+    changes = term_record.plan(config, settings, counted_attempts(service.records()))
+    if form.get("plan") != term_record.digest(changes):
+        return _gradebook_page(
+            service,
+            "Nothing recorded: what would change is not what the preview you "
+            "confirmed showed (new attempts, or a term grade since). Check it "
+            "again below.",
+            409,
+        )
+    if not changes:
+        return _gradebook_page(service, _NOTHING_TO_RECORD)
+    chosen = _ticked(changes, ticks)
+    if isinstance(chosen, str):
+        return _gradebook_page(service, f"Nothing recorded: {chosen}.", 409)
+    try:
+        done = term_record.record(
+            config,
+            settings,
+            _question_cells(service),
+            service.grader.assignment.max_score,
+            chosen,
+            service.store.notebook_of,
+            replace_term=form.get("replace_term") == "yes",
+        )
+    except CourseError as problem:
+        return _gradebook_page(service, f"Nothing recorded: {problem}.", 409)
+    if done is None:
+        return _gradebook_page(service, _NOTHING_TO_RECORD)
+    return _gradebook_page(service, _recorded_text(done, changes, chosen, settings.name))
+
+
+def _recorded_text(
+    done: term_record.Recording, changes: list[term_record.Change], chosen: list[term_record.Change], assignment: str
+) -> str:
+    """What a recording did, for the page: who was recorded, who was refused and who was left unticked."""
+    refused = f" Not recorded: {done.refused_text}; their records are as they were." if done.refused else ""
+    left = sorted({c.student_id for c in changes} - {c.student_id for c in chosen})
+    unticked = f" Not ticked, left exactly as they are: {', '.join(left)}." if left else ""
+    students = f"{len(done.students)} student{'s' if len(done.students) != 1 else ''}"
+    return (
+        f"Recorded {students} ({', '.join(done.students)}) as "
+        f"{done.label}: formgrader, nbgrader export and grades-"
+        f"{assignment}.csv now show their counted attempts.{refused}{unticked}"
+    )
+
+
+def _undo_recording(service: Service, number: str) -> Response:
+    """The undo step: recording `number` put back, and the page saying how much of it was."""
+    try:
+        undone = term_record.undo(
+            service.config,
+            service.grader.settings,
+            tuple(_question_cells(service)),
+            -1 if (numbered := whole_number(number)) is None else numbered,
+        )
+    except CourseError as problem:
+        return _gradebook_page(service, f"Nothing undone: {problem}.", 409)
+    left = f" Left as they are: {undone.refused_text}." if undone.refused else ""
+    if not undone.undone:  # a student could not be put back: the recording stands, to be undone again
+        back = f"the records of {', '.join(undone.students)} are back; " if undone.students else ""
+        return _gradebook_page(
+            service,
+            f"Undid part of {undone.label}: {back}not everyone could be put back."
+            f"{left} It stays open: undo it again once that is fixed.",
+            409,
+        )
+    if not undone.students:
+        return _gradebook_page(
+            service,
+            f"Put nothing back from {undone.label}: every record it wrote has "
+            f"changed since.{left} It is closed, so the one before it can be "
+            "undone.",
+        )
+    return _gradebook_page(
+        service,
+        f"Undid {undone.label}: the records of {', '.join(undone.students)} are back as they were before it.{left}",
+    )
 
 
 async def dashboard_js(request: Request) -> Response:
