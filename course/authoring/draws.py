@@ -110,7 +110,7 @@ def trial(exercise: Declared, numbers: Mapping[str, Number]) -> Trial | str:
     class Kinks(TorchFunctionMode):
         """Records the input of every ReLU and abs torch runs (tensor method, torch.* or functional)."""
 
-        def __torch_function__(self, func, types, args=(), kwargs=None):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             name = getattr(func, "__name__", "").rstrip("_")
             if name in ("relu", "abs") and args:
                 kinks.append(("ReLU" if name == "relu" else "abs", to_plain(args[0])))

@@ -174,10 +174,10 @@ def _value(spec: str, name: str, written: str, question: Question, where: Path) 
 _NOT_A_LITERAL = object()
 
 
-def wrong_notebook(solution: dict, wrong: Sequence[Wrong]) -> dict:
+def wrong_notebook(solution: dict[str, Any], wrong: Sequence[Wrong]) -> dict[str, Any]:
     """The answer key's notebook with `name = value` appended to the answer cell of each wrong answer: every other
     answer keeps the key's value, so the notebook loses exactly what the named answers are worth."""
-    notebook = json.loads(json.dumps(solution))
+    notebook: dict[str, Any] = json.loads(json.dumps(solution))
     lines: dict[str, list[str]] = {}
     for one in wrong:
         lines.setdefault(one.question.answer_cell_id, []).append(f"{one.name} = {one.value!r}  # preview: wrong")
@@ -317,7 +317,9 @@ class _Graded:
     feedback: Feedback
 
 
-def _grade(config: CourseConfig, assignment: Assignment, built: Path, key: str, label: str, notebook: dict) -> _Graded:
+def _grade(
+    config: CourseConfig, assignment: Assignment, built: Path, key: str, label: str, notebook: dict[str, Any]
+) -> _Graded:
     """Grade `notebook` as the grader does (the sandbox, the judge, the course's default numbers), once per mode,
     and write its pages: the very page `grade` writes for a student."""
     path = built / "notebooks" / f"{key}.ipynb"
@@ -421,7 +423,8 @@ def notebook_page(notebook: Path, assignment: str) -> str:
     from nbconvert import HTMLExporter
     from pygments.formatters import HtmlFormatter
 
-    body, _ = HTMLExporter(template_name="basic").from_notebook_node(nbformat.read(notebook, as_version=4))
+    exporter = HTMLExporter(template_name="basic")  # type: ignore[no-untyped-call]
+    body, _ = exporter.from_notebook_node(nbformat.read(notebook, as_version=4))  # type: ignore[no-untyped-call]
     colours = HtmlFormatter().get_style_defs(".highlight")
     e = html.escape
     return (

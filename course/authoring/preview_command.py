@@ -13,7 +13,7 @@ HELP = (
 )
 
 
-def add_parser(commands) -> None:
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     preview = commands.add_parser("preview", help=HELP, description=HELP)
     preview.add_argument(
         "--assignment", help="which assignment (default: the course's only one; with several, name one)"

@@ -153,7 +153,7 @@ def _where(assignment: Assignment, question: Question) -> str:
     return f"{assignment.notebook_path}: question {question.title!r}"
 
 
-def _numbers_of(question: Question, params: dict) -> dict[str, float]:
+def _numbers_of(question: Question, params: dict[str, Any]) -> dict[str, float]:
     """The numbers of P the question's test cell reads (its hidden tests build the exercise from them)."""
     return {
         key: params[key]

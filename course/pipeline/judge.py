@@ -420,7 +420,9 @@ def _recorded(
     return found
 
 
-def recorded_references(question: Question, params: dict) -> tuple[dict[str, PlainValue], str | None, dict[str, Any]]:
+def recorded_references(
+    question: Question, params: dict[str, Any]
+) -> tuple[dict[str, PlainValue], str | None, dict[str, Any]]:
     """Run a question's hidden tests with no answer (each a placeholder) and these numbers, as the judge records a
     cell that reads nothing of the student's: {answer: torch's reference, as plain data} for each `marks.value`
     (function answers left out), what the cell raised (None: nothing), and the namespace it ran in (its tensors

@@ -354,7 +354,7 @@ def mutating(run: MutatedRun) -> Any:
         def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = dict(kwargs or {})
             if func is torch.Tensor.backward and args:
-                return run.backward(args[0], lambda: func(*args, **kwargs))
+                return run.backward(args[0], lambda: func(*args, **kwargs))  # type: ignore[no-untyped-call]
             if func in (torch.autograd.backward, torch.autograd.grad) and args:
                 outputs = args[0] if isinstance(args[0], list | tuple) and len(args[0]) == 1 else (args[0],)
                 if isinstance(outputs[0], torch.Tensor) and outputs[0].grad_fn is not None:
