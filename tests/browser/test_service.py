@@ -141,7 +141,9 @@ def _charts_inside(page, width: int) -> None:
     section = page.locator("#class-charts")
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     figures = section.locator("figure.chart")
-    assert figures.count() == 2  # each answer's share right, first against counted attempt
+    # each answer's share right, first against counted attempt, and the item analysis's difficulty against
+    # discrimination and top slips
+    assert figures.count() == 4
     for figure in (*figures.all(), section.locator("svg.histogram")):
         figure.scroll_into_view_if_needed()
         expect(figure).to_be_visible()
@@ -153,7 +155,7 @@ def _charts_inside(page, width: int) -> None:
         expect(svg).to_have_attribute("role", "img")
         expect(svg).to_have_accessible_name(re.compile(r"\w"))
         expect(svg).to_have_accessible_description(re.compile(r"\w"))
-    assert figures.locator("table").count() == 2
+    assert figures.locator("table").count() == 4
 
 
 def test_the_dashboards_charts_follow_the_graded_attempts(running, page):

@@ -19,7 +19,7 @@ from course.pipeline.feedback_model import Feedback
 from course.platforms.service.app import create_app
 from course.platforms.service.run import make_service
 from course.platforms.service.state import Service
-from course.platforms.service.store import new_token
+from course.platforms.service.store import GradedAttempt, new_token
 from tests.support.service import course_for_service
 
 HOSTILE = "'<img src=x onerror=alert(1)>'"  # a student's text value, as the feedback shows it
@@ -96,14 +96,16 @@ def site(tmp_path_factory) -> Iterator[Site]:
         feedback = _feedback(student, shown, right)
         assert service.store.record(
             attempt.id,
-            status="graded",
-            score=feedback.score,
-            raw_score=feedback.score,
-            late_penalty=0.0,
-            max_score=57.0,
-            feedback=feedback,
-            integrity=[],
-            seconds=0.1,
+            GradedAttempt(
+                status="graded",
+                score=feedback.score,
+                raw_score=feedback.score,
+                late_penalty=0.0,
+                max_score=57.0,
+                feedback=feedback,
+                integrity=(),
+                seconds=0.1,
+            ),
         )
     yield Site(service, TestClient(create_app(service), follow_redirects=False), instructor, tokens)
     service.grader.stop()

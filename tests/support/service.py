@@ -452,13 +452,15 @@ def record_graded(service, feedback: Feedback) -> int:
     assert claimed.id == attempt.id
     assert service.store.record(
         attempt.id,
-        status="graded",
-        score=feedback.score,
-        raw_score=feedback.score,
-        late_penalty=0.0,
-        max_score=feedback.max_score,
-        feedback=feedback,
-        integrity=[],
-        seconds=0.1,
+        GradedAttempt(
+            status="graded",
+            score=feedback.score,
+            raw_score=feedback.score,
+            late_penalty=0.0,
+            max_score=feedback.max_score,
+            feedback=feedback,
+            integrity=(),
+            seconds=0.1,
+        ),
     )
     return attempt.id
