@@ -259,6 +259,28 @@ def test_the_slip_search_is_asked_per_shared_group_with_its_numbers_and_bounded(
     assert explain.calls == []
 
 
+def test_under_variants_the_search_budget_is_shared_by_every_answer():
+    """Every student's numbers their own: each wrong value is a group of one. A budget of 6 searches over 20 wrong
+    values of `a` and 20 of `b` asks about both answers in turn, not 6 of `a`'s and none of `b`'s (a reviewer's
+    class of 60 left a later answer's shared slip unsearched)."""
+    wrong_class = [_feedback(f"s{i:02d}", 10.0 + i, -3.0 - i) for i in range(20)]
+    explain = Recorder()
+    analysis = analyse_items(
+        wrong_class, "autograd", ItemSettings(numbers=lambda s: {"x": s}, explain=explain), max_explained=6
+    )
+    assert [call[1] for call in explain.calls] == ["a", "b", "a", "b", "a", "b"]
+    assert (analysis.explained, analysis.unexplained_left) == (6, 34)
+
+
+def test_the_search_stops_at_its_time_budget():
+    explain = Recorder()
+    analysis = analyse_items(
+        CLASS, "autograd", ItemSettings(numbers=lambda s: {"x": 1}, explain=explain), explain_seconds=0
+    )
+    assert explain.calls == []
+    assert (analysis.explained, analysis.unexplained_left) == (0, 2)
+
+
 def test_a_student_whose_numbers_cannot_be_had_stays_apart():
     def numbers(student: str) -> dict:
         if student == "dan":

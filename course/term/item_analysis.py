@@ -408,21 +408,24 @@ def _answer_item(tally: _Tally, students: int, tolerance: float, numbers_of: _Nu
 def _explain(
     answers: list[AnswerItem], explain: Explainer, least: int, most: int, seconds: float
 ) -> tuple[list[AnswerItem], int, int]:
-    """The answers with the slips found for their common unnamed wrong values, most common groups first."""
-    wanted = sorted(
-        (
-            (-wrong.count, a, w)
-            for a, item in enumerate(answers)
+    """The answers with the slips found for their common unnamed wrong values: most common groups first, and among
+    groups as common, each answer's in turn (its most common first), so that under variants, where every group is
+    one student's, the budget is shared by every answer rather than spent on the first."""
+    candidates = []
+    for a, item in enumerate(answers):
+        mine = [
+            (w, wrong)
             for w, wrong in enumerate(item.wrong_values)
             if wrong.count >= least and not wrong.rule and wrong.parsed and wrong.numbers is not None
-        ),
-        key=lambda entry: entry[0],
-    )
+        ]
+        mine.sort(key=lambda entry: -entry[1].count)
+        candidates += [(-wrong.count, rank, a, w) for rank, (w, wrong) in enumerate(mine)]
+    wanted = sorted(candidates)
     found: dict[tuple[int, int], Slip] = {}
     deadline = time.monotonic() + seconds
     asked = 0
-    for _, a, w in wanted:
-        if asked >= most or time.monotonic() > deadline:
+    for _, _, a, w in wanted:
+        if asked >= most or time.monotonic() >= deadline:
             break
         item, wrong = answers[a], answers[a].wrong_values[w]
         asked += 1
