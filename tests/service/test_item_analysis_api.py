@@ -169,3 +169,64 @@ def test_the_instructor_csv_and_summary_page_keep_student_values_inert(site):
     dashboard = site.client.get(f"/i/{site.instructor}/")
     assert 'href="export/item-analysis.csv"' in dashboard.text
     assert 'href="api/item-analysis"' in dashboard.text
+
+
+def test_one_analysis_at_a_time_the_busy_path_answers_503_and_the_page_stands_without_it(site, monkeypatch):
+    from course.platforms.service import results
+
+    monkeypatch.setattr(results, "ANALYSIS_WAIT", 0.05)
+    results._last.clear()  # no analysis kept: each request has to make one
+    assert results._analysing.acquire(timeout=5)  # another analysis under way
+    try:
+        answer = site.client.get(f"/i/{site.instructor}/api/item-analysis")
+        assert answer.status_code == 503
+        assert answer.headers["retry-after"] == "5"
+        assert "another item analysis is being made" in answer.json()["error"]
+        csv_answer = site.client.get(f"/i/{site.instructor}/export/item-analysis.csv")
+        assert csv_answer.status_code == 503
+        assert csv_answer.headers["retry-after"] == "5"
+        page = site.client.get(f"/i/{site.instructor}/summary")
+        assert page.status_code == 200  # the summary without its item analysis, rather than none
+        assert "id=item-analysis>" not in page.text
+        assert "Score distribution" in page.text
+    finally:
+        results._analysing.release()
+    assert site.client.get(f"/i/{site.instructor}/api/item-analysis").status_code == 200
+
+
+def test_the_analysis_is_made_once_per_version_of_the_class(site, monkeypatch):
+    from course.platforms.service import results
+
+    made = []
+    real = results.analyse_items
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(results, "analyse_items", counted)
+    results._last.clear()
+    for path in ("api/item-analysis", "charts", "export/item-analysis.csv", "summary", "api/item-analysis"):
+        assert site.client.get(f"/i/{site.instructor}/{path}").status_code == 200, path
+    assert len(made) == 1  # the dashboard's reloads, the JSON, the CSV and the page: one analysis
+    # A new graded attempt is a new class: the next request analyses it, and sees it.
+    attempt = site.service.store.submit("fay", "autograd", b'{"cells": []}', site.service.policy)
+    claimed = site.service.store.claim_next()
+    assert claimed is not None
+    feedback = _feedback("fay", "6", True)
+    assert site.service.store.record(
+        attempt.id,
+        GradedAttempt(
+            status="graded",
+            score=feedback.score,
+            raw_score=feedback.score,
+            late_penalty=0.0,
+            max_score=57.0,
+            feedback=feedback,
+            integrity=(),
+            seconds=0.1,
+        ),
+    )
+    data = site.client.get(f"/i/{site.instructor}/api/item-analysis").json()
+    assert len(made) == 2
+    assert (_answer(data)["right"], _answer(data)["blanks"]) == (2, 0)

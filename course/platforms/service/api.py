@@ -126,7 +126,9 @@ async def item_analysis(request: Request, service: Service) -> Response:
     finds one under way for longer than ANALYSIS_WAIT is answered 503 with Retry-After rather than queued."""
 
     def make() -> dict[str, Any]:
-        return analysis_json(item_analysis_of(service.records(), service.grader.assignment, service.config))
+        version = service.store.version()
+        analysis = item_analysis_of(service.records(), service.grader.assignment, service.config, version=version)
+        return analysis_json(analysis)
 
     try:
         data = await run_in_threadpool(make)

@@ -73,8 +73,9 @@ async def dashboard_version(request: Request, service: Service) -> Response:
 @instructor_route
 async def class_summary_page(request: Request, service: Service) -> Response:
     def make() -> str:  # every counted feedback of the class: read, summarised and rendered off the event loop
+        version = service.store.version()  # before the records: an analysis is never labelled newer than it is
         records = service.records()
-        analysis = analysis_if_free(records, service.grader.assignment, service.config)
+        analysis = analysis_if_free(records, service.grader.assignment, service.config, version)
         summary = summary_of(records, None if analysis is None else analysis_json(analysis))
         return render_summary_html(summary, service.assignment, analysis=analysis)
 
@@ -84,10 +85,11 @@ async def class_summary_page(request: Request, service: Service) -> Response:
 @instructor_route
 async def dashboard_charts(request: Request, service: Service) -> Response:
     def make() -> str:  # the counted attempts' feedback and each first attempt's: read and drawn off the event loop
+        version = service.store.version()
         records = service.records()
         known = {r.counted.id for r in records if r.counted is not None}
         first = service.store.feedback_of([i for i in charts_view.first_attempts(records).values() if i not in known])
-        analysis = analysis_if_free(records, service.grader.assignment, service.config)
+        analysis = analysis_if_free(records, service.grader.assignment, service.config, version)
         return charts_view.charts_page(service.assignment, charts_view.charts_section(records, first, analysis))
 
     return HTMLResponse(await run_in_threadpool(make))
@@ -122,12 +124,13 @@ async def export_csv(request: Request, service: Service) -> Response:
     assignment = service.grader.assignment
 
     def make() -> str:
+        version = service.store.version()
         records = service.records()
         if fmt == "grades":
             with tempfile.TemporaryDirectory(prefix="export-", dir=service.grader.scratch) as folder:
                 return grades_csv(records, assignment, Path(folder)).read_text(encoding="utf-8")
         if fmt == ITEM_ANALYSIS:
-            return analysis_csv(analysis_json(item_analysis_of(records, assignment, service.config)))
+            return analysis_csv(analysis_json(item_analysis_of(records, assignment, service.config, version=version)))
         return lms_csv(fmt, records, service.store.students(), assignment, service.config, service.grader.settings)
 
     if fmt not in ("grades", "canvas", "moodle", ITEM_ANALYSIS):

@@ -67,27 +67,51 @@ class AnalysisBusy(Exception):
     """Another item analysis is under way and did not finish within ANALYSIS_WAIT."""
 
 
+# The last analysis made, per assignment, with the store's version it was made at: the dashboard reloads at every
+# graded attempt and draws the analysis each time, and an instructor's JSON, CSV and summary page ask for the same
+# one; until the next attempt is recorded it is the same analysis, so it is made once.
+_last: dict[int, tuple[Assignment, str, ItemAnalysis]] = {}  # id(assignment) -> it, its version, its analysis
+
+
 def item_analysis_of(
-    records: list[StudentRecord], assignment: Assignment, config: CourseConfig, explain: Explainer | None = None
+    records: list[StudentRecord],
+    assignment: Assignment,
+    config: CourseConfig,
+    explain: Explainer | None = None,
+    *,
+    version: str | None = None,
 ) -> ItemAnalysis:
     """The item analysis of the counted attempts, with the settings `grade` uses (`item_analysis.item_settings`,
     where the slip search is wired in); `item_exports.analysis_json` of it is the item-analysis-<assignment>.json
     `grade` writes. One at a time in this process (the JSON, the CSV, the summary page and the charts all make
-    one): raises AnalysisBusy when another one holds the slot past ANALYSIS_WAIT."""
+    one): raises AnalysisBusy when another one holds the slot past ANALYSIS_WAIT. `version`: the store's version,
+    read before `records` were: the analysis made at that version is reused, not made again."""
+    if version is not None:  # which attempts count as well: a change of counted attempt moves no version
+        version += "|" + ",".join(f"{r.student_id}:{r.counted.id if r.counted else ''}" for r in records)
+    if version is not None and explain is None:
+        kept = _last.get(id(assignment))
+        if kept is not None and kept[0] is assignment and kept[1] == version:
+            return kept[2]
     if not _analysing.acquire(timeout=ANALYSIS_WAIT):
         raise AnalysisBusy
     try:
         settings = item_settings(config, assignment, explain)
-        return analyse_items(counted_feedback(records), assignment.name, settings)
+        analysis = analyse_items(counted_feedback(records), assignment.name, settings)
     finally:
         _analysing.release()
+    if version is not None and explain is None:
+        _last.clear()  # one service grades one assignment: the last analysis is the one worth keeping
+        _last[id(assignment)] = (assignment, version, analysis)
+    return analysis
 
 
-def analysis_if_free(records: list[StudentRecord], assignment: Assignment, config: CourseConfig) -> ItemAnalysis | None:
+def analysis_if_free(
+    records: list[StudentRecord], assignment: Assignment, config: CourseConfig, version: str | None = None
+) -> ItemAnalysis | None:
     """item_analysis_of for a page that shows the analysis beside other things: None (the page without it) when
     another analysis holds the slot."""
     try:
-        return item_analysis_of(records, assignment, config)
+        return item_analysis_of(records, assignment, config, version=version)
     except AnalysisBusy:
         return None
 
