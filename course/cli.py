@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from course import __version__
-from course.authoring import preview_command
+from course.authoring import preview_command, rule_drafts_command
 from course.core.config import CourseConfig, find_config, load_config
 from course.core.deferred_imports import defer_start_up_imports
 from course.core.errors import CourseError
@@ -45,6 +45,7 @@ COMMAND_HELP = {
     "kit write": "Write the source notebook's cells (question, answer, form check, graded test) from the exercise "
     "definitions of the assignment's exercises module (docs/authoring.md, the authoring kit).",
     "preview": preview_command.HELP,
+    "draft-rules": rule_drafts_command.HELP,
 }
 
 
@@ -215,6 +216,7 @@ def _parser() -> argparse.ArgumentParser:
     _service_parsers(commands)
     _kit_parsers(commands)
     preview_command.add_parser(commands)
+    rule_drafts_command.add_parser(commands)
     return parser
 
 
@@ -671,6 +673,7 @@ HANDLERS = {
     "new": _new,
     "kit": _kit,
     "preview": preview_command.run,
+    "draft-rules": rule_drafts_command.run,
 }
 
 

@@ -103,3 +103,54 @@ def test_the_summary_page_and_the_csv_show_the_slips(planted_class):
         rows = list(csv.DictReader(csv_file))
     slips = {(row["answer"], row["slip"], row["count"]) for row in rows if row["row"] == "slip"}
     assert slips == {(answer, kind, str(count)) for answer, _, count, kind in PLANTED}
+
+
+@pytest.mark.slow
+def test_recurring_slips_become_rules_the_author_accepts_and_the_next_grading_names(planted_class, capsys):
+    """From slip to rule: `draft-rules` drafts one rule per planted slip; with --accept they are appended to the
+    exercises module, which loads, and grading a slipped notebook again shows the rule's note (an author's rule
+    comes first: the item analysis names the rule, no longer the search's slip)."""
+    _, _, out = planted_class
+    root = out.parent
+    module = root / "source" / "backprop" / "exercises.py"
+    before = module.read_text(encoding="utf-8")
+    assert main(["--course", str(root), "draft-rules", "--assignment", "backprop", "--results", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("    Rule(") == len(PLANTED)
+    assert module.read_text(encoding="utf-8") == before  # drafts only, until accepted
+    assert (
+        main(["--course", str(root), "draft-rules", "--assignment", "backprop", "--results", str(out), "--accept"]) == 0
+    )
+    assert f"{len(PLANTED)} rules appended to {module}" in capsys.readouterr().out
+    from course.core.config import load_config
+    from course.pipeline.assignment import load_course_assignment
+
+    rules = load_course_assignment(load_config(root), "backprop").content.rules
+    assert sorted(rule.value for rule in rules) == sorted(answer for answer, _, _, _ in PLANTED)
+    assert len({rule.id for rule in rules}) == len(PLANTED)
+    again = root / "again"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert (
+            main(
+                ["--course", str(root), "grade", str(root / "planted"), "--assignment", "backprop", "--out", str(again)]
+            )
+            == 0
+        )
+    analysis = json.loads((again / "item-analysis-backprop.json").read_text(encoding="utf-8"))
+    for answer, value, count, _ in PLANTED:
+        group = next(g for g in _answer(analysis, answer)["wrong_values"] if g["value"] == pytest.approx(float(value)))
+        assert group["count"] == count
+        assert group["rule"], (answer, value)  # named by the accepted rule now
+    shared = next(
+        g for g in _answer(analysis, SHARED_RANDOM[0])["wrong_values"] if g["value"] == float(SHARED_RANDOM[1])
+    )
+    assert shared["rule"] is None  # a rule drafted for a slip names no random value
+
+
+def test_draft_rules_without_graded_feedback_says_what_to_do(course_root, capsys):
+    empty = course_root / "nothing-graded"
+    empty.mkdir()
+    assert main(["--course", str(course_root), "draft-rules", "--assignment", "backprop", "--results", str(empty)]) == 1
+    err = capsys.readouterr().err
+    assert f"{empty}: no graded feedback of backprop" in err
+    assert "grade the class first" in err

@@ -137,6 +137,10 @@ KIT = (
     "process and releases the new assignment, tests/test_preview.py previews a kit's assignment with a wrong answer "
     "and tests/test_backprop.py grades a wrong notebook of one"
 )
+DRAFTS = (
+    "needs a class graded with shared slips: tests/test_class_insight.py grades a planted class and runs both, "
+    "printing and accepting"
+)
 BENCHMARK = "a measurement taking minutes on an idle machine, whose figures are the page's; not a check"
 
 # Every command of a ```bash block of README.md and docs/*.md, as written (its comment left out).
@@ -194,6 +198,8 @@ COMMANDS: dict[str, Run | Skip] = {
     ".venv/bin/python tests/benchmarks/serve_processes.py": Skip(BENCHMARK),
     ".venv/bin/python tests/benchmarks/sandbox_cpu.py --runs 40": Skip(BENCHMARK),
     ".venv/bin/python tests/benchmarks/slip_search.py --variants 40": Skip(BENCHMARK),
+    ".venv/bin/autograd-course draft-rules --assignment backprop --results results": Skip(DRAFTS),
+    ".venv/bin/autograd-course draft-rules --assignment backprop --results results --accept": Skip(DRAFTS),
     ".venv/bin/python tests/benchmarks/isolation_overhead.py": Skip(BENCHMARK),
     # docs/service.md
     "docker run -d --name autograd-serve --cap-add SYS_ADMIN --cap-add NET_ADMIN -p 127.0.0.1:8000:8000 -v "

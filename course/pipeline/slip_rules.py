@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -76,10 +76,14 @@ def draft_rule(
     *,
     students: int = 0,
     samples: int = SAMPLES,
+    taken: Collection[str] = (),
+    extends: bool | None = None,
 ) -> str | None:
     """The source of a misconception Rule that recognises `value` for `answer` (the slip the search finds for it),
     ready to append to the assignment's exercises module; None when the search explains no slip there. `students`:
-    how many gave the value (said in the draft's comment)."""
+    how many gave the value (said in the draft's comment). Drafts appended together: `taken` holds the rule ids
+    the drafts before this one used, and `extends` says the module has MISCONCEPTIONS by then (None: as it has
+    now)."""
     found = search.find(question, answer, numbers, value)
     if found is None:
         return None
@@ -95,7 +99,8 @@ def draft_rule(
         return None
     test, said = _relation(answer, observations, search.tolerance)
     content = search.assignment.content
-    rule_id = _unique(f"{found.slip.kind}_{answer}", {rule.id for rule in content.rules})
+    rule_id = _unique(f"{found.slip.kind}_{answer}", {rule.id for rule in content.rules} | set(taken))
+    extend = bool(content.rules) if extends is None else extends
     message = f"Your answer is what the backward pass gives with {found.slip.sentence}. {ADVICE[found.slip.kind]}"
     who = f"{students} students' answers" if students else "the class's answers"
     head = (
@@ -107,7 +112,7 @@ def draft_rule(
         "from course.pipeline.content import Rule, expected, student_equals",
         "",
         "MISCONCEPTIONS = (",
-        *(["    *MISCONCEPTIONS,"] if content.rules else []),
+        *(["    *MISCONCEPTIONS,"] if extend else []),
         "    Rule(",
         f"        {rule_id!r},",
         f"        {answer!r},",
