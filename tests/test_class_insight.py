@@ -75,6 +75,8 @@ def test_every_planted_group_is_counted_and_explained_by_its_slip(planted_class)
         assert group["slip"] is not None, (answer, value, kind)
         assert group["slip"]["kind"] == kind, (answer, value, group["slip"])
         assert group["rule"] is None
+        # 1 is what a guess gives too: that slip is said not to be certain; the others are named outright
+        assert ("(or a guess: 1 is what many write" in group["slip"]["sentence"]) is (value == "1")
 
 
 @pytest.mark.slow

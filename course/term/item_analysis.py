@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from course.core.answers import MISSING, VALUE, PlainValue
+from course.core.answers import MISSING, VALUE, PlainValue, describe
 from course.core.config import CourseConfig
 from course.core.status import RAN
 from course.forms import is_number, matches
@@ -405,6 +405,18 @@ def _answer_item(tally: _Tally, students: int, tolerance: float, numbers_of: _Nu
     )
 
 
+GUESSES = (0, 1, -1)  # what a student writes without working anything out: a slip that gives one is not certain
+
+
+def _maybe_a_guess(slip: Slip, value: PlainValue) -> Slip:
+    """A slip whose value is 0, 1 or -1 (or a list of them) says so: a dropped local derivative gives 1 as readily
+    as a guess does, so the class's report does not name it as certain."""
+    values = value if isinstance(value, list) else [value]
+    if not values or not all(is_number(v) and not isinstance(v, bool) and v in GUESSES for v in values):
+        return slip
+    return replace(slip, sentence=f"{slip.sentence} (or a guess: {describe(value)} is what many write without working)")
+
+
 def _explain(
     answers: list[AnswerItem], explain: Explainer, least: int, most: int, seconds: float
 ) -> tuple[list[AnswerItem], int, int]:
@@ -435,7 +447,7 @@ def _explain(
             log.exception("item analysis: the slip search failed on %s's %s", item.question, item.answer)
             continue
         if slip is not None:
-            found[(a, w)] = slip
+            found[(a, w)] = _maybe_a_guess(slip, wrong.value)
     if found:
         answers = [
             _with_slips(item, {w: slip for (a2, w), slip in found.items() if a2 == a}) for a, item in enumerate(answers)
