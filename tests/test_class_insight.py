@@ -2,7 +2,9 @@
 (real sandbox, real torch). Every planted group of three or more students is listed with its exact count and
 explained by the slip that makes it; no right answer, no shared random wrong value and no single student's random
 value is put down to a slip. The slipped values are worked out by hand (tests/support/slips.py), never by the
-search's code. `backprop` has no misconception rules of its author's, so every group is the search's to explain."""
+search's code. `backprop` has no misconception rules of its author's, so every group is the search's to explain;
+`training`'s (gradients accumulated or averaged) is graded with its rules taken out, for the same reason. Every kind
+of slip the issue lists is planted in one of the two."""
 
 from __future__ import annotations
 
@@ -14,9 +16,17 @@ import json
 import pytest
 
 from course.cli import main
-from course.pipeline.slips import DROPPED_LOCAL, FORWARD_FOR_SLOPE, GATE_IGNORED, ONE_BRANCH, SIGN_FLIPPED
+from course.pipeline.slips import (
+    ACCUMULATION_OFF,
+    DROPPED_LOCAL,
+    FORWARD_FOR_SLOPE,
+    GATE_IGNORED,
+    ONE_BRANCH,
+    SIGN_FLIPPED,
+    SUM_FOR_MEAN,
+)
 from tests.samples.make_samples import BACKPROP_RIGHT
-from tests.support.helpers import BACKPROP_RELEASE, copy_course, fill, load, write
+from tests.support.helpers import BACKPROP_RELEASE, TRAINING_RELEASE, TRAINING_VALUES, copy_course, fill, load, write
 from tests.support.slips import micrograd_dg_da
 
 # (answer, the value as a student types it, how many students, the slip's kind): each student slips once.
@@ -56,6 +66,52 @@ def planted_class(tmp_path_factory):
         assert main(["--course", str(root), "grade", str(folder), "--assignment", "backprop", "--out", str(out)]) == 0
     analysis = json.loads((out / "item-analysis-backprop.json").read_text(encoding="utf-8"))
     return students, analysis, out
+
+
+# training's accumulation and mean slips, with its author's rules taken out of a copy of its module (they name
+# these very values: an author's rule comes first, so with them in place the search is not asked).
+TRAINING_PLANTED = [
+    ("averaged_w_grad", "8", 3, SUM_FOR_MEAN),  # each loss's halving left out: (12 + -4), not (12 + -4) / 2
+    ("sgd_w", "[1.5, 0.375, -0.75]", 3, ACCUMULATION_OFF),  # optimizer.zero_grad() left out of the loop
+    ("leaky_dL_dh", "-4.08", 3, GATE_IGNORED),  # LeakyReLU's 0.01 slope taken as 1
+]
+
+
+@pytest.fixture(scope="module")
+def planted_training(tmp_path_factory):
+    root = tmp_path_factory.mktemp("planted-training") / "course"
+    copy_course(root)
+    module = root / "source" / "training" / "exercises.py"
+    module.write_text(module.read_text(encoding="utf-8") + "\nMISCONCEPTIONS = ()\n", encoding="utf-8")
+    release = load(TRAINING_RELEASE)
+    right = {name: repr(value) for name, value in TRAINING_VALUES.items()}
+    folder = root / "planted"
+    students = {f"right{index}": right for index in range(3)}
+    for number, (answer, value, count, _) in enumerate(TRAINING_PLANTED):
+        for index in range(count):
+            students[f"slip{number}-{index}"] = {**right, answer: value}
+    for student, answers in students.items():
+        write(fill(release, answers), folder / f"{student}.ipynb")
+    out = root / "results"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["--course", str(root), "grade", str(folder), "--assignment", "training", "--out", str(out)]) == 0
+    return json.loads((out / "item-analysis-training.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.slow
+def test_accumulation_and_mean_slips_planted_in_training_are_explained(planted_training):
+    for number, (answer, value, count, kind) in enumerate(TRAINING_PLANTED):
+        planted = json.loads(value) if value.startswith("[") else float(value)
+        groups = [g for g in _answer(planted_training, answer)["wrong_values"] if g["value"] == pytest.approx(planted)]
+        assert len(groups) == 1, (answer, value)
+        assert groups[0]["count"] == count
+        assert groups[0]["students"] == sorted(f"slip{number}-{index}" for index in range(count))
+        assert groups[0]["rule"] is None
+        assert groups[0]["slip"] is not None, (answer, value, kind)
+        assert groups[0]["slip"]["kind"] == kind, (answer, value, groups[0]["slip"])
+    # nothing else of the class is wrong, so nothing else is put down to a slip
+    wrong = {item["answer"] for item in planted_training["answers"] if item["wrong_values"]}
+    assert wrong == {answer for answer, _, _, _ in TRAINING_PLANTED}
 
 
 def _answer(analysis: dict, name: str) -> dict:
