@@ -306,7 +306,7 @@ def _source_of(exercise: Exercise, at: str) -> str:
 # ----------------------------------------------------------------------------- the cells
 
 
-def notebook_cell(cell_type: str, source: str, cell_id: str, meta: dict | None) -> dict:
+def notebook_cell(cell_type: str, source: str, cell_id: str, meta: dict[str, Any] | None) -> dict[str, Any]:
     """A cell as Jupyter saves it, with its nbgrader metadata (`meta`, from nbgrader_metadata) when it has any."""
     cell: dict[str, Any] = {
         "cell_type": cell_type,
@@ -322,7 +322,7 @@ def notebook_cell(cell_type: str, source: str, cell_id: str, meta: dict | None) 
 
 def nbgrader_metadata(
     grade_id: str, *, solution: bool = False, grade: bool = False, locked: bool = True, points: float | None = None
-) -> dict:
+) -> dict[str, Any]:
     """A cell's nbgrader metadata as nbgrader writes it (schema 3); points as an int when whole."""
     meta: dict[str, Any] = {
         "grade": grade,
@@ -348,7 +348,7 @@ def _literal(value: Any) -> str:
     return repr(value)
 
 
-def exercise_cells(exercise: Exercise, key: dict[str, Any], where: str) -> list[dict]:
+def exercise_cells(exercise: Exercise, key: dict[str, Any], where: str) -> list[dict[str, Any]]:
     """The four cells of one exercise: question, answer (template lines + key), locked form check, graded test."""
     names = exercise.number_names()
     question = PLACEHOLDER.sub(lambda m: "{{" + names.get(m.group(1), m.group(1)) + "}}", exercise.question.strip())
@@ -402,7 +402,7 @@ def _cell_id(stem: str, part: str) -> str:
     return f"kit-{stem.replace('_', '-')}-{part}"
 
 
-def _is_kit_cell(cell: dict, stem: str) -> bool:
+def _is_kit_cell(cell: dict[str, Any], stem: str) -> bool:
     grade_id = nbgrader_meta(cell).get("grade_id")
     if grade_id in (f"answer_{stem}", f"form_{stem}", f"test_{stem}"):
         return True
@@ -414,7 +414,7 @@ LAYOUT_KEY = re.compile(r"""["']([^"']+)["']\s*:""")  # a name on a line of the 
 
 
 def _numbers_cell(
-    cells: list[dict],
+    cells: list[dict[str, Any]],
     exercises: Sequence[Exercise],
     where: Path,
     groups: Sequence[Sequence[str]] = (),
@@ -515,20 +515,20 @@ def chains(exercises: Sequence[Exercise]) -> dict[str, tuple[ChainStep, ...]]:
 
 
 def write_cells(
-    notebook: dict,
+    notebook: dict[str, Any],
     exercises: Sequence[Exercise],
     where: Path,
     *,
     groups: Sequence[Sequence[str]] = (),
     notes: list[str] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """A copy of `notebook` with every exercise's cells written (in place of its old ones, or after the previous
     exercise's, or after the notebook's last question); every other cell is kept as it is, and a cell whose text
     and nbgrader metadata are already right is kept as it was (its id, outputs and Jupyter's metadata). `groups`:
     the module's NUMBER_GROUPS, the numbers cell's layout; what the author should know is appended to `notes`."""
     keys = check_exercises(exercises, where)
     written = copy.deepcopy(notebook)
-    cells: list[dict] = written["cells"]
+    cells: list[dict[str, Any]] = written["cells"]
     ours = {_cell_id(exercise.id, part) for exercise in exercises for part in PARTS}
     for index, cell in enumerate(cells):
         if KIT_ID.fullmatch(str(cell.get("id", ""))) and cell["id"] not in ours:
@@ -557,11 +557,11 @@ def write_cells(
     return written
 
 
-def _key(cell: dict) -> str:
+def _key(cell: dict[str, Any]) -> str:
     return nbgrader_meta(cell).get("grade_id") or "question"
 
 
-def _same(old: dict, new: dict) -> bool:
+def _same(old: dict[str, Any], new: dict[str, Any]) -> bool:
     return (
         old.get("cell_type") == new["cell_type"]
         and cell_text(old) == cell_text(new)
@@ -575,7 +575,7 @@ def _shown(where: Path) -> str:
     return "/".join(parts[-3:]) if len(parts) >= 3 and parts[-3] == "source" else where.name
 
 
-def _after_last_question(cells: list[dict]) -> int:
+def _after_last_question(cells: list[dict[str, Any]]) -> int:
     """Where a new exercise goes: after the last graded test cell, else after the numbers or setup cell."""
     ids = [nbgrader_meta(cell).get("grade_id") or "" for cell in cells]
     tests = [index for index, grade_id in enumerate(ids) if grade_id.startswith("test_")]
@@ -670,7 +670,7 @@ def _unused_ranges_notes(module: Any, exercises: Sequence[Exercise]) -> list[str
     ]
 
 
-def _check_conventions(notebook: dict, notebook_path: Path, exercises_path: Path) -> None:
+def _check_conventions(notebook: dict[str, Any], notebook_path: Path, exercises_path: Path) -> None:
     """The written notebook read as `release` will read it (course/pipeline/assignment.py), before it replaces the old
     one:
     a clash with a hand-written exercise (an answer name both assign, say) is named and nothing is written."""
@@ -689,6 +689,6 @@ def _check_conventions(notebook: dict, notebook_path: Path, exercises_path: Path
             ) from None
 
 
-def dump(notebook: dict) -> str:
+def dump(notebook: dict[str, Any]) -> str:
     """A notebook as the course keeps source notebooks: JSON, one-space indent, Unicode as it is."""
     return json.dumps(notebook, indent=1, ensure_ascii=False, sort_keys=True) + "\n"

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import nbformat
 
@@ -155,7 +156,7 @@ def _shown(path: Path) -> tuple[dict[str, str], dict[str, str]]:
     return shown, traces
 
 
-def _raised(source: str, outputs: list) -> tuple[str, str]:
+def _raised(source: str, outputs: list[dict[str, Any]]) -> tuple[str, str]:
     """('line N of the cell (`code`) raised Error: message', its traceback) of a cell's error output ("" without
     one)."""
     error = next((o for o in outputs if type(o) is dict and o.get("output_type") == "error"), None)
@@ -174,7 +175,7 @@ def _raised(source: str, outputs: list) -> tuple[str, str]:
     return f"{where}raised {name}" + (f": {message}" if message else ""), safe_text(trace, 20 * MAX_ERROR_TEXT)
 
 
-def _printed(outputs: list) -> str:
+def _printed(outputs: list[dict[str, Any]]) -> str:
     """What a cell printed on stdout (Marks' notes on the values that did not match), a few lines of it."""
     text = "".join(
         o["text"] if type(o.get("text")) is str else "".join(t for t in o["text"] if type(t) is str)
@@ -232,7 +233,9 @@ def _verify(config: CourseConfig, assignment: Assignment, source_path: Path, rel
     return solution_score, untouched_score
 
 
-def personalise(notebook: dict, params: dict, student_id: str | None = None, content: Content = NO_CONTENT) -> dict:
+def personalise(
+    notebook: dict[str, Any], params: dict[str, Any], student_id: str | None = None, content: Content = NO_CONTENT
+) -> dict[str, Any]:
     """A copy of a released notebook showing `params`: {{placeholders}} in the text filled in, and (for a
     student's own copy) the numbers cell rewritten and marked with the student's id."""
     from nbgrader.utils import compute_checksum
@@ -275,7 +278,7 @@ def personalised_ids(folder: Path) -> list[str]:
     return ids
 
 
-def _write_notebook(path: Path, notebook: dict) -> None:
+def _write_notebook(path: Path, notebook: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", mode=PUBLIC)  # students
 
 
@@ -284,7 +287,7 @@ OLD_STUDENTS_FOLDER = "students"
 
 
 def _release_for_students(
-    config: CourseConfig, assignment: Assignment, folder: Path, template: dict, ids: list[str]
+    config: CourseConfig, assignment: Assignment, folder: Path, template: dict[str, Any], ids: list[str]
 ) -> None:
     """<folder>/<id>/<notebook> for each student, with their own numbers (staged, then installed as
     personalised/<assignment>/, never inside release/<assignment>/, which nbgrader sends to every student)."""
@@ -382,7 +385,7 @@ def _review(config: CourseConfig, assignment: Assignment) -> tuple[str, ...]:
 
 def _generate(
     config: CourseConfig, settings: AssignmentSettings, assignment: Assignment, staging: Path, final_path: Path
-) -> tuple[Path, str, dict]:
+) -> tuple[Path, str, dict[str, Any]]:
     """nbgrader's release of source/<assignment>/ in the staging course: the notebook students get (with the default
     numbers), and nbgrader's own output, as text and read: it keeps the {{placeholders}} of every personalised copy."""
     # The exercises module is the instructor's (it says how numbers vary and how wrong answers are read):
