@@ -59,29 +59,11 @@ def chain_table(steps: tuple[ChainStep, ...], values: dict[str, ValueResult], re
     rows, first_wrong = [], None
     for index, step in enumerate(steps):
         forward = values.get(step.forward) if step.forward else None
-        if not step.asked:  # a gradient on the way that no answer holds: torch's alone, from the graph
-            rows.append(
-                ChainRow(
-                    node=step.node,
-                    local_derivative=step.local,
-                    torch_local_derivative=_local_value(values, step) if reveal else None,
-                    forward=step.forward,
-                    your_forward=_shown(forward) if forward else "—",
-                    torch_forward=(describe(forward.expected) if forward else "—") if reveal else None,
-                    gradient=step.gradient,
-                    your_gradient=NOT_ASKED,
-                    torch_gradient=describe(step.torch_gradient) if reveal else None,
-                    correct=forward is None or forward.correct,
-                    asked=False,
-                )
-            )
-            if forward is not None and not forward.correct and first_wrong is None:
-                first_wrong = index
-            continue
-        gradient = values[step.gradient]
-        ok = gradient.correct and (forward is None or forward.correct)
+        gradient = values[step.gradient] if step.asked else None  # None: on the way, no answer holds it
+        ok = (gradient is None or gradient.correct) and (forward is None or forward.correct)
         if not ok and first_wrong is None:
             first_wrong = index
+        torch_gradient = step.torch_gradient if gradient is None else gradient.expected
         rows.append(
             ChainRow(
                 node=step.node,
@@ -91,9 +73,10 @@ def chain_table(steps: tuple[ChainStep, ...], values: dict[str, ValueResult], re
                 your_forward=_shown(forward) if forward else "—",
                 torch_forward=(describe(forward.expected) if forward else "—") if reveal else None,
                 gradient=step.gradient,
-                your_gradient=_shown(gradient),
-                torch_gradient=describe(gradient.expected) if reveal else None,
+                your_gradient=NOT_ASKED if gradient is None else _shown(gradient),
+                torch_gradient=describe(torch_gradient) if reveal else None,
                 correct=ok,
+                asked=gradient is not None,
             )
         )
     return ChainTable(tuple(rows), first_wrong)

@@ -19,8 +19,8 @@ from course.pipeline.feedback_model import Feedback
 from course.platforms.service.app import create_app
 from course.platforms.service.run import make_service
 from course.platforms.service.state import Service
-from course.platforms.service.store import GradedAttempt, new_token
-from tests.support.service import course_for_service
+from course.platforms.service.store import new_token
+from tests.support.service import course_for_service, record_graded
 
 HOSTILE = "'<img src=x onerror=alert(1)>'"  # a student's text value, as the feedback shows it
 FORMULA = '=HYPERLINK("http://evil")'
@@ -89,24 +89,7 @@ def site(tmp_path_factory) -> Iterator[Site]:
     for student, (shown, right) in CLASS.items():
         tokens[student] = new_token()
         service.store.set_student(student, tokens[student], {})
-        attempt = service.store.submit(student, "autograd", b'{"cells": []}', service.policy)
-        claimed = service.store.claim_next()
-        assert claimed is not None
-        assert claimed[0].id == attempt.id
-        feedback = _feedback(student, shown, right)
-        assert service.store.record(
-            attempt.id,
-            GradedAttempt(
-                status="graded",
-                score=feedback.score,
-                raw_score=feedback.score,
-                late_penalty=0.0,
-                max_score=57.0,
-                feedback=feedback,
-                integrity=(),
-                seconds=0.1,
-            ),
-        )
+        record_graded(service, _feedback(student, shown, right))
     yield Site(service, TestClient(create_app(service), follow_redirects=False), instructor, tokens)
     service.grader.stop()
     service.store.close()
@@ -210,23 +193,7 @@ def test_the_analysis_is_made_once_per_version_of_the_class(site, monkeypatch):
         assert site.client.get(f"/i/{site.instructor}/{path}").status_code == 200, path
     assert len(made) == 1  # the dashboard's reloads, the JSON, the CSV and the page: one analysis
     # A new graded attempt is a new class: the next request analyses it, and sees it.
-    attempt = site.service.store.submit("fay", "autograd", b'{"cells": []}', site.service.policy)
-    claimed = site.service.store.claim_next()
-    assert claimed is not None
-    feedback = _feedback("fay", "6", True)
-    assert site.service.store.record(
-        attempt.id,
-        GradedAttempt(
-            status="graded",
-            score=feedback.score,
-            raw_score=feedback.score,
-            late_penalty=0.0,
-            max_score=57.0,
-            feedback=feedback,
-            integrity=(),
-            seconds=0.1,
-        ),
-    )
+    record_graded(site.service, _feedback("fay", "6", True))
     data = site.client.get(f"/i/{site.instructor}/api/item-analysis").json()
     assert len(made) == 2
     assert (_answer(data)["right"], _answer(data)["blanks"]) == (2, 0)
