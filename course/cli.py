@@ -416,7 +416,7 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         database=database,
         jobs=args.jobs,
-        assignment=args.assignment,
+        assignment_name=args.assignment,
         wait_seconds=args.wait,
         forwarded_allow_ips=args.forwarded_allow_ips,
         edge=_edge(args),

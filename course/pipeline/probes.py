@@ -72,11 +72,11 @@ def _draw(key: bytes, label: str, index: int, choices: tuple[float, ...]) -> flo
 
 
 def drawn_points(
-    key: bytes, course_id: str, assignment: str, function: str, count: int, taken: frozenset[float] = frozenset()
+    key: bytes, course_id: str, assignment_name: str, function: str, count: int, taken: frozenset[float] = frozenset()
 ) -> list[float]:
     """`count` (at least two) distinct points of the grid, none in `taken`: a negative one, a positive one, then
     any."""
-    label = f"probe points\0{course_id}\0{assignment}\0{function}"
+    label = f"probe points\0{course_id}\0{assignment_name}\0{function}"
     points: list[float] = []
     for index in range(min(max(count, 2), MAX_DRAWN)):  # always a negative and a positive one
         pool = NEGATIVE if index == 0 else POSITIVE if index == 1 else GRID
