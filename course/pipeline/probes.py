@@ -116,6 +116,9 @@ def probe_points(config: CourseConfig, assignment: Assignment, params: Params, s
     return ProbePoints(points, private)
 
 
-def course_probe_points(config: CourseConfig, assignment: Assignment, params: Params) -> ProbePoints:
-    """`probe_points` with the course's own secret (if it has one)."""
-    return probe_points(config, assignment, params, probe_secret(config))
+def course_probe_points(
+    config: CourseConfig, assignment: Assignment, params: Params, secret: bytes | None = None
+) -> ProbePoints:
+    """`probe_points` with the course's own secret (if it has one): `secret` as a run's context read it once, else
+    read here."""
+    return probe_points(config, assignment, params, secret if secret is not None else probe_secret(config))

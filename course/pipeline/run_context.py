@@ -15,7 +15,7 @@ notebook, so it keeps the settings it looks up once rather than a context.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -27,13 +27,15 @@ from course.pipeline.variants import course_secret
 
 @dataclass(frozen=True)
 class RunContext:
-    """One assignment's run: the course's settings, the assignment's settings and model, and its due date (the
-    YAML's, else what the front end found, e.g. in nbgrader's gradebook; None: no due date)."""
+    """One assignment's run: the course's settings, the assignment's settings and model, its due date (the YAML's,
+    else what the front end found, e.g. in nbgrader's gradebook; None: no due date) and, for a run that grades in a
+    course with one, the course secret read once (never shown in the context's repr)."""
 
     config: CourseConfig
     settings: AssignmentSettings
     assignment: Assignment
     due: datetime | None = None
+    secret: bytes | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -61,10 +63,9 @@ def open_run(config: CourseConfig, assignment_name: str | None = None, *, grades
 
 def run_of(config: CourseConfig, settings: AssignmentSettings, *, grades: bool = True) -> RunContext:
     """The context of a run of the assignment whose settings are given: its notebook and exercises module read
-    once, and, for a run that grades, the course secret checked when the course has one (a missing or readable
+    once, and, for a run that grades, the course secret read once when the course has one (a missing or readable
     secret stops the run before anything is graded)."""
     assignment = load_settings_assignment(config, settings)
     # The variants' numbers and the function answers' points (course/pipeline/probes.py) need it:
-    if grades and has_secret(config):
-        course_secret(config)
-    return RunContext(config, settings, assignment, settings.due)
+    secret = course_secret(config) if grades and has_secret(config) else None
+    return RunContext(config, settings, assignment, settings.due, secret)

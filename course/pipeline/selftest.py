@@ -160,7 +160,13 @@ def prove_setup(context: RunContext, run: sandbox.Runner, *, level: str) -> Self
         with ThreadPoolExecutor(len(refs)) as executor:
             futures = {
                 what: executor.submit(
-                    grade_submission, ref, assignment, config, run=run, params=assignment.default_params
+                    grade_submission,
+                    ref,
+                    assignment,
+                    config,
+                    run=run,
+                    params=assignment.default_params,
+                    secret=context.secret,
                 )
                 for what, ref in refs.items()
             }

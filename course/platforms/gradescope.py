@@ -184,6 +184,7 @@ def _grade_on_one_worker(root: Path, config: CourseConfig, context: RunContext |
             config,
             run=pool.run,
             reveal_torch_values=config.reveals_torch_values(gradescope=True),
+            secret=context.secret,
         )
         try:
             proof = proving.result()

@@ -153,7 +153,9 @@ def _grade_and_record(
             raise
         proven.set_result(True)
         executor = stack.enter_context(ThreadPoolExecutor(threads))
-        futures = [executor.submit(grade_submission, ref, assignment, config, run=run) for ref in refs]
+        futures = [
+            executor.submit(grade_submission, ref, assignment, config, run=run, secret=context.secret) for ref in refs
+        ]
 
         def results() -> Iterator[Graded]:
             dated: RunContext | None = None  # with the due date the records found, once they are open

@@ -468,17 +468,19 @@ result = [os.path.exists(f'/proc/{orphan}'), open('/proc/1/cmdline').read().spli
 @contextmanager
 def counting_loads() -> Iterator[dict[str, int]]:
     """Counts, while the block runs (in this process), how often the course's settings are parsed from
-    course.yaml, an assignment's settings are looked up by name, and an assignment's source notebook is read:
-    what one run's context (course/pipeline/run_context.py) does once. Wraps the real functions; nothing is
-    replaced."""
+    course.yaml, an assignment's settings are looked up by name, an assignment's source notebook is read, and the
+    course secret is read: what one run's context (course/pipeline/run_context.py) does once. Wraps the real
+    functions; nothing is replaced."""
     import course.core.config as config_module
     import course.pipeline.assignment as assignment_module
+    import course.pipeline.variants as variants_module
 
-    counts = {"config parsed": 0, "settings looked up": 0, "assignment read": 0}
+    counts = {"config parsed": 0, "settings looked up": 0, "assignment read": 0, "secret read": 0}
     wrapped = (
         (config_module, "parse_config", "config parsed"),
         (config_module.CourseConfig, "assignment", "settings looked up"),
         (assignment_module, "load_assignment", "assignment read"),
+        (variants_module, "load_secret", "secret read"),
     )
     originals = [(owner, name, getattr(owner, name)) for owner, name, _ in wrapped]
 
