@@ -8,9 +8,11 @@ due date, and the course secret checked. Functions downstream take the context, 
 instead of looking the assignment up again by name or reading its notebook again. A parameter called
 `assignment` holds an `Assignment`; one that holds a name is `assignment_name`.
 
-The class layer adds what only it has (the output folder, the gradebook, the roster: `term/recording.py`'s
-`ClassRun`); the student's self-check (`pipeline/selfcheck.py`) reads its assignment from the student's own
-notebook, so it keeps the settings it looks up once rather than a context.
+The class layer hands its records beside the context (`term/recording.py`'s `Records`: the gradebook, the due date
+it found, the roster), since a batch opens them in the background once its self-test has passed and nothing may
+wait for them before; the due date found there goes back into the context (`with_due`). The student's self-check
+(`pipeline/selfcheck.py`) reads its assignment from the student's own notebook, so it keeps the settings it looks
+up once rather than a context.
 """
 
 from __future__ import annotations
