@@ -30,6 +30,7 @@ COMMANDS: tuple[Command, ...] = (
     student.SUBMIT,
     authoring.NEW,
     authoring.KIT,
+    authoring.PREVIEW,
 )
 HANDLERS = {command.name: command.run for command in COMMANDS}
 COMMAND_HELP = {name: text for command in COMMANDS for name, text in command.helps.items()}

@@ -23,6 +23,7 @@ import inspect
 import random
 import sys
 import textwrap
+from collections.abc import Callable
 
 import torch
 
@@ -99,7 +100,8 @@ def _form_problem(name: str, value: object, shape: forms.Form) -> str | None:
     gap = forms.gap(value, shape)
     if gap is not None:
         return f"{name} should be {shape.words}, but {gap.said(_a_or_still)}."
-    return _function_problem(name, value) if shape.name == forms.FUNCTION else None
+    # The form's gap has checked that a function answer is callable; `callable` says so to the type checker too.
+    return _function_problem(name, value) if shape.name == forms.FUNCTION and callable(value) else None
 
 
 def _a_or_still(value: object) -> str:
@@ -107,7 +109,7 @@ def _a_or_still(value: object) -> str:
     return "still `...`" if value is ... else _a(value)
 
 
-def _function_problem(name: str, value) -> str | None:
+def _function_problem(name: str, value: Callable[..., object]) -> str | None:
     """What is wrong with what a function answer returns (None when nothing is)."""
     call = f"{name}({FUNCTION_PROBE})"
     try:
@@ -238,7 +240,16 @@ class Marks:
         else:
             self.notes.append(f"{name} does not match torch. {hint}")
 
-    def function(self, name: str, answer, reference, hint: str, points: float = 1, *, idea: str = "") -> None:
+    def function(
+        self,
+        name: str,
+        answer: Callable[[float], object],
+        reference: Callable[[float], object],
+        hint: str,
+        points: float = 1,
+        *,
+        idea: str = "",
+    ) -> None:
         xs = [random.randint(-6, 6) + random.choice([0.0, 0.5]) for _ in range(5)]  # noqa: S311 - not a secret
         try:
             ok = all(_matches(answer(x), _plain(reference(x))) for x in xs)

@@ -141,3 +141,60 @@ def test_under_variants_each_student_gets_numbers_that_keep_the_exercises_and_to
         questions = judge(assignment, answers, tolerance=config.tolerance, params=params)
         assert sum(q.earned for q in questions) == sum(q.points for q in questions) == 27, student
     assert len(drawn) > 1  # the students' numbers differ
+
+
+def test_micrograds_feedback_shows_the_whole_walk_and_checks_the_sums_in_both_modes():
+    """micrograd's exercise asks only for the chain's ends; its feedback still shows the whole walk read from torch's
+    graph: the gradients on the way "not asked" (torch's numbers only where the feedback shows torch's values), the
+    student's answers checked where each leaf's paths add up, and the first wrong one marked."""
+    from course.core.answers import VALUE, Answer
+    from course.core.status import Status
+    from course.pipeline.feedback import build_feedback
+    from course.pipeline.feedback_model import Feedback
+    from course.pipeline.graph_chain import with_derived_chains
+    from course.pipeline.judge import judge
+    from course.pipeline.render import render_html
+
+    config = load_config(ROOT)
+    assignment = load_course_assignment(config, "backprop")
+    exercises = {exercise.id: exercise for exercise in load_exercises(EXERCISES_MODULE)}
+    answers = {
+        name: Answer(VALUE, value.tolist())
+        for name, value in exercises["micrograd"].references({"a": -4, "b": 2}).items()
+    }
+    answers["mg_dg_db"] = Answer(VALUE, 645.5773 - 1)  # one wrong sum
+    results = tuple(r for r in judge(assignment, answers, tolerance=config.tolerance) if r.id == "micrograd")
+    content = with_derived_chains(assignment.content, assignment.default_params)
+    for reveal in (True, False):
+        feedback = build_feedback(
+            "ada",
+            "backprop",
+            results,
+            status=Status.GRADED,
+            messages=[],
+            cell_errors=[],
+            reveal_torch_values=reveal,
+            content=content,
+        )
+        table = feedback.questions[0].chain_table
+        assert table is not None
+        asked = [row for row in table.rows if row.asked]
+        assert [(row.node, row.correct) for row in asked] == [
+            ("a (5 paths add up)", True),
+            ("b (4 paths add up)", False),
+        ]
+        assert table.rows[table.first_wrong].node == "b (4 paths add up)"
+        on_the_way = [row for row in table.rows if not row.asked]
+        assert len(on_the_way) == 17
+        assert {row.your_gradient for row in on_the_way} == {"not asked"}
+        if reveal:
+            assert float(on_the_way[0].torch_gradient) == pytest.approx(0.5 - 10 / 49**2)
+        else:
+            assert {row.torch_gradient for row in table.rows} == {None}
+            assert {row.torch_local_derivative for row in table.rows} == {None}
+        document = feedback.to_json()
+        assert Feedback.from_json(json.loads(json.dumps(document))) == feedback  # read back as it was written
+        page = render_html(feedback)
+        assert "not asked" in page
+        assert "b (4 paths add up)" in page
+        assert ("0.4958" in page) is reveal

@@ -134,7 +134,8 @@ WHEEL = (
 )
 KIT = (
     "the walk-through's step 2 is an edit by hand: tests/test_kit.py runs `new assignment` and `kit write` in "
-    "process and releases the new assignment, tests/test_backprop.py grades a wrong notebook of a kit's assignment"
+    "process and releases the new assignment, tests/test_preview.py previews a kit's assignment with a wrong answer "
+    "and tests/test_backprop.py grades a wrong notebook of one"
 )
 BENCHMARK = "a measurement taking minutes on an idle machine, whose figures are the page's; not a check"
 
@@ -175,8 +176,13 @@ COMMANDS: dict[str, Run | Skip] = {
     # docs/authoring.md: the authoring kit's walk-through (its step 2 is an edit of exercises.py by hand)
     ".venv/bin/autograd-course new assignment chain": Skip(KIT),
     ".venv/bin/autograd-course kit write --assignment chain": Skip(KIT),
+    ".venv/bin/autograd-course preview --assignment chain --wrong product_df_dx=3": Skip(KIT),
+    "mkdir -p /tmp/chain-try/submitted": Skip(KIT),
+    "cp preview/chain/notebooks/wrong.ipynb /tmp/chain-try/submitted/alice.ipynb": Skip(KIT),
     ".venv/bin/autograd-course release --assignment chain": Skip(KIT),
-    ".venv/bin/autograd-course grade some/folder --assignment chain --out results": Skip(KIT),
+    ".venv/bin/autograd-course grade /tmp/chain-try/submitted --assignment chain --out /tmp/chain-try/results": Skip(
+        KIT
+    ),
     # docs/grading.md
     ".venv/bin/autograd-course grade": Run(),
     ".venv/bin/autograd-course grade some/folder --assignment training --out results": Run(before=training_folder),
@@ -187,6 +193,7 @@ COMMANDS: dict[str, Run | Skip] = {
     ".venv/bin/python tests/benchmarks/serve_upload_cpu.py --against ../before": Skip(BENCHMARK),
     ".venv/bin/python tests/benchmarks/serve_processes.py": Skip(BENCHMARK),
     ".venv/bin/python tests/benchmarks/sandbox_cpu.py --runs 40": Skip(BENCHMARK),
+    ".venv/bin/python tests/benchmarks/slip_search.py --variants 40": Skip(BENCHMARK),
     ".venv/bin/python tests/benchmarks/isolation_overhead.py": Skip(BENCHMARK),
     # docs/service.md
     "docker run -d --name autograd-serve --cap-add SYS_ADMIN --cap-add NET_ADMIN -p 127.0.0.1:8000:8000 -v "

@@ -199,6 +199,10 @@ MALFORMED = {  # an edit of a good document -> the field the refusal names
         _set("questions", 2, "chain_table", "rows", 0, "correct", value="yes"),
         "`questions[2].chain_table.rows[0].correct` is not true or false",
     ),
+    "a chain row asked, said so": (
+        _set("questions", 2, "chain_table", "rows", 0, "asked", value=True),
+        "`questions[2].chain_table.rows[0].asked` is written only as false",
+    ),
     "a cell error without its text": (_set("cell_errors", value=[{"cell": "cell 1"}]), "`cell_errors[0].error`"),
     "errors left out, negative": (_set("cell_errors_left_out", value=-3), "`cell_errors_left_out` is not a count"),
 }

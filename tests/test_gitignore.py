@@ -13,6 +13,7 @@ import pytest
 from course.platforms.service.store import database_url
 from course.platforms.service.worker import SCRATCH
 from course.term.gradebook import COURSE_TOTALS, grades_csv_path
+from course.term.item_exports import item_analysis_path
 from course.term.lms import FORMATS
 from course.term.nbgrader_term import integrity_path
 from course.term.recording import class_summary_path
@@ -48,6 +49,8 @@ WRITTEN = sorted(
                 class_summary_path(COURSE, name),
                 class_summary_path(COURSE, name, ".json"),
                 integrity_path(COURSE, name),
+                item_analysis_path(COURSE, name, ".json"),
+                item_analysis_path(COURSE, name, ".csv"),
                 *(COURSE / f"{fmt}-{name}.csv" for fmt in FORMATS),
             )
         ),
@@ -55,6 +58,10 @@ WRITTEN = sorted(
         "graded/grades-autograd.csv",
         "results/grades-autograd.csv",
         "results/integrity-autograd.json",
+        # `preview`: the answer key's notebook and its feedback pages, with torch's values
+        "preview/backprop/notebooks/solution.ipynb",
+        "preview/backprop/feedback/solution-torch_values.html",
+        "results/item-analysis-autograd.csv",
         # personalised releases, and what an interrupted atomic write leaves behind
         "personalised/autograd/alice/autograd.ipynb",
         "release/autograd/students/alice/autograd.ipynb",

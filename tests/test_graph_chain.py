@@ -454,13 +454,39 @@ def test_a_kit_build_of_vectors_and_one_that_asks_only_the_ends(backprop):
     ]
     by_name = steps_by_name(walk(neuron.output, neuron.names))
     assert by_name["w"].upstream == pytest.approx(NEURON_DW, abs=1e-3)
-    # micrograd's exercise asks for g and the gradients at a and b only: no row's upstream gradient is an answer,
-    # so a kit build (partial) gives no table, where a declared one is told what to add.
+    # micrograd's exercise asks for g and the gradients at a and b only: a declared build (not partial) is told
+    # what to add; a kit build (partial) shows the whole walk, the gradients on the way with torch's numbers alone.
     micrograd = computation_from_build(backprop["micrograd"].build, {"a": -4, "b": 2})
     assert micrograd.partial
-    assert micrograd.chain() == ()
     with pytest.raises(GraphChainError, match="the gradient at 'd' is no answer"):
         chain_from_graph(micrograd.output, micrograd.names, gradients=micrograd.gradients)
+
+
+def test_a_kit_build_that_asks_only_the_ends_shows_the_whole_walk(backprop):
+    """micrograd's README expression: every edge of the walk is a row; only the two sums at the leaves are answers,
+    each the published gradient and the sum of the rows that send a path's share to it."""
+    micrograd = computation_from_build(backprop["micrograd"].build, {"a": -4, "b": 2})
+    chain = micrograd.chain()
+    asked = [step for step in chain if step.asked]
+    assert [(s.node, s.gradient) for s in asked] == [
+        ("a (5 paths add up)", "mg_dg_da"),
+        ("b (4 paths add up)", "mg_dg_db"),
+    ]
+    assert asked[0].torch_gradient == pytest.approx(138.8338, abs=CLOSE)
+    assert asked[1].torch_gradient == pytest.approx(645.5773, abs=CLOSE)
+    for leaf, total in (("a", 138.8338), ("b", 645.5773)):
+        paths = [s for s in chain if not s.asked and s.gradient == f"{leaf} (from {s.local[1:].split('/')[0]})"]
+        assert sum(s.torch_gradient for s in paths) == pytest.approx(total, abs=CLOSE)
+    # The first rows, by hand: g = f/2 + 10/f with f = 49 sends 1/2 − 10/49² to f; f = e² with e = −7 sends
+    # 2e times that.
+    first, second = chain[0], chain[1]
+    assert (first.node, first.gradient, first.forward) == ("g = f/2 + 10/f", "f", "mg_g")
+    assert first.torch_gradient == pytest.approx(0.5 - 10 / 49**2)
+    assert (second.node, second.torch_local) == ("f = e²", -14.0)
+    assert second.torch_gradient == pytest.approx(-14 * (0.5 - 10 / 49**2))
+    # The ReLU of b + a = −2 is shut: its rows send nothing.
+    shut = [s for s in chain if s.node.startswith("t1 = ") and s.gradient in ("a (from t1)", "b (from t1)")]
+    assert [s.torch_gradient for s in shut] == [0.0, 0.0]
 
 
 def test_a_kit_build_leaves_no_trace(backprop):

@@ -39,9 +39,9 @@ def _p(notebook: dict) -> dict:
 
 
 def without_derive(course_root):
-    """backprop as a kit assignment without its hand-written derive(rng) (and constraint_violations)."""
+    """backprop as a kit assignment without its derive(rng) (and constraint_violations): no VARIANTS."""
     exercises = course_root / "source" / "backprop" / "exercises.py"
-    exercises.write_text(exercises.read_text(encoding="utf-8") + "\ndel derive, constraint_violations\n")
+    exercises.write_text(exercises.read_text(encoding="utf-8") + "\ndel VARIANTS\n")
 
 
 def test_variants_refuse_a_kit_assignment_without_derive_where_it_is_loaded(course_root, monkeypatch):
@@ -189,6 +189,21 @@ def test_a_kit_build_without_one_backward_gets_no_table_and_kit_write_says_so(tm
     derived = graph_chain.with_derived_chains(assignment.content, assignment.default_params)
     assert "twice" not in derived.chains
     assert [step.gradient for step in derived.chains["square"]] == ["square_dy_dv"]
+
+
+def test_a_kit_module_without_graphs_is_told_its_exercises_get_no_table(tmp_path):
+    """A newcomer's module (as `new assignment` wrote it before GRAPHS was in its template) had no GRAPHS, and its
+    feedback no chain table, with nothing said: kit write names the exercises and the line to add."""
+    module = exercises_module(tmp_path, NO_BACKWARD.replace("GRAPHS = kit_graphs(EXERCISES)\n", ""))
+    notebook = tmp_path / "source" / "autograd" / "autograd.ipynb"
+    notebook.write_text(SOURCE_NOTEBOOK.read_text(encoding="utf-8"), encoding="utf-8")
+    notes: list[str] = []
+    assert write_notebook(notebook, module, notes) is True
+    assert notes == [
+        "exercises 'twice', 'square' get no chain table: the module has no GRAPHS; add `GRAPHS = "
+        "kit_graphs(EXERCISES)` (from course.pipeline.graph_chain import kit_graphs) to read each table from its "
+        "build's graph"
+    ]
 
 
 # ----------------------------------------------------------------------------- 5. derived tables cached

@@ -18,7 +18,7 @@ from course.core.status import GRADING_GIVES, RAN, SCORED, Status
 from course.pipeline.feedback_model import Feedback
 from course.platforms.service import store as store_module
 from course.platforms.service.policy import ServicePolicy
-from course.platforms.service.store import Attempt, Store, new_token
+from course.platforms.service.store import Attempt, GradedAttempt, Store, new_token
 from course.term.gradebook import GradeRow, write_grades_csv
 from tests.support.helpers import ROOT
 
@@ -82,14 +82,16 @@ def test_the_service_database_holds_the_word(tmp_path):
         store.claim_next()
         assert store.record(
             attempt.id,
-            status=Status.TIMED_OUT,
-            score=1.0,
-            raw_score=1.0,
-            late_penalty=0.0,
-            max_score=57.0,
-            integrity=[],
-            seconds=0.1,
-            feedback=Feedback("alice", "autograd", Status.TIMED_OUT, 1.0, 57.0, (), (), True, ()),
+            GradedAttempt(
+                status=Status.TIMED_OUT,
+                score=1.0,
+                raw_score=1.0,
+                late_penalty=0.0,
+                max_score=57.0,
+                integrity=(),
+                seconds=0.1,
+                feedback=Feedback("alice", "autograd", Status.TIMED_OUT, 1.0, 57.0, (), (), True, ()),
+            ),
         )
         with store.begin() as db:
             raw = db.execute(select(store_module.attempts.c.status, store_module.attempts.c.feedback)).one()

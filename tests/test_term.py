@@ -32,6 +32,23 @@ from tests.support.helpers import (
     write_roster,
     wrong_literal,
 )
+from tests.support.term_recording import (
+    TermBefore,
+    TermCourse,
+    dave_hands_in_newer_work,
+    every_export_agrees,
+    leave_a_cell_ungraded,
+    nothing_new_changes_nothing,
+    preview_shows_what_replaces_the_term,
+    read_csv,
+    record_the_one_refused,
+    record_while_the_gradebook_refuses_carol,
+    serving,
+    stale_or_unconfirmed_records_nothing,
+    submit_through_the_service,
+    the_term_is_given_back,
+    undo_both_recordings,
+)
 
 DUE = "2026-11-20 23:59:00 UTC"
 SUBMITTED_AT = {  # what nbgrader's clock said when each student submitted
@@ -77,11 +94,6 @@ ROSTER = [  # carol is on the roster and submits nothing
         "email": "dave@example.edu",
     },
 ]
-
-
-def read_csv(path: Path) -> dict[str, dict[str, str]]:
-    with path.open(newline="", encoding="utf-8") as stream:
-        return {row.get("student_id") or row.get("Student"): row for row in csv.DictReader(stream)}
 
 
 @pytest.fixture(scope="module")
@@ -276,6 +288,8 @@ def test_after_the_terms_commands_git_status_lists_no_secret_or_student_file(ter
         "canvas-autograd.csv",
         "class-summary-autograd.html",
         "class-summary-autograd.json",
+        "item-analysis-autograd.json",
+        "item-analysis-autograd.csv",
         "submitted",
         "autograded",
         "feedback",
@@ -293,207 +307,31 @@ def test_after_the_terms_commands_git_status_lists_no_secret_or_student_file(ter
     ] == []
 
 
+@pytest.fixture
+def term_before_the_service(term) -> tuple[TermCourse, TermBefore]:
+    """The graded term with one of bob's cells left for a human, as it stands before the service runs."""
+    course = TermCourse(*term)
+    return course, leave_a_cell_ungraded(course)
+
+
 @pytest.mark.slow
-def test_the_services_attempts_are_recorded_into_the_term_and_undone(term):
+def test_the_services_attempts_are_recorded_into_the_term_and_undone(term_before_the_service):
     """The term (grade --roster), then the service on the same course, then the dashboard's recording: a
     preview, a confirmation to replace a term grade; the gradebook refuses one student, who keeps their record
     whole while the others are recorded, and a second recording takes that one; then formgrader, nbgrader
     export, our CSV and the Canvas CSV agree for every student; a recording with nothing new changes nothing.
     A later `grade` replaces one recorded student's work; undo gives the term back to the others (a cell the
     term left ungraded is ungraded again) and leaves that newer work alone. Last in the module: it changes the
-    course's due date while the service runs, and puts it back."""
-    import contextlib
-    import re
-    import sqlite3
-
-    from nbgrader.api import Gradebook
-
-    from course.term.nbgrader_bridge import held_submissions
-    from tests.support.helpers import formgrader_api
-    from tests.support.service import Server, multipart, notebook_bytes, request
-
-    root, exchange, homes = term
-    gradebook_url = f"sqlite:///{root / 'gradebook.db'}"
-
-    def held(student: str):
-        return held_submissions(gradebook_url, root / "gradebook.db", "autograd", "autograd")[student]
-
-    def gradebook_sql(statement: str) -> None:
-        with contextlib.closing(sqlite3.connect(root / "gradebook.db")) as db:
-            db.execute(statement)
-            db.commit()
-
-    yaml_path = root / "source" / "course.yaml"
-    term_yaml, term_rows = yaml_path.read_text(), read_csv(root / "grades-autograd.csv")
-    # A cell of bob's the term left ungraded (nbgrader's None, waiting for a human: 6 of his 56 points), which
-    # the recording will score and undo must leave ungraded again.
-    ungraded = "test_tiny_net"
-    with Gradebook(gradebook_url) as gradebook:
-        cell = gradebook.find_grade(ungraded, "autograd", "autograd", "bob")
-        cell.auto_score, cell.needs_manual_grade = None, True
-        gradebook.db.commit()
-    bob_in_the_term = held("bob")
-    assert bob_in_the_term.scores[ungraded] is None
-    settings = yaml.safe_load(term_yaml)
-    settings["assignments"][0]["due"] = "2099-01-01 00:00:00 UTC"  # the service's attempts are on time
-    yaml_path.write_text(yaml.safe_dump(settings))
-    tokens = root / "tokens.csv"
-    assert main(["--course", str(root), "serve", "tokens", str(root / "roster.csv"), "--out", str(tokens)]) == 0
-    server = Server(
-        root, tokens=read_csv_tokens(tokens), instructor=(root / "tokens-instructor.txt").read_text().strip()
-    )
-    server.start()
-    try:
-        bob = server.submit("bob", notebook_bytes(submitted_notebook(CORRECT_CODE))).json  # term: 56 less 11.4
-        wrong = {**CORRECT_CODE, "net_dL_dw": repr(wrong_literal(ALL_VALUES["net_dL_dw"]))}
-        carol = server.submit("carol", notebook_bytes(submitted_notebook(wrong))).json  # term: missing
-        dave = server.submit("dave", notebook_bytes(submitted_notebook(CORRECT_CODE))).json  # term: 55
-        assert (bob["status"], bob["score"], bob["attempt"], carol["score"], dave["score"]) == ("graded", 57, 1, 56, 57)
-        base = f"{server.url}/i/{server.instructor}"
-        preview = request(f"{base}/export/gradebook").text
-        changes = re.findall(r"<tr><td>(\w+)</td><td>(.*?)</td>", preview)
-        assert changes == [
-            ("bob", "38.6, submitted 2026-11-22 01:00:00 UTC (term)"),
-            ("carol", "nothing"),
-            ("dave", "55, submitted 2026-11-21 12:00:00 UTC (term)"),
-        ]
-        assert "replaces the term&#x27;s submission" in preview
-        csrf = re.search(r'name=csrf value="([^"]+)"', preview).group(1)
-        plan = re.search(r'name=plan value="([^"]+)"', preview).group(1)
-
-        def post(path: str, **fields):
-            if "plan" in fields and "student" not in fields:  # as the preview's form sends it: every one ticked
-                page = request(f"{base}/export/gradebook").text
-                fields["student"] = re.findall(r'name=student value="([^"]+)"', page)
-            body, kind = multipart({"csrf": csrf, **fields})
-            return request(f"{base}/export/{path}", method="POST", data=body, content_type=kind)
-
-        stale = post("gradebook", plan="0" * 16, replace_term="yes")  # a preview that no longer holds
-        assert stale.status == 409
-        assert "not what the preview you confirmed showed" in stale.text
-        unconfirmed = post("gradebook", plan=plan)
-        assert unconfirmed.status == 409
-        assert "confirm it" in unconfirmed.text
-        assert read_csv(root / "grades-autograd.csv") == term_rows
-
-        # The gradebook itself refuses carol's new submission (a trigger, as a registrar's lock would): bob and
-        # dave are recorded, carol keeps her record whole, files included, and the report says so.
-        gradebook_sql(
-            "CREATE TRIGGER registrar_lock BEFORE INSERT ON submitted_assignment "
-            "WHEN NEW.student_id = 'carol' BEGIN SELECT RAISE(ABORT, 'locked by the registrar'); END"
-        )
-        done = post("gradebook", plan=plan, replace_term="yes")
-        gradebook_sql("DROP TRIGGER registrar_lock")
-        assert done.status == 200, done.text
-        assert "Recorded 2 students (bob, dave) as recording 1" in done.text, done.text
-        assert "Not recorded: carol (the gradebook refused it: " in done.text
-        assert "locked by the registrar" in done.text
-        assert not (root / "submitted" / "carol").exists()
-        assert not (root / "feedback" / "carol").exists()
-        assert read_csv(root / "grades-autograd.csv")["carol"]["status"] == "missing"
-        assert held("bob").scores[ungraded] is not None  # scored by the recording
-        preview = request(f"{base}/export/gradebook").text
-        assert re.findall(r"<tr><td>(\w+)</td>", preview) == ["carol"]
-        assert "recording 1" in preview
-        assert "(not recorded: carol)" in preview
-        plan = re.search(r'name=plan value="([^"]+)"', preview).group(1)
-        done = post("gradebook", plan=plan)  # replaces no term grade: no tick needed
-        assert "Recorded 1 student (carol) as recording 2" in done.text, done.text
-
-        ours = read_csv(root / "grades-autograd.csv")
-        assert {s: ours[s]["score"] for s in ours} == {"alice": "57", "bob": "57", "carol": "56", "dave": "57"}
-        api = formgrader_api(root)
-        submissions = {s["student"]: s for s in api.get_submissions("autograd")}
-        assert set(submissions) == {"alice", "bob", "carol", "dave"}
-        for student, row in ours.items():  # nothing "needs autograding", our raw scores
-            assert submissions[student]["autograded"], student
-            assert not submissions[student]["needs_manual_grade"], student
-            assert submissions[student]["score"] == float(row["raw_score"]), student
-        nbgrader(root, "export", exchange=exchange)
-        theirs = read_csv(root / "grades.csv")
-        assert {s: float(theirs[s]["score"]) for s in ours} == {s: float(row["score"]) for s, row in ours.items()}
-        assert main(["--course", str(root), "export", "--format", "canvas", "--roster", str(root / "roster.csv")]) == 0
-        with (root / "canvas-autograd.csv").open(newline="") as stream:
-            canvas = {row[1]: row[5] for row in list(csv.reader(stream))[2:]}
-        assert canvas == {s["lms_id"]: ours[s["student_id"]]["score"] for s in ROSTER}
-        assert (root / "feedback" / "carol" / "autograd" / "autograd.html").is_file()
-
-        # A second recording with nothing new changes nothing.
-        recorded = held_submissions(gradebook_url, root / "gradebook.db", "autograd", "autograd")
-        recorded_csv = (root / "grades-autograd.csv").read_bytes()
-        again = request(f"{base}/export/gradebook").text
-        assert "id=nothing-new" in again
-        repeat = post("gradebook", plan=term_plan_digest_of_nothing())
-        assert "Nothing to record" in repeat.text, repeat.text
-        assert (root / "grades-autograd.csv").read_bytes() == recorded_csv
-        assert held_submissions(gradebook_url, root / "gradebook.db", "autograd", "autograd") == recorded
-        assert sorted(p.name for p in (root / "gradebook-history" / "autograd").iterdir()) == ["0001", "0002"]
-
-        # Later, dave hands in newer work through nbgrader, and the instructor collects and grades it.
-        home = homes / "dave"
-        write(submitted_notebook({**CORRECT_CODE, "cubic_grad": "0"}), home / "autograd" / "autograd.ipynb")
-        nbgrader(home, "submit", "autograd", "--student=dave", f"--Exchange.cache={home / 'cache'}", exchange=exchange)
-        nbgrader(root, "collect", "--update", "autograd", exchange=exchange)
-        newer_stamp = (root / "submitted" / "dave" / "autograd" / "timestamp.txt").read_text()
-        assert newer_stamp not in (SUBMITTED_AT["dave"], recorded_stamp(root, "dave"))
-        assert main(["--course", str(root), "grade", str(root / "submitted" / "dave"), "--jobs", "1"]) == 0
-        newer = read_csv(root / "grades-autograd.csv")["dave"]
-        assert newer["score"] != "57"
-        newer_held = held("dave")
-
-        # Undo gives the term back to those whose record is as the recordings left it, file for file.
-        undone = post("gradebook", undo="2")
-        assert undone.status == 200
-        assert "Undid recording 2: the records of carol are back as they were before it." in undone.text, undone.text
-        undone = post("gradebook", undo="1")
-        assert undone.status == 200
-        assert "Undid recording 1: the records of bob are back as they were before it." in undone.text, undone.text
-        assert (
-            "Left as they are: dave (submitted/, autograded/, feedback/ and the gradebook&#x27;s scores and "
-            "times changed since the recording" in undone.text
-        ), undone.text
-        again = post("gradebook", undo="1")  # a second click, or the page reloaded: nothing more is undone
-        assert again.status == 409
-        assert "Nothing undone: there is no recording to undo" in again.text, again.text
-    finally:
-        server.stop()
-        yaml_path.write_text(term_yaml)
-    ours = read_csv(root / "grades-autograd.csv")
-    assert {s: row for s, row in ours.items() if s != "dave"} == {s: r for s, r in term_rows.items() if s != "dave"}
-    assert ours["dave"] == newer  # dave's newer work is his, untouched
-    assert (root / "submitted" / "dave" / "autograd" / "timestamp.txt").read_text() == newer_stamp
-    assert held("dave") == newer_held
-    assert (root / "submitted" / "bob" / "autograd" / "timestamp.txt").read_text() == SUBMITTED_AT["bob"]
-    assert held("bob") == bob_in_the_term
-    with Gradebook(gradebook_url) as gradebook:  # the cell the term left ungraded is ungraded again
-        cell = gradebook.find_grade(ungraded, "autograd", "autograd", "bob")
-        assert (cell.auto_score, cell.needs_manual_grade) == (None, True)
-    assert not (root / "submitted" / "carol").exists()
-    submissions = {s["student"]: s for s in formgrader_api(root).get_submissions("autograd")}
-    assert set(submissions) == {"alice", "bob", "dave"}
-    nbgrader(root, "export", exchange=exchange)
-    theirs = read_csv(root / "grades.csv")
-    assert {s: float(theirs[s]["score"]) for s in ours} == {s: float(row["score"]) for s, row in ours.items()} | {
-        "bob": 38.6
-    }  # bob's gradebook as the term left it: the 6 points of his ungraded cell not counted
-    assert all(submissions[s]["autograded"] for s in submissions)
-
-
-def recorded_stamp(root: Path, student: str) -> str:
-    """The submission time the latest recording of the student wrote."""
-    recordings = [
-        json.loads(path.read_text())["students"]
-        for path in sorted((root / "gradebook-history" / "autograd").glob("*/recording.json"))
-    ]
-    return next(students[student]["written"] for students in reversed(recordings) if student in students)
-
-
-def read_csv_tokens(path: Path) -> dict[str, str]:
-    with path.open(encoding="utf-8") as stream:
-        return {row["student_id"]: row["token"] for row in csv.DictReader(stream)}
-
-
-def term_plan_digest_of_nothing() -> str:
-    from course.term.term_record import digest
-
-    return digest([])
+    course's due date while the service runs, and puts it back. Its steps: tests/support/term_recording.py."""
+    course, before = term_before_the_service
+    with serving(course, before) as dashboard:
+        submit_through_the_service(dashboard.server)
+        plan = preview_shows_what_replaces_the_term(dashboard)
+        stale_or_unconfirmed_records_nothing(dashboard, course, before, plan)
+        record_while_the_gradebook_refuses_carol(dashboard, course, plan)
+        record_the_one_refused(dashboard)
+        every_export_agrees(course, ROSTER)
+        nothing_new_changes_nothing(dashboard, course)
+        newer = dave_hands_in_newer_work(course, SUBMITTED_AT)
+        undo_both_recordings(dashboard)
+    the_term_is_given_back(course, before, newer, SUBMITTED_AT)

@@ -46,6 +46,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from course.authoring.draws import check_declaration, check_feasible
+from course.authoring.draws import variants as variants  # an exercises module's VARIANTS = variants(EXERCISES)
+from course.authoring.errors import AuthoringError
+from course.authoring.ranges import Property, Range
 from course.core.errors import SourceNotebookError
 from course.core.files import PUBLIC, atomic_write_text
 from course.forms import FUNCTION, NAMES, form, gap
@@ -76,10 +80,6 @@ HIDDEN_NOTE = "# Graded: hidden tests rebuild this exercise in torch and compare
 WRITTEN_BY = "# Written by the authoring kit from {where}: edit the definition there, then `autograd-course kit write`."
 
 
-class AuthoringError(SourceNotebookError):
-    """An exercise definition the kit cannot write: the message names the file, the exercise and what to do."""
-
-
 @dataclass(frozen=True)
 class Ask:
     """One answer an exercise asks for: its variable `name`, its `form` (course/forms.py: "number", "list of 2
@@ -107,6 +107,12 @@ class Exercise:
     answers: Sequence[Ask]
     numbers: Mapping[str, int | float] = field(default_factory=dict)
     chain: Sequence[ChainStep] = ()  # a hand-written chain table: it overrides the one read from build's graph
+    # Variants (course/authoring/ranges.py): which numbers each student draws afresh, over what, and what must hold.
+    vary: Mapping[str, Range] = field(default_factory=dict)
+    require: Sequence[Property] = ()
+    # Its answers need float64 and its question says so (type the arithmetic, or enough decimals): the author's
+    # review (course/authoring/review.py) does not warn that they are not exact in float32.
+    float64: bool = False
 
     @property
     def points(self) -> float:
@@ -182,6 +188,8 @@ def check_exercises(exercises: Sequence[Exercise], where: Path) -> dict[str, dic
             )
         keys[exercise.id] = _answer_key(exercise, at, to_plain)
         _check_standalone(exercise, keys[exercise.id], at, to_plain)
+        check_declaration(exercise, at)
+        check_feasible(exercise, at)  # a bounded search of its ranges: refused when they cannot keep its require
     return keys
 
 
@@ -617,6 +625,7 @@ def write_notebook(notebook_path: Path, exercises_path: Path, notes: list[str] |
     written = write_cells(notebook, exercises, exercises_path, groups=groups, notes=notes)
     if notes is not None:
         notes.extend(_no_table_notes(module, exercises))
+        notes.extend(_unused_ranges_notes(module, exercises))
     if written == notebook:
         return False
     _check_conventions(written, notebook_path, exercises_path)
@@ -631,7 +640,15 @@ def _no_table_notes(module: Any, exercises: Sequence[Exercise]) -> list[str]:
 
     graphs, hand_written = getattr(module, "GRAPHS", None), getattr(module, "CHAINS", None)
     if not isinstance(graphs, Mapping):
-        return []
+        without = [e.id for e in exercises if not (isinstance(hand_written, Mapping) and hand_written.get(e.id))]
+        if not without:
+            return []
+        return [
+            f"exercise{'' if len(without) == 1 else 's'} {', '.join(map(repr, without))} "
+            f"get{'s' if len(without) == 1 else ''} no chain table: the module has "
+            "no GRAPHS; add `GRAPHS = kit_graphs(EXERCISES)` (from course.pipeline.graph_chain import kit_graphs) "
+            "to read each table from its build's graph"
+        ]
     notes = []
     for exercise in exercises:
         if exercise.id in graphs and not (isinstance(hand_written, Mapping) and hand_written.get(exercise.id)):
@@ -639,6 +656,18 @@ def _no_table_notes(module: Any, exercises: Sequence[Exercise]) -> list[str]:
             if reason:
                 notes.append(f"exercise {exercise.id!r} gets no chain table: {reason}")
     return notes
+
+
+def _unused_ranges_notes(module: Any, exercises: Sequence[Exercise]) -> list[str]:
+    """Exercises that declare ranges the module never derives a derive(rng) from (no VARIANTS, no derive)."""
+    varying = [exercise.id for exercise in exercises if exercise.vary]
+    if not varying or getattr(module, "VARIANTS", None) is not None or callable(getattr(module, "derive", None)):
+        return []
+    return [
+        f"exercise {', '.join(map(repr, varying))} declares ranges (vary=), but the module has no VARIANTS = "
+        "variants(EXERCISES) (course.authoring.kit's variants) nor derive(rng): with variants: true they would not be "
+        "used; add that line"
+    ]
 
 
 def _check_conventions(notebook: dict, notebook_path: Path, exercises_path: Path) -> None:

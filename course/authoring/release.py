@@ -62,6 +62,7 @@ class ReleaseReport:
     removed_stale: Path | None = None  # release/<assignment>/students/ an earlier version left, now removed
     refreshed: bool = False  # the copies were made again for the ids already in personalised/<assignment>/
     removed_personalised: Path | None = None  # personalised/<assignment>/ with variants off (or no id in it)
+    warnings: tuple[str, ...] = ()  # what the author should change, which does not block a release (review.py)
 
 
 def find_leaks(source_path: Path, release_path: Path) -> list[str]:
@@ -318,6 +319,7 @@ def release(
     remove_personal = not ids and (personal_folder.exists() or personal_folder.is_symlink())
     if ids:
         course_secret(config)  # a missing secret stops here, before anything is written
+    warnings = _review(config, assignment)
     final_path = config.release_notebook(settings.name)
     with tempfile.TemporaryDirectory(prefix="autograd-course-staging-") as scratch:
         staging = Path(scratch)
@@ -361,7 +363,21 @@ def release(
         stale,
         refreshed=bool(ids) and not students,
         removed_personalised=personal_folder if remove_personal else None,
+        warnings=warnings,
     )
+
+
+def _review(config: CourseConfig, assignment: Assignment) -> tuple[str, ...]:
+    """Before anything is generated: the kit's definitions checked again (their declared ranges searched: a
+    definition whose ranges cannot keep its requirements stops the release, course/authoring/draws.py), then the
+    warnings of review.py (a value not exact in float32, a slip that would pass), which do not."""
+    from course.authoring.kit import check_exercises, load_exercises
+    from course.authoring.review import float64_exercises, review
+
+    module = assignment.content.path
+    if module is not None and module.is_file() and "EXERCISES" in module.read_text(encoding="utf-8"):
+        check_exercises(load_exercises(module), module)
+    return review(assignment, config.tolerance, float64=float64_exercises(assignment)).warnings
 
 
 def _generate(
@@ -462,3 +478,23 @@ def _install(staged: Path, target: Path) -> None:
         shutil.rmtree(incoming, ignore_errors=True)
         raise
     shutil.rmtree(outgoing, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- for `autograd-course preview`
+
+
+def release_in_scratch(config: CourseConfig, assignment: Assignment, scratch: Path) -> Path:
+    """The release transformation alone, into the scratch course `scratch`: nbgrader's generate_assignment and the
+    default numbers filled in, as `release` makes it, and refused as `release` refuses it when a solution or hidden
+    line would reach students. The student notebook it wrote; nothing of the course changes
+    (course/authoring/preview.py)."""
+    settings = config.assignment(assignment.name)
+    final_path = config.release_notebook(settings.name)
+    release_path, _, _ = _generate(config, settings, assignment, scratch, final_path)
+    _refuse_leaks(assignment, assignment.notebook_path, release_path, final_path)
+    return release_path
+
+
+def install_folder(staged: Path, target: Path) -> None:
+    """`staged` copied in place of the folder `target` whole, by two renames: never half of either."""
+    _install(staged, target)

@@ -48,16 +48,17 @@ answer cell with its template lines and answer key, the locked form check and th
 region is each exercise's `build` function. Edit the definitions here, then write again; cells of the notebook
 that no definition names (exercises written by hand) are kept as they are.
 
-`derive(rng)` gives each student their own numbers when source/course.yaml says `variants: true`; the kit does
-not write it (docs/authoring.md, per-student variants): keep it in step with the numbers by hand, one value per
-name of the numbers cell (`<exercise id>_<number>`).
+With `variants: true` in source/course.yaml each student draws their own numbers from each exercise's `vary`
+ranges, keeping its `require`ments; VARIANTS derives derive(rng) from them (docs/authoring.md, declared ranges).
 """
 
 from __future__ import annotations
 
 import torch
 
-from course.authoring.kit import Ask, Exercise, chains, number_groups
+from course.authoring.kit import Ask, Exercise, chains, number_groups, variants
+from course.authoring.ranges import NoZero, OneOf
+from course.pipeline.graph_chain import kit_graphs
 
 
 def square(x):
@@ -74,6 +75,8 @@ EXERCISES = [
         question="For y = x² at x = {{{{x}}}}, give y and the slope dy/dx.",
         build=square,
         numbers={{"x": 3}},
+        vary={{"x": OneOf(-3, -2, 2, 3, 4)}},
+        require=[NoZero()],
         answers=[
             Ask("square_y", hint="x times x.", idea="The forward pass: evaluate y at the point."),
             Ask("square_dy_dx", points=2, hint="The power rule: the slope of x² is 2x.",
@@ -82,11 +85,9 @@ EXERCISES = [
     ),
 ]
 NUMBER_GROUPS = number_groups(EXERCISES)
-CHAINS = chains(EXERCISES)
-
-
-def derive(rng):
-    return {{"square_x": rng.choice([-3, -2, 2, 3, 4])}}
+CHAINS = chains(EXERCISES)  # hand-written tables (Exercise(chain=...)), which override the derived ones
+GRAPHS = kit_graphs(EXERCISES)  # every other table read from its build's graph
+VARIANTS = variants(EXERCISES)
 '''
 
 
@@ -173,11 +174,15 @@ def _config_with(config_path: Path, name: str) -> str:
 
 
 def write_assignment(
-    config: CourseConfig, name: str | None = None, notes: list[str] | None = None
+    config: CourseConfig, name: str | None = None, notes: list[str] | None = None, errors: list[str] | None = None
 ) -> list[tuple[str, bool]]:
     """Write the cells of the definitions of every assignment with an EXERCISES list (or the one named): (assignment,
-    whether its notebook changed). What the author should know is appended to `notes`, each line naming its
+    whether its notebook changed). What the author should know is appended to `notes` (the review's warnings among
+    them, course/authoring/review.py), what is broken (a hidden test that raises) to `errors`, each line naming its
     assignment."""
+    from course.authoring.review import float64_exercises, review
+    from course.pipeline.assignment import load_assignment
+
     settings = [config.assignment(name)] if name else list(config.assignments)
     written = []
     for assignment in settings:
@@ -185,7 +190,15 @@ def write_assignment(
         if name is None and "EXERCISES" not in (exercises.read_text(encoding="utf-8") if exercises.is_file() else ""):
             continue  # a hand-written assignment: nothing of the kit's to write
         said: list[str] = []
-        written.append((assignment.name, kit.write_notebook(config.source_notebook(assignment.name), exercises, said)))
+        notebook = config.source_notebook(assignment.name)
+        written.append((assignment.name, kit.write_notebook(notebook, exercises, said)))
+        # The notebook as written, its hidden tests run at its own numbers with its answer key (in this process,
+        # as the judge runs them): what raises, and answers a slip would pass, are said now, not at release.
+        loaded = load_assignment(notebook, assignment.name, exercises)
+        reviewed = review(loaded, config.tolerance, float64=float64_exercises(loaded))
+        said += [f"warning: {line}" for line in reviewed.warnings]
         if notes is not None:
             notes.extend(f"{assignment.name}: {line}" for line in said)
+        if errors is not None:
+            errors.extend(f"{assignment.name}: {line}" for line in reviewed.errors)
     return written

@@ -1,9 +1,12 @@
-"""The instructor's authoring commands: `release` (source/ -> release/, proven sound), `new assignment` (a scaffold)
-and `kit write` (an assignment's cells written from its exercise definitions)."""
+"""The instructor's authoring commands: `release` (source/ -> release/, proven sound), `new assignment` (a scaffold),
+`kit write` (an assignment's cells written from its exercise definitions) and `preview` (what a student sees,
+offline, before anything is released). Importing this module imports neither nbgrader nor torch
+(tests/test_deferred_imports.py): each core is imported when its command runs."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from course.commands import Command
@@ -15,6 +18,10 @@ RELEASE_HELP = "Regenerate release/ from source/ with nbgrader and prove the rel
 NEW_ASSIGNMENT_HELP = (
     "Start an assignment: source/NAME/ with a notebook, an example exercise defined for the "
     "authoring kit, and its entry in course.yaml; it releases and grades as it stands."
+)
+PREVIEW_HELP = (
+    "Write, offline and before anything is released, what a student sees: the released notebook, and the "
+    "feedback pages of the answer key, the untouched release and a wrong answer you name, in both feedback modes."
 )
 KIT_WRITE_HELP = (
     "Write the source notebook's cells (question, answer, form check, graded test) from the exercise "
@@ -85,6 +92,8 @@ def _release(args: argparse.Namespace) -> int:
                 f"note: verdicts-only feedback explains {', '.join(report.without_idea)} by ✓ or ✗ alone: their "
                 "hidden tests give no idea= (docs/authoring.md, hidden tests)"
             )
+        for warning in report.warnings:
+            print(f"warning: {warning}")
     return 0
 
 
@@ -117,17 +126,52 @@ def _kit(args: argparse.Namespace) -> int:
     from course.authoring.scaffold import write_assignment
 
     notes: list[str] = []
-    written = write_assignment(load_config(args.course), args.assignment, notes)
+    errors: list[str] = []
+    written = write_assignment(load_config(args.course), args.assignment, notes, errors)
     for name, changed in written:
         print(f"{name}: {'cells written' if changed else 'already up to date'}")
     for line in notes:
         print(line)
+    for line in errors:
+        print(f"error: {line}", file=sys.stderr)
     if not written:
         print(
             "no assignment's exercises module defines EXERCISES: nothing to write (docs/authoring.md, the "
             "authoring kit)"
         )
-    return 0
+    return 1 if errors else 0
+
+
+def _preview_arguments(preview: argparse.ArgumentParser) -> None:
+    preview.add_argument(
+        "--assignment", help="which assignment (default: the course's only one; with several, name one)"
+    )
+    preview.add_argument(
+        "--wrong",
+        action="append",
+        default=[],
+        metavar="ANSWER=VALUE",
+        help="a wrong value for one answer of the answer key, as Python writes it (gate_df_dx=4, "
+        "neuron_df_dx=[0.4,-0.6]); repeat for several answers in the one wrong notebook (default: the first "
+        "number answer not 0, its sign flipped)",
+    )
+    preview.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="the preview's folder, replaced whole at every run (default: preview/<assignment>/ in the course "
+        "root; never inside source/, release/ or nbgrader's folders)",
+    )
+
+
+def _preview(args: argparse.Namespace) -> int:
+    require("grader", "autograd-course preview")  # before the core's imports: nbgrader's, nbconvert's, torch's
+    from course.authoring.preview import preview
+
+    made = preview(load_config(args.course), args.assignment, wrong=args.wrong, out=args.out)
+    for line in made.lines():
+        print(line)
+    return 0 if made.sound else 1
 
 
 RELEASE = Command("release", RELEASE_HELP, _release_arguments, _release, {"release": RELEASE_HELP})
@@ -147,3 +191,4 @@ KIT = Command(
     {"kit write": KIT_WRITE_HELP},
     describe=False,
 )
+PREVIEW = Command("preview", PREVIEW_HELP, _preview_arguments, _preview, {"preview": PREVIEW_HELP})

@@ -6,14 +6,19 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from course.commands import Command
-from course.core.config import load_config
+from course.core.config import CourseConfig, load_config
 from course.core.errors import CourseError
 from course.core.extras import require
 from course.core.status import Status
 from course.term.gradebook import COURSE_TOTALS
 from course.term.lms import FORMATS
+
+if TYPE_CHECKING:
+    from course.pipeline.grading import Graded
+    from course.term.recording import BatchSummary
 
 GRADE_HELP = "Grade submissions: feedback per student, grades-<assignment>.csv and nbgrader's gradebook."
 MERGE_HELP = "Bring the output folders of `grade --shard K/N` into the course, as one unsharded grade would."
@@ -124,7 +129,7 @@ def _grade(args: argparse.Namespace) -> int:
 
     progress = ProgressBar(sys.stderr) if sys.stderr.isatty() and not args.quiet else None
 
-    def report(graded, done: int, total: int) -> None:
+    def report(graded: Graded, done: int, total: int) -> None:
         if progress:
             progress.update(done, total, graded.status)
         elif not args.quiet:
@@ -179,7 +184,7 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_summaries(config, summaries, out_dir: Path) -> None:
+def _print_summaries(config: CourseConfig, summaries: list[BatchSummary], out_dir: Path) -> None:
     for summary in summaries:
         if len(summaries) > 1:
             print(f"{summary.assignment}:")
@@ -207,7 +212,7 @@ class ProgressBar:
 
     WIDTH = 30
 
-    def __init__(self, stream) -> None:
+    def __init__(self, stream: TextIO) -> None:
         self.stream, self.counts = stream, dict[str, int]()
 
     def update(self, done: int, total: int, status: str) -> None:

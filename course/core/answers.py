@@ -13,7 +13,7 @@ from typing import Any, Union
 from course.core.text import MAX_SHORT_TEXT, safe_text
 from course.forms import is_number as is_number  # the forms' rule, re-exported for the grader's modules
 
-PlainValue = Union[int, float, bool, None, str, list]  # noqa: UP007 - a runtime alias
+PlainValue = Union[int, float, bool, None, str, list[Any]]  # noqa: UP007 - a runtime alias
 
 MAX_LIST = 1000
 MAX_TEXT = 1000
@@ -65,9 +65,9 @@ def _scalar(item: Any) -> PlainValue:
     if kind is int:
         if abs(item) > 2**63:
             raise Invalid("integer too large")
-        return item
-    if kind in (float, bool, type(None)):
-        return item
+    if kind in (int, float, bool, type(None)):
+        plain: PlainValue = item  # its exact type checked above
+        return plain
     raise Invalid(f"unexpected {kind.__name__}")
 
 

@@ -216,7 +216,8 @@ class ServicePolicy:
 def _parse_due(value: Any) -> datetime:
     from nbgrader.utils import parse_utc
 
-    return parse_utc(value)
+    due: datetime = parse_utc(value)
+    return due
 
 
 def _due_problem(value: Any) -> str | None:
@@ -471,7 +472,7 @@ def parse_config(data: Any, root: Path, where: str) -> CourseConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a mapping of settings at the top level")
 
-    def subsection_value(name: str, value: Any, setting_field: Field) -> Any:
+    def subsection_value(name: str, value: Any, setting_field: Field[Any]) -> Any:
         if setting_field.name == "assignments":
             return _assignments(name, value)
         if setting_field.name == "late_policy":

@@ -18,6 +18,8 @@ import importlib.util
 import sys
 import threading
 import types
+from collections.abc import Callable, Sequence
+from typing import Any
 
 IRI_GRAMMARS = "rfc3987_syntax"
 
@@ -43,13 +45,14 @@ def defer_iri_grammars() -> None:
     standin.__path__ = list(spec.submodule_search_locations)
     standin.__file__ = spec.origin
 
-    def compiled(name: str):  # PEP 562: what the package exports, from the module that defines it
+    def compiled(name: str) -> Any:  # PEP 562: what the package exports, from the module that defines it
         if name.startswith("__"):
             raise AttributeError(name)
         return getattr(importlib.import_module(f"{IRI_GRAMMARS}.syntax_helpers"), name)
 
     def is_valid_syntax(term: str, value: str) -> bool:
-        return compiled("is_valid_syntax")(term, value)
+        valid: bool = compiled("is_valid_syntax")(term, value)
+        return valid
 
     standin.__getattr__ = compiled  # type: ignore[method-assign]
     standin.is_valid_syntax = is_valid_syntax  # type: ignore[attr-defined]
@@ -71,7 +74,7 @@ def _defer_package_init(name: str, *, from_submodules: dict[str, str] | None = N
     package = importlib.util.module_from_spec(spec)
     initialised = False
 
-    def rest_of_init(attribute: str):  # PEP 562: a submodule (`from . import utils`), else what __init__ defines
+    def rest_of_init(attribute: str) -> Any:  # PEP 562: a submodule (`from . import utils`), else what __init__ defines
         nonlocal initialised
         if initialised or attribute.startswith("__"):
             raise AttributeError(f"module {name!r} has no attribute {attribute!r}")
@@ -121,7 +124,7 @@ class _ImportedOnFirstUse(types.ModuleType):
                 del sys.modules[self.__name__]
         return importlib.import_module(self.__name__)
 
-    def __getattr__(self, attribute: str):  # PEP 562
+    def __getattr__(self, attribute: str) -> Any:  # PEP 562
         if attribute.startswith("__"):
             raise AttributeError(attribute)
         return getattr(self.real(), attribute)
@@ -142,8 +145,8 @@ def defer_setuptools_for_archives() -> None:
         return
     standin = _ImportedOnFirstUse(ARCHIVES, "setuptools.archive_util, imported on first use")
 
-    def on_first_use(function: str):
-        def call(*args, **kwargs):
+    def on_first_use(function: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
             return getattr(standin.real(), function)(*args, **kwargs)
 
         call.__name__ = call.__qualname__ = function
@@ -180,7 +183,9 @@ class _MetaKernelsFirst(importlib.abc.MetaPathFinder):
     before the module runs (in exec_module, not here: a finder runs under the interpreter's global import lock, and
     an import made under it could deadlock against another thread's)."""
 
-    def find_spec(self, name, path, target=None):
+    def find_spec(
+        self, name: str, path: Sequence[str] | None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if name not in META_USERS or _meta_kernels_deferred() is None:
             return None
         for finder in sys.meta_path:
@@ -195,13 +200,13 @@ class _MetaKernelsFirst(importlib.abc.MetaPathFinder):
 
 
 class _LoadingMetaKernelsFirst(importlib.abc.Loader):
-    def __init__(self, loader) -> None:
+    def __init__(self, loader: importlib.abc.Loader) -> None:
         self._loader = loader
 
-    def create_module(self, spec):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
         return self._loader.create_module(spec)
 
-    def exec_module(self, module) -> None:
+    def exec_module(self, module: types.ModuleType) -> None:
         standin = _meta_kernels_deferred()
         if standin is not None:
             standin.real()
@@ -209,7 +214,7 @@ class _LoadingMetaKernelsFirst(importlib.abc.Loader):
             importlib.import_module(TORCH_META)
         self._loader.exec_module(module)
 
-    def __getattr__(self, attribute: str):  # get_source, get_code, is_package, ...: the real loader's
+    def __getattr__(self, attribute: str) -> Any:  # get_source, get_code, is_package, ...: the real loader's
         return getattr(self._loader, attribute)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from typing import TextIO
 
 LEVELS = ("debug", "info", "warning", "error")
 DEFAULT_LEVEL = "info"
@@ -16,18 +17,18 @@ FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 DATE_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
-class _CurrentStderr(logging.StreamHandler):
+class _CurrentStderr(logging.StreamHandler[TextIO]):
     """Writes to sys.stderr as it is when a record comes (a test's captured stderr), not as it was when set up."""
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
 
     @property
-    def stream(self):
+    def stream(self) -> TextIO:
         return sys.stderr
 
     @stream.setter
-    def stream(self, value) -> None:
+    def stream(self, value: TextIO) -> None:
         pass
 
 

@@ -132,16 +132,16 @@ def subsection(schema: type, help: str, *, many: bool = False) -> Any:
     return field(default_factory=schema, metadata=metadata)
 
 
-def declared(schema: type) -> list[Field]:
+def declared(schema: type) -> list[Field[Any]]:
     """The section's settings, in the order they are declared (fields without help are not read from YAML)."""
     return [f for f in fields(schema) if f.metadata.get("help")]
 
 
-def required(setting_field: Field) -> bool:
+def required(setting_field: Field[Any]) -> bool:
     return setting_field.default is MISSING and setting_field.default_factory is MISSING
 
 
-def check_keys(where: str, data: dict, allowed: list[str], needed: list[str]) -> None:
+def check_keys(where: str, data: dict[str, Any], allowed: list[str], needed: list[str]) -> None:
     unknown = sorted(str(key) for key in set(data) - set(allowed))
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known keys: {', '.join(sorted(allowed))})")
@@ -158,7 +158,7 @@ def read_values(
     data: Any,
     schema: type,
     key_name: Callable[[str], str],
-    read_subsection: Callable[[str, Any, Field], Any],
+    read_subsection: Callable[[str, Any, Field[Any]], Any],
 ) -> dict[str, Any]:
     """A section's mapping checked against its schema: every key known, every required key there, every value
     valid. Returns the typed values of the keys given (the dataclass supplies the defaults of the others).
@@ -186,16 +186,17 @@ def read_values(
 def read_section(where: str, data: Any, schema: type[Section]) -> Section:
     """A section without sections inside (`limits:`, `service:`, one assignment), as its dataclass."""
 
-    def no_subsections(name: str, value: Any, setting_field: Field) -> Any:
+    def no_subsections(name: str, value: Any, setting_field: Field[Any]) -> Any:
         raise AssertionError(f"{schema.__name__} has a section inside: read it with read_values")
 
     return schema(**read_values(where, data, schema, lambda key: f"{where}.{key}", no_subsections))
 
 
-def shown_default(setting_field: Field) -> str:
+def shown_default(setting_field: Field[Any]) -> str:
     """A setting's default as a reader would write it in the YAML (`none` for null, `true` for True)."""
     if setting_field.metadata.get("shown_default") is not None:
-        return setting_field.metadata["shown_default"]
+        shown: str = setting_field.metadata["shown_default"]
+        return shown
     if required(setting_field):
         return ""
     value = setting_field.default

@@ -18,8 +18,10 @@ import functools
 import json
 import re
 import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from course.core.cell_metadata import nbgrader_cell
 from course.core.config import AssignmentPaths, AssignmentSettings, CourseConfig
@@ -78,7 +80,7 @@ class Assignment:
     setup_source: str
     questions: tuple[Question, ...]
     locked_sources: dict[str, str]
-    default_params: dict
+    default_params: dict[str, Any]
     content: Content = NO_CONTENT  # numbers' variants, chain tables, misconceptions: source/<name>/exercises.py
 
     @property
@@ -104,7 +106,7 @@ class Assignment:
         return next(q for q in self.questions if q.answer_cell_id == grade_id)
 
 
-def nbgrader_meta(cell: dict) -> dict:
+def nbgrader_meta(cell: dict[str, Any]) -> dict[str, Any]:
     """A cell's nbgrader metadata as the instructor's own notebook has it, or {} when it is absent or not a
     mapping. A student's notebook is read through `cell_metadata.nbgrader_cell`, which checks every field."""
     metadata = cell.get("metadata")
@@ -162,7 +164,7 @@ def _assigned_names(source: str, where: str) -> tuple[tuple[str, ...], tuple[str
     return tuple(names), tuple(functions)
 
 
-def _check_locked(cell: dict, where: str, why: str) -> None:
+def _check_locked(cell: dict[str, Any], where: str, why: str) -> None:
     """A cell the grader restores from the source must be locked (read-only) in nbgrader's metadata: nbgrader's
     autograde puts back only locked and graded cells, and the grader's copy of them is the locked ones."""
     if not nbgrader_meta(cell).get("locked"):
@@ -250,13 +252,13 @@ def _checked_names(forms: dict[str, str]) -> tuple[tuple[str, ...], tuple[str, .
     )
 
 
-def cell_text(cell: dict) -> str:
+def cell_text(cell: dict[str, Any]) -> str:
     """A notebook cell's source as one string (nbformat allows a list of lines)."""
     source = cell.get("source", "")
     return "".join(source) if isinstance(source, list) else source
 
 
-def _check_markers(cell: dict, index: int, cells: list, path: Path) -> None:
+def _check_markers(cell: dict[str, Any], index: int, cells: list[dict[str, Any]], path: Path) -> None:
     """Every BEGIN marker is closed by its END, in a cell of the kind nbgrader clears (a solution region in
     a solution cell, hidden tests in a graded cell). nbgrader refuses the notebook otherwise, with a
     traceback that names neither the cell nor the question."""
@@ -293,7 +295,7 @@ def _unbalanced(source: str, begin: str, end: str) -> str:
     return f"{begin} on line {opened} has no {end}" if opened is not None else ""
 
 
-def _title_before(cells: list, index: int) -> str:
+def _title_before(cells: list[dict[str, Any]], index: int) -> str:
     for cell in reversed(cells[:index]):
         if cell.get("cell_type") == "markdown":
             match = re.search(r"^#+\s*(.+)$", cell_text(cell), re.MULTILINE)
@@ -305,7 +307,9 @@ def _title_before(cells: list, index: int) -> str:
 NUMBERS_CELL = "numbers"  # the grade id of the locked cell that holds the exercises' numbers, `P = {...}`
 
 
-def numbers_cell_values(by_id: dict, path: Path) -> dict:
+# `by_id` maps a cell's grade id to its index and cell; its keys are Any because the authoring kit's map also
+# holds the cells without a grade id (under None), and only NUMBERS_CELL is looked up.
+def numbers_cell_values(by_id: Mapping[Any, tuple[int, dict[str, Any]]], path: Path) -> dict[str, Any]:
     """The exercises' numbers: the literal dict `P = {...}` of the locked `numbers` cell ({} without one)."""
     if NUMBERS_CELL not in by_id:
         return {}
@@ -355,19 +359,20 @@ def load_assignment(path: Path, name: str, exercises: Path | None = None) -> Ass
     )
 
 
-def _read_cells(path: Path) -> list:
+def _read_cells(path: Path) -> list[dict[str, Any]]:
     try:
         notebook = json.loads(path.read_text(encoding="utf-8"))
-        return notebook["cells"]
+        cells: list[dict[str, Any]] = notebook["cells"]
+        return cells
     except FileNotFoundError:
         raise SourceNotebookError(f"{path}: the source notebook does not exist") from None
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise SourceNotebookError(f"{path}: cannot be read as a notebook ({error})") from None
 
 
-def _cells_by_grade_id(cells: list, path: Path) -> dict[str, tuple[int, dict]]:
+def _cells_by_grade_id(cells: list[dict[str, Any]], path: Path) -> dict[str, tuple[int, dict[str, Any]]]:
     """grade_id -> (index, cell): each id a well-formed one, and used once."""
-    by_id: dict[str, tuple[int, dict]] = {}
+    by_id: dict[str, tuple[int, dict[str, Any]]] = {}
     for index, cell in enumerate(cells):
         damaged = nbgrader_cell(cell).damaged_id
         if damaged:
@@ -383,7 +388,9 @@ def _cells_by_grade_id(cells: list, path: Path) -> dict[str, tuple[int, dict]]:
     return by_id
 
 
-def _check_regions_and_locks(cells: list, by_id: dict[str, tuple[int, dict]], path: Path) -> None:
+def _check_regions_and_locks(
+    cells: list[dict[str, Any]], by_id: dict[str, tuple[int, dict[str, Any]]], path: Path
+) -> None:
     """Every cell's marked regions, and the locked cells every answer is graded against (setup, numbers)."""
     for index, cell in enumerate(cells):
         _check_markers(cell, index, cells, path)
@@ -399,7 +406,12 @@ def _check_regions_and_locks(cells: list, by_id: dict[str, tuple[int, dict]], pa
 
 
 def _read_question(
-    grade_id: str, index: int, cell: dict, cells: list, by_id: dict[str, tuple[int, dict]], path: Path
+    grade_id: str,
+    index: int,
+    cell: dict[str, Any],
+    cells: list[dict[str, Any]],
+    by_id: dict[str, tuple[int, dict[str, Any]]],
+    path: Path,
 ) -> Question:
     """The question of the test cell `grade_id`, with its answer cell and its (locked) form cell."""
     stem = grade_id.removeprefix("test_")
@@ -409,6 +421,9 @@ def _read_question(
         raise SourceNotebookError(f"{where}: a test_ cell must be an autograded code cell with points")
     if HIDDEN_BEGIN not in cell_text(cell):
         raise SourceNotebookError(f"{where}: has no {HIDDEN_BEGIN} region; the tests would be shown to students")
+    # nbgrader's "Autograder tests" cells are read-only: an unlocked one is a cell students may rewrite (its
+    # visible check with it), and nbgrader's own tools treat it as theirs.
+    _check_locked(cell, where, "students could edit its check and nbgrader would treat it as theirs")
     answer_id, form_id = f"answer_{stem}", f"form_{stem}"
     for needed in (answer_id, form_id):
         if needed not in by_id:
@@ -440,11 +455,7 @@ def _read_question(
         checked_where = f"{path}: cell {checked_index} ({checked_id})"
         checked = form_checks(strip_region(checked_source, HIDDEN_BEGIN, HIDDEN_END), checked_where)
         if _checked_names(checked) != (names, functions):
-            raise SourceNotebookError(
-                f"{checked_where}: its {FORM_CHECK}(...) must name the answers of {answer_id} in order, as "
-                f'keywords with their form ("function" for a function): expected '
-                f"{', '.join(names + functions)}; found {', '.join(checked) or 'none'}"
-            )
+            raise SourceNotebookError(_mismatch(checked_where, answer_id, checked, names + functions))
         declared = declared or checked  # the form cell's
     return _question(
         stem,
@@ -453,6 +464,40 @@ def _read_question(
         declared,
         cell_text(cell),
         cell_text(form_cell),
+    )
+
+
+def _mismatch(where: str, answer_id: str, checked: dict[str, str], asked: tuple[str, ...]) -> str:
+    """Why a check's answers differ from those the answer cell asks for, named as what it is: a missing template line,
+    an answer the check leaves out, a form, or (only when the names agree) their order."""
+    found = tuple(checked)
+    lacking = [name for name in found if name not in asked]
+    if lacking:
+        return (
+            f"{where}: its {FORM_CHECK}(...) checks {', '.join(lacking)}, but the solution cell {answer_id} has no "
+            f"template line for {'it' if len(lacking) == 1 else 'them'} outside its {SOLUTION_BEGIN} region "
+            f"({', '.join(f'`{name} = ...`' for name in lacking)}), so the released cell would not ask for "
+            f"{'it' if len(lacking) == 1 else 'them'}; add the line above {SOLUTION_BEGIN} in {answer_id}, or "
+            f"remove {'it' if len(lacking) == 1 else 'them'} from the check, then release again"
+        )
+    left_out = [name for name in asked if name not in found]
+    if left_out:
+        return (
+            f"{where}: its {FORM_CHECK}(...) does not check {', '.join(left_out)}, which the solution cell "
+            f"{answer_id} asks for; add {', '.join(name + '=<its form>' for name in left_out)} to it (in the answer "
+            "cell's order), then release again"
+        )
+    if sorted(found) == sorted(asked) and found != asked:
+        return (
+            f"{where}: its {FORM_CHECK}(...) must name the answers of {answer_id} in the order the answer cell asks "
+            f"for them: expected {', '.join(asked)}; found {', '.join(found)}"
+        )
+    return (
+        f"{where}: its {FORM_CHECK}(...) must name the answers of {answer_id} as keywords with their form "
+        '("function" for a function, and only for a `def` template): expected '
+        + ", ".join(asked)
+        + "; found "
+        + (", ".join(f"{name}={form!r}" for name, form in checked.items()) or "none")
     )
 
 
@@ -468,7 +513,7 @@ def _check_each_answer_once(questions: list[Question], path: Path) -> None:
             seen[answer_name] = question.answer_cell_id
 
 
-def _check_numbers_fit(content: Content, default_params: dict, questions: list[Question], path: Path) -> None:
+def _check_numbers_fit(content: Content, default_params: dict[str, Any], questions: list[Question], path: Path) -> None:
     """The numbers cell's P against the exercises module: its constraints, and each function answer's point."""
     problems = content.constraint_violations(default_params) if default_params else []
     if problems:
@@ -506,7 +551,8 @@ def load_settings_assignment(config: CourseConfig, settings: AssignmentSettings)
         raise ConfigError(
             f"{exercises}: variants: true, but assignment {settings.name!r} has numbers (its numbers cell's P) and "
             "this file defines no derive(rng) to give each student theirs; add derive(rng) there (docs/authoring.md, "
-            "per-student variants; a kit assignment needs one written by hand), or set variants: false in "
+            "per-student variants; a kit assignment declares ranges with vary= and writes VARIANTS = "
+            "variants(EXERCISES)), or set variants: false in "
             "source/course.yaml, or remove the assignment from that file's assignments:"
         )
     return assignment
@@ -517,7 +563,7 @@ def is_text(source: object) -> bool:
     return type(source) is str or (type(source) is list and all(type(line) is str for line in source))
 
 
-def released_assignment(notebook: dict, path: Path, name: str) -> Assignment:
+def released_assignment(notebook: dict[str, Any], path: Path, name: str) -> Assignment:
     """The assignment as a released notebook (or a student's copy of one) shows it, for the self-check.
 
     Built from the notebook's nbgrader metadata and locked cells alone: the setup and numbers cells, the
@@ -529,7 +575,7 @@ def released_assignment(notebook: dict, path: Path, name: str) -> Assignment:
         raise SubmissionError(f"{path.name}: not a notebook ('cells' is not a list)")
     # A cell that is not a mapping with text is left out here: reading the submission names it.
     cells = [cell if type(cell) is dict and is_text(cell.get("source", "")) else {} for cell in cells]
-    by_id: dict[str, tuple[int, dict]] = {}
+    by_id: dict[str, tuple[int, dict[str, Any]]] = {}
     metas = [nbgrader_cell(cell) for cell in cells]  # the student's copy: every field checked (cell_metadata.py)
     for index, (cell, meta) in enumerate(zip(cells, metas, strict=True)):
         if meta.grade_id is not None and meta.grade_id not in by_id:

@@ -7,7 +7,9 @@ module whose names, all optional, are
 - `NUMBER_GROUPS`: the layout of the locked `numbers` cell (`P = {...}`), one line per group of names;
 - `derive(rng)`: one student's numbers when `variants: true` (`rng` is a `random.Random` seeded from an
   HMAC of the course secret and the student's id), and `constraint_violations(numbers)`: what makes a set
-  of numbers unfit for the exercises (an empty list when they are fit);
+  of numbers unfit for the exercises (an empty list when they are fit); or `VARIANTS`, which has both (the kit's
+  `variants(EXERCISES)` derives them from each exercise's declared ranges, course/authoring/draws.py), and which
+  a module-level function of either name overrides;
 - `CHAINS`: question id -> the `ChainStep`s of its backward walk, shown as a table in the feedback;
 - `GRAPHS`: question id -> its torch build, `build(P) -> course.pipeline.graph_chain.Computation`: the chain table of a
   question with no `CHAINS` entry is read from the graph torch records (course/pipeline/graph_chain.py);
@@ -48,6 +50,12 @@ class ChainStep:
     forward: str | None
     gradient: str
     upstream: str | None
+    # A step read from torch's graph (course/pipeline/graph_chain.py) may show a gradient no answer holds: then
+    # `gradient` is the value's name in the walk, `asked` is False, and the graph's own numbers fill torch's
+    # columns (`torch_gradient`, and `torch_local`, the local derivative). Hand-written steps have neither.
+    asked: bool = True
+    torch_gradient: PlainValue = field(default=None, compare=False)
+    torch_local: PlainValue = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,9 @@ def load_exercises_module(path: Path) -> Any:
     sys.modules[name] = module  # dataclasses and pickling look their module up by name
     try:
         spec.loader.exec_module(module)
+    except SourceNotebookError:
+        del sys.modules[name]
+        raise  # the kit's own refusal (course/authoring), which names the file and the exercise already
     except Exception as error:
         del sys.modules[name]
         raise SourceNotebookError(
@@ -136,11 +147,17 @@ def _checked(path: Path, module: Any) -> Content:
             f"{where}: GRAPHS must map question ids to functions (the exercise's numbers "
             "-> a course.pipeline.graph_chain.Computation)"
         )
-    derive = getattr(module, "derive", None)
-    violations = getattr(module, "constraint_violations", None)
+    # VARIANTS (`variants(EXERCISES)`, course/authoring/draws.py) derives both from the exercises' declared
+    # ranges; a module-level function of either name wins over its.
+    declared = getattr(module, "VARIANTS", None)
+    derive = getattr(module, "derive", None) or getattr(declared, "derive", None)
+    violations = getattr(module, "constraint_violations", None) or getattr(declared, "constraint_violations", None)
     for name, function in (("derive", derive), ("constraint_violations", violations)):
         if function is not None and not callable(function):
-            raise SourceNotebookError(f"{where}: {name} must be a function")
+            raise SourceNotebookError(
+                f"{where}: {name} must be a function"
+                + (" (VARIANTS: write VARIANTS = variants(EXERCISES))" if declared is not None else "")
+            )
     return Content(
         number_groups=tuple(tuple(group) for group in groups),
         derive=derive,

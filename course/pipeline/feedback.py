@@ -35,8 +35,14 @@ def _shown(result: ValueResult | None) -> str:
     return result.detail or result.status
 
 
+NOT_ASKED = "not asked"  # a chain table's gradient that no answer holds: the student works it out on the way
+
+
 def _local_value(values: dict[str, ValueResult], step: ChainStep) -> str:
-    """torch's local derivative at this node: the gradient leaving it over the gradient arriving."""
+    """torch's local derivative at this node: the graph's own where the step was read from it, else the
+    gradient leaving it over the gradient arriving."""
+    if step.torch_local is not None:
+        return describe(step.torch_local)
     leaving = values[step.gradient].expected if step.gradient in values else None
     arriving = values[step.upstream].expected if step.upstream in values else 1.0
     if not (is_number(leaving) and is_number(arriving)) or arriving == 0:
@@ -46,11 +52,32 @@ def _local_value(values: dict[str, ValueResult], step: ChainStep) -> str:
 
 def chain_table(steps: tuple[ChainStep, ...], values: dict[str, ValueResult], reveal: bool) -> ChainTable | None:
     """The backward walk node by node; torch's numbers (forward, local derivative, gradient) only if `reveal`."""
-    if not steps or not all(step.gradient in values for step in steps):
+    if not steps or not all(
+        step.gradient in values if step.asked else step.torch_gradient is not None for step in steps
+    ):
         return None
     rows, first_wrong = [], None
     for index, step in enumerate(steps):
         forward = values.get(step.forward) if step.forward else None
+        if not step.asked:  # a gradient on the way that no answer holds: torch's alone, from the graph
+            rows.append(
+                ChainRow(
+                    node=step.node,
+                    local_derivative=step.local,
+                    torch_local_derivative=_local_value(values, step) if reveal else None,
+                    forward=step.forward,
+                    your_forward=_shown(forward) if forward else "—",
+                    torch_forward=(describe(forward.expected) if forward else "—") if reveal else None,
+                    gradient=step.gradient,
+                    your_gradient=NOT_ASKED,
+                    torch_gradient=describe(step.torch_gradient) if reveal else None,
+                    correct=forward is None or forward.correct,
+                    asked=False,
+                )
+            )
+            if forward is not None and not forward.correct and first_wrong is None:
+                first_wrong = index
+            continue
         gradient = values[step.gradient]
         ok = gradient.correct and (forward is None or forward.correct)
         if not ok and first_wrong is None:

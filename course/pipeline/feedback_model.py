@@ -120,6 +120,13 @@ def _flag(data: dict[str, Any], key: str, at: str, default: bool | None = None) 
     return value
 
 
+def _unasked(data: dict[str, Any], at: str) -> bool:
+    """A chain row's `asked`: absent (True), or False on a row no answer holds; written in no other way."""
+    if "asked" in data and data["asked"] is not False:
+        raise _Malformed(f"{at}asked", "is written only as false, on a row whose gradient no answer holds")
+    return "asked" not in data
+
+
 def _sentence(value: object, at: str) -> str:
     if type(value) is not str:
         raise _Malformed(at, "is not text")
@@ -268,9 +275,10 @@ class ChainRow:
     your_gradient: str
     torch_gradient: str | None
     correct: bool
+    asked: bool = True  # False: no answer holds this gradient (a row of a walk read from torch's graph)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        entry = {
             "node": self.node,
             "local_derivative": self.local_derivative,
             "torch_local_derivative": self.torch_local_derivative,
@@ -282,6 +290,9 @@ class ChainRow:
             "torch_gradient": self.torch_gradient,
             "correct": self.correct,
         }
+        if not self.asked:  # absent when asked, as every row was before rows without answers
+            entry["asked"] = False
+        return entry
 
     @classmethod
     def read(cls, value: object, at: str) -> ChainRow:
@@ -298,6 +309,7 @@ class ChainRow:
             _text(data, "your_gradient", at),
             _text_or_none(data, "torch_gradient", at),
             _flag(data, "correct", at),
+            _unasked(data, at),
         )
 
 

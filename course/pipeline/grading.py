@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
+from typing import Any
 
 from course import sandbox
 from course.core.answers import MISSING, STILL_RELEASED, Answer
@@ -125,7 +126,7 @@ def _damaged_metadata_messages(submission: Submission) -> list[str]:
 
 
 def numbers_messages(
-    submission: Submission, student_id: str, params: dict, assignment: Assignment, config: CourseConfig
+    submission: Submission, student_id: str, params: dict[str, Any], assignment: Assignment, config: CourseConfig
 ) -> list[str]:
     """With variants, the sentence naming a notebook that does not carry the student's own numbers: the default
     ones (the release everyone was given) or another student's. The policy is fixed (docs/grading.md, "Whose
@@ -175,7 +176,7 @@ def grade_submission(
     *,
     run: sandbox.Runner | None = None,
     reveal_torch_values: bool | None = None,
-    params: dict | None = None,
+    params: dict[str, Any] | None = None,
     secret: bytes | None = None,
 ) -> Graded:
     """Grade one notebook. Never raises: every failure becomes a status, a reason and score 0.
@@ -246,7 +247,9 @@ class _SoFar:
     internal_error: str = ""
     level: str = ""
     findings: tuple[str, ...] = ()
-    params: dict | None = None  # the numbers graded with, once known (the chain tables read from graphs use them)
+    params: dict[str, Any] | None = (
+        None  # the numbers graded with, once known (the chain tables read from graphs use them)
+    )
 
 
 def _grade(
@@ -255,7 +258,7 @@ def _grade(
     config: CourseConfig,
     probe_points: dict[str, list[float]] | None,
     run: sandbox.Runner | None,
-    params: dict | None,
+    params: dict[str, Any] | None,
     secret: bytes | None,
     so_far: _SoFar,
 ) -> tuple[Status, tuple[QuestionResult, ...]]:
@@ -345,7 +348,7 @@ def _add_messages(
     messages += _damaged_metadata_messages(submission)
 
 
-def _read(ref: SubmissionRef, assignment: Assignment, config: CourseConfig, params: dict) -> Submission:
+def _read(ref: SubmissionRef, assignment: Assignment, config: CourseConfig, params: dict[str, Any]) -> Submission:
     return read_submission(
         ref.path,
         ref.student_id,

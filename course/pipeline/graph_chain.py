@@ -122,7 +122,10 @@ def _constant(node: Any, slot: int, symbols: dict[int, str]) -> str:
     backward pass needs: a subtraction keeps neither operand)."""
     kept = {0: ("_saved_self",), 1: ("_saved_other",)}.get(slot, ())
     for attribute in (*kept, "_saved_other" if slot == 1 else "_saved_scalar"):
-        value = getattr(node, attribute, None)
+        try:
+            value = getattr(node, attribute, None)
+        except RuntimeError:  # freed by the backward pass that ran (a graph not retained)
+            value = None
         if value is None:
             continue
         if id(value) in symbols:
@@ -198,6 +201,18 @@ def _collect(output: Any) -> _Graph:
                 graph.parents[id(child)] = graph.parents.get(id(child), 0) + 1
                 stack.append(child)
     return graph
+
+
+def graph_nodes(output: torch.Tensor) -> list[Any]:
+    """Every torch node of `output`'s graph, each once, in a fixed order (depth first from the output's node, as
+    the walk collects them): the same build gives the same order, so a position names a node across runs (the
+    slip search, course/pipeline/slip_search.py). Raises GraphChainError past MAX_NODES."""
+    return _collect(output).nodes
+
+
+def operation_kind(node: Any) -> str:
+    """A torch node's operation, from its class: `Mul` for MulBackward0, `AccumulateGrad` for a leaf's."""
+    return _kind(node)
 
 
 def _run_backward(output: Any, graph: _Graph) -> dict[int, Any]:
@@ -325,6 +340,15 @@ def walk(output: torch.Tensor, names: Mapping[str, torch.Tensor]) -> tuple[Graph
     return tuple(step for _, step in ordered)
 
 
+def node_expression(node: Any, named: Mapping[int, str], symbols: Mapping[int, str]) -> str:
+    """How a torch node's value is computed, written as the walk writes a step (`w·x + b`): an input by its name
+    where `named` (id(node) -> symbol) has one, else inlined; an operand that is no node by its name in `symbols`
+    (id(tensor) -> name) or its value where torch kept it. For the slip search's sentences
+    (course/pipeline/slip_search.py), about nodes the author gave no name."""
+    text, _, _ = _segment(node, dict(named), dict(symbols), _Graph())
+    return text
+
+
 def _accumulator(graph: _Graph, tensor: Any) -> Any:
     for node in graph.nodes:
         if _operation(node) == "AccumulateGrad" and node.variable is tensor:
@@ -418,6 +442,8 @@ def chain_from_graph(
         raise GraphChainError(
             f"{', '.join(map(repr, unknown))} name no value of the walk (its values: {', '.join(sorted(known))})"
         )
+    if partial:
+        return whole_walk(steps, forwards, gradients)
     root = steps[0].name  # backward starts at the output
     chain = []
     for step in steps:
@@ -449,6 +475,81 @@ def chain_from_graph(
             "`gradients` the answers that hold the gradients"
         )
     return tuple(chain)
+
+
+MAX_ROWS = 40  # a table longer than this is no help to read: the exercise gets none (kit write says why)
+
+
+def whole_walk(
+    steps: tuple[GraphStep, ...], forwards: Mapping[str, str], gradients: Mapping[str, str]
+) -> tuple[ChainStep, ...]:
+    """The chain table of the whole walk, the rows no answer holds included, with the graph's own numbers: one
+    row per (step, input) edge, carrying the gradient that edge sends; and, for a value whose gradient arrives
+    along edges from two or more steps (a fork), one more row where its paths add up. A row shows the student's
+    value where an answer holds that gradient (an edge into a value used only there: its whole gradient), and
+    torch's alone where none does (`asked` False: the student computed it on the way, and the table shows where
+    their walk left torch's). Empty when no gradient of the walk is an answer (the table would check nothing),
+    or when it would pass MAX_ROWS rows."""
+    sources: dict[str, set[str]] = {}
+    for step in steps:
+        for target in step.inputs:
+            sources.setdefault(target, set()).add(step.name)
+    chain: list[ChainStep] = []
+    for step in steps:  # in backward's order: a fork (a leaf too) once its last path has sent its gradient
+        if step.fork and len(sources.get(step.name, ())) > 1:
+            chain.append(_sum_row(step, forwards, gradients))
+        several = len(set(step.inputs)) > 1
+        for target in dict.fromkeys(step.inputs):
+            sent = _added([g for t, g in zip(step.inputs, step.gradients, strict=True) if t == target])
+            local = _added([v for t, v in zip(step.inputs, step.local, strict=True) if t == target])
+            alone = len(sources.get(target, ())) == 1  # the edge carries the target's whole gradient
+            answer = gradients.get(target) if alone else None
+            chain.append(
+                ChainStep(
+                    f"{step.node} (to {target})" if several else step.node,
+                    f"∂{step.name}/∂{target}",
+                    forwards.get(step.name),
+                    answer or (f"{target} (from {step.name})" if not alone else target),
+                    gradients.get(step.name),
+                    asked=answer is not None,
+                    torch_gradient=sent,
+                    torch_local=local,
+                )
+            )
+    if not any(step.asked for step in chain) or len(chain) > MAX_ROWS:
+        return ()
+    return tuple(chain)
+
+
+def _sum_row(step: GraphStep, forwards: Mapping[str, str], gradients: Mapping[str, str]) -> ChainStep:
+    """The row where a fork's paths add up: its gradient is the sum of what each use sent back."""
+    answer = gradients.get(step.name)
+    paths = len({contribution.source for contribution in step.contributions})
+    return ChainStep(
+        f"{step.name} ({paths} paths add up)",
+        "sum of the paths",
+        forwards.get(step.name) if step.leaf else None,
+        answer or step.name,
+        None,
+        asked=answer is not None,
+        torch_gradient=step.upstream,
+        torch_local=None,
+    )
+
+
+def _added(values: list[PlainValue]) -> PlainValue:
+    """The sum of one edge's gradients (a step that uses a value twice, `f/2 + 10/f`, sends it twice)."""
+    if any(value is None for value in values):
+        return None
+    if len(values) == 1:
+        return values[0]
+    import torch
+
+    total = torch.tensor(values[0], dtype=torch.float64)
+    for value in values[1:]:
+        total = total + torch.tensor(value, dtype=torch.float64)
+    plain: PlainValue = total.tolist()
+    return plain
 
 
 # ----------------------------------------------------------------------------- an exercise's declared build
@@ -552,8 +653,9 @@ def no_table_reason(build: Callable[..., Mapping[str, Any]], numbers: Mapping[st
         return f"its graph cannot be walked ({type(error).__name__}: {error})"
     if not chain:
         return (
-            "its answers are only the chain's ends (no gradient in between is an answer); ask for the gradients "
-            "in between, or write the table by hand (Exercise(chain=...))"
+            f"none of its answers is a gradient its walk reaches, or the walk has more than {MAX_ROWS} rows; "
+            "return a leaf's or a retained tensor's .grad as an answer, or write the table by hand "
+            "(Exercise(chain=...))"
         )
     return None
 
@@ -598,7 +700,12 @@ def check_graphs(content: Content, answers: Mapping[str, tuple[str, ...]], numbe
             )
     for question in to_derive(content):
         chain = derived_chain(content, question, numbers)
-        named = {name for step in chain for name in (step.forward, step.gradient, step.upstream) if name}
+        named = {
+            name
+            for step in chain
+            for name in (step.forward, step.gradient if step.asked else None, step.upstream)
+            if name
+        }
         foreign = sorted(named - set(answers[question]))
         if foreign:
             raise GraphChainError(

@@ -87,7 +87,8 @@ def to_plain(reference: Any) -> PlainValue:
     if type(reference) in (list, tuple):
         return [to_plain(item) for item in reference]
     if reference is None or type(reference) in (bool, int, float, str):
-        return reference
+        plain: PlainValue = reference
+        return plain
     raise TypeError(f"a hidden test gave a reference of type {type(reference).__name__}; use tensors or plain values")
 
 
@@ -245,7 +246,7 @@ class _Marks:
         return sum(result.earned for result in self.sink)
 
 
-def _hidden_test_namespace(answers: dict[str, Answer], marks_factory: Any, params: dict) -> dict[str, Any]:
+def _hidden_test_namespace(answers: dict[str, Answer], marks_factory: Any, params: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     namespace: dict[str, Any] = {
@@ -269,7 +270,7 @@ def judge_question(
     tolerance: float,
     computed: frozenset[str] = frozenset(),
     deduction: float = 0.0,
-    params: dict,
+    params: dict[str, Any],
     _params_key: str | None = None,
     private_points: dict[str, frozenset[float]] | None = None,
 ) -> QuestionResult:
@@ -382,12 +383,12 @@ class _Memoised:
         return to_plain(self.seen[key])
 
 
-_RECORDED: OrderedDict[tuple, _Recorded] = OrderedDict()
+_RECORDED: OrderedDict[tuple[Any, ...], _Recorded] = OrderedDict()
 _RECORDED_LOCK = threading.Lock()
 RECORDED_PARAMETER_SETS = 512  # question x parameter set entries kept (a class with variants has one set each)
 
 
-def _key_of(params: dict) -> str:
+def _key_of(params: dict[str, Any]) -> str:
     """The parameter set as a key ("" when it is not plain data: then nothing is recorded)."""
     try:
         return json.dumps(params, sort_keys=True)
@@ -395,7 +396,9 @@ def _key_of(params: dict) -> str:
         return ""
 
 
-def _recorded(question: Question, answers: dict[str, Answer], params: dict, params_key: str) -> _Recorded | None:
+def _recorded(
+    question: Question, answers: dict[str, Answer], params: dict[str, Any], params_key: str
+) -> _Recorded | None:
     """The cell's calls for these parameters, recorded on first use; None when the cell must run per student."""
     names = frozenset(answers)
     if not params_key or not reads_no_answer(_hidden_region(question.test_source), names):
@@ -417,6 +420,22 @@ def _recorded(question: Question, answers: dict[str, Answer], params: dict, para
     return found
 
 
+def recorded_references(
+    question: Question, params: dict[str, Any]
+) -> tuple[dict[str, PlainValue], str | None, dict[str, Any]]:
+    """Run a question's hidden tests with no answer (each a placeholder) and these numbers, as the judge records a
+    cell that reads nothing of the student's: {answer: torch's reference, as plain data} for each `marks.value`
+    (function answers left out), what the cell raised (None: nothing), and the namespace it ran in (its tensors
+    by name). Never cached: the slip search (course/pipeline/slip_search.py) runs it under one mutation of
+    torch's backward at a time, and caches what it needs itself."""
+    calls: list[tuple[str, str, Any, Any, Any, Any]] = []
+    placeholders = {name: Answer(MISSING, detail="not read here") for name in question.answer_names}
+    namespace = _hidden_test_namespace(placeholders, lambda: _Recorder(calls), params)
+    error = _run_hidden_tests(question, namespace)
+    references = {name: reference for method, name, reference, *_ in calls if method == "value"}
+    return references, error, namespace
+
+
 def _replay(recorded: _Recorded, marks: _Marks) -> bool:
     """Hand this student's Marks what the cell handed it; False (run the cell itself) if anything raises,
     since the cell might have caught it and gone on differently."""
@@ -435,7 +454,7 @@ def judge(
     tolerance: float,
     computed: frozenset[str] = frozenset(),
     deduction: float = 0.0,
-    params: dict | None = None,
+    params: dict[str, Any] | None = None,
     private_points: dict[str, frozenset[float]] | None = None,
 ) -> tuple[QuestionResult, ...]:
     """Score every question; `params` are the student's numbers (the source notebook's when None);

@@ -86,6 +86,7 @@ def _chain_table(table: ChainTable, reveal: bool) -> Table:
     rows: list[tuple[Cell, ...]] = []
     for index, row in enumerate(table.rows):
         node = Cell(f"→ {row.node}" if index == table.first_wrong else row.node)
+        mark = _mark(row.correct) if row.asked else Cell("")  # torch's number alone: nothing of theirs to mark
         if reveal:
             rows.append(
                 (
@@ -95,7 +96,7 @@ def _chain_table(table: ChainTable, reveal: bool) -> Table:
                     Cell(f"{row.local_derivative} (here {row.torch_local_derivative})"),
                     Cell(row.your_gradient, "num"),
                     Cell(str(row.torch_gradient), "num"),
-                    _mark(row.correct),
+                    mark,
                 )
             )
         else:
@@ -105,7 +106,7 @@ def _chain_table(table: ChainTable, reveal: bool) -> Table:
                     Cell(row.your_forward, "num"),
                     Cell(row.local_derivative),
                     Cell(row.your_gradient, "num"),
-                    _mark(row.correct),
+                    mark,
                 )
             )
     head = (

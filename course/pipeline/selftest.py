@@ -16,6 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 from course import sandbox
 from course.core.config import Limits
@@ -57,10 +58,10 @@ class SelfTest:
         )
 
 
-def from_source(assignment: Assignment, *, solved: bool) -> dict:
+def from_source(assignment: Assignment, *, solved: bool) -> dict[str, Any]:
     """The source notebook as a student would hand it in: the hidden tests removed, and each answer cell either as
     the answer key writes it (solved: its markers removed) or as released (its solution region removed)."""
-    notebook = json.loads(assignment.notebook_path.read_text(encoding="utf-8"))
+    notebook: dict[str, Any] = json.loads(assignment.notebook_path.read_text(encoding="utf-8"))
     answer_ids = {question.answer_cell_id for question in assignment.questions}
     for cell in notebook["cells"]:
         grade_id = nbgrader_meta(cell).get("grade_id")
@@ -76,14 +77,15 @@ def from_source(assignment: Assignment, *, solved: bool) -> dict:
     return notebook
 
 
-def untouched_release(context: RunContext) -> dict:
+def untouched_release(context: RunContext) -> dict[str, Any]:
     """The release students were given (release/), or where a course travels without it (a Gradescope bundle,
     the grader's image) the same made from the source notebook."""
     path = context.paths.release_notebook
     if not path.exists():
         return from_source(context.assignment, solved=False)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        release: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return release
     except (OSError, ValueError) as error:
         raise SelfTestError(
             f"{path}: cannot read the release for the self-test ({error}); run `autograd-course release` again"

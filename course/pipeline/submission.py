@@ -57,7 +57,7 @@ class Submission:
     unmarked_numbers: bool = False
 
 
-def _source_text(cell: dict, index: int, path: Path) -> str:
+def _source_text(cell: dict[str, Any], index: int, path: Path) -> str:
     source = cell.get("source", "")
     if type(source) is list and all(type(line) is str for line in source):
         return "".join(source)
@@ -157,7 +157,7 @@ def student_id_problem(student_id: str) -> str:
     return ""
 
 
-def personalised_for(cell: dict) -> str | None:
+def personalised_for(cell: dict[str, Any]) -> str | None:
     """The student id a personalised release wrote into its numbers cell, if any (a plain claim)."""
     metadata = cell.get("metadata")
     mark = metadata.get("autograd_course") if isinstance(metadata, dict) else None
@@ -170,7 +170,7 @@ def read_submission(
     student_id: str,
     assignment: Assignment,
     *,
-    params: dict,
+    params: dict[str, Any],
     max_bytes: int,
     max_cells: int,
     content: bytes | None = None,
@@ -249,7 +249,7 @@ class _Reading:
     def answer_ids(self) -> set[str]:
         return {q.answer_cell_id for q in self.assignment.questions}
 
-    def take(self, index: int, raw: dict) -> None:
+    def take(self, index: int, raw: dict[str, Any]) -> None:
         """One code cell: the student's code, unless it is the grader's own cell untouched."""
         source = _source_text(raw, index, self.path)
         meta = nbgrader_cell(raw)

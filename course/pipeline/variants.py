@@ -37,7 +37,10 @@ def derive(content: Content, secret: bytes, student_id: str, names: set[str] | N
     refuse, are an error in its exercises module."""
     where = content.path or "the assignment's exercises.py"
     if content.derive is None:
-        raise ConfigError(f"variants: true, but {where} defines no derive(rng) to give each student numbers")
+        raise ConfigError(
+            f"variants: true, but {where} defines no derive(rng) to give each student numbers (nor VARIANTS = "
+            "variants(EXERCISES) for exercises that declare their ranges)"
+        )
     numbers = content.derive(_rng(secret, student_id))
     if not isinstance(numbers, dict) or (names is not None and set(numbers) != names):
         given = sorted(numbers) if isinstance(numbers, dict) else type(numbers).__name__

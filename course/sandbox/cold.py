@@ -78,7 +78,7 @@ class ColdSandbox:
         self.level, self.note = known or ((first, "") if first else choose_isolation(isolation, uid, limits.tmp_mb))
         self.error: SandboxError | None = None  # what ended `run`, for callers that catch every error of a run
         self._leases = ExitStack()
-        self._process: subprocess.Popen | None = None
+        self._process: subprocess.Popen[bytes] | None = None
         self._used = False
         self._channel_read = self._stdin_fd = -1
         self._scratch: str | None = None
@@ -283,7 +283,7 @@ class ColdSandbox:
             self._leases.close()
 
 
-def _kill(process: subprocess.Popen) -> None:
+def _kill(process: subprocess.Popen[bytes]) -> None:
     """End the sandbox's process group (the supervisor then reaps it, for its CPU time)."""
     try:
         os.killpg(process.pid, signal.SIGKILL)

@@ -24,6 +24,7 @@ import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from typing import Any
 
 from course.core.config import DEFAULT_SANDBOX_UID, Limits
 from course.core.errors import SandboxError
@@ -94,15 +95,15 @@ def worker_command(level: str, tmp_mb: int) -> list[str]:
 
 @dataclass
 class _Worker:
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     control: socket.socket
     uid: int
     log: int  # a file descriptor of the worker's output: an unlinked file, so nothing is left behind on a crash
     events: EventReader = field(default_factory=lambda: EventReader(max_line=65536, max_total=2**62))
-    pending: list[dict] = field(default_factory=list)
+    pending: list[dict[str, Any]] = field(default_factory=list)
     stopped: bool = False
 
-    def read_event(self, timeout: float) -> dict | None:
+    def read_event(self, timeout: float) -> dict[str, Any] | None:
         """The next control message, or None on timeout, a dead worker or a garbled line."""
         deadline = time.monotonic() + timeout
         while not self.pending:
@@ -464,7 +465,14 @@ class WarmPool:
         finally:
             self._release(worker, healthy)
 
-    def _run_on(self, worker: _Worker, cells, answer_names, function_points, limits) -> tuple[RunResult, bool]:
+    def _run_on(
+        self,
+        worker: _Worker,
+        cells: list[Cell],
+        answer_names: tuple[str, ...],
+        function_points: dict[str, list[float]],
+        limits: Limits,
+    ) -> tuple[RunResult, bool]:
         """One run on `worker`, and whether the worker may take the next."""
         request_read, request_write = os.pipe()
         channel_read, channel_write = os.pipe()
@@ -519,7 +527,7 @@ class WarmPool:
             worker.process.kill()
         return result, healthy and worker.process.poll() is None
 
-    def _job(self, worker: _Worker, limits: Limits, scratch: str) -> dict:
+    def _job(self, worker: _Worker, limits: Limits, scratch: str) -> dict[str, Any]:
         """What the worker is told of the run it forks (runner.py), beside the request's pipes."""
         private_tmp = self.isolation.namespaces
         return {
@@ -596,11 +604,12 @@ class _WarmRun:
             return self.exit_codes[0]
         event = self.worker.read_event(timeout) if timeout else self.worker.read_event(0.001)
         if event and event.get("event") == "exit" and type(event.get("code")) is int:
-            self.exit_codes.append(event["code"])
+            code: int = event["code"]
+            self.exit_codes.append(code)
             self.emptied.append(event.get("emptied") is True)
             if type(event.get("cpu")) is float:
                 self.cpu.append(event["cpu"])
-            return event["code"]
+            return code
         return None
 
     def cpu_seconds(self) -> float | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from typing import Any
 
 from course.sandbox.handed_in import Cell
 
@@ -29,7 +30,7 @@ class EventReader:
         self.total = 0
         self.broken = ""
 
-    def feed(self, data: bytes) -> list[dict]:
+    def feed(self, data: bytes) -> list[dict[str, Any]]:
         if self.broken:
             return []
         self.total += len(data)
@@ -37,7 +38,7 @@ class EventReader:
             self.broken = f"more than {self.max_total // 2**20} MB of messages"
             return []
         self.buffer += data
-        events: list[dict] = []
+        events: list[dict[str, Any]] = []
         while b"\n" in self.buffer:
             line, self.buffer = self.buffer.split(b"\n", 1)
             try:

@@ -519,7 +519,12 @@ def seccomp_program(machine):
         return None
     column, arch = _AUDIT_ARCH[machine]
     # Jumps name labels; they are resolved to relative offsets below.
-    program: list[tuple] = [(_LD_ABS, 0, 0, 4), (_JEQ, "nr", "kill", arch), ("label", "nr"), (_LD_ABS, 0, 0, 0)]
+    program: list[tuple[Any, ...]] = [
+        (_LD_ABS, 0, 0, 4),
+        (_JEQ, "nr", "kill", arch),
+        ("label", "nr"),
+        (_LD_ABS, 0, 0, 0),
+    ]
     if machine == "x86_64":
         program.append((_JGE, "eperm", 0, _X32_SYSCALL_BIT))  # the x32 ABI's numbers would dodge the list
     for number in sorted({n for n in (numbers[column] for numbers in _DENIED_CALLS.values()) if n is not None}):
@@ -542,7 +547,7 @@ def seccomp_program(machine):
         (_RET, 0, 0, _RET_KILL_PROCESS),
     ]
     labels: dict[str, int] = {}
-    instructions: list[tuple] = []
+    instructions: list[tuple[Any, ...]] = []
     for item in program:
         if item[0] == "label":
             labels[item[1]] = len(instructions)

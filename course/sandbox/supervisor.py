@@ -108,7 +108,7 @@ class _Protocol:
     def running_cell(self) -> int | None:
         return self.order[self.position] if 0 <= self.position < len(self.order) else None
 
-    def accept(self, event: dict, now: float) -> None:
+    def accept(self, event: dict[str, Any], now: float) -> None:
         kind = event.get("event")
         if self.position == -1 and kind == "ready":
             self.confined = event.get("confined") is True
@@ -263,7 +263,7 @@ def _limit_reached(
     return None
 
 
-def _take_messages(run: Supervised, protocol: _Protocol, events: list[dict]) -> None:
+def _take_messages(run: Supervised, protocol: _Protocol, events: list[dict[str, Any]]) -> None:
     for event in events:
         was_ready = protocol.confined is not None
         protocol.accept(event, time.monotonic())

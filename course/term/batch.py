@@ -21,6 +21,7 @@ from course.pipeline.grading import Graded, cold_runner, grade_submission, warm_
 from course.pipeline.run_context import RunContext, open_run
 from course.pipeline.selftest import prove_setup, released_code_cells
 from course.term.gradebook import write_course_totals
+from course.term.item_analysis import item_settings
 from course.term.nbgrader_term import NoGradebook, records_in_gradebook, with_late_policy
 from course.term.recording import BatchSummary, Records, open_records, record_results, start_summary, write_reports
 from course.term.roster import Student
@@ -61,7 +62,7 @@ def grade_batch(
     refs = [ref for ref in found.refs if not ref.problem]
     paths_by_id = {ref.student_id: ref.path for ref in refs}
     _grade_and_record(context, refs, paths_by_id, summary, jobs=jobs, record=record, roster=roster, report=report)
-    write_reports(context, summary)
+    write_reports(context, summary, item_settings(config, context.assignment))
     if shard is not None:
         write_shard(
             out_dir,

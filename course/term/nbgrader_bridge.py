@@ -19,11 +19,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from traitlets.config import Config
 
 from course.core.errors import CourseError
 from course.core.files import private_sqlite
+
+if TYPE_CHECKING:
+    from nbgrader.api import Gradebook
 
 # The release's solution regions become nothing: the answer cell keeps its `name = ...` template lines.
 CODE_STUB = {"python": ""}
@@ -166,7 +170,7 @@ def private_gradebook(db_url: str) -> None:
 
 
 @contextmanager
-def open_gradebook(db_url: str) -> Iterator:
+def open_gradebook(db_url: str) -> Iterator[Gradebook]:
     from nbgrader.api import Gradebook
 
     prepare_nbgrader()
@@ -183,7 +187,8 @@ def assignment_due(db_url: str, gradebook_path: Path, assignment_name: str) -> d
 
     with open_gradebook(db_url) as gradebook:
         try:
-            return gradebook.find_assignment(assignment_name).duedate
+            due: datetime | None = gradebook.find_assignment(assignment_name).duedate
+            return due
         except MissingEntry:
             return None
 

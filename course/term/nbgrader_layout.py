@@ -52,7 +52,8 @@ def read_timestamp(notebook_path: Path) -> datetime | None:
     except OSError as error:  # a folder or file the grader may not read: the instructor's to fix, not a crash
         raise ValueError(f"{path}: cannot be read ({error.strerror or error})") from None
     try:
-        return parse_utc(text)
+        due: datetime | None = parse_utc(text)
+        return due
     except (ValueError, OverflowError):
         raise ValueError(f"{path}: {text!r} is not a timestamp nbgrader can read") from None
 
@@ -63,7 +64,7 @@ def _text(source: Any) -> str:
     return source if type(source) is str else ""
 
 
-def _read_notebook(path: Path, max_bytes: int) -> dict | None:
+def _read_notebook(path: Path, max_bytes: int) -> dict[str, Any] | None:
     """The submission as the grader read it (`read_notebook_json`: a regular file within the size limit, UTF-8,
     JSON of bounded depth, nbformat 4), or None when it is none: then the release stands in for it."""
     try:
@@ -84,8 +85,8 @@ def _result_output(question: QuestionFeedback) -> dict[str, Any]:
 
 
 def autograded_notebook(
-    release: dict, submitted: dict | None, questions: Sequence[QuestionFeedback], note: str = ""
-) -> dict:
+    release: dict[str, Any], submitted: dict[str, Any] | None, questions: Sequence[QuestionFeedback], note: str = ""
+) -> dict[str, Any]:
     """The student's cells, the release's locked and grade cells, our result (`questions`, the feedback's) under
     each grade cell.
 
@@ -95,7 +96,7 @@ def autograded_notebook(
     written and nbgrader's tools can read it. What it returns shares parts (metadata, sources) with `release`
     and `submitted`, copying only what it changes: it is written out, never changed, and so is neither of them
     (the release is parsed once per batch)."""
-    by_id: dict[str, tuple[NbgraderCell, dict]] = {}
+    by_id: dict[str, tuple[NbgraderCell, dict[str, Any]]] = {}
     for cell in release["cells"]:
         meta = nbgrader_cell(cell)
         if meta.grade_id is not None:
@@ -146,7 +147,7 @@ def autograded_notebook(
 MAX_METADATA_CHARS = 100_000  # a cell's own metadata kept in autograded/; beyond, it is left out
 
 
-def _plain_metadata(cell: dict) -> dict[str, Any]:
+def _plain_metadata(cell: dict[str, Any]) -> dict[str, Any]:
     """The cell's metadata other than nbgrader's, when it is plain JSON that can be written as UTF-8 (no NaN,
     no lone surrogate, not too deep or too big); else none: formgrader needs none of it."""
     metadata = cell.get("metadata")
@@ -189,7 +190,7 @@ def _unique_ids(cells: list[dict[str, Any]]) -> None:
         seen.add(cell["id"])
 
 
-def _clean(cell: dict, meta: NbgraderCell | None) -> dict:
+def _clean(cell: dict[str, Any], meta: NbgraderCell | None) -> dict[str, Any]:
     """A cell in plain nbformat 4 shape: text source, no outputs of the student's run, no attachments, and
     the nbgrader metadata `meta` (the release's, as checked) or none."""
     kind = cell.get("cell_type") if cell.get("cell_type") in ("code", "markdown", "raw") else "raw"
@@ -307,7 +308,7 @@ def _stamp(moment: datetime) -> str:
     return f"{moment:%Y-%m-%d %H:%M:%S.%f} UTC"
 
 
-def _released(path: Path) -> dict:
+def _released(path: Path) -> dict[str, Any]:
     """The released notebook, parsed once per batch rather than once per student (never changed by the
     callers: autograded_notebook shares its parts and changes none)."""
     stat = path.stat()
@@ -315,9 +316,10 @@ def _released(path: Path) -> dict:
 
 
 @functools.lru_cache(maxsize=8)
-def _parse_notebook(path: Path, mtime_ns: int, size: int) -> dict:
+def _parse_notebook(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
     del mtime_ns, size  # part of the cache key only: an edited release is read again
-    return json.loads(path.read_text(encoding="utf-8"))
+    notebook: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return notebook
 
 
 def _copy_beside(source: Path, target: Path, names: tuple[str, ...]) -> None:

@@ -31,6 +31,8 @@ from course.pipeline.run_context import RunContext
 from course.term import nbgrader_layout
 from course.term.gradebook import GradeRow, grades_csv_path, read_grades_csv, write_grades_csv
 from course.term.gradebook_writer import GradebookWriter
+from course.term.item_analysis import ItemSettings, analyse_items
+from course.term.item_exports import write_item_analysis
 from course.term.nbgrader_bridge import assignment_due
 from course.term.nbgrader_term import (
     NoGradebook,
@@ -245,10 +247,13 @@ def start_summary(context: RunContext, out_dir: Path, record: bool) -> BatchSumm
     )
 
 
-def write_reports(context: RunContext, summary: BatchSummary) -> None:
-    """Once the results are recorded: the instructor's integrity report, then the class summary over them."""
+def write_reports(context: RunContext, summary: BatchSummary, items: ItemSettings | None = None) -> None:
+    """Once the results are recorded: the instructor's integrity report, then the class summary over them (with
+    the item analysis, `items` its settings: `item_analysis.item_settings`)."""
     write_integrity(summary.out_dir, context.name, summary.graded)
-    write_class_summary(summary.out_dir, context.name, summary.csv_path, page=feedback_page(context.settings))
+    write_class_summary(
+        summary.out_dir, context.name, summary.csv_path, page=feedback_page(context.settings), items=items
+    )
 
 
 def record_graded(
@@ -307,10 +312,19 @@ def class_summary_path(out_dir: Path, assignment_name: str, suffix: str = ".html
     return out_dir / f"class-summary-{assignment_name}{suffix}"
 
 
-def write_class_summary(out_dir: Path, assignment_name: str, csv_path: Path | None = None, *, page: str = "") -> None:
+def write_class_summary(
+    out_dir: Path,
+    assignment_name: str,
+    csv_path: Path | None = None,
+    *,
+    page: str = "",
+    items: ItemSettings | None = None,
+) -> None:
     """class-summary-<assignment>.html (and .json) next to the grades CSV, over every student graded into
     out_dir; the students whose CSV row says `missing` are listed as having submitted nothing; page: the
-    feedback page's name, which the summary links for every student."""
+    feedback page's name, which the summary links for every student. Beside them, the item analysis of the same
+    feedback (item-analysis-<assignment>.json and .csv; `items`: its settings, the course's tolerance and each
+    student's numbers), which the summary's page shows too."""
     rows = read_grades_csv(csv_path) if csv_path else {}
     missing = sorted(sid for sid, row in rows.items() if row.get("status") == Status.MISSING)
     feedback, unreadable = read_class_feedback(out_dir, assignment_name)
@@ -319,8 +333,12 @@ def write_class_summary(out_dir: Path, assignment_name: str, csv_path: Path | No
     for student, findings in integrity.borrowed_numbers(feedback).items():  # across students: the whole class
         seen[student] = [*seen.get(student, []), *findings]
     summary["integrity"] = dict(sorted(seen.items()))
+    analysis = analyse_items(feedback, assignment_name, items)
+    summary["item_analysis"] = write_item_analysis(out_dir, analysis)
     atomic_write_json(class_summary_path(out_dir, assignment_name, ".json"), summary)
-    atomic_write_text(class_summary_path(out_dir, assignment_name), render_summary_html(summary, assignment_name))
+    atomic_write_text(
+        class_summary_path(out_dir, assignment_name), render_summary_html(summary, assignment_name, analysis=analysis)
+    )
 
 
 def _print_internal_error(graded: Graded) -> None:

@@ -37,6 +37,7 @@ from course.pipeline.judge import QuestionResult
 from course.pipeline.run_context import RunContext, run_of
 from course.pipeline.submission import student_id_problem
 from course.term.gradebook import write_course_totals
+from course.term.item_analysis import item_settings
 from course.term.nbgrader_term import records_in_gradebook
 from course.term.recording import BatchSummary, open_records, record_results, start_summary, write_reports
 from course.term.roster import Student
@@ -558,5 +559,5 @@ def _record_merged(
         record_results(context, summary, (graded for graded, _ in results), lambda: records, paths)
     finally:
         records.gradebook.close()
-    write_reports(context, summary)
+    write_reports(context, summary, item_settings(context.config, context.assignment))
     return summary

@@ -27,7 +27,7 @@ LABEL = "*The student's text, shown as written (autograd-course does not render 
 _BACKTICKS = re.compile(r"`+")
 
 
-def inert_submission(submitted: dict | None, release: dict) -> dict | None:
+def inert_submission(submitted: dict[str, Any] | None, release: dict[str, Any]) -> dict[str, Any] | None:
     """`submitted` with every cell made inert as the module says (a new notebook: neither argument is changed;
     cells that need nothing are shared). None stays None (the release stands in for an unreadable submission)."""
     if submitted is None:
@@ -35,7 +35,7 @@ def inert_submission(submitted: dict | None, release: dict) -> dict | None:
     return {**submitted, "cells": inert_cells(submitted["cells"], release)}
 
 
-def inert_cells(cells: list[dict], release: dict) -> list[dict]:
+def inert_cells(cells: list[dict[str, Any]], release: dict[str, Any]) -> list[dict[str, Any]]:
     """Each cell made inert as the module says, judged by the type it has here: a cell whose type was changed
     after the student's notebook was read (nbgrader_layout gives a matched cell the release's type) is judged
     by the type nbgrader's tools will render it as."""
@@ -54,7 +54,7 @@ def literal_markdown(text: str) -> str:
     return f"{LABEL}\n\n{fence}text\n{text}\n{fence}\n"
 
 
-def _inert(cell: dict, instructor: set[tuple[str, str]]) -> dict:
+def _inert(cell: dict[str, Any], instructor: set[tuple[str, str]]) -> dict[str, Any]:
     kind = _kind(cell)
     kept = {key: value for key, value in cell.items() if key not in ("outputs", "attachments")}
     if kind == "code":
@@ -66,7 +66,7 @@ def _inert(cell: dict, instructor: set[tuple[str, str]]) -> dict:
     return {**kept, "cell_type": "markdown", "source": literal_markdown(text)}
 
 
-def _kind(cell: dict) -> str:
+def _kind(cell: dict[str, Any]) -> str:
     kind = cell.get("cell_type")
     return kind if kind in ("code", "markdown") else "raw"
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from course.core.answers import MISSING
 from course.core.status import RAN, Status
 from course.pipeline.feedback_model import Feedback, FeedbackError
 
@@ -166,12 +167,37 @@ def class_summary(
         },
         "histogram": bins,
         "questions": questions,
+        "answers": answer_shares(counted),
         "misconceptions": ranked,
         "not_counted": not_counted,
         "roster": roster,
         "missing": not_counted[Status.MISSING],
         "unreadable": not_counted["unreadable"],
     }
+
+
+def answer_shares(counted: Sequence[Feedback]) -> list[dict[str, Any]]:
+    """Each answer of each question, in the assignment's order, across the counted students: how many gave it
+    right, how many left it blank (nothing reported), of how many (issue 43: the class summary's bars)."""
+    answers: dict[tuple[str, str], dict[str, Any]] = {}
+    for student in counted:
+        for question in student.questions:
+            for value in question.values:
+                item = answers.setdefault(
+                    (question.id, value.name),
+                    {
+                        "question": question.id,
+                        "title": question.title,
+                        "answer": value.name,
+                        "right": 0,
+                        "blank": 0,
+                        "students": 0,
+                    },
+                )
+                item["students"] += 1
+                item["right"] += value.correct
+                item["blank"] += value.status == MISSING
+    return list(answers.values())
 
 
 def _median(scores: Sequence[float]) -> float | None:

@@ -10,15 +10,19 @@ from typing import Any
 
 from course.core.status import Status
 from course.pipeline.render import CSS, course_text_html
+from course.term.class_charts import CHART_CSS, class_charts_html, item_analysis_html
+from course.term.item_analysis import ItemAnalysis
 
-SUMMARY_CSS = """
-.stats { color: var(--muted); }
-header nav { margin-top: .5rem; font-size: .95rem; }
+HISTOGRAM_CSS = """
 svg.histogram { display: block; width: 100%; max-width: 400px; height: auto; }
 svg.histogram text { font: 14px system-ui, sans-serif; fill: #202124; }
 svg.histogram text.bin-label { fill: var(--muted); }
 svg.histogram rect { fill: #1a73e8; }
 svg.histogram rect.empty { fill: var(--line); }
+"""
+SUMMARY_CSS = """
+.stats { color: var(--muted); }
+header nav { margin-top: .5rem; font-size: .95rem; }
 .rate { background: #e8f0fe; height: .5rem; border-radius: 2px; min-width: 4rem; margin-top: .25rem; }
 .rate > div { background: #1a73e8; height: 100%; border-radius: 2px; }
 .names a, .names span, table.questions td + td { white-space: nowrap; }
@@ -92,7 +96,7 @@ def _student(student_id: str, page: str, anchor: str = "") -> str:
     return f'<a href="{_e(page + (f"#q-{anchor}" if anchor else ""))}">{_e(student_id)}</a>'
 
 
-def _histogram_svg(bins: list[dict[str, Any]], max_score: float) -> str:
+def histogram_svg(bins: list[dict[str, Any]], max_score: float) -> str:
     """Horizontal bars, one per whole-point bin, lowest score at the top; each bar's title names its students."""
     row, label_width, bar_width, top = 20, 62, 258, 4
     widest = max((len(b["students"]) for b in bins), default=0) or 1
@@ -102,6 +106,19 @@ def _histogram_svg(bins: list[dict[str, Any]], max_score: float) -> str:
         f'<svg class=histogram viewBox="0 0 {width} {height}" width={width} height={height} role=img '
         f'aria-label="Score distribution over {len(bins)} bins from 0 to {_points(max_score)} points">'
     ]
+    filled = [b for b in bins if b["students"]]  # its text alternative: the count in each bin that has any
+    parts.append(
+        "<desc>Students per score: "
+        + (
+            "; ".join(
+                f"{_e(b['from'] if b['from'] == b['to'] else str(b['from']) + '–' + str(b['to']))}: "
+                f"{_plural(len(b['students']), 'student')}"
+                for b in filled
+            )
+            or "none"
+        )
+        + ".</desc>"
+    )
     for index, item in enumerate(bins):
         y = top + index * row
         count = len(item["students"])
@@ -144,10 +161,16 @@ def _header(summary: dict[str, Any], assignment: str) -> str:
     if apart:
         parts.append(f"<div class=stats>Not counted in these numbers: {', '.join(apart)} (listed below).</div>")
     sections = (
-        [("distribution", "distribution"), ("questions", "questions"), ("misconceptions", "misconceptions")]
+        [
+            ("distribution", "distribution"),
+            ("questions", "questions"),
+            *([("charts", "answers")] if summary.get("answers") else []),
+            ("misconceptions", "misconceptions"),
+        ]
         if counted
         else []
     )
+    sections += [("item-analysis", "item analysis")] if counted and summary.get("item_analysis") else []
     sections += [("students", "students")] if summary["roster"] else []
     sections += [("integrity", "integrity")]
     parts.append("<nav>" + " · ".join(f'<a href="#{anchor}">{name}</a>' for anchor, name in sections) + "</nav>")
@@ -221,6 +244,77 @@ def _misconceptions_html(summary: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+ITEM_VALUES_SHOWN = 5  # wrong values a row of the item analysis names; the files have the rest
+
+
+def _discrimination(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}".replace("-", "−")
+
+
+def _item_analysis_html(items: dict[str, Any], pages: dict[str, str]) -> str:
+    """The item analysis (course/term/item_exports.py's JSON) as one table, a row an answer: share right,
+    discrimination, blanks and its most common wrong values, each with its count, who gave it and the rule or slip
+    that explains it. Every value and name shown is the student's text: escaped."""
+    parts = [
+        "<section class=card id=item-analysis><h2>Item analysis</h2><p>Per answer, of the "
+        f"{_plural(items['students'], 'counted student')}: the share right, how well the answer separates the class "
+        "(discrimination: the point-biserial correlation of right/wrong with the rest of the score, from −1 to 1; "
+        "— when everyone or no one was right), the blanks, and the wrong values students share (equal within the "
+        f"grading tolerance, {items['tolerance']:g}"
+        + ("; only among students with the same numbers" if items["variants"] else "")
+        + "). Its CSV and JSON hold all of it.</p>"
+    ]
+    if not items["answers"]:
+        parts.append("<p>No answers to analyse.</p></section>")
+        return "".join(parts)
+    parts.append(
+        "<div class=table-wrap><table class=items><caption>Item analysis by answer</caption><thead><tr>"
+        "<th scope=col>answer</th><th scope=col class=number>right</th><th scope=col class=number>"
+        "discrimination</th><th scope=col class=number>blanks</th><th scope=col>common wrong values</th>"
+        "</tr></thead><tbody>"
+    )
+    for item in items["answers"]:
+        wrong = [
+            f"<li><strong>{_plural(slip['count'], 'student')}: {_e(slip['sentence'] or slip['words'])}</strong> "
+            "(a slip found from their values)</li>"
+            for slip in item["slips"][:ITEM_VALUES_SHOWN]
+        ]
+        for value in item["wrong_values"][:ITEM_VALUES_SHOWN]:
+            names = ", ".join(_student(sid, pages.get(sid, "")) for sid in value["students"])
+            if value["students_left_out"]:
+                names += f" and {value['students_left_out']} more"
+            why = ""
+            if value["rule"]:
+                why = f" — rule <code>{_e(value['rule'])}</code>"
+            elif value["slip"]:
+                why = f" — {_e(value['slip']['sentence'] or value['slip']['words'])}"
+            numbers = value["numbers"]
+            at = f" (numbers {_e(', '.join(f'{k}={v}' for k, v in numbers.items()))})" if numbers else ""
+            wrong.append(
+                f"<li><code>{_e(value['shown'])}</code>{at}: {_plural(value['count'], 'student')}{why}"
+                f"<div class=names>{names}</div></li>"
+            )
+        more = (
+            len(item["wrong_values"])
+            - min(len(item["wrong_values"]), ITEM_VALUES_SHOWN)
+            + item["wrong_values_left_out"]
+        )
+        if more > 0:
+            wrong.append(f"<li>{_plural(more, 'other wrong value')}</li>")
+        if item["other_wrong"]:
+            wrong.append(f"<li>{item['other_wrong']} wrong with no value to compare (form, function, unreadable)</li>")
+        share = 100 * item["share_right"]
+        parts.append(
+            f"<tr><th scope=row><code>{_e(item['answer'])}</code> ({_e(item['question'])})</th>"
+            f"<td class=num data-sort={item['share_right']:g}>{share:.0f}% ({item['right']}/{item['students']})</td>"
+            f"<td class=num>{_discrimination(item['discrimination'])}</td>"
+            f"<td class=num>{item['blanks']}</td>"
+            f"<td>{'<ul>' + ''.join(wrong) + '</ul>' if wrong else 'none'}</td></tr>"
+        )
+    parts.append("</tbody></table></div></section>")
+    return "".join(parts)
+
+
 def _students_html(summary: dict[str, Any]) -> str:
     questions = summary["questions"]
     late = any(s["late_penalty"] for s in summary["roster"])
@@ -291,11 +385,13 @@ def _integrity_html(integrity: dict[str, list[str]], pages: dict[str, str]) -> s
     return "".join(parts)
 
 
-def render_summary_html(summary: dict[str, Any], assignment: str) -> str:
+def render_summary_html(summary: dict[str, Any], assignment: str, *, analysis: ItemAnalysis | None = None) -> str:
+    """The page; `analysis`: the class's item analysis, drawn in its own section after the questions' (issue 43)."""
     parts = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         '<meta name=viewport content="width=device-width, initial-scale=1">',
-        f"<title>Class summary: {_e(assignment)}</title><style>{CSS}{SUMMARY_CSS}</style></head><body><main>",
+        f"<title>Class summary: {_e(assignment)}</title>",
+        f"<style>{CSS}{HISTOGRAM_CSS}{SUMMARY_CSS}{CHART_CSS}</style></head><body><main>",
         _header(summary, assignment),
         _not_counted_html(summary),
     ]
@@ -307,10 +403,16 @@ def render_summary_html(summary: dict[str, Any], assignment: str) -> str:
             "<section class=card id=distribution><h2>Score distribution</h2><p>Students per score, in "
             f"{unit} (a score counts in the bar holding its whole part). Hover a bar for the names, or sort "
             "the students by score.</p>"
-            f"{_histogram_svg(summary['histogram'], summary['max_score'])}</section>"
+            f"{histogram_svg(summary['histogram'], summary['max_score'])}</section>"
         )
         parts.append(_questions_html(summary))
+        parts.append(class_charts_html(summary))
+        if analysis is not None:
+            parts.append(item_analysis_html(analysis))
         parts.append(_misconceptions_html(summary))
+        if summary.get("item_analysis"):
+            pages = {student["student_id"]: student["page"] for student in summary["roster"]}
+            parts.append(_item_analysis_html(summary["item_analysis"], pages))
     else:
         parts.append("<section class=card><p>No graded submissions yet.</p></section>")
     if summary["roster"]:

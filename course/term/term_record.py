@@ -50,11 +50,13 @@ from course.core.config import AssignmentSettings, CourseConfig
 from course.core.errors import CourseError
 from course.core.files import PUBLIC, atomic_write_json, atomic_write_text, compact_json, locked
 from course.core.text import safe_text, whole_number
+from course.pipeline.assignment import load_course_assignment
 from course.pipeline.feedback_model import Feedback
 from course.pipeline.render import render_html
 from course.term import nbgrader_layout, term_files
 from course.term.gradebook import GradeRow, grades_csv_path, read_grades_csv, replace_grades_rows, write_grades_csv
 from course.term.gradebook_writer import GradebookWriter
+from course.term.item_analysis import item_settings
 from course.term.nbgrader_bridge import Held, forget_submission, held_submissions
 from course.term.nbgrader_term import feedback_page, released_to
 from course.term.recording import write_class_summary
@@ -750,6 +752,7 @@ def _class_summary(config: CourseConfig, settings: AssignmentSettings, csv_path:
     """The class summary made again from the CSV. It is a view of the records, not one of them: a failure to
     refresh it is logged, and never undoes (or stops undoing) what the records hold."""
     try:
-        write_class_summary(config.root, settings.name, csv_path, page=feedback_page(settings))
+        items = item_settings(config, load_course_assignment(config, settings.name))  # for each student's numbers
+        write_class_summary(config.root, settings.name, csv_path, page=feedback_page(settings), items=items)
     except Exception:
         LOG.exception("the class summary of %s could not be made again from %s", settings.name, csv_path)

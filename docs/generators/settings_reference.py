@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from dataclasses import Field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's package, whatever the venv installed
 
@@ -46,7 +47,7 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
 
 
-def _rows(prefix: str, schema: type) -> tuple[list[str], list[tuple[str, Field]]]:
+def _rows(prefix: str, schema: type) -> tuple[list[str], list[tuple[str, Field[Any]]]]:
     """A section's table rows, and the sections inside it (rendered after it)."""
     rows, inner = [], []
     for setting in declared(schema):

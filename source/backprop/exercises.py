@@ -10,12 +10,10 @@ float32, and their float32 rounding would sit near the course's tolerance.
 
 from __future__ import annotations
 
-import random
-from typing import Any
-
 import torch
 
-from course.authoring.kit import Ask, Exercise, chains, number_groups
+from course.authoring.kit import Ask, Exercise, chains, number_groups, variants
+from course.authoring.ranges import Holds, Integers, NoKink, NoZero
 from course.pipeline.graph_chain import kit_graphs
 
 # ----------------------------------------------------------------------------- 1. a circuit of two gates
@@ -51,6 +49,9 @@ multiplier makes f = q · z. Run the circuit forwards, then send the gradient ba
 * `gate_df_dx` and `gate_df_dy`: the adder passes the gradient arriving at q on to both of its inputs unchanged.""",
     build=gate_circuit,
     numbers={"x": -2, "y": 5, "z": -4},
+    # Small non-zero integers; no zero answer (x + y = 0 would make df/dz 0, z = 0 every gradient below f).
+    vary={"x": Integers(-4, 3, skip=[0]), "y": Integers(1, 6), "z": Integers(-5, 4, skip=[-1, 0, 1])},
+    require=[NoZero()],
     answers=[
         Ask("gate_q", hint="The adder's output: x + y.", idea="The forward pass through the adder."),
         Ask("gate_f", hint="The multiplier's output: q · z.", idea="The forward pass through the multiplier."),
@@ -116,6 +117,16 @@ available) or at least seven decimals.
 * `neuron_df_dx`: the list [∂f/∂x₀, ∂f/∂x₁]; `neuron_df_dw`: the list [∂f/∂w₀, ∂f/∂w₁, ∂f/∂w₂].""",
     build=sigmoid_neuron,
     numbers={"w0": 2, "w1": -3, "w2": -3, "x0": -1, "x1": -2},
+    # Non-zero weights and inputs; the sum away from 0 (there the output is exactly 1/2).
+    vary={
+        "w0": Integers(-3, 3, skip=[0]),
+        "w1": Integers(-3, 3, skip=[0]),
+        "w2": Integers(-3, 3, skip=[0]),
+        "x0": Integers(-2, 2, skip=[0]),
+        "x1": Integers(-2, 2, skip=[0]),
+    },
+    require=[NoZero("neuron_dot")],
+    float64=True,  # the question asks for the arithmetic or seven decimals: σ's values are not exact in float32
     answers=[
         Ask("neuron_dot", hint="w₀x₀ + w₁x₁ + w₂.", idea="The forward pass: the weighted sum with the bias."),
         Ask("neuron_f", hint="σ of the weighted sum.", idea="The forward pass: the sigmoid of the weighted sum."),
@@ -188,6 +199,10 @@ a value feeds two later nodes, the gradients from both paths add up. Exact fract
 (`24.5 + 10 / 49`).""",
     build=micrograd_expression,
     numbers={"a": -4, "b": 2},
+    # Both ReLUs clearly open or shut (never at the kink, where torch's slope is a convention), and e = c - d not 0.
+    vary={"a": Integers(-5, -1), "b": Integers(1, 3)},
+    require=[NoKink(), Holds(lambda v: v["mg_c"] != v["mg_d"], "micrograd's e = c - d is 0, and g divides by e²")],
+    float64=True,  # the question asks for the arithmetic or exact fractions: g's values are not exact in float32
     answers=[
         Ask(
             "mg_c",
@@ -225,51 +240,10 @@ EXERCISES = [GATE, NEURON, MICROGRAD]
 
 
 # ----------------------------------------------------------------------------- per-student numbers (variants: true)
-# Written by hand for now (the kit cannot yet derive them from declared ranges). Each student's numbers keep each
-# exercise what it is: small non-zero integers; the adder's output and the multiplier's other input non-zero (no
-# zero gradient to guess); the neuron's sum away from zero; micrograd's two ReLUs each clearly open or shut (never at
-# their kink, where torch's slope is a convention) and its e = c - d non-zero (g divides by e²).
-
-
-def derive(rng: random.Random) -> dict[str, Any]:
-    """One student's numbers, drawn until constraint_violations has nothing to say."""
-    while True:
-        numbers = {
-            "gate_x": rng.choice([-4, -3, -2, -1, 1, 2, 3]),
-            "gate_y": rng.choice([1, 2, 3, 4, 5, 6]),
-            "gate_z": rng.choice([-5, -4, -3, -2, 2, 3, 4]),
-            "neuron_w0": rng.choice([-3, -2, -1, 1, 2, 3]),
-            "neuron_w1": rng.choice([-3, -2, -1, 1, 2, 3]),
-            "neuron_w2": rng.choice([-3, -2, -1, 1, 2, 3]),
-            "neuron_x0": rng.choice([-2, -1, 1, 2]),
-            "neuron_x1": rng.choice([-2, -1, 1, 2]),
-            "micrograd_a": rng.choice([-5, -4, -3, -2, -1]),
-            "micrograd_b": rng.choice([1, 2, 3]),
-        }
-        if not constraint_violations(numbers):
-            return numbers
-
-
-def constraint_violations(numbers: dict[str, Any]) -> list[str]:
-    """What makes a set of numbers unfit for these exercises (an empty list: fit)."""
-    problems = []
-    if numbers["gate_x"] + numbers["gate_y"] == 0:
-        problems.append("the adder's output q = x + y is 0, so df/dz is 0")
-    if numbers["gate_z"] == 0:
-        problems.append("z is 0, so every gradient below the multiplier is 0")
-    total = numbers["neuron_w0"] * numbers["neuron_x0"] + numbers["neuron_w1"] * numbers["neuron_x1"]
-    if total + numbers["neuron_w2"] == 0:
-        problems.append("the neuron's sum is 0, so its output is exactly 1/2")
-    a, b = numbers["micrograd_a"], numbers["micrograd_b"]
-    if a + b == 0 or b - a == 0:
-        problems.append("one of micrograd's ReLUs sits at its kink (b + a or b - a is 0)")
-    c = 4 * (a + b) + 3 - a  # micrograd_expression's c and d, written out
-    d = 4 * (3 * (a * b + b**3) + max(a + b, 0)) + max(b - a, 0)
-    if c - d == 0:
-        problems.append("micrograd's e = c - d is 0, and g divides by e²")
-    return problems
-
+# Each exercise declares which numbers vary and what every student's numbers must keep (vary= and require= above);
+# VARIANTS derives the module's derive(rng) and constraint_violations(numbers) from them (course/authoring/draws.py).
 
 NUMBER_GROUPS = number_groups(EXERCISES)
+VARIANTS = variants(EXERCISES)
 CHAINS = chains(EXERCISES)  # none hand-written
 GRAPHS = kit_graphs(EXERCISES)  # so each table is read from its build's graph (course/pipeline/graph_chain.py)

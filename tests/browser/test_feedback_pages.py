@@ -10,6 +10,7 @@ from playwright.sync_api import expect
 
 from course.core.config import load_config
 from course.term.batch import grade_batch
+from course.term.charts import MAX_BARS
 from course.term.roster import Student
 from tests.support.browser import screenshot
 from tests.support.helpers import ROOT, copy_course
@@ -213,3 +214,37 @@ def test_class_summary_is_a_plain_table_without_its_script(graded, browser):
     assert heads.all_inner_texts()[:4] == ["student", "status", "score", "slips"]
     assert page.locator("table.students tbody tr td:first-child").all_inner_texts() == [*SAMPLES, "zoe"]
     context.close()
+
+
+def test_class_summary_charts_fit_the_screen_and_say_what_they_show(summary_page):
+    """Each answer's share right: visible, inside the screen (no sideways scrolling on a phone), named by its
+    <title> and <desc>, its labels readable, and its numbers as a table behind "The numbers as a table"."""
+    page = summary_page
+    width = 375 if page.width == "phone" else 1280
+    figure = page.locator("#charts figure#chart-answers")
+    figure.scroll_into_view_if_needed()
+    svg = figure.locator("svg")
+    expect(svg).to_be_visible()
+    expect(svg).to_have_attribute("role", "img")
+    expect(svg).to_have_accessible_name("Each answer's share right")
+    expect(svg).to_have_accessible_description(re.compile(r"^\d+ bars: "))
+    assert _inside(svg.bounding_box(), width)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    bars = int(svg.get_attribute("data-bars"))
+    assert svg.locator("rect.bar").count() == bars
+    label = svg.locator("text").first.evaluate("t => t.getBoundingClientRect().height")
+    assert label >= 10, "the bars' labels must stay readable"
+    caption = figure.locator("figcaption")
+    expect(caption).to_contain_text("the hardest first")
+    table = figure.locator("table")
+    expect(table).to_be_hidden()  # behind its summary until opened
+    figure.locator("summary", has_text="The numbers as a table").click()
+    expect(table).to_be_visible()
+    answers = table.locator("tbody tr").count()
+    assert answers == 41  # the sample assignment's answers, all in the table; the chart draws at most MAX_BARS
+    assert bars == min(answers, MAX_BARS)
+    expect(caption).to_contain_text(f"{answers - bars} more bars are not drawn: the table lists them.")
+    assert re.fullmatch(r"\d+% \(\d+/5\)", table.locator("tbody tr td").nth(1).inner_text())  # of the 5 counted
+    assert _inside(figure.bounding_box(), width)
+    screenshot(page, f"class-summary-charts-{page.width}")
+    assert page.console_errors == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.support.browser import screenshot
 from tests.support.helpers import CORRECT_CODE, ROOT, add_cell, submitted_notebook, write
@@ -19,7 +20,7 @@ def running(tmp_path_factory):
     # A cooldown: after an attempt the form closes, saying until when.
     root = course_for_service(tmp_path_factory.mktemp("service-browser") / "course", cooldown_minutes=30)
     server = Server(root, jobs=1)
-    server.issue_tokens(["alice", "bob", "carol", LONG_ID])
+    server.issue_tokens(["alice", "bob", "carol", LONG_ID, "erin", "fay"])
     server.start()
     yield server
     server.stop()
@@ -133,3 +134,58 @@ def test_the_dashboard_fits_a_phone(running, browser, request):
     label = row.locator("td[data-label='counted score']").evaluate("td => getComputedStyle(td, '::before').content")
     assert label == '"counted score: "'  # each value under its label (what the hidden header said)
     screenshot(page, "service-dashboard-phone", full_page=True)
+
+
+def _charts_inside(page, width: int) -> None:
+    """The class's charts drawn, inside the screen, each named and described, with its numbers as a table."""
+    section = page.locator("#class-charts")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    figures = section.locator("figure.chart")
+    assert figures.count() == 2  # each answer's share right, first against counted attempt
+    for figure in (*figures.all(), section.locator("svg.histogram")):
+        figure.scroll_into_view_if_needed()
+        expect(figure).to_be_visible()
+        box = figure.bounding_box()
+        assert box is not None
+        assert box["x"] >= 0
+        assert box["x"] + box["width"] <= width
+    for svg in figures.locator("svg").all():
+        expect(svg).to_have_attribute("role", "img")
+        expect(svg).to_have_accessible_name(re.compile(r"\w"))
+        expect(svg).to_have_accessible_description(re.compile(r"\w"))
+    assert figures.locator("table").count() == 2
+
+
+def test_the_dashboards_charts_follow_the_graded_attempts(running, page):
+    """The charts come in place of their placeholder, and are drawn again, by the dashboard's own reload, once
+    another attempt is graded: no reload by the test, no fixed wait."""
+    page.goto(f"{running.url}/i/{running.instructor}/")
+    drawn = page.locator("#class-charts[data-students]")
+    drawn.wait_for(timeout=30_000)
+    before = int(drawn.get_attribute("data-students"))
+    reply = running.submit("erin", notebook_bytes(submitted_notebook()))
+    assert reply.status == 200
+    after = page.locator(f"#class-charts[data-students='{before + 1}']")
+    after.wait_for(timeout=120_000)
+    expect(after).to_contain_text(f"Over the counted attempts of {before + 1} student")
+    _charts_inside(page, 1280)
+    improvement = page.locator("#chart-improvement")
+    expect(improvement.locator("rect.before")).to_have_count(improvement.locator("rect.bar").count())
+    expect(improvement).to_contain_text("first")
+    expect(improvement).to_contain_text("counted")
+    screenshot(page, "service-dashboard-charts", full_page=True)
+    assert page.console_errors == []
+
+
+def test_the_dashboards_charts_fit_a_phone(running, browser, request):
+    phone = browser.new_context(**PHONE)
+    request.addfinalizer(phone.close)
+    page = phone.new_page()
+    page.goto(f"{running.url}/i/{running.instructor}/")
+    drawn = page.locator("#class-charts[data-students]")
+    drawn.wait_for(timeout=30_000)
+    if drawn.get_attribute("data-students") == "0":  # run on its own: a graded attempt to draw first
+        assert running.submit("fay", notebook_bytes(submitted_notebook())).status == 200
+        page.locator("#class-charts[data-students='1']").wait_for(timeout=120_000)
+    _charts_inside(page, 390)
+    screenshot(page, "service-dashboard-charts-phone", full_page=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -27,20 +28,20 @@ from course.platforms.service.policy import (
     ServicePolicy,
 )
 from course.platforms.service.run import make_service
-from course.platforms.service.store import Attempt, Store, new_token
+from course.platforms.service.store import Attempt, GradedAttempt, Store, new_token
 from tests.support.helpers import submitted_notebook
 from tests.support.service import Client, course_for_service, notebook_bytes
 
-FAILED_ON_OUR_SIDE = {
-    "status": "autograder_error",
-    "score": 0.0,
-    "raw_score": 0.0,
-    "late_penalty": 0.0,
-    "max_score": 57.0,
-    "integrity": [],
-    "seconds": 0.1,
-    "feedback": Feedback("alice", "autograd", Status.AUTOGRADER_ERROR, 0.0, 57.0, (), (), True, ()),
-}
+FAILED_ON_OUR_SIDE = GradedAttempt(
+    status="autograder_error",
+    score=0.0,
+    raw_score=0.0,
+    late_penalty=0.0,
+    max_score=57.0,
+    integrity=(),
+    seconds=0.1,
+    feedback=Feedback("alice", "autograd", Status.AUTOGRADER_ERROR, 0.0, 57.0, (), (), True, ()),
+)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
@@ -59,7 +60,7 @@ def fails_on_our_side(store: Store, attempt: Attempt | Refusal) -> Attempt:
     claimed = store.claim_next()
     assert claimed is not None
     assert claimed[0].id == attempt.id
-    assert store.record(attempt.id, **FAILED_ON_OUR_SIDE)
+    assert store.record(attempt.id, FAILED_ON_OUR_SIDE)
     return attempt
 
 
@@ -108,7 +109,7 @@ def test_autograder_errors_are_no_stream_of_free_attempts(store):
     assert isinstance(graded, Attempt), graded  # the one attempt allowed is still the student's
     claimed = store.claim_next()
     assert claimed is not None
-    assert store.record(graded.id, **{**FAILED_ON_OUR_SIDE, "status": "graded", "score": 30.0})
+    assert store.record(graded.id, replace(FAILED_ON_OUR_SIDE, status="graded", score=30.0))
     spent = store.submit("alice", "autograd", b'{"cells": [], "n": "after"}', policy)
     assert isinstance(spent, Refusal)
     assert "you have used the one attempt allowed" in spent.message

@@ -265,7 +265,7 @@ def test_the_instructors_pages_open_with_their_token_only(site):
     dashboard = site.client.get(f"/i/{site.instructor}/")
     assert dashboard.status_code == 200
     assert "<table" in dashboard.text
-    for path in ("/", "/summary", "/version"):
+    for path in ("/", "/summary", "/charts", "/version"):
         refused = site.client.get(f"/i/{new_token()}{path}")
         assert (refused.status_code, refused.text) == (404, "Not found. Check the link you were given.")
         assert site.client.get(f"/i/{site.instructor}{path}").status_code == 200

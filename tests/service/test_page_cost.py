@@ -22,7 +22,7 @@ from course.platforms.service import access, instructor_pages, pages, student_pa
 from course.platforms.service.app import create_app
 from course.platforms.service.edge import PageGate
 from course.platforms.service.run import make_service
-from course.platforms.service.store import new_token
+from course.platforms.service.store import GradedAttempt, new_token
 from tests.support.helpers import submitted_notebook
 from tests.support.service import Client, course_for_service, notebook_bytes
 
@@ -59,14 +59,16 @@ def service(tmp_path_factory):
         assert claimed.id == attempt.id
         assert service.store.record(
             attempt.id,
-            status="graded",
-            score=1.0,
-            raw_score=1.0,
-            late_penalty=0.0,
-            max_score=57.0,
-            feedback=Feedback.from_json(large_feedback("mallory")),
-            integrity=[],
-            seconds=0.1,
+            GradedAttempt(
+                status="graded",
+                score=1.0,
+                raw_score=1.0,
+                late_penalty=0.0,
+                max_score=57.0,
+                feedback=Feedback.from_json(large_feedback("mallory")),
+                integrity=(),
+                seconds=0.1,
+            ),
         )
     assert len(json.dumps(large_feedback("mallory"))) > 10**6
     yield service

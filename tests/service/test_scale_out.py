@@ -1,236 +1,40 @@
 """Past one machine: three `autograd-course serve` processes on one real PostgreSQL database, nginx in front as the
 load balancer, a load of uploads through it, one process SIGKILLed mid-load. Every acknowledged upload is
-graded exactly once, the attempt limit holds across processes, and every student's counted score is there."""
+graded exactly once, the attempt limit holds across processes, and every student's counted score is there.
+The steps: tests/support/scale_out.py."""
 
 from __future__ import annotations
 
-import csv
-import http.client
-import io
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-
-import psutil
 import pytest
-from sqlalchemy import create_engine, text
 
-from course.platforms.service.shared import LIVE, owners_alive
-from tests.support.helpers import add_cell, needs_tool, submitted_notebook
-from tests.support.service import NGINX, Reply, Server, course_for_service, free_port, notebook_bytes, request
+from tests.support.helpers import needs_tool
+from tests.support.scale_out import (
+    Cluster,
+    cluster,
+    every_acknowledged_attempt_is_graded,
+    every_reply_is_an_attempt_a_refusal_or_cut_off,
+    every_stored_attempt_is_graded_once_within_the_limit,
+    every_student_is_counted,
+    the_killed_processs_claims_went_back,
+    upload_all_at_once_and_kill_one,
+    wait_for_the_balancer,
+)
+from tests.support.service import NGINX
 
 pytestmark = [pytest.mark.slow, needs_tool("nginx", NGINX is not None, "the scale-out test balances with it")]
 
-STUDENTS = [f"s{index}" for index in range(5)]
-ATTEMPTS = 3  # the policy's limit; each student sends one upload more, all at once
-PROCESSES = 3
-CUT_OFF = 0  # the status of a reply the client did not receive whole
+
+@pytest.fixture
+def three_behind_nginx(tmp_path, postgres_url):
+    with cluster(tmp_path, postgres_url) as started:
+        wait_for_the_balancer(started)
+        yield started
 
 
-def start_balancer(folder: Path, ports: list[int]) -> tuple[object, int]:
-    import subprocess
-
-    port = free_port()
-    temp = "".join(
-        f"{kind}_temp_path {folder / kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    )
-    servers = "".join(f"server 127.0.0.1:{upstream} max_fails=1 fail_timeout=30s;\n" for upstream in ports)
-    (folder / "nginx.conf").write_text(
-        f"""
-daemon off;
-user root root;
-pid {folder / "nginx.pid"};
-error_log {folder / "error.log"};
-events {{}}
-http {{
-    access_log off;
-    {temp}
-    upstream serve {{ {servers} }}
-    server {{
-        listen 127.0.0.1:{port};
-        client_max_body_size 4m;
-        location / {{
-            proxy_pass http://serve;
-            proxy_set_header Host $http_host;
-            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-            proxy_read_timeout 120s;
-        }}
-    }}
-}}
-""",
-        encoding="utf-8",
-    )
-    assert NGINX is not None
-    process = subprocess.Popen(
-        [NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    return process, port
-
-
-# The client ports of the sessions that hold the LIVE lock of an owner with a claim.
-_CLAIMING_PORTS = text("""
-    SELECT DISTINCT activity.client_port AS port FROM claims
-    JOIN pg_locks AS held ON held.locktype = 'advisory' AND held.granted AND held.classid::bigint = :live
-                          AND held.objsubid = 2 AND held.objid::bigint = claims.owner
-    JOIN pg_stat_activity AS activity ON activity.pid = held.pid""")
-
-
-def _client_ports(server: Server) -> set[int]:
-    """The local ports of the serve process's TCP connections (its database sessions among them)."""
-    try:
-        process = psutil.Process(server.process.pid)  # type: ignore[union-attr]
-        return {
-            c.laddr.port
-            for p in (process, *process.children(recursive=True))
-            for c in p.net_connections(kind="tcp")
-            if c.laddr
-        }
-    except psutil.Error:
-        return set()
-
-
-def _rows(url: str) -> list:
-    engine = create_engine(url)
-    try:
-        with engine.connect() as db:
-            return list(
-                db.execute(
-                    text("SELECT id, student_id, number, status, score, results_written FROM attempts ORDER BY id")
-                )
-            )
-    finally:
-        engine.dispose()
-
-
-def test_three_processes_behind_nginx_lose_nothing_when_one_is_killed(tmp_path, postgres_url):
-    root = course_for_service(tmp_path / "course", attempts=ATTEMPTS)
-    servers = [
-        Server(root, database=postgres_url, wait=0.5, jobs=1, options=("--forwarded-allow-ips", "127.0.0.1"))
-        for _ in range(PROCESSES)
-    ]
-    servers[0].issue_tokens(STUDENTS)
-    tokens = servers[0].tokens
-    started = [threading.Thread(target=server.start) for server in servers]
-    for thread in started:
-        thread.start()
-    for thread in started:
-        thread.join()
-    assert all(server.port for server in servers)
-    proxy = tmp_path / "nginx"
-    proxy.mkdir()
-    nginx, port = start_balancer(proxy, [server.port for server in servers])
-    site = f"http://127.0.0.1:{port}"
-    engine = create_engine(postgres_url)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if request(f"{site}/healthz", timeout=5).status == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "nginx did not answer"
-            time.sleep(0.1)
-        for server in servers:
-            assert request(f"{server.url}/healthz").text == "ok"
-
-        slow = notebook_bytes(add_cell(submitted_notebook(), "import time\ntime.sleep(1.5)"))
-
-        def upload(student: str) -> Reply:
-            # A process takes at most UPLOADS_IN_FLIGHT of one student's uploads at once, and the balancer may send
-            # three of the four to the same one: that refusal says when to come back, and a client does (the race
-            # this test is about is the attempt limit's, across processes).
-            for _ in range(20):
-                try:
-                    reply = request(
-                        f"{site}/api/submissions",
-                        method="POST",
-                        token=tokens[student],
-                        data=slow,
-                        content_type="application/json",
-                    )
-                except (OSError, http.client.HTTPException):  # the killed process's reply cut off mid-way through
-                    return Reply(CUT_OFF, b"", {})
-                if reply.status != 429 or "uploads in progress" not in reply.json.get("error", ""):
-                    return reply
-                time.sleep(reply.json.get("retry_after", 1))
-            return reply
-
-        with ThreadPoolExecutor(max_workers=len(STUDENTS) * (ATTEMPTS + 1)) as senders:
-            sent = [(student, senders.submit(upload, student)) for student in STUDENTS for _ in range(ATTEMPTS + 1)]
-            # Mid-load, all three alive: kill one that is grading an attempt it claimed (found through its
-            # database session: the claim's owner holds its advisory lock on a connection from one of its ports).
-            deadline = time.monotonic() + 120
-            while True:
-                with engine.connect() as db:
-                    alive = set(owners_alive(db))
-                    grading_ports = {row.port for row in db.execute(_CLAIMING_PORTS, {"live": LIVE})}
-                victim = next((server for server in servers if grading_ports & _client_ports(server)), None)
-                if len(alive) == PROCESSES and victim is not None:
-                    break
-                assert time.monotonic() < deadline, f"no process was seen grading a claimed attempt ({alive})"
-                time.sleep(0.05)
-            victim.kill()
-            with engine.connect() as db:
-                for _ in range(100):  # PostgreSQL ends the dead process's session as soon as its socket closes
-                    killed = alive - set(owners_alive(db))
-                    if killed:
-                        break
-                    time.sleep(0.05)
-            assert len(killed) == 1, "the killed process's session did not end"
-            replies = [(student, future.result()) for student, future in sent]
-
-        acknowledged = {reply.json["id"]: student for student, reply in replies if reply.status in (200, 202)}
-        refused = [student for student, reply in replies if reply.status == 429]
-        # In flight to the killed process: no reply (502 from nginx), or a reply cut off mid-way.
-        cut_off = [student for student, reply in replies if reply.status in (502, CUT_OFF)]
-        assert len(acknowledged) + len(refused) + len(cut_off) == len(replies), [r.status for _, r in replies]
-        for reply in (reply for _, reply in replies if reply.status == 429):
-            assert "all 3 attempts" in reply.json["error"], reply.text
-
-        for attempt_id, student in acknowledged.items():  # through the balancer, to whichever process is alive
-            deadline = time.monotonic() + 180
-            while (body := request(f"{site}/api/submissions/{attempt_id}", token=tokens[student]).json).get(
-                "status", "queued"
-            ) in ("queued", "grading"):  # a 429 (polled too often): poll again
-                assert time.monotonic() < deadline, f"attempt {attempt_id} was never graded"
-                time.sleep(body.get("retry_after", 0.2))
-            assert (body["status"], body["score"]) == ("graded", 57), body
-
-        # An upload stored but whose reply was cut off by the kill is an attempt like any other: it is graded too,
-        # perhaps still now. Wait for every stored attempt to be done before looking at them all.
-        deadline = time.monotonic() + 180
-        rows = _rows(postgres_url)
-        while any(row.status in ("queued", "grading") for row in rows):
-            assert time.monotonic() < deadline, [tuple(r) for r in rows]
-            time.sleep(0.2)
-            rows = _rows(postgres_url)
-        assert {row.id for row in rows} >= set(acknowledged)  # 0 lost
-        assert all(row.status == "graded" and row.results_written == 1 for row in rows), [tuple(r) for r in rows]
-        for student in STUDENTS:  # the limit held across processes: never more than 3, numbered 1..n once each
-            numbers = sorted(row.number for row in rows if row.student_id == student)
-            assert numbers == list(range(1, len(numbers) + 1))
-            assert len(numbers) <= ATTEMPTS
-            if student not in cut_off:
-                assert len(numbers) == ATTEMPTS
-                assert refused.count(student) == 1
-        with engine.connect() as db:
-            assert db.execute(text("SELECT count(*) FROM claims")).scalar() == 0
-        # The killed process's claims went back to the queue, taken by a living process, the moment it died.
-        assert any(
-            "INFO course.platforms.service.shared: a process that stopped was grading" in server.log.read_text()
-            for server in servers
-            if server is not victim
-        )
-        grades = request(f"{site}/i/{servers[0].instructor}/export/grades.csv")
-        assert grades.status == 200, grades.text
-        counted = {row["student_id"]: row for row in csv.DictReader(io.StringIO(grades.text))}
-        assert set(counted) == set(STUDENTS)
-        assert all(float(row["score"]) == 57 for row in counted.values()), grades.text
-    finally:
-        engine.dispose()
-        nginx.terminate()  # type: ignore[attr-defined]
-        nginx.wait(30)  # type: ignore[attr-defined]
-        for server in servers:
-            server.stop()
+def test_three_processes_behind_nginx_lose_nothing_when_one_is_killed(three_behind_nginx: Cluster):
+    replies, victim = upload_all_at_once_and_kill_one(three_behind_nginx)
+    outcome = every_reply_is_an_attempt_a_refusal_or_cut_off(replies)
+    every_acknowledged_attempt_is_graded(three_behind_nginx, outcome)
+    every_stored_attempt_is_graded_once_within_the_limit(three_behind_nginx, outcome)
+    the_killed_processs_claims_went_back(three_behind_nginx, victim)
+    every_student_is_counted(three_behind_nginx)

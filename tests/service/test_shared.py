@@ -50,7 +50,7 @@ def test_processes_sharing_a_postgresql_queue_take_turns_and_give_back_what_a_de
         with first.begin() as db, pytest.raises(IntegrityError):  # and the database itself refuses it
             db.execute(text("UPDATE attempts SET status = 'grading' WHERE id = :id"), {"id": mallory[1]})
 
-        assert not two.record(mallory[0], "mallory", went_long=False, **RESULTS)  # not its claim
+        assert not two.record(mallory[0], "mallory", RESULTS, went_long=False)  # not its claim
         two.give_back(mallory[0])  # nor its to give back: the claim stays the first process's
         assert two.claim() is None
         one.presence.close()  # the first process dies with mallory's first attempt claimed
@@ -58,8 +58,8 @@ def test_processes_sharing_a_postgresql_queue_take_turns_and_give_back_what_a_de
         again = two.claim()
         assert again is not None
         assert again[0].id == mallory[0]  # back in the queue, claimed by the living process
-        assert not one.record(mallory[0], "mallory", went_long=False, **RESULTS)  # the dead owner records nothing
-        assert two.record(mallory[0], "mallory", went_long=False, **RESULTS)
+        assert not one.record(mallory[0], "mallory", RESULTS, went_long=False)  # the dead owner records nothing
+        assert two.record(mallory[0], "mallory", RESULTS, went_long=False)
         assert first.attempt(mallory[0]).results_written == 1
         two.close()
     finally:

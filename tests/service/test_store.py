@@ -66,11 +66,11 @@ def test_attempts_are_claimed_in_order_and_recorded_once(store):
     claimed, notebook = store.claim_next()
     assert (claimed.id, notebook) == (first.id, b'{"cells": []}')
     assert store.attempt(first.id).status == GRADING
-    assert store.record(first.id, **RESULTS)
-    assert not store.record(first.id, **RESULTS)  # a second run cannot record the same attempt again
+    assert store.record(first.id, RESULTS)
+    assert not store.record(first.id, RESULTS)  # a second run cannot record the same attempt again
     assert store.attempt(first.id).results_written == 1
     numbered = store.attempt_numbered("alice", 1)  # as the feedback page finds it: one query
-    assert (numbered.id, numbered.feedback) == (first.id, RESULTS["feedback"])
+    assert (numbered.id, numbered.feedback) == (first.id, RESULTS.feedback)
     assert store.attempt_numbered("alice", 1, feedback=False).feedback is None
     assert [store.attempt_numbered(*key) for key in (("alice", 2), ("carol", 1), ("alice", 0), ("alice", 2**40))] == [
         None
@@ -92,7 +92,7 @@ def test_an_attempt_that_could_not_be_recorded_is_given_back_to_the_queue(store)
     store.give_back(claimed.id)
     assert store.attempt(attempt.id).status == QUEUED
     assert store.claim_next()[0].id == attempt.id
-    assert store.record(attempt.id, **RESULTS)
+    assert store.record(attempt.id, RESULTS)
     store.give_back(attempt.id)  # a recorded attempt stays recorded
     assert store.attempt(attempt.id).results_written == 1
     assert store.attempt(attempt.id).status != QUEUED
@@ -187,14 +187,14 @@ def test_an_attempt_that_was_an_autograder_error_uses_up_nothing_and_never_count
     policy = ServicePolicy(attempts=2, cooldown_minutes=60, counts="last")
     first = store.submit("alice", "autograd", b"{}", policy)
     store.claim_next()
-    assert store.record(first.id, **{**RESULTS, "score": 40.0})
+    assert store.record(first.id, replace(RESULTS, score=40.0))
     second = store.submit("alice", "autograd", b"{}", policy)
     assert isinstance(second, Refusal)  # the cooldown holds after a graded attempt: the test can fail
     with store.begin() as db:  # the cooldown over, as if an hour had passed
         db.execute(store_module.attempts.update().values(submitted_at=datetime(2020, 1, 1)))
     second = store.submit("alice", "autograd", b"{}", policy)
     store.claim_next()
-    assert store.record(second.id, **{**RESULTS, "status": "autograder_error", "score": 0.0})
+    assert store.record(second.id, replace(RESULTS, status="autograder_error", score=0.0))
     third = store.submit("alice", "autograd", b"{}", policy)  # neither the limit of 2 nor the cooldown refuses
     assert not isinstance(third, Refusal)
     assert third.number == 3

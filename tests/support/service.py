@@ -27,6 +27,7 @@ import yaml
 
 from course.core.status import Status
 from course.pipeline.feedback_model import Feedback
+from course.platforms.service.store import GradedAttempt
 from tests.support.helpers import copy_course, free_port, require_tool
 
 STUDENTS = ["alice", "bob", "carol", "dave"]
@@ -382,16 +383,16 @@ class Client:
 
 NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)
 
-RESULTS = {
-    "status": "graded",
-    "score": 5.0,
-    "raw_score": 5.0,
-    "late_penalty": 0.0,
-    "max_score": 57.0,
-    "feedback": Feedback("alice", "autograd", Status.GRADED, 5.0, 57.0, (), (), True, ()),
-    "integrity": [],
-    "seconds": 0.1,
-}
+RESULTS = GradedAttempt(
+    status="graded",
+    score=5.0,
+    raw_score=5.0,
+    late_penalty=0.0,
+    max_score=57.0,
+    feedback=Feedback("alice", "autograd", Status.GRADED, 5.0, 57.0, (), (), True, ()),
+    integrity=(),
+    seconds=0.1,
+)
 
 NOW = datetime(2026, 11, 30, 12, 0, 0)
 
@@ -401,3 +402,63 @@ def queue_of(*students: str, first: int = 1) -> list:
     from course.platforms.service.schedule import Queued
 
     return [Queued(index, student, NOW) for index, student in enumerate(students, start=first)]
+
+
+def graded_feedback(
+    student: str, right: dict[str, bool], *, title: str = "Question {}", answer: str = "grad"
+) -> Feedback:
+    """A graded feedback of one answer per question (`right`: question id -> whether it was right), 1 point each."""
+    questions = [
+        {
+            "id": qid,
+            "title": title.format(qid),
+            "points": 1,
+            "earned": 1 if ok else 0,
+            "values": [
+                {
+                    "name": answer,
+                    "your_value": "1" if ok else "2",
+                    "torch_value": "1",
+                    "status": "value",
+                    "correct": ok,
+                    "points": 1,
+                    "earned": 1 if ok else 0,
+                    "explanation": "",
+                }
+            ],
+            "misconceptions": [],
+        }
+        for qid, ok in right.items()
+    ]
+    score = float(sum(right.values()))
+    return Feedback.from_json(
+        {
+            "student_id": student,
+            "assignment": "autograd",
+            "status": "graded",
+            "score": score,
+            "max_score": float(len(right)),
+            "messages": [],
+            "cell_errors": [],
+            "questions": questions,
+        }
+    )
+
+
+def record_graded(service, feedback: Feedback) -> int:
+    """An attempt of feedback's student stored and recorded as a grading run records it (nothing is graded): its id."""
+    attempt = service.store.submit(feedback.student_id, "autograd", b'{"cells": []}', service.policy)
+    claimed, _ = service.store.claim_next()
+    assert claimed.id == attempt.id
+    assert service.store.record(
+        attempt.id,
+        status="graded",
+        score=feedback.score,
+        raw_score=feedback.score,
+        late_penalty=0.0,
+        max_score=feedback.max_score,
+        feedback=feedback,
+        integrity=[],
+        seconds=0.1,
+    )
+    return attempt.id

@@ -5,6 +5,10 @@ POST /api/submissions        Authorization: Bearer <student token>; the notebook
                              {id, student_id, status, score, max_score, feedback_url} once graded (waits up
                              to `wait_seconds`, then 202 with status queued); 401, 413, 429 (+ Retry-After).
 GET  /api/submissions/<id>   the same JSON (same token; another student's id is 404).
+GET  /i/<instructor token>/api/item-analysis
+                             the item analysis of the counted attempts (the JSON `grade` writes as
+                             item-analysis-<assignment>.json, docs/grading.md): the instructor's only, like
+                             every /i/ route (a student's token is 404); one made at a time per process.
 GET  /healthz                200 "ok" when this process can serve, else 503 and why.
 """
 
@@ -17,10 +21,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from course.platforms.service.access import RETIRED_LINK, pages_refused
+from course.platforms.service.access import RETIRED_LINK, instructor_route, pages_refused
+from course.platforms.service.results import AnalysisBusy, item_analysis_of
 from course.platforms.service.state import CLOSE, Service
 from course.platforms.service.store import Attempt
 from course.platforms.service.uploads import BUSY, UploadRefused, accept_upload, receive_notebook
+from course.term.item_exports import analysis_json
 
 
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -111,6 +117,22 @@ async def get_submission(request: Request) -> Response:
     if attempt is None or attempt.student_id != student:
         return _json_error(404, "no such submission of yours")
     return JSONResponse(submission_json(attempt, token))
+
+
+@instructor_route
+async def item_analysis(request: Request, service: Service) -> Response:
+    """The item analysis of the counted attempts, as JSON. It names students and shows their values: behind the
+    instructor's token only. Made off the event loop, one at a time (results.item_analysis_of); a request that
+    finds one under way for longer than ANALYSIS_WAIT is answered 503 with Retry-After rather than queued."""
+
+    def make() -> dict[str, Any]:
+        return analysis_json(item_analysis_of(service.records(), service.grader.assignment, service.config))
+
+    try:
+        data = await run_in_threadpool(make)
+    except AnalysisBusy:
+        return _json_error(503, "another item analysis is being made: try again in a few seconds", {"Retry-After": "5"})
+    return JSONResponse(data)
 
 
 async def health(request: Request) -> Response:

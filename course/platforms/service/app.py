@@ -20,10 +20,11 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 
-from course.platforms.service.api import get_submission, health, post_submission
+from course.platforms.service.api import get_submission, health, item_analysis, post_submission
 from course.platforms.service.instructor_pages import (
     class_summary_page,
     dashboard,
+    dashboard_charts,
     dashboard_js,
     dashboard_version,
     export_csv,
@@ -52,9 +53,11 @@ ROUTES = [
     Route("/i/{token}/", dashboard, methods=["GET"]),
     Route("/i/{token}/version", dashboard_version, methods=["GET"]),
     Route("/i/{token}/summary", class_summary_page, methods=["GET"]),
+    Route("/i/{token}/charts", dashboard_charts, methods=["GET"]),
     Route("/i/{token}/students/{student_id}", instructor_student, methods=["GET"]),
     Route("/i/{token}/students/{student_id}/attempts/{number:int}", instructor_attempt, methods=["GET"]),
     Route("/i/{token}/export/{format}.csv", export_csv, methods=["GET"]),
+    Route("/i/{token}/api/item-analysis", item_analysis, methods=["GET"]),
     Route("/i/{token}/export/gradebook", gradebook_preview, methods=["GET"]),
     Route("/i/{token}/export/gradebook", export_gradebook, methods=["POST"]),
     Route("/static/dashboard.js", dashboard_js, methods=["GET"]),

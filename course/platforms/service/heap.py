@@ -37,7 +37,7 @@ def bound_the_heap() -> bool:
     libc = _glibc()
     if libc is None:
         return False
-    took = libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1 and libc.mallopt(M_ARENA_MAX, ARENAS) == 1
+    took: bool = libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1 and libc.mallopt(M_ARENA_MAX, ARENAS) == 1
     if not took:
         log.warning("serve: glibc refused malloc's thresholds; a flood of large uploads may keep memory it freed")
     return took

@@ -3,8 +3,10 @@
 GET  /i/<token>/                           the dashboard (every student, live: static/dashboard.js polls
                                            /i/<token>/version)
 GET  /i/<token>/summary                    the class summary
+GET  /i/<token>/charts                     the class's charts (the dashboard's script puts them in place)
 GET  /i/<token>/students/<id>[/attempts/<n>]  a student's attempts, and each attempt's feedback
-GET  /i/<token>/export/{grades,canvas,moodle}.csv  the exports
+GET  /i/<token>/export/{grades,canvas,moodle,item-analysis}.csv  the exports
+GET  /i/<token>/api/item-analysis          the item analysis of the counted attempts, as JSON (api.py)
 GET  /i/<token>/export/gradebook           the preview of recording into the term's record; POST records or
                                            undoes (a form with its CSRF token, one tick a student)
 """
@@ -23,12 +25,22 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
 from course.core.errors import CourseError
 from course.core.text import safe_text, whole_number
-from course.platforms.service import pages
+from course.platforms.service import charts_view, pages
 from course.platforms.service.access import instructor_route, not_found, same_origin
-from course.platforms.service.results import counted_attempts, grades_csv, lms_csv, lms_left_out, summary_of
+from course.platforms.service.results import (
+    AnalysisBusy,
+    analysis_if_free,
+    counted_attempts,
+    grades_csv,
+    item_analysis_of,
+    lms_csv,
+    lms_left_out,
+    summary_of,
+)
 from course.platforms.service.state import Service
 from course.platforms.service.student_pages import feedback_page
 from course.term import term_record
+from course.term.item_exports import analysis_csv, analysis_json
 from course.term.summary_page import render_summary_html
 
 
@@ -61,7 +73,22 @@ async def dashboard_version(request: Request, service: Service) -> Response:
 @instructor_route
 async def class_summary_page(request: Request, service: Service) -> Response:
     def make() -> str:  # every counted feedback of the class: read, summarised and rendered off the event loop
-        return render_summary_html(summary_of(service.records()), service.assignment)
+        records = service.records()
+        analysis = analysis_if_free(records, service.grader.assignment, service.config)
+        summary = summary_of(records, None if analysis is None else analysis_json(analysis))
+        return render_summary_html(summary, service.assignment, analysis=analysis)
+
+    return HTMLResponse(await run_in_threadpool(make))
+
+
+@instructor_route
+async def dashboard_charts(request: Request, service: Service) -> Response:
+    def make() -> str:  # the counted attempts' feedback and each first attempt's: read and drawn off the event loop
+        records = service.records()
+        known = {r.counted.id for r in records if r.counted is not None}
+        first = service.store.feedback_of([i for i in charts_view.first_attempts(records).values() if i not in known])
+        analysis = analysis_if_free(records, service.grader.assignment, service.config)
+        return charts_view.charts_page(service.assignment, charts_view.charts_section(records, first, analysis))
 
     return HTMLResponse(await run_in_threadpool(make))
 
@@ -86,6 +113,9 @@ async def instructor_attempt(request: Request, service: Service) -> Response:
     return not_found() if page is None else HTMLResponse(page)
 
 
+ITEM_ANALYSIS = "item-analysis"  # export/item-analysis.csv: the CSV `grade` writes as item-analysis-<assignment>.csv
+
+
 @instructor_route
 async def export_csv(request: Request, service: Service) -> Response:
     fmt = request.path_params["format"]
@@ -96,12 +126,20 @@ async def export_csv(request: Request, service: Service) -> Response:
         if fmt == "grades":
             with tempfile.TemporaryDirectory(prefix="export-", dir=service.grader.scratch) as folder:
                 return grades_csv(records, assignment, Path(folder)).read_text(encoding="utf-8")
+        if fmt == ITEM_ANALYSIS:
+            return analysis_csv(analysis_json(item_analysis_of(records, assignment, service.config)))
         return lms_csv(fmt, records, service.store.students(), assignment, service.config, service.grader.settings)
 
-    if fmt not in ("grades", "canvas", "moodle"):
+    if fmt not in ("grades", "canvas", "moodle", ITEM_ANALYSIS):
         return not_found()
     try:
         text = await run_in_threadpool(make)
+    except AnalysisBusy:
+        return PlainTextResponse(
+            "Another item analysis is being made: try again in a few seconds.",
+            status_code=503,
+            headers={"Retry-After": "5"},
+        )
     except CourseError as problem:
         return PlainTextResponse(f"Cannot export: {problem}", status_code=409)
     return Response(
@@ -204,6 +242,7 @@ async def gradebook_preview(request: Request, service: Service) -> Response:
 
 @instructor_route
 async def export_gradebook(request: Request, service: Service) -> Response:
+    """Record the ticked students of the confirmed preview in nbgrader's gradebook, or undo a recording."""
     parsed = await _instructor_form(request, service)
     if isinstance(parsed, Response):
         return parsed
@@ -213,87 +252,95 @@ async def export_gradebook(request: Request, service: Service) -> Response:
         # One recording (or undo) at a time across every serve process on this course's folder, the plan made
         # again under the lock (term_record.exclusive).
         with term_record.exclusive(service.config, service.grader.settings.name):
-            return undo(form["undo"]) if "undo" in form else record()
-
-    def record() -> Response:
-        config, settings = service.config, service.grader.settings
-        changes = term_record.plan(config, settings, counted_attempts(service.records()))
-        if form.get("plan") != term_record.digest(changes):
-            return _gradebook_page(
-                service,
-                "Nothing recorded: what would change is not what the preview you "
-                "confirmed showed (new attempts, or a term grade since). Check it "
-                "again below.",
-                409,
-            )
-        if not changes:
-            return _gradebook_page(
-                service,
-                "Nothing to record: nbgrader's gradebook already holds every counted attempt. Nothing was changed.",
-            )
-        chosen = _ticked(changes, ticks)
-        if isinstance(chosen, str):
-            return _gradebook_page(service, f"Nothing recorded: {chosen}.", 409)
-        try:
-            done = term_record.record(
-                config,
-                settings,
-                _question_cells(service),
-                service.grader.assignment.max_score,
-                chosen,
-                service.store.notebook_of,
-                replace_term=form.get("replace_term") == "yes",
-            )
-        except CourseError as problem:
-            return _gradebook_page(service, f"Nothing recorded: {problem}.", 409)
-        if done is None:
-            return _gradebook_page(
-                service,
-                "Nothing to record: nbgrader's gradebook already holds every counted attempt. Nothing was changed.",
-            )
-        refused = f" Not recorded: {done.refused_text}; their records are as they were." if done.refused else ""
-        left = sorted({c.student_id for c in changes} - {c.student_id for c in chosen})
-        unticked = f" Not ticked, left exactly as they are: {', '.join(left)}." if left else ""
-        students = f"{len(done.students)} student{'s' if len(done.students) != 1 else ''}"
-        return _gradebook_page(
-            service,
-            f"Recorded {students} ({', '.join(done.students)}) as "
-            f"{done.label}: formgrader, nbgrader export and grades-"
-            f"{settings.name}.csv now show their counted attempts.{refused}{unticked}",
-        )
-
-    def undo(number: str) -> Response:
-        try:
-            undone = term_record.undo(
-                service.config,
-                service.grader.settings,
-                tuple(_question_cells(service)),
-                -1 if (numbered := whole_number(number)) is None else numbered,
-            )
-        except CourseError as problem:
-            return _gradebook_page(service, f"Nothing undone: {problem}.", 409)
-        left = f" Left as they are: {undone.refused_text}." if undone.refused else ""
-        if not undone.undone:  # a student could not be put back: the recording stands, to be undone again
-            back = f"the records of {', '.join(undone.students)} are back; " if undone.students else ""
-            return _gradebook_page(
-                service,
-                f"Undid part of {undone.label}: {back}not everyone could be put back."
-                f"{left} It stays open: undo it again once that is fixed.",
-                409,
-            )
-        if not undone.students:
-            return _gradebook_page(
-                service,
-                f"Put nothing back from {undone.label}: every record it wrote has "
-                f"changed since.{left} It is closed, so the one before it can be "
-                "undone.",
-            )
-        return _gradebook_page(
-            service,
-            f"Undid {undone.label}: the records of {', '.join(undone.students)} are back as they were before it.{left}",
-        )
+            return _undo_recording(service, form["undo"]) if "undo" in form else _record_ticked(service, form, ticks)
 
     return await run_in_threadpool(run)
+
+
+_NOTHING_TO_RECORD = "Nothing to record: nbgrader's gradebook already holds every counted attempt. Nothing was changed."
+
+
+def _record_ticked(service: Service, form: dict[str, str], ticks: list[str]) -> Response:
+    """The recording step: the plan made again and checked against the preview confirmed, the ticked changes
+    written to nbgrader's gradebook, and the page saying what was (and was not) recorded."""
+    config, settings = service.config, service.grader.settings
+    changes = term_record.plan(config, settings, counted_attempts(service.records()))
+    if form.get("plan") != term_record.digest(changes):
+        return _gradebook_page(
+            service,
+            "Nothing recorded: what would change is not what the preview you "
+            "confirmed showed (new attempts, or a term grade since). Check it "
+            "again below.",
+            409,
+        )
+    if not changes:
+        return _gradebook_page(service, _NOTHING_TO_RECORD)
+    chosen = _ticked(changes, ticks)
+    if isinstance(chosen, str):
+        return _gradebook_page(service, f"Nothing recorded: {chosen}.", 409)
+    try:
+        done = term_record.record(
+            config,
+            settings,
+            _question_cells(service),
+            service.grader.assignment.max_score,
+            chosen,
+            service.store.notebook_of,
+            replace_term=form.get("replace_term") == "yes",
+        )
+    except CourseError as problem:
+        return _gradebook_page(service, f"Nothing recorded: {problem}.", 409)
+    if done is None:
+        return _gradebook_page(service, _NOTHING_TO_RECORD)
+    return _gradebook_page(service, _recorded_text(done, changes, chosen, settings.name))
+
+
+def _recorded_text(
+    done: term_record.Recording, changes: list[term_record.Change], chosen: list[term_record.Change], assignment: str
+) -> str:
+    """What a recording did, for the page: who was recorded, who was refused and who was left unticked."""
+    refused = f" Not recorded: {done.refused_text}; their records are as they were." if done.refused else ""
+    left = sorted({c.student_id for c in changes} - {c.student_id for c in chosen})
+    unticked = f" Not ticked, left exactly as they are: {', '.join(left)}." if left else ""
+    students = f"{len(done.students)} student{'s' if len(done.students) != 1 else ''}"
+    return (
+        f"Recorded {students} ({', '.join(done.students)}) as "
+        f"{done.label}: formgrader, nbgrader export and grades-"
+        f"{assignment}.csv now show their counted attempts.{refused}{unticked}"
+    )
+
+
+def _undo_recording(service: Service, number: str) -> Response:
+    """The undo step: recording `number` put back, and the page saying how much of it was."""
+    try:
+        undone = term_record.undo(
+            service.config,
+            service.grader.settings,
+            tuple(_question_cells(service)),
+            -1 if (numbered := whole_number(number)) is None else numbered,
+        )
+    except CourseError as problem:
+        return _gradebook_page(service, f"Nothing undone: {problem}.", 409)
+    left = f" Left as they are: {undone.refused_text}." if undone.refused else ""
+    if not undone.undone:  # a student could not be put back: the recording stands, to be undone again
+        back = f"the records of {', '.join(undone.students)} are back; " if undone.students else ""
+        return _gradebook_page(
+            service,
+            f"Undid part of {undone.label}: {back}not everyone could be put back."
+            f"{left} It stays open: undo it again once that is fixed.",
+            409,
+        )
+    if not undone.students:
+        return _gradebook_page(
+            service,
+            f"Put nothing back from {undone.label}: every record it wrote has "
+            f"changed since.{left} It is closed, so the one before it can be "
+            "undone.",
+        )
+    return _gradebook_page(
+        service,
+        f"Undid {undone.label}: the records of {', '.join(undone.students)} are back as they were before it.{left}",
+    )
 
 
 async def dashboard_js(request: Request) -> Response:

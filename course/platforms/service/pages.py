@@ -10,6 +10,7 @@ from datetime import datetime
 from course.core.status import Status
 from course.core.text import plural
 from course.pipeline.render import CSS, course_text_html
+from course.platforms.service import charts_view
 from course.platforms.service.policy import SAME_NOTEBOOK_ERRORS, Refusal, ServicePolicy, minutes
 from course.platforms.service.results import StudentRecord
 from course.platforms.service.store import Attempt
@@ -46,14 +47,21 @@ def banner(text: str, *, ok: bool, label: str = "") -> str:
 
 
 def _page(
-    title: str, body: str, *, refresh: bool = False, script: str = "", data: str = "", refresh_seconds: int = 2
+    title: str,
+    body: str,
+    *,
+    refresh: bool = False,
+    script: str = "",
+    data: str = "",
+    refresh_seconds: int = 2,
+    css: str = "",
 ) -> str:
     meta = f"<meta http-equiv=refresh content={refresh_seconds}>" if refresh else ""
     scripts = f'<script src="{script}" defer></script>' if script else ""
     return (
         f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
         f'<meta name=viewport content="width=device-width, initial-scale=1">{meta}'
-        f"<title>{e(title)}</title><style>{CSS}{EXTRA_CSS}</style>{scripts}</head>"
+        f"<title>{e(title)}</title><style>{CSS}{EXTRA_CSS}{css}</style>{scripts}</head>"
         f"<body{data}><main>{body}</main></body></html>"
     )
 
@@ -286,11 +294,14 @@ def dashboard_page(
         f"<div class=score id=graded-count>{plural(graded, 'graded attempt')}</div>"
         f"<div>{plural(len(records), 'student')}; updates as attempts arrive</div>"
         f"<div id=policy>Policy: {e(_policy_lines(policy, None, due, 'each student’s'))}</div>"
-        f"</header>{alert}"
+        f"</header>{alert}{charts_view.placeholder()}"
         '<section class=card><h2>Export</h2><p><a href="export/grades.csv">grades CSV</a> '
         "(the service's attempts only) · "
         '<a href="export/canvas.csv">Canvas CSV</a> · <a href="export/moodle.csv">Moodle CSV</a> '
         "(the whole term)</p>"
+        '<p id=item-analysis-export><a href="export/item-analysis.csv">item analysis CSV</a> · '
+        '<a href="api/item-analysis">as JSON</a> (per answer of the counted attempts: share right, '
+        "discrimination, blanks, common wrong values and who gave them; also on the class summary)</p>"
         f"<p id=lms-export>The Canvas and Moodle CSVs hold each student's counted attempt here, or their grade in "
         f"the term's record (grades-{e(assignment)}.csv, which <code>autograd-course grade</code> and the "
         "recordings below write) where they have no attempt here, or where their attempt would replace a grade "
@@ -307,7 +318,11 @@ def dashboard_page(
         "sortable)</p></section>"
     )
     return _page(
-        f"Dashboard: {assignment}", body, script="../../static/dashboard.js", data=f' data-version="{e(version)}"'
+        f"Dashboard: {assignment}",
+        body,
+        script="../../static/dashboard.js",
+        data=f' data-version="{e(version)}"',
+        css=charts_view.CHARTS_CSS,
     )
 
 
@@ -411,9 +426,21 @@ def instructor_student_page(record: StudentRecord, assignment: str) -> str:
 
 
 DASHBOARD_JS = """\
-// Reload the dashboard when an attempt arrives or is graded (the server's version string changes).
+// Reload the dashboard when an attempt arrives or is graded (the server's version string changes), and put the
+// class's charts in place of their placeholder: made apart (GET charts) because they read the counted attempts'
+// feedback, which the table does not (charts_view.py). No HTML of it is run: a parsed document's section, moved.
 (function () {
   const seen = document.body.dataset.version;
+  async function charts() {
+    const here = document.getElementById("class-charts");
+    if (!here) { return; }
+    try {
+      const response = await fetch("charts", {cache: "no-store"});
+      if (!response.ok) { return; }
+      const drawn = new DOMParser().parseFromString(await response.text(), "text/html").getElementById("class-charts");
+      if (drawn) { here.replaceWith(document.importNode(drawn, true)); }
+    } catch (error) { /* the placeholder's link to the charts stays */ }
+  }
   async function poll() {
     try {
       const response = await fetch("version", {cache: "no-store"});
@@ -421,6 +448,7 @@ DASHBOARD_JS = """\
     } catch (error) { /* the server restarts: try again */ }
     setTimeout(poll, 2000);
   }
+  charts();
   setTimeout(poll, 2000);
 })();
 """

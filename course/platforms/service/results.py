@@ -5,6 +5,7 @@ the counted attempts nbgrader's gradebook takes (`term_record`)."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,10 +14,12 @@ from course.core.config import AssignmentSettings, CourseConfig
 from course.core.status import Status
 from course.pipeline import integrity
 from course.pipeline.assignment import Assignment
+from course.pipeline.feedback_model import Feedback
 from course.platforms.service.policy import ServicePolicy, counted
 from course.platforms.service.store import Attempt
 from course.term import term_record
 from course.term.gradebook import GradeRow, csv_row, grades_csv_path, write_grades_csv
+from course.term.item_analysis import Explainer, ItemAnalysis, analyse_items, item_settings
 from course.term.lms import lms_format, lms_text, read_term_grades, rows_for
 from course.term.roster import Student
 from course.term.summary import class_summary
@@ -50,14 +53,56 @@ def student_records(policy: ServicePolicy, roster: list[str], all_attempts: list
     return records
 
 
-def summary_of(records: list[StudentRecord]) -> dict[str, Any]:
-    """The class summary over each student's counted attempt, with the integrity report of every attempt."""
-    feedback = [r.counted.feedback for r in records if r.counted is not None and r.counted.feedback]
+def counted_feedback(records: list[StudentRecord]) -> list[Feedback]:
+    """The feedback of each student's counted attempt (records read with their feedback: `Service.records()`)."""
+    return [r.counted.feedback for r in records if r.counted is not None and r.counted.feedback]
+
+
+ANALYSIS_WAIT = 10.0  # seconds a request waits for the one analysis under way before it gives up (AnalysisBusy)
+_analysing = threading.BoundedSemaphore(1)  # one item analysis at a time in this process: each reads the class
+# and runs the slip search
+
+
+class AnalysisBusy(Exception):
+    """Another item analysis is under way and did not finish within ANALYSIS_WAIT."""
+
+
+def item_analysis_of(
+    records: list[StudentRecord], assignment: Assignment, config: CourseConfig, explain: Explainer | None = None
+) -> ItemAnalysis:
+    """The item analysis of the counted attempts, with the settings `grade` uses (`item_analysis.item_settings`,
+    where the slip search is wired in); `item_exports.analysis_json` of it is the item-analysis-<assignment>.json
+    `grade` writes. One at a time in this process (the JSON, the CSV, the summary page and the charts all make
+    one): raises AnalysisBusy when another one holds the slot past ANALYSIS_WAIT."""
+    if not _analysing.acquire(timeout=ANALYSIS_WAIT):
+        raise AnalysisBusy
+    try:
+        settings = item_settings(config, assignment, explain)
+        return analyse_items(counted_feedback(records), assignment.name, settings)
+    finally:
+        _analysing.release()
+
+
+def analysis_if_free(records: list[StudentRecord], assignment: Assignment, config: CourseConfig) -> ItemAnalysis | None:
+    """item_analysis_of for a page that shows the analysis beside other things: None (the page without it) when
+    another analysis holds the slot."""
+    try:
+        return item_analysis_of(records, assignment, config)
+    except AnalysisBusy:
+        return None
+
+
+def summary_of(records: list[StudentRecord], item_analysis: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The class summary over each student's counted attempt, with the integrity report of every attempt (and
+    the item analysis of the same attempts, `item_analysis_of`, when given: the page shows it)."""
+    feedback = counted_feedback(records)
     summary = class_summary(feedback, missing=[r.student_id for r in records if not r.attempts])
     seen = {r.student_id: r.integrity for r in records if r.integrity}
     for student, findings in integrity.borrowed_numbers(feedback).items():
         seen[student] = [*seen.get(student, []), *findings]
     summary["integrity"] = dict(sorted(seen.items()))
+    if item_analysis is not None:
+        summary["item_analysis"] = item_analysis
     return summary
 
 

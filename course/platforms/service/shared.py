@@ -29,7 +29,6 @@ import logging
 import secrets
 import threading
 import zlib
-from typing import Any
 
 from sqlalchemy import Column, DateTime, ForeignKey, Integer, String, Table, Text, delete, select, text, update
 from sqlalchemy.engine import Connection
@@ -42,6 +41,7 @@ from course.platforms.service.store import (
     QUEUED,
     SCHEMA_LOCK,
     Attempt,
+    GradedAttempt,
     Store,
     attempt_from_row,
     attempts,
@@ -219,7 +219,7 @@ class SharedQueue:
             row = db.execute(self.store.claimed_statement, {"attempt_id": chosen}).one()
             return attempt_from_row(row), row.notebook
 
-    def record(self, attempt_id: int, student_id: str, *, went_long: bool, **results: Any) -> bool:
+    def record(self, attempt_id: int, student_id: str, results: GradedAttempt, *, went_long: bool) -> bool:
         """Record a graded attempt's results, if this process's claim on it still stands (False: it does not;
         another process has it now). What the run cost goes into the student's turns in the same transaction."""
         with self.store.begin_unsynced() as db:
@@ -230,7 +230,7 @@ class SharedQueue:
             scheduler = _scheduler(db, self.assignment)
             scheduler.graded(student_id, went_long=went_long)
             _save(db, self.assignment, scheduler)
-            return self.store.record_in(db, attempt_id, **results)
+            return self.store.record_in(db, attempt_id, results)
 
     def give_back(self, attempt_id: int) -> None:
         """An attempt this process claimed but could not record: back in the queue, if its claim is still this

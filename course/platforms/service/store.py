@@ -21,7 +21,7 @@ import secrets
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -189,6 +189,48 @@ class Attempt:
     @property
     def done(self) -> bool:
         return self.status not in (QUEUED, GRADING)
+
+    def recorded(self, results: GradedAttempt) -> Attempt:
+        """This attempt as the store holds it once `results` are recorded."""
+        return replace(
+            self,
+            status=results.status,
+            score=results.score,
+            max_score=results.max_score,
+            late_penalty=results.late_penalty,
+            feedback=results.feedback,
+            integrity=list(results.integrity),
+            seconds=results.seconds,
+            results_written=self.results_written + 1,
+        )
+
+
+@dataclass(frozen=True)
+class GradedAttempt:
+    """What one grading run found for an attempt: the worker builds it, the store records it (Store.record)."""
+
+    status: str
+    score: float
+    raw_score: float
+    late_penalty: float
+    max_score: float
+    feedback: Feedback
+    integrity: tuple[str, ...]
+    seconds: float
+
+    def row_values(self) -> dict[str, Any]:
+        """The attempts row's columns these results fill (graded_at: the time of the call)."""
+        return {
+            "status": self.status,
+            "score": self.score,
+            "raw_score": self.raw_score,
+            "late_penalty": self.late_penalty,
+            "max_score": self.max_score,
+            "feedback": json.dumps(self.feedback.to_json()),
+            "integrity": json.dumps(list(self.integrity)),
+            "graded_at": now_utc(),
+            "seconds": self.seconds,
+        }
 
 
 def _status(row: Any) -> str:
@@ -767,60 +809,14 @@ class Store:
                     row = db.execute(self.claimed_statement, {"attempt_id": chosen}).one()
                     return attempt_from_row(row), row.notebook
 
-    def record(
-        self,
-        attempt_id: int,
-        *,
-        status: str,
-        score: float,
-        raw_score: float,
-        late_penalty: float,
-        max_score: float,
-        feedback: Feedback,
-        integrity: list[str],
-        seconds: float,
-    ) -> bool:
+    def record(self, attempt_id: int, results: GradedAttempt) -> bool:
         """Write the results of the grading run that claimed the attempt; False when it was not being graded."""
         with self.begin_unsynced() as db:
-            return self.record_in(
-                db,
-                attempt_id,
-                status=status,
-                score=score,
-                raw_score=raw_score,
-                late_penalty=late_penalty,
-                max_score=max_score,
-                feedback=feedback,
-                integrity=integrity,
-                seconds=seconds,
-            )
+            return self.record_in(db, attempt_id, results)
 
-    def record_in(
-        self,
-        db: Connection,
-        attempt_id: int,
-        *,
-        status: str,
-        score: float,
-        raw_score: float,
-        late_penalty: float,
-        max_score: float,
-        feedback: Feedback,
-        integrity: list[str],
-        seconds: float,
-    ) -> bool:
+    def record_in(self, db: Connection, attempt_id: int, results: GradedAttempt) -> bool:
         """`record`, in the caller's transaction (shared.py records and releases its claim in one)."""
-        values = {
-            "status": status,
-            "score": score,
-            "raw_score": raw_score,
-            "late_penalty": late_penalty,
-            "max_score": max_score,
-            "feedback": json.dumps(feedback.to_json()),
-            "integrity": json.dumps(integrity),
-            "graded_at": now_utc(),
-            "seconds": seconds,
-        }
+        values = results.row_values()
         return (
             db.execute(
                 self._record, {"attempt_id": attempt_id, **{f"new_{name}": value for name, value in values.items()}}

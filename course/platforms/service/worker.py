@@ -13,11 +13,9 @@ import secrets
 import shutil
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from course import sandbox
 from course.core.config import AssignmentSettings, CourseConfig
@@ -34,7 +32,7 @@ from course.platforms.service.heap import give_back_freed_memory
 from course.platforms.service.policy import ServicePolicy, attempt_numbers
 from course.platforms.service.schedule import LONG_GRADING_SECONDS, Scheduler
 from course.platforms.service.shared import SharedQueue
-from course.platforms.service.store import Attempt, Store
+from course.platforms.service.store import Attempt, GradedAttempt, Store
 from course.term.nbgrader_bridge import assignment_due
 from course.term.nbgrader_term import late_policy_at
 
@@ -345,31 +343,19 @@ class Grader:
             )
         went_long = graded.status == Status.TIMED_OUT or graded.seconds >= LONG_GRADING_SECONDS
         feedback = graded.feedback
-        results: dict[str, Any] = {
-            "status": graded.status,
-            "score": feedback.score,
-            "raw_score": feedback.before_penalty,
-            "late_penalty": graded.late_penalty,
-            "max_score": feedback.max_score,
-            "feedback": feedback,
-            "integrity": list(graded.integrity),
-            "seconds": graded.seconds,
-        }
-        if self.shared is not None:
-            recorded = self.shared.record(attempt.id, attempt.student_id, went_long=went_long, **results)
-        else:
-            self.scheduler.graded(attempt.student_id, went_long=went_long)
-            recorded = self.store.record(attempt.id, **results)
-        if not recorded:
-            return None
-        return replace(
-            attempt,
+        results = GradedAttempt(
             status=graded.status,
             score=feedback.score,
-            max_score=feedback.max_score,
+            raw_score=feedback.before_penalty,
             late_penalty=graded.late_penalty,
+            max_score=feedback.max_score,
             feedback=feedback,
-            integrity=list(graded.integrity),
+            integrity=tuple(graded.integrity),
             seconds=graded.seconds,
-            results_written=attempt.results_written + 1,
         )
+        if self.shared is not None:
+            recorded = self.shared.record(attempt.id, attempt.student_id, results, went_long=went_long)
+        else:
+            self.scheduler.graded(attempt.student_id, went_long=went_long)
+            recorded = self.store.record(attempt.id, results)
+        return attempt.recorded(results) if recorded else None
