@@ -277,3 +277,16 @@ def test_the_commands_stand_on_top_and_nothing_below_imports_them():
     ]
     assert below == []
     assert any(one.importer == "course.cli" and one.imported.startswith(f"{COMMANDS}.") for one in course_imports())
+
+
+def test_every_package_of_course_is_in_the_wheel():
+    """pyproject.toml lists the packages by name: a subpackage left out installs without it (an installed
+    `autograd-course` then fails to import its commands, as the Gradescope bundle's fresh venv showed)."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]
+    )
+    found = {".".join(init.parent.relative_to(PACKAGE.parent).parts) for init in PACKAGE.rglob("__init__.py")}
+    assert "course.commands" in found  # read at all
+    assert found - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
