@@ -2,13 +2,14 @@ from __future__ import annotations
 
 import importlib
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from course.core.config import load_config
 from course.pipeline.assignment import load_assignment
-from tests.support.helpers import ROOT, SAMPLE_TIMESTAMPS, copy_course, require_tool
+from tests.support.helpers import ROOT, SAMPLE_TIMESTAMPS, copy_course, counting_loads, require_tool
 
 # The suite is a package (`tests.`, the repository's root on sys.path: pyproject.toml's pythonpath); its shared
 # pieces are in tests/support/, and no test module imports another (tests/test_suite_layout.py).
@@ -20,13 +21,23 @@ def assignment():
     return load_assignment(config.source_notebook(), "autograd")
 
 
+@dataclass(frozen=True)
+class SampleClassRun:
+    """The sample class graded once: the course root, what `grade` printed, and how often it loaded its settings
+    and assignment meanwhile (tests/support/helpers.py's counting_loads)."""
+
+    root: Path
+    printed: str
+    loads: dict[str, int]
+
+
 @pytest.fixture(scope="session")
-def graded_sample_class(tmp_path_factory) -> tuple[Path, str]:
+def sample_class_run(tmp_path_factory) -> SampleClassRun:
     """The sample class (tests/samples/submitted; alice's and bob's with nbgrader's timestamp.txt, as `nbgrader
     collect` leaves them) graded ONCE by `autograd-course grade` in the README's default layout (submitted/ at the
-    course root, the gradebook recorded): (the course root, what the command printed). For the tests that only read
-    what it wrote (tests/test_grading_e2e.py, tests/test_nbgrader_layout.py); a test that writes there works on a
-    copy of the folder (copying is cheap, grading is not)."""
+    course root, the gradebook recorded), its loads counted. For the tests that only read what it wrote
+    (tests/test_grading_e2e.py, tests/test_nbgrader_layout.py, tests/test_run_context.py); a test that writes there
+    works on a copy of the folder (copying is cheap, grading is not)."""
     import contextlib
     import io
     import shutil
@@ -39,9 +50,15 @@ def graded_sample_class(tmp_path_factory) -> tuple[Path, str]:
     for student, stamp in SAMPLE_TIMESTAMPS.items():
         (root / "submitted" / student / "autograd" / "timestamp.txt").write_text(stamp)
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    with contextlib.redirect_stdout(printed), counting_loads() as loads:
         assert main(["--course", str(root), "grade"]) == 0
-    return root, printed.getvalue()
+    return SampleClassRun(root, printed.getvalue(), dict(loads))
+
+
+@pytest.fixture(scope="session")
+def graded_sample_class(sample_class_run) -> tuple[Path, str]:
+    """The sample class graded once (sample_class_run): (the course root, what the command printed)."""
+    return sample_class_run.root, sample_class_run.printed
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ Imports for start-up speed may stay inside functions; they are edges of the grap
 The package's layers are its folders (docs/architecture.md draws them), lowest first: core, sandbox, pipeline,
 term, authoring, platforms. A module imports from its own layer and the layers below it, never above; outside the
 layers stand only the faces: what a student's notebook imports (`course.notebook` and the `course.forms` it
-imports, handed into the sandbox under those names) at the bottom, and the command line (`course.cli`) on top."""
+imports, handed into the sandbox under those names) at the bottom, and the command line (`course.cli` and its
+commands, `course.commands.*`) on top."""
 
 from __future__ import annotations
 
@@ -204,13 +205,14 @@ def test_no_module_imports_another_modules_private_name():
 LAYERS = ("core", "sandbox", "pipeline", "term", "authoring", "platforms")
 STUDENT_FACE = frozenset({"course.forms", "course.notebook"})  # imports nothing but itself
 TOP = frozenset({"course", "course.__main__", "course.cli"})
+COMMANDS = "course.commands"  # the command line's commands (a package): on top, with course.cli
 
 
 def rank(module: str) -> int:
     """0 for the student's face, 1.. for the layers in order, one above the last layer for the command line."""
     if module in STUDENT_FACE:
         return 0
-    if module in TOP:
+    if module in TOP or module == COMMANDS or module.startswith(f"{COMMANDS}."):
         return len(LAYERS) + 1
     parts = module.split(".")
     if len(parts) >= 2 and parts[1] in LAYERS:
@@ -264,3 +266,27 @@ def test_the_layer_check_sees_an_upward_import_inside_a_function(tmp_path):
     modules = modules_of(package)
     found = [one for name, path in modules.items() for one in imports_of(name, path, modules)]
     assert upward(found) == ["course.core.text:2 imports course.pipeline.grading"]
+
+
+def test_the_commands_stand_on_top_and_nothing_below_imports_them():
+    assert rank("course.commands.term") == rank("course.cli") > rank("course.platforms.gradescope")
+    below = [
+        f"{one.importer}:{one.line}"
+        for one in course_imports()
+        if one.imported.startswith(COMMANDS) and not (one.importer.startswith(COMMANDS) or one.importer in TOP)
+    ]
+    assert below == []
+    assert any(one.importer == "course.cli" and one.imported.startswith(f"{COMMANDS}.") for one in course_imports())
+
+
+def test_every_package_of_course_is_in_the_wheel():
+    """pyproject.toml lists the packages by name: a subpackage left out installs without it (an installed
+    `autograd-course` then fails to import its commands, as the Gradescope bundle's fresh venv showed)."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]
+    )
+    found = {".".join(init.parent.relative_to(PACKAGE.parent).parts) for init in PACKAGE.rglob("__init__.py")}
+    assert "course.commands" in found  # read at all
+    assert found - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"

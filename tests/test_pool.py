@@ -284,9 +284,9 @@ def test_workers_are_handed_only_the_releases_public_code_cells(tmp_path):
     root = copy_course(tmp_path / "course")
     config = load_config(root)
     config.release_notebook("autograd").unlink()
-    assert released_code_cells(config, "autograd") == ()  # no release at hand
+    assert released_code_cells(config.release_notebook("autograd")) == ()  # no release at hand
     release(config, verify=False)
-    cells = released_code_cells(config, "autograd")
+    cells = released_code_cells(config.release_notebook("autograd"))
     notebook = json.loads(config.release_notebook("autograd").read_text(encoding="utf-8"))
     code = [
         "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
@@ -302,7 +302,7 @@ def test_workers_are_handed_only_the_releases_public_code_cells(tmp_path):
         "source": "x = 1\n### BEGIN HIDDEN TESTS\nassert x == 1\n### END HIDDEN TESTS\n",
     }
     config.release_notebook("autograd").write_text(json.dumps(notebook), encoding="utf-8")
-    assert not any("HIDDEN" in cell for cell in released_code_cells(config, "autograd"))
+    assert not any("HIDDEN" in cell for cell in released_code_cells(config.release_notebook("autograd")))
 
 
 def test_what_a_student_orphans_is_reaped_by_their_pid_1(pool):

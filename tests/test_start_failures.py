@@ -32,6 +32,7 @@ from course.core.status import Status
 from course.pipeline.assignment import load_course_assignment
 from course.pipeline.discovery import SubmissionRef
 from course.pipeline.grading import grade_submission
+from course.pipeline.run_context import open_run
 from course.pipeline.selftest import from_source, prove_setup, untouched_release
 from course.pipeline.submission import Cell
 from course.sandbox import WarmPool, run_cells
@@ -158,10 +159,10 @@ def test_a_student_whose_sandbox_never_starts_is_no_grade_in_the_gradebook_or_th
 
 @pytest.mark.parametrize("name", ["autograd", "training"])
 def test_the_self_test_passes_for_both_assignments_and_its_notebooks_are_the_known_ones(name):
-    config = load_config(ROOT)
-    assignment = load_course_assignment(config, name)
+    context = open_run(load_config(ROOT), name)
+    config, assignment = context.config, context.assignment
     with WarmPool(1, config.limits) as pool:
-        proven = prove_setup(assignment, config, partial(pool.run, cold_fallback=False), level=pool.level)
+        proven = prove_setup(context, partial(pool.run, cold_fallback=False), level=pool.level)
     assert (proven.solution_score, proven.untouched_score) == (assignment.max_score, 0)
     assert f"at the {pool.level} level" in proven.line()
 
@@ -169,15 +170,15 @@ def test_the_self_test_passes_for_both_assignments_and_its_notebooks_are_the_kno
     def code(notebook: dict) -> list[str]:
         return ["".join(cell["source"]).rstrip() for cell in notebook["cells"] if cell["cell_type"] == "code"]
 
-    assert code(from_source(assignment, solved=False)) == code(untouched_release(config, assignment))
+    assert code(from_source(assignment, solved=False)) == code(untouched_release(context))
 
 
 def test_the_self_test_names_the_level_the_limits_and_the_first_difference():
     config = load_config(ROOT)
     config = replace(config, limits=replace(config.limits, open_files=3))
-    assignment = load_course_assignment(config, "autograd")
+    context = open_run(config, "autograd")
     with WarmPool(1, config.limits) as pool, pytest.raises(SelfTestError) as refused:
-        prove_setup(assignment, config, partial(pool.run, cold_fallback=False), level=pool.level)
+        prove_setup(context, partial(pool.run, cold_fallback=False), level=pool.level)
     message = str(refused.value)
     assert message.startswith(
         "the self-test failed, so nothing was graded: the course's solution of assignment "

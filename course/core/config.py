@@ -361,38 +361,70 @@ class CourseConfig:
         known = ", ".join(a.name for a in self.assignments)
         raise ConfigError(f"unknown assignment {name!r}; the course has: {known}")
 
+    def paths(self, name: str | None = None) -> AssignmentPaths:
+        """Where the files of assignment `name` (the first when None) are in the course folder."""
+        return AssignmentPaths(self.root, self.assignment(name))
+
     def source_notebook(self, name: str | None = None) -> Path:
-        settings = self.assignment(name)
-        return self.root / "source" / settings.name / settings.notebook
+        return self.paths(name).source_notebook
 
     def exercises_module(self, name: str | None = None) -> Path:
-        """The assignment's content module: numbers' variants, chain tables, misconceptions (may not exist)."""
-        settings = self.assignment(name)
-        return self.root / "source" / settings.name / settings.exercises
+        return self.paths(name).exercises_module
 
     def release_notebook(self, name: str | None = None) -> Path:
-        settings = self.assignment(name)
-        return self.root / "release" / settings.name / settings.notebook
+        return self.paths(name).release_notebook
 
     def release_template(self, name: str | None = None) -> Path:
-        """nbgrader's release with the {{placeholders}} of the numbers still in: personalised copies start here.
-        Kept outside release/<assignment>/ so that nbgrader and students see only real notebooks."""
-        settings = self.assignment(name)
-        return self.root / "release" / f".{settings.name}-template.ipynb"
+        return self.paths(name).release_template
 
     def personalised_folder(self, name: str | None = None) -> Path:
-        """personalised/<assignment>/: each student's own copy (variants), one folder per student id. Outside
-        release/ on purpose: `nbgrader release_assignment` copies all of release/<assignment>/ into the exchange for
-        every student, and a classmate's copy holds that classmate's numbers."""
-        return self.root / "personalised" / self.assignment(name).name
+        return self.paths(name).personalised_folder
 
     def personalised_notebook(self, student_id: str, name: str | None = None) -> Path:
-        """The notebook released for one student: personalised/<assignment>/<id>/<notebook>."""
-        return self.personalised_folder(name) / student_id / self.assignment(name).notebook
+        return self.paths(name).personalised_notebook(student_id)
 
     @property
     def gradebook_url(self) -> str:
         return f"sqlite:///{self.root / 'gradebook.db'}"
+
+
+@dataclass(frozen=True)
+class AssignmentPaths:
+    """Where one assignment's files are in the course folder (`root`): from settings already looked up, so that a
+    run that holds them (pipeline/run_context.py) asks for a path without looking the assignment up again by name."""
+
+    root: Path
+    settings: AssignmentSettings
+
+    @property
+    def source_notebook(self) -> Path:
+        return self.root / "source" / self.settings.name / self.settings.notebook
+
+    @property
+    def exercises_module(self) -> Path:
+        """The assignment's content module: numbers' variants, chain tables, misconceptions (may not exist)."""
+        return self.root / "source" / self.settings.name / self.settings.exercises
+
+    @property
+    def release_notebook(self) -> Path:
+        return self.root / "release" / self.settings.name / self.settings.notebook
+
+    @property
+    def release_template(self) -> Path:
+        """nbgrader's release with the {{placeholders}} of the numbers still in: personalised copies start here.
+        Kept outside release/<assignment>/ so that nbgrader and students see only real notebooks."""
+        return self.root / "release" / f".{self.settings.name}-template.ipynb"
+
+    @property
+    def personalised_folder(self) -> Path:
+        """personalised/<assignment>/: each student's own copy (variants), one folder per student id. Outside
+        release/ on purpose: `nbgrader release_assignment` copies all of release/<assignment>/ into the exchange for
+        every student, and a classmate's copy holds that classmate's numbers."""
+        return self.root / "personalised" / self.settings.name
+
+    def personalised_notebook(self, student_id: str) -> Path:
+        """The notebook released for one student: personalised/<assignment>/<id>/<notebook>."""
+        return self.personalised_folder / student_id / self.settings.notebook
 
 
 def _assignments(where: str, data: Any) -> tuple[AssignmentSettings, ...]:

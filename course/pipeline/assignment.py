@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from course.core.cell_metadata import nbgrader_cell
-from course.core.config import CourseConfig
+from course.core.config import AssignmentPaths, AssignmentSettings, CourseConfig
 from course.core.errors import ConfigError, SourceNotebookError, SubmissionError
 from course.core.syntax import parse_python
 from course.forms import FUNCTION
@@ -536,9 +536,15 @@ def _check_numbers_fit(content: Content, default_params: dict[str, Any], questio
 
 def load_course_assignment(config: CourseConfig, name: str | None = None) -> Assignment:
     """The course's assignment `name` (the first when None): its source notebook and exercises module."""
-    settings = config.assignment(name)
-    exercises = config.exercises_module(settings.name)
-    assignment = load_assignment(config.source_notebook(settings.name), settings.name, exercises)
+    return load_settings_assignment(config, config.assignment(name))
+
+
+def load_settings_assignment(config: CourseConfig, settings: AssignmentSettings) -> Assignment:
+    """The course's assignment whose settings are already looked up (run_context.open_run): its source notebook
+    and exercises module."""
+    paths = AssignmentPaths(config.root, settings)
+    exercises = paths.exercises_module
+    assignment = load_assignment(paths.source_notebook, settings.name, exercises)
     if config.variants and assignment.default_params and assignment.content.derive is None:
         # Refused here, where the assignment is loaded (release, grade, serve, autograder build), not at grading
         # time: there it would be every submission's autograder_error, and a release would stop half done.

@@ -34,7 +34,7 @@ def _ref(student_id: str, path: Path, problem: str = "") -> SubmissionRef:
     return SubmissionRef(student_id, path, problem or student_id_problem(student_id))
 
 
-def discover(paths: list[Path], assignment: str, notebook: str) -> list[SubmissionRef]:
+def discover(paths: list[Path], assignment_name: str, notebook: str) -> list[SubmissionRef]:
     """Submissions named by PATHs: nbgrader's submitted/<student>/<assignment>/<notebook> layout, a folder
     of <student>.ipynb files, or single notebooks. One canonical id check here: a ref whose id cannot be
     used, or that repeats an id already found, carries a `problem` and is refused, never renamed."""
@@ -42,15 +42,15 @@ def discover(paths: list[Path], assignment: str, notebook: str) -> list[Submissi
     for path in paths:
         if path.is_dir():
             for child in sorted(path.iterdir()):
-                if child.is_dir() and (child / assignment).is_dir():
-                    refs.append(_ref(child.name, child / assignment / notebook))
-                elif child.is_dir() and child.name == assignment and (child / notebook).exists():
+                if child.is_dir() and (child / assignment_name).is_dir():
+                    refs.append(_ref(child.name, child / assignment_name / notebook))
+                elif child.is_dir() and child.name == assignment_name and (child / notebook).exists():
                     refs.append(_ref(path.name, child / notebook))
                 elif child.is_file() and child.suffix == ".ipynb":
                     refs.append(_ref(child.stem, child))
         elif path.exists():
             parts = path.resolve().parts
-            if len(parts) >= 3 and parts[-2] == assignment:
+            if len(parts) >= 3 and parts[-2] == assignment_name:
                 refs.append(_ref(parts[-3], path))
             else:
                 refs.append(_ref(path.stem, path))

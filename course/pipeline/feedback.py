@@ -173,7 +173,7 @@ MAX_SYNTAX_ERRORS = 5  # a message each at the top of the feedback (course/pipel
 
 def build_feedback(
     student_id: str,
-    assignment: str,
+    assignment_name: str,
     questions: tuple[QuestionResult, ...],
     *,
     status: Status,
@@ -190,7 +190,7 @@ def build_feedback(
     diagnoses = diagnose(questions, content.rules)
     return Feedback(
         student_id=student_id,
-        assignment=assignment,
+        assignment=assignment_name,
         status=status,
         score=round(sum(q.earned for q in questions), 6),
         max_score=sum(q.points for q in questions),

@@ -177,17 +177,19 @@ def grade_submission(
     run: sandbox.Runner | None = None,
     reveal_torch_values: bool | None = None,
     params: dict[str, Any] | None = None,
+    secret: bytes | None = None,
 ) -> Graded:
     """Grade one notebook. Never raises: every failure becomes a status, a reason and score 0.
     probe_points: where function answers are called (default: the course's, `probes.course_probe_points`, the same
     on every run: a test may name its own, none of them private).
     reveal_torch_values: whether the feedback shows torch's values (default: the course's setting for
     local grading). params: the numbers to grade with (default: the student's own, `variants.numbers_for`;
-    the submission service passes an attempt's fresh numbers)."""
+    the submission service passes an attempt's fresh numbers). secret: the course secret as the run's context read
+    it once (run_context.py; None: read where it is needed, when the course has one)."""
     started = time.monotonic()
     so_far = _SoFar()
     try:
-        status, questions = _grade(ref, assignment, config, probe_points, run, params, so_far)
+        status, questions = _grade(ref, assignment, config, probe_points, run, params, secret, so_far)
     except UnreadableSubmission as problem:
         # The file is there but this grader cannot read it (permissions, a link, ...): the grader's set-up, so its
         # error, never the student's 0.
@@ -257,6 +259,7 @@ def _grade(
     probe_points: dict[str, list[float]] | None,
     run: sandbox.Runner | None,
     params: dict[str, Any] | None,
+    secret: bytes | None,
     so_far: _SoFar,
 ) -> tuple[Status, tuple[QuestionResult, ...]]:
     """Read the notebook, run it in the sandbox, judge its answers: the status and the questions' results. Raises
@@ -264,7 +267,7 @@ def _grade(
     if ref.problem:
         raise SubmissionError(ref.problem)
     if params is None:
-        params = numbers_for(config, assignment.content, ref.student_id, assignment.default_params)
+        params = numbers_for(config, assignment.content, ref.student_id, assignment.default_params, secret)
     so_far.params = params
     submission = _read(ref, assignment, config, params)
     parsed = handwork.parse_cells(submission.cells)  # once, bounded: for hand work and the integrity report
@@ -272,7 +275,11 @@ def _grade(
     so_far.findings = integrity.review(
         submission, ref.student_id, parsed, default_numbers=bool(whose) and submission.personalised_for is None
     )
-    points = ProbePoints(probe_points) if probe_points is not None else course_probe_points(config, assignment, params)
+    points = (
+        ProbePoints(probe_points)
+        if probe_points is not None
+        else course_probe_points(config, assignment, params, secret)
+    )
     runner = run or cold_runner(config)
     ran = runner(
         list(submission.cells), assignment.answer_names + assignment.function_names, points.points, config.limits

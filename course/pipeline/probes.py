@@ -72,11 +72,11 @@ def _draw(key: bytes, label: str, index: int, choices: tuple[float, ...]) -> flo
 
 
 def drawn_points(
-    key: bytes, course_id: str, assignment: str, function: str, count: int, taken: frozenset[float] = frozenset()
+    key: bytes, course_id: str, assignment_name: str, function: str, count: int, taken: frozenset[float] = frozenset()
 ) -> list[float]:
     """`count` (at least two) distinct points of the grid, none in `taken`: a negative one, a positive one, then
     any."""
-    label = f"probe points\0{course_id}\0{assignment}\0{function}"
+    label = f"probe points\0{course_id}\0{assignment_name}\0{function}"
     points: list[float] = []
     for index in range(min(max(count, 2), MAX_DRAWN)):  # always a negative and a positive one
         pool = NEGATIVE if index == 0 else POSITIVE if index == 1 else GRID
@@ -116,6 +116,9 @@ def probe_points(config: CourseConfig, assignment: Assignment, params: Params, s
     return ProbePoints(points, private)
 
 
-def course_probe_points(config: CourseConfig, assignment: Assignment, params: Params) -> ProbePoints:
-    """`probe_points` with the course's own secret (if it has one)."""
-    return probe_points(config, assignment, params, probe_secret(config))
+def course_probe_points(
+    config: CourseConfig, assignment: Assignment, params: Params, secret: bytes | None = None
+) -> ProbePoints:
+    """`probe_points` with the course's own secret (if it has one): `secret` as a run's context read it once, else
+    read here."""
+    return probe_points(config, assignment, params, secret if secret is not None else probe_secret(config))

@@ -16,7 +16,7 @@ from pathlib import Path
 from course import forms, sandbox
 from course.core.answers import FUNCTION, MISSING, STILL_RELEASED, VALUE, WRONG_FORM, Answer, PlainValue, describe
 from course.core.cell_metadata import nbgrader_cell
-from course.core.config import DEFAULT_SANDBOX_UID, CourseConfig, Limits
+from course.core.config import DEFAULT_SANDBOX_UID, AssignmentSettings, CourseConfig, Limits
 from course.core.errors import CourseError, SandboxStartError
 from course.core.text import safe_text
 from course.pipeline.assignment import NUMBERS_CELL, cell_text, is_text, released_assignment
@@ -211,11 +211,11 @@ def public_check_lines(error: str, said: set[str]) -> list[str]:
     ]
 
 
-def _fetched_as(path: Path, config: CourseConfig | None, name: str) -> str:
+def _fetched_as(path: Path, settings: AssignmentSettings | None) -> str:
     """Where nbgrader's fetch puts this assignment's notebook (<assignment>/<notebook>), as far as the check knows:
     from the course's settings, else from a notebook checked where fetch put it, else an example."""
-    if config:
-        return f"{name}/{config.assignment(name).notebook}"
+    if settings:
+        return f"{settings.name}/{settings.notebook}"
     if path.resolve().parent.name == path.stem:
         return f"{path.stem}/{path.name}"
     return "<assignment>/<notebook> (e.g. autograd/autograd.ipynb)"
@@ -228,12 +228,15 @@ def check_notebook(path: Path, config: CourseConfig | None = None, assignment_na
     if config and assignment_name is None:  # the assignment whose notebook this is named like, else the first
         named = [a.name for a in config.assignments if a.notebook == path.name]
         assignment_name = named[0] if named else None
-    name = config.assignment(assignment_name).name if config else (assignment_name or path.stem)
+    # The check's context, once: the course's settings of the assignment (none outside a course folder); the
+    # assignment itself is read from the student's notebook, which holds no answer key or hidden tests.
+    settings = config.assignment(assignment_name) if config else None
+    name = settings.name if settings else (assignment_name or path.stem)
     notebook = read_notebook_json(path, limits.notebook_mb * 1024 * 1024)
     assignment = released_assignment(notebook, path, name)
     # The assignment is read from the notebook itself, so its own numbers cell says nothing of what the default
     # numbers are: only the course's release does (None: no release to compare with).
-    release_numbers = _release_numbers(config, name, limits) if config else None
+    release_numbers = _release_numbers(config.release_notebook(name), limits) if config else None
     # The form checks do not depend on whose numbers these are: a personalised notebook's own numbers
     # cell runs after the course's and sets the student's.
     submission = read_submission(
@@ -283,15 +286,15 @@ def check_notebook(path: Path, config: CourseConfig | None = None, assignment_na
         submission.default_numbers,
         submission.unmarked_numbers and release_numbers is None,
         config.variants if config else None,
-        _fetched_as(path, config, name),
+        _fetched_as(path, settings),
     )
 
 
-def _release_numbers(config: CourseConfig, name: str, limits: Limits) -> str | None:
+def _release_numbers(release_notebook: Path, limits: Limits) -> str | None:
     """The numbers cell of the course's release (release/<assignment>/<notebook>, the default numbers everyone is
     given), or None when there is no readable release to compare with."""
     try:
-        release = read_notebook_json(config.release_notebook(name), limits.notebook_mb * 1024 * 1024)
+        release = read_notebook_json(release_notebook, limits.notebook_mb * 1024 * 1024)
     except (CourseError, OSError):
         return None
     cells = release.get("cells")

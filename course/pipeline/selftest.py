@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from course import sandbox
-from course.core.config import CourseConfig, Limits
+from course.core.config import Limits
 from course.core.errors import SandboxStartError, SelfTestError
 from course.core.status import Status
 from course.core.text import safe_text
@@ -35,6 +35,7 @@ from course.pipeline.assignment import (
 )
 from course.pipeline.discovery import SubmissionRef
 from course.pipeline.grading import Graded, grade_submission
+from course.pipeline.run_context import RunContext
 
 SOLUTION, UNTOUCHED = "the course's solution", "the untouched release"
 
@@ -76,12 +77,12 @@ def from_source(assignment: Assignment, *, solved: bool) -> dict[str, Any]:
     return notebook
 
 
-def untouched_release(config: CourseConfig, assignment: Assignment) -> dict[str, Any]:
+def untouched_release(context: RunContext) -> dict[str, Any]:
     """The release students were given (release/), or where a course travels without it (a Gradescope bundle,
     the grader's image) the same made from the source notebook."""
-    path = config.release_notebook(assignment.name)
+    path = context.paths.release_notebook
     if not path.exists():
-        return from_source(assignment, solved=False)
+        return from_source(context.assignment, solved=False)
     try:
         release: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
         return release
@@ -94,14 +95,14 @@ def untouched_release(config: CourseConfig, assignment: Assignment) -> dict[str,
 PRIVATE_MARKS = (SOLUTION_BEGIN, HIDDEN_BEGIN)  # a cell that holds either is no text to hand every student's child
 
 
-def released_code_cells(config: CourseConfig, name: str) -> tuple[str, ...]:
-    """The code cells of assignment `name`'s release (release/), as students were given them: what a warm pool's
+def released_code_cells(release_notebook: Path) -> tuple[str, ...]:
+    """The code cells of an assignment's release (`release_notebook`), as students were given them: what a warm pool's
     workers compile before they fork (WarmPool's `compiled`). Every child can read what its worker holds, so a cell
     that still marks a solution or hidden tests (a release made by hand, say) is left out: public text only.
     Nothing where the release is not at hand (a Gradescope bundle) or cannot be read: the self-test says why, and
     each run compiles its cells itself."""
     try:
-        cells = json.loads(config.release_notebook(name).read_text(encoding="utf-8"))["cells"]
+        cells = json.loads(release_notebook.read_text(encoding="utf-8"))["cells"]
         texts = [cell_text(cell) for cell in cells if cell["cell_type"] == "code" and is_text(cell["source"])]
     except (OSError, ValueError, KeyError, TypeError):
         return ()
@@ -143,13 +144,15 @@ def _first_difference(graded: Graded, *, full: bool) -> str:
     return "its score was off"
 
 
-def prove_setup(assignment: Assignment, config: CourseConfig, run: sandbox.Runner, *, level: str) -> SelfTest:
-    """Grade the course's solution and the untouched release through `run` (at `level`, for the message); raise
-    SelfTestError unless they earn full marks and 0. The two run side by side (on the first two warm workers)."""
+def prove_setup(context: RunContext, run: sandbox.Runner, *, level: str) -> SelfTest:
+    """Grade the course's solution and the untouched release of the run's assignment through `run` (at `level`, for
+    the message); raise SelfTestError unless they earn full marks and 0. The two run side by side (on the first two
+    warm workers)."""
     started = time.monotonic()
+    assignment = context.assignment
     # The self-test proves the machinery, not a course policy: hand work is only noted, as the release proof does.
-    config = replace(config, hand_work="note")
-    notebooks = {SOLUTION: from_source(assignment, solved=True), UNTOUCHED: untouched_release(config, assignment)}
+    config = replace(context.config, hand_work="note")
+    notebooks = {SOLUTION: from_source(assignment, solved=True), UNTOUCHED: untouched_release(context)}
     with tempfile.TemporaryDirectory(prefix="autograd-selftest-") as scratch:
         refs = {}
         for index, (what, notebook) in enumerate(notebooks.items()):
@@ -159,7 +162,13 @@ def prove_setup(assignment: Assignment, config: CourseConfig, run: sandbox.Runne
         with ThreadPoolExecutor(len(refs)) as executor:
             futures = {
                 what: executor.submit(
-                    grade_submission, ref, assignment, config, run=run, params=assignment.default_params
+                    grade_submission,
+                    ref,
+                    assignment,
+                    config,
+                    run=run,
+                    params=assignment.default_params,
+                    secret=context.secret,
                 )
                 for what, ref in refs.items()
             }

@@ -282,13 +282,13 @@ class _Reading:
         self.cells.append(Cell(index, label, source))
 
 
-def other_assignment(config: CourseConfig, assignment: str, answer_ids: frozenset[str]) -> str:
+def other_assignment(config: CourseConfig, assignment_name: str, answer_ids: frozenset[str]) -> str:
     """The course's other assignment whose notebook holds these answer cells (`NotThisAssignment.answer_ids`: the
     notebook holds none of `assignment`'s), the one it shares most with; "" when none is. Read from the other
     assignments' source notebooks (the instructor's, trusted); one that cannot be read is passed over."""
     best, shared = "", 0
     for settings in config.assignments:
-        if settings.name == assignment or not answer_ids:
+        if settings.name == assignment_name or not answer_ids:
             continue
         path = config.source_notebook(settings.name)
         try:

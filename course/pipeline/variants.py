@@ -118,9 +118,12 @@ def course_secret(config: CourseConfig) -> bytes:
     return load_secret(config.variant_secret_env, config.variant_secret_file, config.root)
 
 
-def numbers_for(config: CourseConfig, content: Content, student_id: str, defaults: Params) -> Params:
+def numbers_for(
+    config: CourseConfig, content: Content, student_id: str, defaults: Params, secret: bytes | None = None
+) -> Params:
     """The numbers a student's exercises use: their own when variants are on (and the assignment has numbers),
-    else `defaults` (those of the source notebook's numbers cell)."""
+    else `defaults` (those of the source notebook's numbers cell). secret: the course secret as a run's context
+    read it once (None: read here)."""
     if not config.variants or (not defaults and content.derive is None):
         return dict(defaults)
-    return derive(content, course_secret(config), student_id, set(defaults))
+    return derive(content, secret or course_secret(config), student_id, set(defaults))

@@ -21,13 +21,11 @@ from course.core.errors import CourseError, NoIsolationError, SelfTestError, Sub
 from course.core.files import atomic_write_json, os_reason, unwritable_folder
 from course.core.status import Status
 from course.core.text import markdown_text, safe_text
-from course.pipeline.assignment import load_course_assignment
 from course.pipeline.discovery import SubmissionRef
 from course.pipeline.grading import Graded, grade_submission
-from course.pipeline.probes import has_secret
 from course.pipeline.render import question_markdown, summary_markdown
+from course.pipeline.run_context import RunContext, open_run
 from course.pipeline.selftest import prove_setup
-from course.pipeline.variants import load_secret
 from course.sandbox import ISOLATION_SUMMARY, WarmPool, choose_isolation
 
 IGNORED_NAMES = {".DS_Store", "__MACOSX", ".ipynb_checkpoints", "Thumbs.db"}
@@ -164,31 +162,29 @@ def _warm_torch() -> None:
     (x**3).backward()
 
 
-def _grade_on_one_worker(root: Path, config: CourseConfig) -> Graded:
+def _grade_on_one_worker(root: Path, config: CourseConfig, context: RunContext | None = None) -> Graded:
     """The self-test's two notebooks and the student's, on one warm worker: one torch import in the sandbox, three
     forked runs. The worker starts first and imports torch and IPython while this process reads the notebook and
     imports its own torch for the judge (on the other core, where there is one). Nothing is returned unless the
-    course's solution and untouched release score full marks and 0 (selftest.py)."""
-    settings = config.assignment()
+    course's solution and untouched release score full marks and 0 (selftest.py). `context`: the run's, once read
+    (a second try, at the level the probe chose, reads nothing again)."""
     with (
         WarmPool(1, config.limits, isolation=config.sandbox, base_uid=config.sandbox_uid, prove_by_start=True) as pool,
         ThreadPoolExecutor(1) as executor,
     ):
         threading.Thread(target=_warm_torch, daemon=True).start()
-        assignment = load_course_assignment(config, settings.name)
-        if has_secret(config):  # the variants' numbers and the function answers' points (course/pipeline/probes.py)
-            # Refuses a secret that the sandbox's uid could read, before any student code runs.
-            load_secret(config.variant_secret_env, config.variant_secret_file, config.root)
-        proving = executor.submit(
-            prove_setup, assignment, config, partial(pool.run, cold_fallback=False), level=pool.level
-        )
-        notebook = find_notebook(root / "submission", settings.notebook)
+        # The run's context, once: the course's first assignment, its notebook read, and the course secret checked
+        # (a secret that the sandbox's uid could read is refused before any student code runs).
+        context = context or open_run(config)
+        proving = executor.submit(prove_setup, context, partial(pool.run, cold_fallback=False), level=pool.level)
+        notebook = find_notebook(root / "submission", context.settings.notebook)
         graded = grade_submission(
             SubmissionRef(student_id_from_metadata(root), notebook),
-            assignment,
+            context.assignment,
             config,
             run=pool.run,
             reveal_torch_values=config.reveals_torch_values(gradescope=True),
+            secret=context.secret,
         )
         try:
             proof = proving.result()
@@ -198,7 +194,7 @@ def _grade_on_one_worker(root: Path, config: CourseConfig) -> Graded:
             proof = None  # no worker started at the probe's first choice, unprobed: the probe chooses below
     if proof is None:
         choose_isolation(config.sandbox, config.sandbox_uid, config.limits.tmp_mb)  # NoIsolationError: none works
-        return _grade_on_one_worker(root, config)
+        return _grade_on_one_worker(root, config, context)
     print(proof.line(), file=sys.stderr)
     return graded
 

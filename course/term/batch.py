@@ -16,12 +16,10 @@ from course import sandbox
 from course.core.config import AssignmentSettings, CourseConfig
 from course.core.errors import CourseError
 from course.core.files import unwritable_folder
-from course.pipeline.assignment import Assignment, load_course_assignment
 from course.pipeline.discovery import SubmissionRef, check_paths_exist, discover
 from course.pipeline.grading import Graded, cold_runner, grade_submission, warm_imports
-from course.pipeline.probes import has_secret
+from course.pipeline.run_context import RunContext, open_run
 from course.pipeline.selftest import prove_setup, released_code_cells
-from course.pipeline.variants import course_secret
 from course.term.gradebook import write_course_totals
 from course.term.item_analysis import item_settings
 from course.term.nbgrader_term import NoGradebook, records_in_gradebook, with_late_policy
@@ -54,25 +52,21 @@ def grade_batch(
     """
     check_paths_exist(paths)
     record = records_in_gradebook(config, out_dir, record_gradebook)
-    settings = config.assignment(assignment_name)
-    assignment = load_course_assignment(config, settings.name)
-    found = _find_submissions(config, paths, out_dir, settings, shard)
+    # The run's context, once: its settings, its notebook read, the course secret checked (a missing or readable
+    # one stops the batch before anything is graded). Everything below takes it rather than looking again.
+    context = open_run(config, assignment_name)
+    found = _find_submissions(context, paths, out_dir, shard)
     jobs = sandbox.default_jobs() if jobs is None else jobs
-    # The variants' numbers and the function answers' points (course/pipeline/probes.py) need it:
-    if has_secret(config):
-        course_secret(config)  # a missing or readable course secret stops the batch before anything is graded
-    summary = start_summary(config, out_dir, settings.name, record)
+    summary = start_summary(context, out_dir, record)
     summary.refused = [ref for ref in found.refs if ref.problem]
     refs = [ref for ref in found.refs if not ref.problem]
     paths_by_id = {ref.student_id: ref.path for ref in refs}
-    _grade_and_record(
-        config, settings, assignment, refs, paths_by_id, summary, jobs=jobs, record=record, roster=roster, report=report
-    )
-    write_reports(summary, settings, item_settings(config, assignment))
+    _grade_and_record(context, refs, paths_by_id, summary, jobs=jobs, record=record, roster=roster, report=report)
+    write_reports(context, summary, item_settings(config, context.assignment))
     if shard is not None:
         write_shard(
             out_dir,
-            settings.name,
+            context.name,
             shard,
             summary.graded,
             summary.refused,
@@ -94,11 +88,10 @@ class _Found:
     whole_class: str
 
 
-def _find_submissions(
-    config: CourseConfig, paths: list[Path], out_dir: Path, settings: AssignmentSettings, shard: Shard | None
-) -> _Found:
+def _find_submissions(context: RunContext, paths: list[Path], out_dir: Path, shard: Shard | None) -> _Found:
     """The submissions under PATHs (default: submitted/), or a CourseError when there are none or the results
     could not be written: both said before anything is graded."""
+    config, settings = context.config, context.settings
     sources = paths or [config.root / "submitted"]
     if shard is not None:  # inside the course, where merge finds them again
         sources = shard_sources(config.root, sources)
@@ -121,9 +114,7 @@ def _find_submissions(
 
 
 def _grade_and_record(
-    config: CourseConfig,
-    settings: AssignmentSettings,
-    assignment: Assignment,
+    context: RunContext,
     refs: list[SubmissionRef],
     paths_by_id: dict[str, Path],
     summary: BatchSummary,
@@ -134,12 +125,13 @@ def _grade_and_record(
     report: Callable[[Graded, int, int], None] | None,
 ) -> None:
     """Prove the setup, then grade `refs` in parallel and record each result as it arrives (recording.py)."""
+    config, assignment = context.config, context.assignment
     with ExitStack() as stack:
         # Start-up overlaps: the workers import torch while this process imports its own (for the judge), then
         # nbgrader's, in one thread, and reads the roster and the due date and opens the gradebook in another;
         # results wait for these only where they need them. The probe and the workers' start come first: done while
         # the imports hold this process's interpreter lock, their few milliseconds of work took 0.3 s more.
-        pool = _start_pool(stack, config, settings, jobs, refs)
+        pool = _start_pool(stack, context, jobs, refs)
         background = stack.enter_context(ThreadPoolExecutor(2))
         background.submit(warm_imports, "nbgrader.api")  # torch for the judge, then nbgrader for the records
         # no sandbox, no grading: refused before the gradebook is opened (or the assignment recorded in it)
@@ -151,51 +143,50 @@ def _grade_and_record(
         summary.isolation = note or sandbox.ISOLATION_SUMMARY[level]
         # The gradebook is opened (and written) only once the self-test below has passed.
         proven: Future[bool] = Future()
-        opening = background.submit(_records_once_proven, config, settings, record, roster, proven)
+        opening = background.submit(_records_once_proven, context, record, roster, proven)
         stack.callback(lambda: opening.result().gradebook.close())
         run, proving, threads = _runners(config, pool, jobs)
         try:
             if refs:  # nobody is graded before the course's own notebooks grade as they must (selftest.py)
-                summary.selftest = prove_setup(assignment, config, proving, level=level)
+                summary.selftest = prove_setup(context, proving, level=level)
         except BaseException:
             proven.set_result(False)
             raise
         proven.set_result(True)
         executor = stack.enter_context(ThreadPoolExecutor(threads))
-        futures = [executor.submit(grade_submission, ref, assignment, config, run=run) for ref in refs]
+        futures = [
+            executor.submit(grade_submission, ref, assignment, config, run=run, secret=context.secret) for ref in refs
+        ]
 
         def results() -> Iterator[Graded]:
+            dated: RunContext | None = None  # with the due date the records found, once they are open
             for future in as_completed(futures):
                 graded = future.result()  # grade_submission never raises
-                yield with_late_policy(
-                    graded, paths_by_id.get(graded.student_id), opening.result().due, settings, config
-                )
+                dated = dated or context.with_due(opening.result().due)
+                yield with_late_policy(dated, graded, paths_by_id.get(graded.student_id))
 
         record_results(
-            results(),
+            context,
             summary,
-            config,
-            settings,
-            assignment,
+            results(),
             opening.result,
             paths_by_id,
             report=(lambda graded, done: report(graded, done, len(refs))) if report else None,
         )
 
 
-def _start_pool(
-    stack: ExitStack, config: CourseConfig, settings: AssignmentSettings, jobs: int, refs: list[SubmissionRef]
-) -> sandbox.WarmPool | None:
+def _start_pool(stack: ExitStack, context: RunContext, jobs: int, refs: list[SubmissionRef]) -> sandbox.WarmPool | None:
     """The warm workers (closed with `stack`), none for cold runs (jobs 0) or an empty batch."""
     if jobs <= 0 or not refs:
         return None
+    config = context.config
     return stack.enter_context(
         sandbox.WarmPool(
             min(jobs, len(refs)),
             config.limits,
             isolation=config.sandbox,
             base_uid=config.sandbox_uid,
-            compiled=released_code_cells(config, settings.name),
+            compiled=released_code_cells(context.paths.release_notebook),
         )
     )
 
@@ -213,14 +204,14 @@ def _runners(
 
 
 def _records_once_proven(
-    config: CourseConfig, settings: AssignmentSettings, record: bool, roster: list[Student] | None, proven: Future[bool]
+    context: RunContext, record: bool, roster: list[Student] | None, proven: Future[bool]
 ) -> Records:
     """open_records, in the background, once the self-test has passed (`proven`); after a failed one the
     gradebook is not opened at all (nor the assignment recorded in it). nbgrader is imported meanwhile
     (warm_imports)."""
     if not proven.result():
         return Records(NoGradebook(), None, None)
-    return open_records(config, settings, record, roster)
+    return open_records(context, record, roster)
 
 
 def assignments_in(config: CourseConfig, paths: list[Path], assignment_name: str | None) -> list[AssignmentSettings]:

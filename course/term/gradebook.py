@@ -16,9 +16,9 @@ CSV_FIXED_COLUMNS = ("student_id",)
 CSV_TAIL_COLUMNS = ("raw_score", "late_penalty", "score", "max_score", "status")
 
 
-def grades_csv_path(out_dir: Path, assignment: str) -> Path:
+def grades_csv_path(out_dir: Path, assignment_name: str) -> Path:
     """Where a batch's CSV goes: one per assignment (its columns are that assignment's questions)."""
-    return out_dir / f"grades-{assignment}.csv"
+    return out_dir / f"grades-{assignment_name}.csv"
 
 
 @dataclass(frozen=True)

@@ -50,17 +50,17 @@ class GradebookWriter:
     student in one transaction (and says which, if any, could not be written)."""
 
     def __init__(
-        self, root: Path, db_url: str, assignment: str, source_notebook: Path, due: datetime | None = None
+        self, root: Path, db_url: str, assignment_name: str, source_notebook: Path, due: datetime | None = None
     ) -> None:
-        ensure_assignment_in_gradebook(root, db_url, assignment, source_notebook)
+        ensure_assignment_in_gradebook(root, db_url, assignment_name, source_notebook)
         from nbgrader.api import Gradebook
 
         prepare_nbgrader()
-        self.assignment, self.notebook = assignment, source_notebook.stem
+        self.assignment, self.notebook = assignment_name, source_notebook.stem
         self.gradebook = Gradebook(db_url)
         self.pending: dict[str, Entry] = {}  # student -> what record() was given since the last commit
         if due is not None:  # the course YAML's due date, so nbgrader's own late accounting agrees with ours
-            self.gradebook.update_or_create_assignment(assignment, duedate=due)
+            self.gradebook.update_or_create_assignment(assignment_name, duedate=due)
         if db_url.startswith("sqlite"):
             from sqlalchemy import text
 
@@ -68,7 +68,7 @@ class GradebookWriter:
             # readers (formgrader, nbgrader export) never block.
             self.gradebook.db.execute(text("PRAGMA journal_mode=WAL"))
             self.gradebook.db.execute(text("PRAGMA synchronous=NORMAL"))
-        found = self.gradebook.find_assignment(assignment)
+        found = self.gradebook.find_assignment(assignment_name)
         self.assignment_id = found.id
         self.notebooks = tuple(
             _Notebook(

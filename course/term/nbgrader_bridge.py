@@ -115,7 +115,7 @@ def nbgrader_migration_head() -> str:
     return ScriptDirectory.from_config(alembic).get_current_head() or ""
 
 
-def _run(app_class: type, config: Config, assignment: str, student: str = "*") -> None:
+def _run(app_class: type, config: Config, assignment_name: str, student: str = "*") -> None:
     from nbgrader.coursedir import CourseDirectory
 
     prepare_nbgrader()
@@ -123,7 +123,7 @@ def _run(app_class: type, config: Config, assignment: str, student: str = "*") -
     from nbgrader.utils import capture_log
 
     coursedir = CourseDirectory(config=config)
-    coursedir.assignment_id = assignment
+    coursedir.assignment_id = assignment_name
     coursedir.student_id = student
     app = app_class(coursedir=coursedir, config=config)
     app.force = True
@@ -136,27 +136,27 @@ def _run(app_class: type, config: Config, assignment: str, student: str = "*") -
     if not result["success"]:
         if "Cannot add or remove cells" in result.get("log", ""):
             raise CourseError(
-                f"nbgrader will not change the cells of {assignment!r}: the gradebook "
+                f"nbgrader will not change the cells of {assignment_name!r}: the gradebook "
                 f"({config.CourseDirectory.db_url}) already holds graded submissions of the old version. "
                 "Keep the cells as they are, or move the gradebook aside (after exporting its grades), then release."
             )
         log = result.get("log", "").strip().splitlines()
         detail = "\n".join(log[-15:]) or result.get("error", "")
-        raise CourseError(f"nbgrader {app_class.__name__} failed for {assignment!r} ({student}):\n{detail}")
+        raise CourseError(f"nbgrader {app_class.__name__} failed for {assignment_name!r} ({student}):\n{detail}")
 
 
-def generate_assignment(root: Path, db_url: str, assignment: str) -> None:
+def generate_assignment(root: Path, db_url: str, assignment_name: str) -> None:
     """nbgrader generate_assignment: source/<assignment>/ -> release/<assignment>/, and the gradebook rows."""
     from nbgrader.converters import GenerateAssignment
 
-    _run(GenerateAssignment, nbgrader_config(root, db_url), assignment)
+    _run(GenerateAssignment, nbgrader_config(root, db_url), assignment_name)
 
 
-def autograde(root: Path, db_url: str, assignment: str, student: str) -> None:
+def autograde(root: Path, db_url: str, assignment_name: str, student: str) -> None:
     """nbgrader autograde, as nbgrader itself runs it (a real kernel, the student's namespace)."""
     from nbgrader.converters import Autograde
 
-    _run(Autograde, nbgrader_config(root, db_url), assignment, student)
+    _run(Autograde, nbgrader_config(root, db_url), assignment_name, student)
 
 
 def private_gradebook(db_url: str) -> None:
@@ -179,7 +179,7 @@ def open_gradebook(db_url: str) -> Iterator[Gradebook]:
         yield gradebook
 
 
-def assignment_due(db_url: str, gradebook_path: Path, assignment: str) -> datetime | None:
+def assignment_due(db_url: str, gradebook_path: Path, assignment_name: str) -> datetime | None:
     """The due date nbgrader's gradebook holds for the assignment (`nbgrader db assignment add --duedate`)."""
     if not gradebook_path.exists():
         return None
@@ -187,35 +187,35 @@ def assignment_due(db_url: str, gradebook_path: Path, assignment: str) -> dateti
 
     with open_gradebook(db_url) as gradebook:
         try:
-            due: datetime | None = gradebook.find_assignment(assignment).duedate
+            due: datetime | None = gradebook.find_assignment(assignment_name).duedate
             return due
         except MissingEntry:
             return None
 
 
-def grade_cell_scores(db_url: str, assignment: str, student: str) -> dict[str, float]:
+def grade_cell_scores(db_url: str, assignment_name: str, student: str) -> dict[str, float]:
     """{grade cell id: auto score} of one submission, read back from nbgrader's gradebook."""
     with open_gradebook(db_url) as gradebook:
-        submission = gradebook.find_submission(assignment, student)
+        submission = gradebook.find_submission(assignment_name, student)
         return {
             grade.name: float(grade.auto_score or 0) for notebook in submission.notebooks for grade in notebook.grades
         }
 
 
-def ensure_assignment_in_gradebook(root: Path, db_url: str, assignment: str, source_notebook: Path) -> None:
+def ensure_assignment_in_gradebook(root: Path, db_url: str, assignment_name: str, source_notebook: Path) -> None:
     """Record the assignment, its notebook and cells in the gradebook, as generate_assignment does."""
     from nbgrader.api import MissingEntry
 
     with open_gradebook(db_url) as gradebook:
         try:
-            gradebook.find_notebook(source_notebook.stem, assignment)
+            gradebook.find_notebook(source_notebook.stem, assignment_name)
             return
         except MissingEntry:
             pass
-    record_assignment(root, db_url, assignment)
+    record_assignment(root, db_url, assignment_name)
 
 
-def record_assignment(root: Path, db_url: str, assignment: str) -> None:
+def record_assignment(root: Path, db_url: str, assignment_name: str) -> None:
     """Record (or update) the assignment's notebook and cells in the gradebook at db_url. nbgrader's own way
     of doing that is generate_assignment: it runs into a scratch course, so release/ is never touched."""
     import shutil
@@ -223,8 +223,8 @@ def record_assignment(root: Path, db_url: str, assignment: str) -> None:
 
     with tempfile.TemporaryDirectory() as scratch:
         scratch_root = Path(scratch)
-        shutil.copytree(root / "source" / assignment, scratch_root / "source" / assignment)
-        generate_assignment(scratch_root, db_url, assignment)
+        shutil.copytree(root / "source" / assignment_name, scratch_root / "source" / assignment_name)
+        generate_assignment(scratch_root, db_url, assignment_name)
 
 
 @dataclass(frozen=True)
@@ -238,7 +238,7 @@ class Held:
     scores: dict[str, float | None]  # the notebook's grade and task cells: name -> auto score
 
 
-def held_submissions(db_url: str, gradebook_path: Path, assignment: str, notebook: str) -> dict[str, Held]:
+def held_submissions(db_url: str, gradebook_path: Path, assignment_name: str, notebook: str) -> dict[str, Held]:
     """{student: what the gradebook holds} for every submission of the assignment (empty: none, or no
     gradebook yet)."""
     if db_url.startswith("sqlite") and not gradebook_path.exists():
@@ -248,7 +248,7 @@ def held_submissions(db_url: str, gradebook_path: Path, assignment: str, noteboo
     held = {}
     with open_gradebook(db_url) as gradebook:
         try:
-            found = gradebook.find_assignment(assignment)
+            found = gradebook.find_assignment(assignment_name)
         except MissingEntry:
             return {}
         for submission in found.submissions:
@@ -262,13 +262,13 @@ def held_submissions(db_url: str, gradebook_path: Path, assignment: str, noteboo
     return held
 
 
-def forget_submission(db_url: str, assignment: str, student: str) -> None:
+def forget_submission(db_url: str, assignment_name: str, student: str) -> None:
     """Remove a student's submission of the assignment from the gradebook (nbgrader's remove_submission)."""
     from nbgrader.api import MissingEntry
 
     with open_gradebook(db_url) as gradebook:
         try:
-            gradebook.remove_submission(assignment, student)
+            gradebook.remove_submission(assignment_name, student)
         except MissingEntry:
             pass
 

@@ -208,7 +208,7 @@ def _clean(cell: dict[str, Any], meta: NbgraderCell | None) -> dict[str, Any]:
 
 def write_autograded(
     root: Path,
-    assignment: str,
+    assignment_name: str,
     notebook_name: str,
     student: str,
     submitted_path: Path,
@@ -220,7 +220,7 @@ def write_autograded(
 ) -> Path:
     """autograded/<student>/<assignment>/<notebook>, with the submission's timestamp.txt when it has one.
     max_bytes: the largest submission read (the course's limits.notebook_mb, as when it was graded)."""
-    folder = private_folders(root, "autograded", student, assignment)
+    folder = private_folders(root, "autograded", student, assignment_name)
     release = _released(release_path)
     submitted = _read_notebook(submitted_path, max_bytes)
     note = (

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from course.core import late
-from course.core.config import AssignmentSettings, CourseConfig
+from course.core.config import AssignmentPaths, AssignmentSettings, CourseConfig
 from course.core.files import SyncedWrites, atomic_write_json
 from course.core.status import Status
+from course.pipeline.run_context import RunContext
 from course.pipeline.submission import student_id_problem
 from course.term import nbgrader_layout
 from course.term.gradebook import GradeRow, read_grades_csv, write_grades_csv
@@ -75,34 +76,29 @@ def submission_time(path: Path | None, student_id: str) -> datetime | None:
         return None
 
 
-def with_late_policy(
-    graded: Graded, path: Path | None, due: datetime | None, settings: AssignmentSettings, config: CourseConfig
-) -> Graded:
-    """The submission time and the late policy applied: score, feedback and the penalty (a missing
-    timestamp or due date means on time)."""
-    return late_policy_at(graded, submission_time(path, graded.student_id), due, settings, config)
+def with_late_policy(context: RunContext, graded: Graded, path: Path | None) -> Graded:
+    """The submission time (nbgrader's timestamp.txt beside `path`) and the late policy applied against the run's
+    due date: score, feedback and the penalty (a missing timestamp or due date means on time)."""
+    return late_policy_at(context, graded, submission_time(path, graded.student_id))
 
 
-def late_policy_at(
-    graded: Graded, submitted: datetime | None, due: datetime | None, settings: AssignmentSettings, config: CourseConfig
-) -> Graded:
+def late_policy_at(context: RunContext, graded: Graded, submitted: datetime | None) -> Graded:
     """`with_late_policy` for a submission time already known (naive UTC; None: on time), as the submission
     service knows when it received each attempt."""
     lateness = late.assess(
         graded.feedback.score,
         graded.feedback.max_score,
         submitted,
-        due,
-        settings.extensions.get(graded.student_id, 0.0),
-        config.late_policy,
+        context.due,
+        context.settings.extensions.get(graded.student_id, 0.0),
+        context.config.late_policy,
     )
     feedback = graded.feedback.with_late_policy(lateness.penalty, lateness.explanation)
     return replace(graded, feedback=feedback, late_penalty=lateness.penalty, submitted=submitted)
 
 
 def record_for_nbgrader(
-    config: CourseConfig,
-    settings: AssignmentSettings,
+    context: RunContext,
     gradebook: GradebookWriter,
     graded: Graded,
     submitted_path: Path,
@@ -112,6 +108,7 @@ def record_for_nbgrader(
     commit; course-root runs only). The gradebook comes last: a file that cannot be written makes the student
     an autograder error (recording.record_graded) before anything of theirs is queued for the gradebook, so the
     gradebook never holds a grade the CSV and the LMS export do not."""
+    config, settings = context.config, context.settings
     nbgrader_layout.write_autograded(
         config.root,
         settings.name,
@@ -134,8 +131,9 @@ def record_for_nbgrader(
 
 def released_to(config: CourseConfig, settings: AssignmentSettings, student_id: str) -> Path:
     """The notebook the student was given: their personalised copy (variants), else the release."""
-    personal = config.personalised_notebook(student_id, settings.name)
-    return personal if personal.is_file() else config.release_notebook(settings.name)
+    paths = AssignmentPaths(config.root, settings)
+    personal = paths.personalised_notebook(student_id)
+    return personal if personal.is_file() else paths.release_notebook
 
 
 def mark_missing(
@@ -161,12 +159,12 @@ def mark_missing(
     return missing, sorted(sid for sid in graded_ids if sid not in on_roster)
 
 
-def integrity_path(out_dir: Path, assignment: str) -> Path:
-    return out_dir / f"integrity-{assignment}.json"
+def integrity_path(out_dir: Path, assignment_name: str) -> Path:
+    return out_dir / f"integrity-{assignment_name}.json"
 
 
-def read_integrity(out_dir: Path, assignment: str) -> dict[str, list[str]]:
-    path = integrity_path(out_dir, assignment)
+def read_integrity(out_dir: Path, assignment_name: str) -> dict[str, list[str]]:
+    path = integrity_path(out_dir, assignment_name)
     try:
         found = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     except (OSError, ValueError, RecursionError):
@@ -181,11 +179,11 @@ def read_integrity(out_dir: Path, assignment: str) -> dict[str, list[str]]:
     }
 
 
-def write_integrity(out_dir: Path, assignment: str, graded: list[Graded]) -> None:
+def write_integrity(out_dir: Path, assignment_name: str, graded: list[Graded]) -> None:
     """integrity-<assignment>.json: {student: [what was seen]}, merged by student like the grades CSV (a
     re-graded student's old findings are replaced). Instructor only: it is not in any student's folder."""
-    path = integrity_path(out_dir, assignment)
-    seen = read_integrity(out_dir, assignment)
+    path = integrity_path(out_dir, assignment_name)
+    seen = read_integrity(out_dir, assignment_name)
     for one in graded:
         if student_id_problem(one.student_id):
             continue

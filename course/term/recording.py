@@ -21,14 +21,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from course.core.config import AssignmentSettings, CourseConfig
 from course.core.files import PUBLIC, SyncedWrites, atomic_write_json, atomic_write_text, compact_json, private_folders
 from course.core.status import Status
 from course.core.text import plural, safe_text
 from course.pipeline import integrity
-from course.pipeline.assignment import Assignment
 from course.pipeline.discovery import SubmissionRef
 from course.pipeline.render import render_html
+from course.pipeline.run_context import RunContext
 from course.term import nbgrader_layout
 from course.term.gradebook import GradeRow, grades_csv_path, read_grades_csv, write_grades_csv
 from course.term.gradebook_writer import GradebookWriter
@@ -127,7 +126,7 @@ class BatchSummary:
 
 def write_feedback(
     out_dir: Path,
-    assignment: str,
+    assignment_name: str,
     graded: Graded,
     *,
     page: str = "feedback.html",
@@ -138,7 +137,7 @@ def write_feedback(
     like the notebook (page) and beside nbgrader's timestamp.txt and submission_secret.txt from the
     submission, `nbgrader release_feedback` hands the page to the student through the exchange.
     writes: the batch's synced writes (the files land at its next commit); else each is synced now."""
-    folder = private_folders(out_dir, "feedback", graded.student_id, assignment)
+    folder = private_folders(out_dir, "feedback", graded.student_id, assignment_name)
     write = writes.write_text if writes is not None else atomic_write_text
     write(folder / "feedback.json", compact_json(graded.feedback.to_json()))
     # The page alone is readable by others, inside folders that are not: release_feedback copies it into the
@@ -152,11 +151,9 @@ CSV_FLUSH_SECONDS = 1.0
 
 
 def record_results(
-    results: Iterable[Graded],
+    context: RunContext,
     summary: BatchSummary,
-    config: CourseConfig,
-    settings: AssignmentSettings,
-    assignment: Assignment,
+    results: Iterable[Graded],
     records: Callable[[], Records],
     paths_by_id: dict[str, Path],
     *,
@@ -167,18 +164,18 @@ def record_results(
     batch's results as they are graded, or the shards' results when they are merged (shards.py): the same
     writes either way. records: the gradebook, due date and roster, asked for when first needed (a batch
     opens them beside the grading)."""
+    assignment = context.assignment
     question_ids = tuple(q.id for q in assignment.questions)
     writes = SyncedWrites()
     try:
-        flush = _Flush(summary, question_ids, writes, summary.out_dir, settings)
+        flush = _Flush(context, summary, question_ids, writes)
         last_flush = time.monotonic()
         for graded in results:
             gradebook = records().gradebook
             graded = record_graded(
+                context,
                 graded,
                 summary.out_dir,
-                config,
-                settings,
                 gradebook if isinstance(gradebook, GradebookWriter) else None,
                 paths_by_id.get(graded.student_id),
                 writes=writes,
@@ -215,50 +212,54 @@ class Records:
     roster: list[Student] | None
 
 
-def open_records(
-    config: CourseConfig, settings: AssignmentSettings, record: bool, roster: list[Student] | None
-) -> Records:
+def open_records(context: RunContext, record: bool, roster: list[Student] | None) -> Records:
     """The roster (default, for a course-root run: the gradebook's students), the due date (the YAML's, else
     the gradebook's) and, when the run records (`record`), the open gradebook. Opening it (and, the first time,
     recording the assignment in it) takes seconds: a batch runs this beside the grading, once its self-test has
     passed (batch.py); merge, after every shard's record has been checked."""
+    config, settings = context.config, context.settings
     gradebook_path = config.root / "gradebook.db"
     if roster is None and record:
         roster = gradebook_students(config.gradebook_url, gradebook_path)
-    due = settings.due or assignment_due(config.gradebook_url, gradebook_path, settings.name)
+    due = context.due or assignment_due(config.gradebook_url, gradebook_path, settings.name)
     if not record:
         return Records(NoGradebook(), due, roster)
     return Records(
         GradebookWriter(
-            config.root, config.gradebook_url, settings.name, config.source_notebook(settings.name), settings.due
+            config.root,
+            config.gradebook_url,
+            settings.name,
+            context.paths.source_notebook,
+            settings.due,
         ),
         due,
         roster,
     )
 
 
-def start_summary(config: CourseConfig, out_dir: Path, assignment: str, record: bool) -> BatchSummary:
+def start_summary(context: RunContext, out_dir: Path, record: bool) -> BatchSummary:
     """An empty summary of one assignment's run into out_dir, `record` saying whether it goes into the gradebook."""
     return BatchSummary(
-        assignment=assignment,
+        assignment=context.name,
         out_dir=out_dir,
-        csv_path=grades_csv_path(out_dir, assignment),
-        gradebook_note=gradebook_note(config, record),
+        csv_path=grades_csv_path(out_dir, context.name),
+        gradebook_note=gradebook_note(context.config, record),
     )
 
 
-def write_reports(summary: BatchSummary, settings: AssignmentSettings, items: ItemSettings | None = None) -> None:
+def write_reports(context: RunContext, summary: BatchSummary, items: ItemSettings | None = None) -> None:
     """Once the results are recorded: the instructor's integrity report, then the class summary over them (with
     the item analysis, `items` its settings: `item_analysis.item_settings`)."""
-    write_integrity(summary.out_dir, settings.name, summary.graded)
-    write_class_summary(summary.out_dir, settings.name, summary.csv_path, page=feedback_page(settings), items=items)
+    write_integrity(summary.out_dir, context.name, summary.graded)
+    write_class_summary(
+        summary.out_dir, context.name, summary.csv_path, page=feedback_page(context.settings), items=items
+    )
 
 
 def record_graded(
+    context: RunContext,
     graded: Graded,
     out_dir: Path,
-    config: CourseConfig,
-    settings: AssignmentSettings,
     gradebook: GradebookWriter | None,
     submitted: Path | None,
     writes: SyncedWrites | None = None,
@@ -266,18 +267,19 @@ def record_graded(
     """Write one student's feedback (and, with a gradebook, nbgrader's records). A failure here stays this
     student's: they become an autograder error (score 0, a message, the details in the log), and the batch
     goes on."""
+    page = feedback_page(context.settings)
     try:
-        write_feedback(out_dir, settings.name, graded, page=feedback_page(settings), submitted=submitted, writes=writes)
+        write_feedback(out_dir, context.name, graded, page=page, submitted=submitted, writes=writes)
         # An autograder error is no grade: the gradebook keeps what it had (nothing, or the last real grading).
         if gradebook is not None and submitted is not None and graded.status != Status.AUTOGRADER_ERROR:
-            record_for_nbgrader(config, settings, gradebook, graded, submitted, writes)
+            record_for_nbgrader(context, gradebook, graded, submitted, writes)
         return graded
     except Exception:
-        return unrecorded(graded, out_dir, settings, traceback.format_exc(), writes)
+        return unrecorded(context, graded, out_dir, traceback.format_exc(), writes)
 
 
 def unrecorded(
-    graded: Graded, out_dir: Path, settings: AssignmentSettings, why: str, writes: SyncedWrites | None = None
+    context: RunContext, graded: Graded, out_dir: Path, why: str, writes: SyncedWrites | None = None
 ) -> Graded:
     """A student whose results could not be recorded: an autograder error, with feedback that says so."""
     failed = replace(
@@ -301,17 +303,22 @@ def unrecorded(
         ),
     )
     with contextlib.suppress(Exception):
-        write_feedback(out_dir, settings.name, failed, page=feedback_page(settings), writes=writes)
+        write_feedback(out_dir, context.name, failed, page=feedback_page(context.settings), writes=writes)
     return failed
 
 
-def class_summary_path(out_dir: Path, assignment: str, suffix: str = ".html") -> Path:
+def class_summary_path(out_dir: Path, assignment_name: str, suffix: str = ".html") -> Path:
     """The instructor's page of one assignment: class-summary-<assignment>.html (and .json)."""
-    return out_dir / f"class-summary-{assignment}{suffix}"
+    return out_dir / f"class-summary-{assignment_name}{suffix}"
 
 
 def write_class_summary(
-    out_dir: Path, assignment: str, csv_path: Path | None = None, *, page: str = "", items: ItemSettings | None = None
+    out_dir: Path,
+    assignment_name: str,
+    csv_path: Path | None = None,
+    *,
+    page: str = "",
+    items: ItemSettings | None = None,
 ) -> None:
     """class-summary-<assignment>.html (and .json) next to the grades CSV, over every student graded into
     out_dir; the students whose CSV row says `missing` are listed as having submitted nothing; page: the
@@ -320,17 +327,17 @@ def write_class_summary(
     student's numbers), which the summary's page shows too."""
     rows = read_grades_csv(csv_path) if csv_path else {}
     missing = sorted(sid for sid, row in rows.items() if row.get("status") == Status.MISSING)
-    feedback, unreadable = read_class_feedback(out_dir, assignment)
+    feedback, unreadable = read_class_feedback(out_dir, assignment_name)
     summary = class_summary(feedback, missing=missing, unreadable=unreadable, page=page)
-    seen = read_integrity(out_dir, assignment)
+    seen = read_integrity(out_dir, assignment_name)
     for student, findings in integrity.borrowed_numbers(feedback).items():  # across students: the whole class
         seen[student] = [*seen.get(student, []), *findings]
     summary["integrity"] = dict(sorted(seen.items()))
-    analysis = analyse_items(feedback, assignment, items)
+    analysis = analyse_items(feedback, assignment_name, items)
     summary["item_analysis"] = write_item_analysis(out_dir, analysis)
-    atomic_write_json(class_summary_path(out_dir, assignment, ".json"), summary)
+    atomic_write_json(class_summary_path(out_dir, assignment_name, ".json"), summary)
     atomic_write_text(
-        class_summary_path(out_dir, assignment), render_summary_html(summary, assignment, analysis=analysis)
+        class_summary_path(out_dir, assignment_name), render_summary_html(summary, assignment_name, analysis=analysis)
     )
 
 
@@ -345,15 +352,9 @@ class _Flush:
     refuses becomes an autograder error, and their row and feedback are written again to say so."""
 
     def __init__(
-        self,
-        summary: BatchSummary,
-        question_ids: tuple[str, ...],
-        writes: SyncedWrites,
-        out_dir: Path,
-        settings: AssignmentSettings,
+        self, context: RunContext, summary: BatchSummary, question_ids: tuple[str, ...], writes: SyncedWrites
     ) -> None:
-        self.summary, self.question_ids, self.writes = summary, question_ids, writes
-        self.out_dir, self.settings = out_dir, settings
+        self.context, self.summary, self.question_ids, self.writes = context, summary, question_ids, writes
         self.recent: dict[str, int] = {}  # student -> index in summary.graded, since the last flush
 
     def add(self, graded: Graded) -> None:
@@ -372,9 +373,9 @@ class _Flush:
         for student, why in refused.items():
             index = self.recent[student]
             failed = unrecorded(
+                self.context,
                 self.summary.graded[index],
-                self.out_dir,
-                self.settings,
+                self.summary.out_dir,
                 f"the gradebook refused the scores: {why}",
                 self.writes,
             )

@@ -24,16 +24,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from course.core.config import CourseConfig
+from course.core.config import AssignmentSettings, CourseConfig
 from course.core.errors import CourseError
 from course.core.files import atomic_write_json
 from course.core.status import GRADING_GIVES, Status
 from course.core.text import safe_text
-from course.pipeline.assignment import Assignment, load_course_assignment
+from course.pipeline.assignment import Assignment
 from course.pipeline.discovery import SubmissionRef, discover
 from course.pipeline.feedback_model import Feedback, FeedbackError, finite_number
 from course.pipeline.grading import Graded
 from course.pipeline.judge import QuestionResult
+from course.pipeline.run_context import RunContext, run_of
 from course.pipeline.submission import student_id_problem
 from course.term.gradebook import write_course_totals
 from course.term.item_analysis import item_settings
@@ -108,8 +109,8 @@ def _in_course(path: Path, root: Path) -> str:
     return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
 
 
-def shard_path(out_dir: Path, assignment: str) -> Path:
-    return out_dir / f"shard-{assignment}.json"
+def shard_path(out_dir: Path, assignment_name: str) -> Path:
+    return out_dir / f"shard-{assignment_name}.json"
 
 
 def _plain(graded: Graded, path: Path | None, root: Path) -> dict[str, Any]:
@@ -162,7 +163,7 @@ def _graded(data: dict[str, Any], feedback: Feedback) -> Graded:
 
 def write_shard(
     out_dir: Path,
-    assignment: str,
+    assignment_name: str,
     shard: Shard,
     graded: list[Graded],
     refused: list[SubmissionRef],
@@ -171,12 +172,12 @@ def write_shard(
     root: Path,
     sources: list[Path],
 ) -> Path:
-    path = shard_path(out_dir, assignment)
+    path = shard_path(out_dir, assignment_name)
     atomic_write_json(
         path,
         {
             "format": SHARD_FORMAT,
-            "assignment": assignment,
+            "assignment": assignment_name,
             "shard": shard.index,
             "of": shard.count,
             "class": whole_class,
@@ -276,14 +277,21 @@ def _shards(outs: list[Path]) -> dict[str, list[tuple[Path, dict[str, Any]]]]:
     return complete
 
 
-def _class_now(config: CourseConfig, name: str, shards: list[tuple[Path, dict[str, Any]]]) -> list[SubmissionRef]:
+def _settings_of(config: CourseConfig, name: str, shards: list[tuple[Path, dict[str, Any]]]) -> AssignmentSettings:
+    """The settings of the assignment the shards' records name, or a CourseError naming the first record."""
+    try:
+        return config.assignment(name)
+    except CourseError as problem:
+        raise CourseError(f"{shards[0][0]}: `assignment` {_shown(name)}: {problem}") from None
+
+
+def _class_now(
+    config: CourseConfig, settings: AssignmentSettings, shards: list[tuple[Path, dict[str, Any]]]
+) -> list[SubmissionRef]:
     """The class the shards were cut from, found again in the course now: the same folders (inside the course),
     the same submissions (the class digest), or a CourseError."""
     path, data = shards[0]
-    try:
-        settings = config.assignment(name)
-    except CourseError as problem:
-        raise CourseError(f"{path}: `assignment` {_shown(name)}: {problem}") from None
+    name = settings.name
     sources = []
     for index, source in enumerate(data["sources"]):
         where = _inside(config.root, source)
@@ -372,10 +380,27 @@ def _check_result(where: str, one: dict[str, Any], assignment: Assignment) -> Fe
     """One result as grading could have given it: a known status, a feedback document (`Feedback.from_json`, which
     is returned), each question of the assignment in order with its grade cell and points, a score within them,
     the totals their sum less the late penalty."""
+    refuse = _Refusal(where)
+    _check_fields(one, refuse)
+    feedback = _read_feedback(one, refuse)
+    earned = _check_questions(one["questions"], feedback, assignment, refuse)
+    _check_totals(one, feedback, earned, assignment, refuse)
+    return feedback
 
-    def refuse(field: str, what: str) -> CourseError:
-        return CourseError(f"{where}.{field}` {what}; grade the shard again")
 
+@dataclass(frozen=True)
+class _Refusal:
+    """The refusal of one field of a shard's result (`where`: the record's file and the result's index)."""
+
+    where: str
+
+    def __call__(self, field: str, what: str) -> CourseError:
+        return CourseError(f"{self.where}.{field}` {what}; grade the shard again")
+
+
+def _check_fields(one: dict[str, Any], refuse: _Refusal) -> None:
+    """A status grading gives, and each field of the result of the type a shard writes: seconds a number, integrity
+    sentences, the submission time a time."""
     try:
         given = Status.read(one.get("status")) in GRADING_GIVES  # `missing` is a grades row's, never grading's
     except ValueError:
@@ -402,11 +427,20 @@ def _check_result(where: str, one: dict[str, Any], assignment: Assignment) -> Fe
             datetime.fromisoformat(one["submitted"])
         except ValueError:
             raise refuse("submitted", f"{_shown(one['submitted'])} is not a time") from None
+
+
+def _read_feedback(one: dict[str, Any], refuse: _Refusal) -> Feedback:
+    """The result's feedback document, read as any feedback is (`Feedback.from_json`), its first problem named."""
     try:
-        feedback = Feedback.from_json(one["feedback"])
+        return Feedback.from_json(one["feedback"])
     except FeedbackError as problem:
         raise refuse(f"feedback.{problem.field}" if problem.field else "feedback", problem.what) from None
-    questions, shown = one["questions"], feedback.questions
+
+
+def _check_questions(questions: list[Any], feedback: Feedback, assignment: Assignment, refuse: _Refusal) -> float:
+    """Each of the assignment's questions in order, with its grade cell and points, a score within them, and the
+    feedback saying the same score; returns the points earned in all."""
+    shown = feedback.questions
     if len(questions) != len(assignment.questions) or len(shown) != len(questions):
         raise refuse("questions", f"are not the {len(assignment.questions)} questions of {assignment.name}")
     earned_total = 0.0
@@ -432,6 +466,14 @@ def _check_result(where: str, one: dict[str, Any], assignment: Assignment) -> Fe
         if entry.id != want.id or entry.points != want.points or abs(entry.earned - earned) > SAME:
             raise refuse(f"feedback.questions[{index}]", f"does not say {want.id}'s {earned:g} of {want.points:g}")
         earned_total += earned
+    return earned_total
+
+
+def _check_totals(
+    one: dict[str, Any], feedback: Feedback, earned_total: float, assignment: Assignment, refuse: _Refusal
+) -> None:
+    """A late penalty within the points earned, the feedback's totals the questions' sum less it, and the feedback
+    this result's (its student, status and assignment)."""
     penalty = _number(one.get("late_penalty"))
     if penalty is None or not 0 <= penalty <= earned_total + SAME:
         raise refuse(
@@ -454,7 +496,6 @@ def _check_result(where: str, one: dict[str, Any], assignment: Assignment) -> Fe
         or feedback.assignment != assignment.name
     ):
         raise refuse("feedback", "is not this result's (student, status or assignment differ)")
-    return feedback
 
 
 def merge_shards(
@@ -472,40 +513,39 @@ def merge_shards(
     BatchSummary per assignment."""
     checked = []
     for name, shards in _shards(outs).items():
-        refs = _class_now(config, name, shards)
-        assignment = load_course_assignment(config, name)
+        settings = _settings_of(config, name, shards)
+        refs = _class_now(config, settings, shards)
+        # The run's context, once per assignment (each shard checked the secret and proved the setup when it graded)
+        context = run_of(config, settings, grades=False)
         results: list[tuple[Graded, Path]] = []
         refused: list[SubmissionRef] = []
         for path, data in shards:
             found, kept_out = _checked(
-                path, data, shard_of(refs, Shard(data["shard"], data["of"])), assignment, config.root
+                path, data, shard_of(refs, Shard(data["shard"], data["of"])), context.assignment, config.root
             )
             results += found
             refused += kept_out
-        checked.append((name, assignment, sorted(results, key=lambda pair: pair[0].student_id), refused))
+        checked.append((context, sorted(results, key=lambda pair: pair[0].student_id), refused))
 
     summaries = [
-        _record_merged(config, out_dir, name, assignment, results, refused, record_gradebook, roster)
-        for name, assignment, results, refused in checked
+        _record_merged(context, out_dir, results, refused, record_gradebook, roster)
+        for context, results, refused in checked
     ]
     write_course_totals(out_dir, tuple(a.name for a in config.assignments))
     return summaries
 
 
 def _record_merged(
-    config: CourseConfig,
+    context: RunContext,
     out_dir: Path,
-    name: str,
-    assignment: Assignment,
     results: list[tuple[Graded, Path]],
     refused: list[SubmissionRef],
     record_gradebook: bool | None,
     roster: list[Student] | None,
 ) -> BatchSummary:
     """One assignment's checked results written as a batch writes them (recording.py)."""
-    settings = config.assignment(name)
-    record = records_in_gradebook(config, out_dir, record_gradebook)
-    summary = start_summary(config, out_dir, name, record)
+    record = records_in_gradebook(context.config, out_dir, record_gradebook)
+    summary = start_summary(context, out_dir, record)
     summary.refused = refused
     paths = {graded.student_id: path for graded, path in results}
     for graded, path in results:
@@ -514,10 +554,10 @@ def _record_merged(
                 f"{path}: {graded.student_id}'s submission, graded by a shard, is not here; merge "
                 "where the submissions the shards graded can be read"
             )
-    records = open_records(config, settings, record, roster)  # each shard proved the setup on its own pool
+    records = open_records(context, record, roster)  # each shard proved the setup on its own pool
     try:
-        record_results((graded for graded, _ in results), summary, config, settings, assignment, lambda: records, paths)
+        record_results(context, summary, (graded for graded, _ in results), lambda: records, paths)
     finally:
         records.gradebook.close()
-    write_reports(summary, settings, item_settings(config, assignment))
+    write_reports(context, summary, item_settings(context.config, context.assignment))
     return summary

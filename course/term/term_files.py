@@ -15,9 +15,9 @@ from course.term import nbgrader_layout
 FOLDERS = ("submitted", "autograded", "feedback")  # nbgrader's per-student folders a recording replaces
 
 
-def fingerprints(root: Path, assignment: str, student: str) -> dict[str, str | None]:
+def fingerprints(root: Path, assignment_name: str, student: str) -> dict[str, str | None]:
     """{folder: fingerprint} of the student's submitted/, autograded/, feedback/."""
-    return {name: fingerprint(root / name / student / assignment) for name in FOLDERS}
+    return {name: fingerprint(root / name / student / assignment_name) for name in FOLDERS}
 
 
 def kept_fingerprints(kept: Path) -> dict[str, str | None]:
@@ -46,17 +46,17 @@ def fingerprint(top: Path) -> str | None:
     return digest.hexdigest()
 
 
-def keep(root: Path, assignment: str, student: str, kept: Path) -> None:
+def keep(root: Path, assignment_name: str, student: str, kept: Path) -> None:
     """The student's three folders as they are, whatever is in their place, copied into `kept` (made here)."""
     kept.mkdir(parents=True)
     for name in FOLDERS:
-        _copy(root / name / student / assignment, kept / name)
+        _copy(root / name / student / assignment_name, kept / name)
 
 
-def put_back(root: Path, assignment: str, student: str, kept: Path) -> None:
+def put_back(root: Path, assignment_name: str, student: str, kept: Path) -> None:
     """The student's three folders as `keep` found them (absent ones removed again)."""
     for name in FOLDERS:
-        target = root / name / student / assignment
+        target = root / name / student / assignment_name
         if target.is_symlink() or (target.exists() and not target.is_dir()):
             target.unlink()
         elif target.exists():

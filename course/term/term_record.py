@@ -115,8 +115,8 @@ class Recording:
         return f"recording {self.number}"
 
 
-def _history(config: CourseConfig, assignment: str) -> Path:
-    return config.root / HISTORY / assignment
+def _history(config: CourseConfig, assignment_name: str) -> Path:
+    return config.root / HISTORY / assignment_name
 
 
 def _reasons(refused: dict[str, str]) -> str:
@@ -124,10 +124,10 @@ def _reasons(refused: dict[str, str]) -> str:
     return "; ".join(f"{student} ({why})" for student, why in sorted(refused.items()))
 
 
-def recordings(config: CourseConfig, assignment: str) -> list[tuple[Recording, dict[str, Any]]]:
+def recordings(config: CourseConfig, assignment_name: str) -> list[tuple[Recording, dict[str, Any]]]:
     """Every recording of the assignment, oldest first, with what it kept."""
     found = []
-    folder = _history(config, assignment)
+    folder = _history(config, assignment_name)
     for path in sorted(folder.glob("[0-9]*/recording.json")) if folder.is_dir() else []:
         number = whole_number(path.parent.name)
         if number is None:  # "1²" matches the pattern: a folder we never made, left as it is
@@ -189,10 +189,10 @@ def _stopped(data: dict[str, Any]) -> bool:
     return not data.get("finished", all("wrote" in entry for entry in data["students"].values()))
 
 
-def _written_by(config: CourseConfig, assignment: str) -> dict[str, tuple[str, str]]:
+def _written_by(config: CourseConfig, assignment_name: str) -> dict[str, tuple[str, str]]:
     """{student: (the timestamp the latest standing recording wrote, its label)}."""
     written: dict[str, tuple[str, str]] = {}
-    for recording, data in recordings(config, assignment):
+    for recording, data in recordings(config, assignment_name):
         if not recording.undone:
             for student, entry in data["students"].items():
                 written[student] = (entry["written"], recording.label)
@@ -498,10 +498,10 @@ def _said(problem: Exception) -> str:
     return said[:SAID]
 
 
-def _put_back_safely(config: CourseConfig, assignment: str, folder: Path, student: str) -> str:
+def _put_back_safely(config: CourseConfig, assignment_name: str, folder: Path, student: str) -> str:
     """Put the student's files back; "" when done, else the end of their sentence."""
     try:
-        term_files.put_back(config.root, assignment, student, folder / "files" / student)
+        term_files.put_back(config.root, assignment_name, student, folder / "files" / student)
     except Exception as problem:
         LOG.warning("recording %s into the term: their files could not be put back", student, exc_info=problem)
         return (
@@ -640,7 +640,7 @@ def _take_back(
 
 
 def _changed_since(
-    config: CourseConfig, assignment: str, folder: Path, student: str, entry: dict[str, Any], held: Held | None
+    config: CourseConfig, assignment_name: str, folder: Path, student: str, entry: dict[str, Any], held: Held | None
 ) -> str:
     """What of the student's record is neither what the recording wrote nor what it found ("": nothing), folder
     by folder and the gradebook's row. A recording that stopped before it noted what it wrote for the student
@@ -648,12 +648,12 @@ def _changed_since(
     found, or someone has handed in or graded since."""
     wrote = entry.get("wrote")
     kept = folder / "files" / student
-    now, found = term_files.fingerprints(config.root, assignment, student), term_files.kept_fingerprints(kept)
+    now, found = term_files.fingerprints(config.root, assignment_name, student), term_files.kept_fingerprints(kept)
     noted = wrote["files"] if wrote is not None else term_files.noted(kept / WROTE)
     if noted is not None:
         differ = [f"{name}/" for name in term_files.FOLDERS if now[name] not in (found[name], noted.get(name))]
     else:  # it stopped while writing them
-        stamp = term_files.stamp_in(config.root / "submitted" / student / assignment)
+        stamp = term_files.stamp_in(config.root / "submitted" / student / assignment_name)
         same = now == found or stamp in (entry["written"], term_files.stamp_in(kept / "submitted"))
         differ = [] if same else ["submitted/"]
     if not _as_recorded(held, entry):
@@ -687,18 +687,18 @@ def _now() -> str:
 
 
 @contextmanager
-def exclusive(config: CourseConfig, assignment: str) -> Iterator[None]:
+def exclusive(config: CourseConfig, assignment_name: str) -> Iterator[None]:
     """One recording into (or undo of) the assignment's record at a time, across threads and every serve process
     on the course's folder: an flock on a file beside its history (a course folder shared between machines must
     be on a filesystem with working locks, as NFSv4 has)."""
     base = config.root / HISTORY
     base.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with locked(base / f"{assignment}.lock"):
+    with locked(base / f"{assignment_name}.lock"):
         yield
 
 
-def _new_folder(config: CourseConfig, assignment: str) -> Path:
-    base = _history(config, assignment)
+def _new_folder(config: CourseConfig, assignment_name: str) -> Path:
+    base = _history(config, assignment_name)
     base.mkdir(parents=True, exist_ok=True, mode=0o700)  # students' notebooks: the instructor's only
     taken = [number for p in base.iterdir() if (number := whole_number(p.name)) is not None]  # "²": not ours
     folder = base / f"{max(taken, default=0) + 1:04d}"

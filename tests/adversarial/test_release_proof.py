@@ -171,7 +171,7 @@ def test_the_self_test_names_the_hidden_tests_exception_and_its_line(tmp_path):
     from functools import partial
 
     from course.core.errors import SelfTestError
-    from course.pipeline.assignment import load_course_assignment
+    from course.pipeline.run_context import open_run
     from course.pipeline.selftest import prove_setup
     from course.sandbox import WarmPool
 
@@ -184,9 +184,9 @@ def test_the_self_test_names_the_hidden_tests_exception_and_its_line(tmp_path):
     hidden = lines[lines.index("### BEGIN HIDDEN TESTS") + 1 :]
     typo_line = next(number for number, line in enumerate(hidden, start=1) if TYPO in line)
     config = load_config(root)
-    assignment = load_course_assignment(config, "autograd")
+    context = open_run(config, "autograd")
     with WarmPool(1, config.limits) as pool, pytest.raises(SelfTestError) as refused:
-        prove_setup(assignment, config, partial(pool.run, cold_fallback=False), level=pool.level)
+        prove_setup(context, partial(pool.run, cold_fallback=False), level=pool.level)
     assert (
         f"question {ONE_CALL!r} (test_one_call): its hidden tests raised NameError: name 'one_call_lose' is not "
         f"defined (line {typo_line} of the hidden tests). Fix those hidden tests in the source notebook, release, "

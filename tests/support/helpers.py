@@ -463,3 +463,38 @@ while os.path.exists(f'/proc/{orphan}') and time.monotonic() < deadline:
     time.sleep(0.05)
 result = [os.path.exists(f'/proc/{orphan}'), open('/proc/1/cmdline').read().split(chr(0))[0]]
 """
+
+
+@contextmanager
+def counting_loads() -> Iterator[dict[str, int]]:
+    """Counts, while the block runs (in this process), how often the course's settings are parsed from
+    course.yaml, an assignment's settings are looked up by name, an assignment's source notebook is read, and the
+    course secret is read: what one run's context (course/pipeline/run_context.py) does once. Wraps the real
+    functions; nothing is replaced."""
+    import course.core.config as config_module
+    import course.pipeline.assignment as assignment_module
+    import course.pipeline.variants as variants_module
+
+    counts = {"config parsed": 0, "settings looked up": 0, "assignment read": 0, "secret read": 0}
+    wrapped = (
+        (config_module, "parse_config", "config parsed"),
+        (config_module.CourseConfig, "assignment", "settings looked up"),
+        (assignment_module, "load_assignment", "assignment read"),
+        (variants_module, "load_secret", "secret read"),
+    )
+    originals = [(owner, name, getattr(owner, name)) for owner, name, _ in wrapped]
+
+    def counted(original, key):
+        def call(*args, **kwargs):
+            counts[key] += 1
+            return original(*args, **kwargs)
+
+        return call
+
+    for (owner, name, key), (_, _, original) in zip(wrapped, originals, strict=True):
+        setattr(owner, name, counted(original, key))
+    try:
+        yield counts
+    finally:
+        for owner, name, original in originals:
+            setattr(owner, name, original)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from course.core.config import CourseConfig
 from course.core.errors import CourseError, SecretFileError
+from course.pipeline.run_context import open_run
 from course.platforms.service.app import create_app
 from course.platforms.service.connections import protocol_for
 from course.platforms.service.edge import BACKLOG, EDGE_HEADER_BYTES, Edge
@@ -29,13 +30,14 @@ def make_service(
     *,
     database: str | None = None,
     jobs: int | None = None,
-    assignment: str | None = None,
+    assignment_name: str | None = None,
     wait_seconds: float = WAIT_SECONDS,
     edge: Edge | None = None,
 ) -> Service:
     policy = config.service
-    store = Store(database_url(database, config.root), config.assignment(assignment).name)
-    grader = Grader(config, store, policy, jobs=jobs, assignment_name=assignment)
+    context = open_run(config, assignment_name)  # the run's context, once: settings, notebook, secret checked
+    store = Store(database_url(database, config.root), context.name)
+    grader = Grader(context, store, policy, jobs=jobs)
     return Service(config, store, policy, grader, wait_seconds=wait_seconds, edge=edge or Edge())
 
 
@@ -46,7 +48,7 @@ def serve(
     port: int,
     database: str | None = None,
     jobs: int | None = None,
-    assignment: str | None = None,
+    assignment_name: str | None = None,
     wait_seconds: float = WAIT_SECONDS,
     forwarded_allow_ips: str | None = None,
     announce: bool = True,
@@ -62,7 +64,7 @@ def serve(
         edge = replace(edge, per_client=None)
     _allow_descriptors(edge)
     service = make_service(
-        config, database=database, jobs=jobs, assignment=assignment, wait_seconds=wait_seconds, edge=edge
+        config, database=database, jobs=jobs, assignment_name=assignment_name, wait_seconds=wait_seconds, edge=edge
     )
     # Nothing is served before the course's own notebooks grade as they must on this server's pool.
     proven = service.grader.prove_setup()

@@ -13,21 +13,21 @@ import secrets
 import shutil
 import threading
 from collections.abc import Callable
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 
 from course import sandbox
-from course.core.config import CourseConfig
+from course.core.config import AssignmentSettings, CourseConfig
 from course.core.errors import CourseError, NotThisAssignment, SubmissionError
 from course.core.status import Status
 from course.core.text import safe_text
-from course.pipeline.assignment import load_course_assignment
+from course.pipeline.assignment import Assignment
 from course.pipeline.discovery import SubmissionRef
 from course.pipeline.grading import grade_submission
-from course.pipeline.probes import has_secret
+from course.pipeline.run_context import RunContext
 from course.pipeline.selftest import SelfTest, prove_setup, released_code_cells
 from course.pipeline.submission import other_assignment, read_submission
-from course.pipeline.variants import course_secret
 from course.platforms.service.heap import give_back_freed_memory
 from course.platforms.service.policy import ServicePolicy, attempt_numbers
 from course.platforms.service.schedule import LONG_GRADING_SECONDS, Scheduler
@@ -42,12 +42,12 @@ IDLE_POLL_SECONDS = 2.0  # a worker with nothing to do looks at the queue again 
 SCRATCH = "service-work"  # in the course root: uploads spooled while they arrive, exports while they are made
 
 
-def scratch_folder(config: CourseConfig, assignment: str) -> Path:
-    """Where the server of `assignment` keeps its work files (an upload's body past a small size while it
+def scratch_folder(config: CourseConfig, assignment_name: str) -> Path:
+    """Where the server of `assignment_name` keeps its work files (an upload's body past a small size while it
     arrives, an export while it is made; attempts are graded from the stored bytes): in the course root beside
     its database, never in /tmp, so a server that is killed leaves nothing behind that its next start does not
     clear (`Grader`)."""
-    return config.root / SCRATCH / assignment
+    return config.root / SCRATCH / assignment_name
 
 
 def _try_lock(path: Path) -> int | None:
@@ -61,14 +61,14 @@ def _try_lock(path: Path) -> int | None:
     return descriptor
 
 
-def _hold_lock(path: Path, assignment: str) -> int:
+def _hold_lock(path: Path, assignment_name: str) -> int:
     """An exclusive lock on `path`, held (by the returned descriptor) while this server runs: a second server of
     the same assignment on this course's SQLite database would clear the first one's attempts and grade its
     queue twice."""
     descriptor = _try_lock(path)
     if descriptor is None:
         raise CourseError(
-            f"another `autograd-course serve` of assignment {assignment!r} is running on this course "
+            f"another `autograd-course serve` of assignment {assignment_name!r} is running on this course "
             f"(it holds {path}); a SQLite database serves one process: stop it first, or run every "
             f"process on one PostgreSQL database (--database postgresql+psycopg://...)"
         )
@@ -104,23 +104,14 @@ class Grader:
     """Grading threads (`pool.threads`) on a warm pool of `jobs` workers and two standby workers; `wake()` after
     storing an attempt, `listeners` are called with each attempt whose results were recorded, as recorded."""
 
-    def __init__(
-        self,
-        config: CourseConfig,
-        store: Store,
-        policy: ServicePolicy,
-        *,
-        jobs: int | None = None,
-        assignment_name: str | None = None,
-    ) -> None:
-        self.config, self.store, self.policy = config, store, policy
-        self.settings = config.assignment(assignment_name)
-        self.assignment = load_course_assignment(config, self.settings.name)
-        if has_secret(config):  # the variants' numbers and the function answers' points (course/pipeline/probes.py)
-            course_secret(config)  # a missing or readable secret stops the server before it takes any work
-        self.due = self.settings.due or assignment_due(
-            config.gradebook_url, config.root / "gradebook.db", self.settings.name
-        )
+    def __init__(self, context: RunContext, store: Store, policy: ServicePolicy, *, jobs: int | None = None) -> None:
+        """`context`: the run's, built once by the service's front end (run_context.open_run: the course secret
+        checked there, so a missing or readable one stops the server before it takes any work); its due date, when
+        the YAML gives none, is the gradebook's, read here once."""
+        config = context.config
+        if context.due is None:
+            context = context.with_due(assignment_due(config.gradebook_url, config.root / "gradebook.db", context.name))
+        self.context, self.config, self.store, self.policy = context, config, store, policy
         self.jobs = sandbox.default_jobs() if jobs is None else jobs
         self.scratch = scratch_folder(config, self.settings.name)
         try:
@@ -157,6 +148,19 @@ class Grader:
         self._threads: list[threading.Thread] = []
         self.pool: sandbox.WarmPool | None = None
 
+    @property
+    def settings(self) -> AssignmentSettings:
+        return self.context.settings
+
+    @property
+    def assignment(self) -> Assignment:
+        return self.context.assignment
+
+    @property
+    def due(self) -> datetime | None:
+        """The assignment's due date: the YAML's, else the gradebook's (None: none)."""
+        return self.context.due
+
     def _start_pool(self) -> sandbox.WarmPool:
         # Two workers more are kept started, in standby: each stands in at once for a run that goes long (a
         # notebook spinning to its time limit, and a fork bomb beside it, say). Started on the thread that
@@ -168,7 +172,7 @@ class Grader:
                 isolation=self.config.sandbox,
                 base_uid=self.config.sandbox_uid,
                 standby=2,
-                compiled=released_code_cells(self.config, self.settings.name),
+                compiled=released_code_cells(self.context.paths.release_notebook),
             )
         return self.pool
 
@@ -177,7 +181,7 @@ class Grader:
         own pool (selftest.py); SelfTestError, and the pool stopped, unless they score full marks and 0."""
         pool = self._start_pool()
         try:
-            return prove_setup(self.assignment, self.config, partial(pool.run, cold_fallback=False), level=pool.level)
+            return prove_setup(self.context, partial(pool.run, cold_fallback=False), level=pool.level)
         except BaseException:
             self.stop()
             raise
@@ -328,7 +332,7 @@ class Grader:
             reveal_torch_values=self.config.reveals_torch_values(gradescope=True),
             params=params,
         )
-        graded = late_policy_at(graded, attempt.submitted_at, self.due, settings, self.config)
+        graded = late_policy_at(self.context, graded, attempt.submitted_at)
         if graded.internal_error:
             # The instructor's record of our failure (the dashboard counts them per student): it used none of the
             # student's attempts; the same notebook failing SAME_NOTEBOOK_ERRORS times is not taken again.
