@@ -135,17 +135,119 @@ def xdist_worker(config) -> bool:
     return hasattr(config, "workerinput")
 
 
+def pytest_configure(config):
+    """Under pytest-xdist the controller hands out the work units (xdist groups) in the order the workers collected
+    them, which pytest_collection_modifyitems makes the longest first, rather than xdist's most tests first: a
+    long module started last would hold the whole run up at its end."""
+    if not xdist_worker(config) and config.pluginmanager.hasplugin("xdist"):
+        config.option.loadscopereorder = False
+
+
+def group_of(item) -> str:
+    """The xdist group of a test: the background work it needs (one group: that work starts in one worker), else its
+    module, so that a module's fixtures (a running service, a graded term, a warm pool) are made once, in one
+    worker, as in a run without xdist."""
+    for name, (_, needed_by) in BACKGROUND.items():
+        if needed_by(item):  # the two images share one build thread and podman storage: one group
+            return "image_build" if name == "student_image" else name
+    return item.nodeid.split("::")[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups into the node ids
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist every worker collects every test: the tests that need one piece of background work go
-    to one worker together (an xdist group, dispatched first since it is the largest unit), which starts that
-    work when its first test asks for it, while the other workers run the rest. (Hence pytest 9.1: pytest-xdist 3.8.0
-    writes the group into `item._nodeid`, which pytest 9.2 no longer reads; pytest-xdist issue #1386.)"""
+    to one worker together (an xdist group), which starts that work when its first test asks for it, while the
+    other workers run the rest; every other test goes with its module. The groups are dispatched longest first as
+    far as the collection tells (background work, then by the number of tests marked slow), each group's tests in
+    their order. (Hence pytest 9.1: pytest-xdist 3.8.0 writes the group into `item._nodeid`, which pytest 9.2 no
+    longer reads; pytest-xdist issue #1386.)"""
     if not xdist_worker(config):
         return
+    groups: dict[str, list] = {}
     for item in items:
-        for name, (_, needed_by) in BACKGROUND.items():
-            if needed_by(item):  # the two images share one build thread and podman storage: one group
-                item.add_marker(pytest.mark.xdist_group("image_build" if name == "student_image" else name))
+        group = group_of(item)
+        item.add_marker(pytest.mark.xdist_group(group))
+        groups.setdefault(group, []).append(item)
+
+    def longest_first(group: str) -> tuple[int, int]:
+        slow = sum(1 for item in groups[group] if item.get_closest_marker("slow") is not None)
+        return (0 if group in BACKGROUND or group == "image_build" else 1, -slow)
+
+    items[:] = [item for group in sorted(groups, key=longest_first) for item in groups[group]]  # sorted is stable
+
+
+# A test marked `alone` runs while no other test does, under pytest-xdist (with no worker, every test is alone).
+# Its sandboxed runs give way (course/sandbox/giving_way.py: SCHED_IDLE, a nice 10 autogroup) and still have
+# something to do after: another worker's busy test would starve them, and their time limit would fire rather than
+# what the test is about (seen with `-n 2`: the huge-file and forking attacks in the warm pool timed out). Two
+# locks on files shared by the run's workers: `gate` lets one test at a time ask for `run`; an alone test holds
+# `run` exclusively (and the gate while it waits and runs, so that no other test starts meanwhile), every other
+# test holds it shared. Consecutive alone tests of a worker (one module) keep it between them.
+
+
+class AloneLock:
+    def __init__(self, folder: Path) -> None:
+        import os
+
+        folder.mkdir(parents=True, exist_ok=True)
+        self.gate = os.open(folder / "gate", os.O_RDWR | os.O_CREAT, 0o600)
+        self.run = os.open(folder / "run", os.O_RDWR | os.O_CREAT, 0o600)
+        self.alone = False  # this worker holds `run` exclusively (and the gate)
+
+    def before(self, alone: bool) -> None:
+        import fcntl
+
+        if self.alone:
+            return
+        fcntl.flock(self.gate, fcntl.LOCK_EX)
+        if alone:
+            fcntl.flock(self.run, fcntl.LOCK_EX)
+            self.alone = True
+        else:
+            fcntl.flock(self.run, fcntl.LOCK_SH)
+            fcntl.flock(self.gate, fcntl.LOCK_UN)
+
+    def after(self, next_alone: bool) -> None:
+        import fcntl
+
+        if self.alone and next_alone:
+            return
+        fcntl.flock(self.run, fcntl.LOCK_UN)
+        if self.alone:
+            fcntl.flock(self.gate, fcntl.LOCK_UN)
+            self.alone = False
+
+
+def alone(item) -> bool:
+    return item is not None and item.get_closest_marker("alone") is not None
+
+
+def waits_for_background_work(item) -> bool:
+    """The tests of a background build wait for it (minutes) in their set-up: they take no part in the lock, or an
+    alone test would wait that long for them, and every other test for it. The build itself runs beside every
+    test, alone or not, as in a run without xdist."""
+    return group_of(item) in BACKGROUND or group_of(item) == "image_build"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    lock = getattr(item.config, "_alone_lock", None)
+    if lock is None or waits_for_background_work(item):
+        return (yield)
+    lock.before(alone(item))
+    try:
+        return (yield)
+    finally:
+        lock.after(alone(nextitem))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    config = session.config
+    if xdist_worker(config):
+        # beside the workers' own temporary folders (basetemp/popen-gwN): one folder per run, removed with them
+        shared = config._tmp_path_factory.getbasetemp().parent
+        config._alone_lock = AloneLock(shared / "alone-lock")
 
 
 def pytest_collection_finish(session):

@@ -151,7 +151,7 @@ COMMANDS: dict[str, Run | Skip] = {
     ".venv/bin/autograd-course grade tests/samples/submitted --out graded": Run(
         prints="6 submissions: 5 graded, 1 failed, 0 timed out, 0 autograder errors"
     ),
-    ".venv/bin/python -m pytest": Skip("the whole suite (this test among it)"),
+    ".venv/bin/python -m pytest -n 4": Skip("the whole suite (this test among it)"),
     ".venv/bin/autograd-course release": Run(),
     ".venv/bin/autograd-course release --students roster.csv": Run(before=roster, fails_with="variants: true"),
     ".venv/bin/nbgrader release_assignment autograd": Run(),

@@ -20,7 +20,8 @@ import pytest
 
 from tests.support.helpers import NONROOT_USER, ORPHAN, ROOT, add_cell, nonroot_python, submitted_notebook, write
 
-pytestmark = pytest.mark.slow
+# alone under pytest-xdist (tests/conftest.py): its runs give way, and another worker's load would starve them
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 USER = NONROOT_USER
 

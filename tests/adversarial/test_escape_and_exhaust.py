@@ -14,7 +14,8 @@ from course.term.batch import grade_batch
 from tests.support.adversarial import fast_config, needs_bwrap, per_question, with_cell
 from tests.support.helpers import ROOT, copy_course
 
-pytestmark = pytest.mark.slow
+# alone under pytest-xdist (tests/conftest.py): its runs give way, and another worker's load would starve them
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 CELL_SECONDS, SUBMISSION_SECONDS = 4, 25
 MARGIN = 10  # start-up (torch import) plus the grace period, well above what it takes here

@@ -27,7 +27,8 @@ from course.term.batch import grade_batch
 from tests.support.adversarial import ISOLATION, fast_config, needs_bwrap, per_question, with_cell
 from tests.support.helpers import ROOT, write
 
-pytestmark = pytest.mark.slow
+# alone under pytest-xdist (tests/conftest.py): its runs give way, and another worker's load would starve them
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 # Code that finds the answer channel from inside: every writable pipe other than stdout and stderr.
 CHANNEL_FDS = (

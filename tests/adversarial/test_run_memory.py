@@ -23,7 +23,8 @@ from course.sandbox import Cell
 from course.sandbox.uids import descendants
 from tests.support.adversarial import ISOLATION, fast_config, needs_bwrap, per_question, with_cell
 
-pytestmark = pytest.mark.slow
+# alone under pytest-xdist (tests/conftest.py): its runs give way, and another worker's load would starve them
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 # memory_mb 2048; time limits far above what the attack needs alone, so that under load (the children fill slowly)
 # the run still ends at its memory limit: the test waits for that outcome.

@@ -13,7 +13,8 @@ from course.platforms.service.app import ROUTES
 from tests.support.helpers import CORRECT_CODE, add_cell, submitted_notebook
 from tests.support.service import multipart, notebook_bytes, request
 
-pytestmark = pytest.mark.slow
+# alone under pytest-xdist (tests/conftest.py): its runs give way, and another worker's load would starve them
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 
 @pytest.fixture(scope="module")
