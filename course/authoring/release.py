@@ -68,8 +68,8 @@ class ReleaseReport:
 
 def find_leaks(source_path: Path, release_path: Path) -> list[str]:
     """Every solution or hidden-test line of the source that appears in the release, by cell."""
-    source = nbformat.read(source_path, as_version=4)
-    release = nbformat.read(release_path, as_version=4)
+    source = nbformat.read(source_path, as_version=4)  # type: ignore[no-untyped-call]  # nbformat is untyped
+    release = nbformat.read(release_path, as_version=4)  # type: ignore[no-untyped-call]
     release_text = {nbgrader_meta(c).get("grade_id"): c.source for c in release.cells}
     all_release_text = "\n".join(c.source for c in release.cells)
     leaks = []
@@ -247,7 +247,7 @@ def personalise(
         if student_id is not None and nbgrader_meta(cell).get("grade_id") == NUMBERS_CELL:
             cell["source"] = numbers_source(params, content)
             cell["metadata"]["autograd_course"] = {"student_id": student_id}
-            cell["metadata"]["nbgrader"]["checksum"] = compute_checksum(nbformat.from_dict(cell))
+            cell["metadata"]["nbgrader"]["checksum"] = compute_checksum(nbformat.from_dict(cell))  # type: ignore[no-untyped-call]
     return personal
 
 
