@@ -416,7 +416,7 @@ def _warnings(assignment: Assignment, graded: Sequence[_Graded], named: Sequence
 # ----------------------------------------------------------------------------- the pages
 
 
-def notebook_page(notebook: Path, assignment: str) -> str:
+def notebook_page(notebook: Path, assignment_name: str) -> str:
     """The released notebook as one self-contained page (no scripts, no network): nbconvert's cells, the feedback
     page's style, and syntax colours of pygments."""
     import nbformat
@@ -433,7 +433,7 @@ def notebook_page(notebook: Path, assignment: str) -> str:
         f"<title>Preview: {e(notebook.name)}, as students receive it</title>"
         f"<style>{CSS}\n{colours}\n{NOTEBOOK_CSS}</style></head><body><main>"
         f"<header class=summary><div>Preview of <strong>{e(notebook.name)}</strong> (assignment "
-        f"<strong>{e(assignment)}</strong>) as students receive it: the release made from source/ now, not "
+        f"<strong>{e(assignment_name)}</strong>) as students receive it: the release made from source/ now, not "
         "released</div></header>"
         f"{body}</main></body></html>\n"
     )
@@ -448,7 +448,7 @@ pre { white-space: pre-wrap; margin: .25rem 0; font-family: ui-monospace, monosp
 """
 
 
-def index_page(assignment: str, student_page: str, graded: Sequence[_Graded], warnings: Sequence[str]) -> str:
+def index_page(assignment_name: str, student_page: str, graded: Sequence[_Graded], warnings: Sequence[str]) -> str:
     """The preview's first page: the student's notebook, then each notebook's score and its two feedback pages."""
     e = html.escape
     rows = "".join(
@@ -461,8 +461,8 @@ def index_page(assignment: str, student_page: str, graded: Sequence[_Graded], wa
     return (
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width, initial-scale=1">'
-        f"<title>Preview: {e(assignment)}</title><style>{CSS}</style></head><body><main>"
-        f"<header class=summary><div>Preview of assignment <strong>{e(assignment)}</strong>: nothing was "
+        f"<title>Preview: {e(assignment_name)}</title><style>{CSS}</style></head><body><main>"
+        f"<header class=summary><div>Preview of assignment <strong>{e(assignment_name)}</strong>: nothing was "
         "released</div></header>"
         f'{notes}<section class=card><h2>What a student receives</h2><p><a href="student/{e(student_page)}">'
         "the released notebook as a page</a> · the notebook itself is in student/</p></section>"

@@ -292,7 +292,7 @@ class _Tally:
 
 def analyse_items(
     feedback: Iterable[Feedback],
-    assignment: str,
+    assignment_name: str,
     settings: ItemSettings | None = None,
     *,
     max_explained: int = MAX_EXPLAINED,
@@ -332,7 +332,7 @@ def analyse_items(
     if settings.explain is not None:
         least = 1 if varied else MIN_EXPLAINED
         answers, explained, left = _explain(answers, settings.explain, least, max_explained, explain_seconds)
-    return ItemAnalysis(assignment, len(counted), tuple(answers), settings.tolerance, varied, explained, left)
+    return ItemAnalysis(assignment_name, len(counted), tuple(answers), settings.tolerance, varied, explained, left)
 
 
 class _NumbersReader:

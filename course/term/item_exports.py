@@ -47,9 +47,9 @@ CSV_COLUMNS = (
 )
 
 
-def item_analysis_path(out_dir: Path, assignment: str, suffix: str) -> Path:
+def item_analysis_path(out_dir: Path, assignment_name: str, suffix: str) -> Path:
     """item-analysis-<assignment>.json or .csv, beside grades-<assignment>.csv."""
-    return out_dir / f"item-analysis-{assignment}{suffix}"
+    return out_dir / f"item-analysis-{assignment_name}{suffix}"
 
 
 def _plain(value: Any) -> Any:

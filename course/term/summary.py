@@ -23,11 +23,11 @@ from course.pipeline.feedback_model import Feedback, FeedbackError
 MAX_BINS = 20  # the histogram's bins are whole points wide, as few points as keep it to this many bars
 
 
-def read_class_feedback(out_dir: Path, assignment: str) -> tuple[list[Feedback], list[str]]:
+def read_class_feedback(out_dir: Path, assignment_name: str) -> tuple[list[Feedback], list[str]]:
     """Every student's feedback.json under out_dir, and the students whose file could not be read or is not a
     feedback document (said in the summary, never silently left out, never a traceback)."""
     feedback, unreadable = [], []
-    for path in sorted((out_dir / "feedback").glob(f"*/{assignment}/feedback.json")):
+    for path in sorted((out_dir / "feedback").glob(f"*/{assignment_name}/feedback.json")):
         try:
             feedback.append(Feedback.from_json(json.loads(path.read_text(encoding="utf-8")), where=str(path)))
         except (OSError, ValueError, RecursionError, FeedbackError):  # RecursionError: nested too deep to parse
@@ -35,9 +35,9 @@ def read_class_feedback(out_dir: Path, assignment: str) -> tuple[list[Feedback],
     return feedback, unreadable
 
 
-def feedback_link(student_id: str, assignment: str, page: str) -> str:
+def feedback_link(student_id: str, assignment_name: str, page: str) -> str:
     """The student's feedback page relative to the summary (both are written into the same output folder)."""
-    return "/".join(quote(part, safe="") for part in ("feedback", student_id, assignment, page))
+    return "/".join(quote(part, safe="") for part in ("feedback", student_id, assignment_name, page))
 
 
 def score_bins(max_score: float, scores: Sequence[tuple[str, float]]) -> list[dict[str, Any]]:

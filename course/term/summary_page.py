@@ -137,13 +137,13 @@ def histogram_svg(bins: list[dict[str, Any]], max_score: float) -> str:
     return "".join(parts)
 
 
-def _header(summary: dict[str, Any], assignment: str) -> str:
+def _header(summary: dict[str, Any], assignment_name: str) -> str:
     counted = summary["students"]
     away = summary["not_counted"]
     everyone = counted + sum(len(away[status]) for status in away)
     # The class as a whole first; the statistics' count beside it, so 5 of a class of 6 is never read as 6.
     parts = [
-        f"<header class=summary><div>Class summary, assignment <strong>{_e(assignment)}</strong></div>",
+        f"<header class=summary><div>Class summary, assignment <strong>{_e(assignment_name)}</strong></div>",
         f"<div class=score>{_plural(everyone, 'student')}</div>",
     ]
     if everyone != counted:
@@ -385,14 +385,14 @@ def _integrity_html(integrity: dict[str, list[str]], pages: dict[str, str]) -> s
     return "".join(parts)
 
 
-def render_summary_html(summary: dict[str, Any], assignment: str, *, analysis: ItemAnalysis | None = None) -> str:
+def render_summary_html(summary: dict[str, Any], assignment_name: str, *, analysis: ItemAnalysis | None = None) -> str:
     """The page; `analysis`: the class's item analysis, drawn in its own section after the questions' (issue 43)."""
     parts = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         '<meta name=viewport content="width=device-width, initial-scale=1">',
-        f"<title>Class summary: {_e(assignment)}</title>",
+        f"<title>Class summary: {_e(assignment_name)}</title>",
         f"<style>{CSS}{HISTOGRAM_CSS}{SUMMARY_CSS}{CHART_CSS}</style></head><body><main>",
-        _header(summary, assignment),
+        _header(summary, assignment_name),
         _not_counted_html(summary),
     ]
     if summary["students"]:

@@ -97,11 +97,11 @@ def charts_section(
     return "".join(parts)
 
 
-def charts_page(assignment: str, section: str) -> str:
+def charts_page(assignment_name: str, section: str) -> str:
     """The section as a page of its own (what the placeholder's link opens; what the script reads)."""
     return (
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width, initial-scale=1">'
-        f"<title>The class at a glance: {html.escape(assignment)}</title><style>{CSS}{CHARTS_CSS}</style></head>"
+        f"<title>The class at a glance: {html.escape(assignment_name)}</title><style>{CSS}{CHARTS_CSS}</style></head>"
         f'<body><main>{section}<p><a href="./">back to the dashboard</a></p></main></body></html>'
     )

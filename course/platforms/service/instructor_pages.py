@@ -299,7 +299,10 @@ def _record_ticked(service: Service, form: dict[str, str], ticks: list[str]) -> 
 
 
 def _recorded_text(
-    done: term_record.Recording, changes: list[term_record.Change], chosen: list[term_record.Change], assignment: str
+    done: term_record.Recording,
+    changes: list[term_record.Change],
+    chosen: list[term_record.Change],
+    assignment_name: str,
 ) -> str:
     """What a recording did, for the page: who was recorded, who was refused and who was left unticked."""
     refused = f" Not recorded: {done.refused_text}; their records are as they were." if done.refused else ""
@@ -309,7 +312,7 @@ def _recorded_text(
     return (
         f"Recorded {students} ({', '.join(done.students)}) as "
         f"{done.label}: formgrader, nbgrader export and grades-"
-        f"{assignment}.csv now show their counted attempts.{refused}{unticked}"
+        f"{assignment_name}.csv now show their counted attempts.{refused}{unticked}"
     )
 
 

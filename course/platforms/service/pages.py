@@ -66,12 +66,12 @@ def _page(
     )
 
 
-def gradebook_unavailable_page(assignment: str, problem: str, message: str = "") -> str:
+def gradebook_unavailable_page(assignment_name: str, problem: str, message: str = "") -> str:
     """The recording page when the term's record cannot be read (a file of the history that is not ours, the
     gradebook): what is wrong and where, instead of the preview; `message`: what the last action did."""
     said = banner(message, ok=False) if message else ""
     return _page(
-        f"Gradebook: {assignment}",
+        f"Gradebook: {assignment_name}",
         f"{said}{banner(problem, ok=False, label='Cannot show the recording')}"
         '<p><a href="../">back to the dashboard</a></p>',
     )
@@ -144,7 +144,7 @@ def attempts_table(attempts: list[Attempt], counted: Attempt | None, link: str) 
 
 def student_page(
     record: StudentRecord,
-    assignment: str,
+    assignment_name: str,
     policy: ServicePolicy,
     due: datetime | None,
     csrf: str,
@@ -183,7 +183,7 @@ def student_page(
             f'</form><p><a href="notebook" download>Download your notebook</a>{e(notebook_note)}</p></section>'
         )
     body = (
-        f"<header class=summary><div>Assignment <strong>{e(assignment)}</strong>, "
+        f"<header class=summary><div>Assignment <strong>{e(assignment_name)}</strong>, "
         f"<strong>{e(record.student_id)}</strong></div>{counted}"
         f"<div id=policy>{e(_policy_lines(policy, used, due))}</div></header>{note}{submit}"
         f"<section class=card><h2>Your attempts</h2>{attempts_table(record.attempts, record.counted, 'attempts/')}"
@@ -193,7 +193,7 @@ def student_page(
     if refused is not None and refused.retry_after is not None:
         wait = max(2, min(int(refused.retry_after) + 1, 3600))
     return _page(
-        f"{assignment}: {record.student_id}",
+        f"{assignment_name}: {record.student_id}",
         body,
         refresh=pending or wait is not None,
         refresh_seconds=2 if pending else (wait or 2),
@@ -246,7 +246,7 @@ def _errors_cell(errors: tuple[int, int] | None) -> str:
 
 def dashboard_page(
     records: list[StudentRecord],
-    assignment: str,
+    assignment_name: str,
     policy: ServicePolicy,
     version: str,
     due: datetime | None,
@@ -260,7 +260,7 @@ def dashboard_page(
         ""
         if not left_out
         else f"<p class=note id=lms-left-out role=status>Left out of the Canvas and Moodle CSVs: "
-        f"{e(', '.join(left_out))}. The term's record (grades-{e(assignment)}.csv) grades "
+        f"{e(', '.join(left_out))}. The term's record (grades-{e(assignment_name)}.csv) grades "
         f"{'them' if len(left_out) > 1 else 'this student'}, but nobody here has a link for "
         f"{'them' if len(left_out) > 1 else 'this student'}, so the service has no LMS id to match a row "
         "with (a row without one would put the grade on nobody, or on someone else). Give them links with "
@@ -290,7 +290,7 @@ def dashboard_page(
     )
     graded = sum(1 for r in records for a in r.attempts if a.done)
     body = (
-        f"<header class=summary><div>Dashboard, assignment <strong>{e(assignment)}</strong></div>"
+        f"<header class=summary><div>Dashboard, assignment <strong>{e(assignment_name)}</strong></div>"
         f"<div class=score id=graded-count>{plural(graded, 'graded attempt')}</div>"
         f"<div>{plural(len(records), 'student')}; updates as attempts arrive</div>"
         f"<div id=policy>Policy: {e(_policy_lines(policy, None, due, 'each student’s'))}</div>"
@@ -303,7 +303,7 @@ def dashboard_page(
         '<a href="api/item-analysis">as JSON</a> (per answer of the counted attempts: share right, '
         "discrimination, blanks, common wrong values and who gave them; also on the class summary)</p>"
         f"<p id=lms-export>The Canvas and Moodle CSVs hold each student's counted attempt here, or their grade in "
-        f"the term's record (grades-{e(assignment)}.csv, which <code>autograd-course grade</code> and the "
+        f"the term's record (grades-{e(assignment_name)}.csv, which <code>autograd-course grade</code> and the "
         "recordings below write) where they have no attempt here, or where their attempt would replace a grade "
         "the term gave (record it first). A student graded nowhere (no attempt here, nothing or missing work in "
         "the term) gets a blank cell, so the LMS keeps what it has: never a 0 for work nobody graded. At the "
@@ -318,7 +318,7 @@ def dashboard_page(
         "sortable)</p></section>"
     )
     return _page(
-        f"Dashboard: {assignment}",
+        f"Dashboard: {assignment_name}",
         body,
         script="../../static/dashboard.js",
         data=f' data-version="{e(version)}"',
@@ -335,7 +335,7 @@ def _held(change: Change) -> str:
 
 
 def gradebook_page(
-    assignment: str,
+    assignment_name: str,
     changes: list[Change],
     unchanged: int,
     plan: str,
@@ -397,9 +397,9 @@ def gradebook_page(
             f"<button type=submit>Undo {e(standing[-1].label)}</button></form>"
         )
     body = (
-        f"<header class=summary><div>Assignment <strong>{e(assignment)}</strong>: the counted attempts into "
+        f"<header class=summary><div>Assignment <strong>{e(assignment_name)}</strong>: the counted attempts into "
         "nbgrader's gradebook</div><div>Each student's counted attempt becomes their submission in "
-        f"{e(gradebook)}, submitted/, autograded/, feedback/ and grades-{e(assignment)}.csv, as "
+        f"{e(gradebook)}, submitted/, autograded/, feedback/ and grades-{e(assignment_name)}.csv, as "
         "<code>autograd-course grade</code> writes them; what it replaces is kept.</div></header>"
         f"{note}<section class=card><h2>What would change</h2>{preview}"
         f"<p>{plural(unchanged, 'student')} already recorded as they are; students with no graded attempt "
@@ -408,13 +408,13 @@ def gradebook_page(
         f"{undo}</section>"
         '<p><a href="../">back to the dashboard</a></p>'
     )
-    return _page(f"Gradebook: {assignment}", body)
+    return _page(f"Gradebook: {assignment_name}", body)
 
 
-def instructor_student_page(record: StudentRecord, assignment: str) -> str:
+def instructor_student_page(record: StudentRecord, assignment_name: str) -> str:
     integrity = "".join(f"<li>{e(finding)}</li>" for finding in record.integrity)
     body = (
-        f"<header class=summary><div>Assignment <strong>{e(assignment)}</strong>, "
+        f"<header class=summary><div>Assignment <strong>{e(assignment_name)}</strong>, "
         f"<strong>{e(record.student_id)}</strong></div></header>"
         "<section class=card><h2>Attempts</h2>"
         f"{attempts_table(record.attempts, record.counted, e(record.student_id) + '/attempts/')}"
@@ -422,7 +422,7 @@ def instructor_student_page(record: StudentRecord, assignment: str) -> str:
         f"{'<ul>' + integrity + '</ul>' if integrity else '<p>Nothing seen.</p>'}</section>"
         '<p><a href="../">back to the dashboard</a></p>'
     )
-    return _page(f"{assignment}: {record.student_id}", body)
+    return _page(f"{assignment_name}: {record.student_id}", body)
 
 
 DASHBOARD_JS = """\

@@ -92,9 +92,9 @@ _BACK_TO_QUEUE = text("""
       AND (id = ANY(:dead) OR NOT EXISTS (SELECT 1 FROM claims WHERE attempt_id = attempts.id))""")
 
 
-def assignment_key(assignment: str) -> int:
+def assignment_key(assignment_name: str) -> int:
     """A stable int4 for the assignment's claim lock (a collision only makes two assignments take turns)."""
-    return zlib.crc32(assignment.encode("utf-8")) & 0x7FFFFFFF
+    return zlib.crc32(assignment_name.encode("utf-8")) & 0x7FFFFFFF
 
 
 class Presence:
@@ -153,23 +153,23 @@ class Presence:
                 self._connection = None
 
 
-def _scheduler(db: Connection, assignment: str) -> Scheduler:
-    state = db.execute(select(turns.c.state).where(turns.c.assignment == assignment)).scalar()
+def _scheduler(db: Connection, assignment_name: str) -> Scheduler:
+    state = db.execute(select(turns.c.state).where(turns.c.assignment == assignment_name)).scalar()
     return Scheduler.from_state(json.loads(state)) if state else Scheduler()
 
 
-def _save(db: Connection, assignment: str, scheduler: Scheduler) -> None:
+def _save(db: Connection, assignment_name: str, scheduler: Scheduler) -> None:
     state = json.dumps(scheduler.state(), separators=(",", ":"))
-    if not db.execute(turns.update().where(turns.c.assignment == assignment).values(state=state)).rowcount:
-        db.execute(turns.insert().values(assignment=assignment, state=state))
+    if not db.execute(turns.update().where(turns.c.assignment == assignment_name).values(state=state)).rowcount:
+        db.execute(turns.insert().values(assignment=assignment_name, state=state))
 
 
 class SharedQueue:
     """The queue of one assignment, shared by every serve process on the database (see the module)."""
 
-    def __init__(self, store: Store, assignment: str) -> None:
-        self.store, self.assignment = store, assignment
-        self.key = assignment_key(assignment)
+    def __init__(self, store: Store, assignment_name: str) -> None:
+        self.store, self.assignment = store, assignment_name
+        self.key = assignment_key(assignment_name)
         try:
             with store.begin() as db:  # the tables are the store's (migrations/, revision 0003); the rule is ours
                 db.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})

@@ -329,8 +329,8 @@ class Store:
     """The service's database. With `assignment`, every attempt it reads, claims or requeues is that
     assignment's: servers of different assignments can share one database without seeing each other's work."""
 
-    def __init__(self, url: str, assignment: str | None = None) -> None:
-        self.assignment = assignment
+    def __init__(self, url: str, assignment_name: str | None = None) -> None:
+        self.assignment = assignment_name
         # The same notebook's autograder errors count from this process's start: an instructor who mended our
         # fault restarts the service, and a student's notebook refused for those errors is taken again.
         self.started = now_utc()
@@ -645,7 +645,9 @@ class Store:
                 return bytes.fromhex(db.execute(select(settings.c.value).where(settings.c.name == name)).one().value)
 
     # ------------------------------------------------------------------ attempts
-    def submit(self, student_id: str, assignment: str, notebook: bytes, policy: ServicePolicy) -> Attempt | Refusal:
+    def submit(
+        self, student_id: str, assignment_name: str, notebook: bytes, policy: ServicePolicy
+    ) -> Attempt | Refusal:
         """Store a new attempt (committed when this returns), or say why the policy refuses it."""
         with self._submit_lock, self.begin() as db:
             # The student's row, locked until the commit: another process's upload of theirs waits for this one
@@ -655,7 +657,7 @@ class Store:
                 db.execute(
                     select(
                         attempts.c.submitted_at, attempts.c.status, func.length(attempts.c.notebook).label("size")
-                    ).where(attempts.c.student_id == student_id, attempts.c.assignment == assignment)
+                    ).where(attempts.c.student_id == student_id, attempts.c.assignment == assignment_name)
                 )
             )
             # An attempt that ended as an autograder error (our failure) uses up no attempt, and the first few no
@@ -669,7 +671,7 @@ class Store:
                 same = db.execute(
                     select(func.count()).where(
                         attempts.c.student_id == student_id,
-                        attempts.c.assignment == assignment,
+                        attempts.c.assignment == assignment_name,
                         attempts.c.status == Status.AUTOGRADER_ERROR,
                         attempts.c.submitted_at >= self.started,
                         func.length(attempts.c.notebook) == len(notebook),
@@ -692,7 +694,7 @@ class Store:
             inserted = db.execute(
                 attempts.insert().values(
                     student_id=student_id,
-                    assignment=assignment,
+                    assignment=assignment_name,
                     number=number,
                     submitted_at=now,
                     notebook=notebook,
@@ -702,7 +704,9 @@ class Store:
             ).inserted_primary_key
             assert inserted is not None  # noqa: S101 - an insert has a key
         # Committed: the attempt as stored (not read back; these are the values just written).
-        return Attempt(inserted[0], student_id, assignment, number, now, QUEUED, None, None, None, None, [], None, 0)
+        return Attempt(
+            inserted[0], student_id, assignment_name, number, now, QUEUED, None, None, None, None, [], None, 0
+        )
 
     def _mine(self, query: Any) -> Any:
         """The query kept to this store's assignment (when it has one)."""
