@@ -70,10 +70,34 @@ def class_summary(
     counted = [f for f in feedback if f.status in RAN]
     max_score = max((float(f.max_score) for f in feedback), default=0.0)
     scores = [float(f.score) for f in counted]
-    link = {f.student_id: feedback_link(f.student_id, f.assignment, page) for f in feedback if page}
+    not_counted = {
+        Status.FAILED: [f.student_id for f in feedback if f.status == Status.FAILED],
+        Status.AUTOGRADER_ERROR: [f.student_id for f in feedback if f.status == Status.AUTOGRADER_ERROR],
+        Status.MISSING: sorted(missing),
+        "unreadable": sorted(unreadable),
+    }
+    return {
+        "students": len(counted),
+        "max_score": max_score,
+        "mean_score": sum(scores) / len(scores) if scores else None,
+        "median_score": _median(scores),
+        "statuses": {
+            status: sum(1 for f in feedback if f.status == status)
+            for status in sorted({str(f.status) for f in feedback})
+        },
+        "histogram": score_bins(max_score, [(f.student_id, float(f.score)) for f in counted]) if counted else [],
+        "questions": _question_rows(counted),
+        "answers": answer_shares(counted),
+        "misconceptions": _misconceptions_seen(counted),
+        "not_counted": not_counted,
+        "roster": _roster(feedback, not_counted, max_score, page),
+        "missing": not_counted[Status.MISSING],
+        "unreadable": not_counted["unreadable"],
+    }
 
-    bins = score_bins(max_score, [(f.student_id, float(f.score)) for f in counted]) if counted else []
 
+def _question_rows(counted: Sequence[Feedback]) -> list[dict[str, Any]]:
+    """Per question of the first counted feedback: its points, how many earned them all, the share and the mean."""
     questions = []
     template = counted[0].questions if counted else ()
     for index, question in enumerate(template):
@@ -91,7 +115,11 @@ def class_summary(
                 "mean": sum(earned) / len(earned) if earned else 0.0,
             }
         )
+    return questions
 
+
+def _misconceptions_seen(counted: Sequence[Feedback]) -> list[dict[str, Any]]:
+    """Each misconception note the class was given: where and whom, the most common first."""
     misconceptions: dict[str, dict[str, Any]] = {}
     for student in counted:
         for question in student.questions:
@@ -112,20 +140,18 @@ def class_summary(
                 if student.student_id not in item["where"]:
                     item["students"].append(student.student_id)
                     item["where"][student.student_id] = question.id
-    ranked = sorted(misconceptions.values(), key=lambda item: -len(item["students"]))
+    return sorted(misconceptions.values(), key=lambda item: -len(item["students"]))
 
-    not_counted = {
-        Status.FAILED: [f.student_id for f in feedback if f.status == Status.FAILED],
-        Status.AUTOGRADER_ERROR: [f.student_id for f in feedback if f.status == Status.AUTOGRADER_ERROR],
-        Status.MISSING: sorted(missing),
-        "unreadable": sorted(unreadable),
-    }
+
+def _roster(
+    feedback: Sequence[Feedback], not_counted: dict[str, list[str]], max_score: float, page: str
+) -> list[dict[str, Any]]:
+    """Every student with feedback, then those who submitted nothing and those whose file could not be read."""
     roster = []
     for student in feedback:
-        sid = student.student_id
         roster.append(
             {
-                "student_id": sid,
+                "student_id": student.student_id,
                 "status": student.status,
                 "counted": student.status in RAN,
                 "score": float(student.score),
@@ -134,7 +160,7 @@ def class_summary(
                 "questions": {q.id: float(q.earned) for q in student.questions},
                 "misconceptions": sorted(student.misconception_ids()),
                 "reason": (student.messages or ("",))[0] if student.status not in RAN else "",
-                "page": link.get(sid, ""),
+                "page": feedback_link(student.student_id, student.assignment, page) if page else "",
             }
         )
     roster += [
@@ -156,24 +182,7 @@ def class_summary(
         )
         for sid in names
     ]
-    return {
-        "students": len(counted),
-        "max_score": max_score,
-        "mean_score": sum(scores) / len(scores) if scores else None,
-        "median_score": _median(scores),
-        "statuses": {
-            status: sum(1 for f in feedback if f.status == status)
-            for status in sorted({str(f.status) for f in feedback})
-        },
-        "histogram": bins,
-        "questions": questions,
-        "answers": answer_shares(counted),
-        "misconceptions": ranked,
-        "not_counted": not_counted,
-        "roster": roster,
-        "missing": not_counted[Status.MISSING],
-        "unreadable": not_counted["unreadable"],
-    }
+    return roster
 
 
 def answer_shares(counted: Sequence[Feedback]) -> list[dict[str, Any]]:
