@@ -168,11 +168,12 @@ class GradebookWriter:
             self._execute(insert(table), new)
 
     def _write(self, entries: list[Entry]) -> None:
-        from nbgrader.api import Comment, Grade, SubmittedAssignment, SubmittedNotebook, new_uuid
-        from sqlalchemy import bindparam, insert, select, update
+        """New submissions inserted as nbgrader's add_submission and autograde would make them; those the gradebook
+        already has updated in place."""
+        from nbgrader.api import SubmittedAssignment
+        from sqlalchemy import select
 
-        assignments, notebooks = SubmittedAssignment.__table__, SubmittedNotebook.__table__
-        grades, comments = Grade.__table__, Comment.__table__
+        assignments = SubmittedAssignment.__table__
         students = [entry.student for entry in entries]
         self._add_missing_students(students)
         existing: dict[str, str] = {}  # student -> submitted_assignment id
@@ -181,12 +182,18 @@ class GradebookWriter:
                 assignments.c.assignment_id == self.assignment_id, assignments.c.student_id.in_(chunk)
             )
             existing.update({sid: sub_id for sid, sub_id in self._execute(query)})
+        self._insert_new([entry for entry in entries if entry.student not in existing])
+        again = [entry for entry in entries if entry.student in existing]
+        if again:
+            self._update_again(again, existing)
 
-        # New submissions: the rows nbgrader's add_submission creates, then the values autograde sets.
+    def _insert_new(self, entries: list[Entry]) -> None:
+        """New submissions: the rows nbgrader's add_submission creates, then the values autograde sets."""
+        from nbgrader.api import Comment, Grade, SubmittedAssignment, SubmittedNotebook, new_uuid
+        from sqlalchemy import insert
+
         new_assignments, new_notebooks, new_grades, new_comments = [], [], [], []
         for entry in entries:
-            if entry.student in existing:
-                continue
             submission_id = new_uuid()
             new_assignments.append(
                 {
@@ -235,19 +242,21 @@ class GradebookWriter:
                         }
                     )
         for table, rows in (
-            (assignments, new_assignments),
-            (notebooks, new_notebooks),
-            (grades, new_grades),
-            (comments, new_comments),
+            (SubmittedAssignment.__table__, new_assignments),
+            (SubmittedNotebook.__table__, new_notebooks),
+            (Grade.__table__, new_grades),
+            (Comment.__table__, new_comments),
         ):
             if rows:
                 self._execute(insert(table), rows)
 
-        # Submissions the gradebook already has: the new time, extension, penalty and scores; a cell graded
-        # by hand keeps its manual score and stays the human's (needs_manual_grade follows nbgrader's rule).
-        again = [entry for entry in entries if entry.student in existing]
-        if not again:
-            return
+    def _update_again(self, again: list[Entry], existing: dict[str, str]) -> None:
+        """Submissions the gradebook already has: the new time, extension, penalty and scores; a cell graded by
+        hand keeps its manual score and stays the human's (needs_manual_grade follows nbgrader's rule)."""
+        from nbgrader.api import Grade, SubmittedAssignment, SubmittedNotebook
+        from sqlalchemy import bindparam, select, update
+
+        assignments, notebooks, grades = SubmittedAssignment.__table__, SubmittedNotebook.__table__, Grade.__table__
         ours = next((nb for nb in self.notebooks if nb.name == self.notebook), None)
         self._execute(
             update(assignments)
