@@ -353,8 +353,7 @@ class WarmPool:
         ]
         env = {} if self.isolation.namespaces else dict(SANDBOX_ENV)
         # What a worker prints (an import error, bubblewrap's complaint) is kept for the error message.
-        log_fd, log_name = tempfile.mkstemp(prefix="autograd-worker-", suffix=".log")
-        os.unlink(log_name)  # kept open, read by log_tail; a grader that is killed leaves no file behind
+        log_fd = _nameless_log()  # kept open, read by log_tail; a grader that is killed leaves no file behind
         prelude_read, prelude_write = os.pipe()  # the prelude's and compiled cells' sources, on its stdin
         try:
             process = subprocess.Popen(  # noqa: S603 - fixed argument list, no shell
@@ -651,3 +650,15 @@ class _WarmRun:
 
 def default_jobs() -> int:
     return max(1, len(os.sched_getaffinity(0)))
+
+
+def _nameless_log() -> int:
+    """A file for a worker's output that has no name at any moment (O_TMPFILE), so that nothing of it ever shows in
+    the temporary folder; where the filesystem cannot make one, a named file unlinked at once."""
+    folder = tempfile.gettempdir()
+    try:
+        return os.open(folder, os.O_TMPFILE | os.O_RDWR, 0o600)
+    except (AttributeError, OSError):  # no O_TMPFILE here (an old kernel, a filesystem without it)
+        log_fd, log_name = tempfile.mkstemp(prefix="autograd-worker-", suffix=".log")
+        os.unlink(log_name)
+        return log_fd
