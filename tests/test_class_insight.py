@@ -15,6 +15,7 @@ import json
 
 import pytest
 
+from course.authoring.rule_drafts import RuleDraft, accept
 from course.cli import main
 from course.pipeline.slips import (
     ACCUMULATION_OFF,
@@ -24,9 +25,18 @@ from course.pipeline.slips import (
     ONE_BRANCH,
     SIGN_FLIPPED,
     SUM_FOR_MEAN,
+    Slip,
 )
 from tests.samples.make_samples import BACKPROP_RIGHT
-from tests.support.helpers import BACKPROP_RELEASE, TRAINING_RELEASE, TRAINING_VALUES, copy_course, fill, load, write
+from tests.support.helpers import (
+    BACKPROP_RELEASE,
+    TRAINING_RELEASE,
+    TRAINING_VALUES,
+    copy_course,
+    fill,
+    load,
+    write,
+)
 from tests.support.slips import micrograd_dg_da
 
 # (answer, the value as a student types it, how many students, the slip's kind): each student slips once.
@@ -212,3 +222,56 @@ def test_draft_rules_without_graded_feedback_says_what_to_do(course_root, capsys
     err = capsys.readouterr().err
     assert f"{empty}: no graded feedback of backprop" in err
     assert "grade the class first" in err
+
+
+def _a_draft(source: str) -> RuleDraft:
+    return RuleDraft("gate", "gate_df_dx", Slip("dropped_local", "∂f/∂q", "a local derivative dropped"), ("a",), source)
+
+
+def test_accepting_a_draft_that_does_not_load_puts_the_module_back_as_it_was(course_root):
+    from course.core.config import load_config
+    from course.core.errors import CourseError
+    from course.pipeline.assignment import load_course_assignment
+
+    config = load_config(course_root)
+    assignment = load_course_assignment(config, "backprop")
+    module = course_root / "source" / "backprop" / "exercises.py"
+    module.chmod(0o640)
+    before = module.read_bytes()
+    with pytest.raises(CourseError, match="the drafted rules do not load, so the module is as it was"):
+        accept(config, assignment, [_a_draft("MISCONCEPTIONS = (\n")])  # a draft that does not even parse
+    assert module.read_bytes() == before
+    assert module.stat().st_mode & 0o777 == 0o640
+    # A rule id the module has already: refused at load (two rules of one id would be counted as one)
+    twice = (
+        "from course.pipeline.content import Rule\n"
+        "MISCONCEPTIONS = (Rule('x', 'gate_f', lambda v: False, 'm', 'i'),) * 2\n"
+    )
+    with pytest.raises(CourseError, match="two rules with the id 'x'"):
+        accept(config, assignment, [_a_draft(twice)])
+    assert module.read_bytes() == before
+    assert not [p.name for p in module.parent.iterdir() if "lock" in p.name]  # no lock file left in source/
+
+
+def test_accepting_writes_through_a_link_and_leaves_no_module_where_there_was_none(course_root):
+    from course.core.config import load_config
+    from course.core.errors import CourseError
+    from course.pipeline.assignment import load_course_assignment
+
+    config = load_config(course_root)
+    assignment = load_course_assignment(config, "backprop")
+    module = course_root / "source" / "backprop" / "exercises.py"
+    real = course_root / "kept-elsewhere.py"
+    module.rename(real)
+    module.symlink_to(real)
+    good = (
+        "from course.pipeline.content import Rule\nMISCONCEPTIONS = (Rule('x', 'gate_f', lambda v: False, 'm', 'i'),)\n"
+    )
+    accept(config, assignment, [_a_draft(good)])
+    assert module.is_symlink()  # the author's link kept, and the file it points to holds the rule
+    assert "Rule('x', 'gate_f'" in real.read_text(encoding="utf-8")
+    module.unlink()
+    real.unlink()
+    with pytest.raises(CourseError, match="do not load"):
+        accept(config, assignment, [_a_draft("MISCONCEPTIONS = (\n")])
+    assert not module.exists()  # no module before, none after

@@ -11,7 +11,11 @@ the exercises module, then loads the assignment again; a module that would no lo
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,20 +94,34 @@ def draft_rules(
     return assignment, drafts
 
 
-def accept(config: CourseConfig, assignment: Assignment, drafts: list[RuleDraft]) -> Path:
-    """Append the drafts to the assignment's exercises module; load it again, and put it back as it was if it no
-    longer loads (the CourseError says why)."""
-    module = config.exercises_module(assignment.name)
-    before = module.read_text(encoding="utf-8") if module.exists() else ""
-    added = "\n\n".join(draft.source.rstrip("\n") for draft in drafts)
-    atomic_write_text(
-        module,
-        before.rstrip("\n") + "\n\n\n" + added + "\n",
-        mode=module.stat().st_mode & 0o777 if module.exists() else 0o644,
-    )
+@contextlib.contextmanager
+def _folder_locked(folder: Path) -> Iterator[None]:
+    """An exclusive flock on the module's folder itself, held for the block: no lock file left in source/."""
+    handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        load_course_assignment(config, assignment.name)
-    except CourseError as error:
-        atomic_write_text(module, before, mode=module.stat().st_mode & 0o777)
-        raise CourseError(f"{module}: the drafted rules do not load, so the module is as it was: {error}") from None
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # the lock goes with the descriptor
+
+
+def accept(config: CourseConfig, assignment: Assignment, drafts: list[RuleDraft]) -> Path:
+    """Append the drafts to the assignment's exercises module (the file a link points to, if it is one); load it
+    again, and put it back as it was if it no longer loads (the CourseError says why): its text and mode, or no
+    file where there was none. One at a time: two runs never append over each other's."""
+    module = config.exercises_module(assignment.name).resolve()
+    added = "\n\n".join(draft.source.rstrip("\n") for draft in drafts)
+    with _folder_locked(module.parent):
+        existed = module.exists()
+        before = module.read_text(encoding="utf-8") if existed else ""
+        mode = module.stat().st_mode & 0o777 if existed else 0o644
+        atomic_write_text(module, before.rstrip("\n") + "\n\n\n" + added + "\n", mode=mode)
+        try:
+            load_course_assignment(config, assignment.name)
+        except CourseError as error:
+            if existed:
+                atomic_write_text(module, before, mode=mode)
+            else:
+                module.unlink(missing_ok=True)
+            raise CourseError(f"{module}: the drafted rules do not load, so the module is as it was: {error}") from None
     return module

@@ -132,6 +132,11 @@ def _checked(path: Path, module: Any) -> Content:
     rules = getattr(module, "MISCONCEPTIONS", ())
     if not all(isinstance(rule, Rule) for rule in rules):
         raise SourceNotebookError(f"{where}: MISCONCEPTIONS must be a list of Rule")
+    twice = sorted({rule.id for rule in rules if sum(other.id == rule.id for other in rules) > 1})
+    if twice:  # the class summary counts notes by id: two rules of one id would be counted as one
+        raise SourceNotebookError(
+            f"{where}: MISCONCEPTIONS has two rules with the id {', '.join(map(repr, twice))}: give each its own"
+        )
     function_points = getattr(module, "FUNCTION_POINTS", {})
     if not isinstance(function_points, dict) or not all(
         isinstance(name, str) and isinstance(number, str) for name, number in function_points.items()
