@@ -81,3 +81,16 @@ def test_a_student_graded_with_the_runs_context_reads_no_secret_again(monkeypatc
     with counting_loads() as loads:  # the count can fail: without the context's secret, each student reads it
         grade_submission(SubmissionRef("alice", broken), context.assignment, config)
     assert loads["secret read"] == 1
+
+
+def test_check_looks_the_settings_up_once(tmp_path):
+    """The student's `check` in a course folder: the settings once, for the assignment's name and its release's
+    numbers alike (a reviewer found the release's path asked by name again)."""
+    from course.pipeline.selfcheck import check_notebook
+    from tests.support.helpers import submitted_notebook, write
+
+    notebook = write(submitted_notebook(), tmp_path / "autograd.ipynb")
+    config = load_config(ROOT)
+    with counting_loads() as loads:
+        check_notebook(notebook, config)
+    assert loads["settings looked up"] == 1

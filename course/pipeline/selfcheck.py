@@ -16,7 +16,7 @@ from pathlib import Path
 from course import forms, sandbox
 from course.core.answers import FUNCTION, MISSING, STILL_RELEASED, VALUE, WRONG_FORM, Answer, PlainValue, describe
 from course.core.cell_metadata import nbgrader_cell
-from course.core.config import DEFAULT_SANDBOX_UID, AssignmentSettings, CourseConfig, Limits
+from course.core.config import DEFAULT_SANDBOX_UID, AssignmentPaths, AssignmentSettings, CourseConfig, Limits
 from course.core.errors import CourseError, SandboxStartError
 from course.core.text import safe_text
 from course.pipeline.assignment import NUMBERS_CELL, cell_text, is_text, released_assignment
@@ -236,7 +236,11 @@ def check_notebook(path: Path, config: CourseConfig | None = None, assignment_na
     assignment = released_assignment(notebook, path, name)
     # The assignment is read from the notebook itself, so its own numbers cell says nothing of what the default
     # numbers are: only the course's release does (None: no release to compare with).
-    release_numbers = _release_numbers(config.release_notebook(name), limits) if config else None
+    release_numbers = (
+        _release_numbers(AssignmentPaths(config.root, settings).release_notebook, limits)
+        if config and settings
+        else None
+    )
     # The form checks do not depend on whose numbers these are: a personalised notebook's own numbers
     # cell runs after the course's and sets the student's.
     submission = read_submission(
