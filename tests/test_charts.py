@@ -322,6 +322,8 @@ def test_the_class_summary_draws_each_answers_share_and_the_item_analysis_in_the
     ]
     assert "1 answer left blank by someone: the table says by how many." in section
     assert "<desc>Students per score: 0: 1 student; 1: 1 student; 2: 1 student.</desc>" in page  # the histogram's
-    assert ("id=item-analysis" in page) is with_analysis
+    assert ("id=item-charts" in page) is with_analysis
+    ids = re.findall(r"""\bid=["']?([\w-]+)""", page)
+    assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)  # each anchor names one element
     assert ('id="chart-slips"' in page) is with_analysis
     assert "<b>cy" not in page

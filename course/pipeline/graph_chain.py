@@ -211,7 +211,7 @@ def graph_nodes(output: torch.Tensor) -> list[Any]:
 
 
 def operation_kind(node: Any) -> str:
-    """A torch node's operation, from its class: `Mul` for MulBackward0, `AccumulateGrad` for a leaf's."""
+    """A torch node's operation, from its class: `Mul` for MulBackward, `AccumulateGrad` for a leaf's."""
     return _kind(node)
 
 

@@ -15,7 +15,7 @@ fork's paths adding up); then the slips of one edge, from the smallest change to
 nearest the output first. Two kinds can give the same value (at a fork whose paths send g and 2g, keeping the 2g
 path alone and flipping the sign of the g path both give g): the earlier kind names it.
 
-1. `gate_ignored`: at a ReLU (or LeakyReLU) node, the gradient passed through as if its slope were 1;
+1. `gate_ignored`: at a ReLU node (or one of its leaky variants), the gradient passed through as if its slope were 1;
 2. `accumulation_off` (only where one `.grad` is accumulated into by two or more `backward()` calls): each
    `backward()` replacing `.grad`; `zero_()`/`zero_grad()` ignored; the first gradient counted twice; left out;
 3. `one_branch`: at a value used twice or more (a fork), only one use's gradient kept (each use tried);

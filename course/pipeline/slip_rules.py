@@ -41,7 +41,7 @@ MAX_DENOMINATOR = 1000  # a factor written as a fraction when one this small giv
 
 # What the message adds to the slip's sentence: what the step should have done (shown beside torch's values).
 ADVICE = {
-    GATE_IGNORED: "A ReLU passes the gradient back only where its input was positive (a LeakyReLU times its small "
+    GATE_IGNORED: "A ReLU passes the gradient back only where its input was positive (a leaky one times its small "
     "slope where it was negative): here it was not, and the gradient went through as if the slope were 1.",
     ACCUMULATION_OFF: "backward() adds its gradient to what .grad already holds, and only zeroing empties it.",
     ONE_BRANCH: "This value is used more than once on the way to the output, and the gradients of all its uses add "

@@ -120,7 +120,7 @@ class GraphBuild(_Computation):
         from course.pipeline.judge import to_plain
 
         # Its forward values, which no mutation of the backward pass changes: a draft rule may name them.
-        self.forward_values = {
+        self.forwards_seen = {
             answer: to_plain(computation.names[symbol])
             for symbol, answer in computation.forwards.items()
             if symbol in computation.names
@@ -142,7 +142,7 @@ class GraphBuild(_Computation):
             for symbol, grad in zip(symbols, grads, strict=True)
             if grad is not None
         }
-        return {**self.forward_values, **gradients}
+        return {**self.forwards_seen, **gradients}
 
 
 class _HiddenCell(_Computation):

@@ -158,7 +158,9 @@ def item_analysis_charts(analysis: ItemAnalysis) -> str:
 def item_analysis_html(analysis: ItemAnalysis) -> str:
     """The item analysis's section (a card) of the class summary. The page places it with
     `summary_page.render_summary_html(..., analysis=...)`."""
-    return f"<section class=card id=item-analysis><h2>Item analysis</h2>{item_analysis_charts(analysis)}</section>"
+    # its own id: the item analysis's table (summary_page.py) is the section `#item-analysis`
+    charts = item_analysis_charts(analysis)
+    return f"<section class=card id=item-charts><h2>Item analysis at a glance</h2>{charts}</section>"
 
 
 def first_and_counted(first: Sequence[Feedback], counted: Sequence[Feedback]) -> list[Pair]:
