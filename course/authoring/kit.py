@@ -145,52 +145,62 @@ def check_exercises(exercises: Sequence[Exercise], where: Path) -> dict[str, dic
                 "make every item Exercise(...) (course.authoring.kit)"
             )
         at = f"{where}: exercise {exercise.id!r}"
-        if not ID_PATTERN.fullmatch(exercise.id):
-            raise AuthoringError(
-                f"{at}: its id must be lower-case letters, digits and _, at most 40 (it names "
-                "the cells answer_<id>, form_<id>, test_<id>); rename it"
-            )
-        if exercise.id in seen_ids:
-            raise AuthoringError(f"{at}: the id is used twice; give each exercise its own")
-        seen_ids.add(exercise.id)
-        if not callable(exercise.build) or not isinstance(exercise.numbers, Mapping):
-            raise AuthoringError(f"{at}: build must be a function and numbers a dict of its numbers by name")
-        if not exercise.answers:
-            raise AuthoringError(f"{at}: it asks for no answer; add at least one Ask(...)")
-        for ask in exercise.answers:
-            _check_ask(ask, exercise, at, seen_answers)
-        for name, value in exercise.numbers.items():
-            if not name.isidentifier() or type(value) not in (int, float):
-                raise AuthoringError(
-                    f"{at}: number {name!r} = {value!r}: numbers are plain ints or floats named like Python variables"
-                )
-        _source_of(exercise, at)  # its build can be written into the hidden tests
-        parameters = set(inspect.signature(exercise.build).parameters)
-        if parameters != set(exercise.numbers):
-            raise AuthoringError(
-                f"{at}: build takes ({', '.join(sorted(parameters))}) but numbers names "
-                f"({', '.join(sorted(exercise.numbers))}); name each argument of build after a "
-                "number of the exercise"
-            )
-        for name in PLACEHOLDER.findall(exercise.question):
-            if name not in exercise.numbers:
-                raise AuthoringError(
-                    f"{at}: its question shows {{{{{name}}}}}, which is none of its numbers "
-                    f"({', '.join(exercise.numbers) or 'none'}); add it to numbers or fix the name"
-                )
-        build_name = exercise.build.__name__
-        clash = sorted({ask.name for ask in exercise.answers} & (RESERVED | {build_name}))
-        if build_name in RESERVED or clash:
-            named = f"build's name {build_name!r}" if build_name in RESERVED else f"answer {', '.join(clash)}"
-            raise AuthoringError(
-                f"{at}: the {named} is a name the hidden tests use themselves "
-                f"({', '.join(sorted(RESERVED))} and build's name); rename it"
-            )
+        _check_definition(exercise, at, seen_ids, seen_answers)
+        _check_names(exercise, at)
         keys[exercise.id] = _answer_key(exercise, at, to_plain)
         _check_standalone(exercise, keys[exercise.id], at, to_plain)
         check_declaration(exercise, at)
         check_feasible(exercise, at)  # a bounded search of its ranges: refused when they cannot keep its require
     return keys
+
+
+def _check_definition(exercise: Exercise, at: str, seen_ids: set[str], seen_answers: dict[str, str]) -> None:
+    """The exercise's id (well formed, not used before), its build, its answers and its numbers."""
+    if not ID_PATTERN.fullmatch(exercise.id):
+        raise AuthoringError(
+            f"{at}: its id must be lower-case letters, digits and _, at most 40 (it names "
+            "the cells answer_<id>, form_<id>, test_<id>); rename it"
+        )
+    if exercise.id in seen_ids:
+        raise AuthoringError(f"{at}: the id is used twice; give each exercise its own")
+    seen_ids.add(exercise.id)
+    if not callable(exercise.build) or not isinstance(exercise.numbers, Mapping):
+        raise AuthoringError(f"{at}: build must be a function and numbers a dict of its numbers by name")
+    if not exercise.answers:
+        raise AuthoringError(f"{at}: it asks for no answer; add at least one Ask(...)")
+    for ask in exercise.answers:
+        _check_ask(ask, exercise, at, seen_answers)
+    for name, value in exercise.numbers.items():
+        if not name.isidentifier() or type(value) not in (int, float):
+            raise AuthoringError(
+                f"{at}: number {name!r} = {value!r}: numbers are plain ints or floats named like Python variables"
+            )
+
+
+def _check_names(exercise: Exercise, at: str) -> None:
+    """Build's source and arguments, the question's placeholders and the answers' names against its numbers."""
+    _source_of(exercise, at)  # its build can be written into the hidden tests
+    parameters = set(inspect.signature(exercise.build).parameters)
+    if parameters != set(exercise.numbers):
+        raise AuthoringError(
+            f"{at}: build takes ({', '.join(sorted(parameters))}) but numbers names "
+            f"({', '.join(sorted(exercise.numbers))}); name each argument of build after a "
+            "number of the exercise"
+        )
+    for name in PLACEHOLDER.findall(exercise.question):
+        if name not in exercise.numbers:
+            raise AuthoringError(
+                f"{at}: its question shows {{{{{name}}}}}, which is none of its numbers "
+                f"({', '.join(exercise.numbers) or 'none'}); add it to numbers or fix the name"
+            )
+    build_name = exercise.build.__name__
+    clash = sorted({ask.name for ask in exercise.answers} & (RESERVED | {build_name}))
+    if build_name in RESERVED or clash:
+        named = f"build's name {build_name!r}" if build_name in RESERVED else f"answer {', '.join(clash)}"
+        raise AuthoringError(
+            f"{at}: the {named} is a name the hidden tests use themselves "
+            f"({', '.join(sorted(RESERVED))} and build's name); rename it"
+        )
 
 
 def _check_standalone(exercise: Exercise, key: dict[str, Any], at: str, to_plain: Callable[[Any], Any]) -> None:
@@ -428,6 +438,27 @@ def _numbers_cell(
     from course.pipeline.content import Content
     from course.pipeline.variants import numbers_source
 
+    ours = _kit_numbers(exercises, where)
+    by_id = {nbgrader_meta(cell).get("grade_id"): (index, cell) for index, cell in enumerate(cells)}
+    params = dict(numbers_cell_values(by_id, Path("the numbers cell")) if NUMBERS_CELL in by_id else {})
+    owned = _owned_keys(exercises, by_id, params, where)
+    removed = _remove_stale(cells, exercises, params, owned, notes)
+    if not ours and not removed:
+        return
+    params.update(ours)
+    layout = _numbers_layout(exercises, groups, by_id, ours)
+    source = numbers_source(params, Content(number_groups=tuple(tuple(group) for group in layout)))
+    if NUMBERS_CELL in by_id:
+        cell = by_id[NUMBERS_CELL][1]
+        if cell_text(cell) != source:
+            cell["source"] = source.splitlines(keepends=True)
+        return
+    setup_at = by_id["setup"][0] if "setup" in by_id else -1
+    cells.insert(setup_at + 1, notebook_cell("code", source, "numbers", nbgrader_metadata(NUMBERS_CELL)))
+
+
+def _kit_numbers(exercises: Sequence[Exercise], where: Path) -> dict[str, int | float]:
+    """The kit exercises' numbers by their key in P; two exercises' numbers under one key are refused."""
     ours: dict[str, int | float] = {}
     for exercise in exercises:
         for name, number in exercise.number_names().items():
@@ -437,8 +468,16 @@ def _numbers_cell(
                     f"{number!r}, which another kit exercise's number is named too; rename one of them"
                 )
             ours[number] = exercise.numbers[name]
-    by_id = {nbgrader_meta(cell).get("grade_id"): (index, cell) for index, cell in enumerate(cells)}
-    params = dict(numbers_cell_values(by_id, Path("the numbers cell")) if NUMBERS_CELL in by_id else {})
+    return ours
+
+
+def _owned_keys(
+    exercises: Sequence[Exercise],
+    by_id: Mapping[Any, tuple[int, dict[str, Any]]],
+    params: Mapping[str, Any],
+    where: Path,
+) -> dict[str, set[str]]:
+    """The keys of P each kit exercise's test cell reads; a kit number over a hand-written one's key is refused."""
     # A key of P is a kit exercise's own when the test cell the kit wrote for it reads it; any other key of P
     # belongs to a hand-written exercise, whose number the kit must never overwrite.
     kit_tests = {exercise.id: by_id.get(f"test_{exercise.id}") for exercise in exercises}
@@ -454,6 +493,17 @@ def _numbers_cell(
                     f"{number!r}, which P already holds for a hand-written exercise (the kit would overwrite "
                     f"its number); rename the number {name!r} (or the exercise's id)"
                 )
+    return owned
+
+
+def _remove_stale(
+    cells: list[dict[str, Any]],
+    exercises: Sequence[Exercise],
+    params: dict[str, Any],
+    owned: Mapping[str, set[str]],
+    notes: list[str] | None,
+) -> bool:
+    """Remove from `params` the kit keys no exercise has any more (said in `notes`); whether any was removed."""
     elsewhere = "\n".join(  # what the other cells read: a key a hand-written cell uses is never removed
         cell_text(cell)
         for cell in cells
@@ -479,9 +529,16 @@ def _numbers_cell(
                 f"removed {', '.join(stale)} from the numbers cell's P: exercise {exercise.id!r} no longer has "
                 f"{'that number' if len(stale) == 1 else 'those numbers'}"
             )
-    if not ours and not removed:
-        return
-    params.update(ours)
+    return removed
+
+
+def _numbers_layout(
+    exercises: Sequence[Exercise],
+    groups: Sequence[Sequence[str]],
+    by_id: Mapping[Any, tuple[int, dict[str, Any]]],
+    ours: Mapping[str, int | float],
+) -> list[list[str]]:
+    """The numbers cell's lines: the module's groups, then the cell's own lines, then the kit's new groups."""
     layout = [list(group) for group in groups]
     if NUMBERS_CELL in by_id:  # the cell's own lines, for the names the module's groups leave out
         placed = {name for group in layout for name in group} | set(ours)
@@ -492,14 +549,7 @@ def _numbers_cell(
                 placed.update(names)
     placed = {name for group in layout for name in group}
     layout += [list(group) for group in number_groups(exercises) if not placed & set(group)]
-    source = numbers_source(params, Content(number_groups=tuple(tuple(group) for group in layout)))
-    if NUMBERS_CELL in by_id:
-        cell = by_id[NUMBERS_CELL][1]
-        if cell_text(cell) != source:
-            cell["source"] = source.splitlines(keepends=True)
-        return
-    setup_at = by_id["setup"][0] if "setup" in by_id else -1
-    cells.insert(setup_at + 1, notebook_cell("code", source, "numbers", nbgrader_metadata(NUMBERS_CELL)))
+    return layout
 
 
 def number_groups(exercises: Sequence[Exercise]) -> tuple[tuple[str, ...], ...]:

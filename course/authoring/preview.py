@@ -201,12 +201,7 @@ def preview(
     """Write the preview of one assignment (the course's only one when None) into `out` (default
     preview/<assignment>/ in the course root) and say what was written. Without `wrong`, the wrong notebook
     flips the sign of the first number answer whose key is not 0."""
-    if assignment_name is None and len(config.assignments) > 1:
-        raise PreviewError(
-            "the course has several assignments; name one with --assignment ("
-            + ", ".join(a.name for a in config.assignments)
-            + ")"
-        )
+    _refuse_several(config, assignment_name)
     settings = config.assignment(assignment_name)
     assignment = load_course_assignment(config, settings.name)
     # Every notebook of a preview is the answer key, or made from it: hand work is only noted, as the self-test
@@ -220,41 +215,84 @@ def preview(
         release_path = release_in_scratch(config, assignment, staging / "course")
         built = staging / "preview"
         built.mkdir(mode=PRIVATE_FOLDER)  # the answer key's notebook and pages: the grader's user's alone
-        student = built / "student" / release_path.name
-        student.parent.mkdir()
-        shutil.copy(release_path, student)
-        student_page = student.with_suffix(".html")
-        atomic_write_text(student_page, notebook_page(student, settings.name))
+        student, student_page = _student_release(release_path, built, settings.name)
         released = json.loads(release_path.read_text(encoding="utf-8"))
         solution = from_source(assignment, solved=True)
-        # The three notebooks side by side (each in a sandbox of its own, as the self-test grades its two); the
-        # default wrong answer is read from the answer key's grading, so it waits for that one.
-        with ThreadPoolExecutor(3) as pool:
-            key = pool.submit(_grade, config, assignment, built, "solution", "the answer key", solution)
-            untouched = pool.submit(_grade, config, assignment, built, "untouched", "the untouched release", released)
-            named = named or _default_wrong(assignment, key.result())
-            shown = ", ".join(f"{one.name} = {one.written}" for one in named)
-            wrong_one = pool.submit(
-                _grade,
-                config,
-                assignment,
-                built,
-                "wrong",
-                f"a wrong answer ({shown})",
-                wrong_notebook(solution, named),
-            )
-            graded = [key.result(), untouched.result(), wrong_one.result()]
+        graded, named = _grade_three(config, assignment, built, solution, released, named)
         warnings = _warnings(assignment, graded, named)
         (built / MARKER).write_text("written by autograd-course preview; the next preview replaces it\n")
         index = built / "index.html"
         atomic_write_text(index, index_page(settings.name, student_page.name, graded, warnings))
         install_folder(built, folder)
+    return _installed(settings.name, folder, built, (index, student, student_page), graded, named, warnings)
+
+
+def _refuse_several(config: CourseConfig, assignment_name: str | None) -> None:
+    """Refuse a preview that names no assignment of a course that has several."""
+    if assignment_name is None and len(config.assignments) > 1:
+        raise PreviewError(
+            "the course has several assignments; name one with --assignment ("
+            + ", ".join(a.name for a in config.assignments)
+            + ")"
+        )
+
+
+def _student_release(release_path: Path, built: Path, assignment_name: str) -> tuple[Path, Path]:
+    """The released notebook copied into the preview's student/ folder, and its page beside it."""
+    student = built / "student" / release_path.name
+    student.parent.mkdir()
+    shutil.copy(release_path, student)
+    student_page = student.with_suffix(".html")
+    atomic_write_text(student_page, notebook_page(student, assignment_name))
+    return student, student_page
+
+
+def _grade_three(
+    config: CourseConfig,
+    assignment: Assignment,
+    built: Path,
+    solution: dict[str, Any],
+    released: dict[str, Any],
+    named: tuple[Wrong, ...],
+) -> tuple[list[_Graded], tuple[Wrong, ...]]:
+    """The answer key, the untouched release and the wrong notebook graded, and the wrong answers it holds."""
+    # The three notebooks side by side (each in a sandbox of its own, as the self-test grades its two); the
+    # default wrong answer is read from the answer key's grading, so it waits for that one.
+    with ThreadPoolExecutor(3) as pool:
+        key = pool.submit(_grade, config, assignment, built, "solution", "the answer key", solution)
+        untouched = pool.submit(_grade, config, assignment, built, "untouched", "the untouched release", released)
+        named = named or _default_wrong(assignment, key.result())
+        shown = ", ".join(f"{one.name} = {one.written}" for one in named)
+        wrong_one = pool.submit(
+            _grade,
+            config,
+            assignment,
+            built,
+            "wrong",
+            f"a wrong answer ({shown})",
+            wrong_notebook(solution, named),
+        )
+        graded = [key.result(), untouched.result(), wrong_one.result()]
+    return graded, named
+
+
+def _installed(
+    assignment_name: str,
+    folder: Path,
+    built: Path,
+    pages: tuple[Path, Path, Path],
+    graded: Sequence[_Graded],
+    named: tuple[Wrong, ...],
+    warnings: Sequence[str],
+) -> Preview:
+    """What was written, at its place in the installed `folder` (the paths were made in `built`)."""
+    index, student, student_page = pages
 
     def moved(path: Path) -> Path:
         return folder / path.relative_to(built)
 
     return Preview(
-        settings.name,
+        assignment_name,
         folder,
         moved(index),
         moved(student),

@@ -313,15 +313,7 @@ def release(
     assignment = load_course_assignment(config, settings.name)
     if students and not config.variants:
         raise ReleaseError("release --students needs variants: true in source/course.yaml (and a course secret)")
-    # personalised/<assignment>/ always matches the release it comes from (the term's autograded/ copies and what
-    # each student was given are read from it): without --students the copies already there are made again from
-    # this release, for the same ids, or, with variants off (or no student's folder in it), removed.
-    personal_folder = config.personalised_folder(settings.name)
-    refresh = not students and config.variants
-    ids = list(students or []) or (personalised_ids(personal_folder) if refresh else [])
-    remove_personal = not ids and (personal_folder.exists() or personal_folder.is_symlink())
-    if ids:
-        course_secret(config)  # a missing secret stops here, before anything is written
+    personal_folder, ids, remove_personal = _personalised_plan(config, settings.name, students)
     warnings = _review(config, assignment)
     final_path = config.release_notebook(settings.name)
     with tempfile.TemporaryDirectory(prefix="autograd-course-staging-") as scratch:
@@ -336,8 +328,7 @@ def release(
             _release_for_students(config, assignment, staging / "personalised", template, ids)
         # release/<assignment>/ is replaced whole, so a students/ folder an earlier version wrote inside it (where
         # nbgrader's release_assignment sent every classmate's copy to everyone) goes with the old release.
-        old_copies = final_path.parent / OLD_STUDENTS_FOLDER
-        stale = old_copies if old_copies.is_dir() and not (release_path.parent / OLD_STUDENTS_FOLDER).exists() else None
+        stale = _stale_copies(final_path, release_path)
         # Every check passed: record the cells in the course gradebook, then put the release in place.
         log.info("release %s: recording its cells in the course gradebook, then %s", settings.name, final_path.parent)
         nbgrader_bridge.record_assignment(config.root, config.gradebook_url, settings.name)
@@ -351,9 +342,57 @@ def release(
             ids,
             remove_personal=remove_personal,
         )
+    return _report(
+        assignment,
+        final_path,
+        (solution_score, untouched_score),
+        ids,
+        students,
+        personal_folder,
+        stale,
+        remove_personal,
+        warnings,
+    )
+
+
+def _personalised_plan(
+    config: CourseConfig, assignment_name: str, students: list[str] | None
+) -> tuple[Path, list[str], bool]:
+    """personalised/<assignment>/, the ids to write copies for, and whether the folder is removed instead."""
+    # personalised/<assignment>/ always matches the release it comes from (the term's autograded/ copies and what
+    # each student was given are read from it): without --students the copies already there are made again from
+    # this release, for the same ids, or, with variants off (or no student's folder in it), removed.
+    personal_folder = config.personalised_folder(assignment_name)
+    refresh = not students and config.variants
+    ids = list(students or []) or (personalised_ids(personal_folder) if refresh else [])
+    remove_personal = not ids and (personal_folder.exists() or personal_folder.is_symlink())
+    if ids:
+        course_secret(config)  # a missing secret stops here, before anything is written
+    return personal_folder, ids, remove_personal
+
+
+def _stale_copies(final_path: Path, release_path: Path) -> Path | None:
+    """The students/ folder an earlier version wrote inside release/<assignment>/, which the new release drops."""
+    old_copies = final_path.parent / OLD_STUDENTS_FOLDER
+    return old_copies if old_copies.is_dir() and not (release_path.parent / OLD_STUDENTS_FOLDER).exists() else None
+
+
+def _report(
+    assignment: Assignment,
+    final_path: Path,
+    scores: tuple[float | None, float | None],
+    ids: list[str],
+    students: list[str] | None,
+    personal_folder: Path,
+    stale: Path | None,
+    remove_personal: bool,
+    warnings: tuple[str, ...],
+) -> ReleaseReport:
+    """What the release wrote, proved and removed."""
     without_idea = tuple(
         name for question in assignment.questions for name in scored_without_idea(question.test_source)
     )
+    solution_score, untouched_score = scores
     return ReleaseReport(
         final_path,
         len(assignment.questions),

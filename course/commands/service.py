@@ -25,6 +25,15 @@ TOKENS_HELP = (
 
 
 def _serve_arguments(serve: argparse.ArgumentParser) -> None:
+    """The options of `serve`, then its action `serve tokens`, in the order `--help` lists them."""
+    _service_arguments(serve)
+    _edge_arguments(serve)
+    actions = serve.add_subparsers(dest="action", metavar="ACTION")
+    _tokens_arguments(actions.add_parser("tokens", help=TOKENS_HELP, description=TOKENS_HELP))
+
+
+def _service_arguments(serve: argparse.ArgumentParser) -> None:
+    """Where the service listens, its database, its assignment and its workers."""
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="the port (default: 8000)")
     # No default here: argparse lets an action's own default overwrite what was given before the action
@@ -47,6 +56,10 @@ def _serve_arguments(serve: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="how long an upload waits for its grade before answering 202 (default: 30)",
     )
+
+
+def _edge_arguments(serve: argparse.ArgumentParser) -> None:
+    """The limits on connections at the service's edge, and the trusted reverse proxy."""
     serve.add_argument(
         "--connections",
         type=int,
@@ -78,8 +91,10 @@ def _serve_arguments(serve: argparse.ArgumentParser) -> None:
         metavar="IPS",
         help="behind a reverse proxy: the proxy's address(es), whose X-Forwarded-* headers are trusted",
     )
-    actions = serve.add_subparsers(dest="action", metavar="ACTION")
-    tokens = actions.add_parser("tokens", help=TOKENS_HELP, description=TOKENS_HELP)
+
+
+def _tokens_arguments(tokens: argparse.ArgumentParser) -> None:
+    """The roster and tokens file of `serve tokens`, its one change (rotate, revoke) and its --database."""
     tokens.add_argument(
         "roster",
         type=Path,

@@ -261,7 +261,15 @@ def walk(output: torch.Tensor, names: Mapping[str, torch.Tensor]) -> tuple[Graph
     symbols = {id(tensor): name for name, tensor in names.items()}
     graph = _collect(output)
     leaf_grads = _run_backward(output, graph)
+    named, forward = _step_names(output, names, symbols, graph)
+    steps, contributions, last_arrival = _node_steps(graph, named, forward, symbols)
+    return _in_walk_order(graph, named, forward, steps, contributions, last_arrival, leaf_grads)
 
+
+def _step_names(
+    output: torch.Tensor, names: Mapping[str, torch.Tensor], symbols: Mapping[int, str], graph: _Graph
+) -> tuple[dict[int, str], dict[int, PlainValue]]:
+    """The walk's steps by id(node): their names and forward values; raises GraphChainError for a nameless leaf."""
     # The steps: the output, every named value, every leaf, every fork. Everything else is inlined.
     named: dict[int, str] = {}
     forward: dict[int, PlainValue] = {}
@@ -288,7 +296,13 @@ def walk(output: torch.Tensor, names: Mapping[str, torch.Tensor]) -> tuple[Graph
             forks += 1
             named[id(node)] = f"t{forks}"
             forward[id(node)] = None  # torch keeps no output of a node; name the tensor to see its value
+    return named, forward
 
+
+def _node_steps(
+    graph: _Graph, named: dict[int, str], forward: Mapping[int, PlainValue], symbols: dict[int, str]
+) -> tuple[dict[int, GraphStep], dict[int, list[Contribution]], dict[int, tuple[int, int]]]:
+    """The named nodes' steps in backward order, the gradients each node received, and when its last came."""
     steps: dict[int, GraphStep] = {}
     contributions: dict[int, list[Contribution]] = {}
     arrivals = 0
@@ -315,6 +329,19 @@ def walk(output: torch.Tensor, names: Mapping[str, torch.Tensor]) -> tuple[Graph
             local=tuple(_ratio(gradient, upstream) for _, gradient in edges),
             gradients=tuple(_plain(gradient) for _, gradient in edges),
         )
+    return steps, contributions, last_arrival
+
+
+def _in_walk_order(
+    graph: _Graph,
+    named: Mapping[int, str],
+    forward: Mapping[int, PlainValue],
+    steps: Mapping[int, GraphStep],
+    contributions: Mapping[int, list[Contribution]],
+    last_arrival: Mapping[int, tuple[int, int]],
+    leaf_grads: Mapping[int, Any],
+) -> tuple[GraphStep, ...]:
+    """The node steps and a step for each leaf, in backward order (a leaf when its last gradient arrived)."""
     leaves = [n for n in graph.nodes if _operation(n) == "AccumulateGrad"]
     ordered = sorted(
         [
