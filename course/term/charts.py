@@ -13,7 +13,7 @@ in its caption and listed in its table (up to MAX_ROWS rows).
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from course.core.text import safe_text
@@ -223,6 +223,66 @@ def paired_chart(
     )
 
 
+def _scatter_grid(
+    px: Callable[[float], float],
+    py: Callable[[float], float],
+    box: tuple[int, int, int, int],
+    weak_below: float,
+    x_name: str,
+    y_name: str,
+) -> list[str]:
+    """The scatter chart's grid, axes, weak line and axis names, inside `box` (left, right, top, bottom)."""
+    left, right, top, bottom = box
+    marks = []
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+        marks.append(
+            f"<line class=grid x1={px(tick):.1f} y1={top} x2={px(tick):.1f} y2={bottom}></line>"
+            f"<text class=muted x={px(tick):.1f} y={bottom + 16} text-anchor=middle>{tick * 100:.0f}%</text>"
+        )
+    for tick in (-1.0, -0.5, 0.0, 0.5, 1.0):
+        marks.append(
+            f"<line class=grid x1={left} y1={py(tick):.1f} x2={right} y2={py(tick):.1f}></line>"
+            f"<text class=muted x={left - 4} y={py(tick) + 4:.1f} text-anchor=end>{tick:g}</text>"
+        )
+    marks.append(
+        f"<line class=axis x1={left} y1={bottom} x2={right} y2={bottom}></line>"
+        f"<line class=axis x1={left} y1={top} x2={left} y2={bottom}></line>"
+        f"<line class=weak x1={left} y1={py(weak_below):.1f} x2={right} y2={py(weak_below):.1f}></line>"
+        f"<text class=muted x={right} y={py(weak_below) - 4:.1f} text-anchor=end>weak below {weak_below:g}</text>"
+        f"<text class=muted x={(left + right) / 2:.0f} y={bottom + 34} text-anchor=middle>{_e(x_name)} →</text>"
+        f"<text class=muted x={left + 4} y={top + 12}>↑ {_e(y_name)}</text>"
+    )
+    return marks
+
+
+def _scatter_point(
+    number: int,
+    point: Point,
+    px: Callable[[float], float],
+    py: Callable[[float], float],
+    right: int,
+    weak_below: float,
+    x_name: str,
+    y_name: str,
+) -> str:
+    """One numbered point: a circle, or a triangle when weak, with its label and values as its title."""
+    x, y = px(point.x), py(point.y)
+    weak = point.y < weak_below
+    shape = (
+        f'<path class=point d="M{x:.1f} {y - 5:.1f} L{x + 5:.1f} {y + 4:.1f} L{x - 5:.1f} {y + 4:.1f} Z"></path>'
+        if weak
+        else f"<circle class=point cx={x:.1f} cy={y:.1f} r=4.5></circle>"
+    )
+    anchor = "end" if x > right - 30 else "start"
+    dx = -7 if anchor == "end" else 7
+    return (
+        f"<g class=point data-weak={'yes' if weak else 'no'}>"
+        f"<title>{number}. {_e(shown(point.label, FULL_CHARS))}: "
+        f"{_e(x_name)} {point.x * 100:.0f}%, {_e(y_name)} {point.y:.2f}</title>{shape}"
+        f"<text x={x + dx:.1f} y={y + 4:.1f} text-anchor={anchor}>{number}</text></g>"
+    )
+
+
 def scatter_chart(
     chart_id: str,
     title: str,
@@ -246,41 +306,11 @@ def scatter_chart(
     def py(y: float) -> float:
         return top + (bottom - top) * (1 - _clamp(y, -1.0, 1.0)) / 2
 
-    marks = []
-    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
-        marks.append(
-            f"<line class=grid x1={px(tick):.1f} y1={top} x2={px(tick):.1f} y2={bottom}></line>"
-            f"<text class=muted x={px(tick):.1f} y={bottom + 16} text-anchor=middle>{tick * 100:.0f}%</text>"
-        )
-    for tick in (-1.0, -0.5, 0.0, 0.5, 1.0):
-        marks.append(
-            f"<line class=grid x1={left} y1={py(tick):.1f} x2={right} y2={py(tick):.1f}></line>"
-            f"<text class=muted x={left - 4} y={py(tick) + 4:.1f} text-anchor=end>{tick:g}</text>"
-        )
-    marks.append(
-        f"<line class=axis x1={left} y1={bottom} x2={right} y2={bottom}></line>"
-        f"<line class=axis x1={left} y1={top} x2={left} y2={bottom}></line>"
-        f"<line class=weak x1={left} y1={py(weak_below):.1f} x2={right} y2={py(weak_below):.1f}></line>"
-        f"<text class=muted x={right} y={py(weak_below) - 4:.1f} text-anchor=end>weak below {weak_below:g}</text>"
-        f"<text class=muted x={(left + right) / 2:.0f} y={bottom + 34} text-anchor=middle>{_e(x_name)} →</text>"
-        f"<text class=muted x={left + 4} y={top + 12}>↑ {_e(y_name)}</text>"
-    )
-    for number, point in enumerate(drawn, 1):
-        x, y = px(point.x), py(point.y)
-        weak = point.y < weak_below
-        shape = (
-            f'<path class=point d="M{x:.1f} {y - 5:.1f} L{x + 5:.1f} {y + 4:.1f} L{x - 5:.1f} {y + 4:.1f} Z"></path>'
-            if weak
-            else f"<circle class=point cx={x:.1f} cy={y:.1f} r=4.5></circle>"
-        )
-        anchor = "end" if x > right - 30 else "start"
-        dx = -7 if anchor == "end" else 7
-        marks.append(
-            f"<g class=point data-weak={'yes' if weak else 'no'}>"
-            f"<title>{number}. {_e(shown(point.label, FULL_CHARS))}: "
-            f"{_e(x_name)} {point.x * 100:.0f}%, {_e(y_name)} {point.y:.2f}</title>{shape}"
-            f"<text x={x + dx:.1f} y={y + 4:.1f} text-anchor={anchor}>{number}</text></g>"
-        )
+    marks = _scatter_grid(px, py, (left, right, top, bottom), weak_below, x_name, y_name)
+    marks += [
+        _scatter_point(number, point, px, py, right, weak_below, x_name, y_name)
+        for number, point in enumerate(drawn, 1)
+    ]
     desc = f"{len(points)} points, {x_name} across, {y_name} up: " + "; ".join(
         f"{n}. {shown(p.label)} at {p.x * 100:.0f}%, {p.y:.2f}" for n, p in enumerate(drawn, 1)
     )

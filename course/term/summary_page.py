@@ -251,6 +251,36 @@ def _discrimination(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}".replace("-", "−")
 
 
+def _wrong_values_html(item: dict[str, Any], pages: dict[str, str]) -> list[str]:
+    """One answer's common wrong values as list items: its slips, its values with who gave them, what is left out."""
+    wrong = [
+        f"<li><strong>{_plural(slip['count'], 'student')}: {_e(slip['sentence'] or slip['words'])}</strong> "
+        "(a slip found from their values)</li>"
+        for slip in item["slips"][:ITEM_VALUES_SHOWN]
+    ]
+    for value in item["wrong_values"][:ITEM_VALUES_SHOWN]:
+        names = ", ".join(_student(sid, pages.get(sid, "")) for sid in value["students"])
+        if value["students_left_out"]:
+            names += f" and {value['students_left_out']} more"
+        why = ""
+        if value["rule"]:
+            why = f" — rule <code>{_e(value['rule'])}</code>"
+        elif value["slip"]:
+            why = f" — {_e(value['slip']['sentence'] or value['slip']['words'])}"
+        numbers = value["numbers"]
+        at = f" (numbers {_e(', '.join(f'{k}={v}' for k, v in numbers.items()))})" if numbers else ""
+        wrong.append(
+            f"<li><code>{_e(value['shown'])}</code>{at}: {_plural(value['count'], 'student')}{why}"
+            f"<div class=names>{names}</div></li>"
+        )
+    more = len(item["wrong_values"]) - min(len(item["wrong_values"]), ITEM_VALUES_SHOWN) + item["wrong_values_left_out"]
+    if more > 0:
+        wrong.append(f"<li>{_plural(more, 'other wrong value')}</li>")
+    if item["other_wrong"]:
+        wrong.append(f"<li>{item['other_wrong']} wrong with no value to compare (form, function, unreadable)</li>")
+    return wrong
+
+
 def _item_analysis_html(items: dict[str, Any], pages: dict[str, str]) -> str:
     """The item analysis (course/term/item_exports.py's JSON) as one table, a row an answer: share right,
     discrimination, blanks and its most common wrong values, each with its count, who gave it and the rule or slip
@@ -274,35 +304,7 @@ def _item_analysis_html(items: dict[str, Any], pages: dict[str, str]) -> str:
         "</tr></thead><tbody>"
     )
     for item in items["answers"]:
-        wrong = [
-            f"<li><strong>{_plural(slip['count'], 'student')}: {_e(slip['sentence'] or slip['words'])}</strong> "
-            "(a slip found from their values)</li>"
-            for slip in item["slips"][:ITEM_VALUES_SHOWN]
-        ]
-        for value in item["wrong_values"][:ITEM_VALUES_SHOWN]:
-            names = ", ".join(_student(sid, pages.get(sid, "")) for sid in value["students"])
-            if value["students_left_out"]:
-                names += f" and {value['students_left_out']} more"
-            why = ""
-            if value["rule"]:
-                why = f" — rule <code>{_e(value['rule'])}</code>"
-            elif value["slip"]:
-                why = f" — {_e(value['slip']['sentence'] or value['slip']['words'])}"
-            numbers = value["numbers"]
-            at = f" (numbers {_e(', '.join(f'{k}={v}' for k, v in numbers.items()))})" if numbers else ""
-            wrong.append(
-                f"<li><code>{_e(value['shown'])}</code>{at}: {_plural(value['count'], 'student')}{why}"
-                f"<div class=names>{names}</div></li>"
-            )
-        more = (
-            len(item["wrong_values"])
-            - min(len(item["wrong_values"]), ITEM_VALUES_SHOWN)
-            + item["wrong_values_left_out"]
-        )
-        if more > 0:
-            wrong.append(f"<li>{_plural(more, 'other wrong value')}</li>")
-        if item["other_wrong"]:
-            wrong.append(f"<li>{item['other_wrong']} wrong with no value to compare (form, function, unreadable)</li>")
+        wrong = _wrong_values_html(item, pages)
         share = 100 * item["share_right"]
         parts.append(
             f"<tr><th scope=row><code>{_e(item['answer'])}</code> ({_e(item['question'])})</th>"

@@ -244,19 +244,9 @@ def _errors_cell(errors: tuple[int, int] | None) -> str:
     return f"<strong>{count}</strong>{held}"
 
 
-def dashboard_page(
-    records: list[StudentRecord],
-    assignment_name: str,
-    policy: ServicePolicy,
-    version: str,
-    due: datetime | None,
-    errors: dict[str, tuple[int, int]] | None = None,
-    left_out: list[str] | None = None,
-) -> str:
-    """The class at a glance; `errors`: per student, their autograder errors (Store.autograder_errors);
-    `left_out`: students graded in the term with no link here, whom the LMS CSVs leave out (results.lms_left_out)."""
-    errors = errors or {}
-    unmatched = (
+def _left_out_note(left_out: list[str] | None, assignment_name: str) -> str:
+    """The dashboard's note on students the LMS CSVs leave out, or nothing."""
+    return (
         ""
         if not left_out
         else f"<p class=note id=lms-left-out role=status>Left out of the Canvas and Moodle CSVs: "
@@ -267,6 +257,10 @@ def dashboard_page(
         "<code>autograd-course serve tokens roster.csv</code> (a roster with their LMS ids), or export "
         "the term's record with <code>autograd-course export --roster roster.csv</code>.</p>"
     )
+
+
+def _dashboard_rows(records: list[StudentRecord], errors: dict[str, tuple[int, int]]) -> list[str]:
+    """The dashboard's student table rows, one a student."""
     rows = []
     for record in records:
         last = record.attempts[-1] if record.attempts else None
@@ -280,14 +274,36 @@ def dashboard_page(
             f'<td data-label="integrity findings">{len(record.integrity) or ""}</td>'
             f'<td data-label="autograder errors">{_errors_cell(errors.get(record.student_id))}</td></tr>'
         )
+    return rows
+
+
+def _errors_alert(records: list[StudentRecord], errors: dict[str, tuple[int, int]]) -> str:
+    """The dashboard's alert on students whose attempts ended in an autograder error, or nothing."""
     failing = sum(1 for student in errors if any(r.student_id == student for r in records))
-    alert = (
+    return (
         ""
         if not failing
         else f"<p class=note id=autograder-errors role=status>{plural(failing, 'student')} had "
         "attempts end in an autograder error: our failure, not theirs (no attempt used); the server's log has "
         "each one's cause. Their own pages say so; a notebook that failed twice is not taken again.</p>"
     )
+
+
+def dashboard_page(
+    records: list[StudentRecord],
+    assignment_name: str,
+    policy: ServicePolicy,
+    version: str,
+    due: datetime | None,
+    errors: dict[str, tuple[int, int]] | None = None,
+    left_out: list[str] | None = None,
+) -> str:
+    """The class at a glance; `errors`: per student, their autograder errors (Store.autograder_errors);
+    `left_out`: students graded in the term with no link here, whom the LMS CSVs leave out (results.lms_left_out)."""
+    errors = errors or {}
+    unmatched = _left_out_note(left_out, assignment_name)
+    rows = _dashboard_rows(records, errors)
+    alert = _errors_alert(records, errors)
     graded = sum(1 for r in records for a in r.attempts if a.done)
     body = (
         f"<header class=summary><div>Dashboard, assignment <strong>{e(assignment_name)}</strong></div>"
@@ -334,24 +350,8 @@ def _held(change: Change) -> str:
     return f"{held.score:g}{when} ({e(change.before_source)})"
 
 
-def gradebook_page(
-    assignment_name: str,
-    changes: list[Change],
-    unchanged: int,
-    plan: str,
-    csrf: str,
-    history: list[Recording],
-    gradebook: str,
-    message: str = "",
-    differs: dict[str, str] | None = None,
-    *,
-    ok: bool = True,
-) -> str:
-    """The preview of recording the counted attempts in the term's record (one tick per student, all ticked),
-    how each differs from the submission the term holds (`differs`), its confirmation, and undo.
-    message: what the last recording (or undo) did, `ok`, or why it did not."""
-    differs = differs or {}
-    note = banner(message, ok=ok) if message else ""
+def _gradebook_preview(changes: list[Change], plan: str, csrf: str, differs: dict[str, str]) -> str:
+    """The gradebook page's form of what would change (one tick per student), or that nothing would."""
     rows = "".join(
         f"<tr><td>{e(c.student_id)}</td><td>{_held(c)}</td>"
         f"<td>{c.after.score:g}, attempt {c.after.attempt}, submitted {_when(c.after.submitted_at)}</td>"
@@ -381,6 +381,11 @@ def gradebook_page(
         )
     else:
         preview = "<p id=nothing-new>Nothing to record: the gradebook already holds every counted attempt.</p>"
+    return preview
+
+
+def _gradebook_recordings(history: list[Recording], csrf: str) -> tuple[str, str]:
+    """The gradebook page's past recordings as list items, and the form undoing the last standing one."""
     standing = [r for r in history if not r.undone]
     past = "".join(
         f"<li>{e(r.label)}, {e(r.recorded_at)}: {e(', '.join(r.students))}"
@@ -396,6 +401,29 @@ def gradebook_page(
             f'<input type=hidden name=undo value="{standing[-1].number}">'
             f"<button type=submit>Undo {e(standing[-1].label)}</button></form>"
         )
+    return past, undo
+
+
+def gradebook_page(
+    assignment_name: str,
+    changes: list[Change],
+    unchanged: int,
+    plan: str,
+    csrf: str,
+    history: list[Recording],
+    gradebook: str,
+    message: str = "",
+    differs: dict[str, str] | None = None,
+    *,
+    ok: bool = True,
+) -> str:
+    """The preview of recording the counted attempts in the term's record (one tick per student, all ticked),
+    how each differs from the submission the term holds (`differs`), its confirmation, and undo.
+    message: what the last recording (or undo) did, `ok`, or why it did not."""
+    differs = differs or {}
+    note = banner(message, ok=ok) if message else ""
+    preview = _gradebook_preview(changes, plan, csrf, differs)
+    past, undo = _gradebook_recordings(history, csrf)
     body = (
         f"<header class=summary><div>Assignment <strong>{e(assignment_name)}</strong>: the counted attempts into "
         "nbgrader's gradebook</div><div>Each student's counted attempt becomes their submission in "

@@ -48,6 +48,45 @@ def _megabytes(size: int) -> str:
     return f"{size / 2**20:.1f} MB" if size >= 2**20 else f"{max(1, round(size / 1024))} KB"
 
 
+def _storage_refusal(policy: ServicePolicy, stored: int, size: int | None) -> Refusal | None:
+    """The refusal of a notebook of `size` bytes (None: any) that would pass the storage limit, or None."""
+    if stored + (1 if size is None else size) > policy.storage_bytes:
+        if size is None:  # no notebook, however small, would be taken: clearing outputs cannot help
+            said = (
+                f"your attempts at this assignment already take the limit of {policy.storage_mb} MB per student: "
+                "ask your instructor"
+            )
+        else:
+            said = (
+                f"your attempts at this assignment already take {_megabytes(stored)}, and this notebook "
+                f"({_megabytes(size)}) would pass the limit of {policy.storage_mb} MB per student: clear its "
+                "outputs (Edit > Clear Outputs of All Cells) and submit again, or ask your instructor"
+            )
+        return Refusal(said, None, limit="storage_mb")
+    return None
+
+
+def _error_cooldown_refusal(policy: ServicePolicy, errors: Sequence[datetime], now: datetime) -> Refusal | None:
+    """The refusal of an upload too soon after more autograder errors than are free, or None."""
+    charged = sorted(errors)[FREE_AUTOGRADER_ERRORS:]
+    if charged:
+        cooldown = max(policy.cooldown_minutes, ERROR_COOLDOWN_MINUTES)
+        ready = charged[-1] + timedelta(minutes=cooldown)
+        if now < ready:
+            wait = (ready - now).total_seconds()
+            free = FREE_AUTOGRADER_ERRORS
+            return Refusal(
+                f"{len(errors)} of your uploads could not be graded because of a fault on our side, not "
+                f"yours (none used an attempt, and your instructor sees them); after {free} such, the next "
+                f"upload is allowed {minutes(cooldown)} after the last, at {ready:%H:%M:%S} UTC, "
+                f"{_duration(wait)} from now",
+                wait,
+                ready,
+                limit="autograder_errors",
+            )
+    return None
+
+
 def refusal(
     policy: ServicePolicy,
     earlier: list[datetime],
@@ -62,19 +101,9 @@ def refusal(
     submission times of those that ended in an autograder error, which `earlier` leaves out), whose notebooks
     take `stored` bytes, with a notebook of `size` bytes (None: any notebook, as the student's page asks before
     one is chosen) that ended in an autograder error `same_errors` times already."""
-    if stored + (1 if size is None else size) > policy.storage_bytes:
-        if size is None:  # no notebook, however small, would be taken: clearing outputs cannot help
-            said = (
-                f"your attempts at this assignment already take the limit of {policy.storage_mb} MB per student: "
-                "ask your instructor"
-            )
-        else:
-            said = (
-                f"your attempts at this assignment already take {_megabytes(stored)}, and this notebook "
-                f"({_megabytes(size)}) would pass the limit of {policy.storage_mb} MB per student: clear its "
-                "outputs (Edit > Clear Outputs of All Cells) and submit again, or ask your instructor"
-            )
-        return Refusal(said, None, limit="storage_mb")
+    storage = _storage_refusal(policy, stored, size)
+    if storage is not None:
+        return storage
     if same_errors >= SAME_NOTEBOOK_ERRORS:
         return Refusal(
             f"this very notebook could not be graded {same_errors} times because of a fault on our side, "
@@ -96,23 +125,7 @@ def refusal(
                 wait,
                 ready,
             )
-    charged = sorted(errors)[FREE_AUTOGRADER_ERRORS:]
-    if charged:
-        cooldown = max(policy.cooldown_minutes, ERROR_COOLDOWN_MINUTES)
-        ready = charged[-1] + timedelta(minutes=cooldown)
-        if now < ready:
-            wait = (ready - now).total_seconds()
-            free = FREE_AUTOGRADER_ERRORS
-            return Refusal(
-                f"{len(errors)} of your uploads could not be graded because of a fault on our side, not "
-                f"yours (none used an attempt, and your instructor sees them); after {free} such, the next "
-                f"upload is allowed {minutes(cooldown)} after the last, at {ready:%H:%M:%S} UTC, "
-                f"{_duration(wait)} from now",
-                wait,
-                ready,
-                limit="autograder_errors",
-            )
-    return None
+    return _error_cooldown_refusal(policy, errors, now)
 
 
 def minutes(value: float) -> str:

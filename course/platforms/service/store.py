@@ -334,6 +334,18 @@ class Store:
         # The same notebook's autograder errors count from this process's start: an instructor who mended our
         # fault restarts the service, and a student's notebook refused for those errors is taken again.
         self.started = now_utc()
+        sqlite = self._open_engine(url)
+        try:
+            self._migrate(sqlite)
+        except OperationalError as error:
+            raise CourseError(f"cannot open the service's database: {error.orig}") from None
+        # Attempts are counted under this lock within a process, and under the student's row lock across the
+        # processes of a PostgreSQL database (`submit`).
+        self._submit_lock = threading.Lock()
+        self._build_statements()
+
+    def _open_engine(self, url: str) -> bool:
+        """The engines on `url` (`engine`, and `_unsynced` for commits that need not wait); whether it is SQLite."""
         try:
             # A database server may drop idle connections: each is checked when taken from the pool. A SQLite
             # file has no server to go away, and the check would be one more statement per request.
@@ -350,14 +362,11 @@ class Store:
             event.listen(self.engine, "connect", _sqlite_pragmas)
             self._unsynced = create_engine(url)
             event.listen(self._unsynced, "connect", _sqlite_unsynced_pragmas)
-        try:
-            self._migrate(sqlite)
-        except OperationalError as error:
-            raise CourseError(f"cannot open the service's database: {error.orig}") from None
-        # Attempts are counted under this lock within a process, and under the student's row lock across the
-        # processes of a PostgreSQL database (`submit`).
-        self._submit_lock = threading.Lock()
-        # The statements of every upload, built once (SQLAlchemy caches their compiled form by their shape).
+        return sqlite
+
+    def _build_statements(self) -> None:
+        """The statements every upload runs, built once."""
+        # Once, here: SQLAlchemy caches their compiled form by their shape, so each upload only binds values.
         self._by_id = {
             feedback: self._mine(
                 select(*(SUMMARY_COLUMNS if feedback else LIST_COLUMNS)).where(attempts.c.id == bindparam("attempt_id"))
@@ -666,18 +675,7 @@ class Store:
             # failed SAME_NOTEBOOK_ERRORS times since this process started (a restart after a mend takes them).
             earlier = [row.submitted_at for row in rows if row.status != Status.AUTOGRADER_ERROR]
             errors = [row.submitted_at for row in rows if row.status == Status.AUTOGRADER_ERROR]
-            same = 0
-            if errors:
-                same = db.execute(
-                    select(func.count()).where(
-                        attempts.c.student_id == student_id,
-                        attempts.c.assignment == assignment_name,
-                        attempts.c.status == Status.AUTOGRADER_ERROR,
-                        attempts.c.submitted_at >= self.started,
-                        func.length(attempts.c.notebook) == len(notebook),
-                        attempts.c.notebook == notebook,
-                    )
-                ).scalar_one()
+            same = self._same_notebook_errors(db, student_id, assignment_name, notebook) if errors else 0
             number = len(rows) + 1
             now = now_utc()
             refused = refusal(
@@ -691,22 +689,44 @@ class Store:
             )
             if refused:
                 return refused
-            inserted = db.execute(
-                attempts.insert().values(
-                    student_id=student_id,
-                    assignment=assignment_name,
-                    number=number,
-                    submitted_at=now,
-                    notebook=notebook,
-                    status=QUEUED,
-                    results_written=0,
-                )
-            ).inserted_primary_key
-            assert inserted is not None  # noqa: S101 - an insert has a key
+            attempt_id = self._insert_attempt(db, student_id, assignment_name, number, now, notebook)
         # Committed: the attempt as stored (not read back; these are the values just written).
         return Attempt(
-            inserted[0], student_id, assignment_name, number, now, QUEUED, None, None, None, None, [], None, 0
+            attempt_id, student_id, assignment_name, number, now, QUEUED, None, None, None, None, [], None, 0
         )
+
+    def _same_notebook_errors(self, db: Connection, student_id: str, assignment_name: str, notebook: bytes) -> int:
+        """How many of the student's attempts of these very bytes failed as autograder errors since `started`."""
+        return int(
+            db.execute(
+                select(func.count()).where(
+                    attempts.c.student_id == student_id,
+                    attempts.c.assignment == assignment_name,
+                    attempts.c.status == Status.AUTOGRADER_ERROR,
+                    attempts.c.submitted_at >= self.started,
+                    func.length(attempts.c.notebook) == len(notebook),
+                    attempts.c.notebook == notebook,
+                )
+            ).scalar_one()
+        )
+
+    def _insert_attempt(
+        self, db: Connection, student_id: str, assignment_name: str, number: int, now: datetime, notebook: bytes
+    ) -> int:
+        """The new queued attempt inserted in `submit`'s transaction (uncommitted); its id."""
+        inserted = db.execute(
+            attempts.insert().values(
+                student_id=student_id,
+                assignment=assignment_name,
+                number=number,
+                submitted_at=now,
+                notebook=notebook,
+                status=QUEUED,
+                results_written=0,
+            )
+        ).inserted_primary_key
+        assert inserted is not None  # noqa: S101 - an insert has a key
+        return int(inserted[0])
 
     def _mine(self, query: Any) -> Any:
         """The query kept to this store's assignment (when it has one)."""
