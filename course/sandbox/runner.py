@@ -991,6 +991,28 @@ def serve(control_fd):
     import socket
 
     control = socket.socket(fileno=control_fd)
+    shell, preloaded, libc = _prepare_worker()
+    # whether a child can be born in a pid namespace of its own (see _pid_namespace_round_trip), found at the
+    # first run that asks for namespaces, with what that needs
+    namespaces = {"own": None, "init_program": None, "round_trip": None}
+    os.set_inheritable(control_fd, False)  # nothing the worker spawns (a student's pid 1) holds it
+    gc.freeze()  # what the worker made stays out of every child's collections (which would copy its pages)
+
+    control.sendall(b'{"event": "ready"}\n')
+    runs = 0
+    while True:
+        if runs == _COLLAPSE_AFTER_RUNS:
+            _collapse_into_huge_pages(libc)
+        runs += 1
+        message, fds, _, _ = socket.recv_fds(control, 65536, 3)
+        if not message or len(fds) != 3:
+            os._exit(0)
+        _serve_one(control, json.loads(message), fds, shell, preloaded, libc, namespaces)
+
+
+def _prepare_worker():
+    """torch warmed up, the shell made, the prelude run and the released cells compiled, the filter prepared,
+    all before any submission is seen: (the shell, what the prelude preloaded, libc)."""
     try:
         import torch  # what nearly every notebook imports first
     except ImportError:
@@ -1009,60 +1031,51 @@ def serve(control_fd):
     prelude, released = handed.get("prelude"), handed.get("compiled")
     preloaded = _preload(shell, prelude if _type(prelude) is _list else [])
     _precompile(shell, released if _type(released) is _list else [])
-    libc = _prepared_filter()[0]
-    own_pid_namespace = init_program = None
-    round_trip = None  # whether a child can be born in a pid namespace of its own (see _pid_namespace_round_trip)
-    os.set_inheritable(control_fd, False)  # nothing the worker spawns (a student's pid 1) holds it
-    gc.freeze()  # what the worker made stays out of every child's collections (which would copy its pages)
+    return shell, preloaded, _prepared_filter()[0]
 
-    control.sendall(b'{"event": "ready"}\n')
-    runs = 0
-    while True:
-        if runs == _COLLAPSE_AFTER_RUNS:
-            _collapse_into_huge_pages(libc)
-        runs += 1
-        message, fds, _, _ = socket.recv_fds(control, 65536, 3)
-        if not message or len(fds) != 3:
-            os._exit(0)
-        for fd in fds:
-            os.set_inheritable(fd, False)  # the run's pipes: for the student's process, not its pid 1
-        job = json.loads(message)
-        if job["namespaces"] and round_trip is None:
-            init_program = _init_program()
-            own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY)
-            round_trip = _pid_namespace_round_trip(libc, own_pid_namespace)
-        init = None
-        if job["namespaces"] and round_trip:
-            init, child = _fork_in_new_pid_namespace(libc, own_pid_namespace, init_program)
-        else:  # with namespaces, the child makes the pid namespace and its pid 1 (see _run_child)
-            child = os.fork()
-        if child == 0:
-            try:
-                control.close()
-                if own_pid_namespace is not None:
-                    os.close(own_pid_namespace)
-                _run_child(job, fds, shell, init is not None, preloaded, init_program)
-            except BaseException:
-                import traceback
 
-                traceback.print_exc()  # into the run's output: the grader reports the start-up failure
-            finally:
-                os._exit(70)
-        for fd in fds:
-            os.close(fd)
-        control.sendall(_encode({"event": "forked", "pid": child}).encode() + b"\n")
-        _, status, usage = os.wait4(child, 0)  # the CPU time of the child and all it reaped, for the grader
-        cpu = usage.ru_utime + usage.ru_stime
-        if init is not None:
-            cpu += _end_init(init)
-        # `emptied`: the worker itself ended the run's pid 1, and so (the kernel's doing, before that wait returned)
-        # every process of the run: the grader need not look for any.
-        control.sendall(
-            _encode(
-                {"event": "exit", "code": os.waitstatus_to_exitcode(status), "cpu": cpu, "emptied": init is not None}
-            ).encode()
-            + b"\n"
-        )
+def _serve_one(control, job, fds, shell, preloaded, libc, namespaces):
+    """One run: fork its child (in a pid namespace of its own where it can be), tell the grader, wait for it and
+    report its exit and CPU time."""
+    for fd in fds:
+        os.set_inheritable(fd, False)  # the run's pipes: for the student's process, not its pid 1
+    if job["namespaces"] and namespaces["round_trip"] is None:
+        namespaces["init_program"] = _init_program()
+        namespaces["own"] = os.open("/proc/self/ns/pid", os.O_RDONLY)
+        namespaces["round_trip"] = _pid_namespace_round_trip(libc, namespaces["own"])
+    own_pid_namespace, init_program = namespaces["own"], namespaces["init_program"]
+    init = None
+    if job["namespaces"] and namespaces["round_trip"]:
+        init, child = _fork_in_new_pid_namespace(libc, own_pid_namespace, init_program)
+    else:  # with namespaces, the child makes the pid namespace and its pid 1 (see _run_child)
+        child = os.fork()
+    if child == 0:
+        try:
+            control.close()
+            if own_pid_namespace is not None:
+                os.close(own_pid_namespace)
+            _run_child(job, fds, shell, init is not None, preloaded, init_program)
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()  # into the run's output: the grader reports the start-up failure
+        finally:
+            os._exit(70)
+    for fd in fds:
+        os.close(fd)
+    control.sendall(_encode({"event": "forked", "pid": child}).encode() + b"\n")
+    _, status, usage = os.wait4(child, 0)  # the CPU time of the child and all it reaped, for the grader
+    cpu = usage.ru_utime + usage.ru_stime
+    if init is not None:
+        cpu += _end_init(init)
+    # `emptied`: the worker itself ended the run's pid 1, and so (the kernel's doing, before that wait returned)
+    # every process of the run: the grader need not look for any.
+    control.sendall(
+        _encode(
+            {"event": "exit", "code": os.waitstatus_to_exitcode(status), "cpu": cpu, "emptied": init is not None}
+        ).encode()
+        + b"\n"
+    )
 
 
 if __name__ == "__main__":
