@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from course.core.cell_metadata import nbgrader_cell
+from course.core.cell_metadata import NbgraderCell, nbgrader_cell
 from course.core.config import AssignmentPaths, AssignmentSettings, CourseConfig
 from course.core.errors import ConfigError, SourceNotebookError, SubmissionError
 from course.core.syntax import parse_python
@@ -585,6 +585,36 @@ def released_assignment(notebook: dict[str, Any], path: Path, name: str) -> Assi
             f"{path.name}: the course's setup cell is missing; start again from the released "
             "notebook and copy your answers in"
         )
+    questions = _released_questions(cells, by_id, metas, path)
+    if not questions:
+        raise SubmissionError(
+            f"{path.name}: no graded question in this notebook (no cell with a grade_id "
+            "starting with 'test_'); is it the notebook released for the course?"
+        )
+    locked_sources = {
+        grade_id: cell_text(cell) for grade_id, (index, cell) in by_id.items() if metas[index].locked_or_graded
+    }
+    try:
+        numbers = numbers_cell_values(by_id, path)
+    except SourceNotebookError:
+        numbers = {}  # an edited numbers cell: it runs as the student's own code
+    return Assignment(
+        name=name,
+        notebook_path=path,
+        setup_source=cell_text(by_id["setup"][1]),
+        questions=tuple(questions),
+        locked_sources=locked_sources,
+        default_params=numbers,
+    )
+
+
+def _released_questions(
+    cells: list[dict[str, Any]],
+    by_id: dict[str, tuple[int, dict[str, Any]]],
+    metas: list[NbgraderCell],
+    path: Path,
+) -> list[Question]:
+    """The released notebook's questions, one for each graded code cell whose grade_id starts with 'test_'."""
     questions = []
     for grade_id, (index, cell) in by_id.items():
         meta = metas[index]
@@ -614,23 +644,4 @@ def released_assignment(notebook: dict[str, Any], path: Path, name: str) -> Assi
                 cell_text(by_id[form_id][1]) if form_id in by_id else "",
             )
         )
-    if not questions:
-        raise SubmissionError(
-            f"{path.name}: no graded question in this notebook (no cell with a grade_id "
-            "starting with 'test_'); is it the notebook released for the course?"
-        )
-    locked_sources = {
-        grade_id: cell_text(cell) for grade_id, (index, cell) in by_id.items() if metas[index].locked_or_graded
-    }
-    try:
-        numbers = numbers_cell_values(by_id, path)
-    except SourceNotebookError:
-        numbers = {}  # an edited numbers cell: it runs as the student's own code
-    return Assignment(
-        name=name,
-        notebook_path=path,
-        setup_source=cell_text(by_id["setup"][1]),
-        questions=tuple(questions),
-        locked_sources=locked_sources,
-        default_params=numbers,
-    )
+    return questions

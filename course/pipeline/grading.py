@@ -188,31 +188,7 @@ def grade_submission(
     it once (run_context.py; None: read where it is needed, when the course has one)."""
     started = time.monotonic()
     so_far = _SoFar()
-    try:
-        status, questions = _grade(ref, assignment, config, probe_points, run, params, secret, so_far)
-    except UnreadableSubmission as problem:
-        # The file is there but this grader cannot read it (permissions, a link, ...): the grader's set-up, so its
-        # error, never the student's 0.
-        status, questions = Status.AUTOGRADER_ERROR, _zero(assignment, "autograder error", config)
-        so_far.internal_error = (
-            f"the submitted file {ref.path} could not be read by the grader: {problem}. Make it "
-            "a regular file the grader may read, and grade again"
-        )
-        so_far.messages.append(OUR_ERROR_TEXT)
-    except SubmissionError as problem:
-        status, questions = Status.FAILED, _zero(assignment, "the notebook could not be read", config)
-        # Another assignment's notebook is named as that one's, not as this assignment's file.
-        other = (
-            other_assignment(config, assignment.name, problem.answer_ids)
-            if isinstance(problem, NotThisAssignment)
-            else ""
-        )
-        said = other_assignment_text(other, assignment) if other else str(problem)
-        so_far.messages.append(f"Your submission could not be graded: {said}")
-    except Exception:
-        status, questions = Status.AUTOGRADER_ERROR, _zero(assignment, "autograder error", config)
-        so_far.internal_error = traceback.format_exc()
-        so_far.messages.append(OUR_ERROR_TEXT)
+    status, questions = _grade_or_fail(ref, assignment, config, probe_points, run, params, secret, so_far)
     if reveal_torch_values is None:
         reveal_torch_values = config.reveals_torch_values(gradescope=False)
     feedback = build_feedback(
@@ -235,6 +211,47 @@ def grade_submission(
         sandbox=so_far.level,
         integrity=so_far.findings,
     )
+
+
+def _grade_or_fail(
+    ref: SubmissionRef,
+    assignment: Assignment,
+    config: CourseConfig,
+    probe_points: dict[str, list[float]] | None,
+    run: sandbox.Runner | None,
+    params: dict[str, Any] | None,
+    secret: bytes | None,
+    so_far: _SoFar,
+) -> tuple[Status, tuple[QuestionResult, ...]]:
+    """`_grade`'s status and questions, or, when it raises, the failure's status, zeros and messages in `so_far`."""
+    try:
+        return _grade(ref, assignment, config, probe_points, run, params, secret, so_far)
+    except UnreadableSubmission as problem:
+        # The file is there but this grader cannot read it (permissions, a link, ...): the grader's set-up, so its
+        # error, never the student's 0.
+        zeros = _zero(assignment, "autograder error", config)
+        so_far.internal_error = (
+            f"the submitted file {ref.path} could not be read by the grader: {problem}. Make it "
+            "a regular file the grader may read, and grade again"
+        )
+        so_far.messages.append(OUR_ERROR_TEXT)
+        return Status.AUTOGRADER_ERROR, zeros
+    except SubmissionError as problem:
+        zeros = _zero(assignment, "the notebook could not be read", config)
+        # Another assignment's notebook is named as that one's, not as this assignment's file.
+        other = (
+            other_assignment(config, assignment.name, problem.answer_ids)
+            if isinstance(problem, NotThisAssignment)
+            else ""
+        )
+        said = other_assignment_text(other, assignment) if other else str(problem)
+        so_far.messages.append(f"Your submission could not be graded: {said}")
+        return Status.FAILED, zeros
+    except Exception:
+        zeros = _zero(assignment, "autograder error", config)
+        so_far.internal_error = traceback.format_exc()
+        so_far.messages.append(OUR_ERROR_TEXT)
+        return Status.AUTOGRADER_ERROR, zeros
 
 
 @dataclass

@@ -19,9 +19,9 @@ from course.core.cell_metadata import nbgrader_cell
 from course.core.config import DEFAULT_SANDBOX_UID, AssignmentPaths, AssignmentSettings, CourseConfig, Limits
 from course.core.errors import CourseError, SandboxStartError
 from course.core.text import safe_text
-from course.pipeline.assignment import NUMBERS_CELL, cell_text, is_text, released_assignment
+from course.pipeline.assignment import NUMBERS_CELL, Assignment, cell_text, is_text, released_assignment
 from course.pipeline.handwork import parse_cells
-from course.pipeline.submission import Cell, read_notebook_json, read_submission
+from course.pipeline.submission import Cell, Submission, read_notebook_json, read_submission
 
 FORM_CHECK_OFFSET = 1_000_000  # cell indexes of the public checks, past any real cell
 # Where the check calls a function answer: only to see that it is one that returns (it never says whether a value
@@ -252,33 +252,8 @@ def check_notebook(path: Path, config: CourseConfig | None = None, assignment_na
         max_cells=limits.max_cells,
         release_numbers="\0" if release_numbers is None else release_numbers,
     )
-    checks = [
-        Cell(FORM_CHECK_OFFSET + i, f"public check of {q.title}", q.form_source or q.test_source)
-        for i, q in enumerate(assignment.questions)
-    ]
-    names = assignment.answer_names + assignment.function_names
-    try:
-        run = sandbox.run_cells(
-            [*submission.cells, *checks],
-            names,
-            {name: [SELF_CHECK_POINT] for name in assignment.function_names},
-            limits,
-            isolation=config.sandbox if config else "auto",
-            uid=config.sandbox_uid if config else DEFAULT_SANDBOX_UID,
-        )
-    except SandboxStartError as failed:  # never a verdict on the notebook: none of it ran
-        raise SandboxStartError(
-            f"the check could not start its sandbox, so none of your notebook ran and nothing "
-            f"was checked (a problem of this machine's set-up, not of your notebook; tell your "
-            f"instructor if it happens again): {failed}"
-        ) from None
-    outcome = {cell.index: cell for cell in run.cells}
-    questions = []
-    for i, question in enumerate(assignment.questions):
-        ran = outcome.get(FORM_CHECK_OFFSET + i)
-        error = "did not run" if ran is None else ran.error
-        answers = {name: run.answers[name] for name in question.answer_names + question.function_names}
-        questions.append(QuestionCheck(question.title, answers, error, dict(question.forms)))
+    run = _run_checks(submission, assignment, limits, config)
+    questions = _question_checks(assignment, run)
     cell_errors = tuple((c.label, c.error) for c in run.cells if c.error and c.index < FORM_CHECK_OFFSET)
     return CheckReport(
         tuple(questions),
@@ -292,6 +267,44 @@ def check_notebook(path: Path, config: CourseConfig | None = None, assignment_na
         config.variants if config else None,
         _fetched_as(path, settings),
     )
+
+
+def _run_checks(
+    submission: Submission, assignment: Assignment, limits: Limits, config: CourseConfig | None
+) -> sandbox.RunResult:
+    """The notebook's cells, then each question's public check, run in one sandbox."""
+    checks = [
+        Cell(FORM_CHECK_OFFSET + i, f"public check of {q.title}", q.form_source or q.test_source)
+        for i, q in enumerate(assignment.questions)
+    ]
+    names = assignment.answer_names + assignment.function_names
+    try:
+        return sandbox.run_cells(
+            [*submission.cells, *checks],
+            names,
+            {name: [SELF_CHECK_POINT] for name in assignment.function_names},
+            limits,
+            isolation=config.sandbox if config else "auto",
+            uid=config.sandbox_uid if config else DEFAULT_SANDBOX_UID,
+        )
+    except SandboxStartError as failed:  # never a verdict on the notebook: none of it ran
+        raise SandboxStartError(
+            f"the check could not start its sandbox, so none of your notebook ran and nothing "
+            f"was checked (a problem of this machine's set-up, not of your notebook; tell your "
+            f"instructor if it happens again): {failed}"
+        ) from None
+
+
+def _question_checks(assignment: Assignment, run: sandbox.RunResult) -> list[QuestionCheck]:
+    """Each question's answers and the outcome of its public check, in the assignment's order."""
+    outcome = {cell.index: cell for cell in run.cells}
+    questions = []
+    for i, question in enumerate(assignment.questions):
+        ran = outcome.get(FORM_CHECK_OFFSET + i)
+        error = "did not run" if ran is None else ran.error
+        answers = {name: run.answers[name] for name in question.answer_names + question.function_names}
+        questions.append(QuestionCheck(question.title, answers, error, dict(question.forms)))
+    return questions
 
 
 def _release_numbers(release_notebook: Path, limits: Limits) -> str | None:

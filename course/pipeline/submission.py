@@ -191,12 +191,7 @@ def read_submission(
             "start again from the released notebook and copy your answers in"
         )
     own_numbers = numbers_source(params, assignment.content)
-    cells = [
-        Cell(-3, "helpers (from the course)", notebook_module_cell()),
-        Cell(-2, "setup (from the course)", assignment.setup_source),
-    ]
-    if params:
-        cells.append(Cell(-1, "your numbers (from the course)", own_numbers))
+    cells = _grader_cells(assignment, own_numbers if params else None)
     if release_numbers is None:
         release_numbers = assignment.released_sources.get(NUMBERS_CELL, "\0")
     reading = _Reading(path, assignment, own_numbers, release_numbers, cells)
@@ -226,6 +221,17 @@ def read_submission(
         reading.default_numbers and claimed is None,
         reading.unmarked_numbers and claimed is None,
     )
+
+
+def _grader_cells(assignment: Assignment, own_numbers: str | None) -> list[Cell]:
+    """The grader's cells, which run first: the course's helpers and setup, then the student's numbers (if any)."""
+    cells = [
+        Cell(-3, "helpers (from the course)", notebook_module_cell()),
+        Cell(-2, "setup (from the course)", assignment.setup_source),
+    ]
+    if own_numbers is not None:
+        cells.append(Cell(-1, "your numbers (from the course)", own_numbers))
+    return cells
 
 
 @dataclass

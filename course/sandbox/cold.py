@@ -97,23 +97,25 @@ class ColdSandbox:
             self.close()
             raise
 
-    def _spawn(self) -> None:
-        env: dict[str, str]
+    def _launch_place(self) -> tuple[list[str], str, dict[str, str]]:
+        """The level's command prefix, working folder and environment (the scratch folder made for the lower levels)."""
         if self.level == "bwrap":
-            command, cwd, env = bwrap_command(self._uid, self.limits.tmp_mb), "/", {}
-        elif self.level == "userns":
-            command, cwd, env = userns_command(self.limits.tmp_mb), "/", {}
-        else:
-            try:
-                self._scratch = cwd = tempfile.mkdtemp(prefix="autograd-sandbox-")
-                if self.level == "uid":
-                    os.chown(cwd, self._uid, self._uid)
-            except OSError as error:  # close() removes a folder made before the chown failed
-                raise SandboxError(
-                    f"cannot make the sandbox's scratch folder in {tempfile.gettempdir()}: {error.strerror}"
-                ) from None
-            env = {**SANDBOX_ENV, "HOME": cwd, "IPYTHONDIR": f"{cwd}/.ipython"}
-            command = []
+            return bwrap_command(self._uid, self.limits.tmp_mb), "/", {}
+        if self.level == "userns":
+            return userns_command(self.limits.tmp_mb), "/", {}
+        try:
+            self._scratch = cwd = tempfile.mkdtemp(prefix="autograd-sandbox-")
+            if self.level == "uid":
+                os.chown(cwd, self._uid, self._uid)
+        except OSError as error:  # close() removes a folder made before the chown failed
+            raise SandboxError(
+                f"cannot make the sandbox's scratch folder in {tempfile.gettempdir()}: {error.strerror}"
+            ) from None
+        return [], cwd, {**SANDBOX_ENV, "HOME": cwd, "IPYTHONDIR": f"{cwd}/.ipython"}
+
+    def _spawn(self) -> None:
+        """Start the sandbox's process, with its answer channel, and bound its memory."""
+        command, cwd, env = self._launch_place()
         # The answer channel last: nothing between its making and the Popen below can fail and leave it open.
         channel_read, channel_write = os.pipe()
         # The run's rlimits go to the runner, which sets them on itself before anything else (runner._set_rlimits),

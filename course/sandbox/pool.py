@@ -480,14 +480,9 @@ class WarmPool:
         scratch = "/tmp" if private_tmp else self._scratch(worker.uid)
         job = self._job(worker, limits, scratch)
         started = time.monotonic()
-        try:
-            socket.send_fds(worker.control, [json.dumps(job).encode()], [request_read, channel_write, output_write])
-        except OSError:
-            for fd in (request_read, request_write, channel_read, channel_write, output_read, output_write):
-                os.close(fd)
-            raise SandboxError("a warm grading worker stopped answering") from None
-        for fd in (request_read, channel_write, output_write):
-            os.close(fd)
+        self._send_job(
+            worker, job, (request_read, request_write, channel_read, channel_write, output_read, output_write)
+        )
         forked = worker.read_event(WORKER_START_SECONDS) or {}
         child_pid = forked.get("pid") if forked.get("event") == "forked" and type(forked.get("pid")) is int else None
         followed = _WarmRun(worker, self.isolation, child_pid)
@@ -525,6 +520,19 @@ class WarmPool:
         if not self.isolation.root_inside and not self.isolation.leased_uid and not healthy:
             worker.process.kill()
         return result, healthy and worker.process.poll() is None
+
+    @staticmethod
+    def _send_job(worker: _Worker, job: dict[str, Any], pipes: tuple[int, int, int, int, int, int]) -> None:
+        """Hand `worker` the job with the child's ends of the pipes, then close them here (all six if it fails)."""
+        request_read, request_write, channel_read, channel_write, output_read, output_write = pipes
+        try:
+            socket.send_fds(worker.control, [json.dumps(job).encode()], [request_read, channel_write, output_write])
+        except OSError:
+            for fd in (request_read, request_write, channel_read, channel_write, output_read, output_write):
+                os.close(fd)
+            raise SandboxError("a warm grading worker stopped answering") from None
+        for fd in (request_read, channel_write, output_write):
+            os.close(fd)
 
     def _job(self, worker: _Worker, limits: Limits, scratch: str) -> dict[str, Any]:
         """What the worker is told of the run it forks (runner.py), beside the request's pipes."""

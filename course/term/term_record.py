@@ -352,27 +352,10 @@ def record(
     if replaced and not replace_term:
         raise CourseError(f"this would replace the term's grade of {', '.join(replaced)}: confirm it to record")
     assignment = settings.name
-    try:
-        rows = read_grades_csv(grades_csv_path(config.root, assignment))
-    except (OSError, ValueError, KeyError) as problem:
-        raise CourseError(f"grades-{assignment}.csv cannot be read ({_said(problem)}); nobody was recorded") from None
+    rows = _csv_rows(config, assignment)
     folder = _new_folder(config, assignment)
     refused: dict[str, str] = {}
-    kept: dict[str, Any] = {}
-    for change in changes:
-        student = change.student_id
-        try:
-            term_files.keep(config.root, assignment, student, folder / "files" / student)
-        except Exception as problem:  # nothing of theirs is touched: they are simply not recorded
-            shutil.rmtree(folder / "files" / student, ignore_errors=True)
-            refused[student] = _failed(student, "what their record holds could not be kept", problem)
-            continue
-        kept[student] = {
-            "held": _held_json(change.before),
-            "csv_row": rows.get(student),
-            "written": _stamp(change.after.submitted_at),
-            "attempt": change.after.attempt,
-        }
+    kept = _keep_each(config, assignment, changes, rows, folder, refused)
     if not kept:
         shutil.rmtree(folder)
         raise CourseError(f"nobody could be recorded: {_reasons(refused)}; every record is as it was")
@@ -399,6 +382,49 @@ def record(
     except Exception as problem:  # the gradebook's database, the CSV, a disk: everyone's, so everyone goes back
         LOG.exception("the recording of %s into the term stopped; putting back what it wrote", assignment)
         raise _rolled_back(config, settings, tuple(question_ids), folder, data, problem) from None
+    return _outcome(folder, recorded_at, recorded, refused, data)
+
+
+def _csv_rows(config: CourseConfig, assignment: str) -> dict[str, Any]:
+    """The assignment's CSV rows, read before anything is kept or written: unreadable, nobody is recorded."""
+    try:
+        return read_grades_csv(grades_csv_path(config.root, assignment))
+    except (OSError, ValueError, KeyError) as problem:
+        raise CourseError(f"grades-{assignment}.csv cannot be read ({_said(problem)}); nobody was recorded") from None
+
+
+def _keep_each(
+    config: CourseConfig,
+    assignment: str,
+    changes: list[Change],
+    rows: dict[str, Any],
+    folder: Path,
+    refused: dict[str, str],
+) -> dict[str, Any]:
+    """Keep each student's record under `folder`, student by student: {student: their notes}; a student whose
+    record cannot be kept goes into `refused`."""
+    kept: dict[str, Any] = {}
+    for change in changes:
+        student = change.student_id
+        try:
+            term_files.keep(config.root, assignment, student, folder / "files" / student)
+        except Exception as problem:  # nothing of theirs is touched: they are simply not recorded
+            shutil.rmtree(folder / "files" / student, ignore_errors=True)
+            refused[student] = _failed(student, "what their record holds could not be kept", problem)
+            continue
+        kept[student] = {
+            "held": _held_json(change.before),
+            "csv_row": rows.get(student),
+            "written": _stamp(change.after.submitted_at),
+            "attempt": change.after.attempt,
+        }
+    return kept
+
+
+def _outcome(
+    folder: Path, recorded_at: str, recorded: list[Change], refused: dict[str, str], data: dict[str, Any]
+) -> Recording:
+    """The recording, or the CourseError when nobody was recorded (its folder gone when nothing is left to undo)."""
     if not recorded and data["finished"]:
         shutil.rmtree(folder)
         raise CourseError(f"nobody could be recorded: {_reasons(refused)}; every record is as it was")
@@ -433,6 +459,35 @@ def _write_records(
         refused[student] = why + problem
         (unrestored if problem else restored).add(student)
 
+    rejected = _write_each(config, settings, question_ids, changes, notebook_of, folder, refuse)
+    for student, why in rejected.items():
+        refuse(student, f"the gradebook refused it: {why.splitlines()[0][:SAID]}")  # not the SQL that follows
+    recorded = [c for c in changes if c.student_id not in refused]
+    _note_written(config, settings, recorded, kept)
+    for student in restored:  # as they were: nothing of this recording to undo (one not put back stays noted)
+        del kept[student]
+        shutil.rmtree(folder / "files" / student, ignore_errors=True)
+    atomic_write_json(folder / "recording.json", data)
+    if recorded:
+        csv_path = grades_csv_path(config.root, assignment)
+        write_grades_csv(csv_path, tuple(question_ids), [_grade_row(c.after, max_score) for c in recorded])
+        _class_summary(config, settings, csv_path)
+    data["finished"] = not unrestored  # else undo is offered, to put back what could not be
+    atomic_write_json(folder / "recording.json", data)
+    return recorded
+
+
+def _write_each(
+    config: CourseConfig,
+    settings: AssignmentSettings,
+    question_ids: dict[str, str],
+    changes: list[Change],
+    notebook_of: Callable[[int], bytes],
+    folder: Path,
+    refuse: Callable[[str, str], None],
+) -> dict[str, str]:
+    """Each student's files, then their gradebook row, in one gradebook session: {student: why} it refused."""
+    assignment = settings.name
     with GradebookWriter(
         config.root, config.gradebook_url, assignment, config.source_notebook(assignment), settings.due
     ) as gradebook:
@@ -458,30 +513,23 @@ def _write_records(
                 late_penalty=change.after.late_penalty,
                 extension_hours=settings.extensions.get(change.student_id, 0.0),
             )
-        rejected = gradebook.commit()
-    for student, why in rejected.items():
-        refuse(student, f"the gradebook refused it: {why.splitlines()[0][:SAID]}")  # not the SQL that follows
-    recorded = [c for c in changes if c.student_id not in refused]
+        return gradebook.commit()
+
+
+def _note_written(
+    config: CourseConfig, settings: AssignmentSettings, recorded: list[Change], kept: dict[str, Any]
+) -> None:
+    """Note in `kept` what was written for each student recorded, as undo will find it if nothing has changed it."""
+    assignment = settings.name
     held = held_submissions(
         config.gradebook_url, config.root / "gradebook.db", assignment, Path(settings.notebook).stem
     )
-    for change in recorded:  # what was written, as undo will find it if nothing has changed it since
+    for change in recorded:
         student = change.student_id
         kept[student]["wrote"] = {
             "held": _held_json(held.get(student)),
             "files": term_files.fingerprints(config.root, assignment, student),
         }
-    for student in restored:  # as they were: nothing of this recording to undo (one not put back stays noted)
-        del kept[student]
-        shutil.rmtree(folder / "files" / student, ignore_errors=True)
-    atomic_write_json(folder / "recording.json", data)
-    if recorded:
-        csv_path = grades_csv_path(config.root, assignment)
-        write_grades_csv(csv_path, tuple(question_ids), [_grade_row(c.after, max_score) for c in recorded])
-        _class_summary(config, settings, csv_path)
-    data["finished"] = not unrestored  # else undo is offered, to put back what could not be
-    atomic_write_json(folder / "recording.json", data)
-    return recorded
 
 
 def _failed(student: str, what: str, problem: Exception) -> str:
@@ -594,7 +642,39 @@ def _take_back(
     }
     data["left_as_they_are"] = {**data.get("left_as_they_are", {}), **changed}
     left: dict[str, str] = dict(changed)
-    files_back, absent = [], []
+    files_back, absent, rejected = _put_back_each(config, settings, folder, todo, changed, held_now, left)
+    for student in absent:
+        try:
+            forget_submission(config.gradebook_url, assignment, student)
+        except Exception as problem:
+            rejected[student] = _said(problem)
+    for student, why in rejected.items():  # their files are back, their row is not: undo again once fixed
+        left[student] = f"the gradebook refused to take back their row ({why.splitlines()[0][:SAID]}): undo again"
+    back = [student for student in files_back if student not in rejected]
+    if back:
+        csv_path = grades_csv_path(config.root, assignment)
+        replace_grades_rows(csv_path, question_ids, {s: data["students"][s]["csv_row"] for s in back})
+        _class_summary(config, settings, csv_path)
+    for student in back:
+        data["students"][student]["undone"] = True
+    return back, left
+
+
+def _put_back_each(
+    config: CourseConfig,
+    settings: AssignmentSettings,
+    folder: Path,
+    todo: dict[str, Any],
+    changed: dict[str, str],
+    held_now: dict[str, Held],
+    left: dict[str, str],
+) -> tuple[list[str], list[str], dict[str, str]]:
+    """Each student not changed since: their files, then their gradebook row, in one gradebook session; a student
+    whose files cannot be put back goes into `left`. Returns (files put back, students the recording found with no
+    row, {student: why} the gradebook refused)."""
+    assignment = settings.name
+    files_back: list[str] = []
+    absent: list[str] = []
     with GradebookWriter(
         config.root, config.gradebook_url, assignment, config.source_notebook(assignment), settings.due
     ) as gradebook:
@@ -621,22 +701,7 @@ def _take_back(
                 late_penalty=held["late_penalty"],
                 extension_hours=held["extension_hours"],
             )
-        rejected = gradebook.commit()
-    for student in absent:
-        try:
-            forget_submission(config.gradebook_url, assignment, student)
-        except Exception as problem:
-            rejected[student] = _said(problem)
-    for student, why in rejected.items():  # their files are back, their row is not: undo again once fixed
-        left[student] = f"the gradebook refused to take back their row ({why.splitlines()[0][:SAID]}): undo again"
-    back = [student for student in files_back if student not in rejected]
-    if back:
-        csv_path = grades_csv_path(config.root, assignment)
-        replace_grades_rows(csv_path, question_ids, {s: data["students"][s]["csv_row"] for s in back})
-        _class_summary(config, settings, csv_path)
-    for student in back:
-        data["students"][student]["undone"] = True
-    return back, left
+        return files_back, absent, gradebook.commit()
 
 
 def _changed_since(
