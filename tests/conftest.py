@@ -273,3 +273,20 @@ def pytest_sessionfinish(session):
     for name in BACKGROUND:
         if f"tests.support.{name}" in sys.modules:
             sys.modules[f"tests.support.{name}"].remove()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """The session's one chromium, driven by Playwright's sync API (tests/browser/, tests/adversarial/
+    test_student_html.py): a process can run only one sync Playwright at a time, and under pytest-xdist a worker
+    runs the two folders in either order."""
+    from tests.support.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, require_browser
+
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()

@@ -125,18 +125,12 @@ def formgrader(graded_course):
 
 
 @pytest.fixture
-def page():
-    from playwright.sync_api import sync_playwright
-
-    from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context()
-            yield context.new_page()
-        finally:
-            browser.close()
+def page(browser):  # the session's one chromium (tests/conftest.py): a second sync Playwright in a process fails
+    context = browser.new_context()
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
 
 
 def assert_no_student_markup_ran(page, container: str) -> None:

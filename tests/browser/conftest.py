@@ -4,19 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, require_browser
-
-
-@pytest.fixture(scope="session")
-def browser():
-    require_browser()
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+# `browser`, the session's one chromium: tests/conftest.py (one Playwright per process: a second sync_playwright()
+# while the first runs fails, and under pytest-xdist a worker may run this folder before tests/adversarial's).
 
 
 @pytest.fixture
