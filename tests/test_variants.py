@@ -118,6 +118,23 @@ def test_text_shows_the_students_numbers():
     assert fill_text("x = {{net_x}}, b = {{net_b}}, w2 = {{w2}}", params) == "x = 3, b = −2, w2 = 1.5"
 
 
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (6.881411303642535, "6.881411303642535"),
+        (-0.1, "−0.1"),
+        (1e-07, "1e-07"),
+        (-3e-08, "−3e-08"),
+        (10**20, "1" + "0" * 20),
+    ],
+)
+def test_a_placeholder_shows_the_exact_number_that_reads_back_as_itself(value, shown):
+    """Every number exactly as the hidden tests use it (issue 50: `:g` showed 6.88141), only a leading minus typeset."""
+    filled = fill_text("b = {{b}}, b again = {{ b }}", {"b": value})
+    assert filled == f"b = {shown}, b again = {shown}"
+    assert type(value)(shown.replace("−", "-")) == value
+
+
 def test_variants_without_a_secret_stop_with_a_clear_message(course_root, monkeypatch):
     monkeypatch.delenv("AUTOGRAD_COURSE_SECRET", raising=False)
     config = replace(load_config(course_root), variants=True)

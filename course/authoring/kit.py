@@ -50,6 +50,7 @@ from course.authoring.draws import check_declaration, check_feasible
 from course.authoring.draws import variants as variants  # an exercises module's VARIANTS = variants(EXERCISES)
 from course.authoring.errors import AuthoringError
 from course.authoring.ranges import Property, Range
+from course.authoring.shown import literals_of, refuse_written
 from course.core.errors import SourceNotebookError
 from course.core.files import PUBLIC, atomic_write_text
 from course.forms import FUNCTION, NAMES, form, gap
@@ -193,6 +194,13 @@ def _check_names(exercise: Exercise, at: str) -> None:
                 f"{at}: its question shows {{{{{name}}}}}, which is none of its numbers "
                 f"({', '.join(exercise.numbers) or 'none'}); add it to numbers or fix the name"
             )
+    varying = literals_of(exercise.question, set(exercise.vary) & set(exercise.numbers))
+    if varying:  # a literal beside a number drawn per student: right for one student at most
+        name, said = varying[0]
+        raise AuthoringError(
+            f"{at}: its question shows {said}, but {name} varies per student (vary=): every other student would work "
+            f"from a number that is not theirs; write {{{{{name}}}}}, which prints each student's exact number"
+        )
     build_name = exercise.build.__name__
     clash = sorted({ask.name for ask in exercise.answers} & (RESERVED | {build_name}))
     if build_name in RESERVED or clash:
@@ -661,9 +669,12 @@ def _exercises_of(module: Any, path: Path) -> list[Exercise]:
     return list(exercises)
 
 
-def write_notebook(notebook_path: Path, exercises_path: Path, notes: list[str] | None = None) -> bool:
+def write_notebook(
+    notebook_path: Path, exercises_path: Path, notes: list[str] | None = None, *, tolerance: float | None = None
+) -> bool:
     """Write the cells of the exercises module's EXERCISES into the source notebook; True when it changed. What the
-    author should know (numbers removed from P, exercises that get no chain table) is appended to `notes`."""
+    author should know (numbers removed from P, exercises that get no chain table) is appended to `notes`. With the
+    course's `tolerance`, a notebook that would show a number other than the one graded is not written."""
     try:
         notebook = json.loads(notebook_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
@@ -678,7 +689,7 @@ def write_notebook(notebook_path: Path, exercises_path: Path, notes: list[str] |
         notes.extend(_unused_ranges_notes(module, exercises))
     if written == notebook:
         return False
-    _check_conventions(written, notebook_path, exercises_path)
+    _check_conventions(written, notebook_path, exercises_path, tolerance)
     atomic_write_text(notebook_path, dump(written), mode=PUBLIC)
     return True
 
@@ -720,23 +731,27 @@ def _unused_ranges_notes(module: Any, exercises: Sequence[Exercise]) -> list[str
     ]
 
 
-def _check_conventions(notebook: dict[str, Any], notebook_path: Path, exercises_path: Path) -> None:
+def _check_conventions(
+    notebook: dict[str, Any], notebook_path: Path, exercises_path: Path, tolerance: float | None = None
+) -> None:
     """The written notebook read as `release` will read it (course/pipeline/assignment.py), before it replaces the old
-    one:
-    a clash with a hand-written exercise (an answer name both assign, say) is named and nothing is written."""
+    one: a clash with a hand-written exercise (an answer name both assign, say) is named and nothing is written; with
+    `tolerance`, so is a number it would show other than the one graded (course/authoring/shown.py)."""
     from course.pipeline.assignment import load_assignment
 
     with tempfile.TemporaryDirectory() as scratch:
         trial = Path(scratch) / notebook_path.name
         trial.write_text(dump(notebook), encoding="utf-8")
         try:
-            load_assignment(trial, notebook_path.parent.name, exercises_path)
+            loaded = load_assignment(trial, notebook_path.parent.name, exercises_path)
         except SourceNotebookError as error:
             said = str(error).replace(str(trial), str(notebook_path))
             raise AuthoringError(
                 f"{exercises_path}: the cells written from it would break the notebook's cell "
                 f"conventions, so {notebook_path} was left as it was: {said}"
             ) from None
+    if tolerance is not None:
+        refuse_written(notebook, loaded, tolerance, notebook_path, exercises_path)
 
 
 def dump(notebook: dict[str, Any]) -> str:

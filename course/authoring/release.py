@@ -2,7 +2,8 @@
 
 Sound means: no solution line and no hidden test line reaches the student notebook, and under
 `nbgrader autograde` (real kernel, real torch) the source's own solutions earn full marks while the
-untouched release earns zero.
+untouched release earns zero; and every number its Markdown shows, in the release and in each personalised copy,
+is the number graded (course/authoring/shown.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import nbformat
 
+from course.authoring.shown import refuse_shown
 from course.core.config import AssignmentSettings, CourseConfig
 from course.core.errors import ReleaseError
 from course.core.files import PUBLIC, atomic_write_text
@@ -320,6 +322,10 @@ def release(
         staging = Path(scratch)
         release_path, template_text, template = _generate(config, settings, assignment, staging, final_path)
         _refuse_leaks(assignment, source_path, release_path, final_path)
+        copies = {
+            student: numbers_for(config, assignment.content, student, assignment.default_params) for student in ids
+        }
+        refuse_shown(template, assignment, config.tolerance, copies, final_path)  # what students read is what is graded
         solution_score = untouched_score = None
         if verify:
             solution_score, untouched_score = _verify(config, assignment, source_path, release_path)

@@ -6,14 +6,17 @@
 reference values back. It says:
 
 - errors: a hidden test that raises, by its cell, its line of the hidden tests and the exception (the release proof
-  would give the question 0 and, before this, said no more than "earn 0 of 4");
+  would give the question 0 and, before this, said no more than "earn 0 of 4"); a number the Markdown shows (a
+  placeholder, the prose, a table) that is not the number graded, within the tolerance (course/authoring/shown.py:
+  a student who works from `b = 6.88137` while the tests use 6.881373587019543 loses the mark);
 - warnings: a reference value that is not exact in float32 (a student who checks with torch's default dtype sees
   another number, beyond the tolerance for large values); a reference within the grading tolerance of a sign slip
   (|2v| <= tolerance: a zero answer) or of a dropped factor among the question's numbers (v·k or v/k within the
   tolerance of v), so that the slip would pass.
 
 `kit write` prints both (and fails on an error); `release` prints the warnings, which never block it (the proof
-under nbgrader autograde is what refuses a release whose hidden tests raise).
+under nbgrader autograde is what refuses a release whose hidden tests raise; release.py refuses one whose shown
+numbers are not those graded, in the release and in every personalised copy).
 """
 
 from __future__ import annotations
@@ -130,7 +133,24 @@ def review(assignment: Assignment, tolerance: float, *, float64: frozenset[str] 
             warnings += _slips(at, value.name, value.expected, numbers, tolerance, kit=KIT_MARK in question.test_source)
         if inexact and question.id not in float64:
             warnings.append(_float32_warning(at, inexact, tolerance))
+    errors += shown_numbers(assignment, tolerance)
     return Review(tuple(errors), tuple(warnings))
+
+
+def shown_numbers(assignment: Assignment, tolerance: float) -> list[str]:
+    """The numbers the notebook's Markdown shows (placeholders, prose, tables) that are not, within the tolerance,
+    the numbers its hidden tests grade with (course/authoring/shown.py): one sentence each."""
+    from course.authoring.shown import shown_problems
+
+    cells = json.loads(assignment.notebook_path.read_text(encoding="utf-8"))["cells"]
+    return shown_problems(
+        cells,
+        assignment.questions,
+        assignment.default_params,
+        tolerance,
+        notebook=assignment.notebook_path,
+        exercises=assignment.content.path,
+    )
 
 
 HIDDEN_LINE = re.compile(r"\(line (\d+) of the hidden tests\)$")

@@ -191,7 +191,7 @@ def write_assignment(
             continue  # a hand-written assignment: nothing of the kit's to write
         said: list[str] = []
         notebook = config.source_notebook(assignment.name)
-        written.append((assignment.name, kit.write_notebook(notebook, exercises, said)))
+        written.append((assignment.name, kit.write_notebook(notebook, exercises, said, tolerance=config.tolerance)))
         # The notebook as written, its hidden tests run at its own numbers with its answer key (in this process,
         # as the judge runs them): what raises, and answers a slip would pass, are said now, not at release.
         loaded = load_assignment(notebook, assignment.name, exercises)

@@ -22,7 +22,7 @@ from course.pipeline.content import Content
 
 Params = dict[str, Any]
 
-PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 
 
 def _rng(secret: bytes, student_id: str) -> random.Random:
@@ -54,9 +54,11 @@ def derive(content: Content, secret: bytes, student_id: str, names: set[str] | N
 
 
 def show(value: Any) -> str:
-    """A number as the notebook's text shows it: 2, 0.5, −1."""
-    text = f"{value:g}" if type(value) is float else str(value)
-    return text.replace("-", "−")
+    """A number as the notebook's text shows it: 2, 0.5, −1, 6.881373587019543. Exactly the number graded: an int as
+    an int, a float in its shortest form that reads back as the same float (repr), never rounded (a student who
+    works from a rounded b = 6.88137 is 7.6e-6 off and loses the mark); only a leading minus is typeset."""
+    text = repr(value) if type(value) is float else str(value)
+    return "−" + text[1:] if text.startswith("-") else text
 
 
 def fill_text(text: str, params: Params) -> str:
