@@ -175,11 +175,18 @@ def test_a_bad_wrong_answer_is_refused_with_a_sentence_before_anything_runs(tmp_
     assert not out.exists()
 
 
-@pytest.mark.parametrize("inside", ["release", "source/backprop", "."])
-def test_a_preview_never_goes_into_the_course_own_folders(tmp_path, inside):
+@pytest.mark.parametrize(
+    ("inside", "said"),
+    [
+        ("release", "lies in release/"),
+        ("source/backprop", "lies in source/"),
+        (".", "a preview is replaced whole at every run"),
+    ],
+)
+def test_a_preview_never_goes_into_the_course_own_folders(tmp_path, inside, said):
     code, _, err = _run(["--course", str(ROOT), "preview", "--assignment", ASSIGNMENT, "--out", str(ROOT / inside)])
     assert code == 1
-    assert "a preview is replaced whole at every run" in err, err
+    assert said in err, err
 
 
 def test_with_several_assignments_one_must_be_named():

@@ -31,6 +31,7 @@ from course.authoring.release import install_folder, release_in_scratch
 from course.core.config import CourseConfig
 from course.core.errors import CourseError
 from course.core.files import PRIVATE_FOLDER, atomic_write_text
+from course.core.output_paths import writable_output
 from course.forms import form, gap
 from course.pipeline.assignment import Assignment, Question, cell_text, load_course_assignment, nbgrader_meta
 from course.pipeline.discovery import SubmissionRef
@@ -43,8 +44,6 @@ log = logging.getLogger(__name__)
 
 MODES = ("torch_values", "verdicts")  # the feedback modes of source/course.yaml's feedback_reveals
 MARKER = ".autograd-course-preview"  # in a preview folder: what a later preview may replace whole
-# Folders of the course root a preview never writes into: what students receive, what nbgrader keeps.
-KEPT_OUT = ("source", "release", "personalised", "submitted", "autograded", "feedback")
 
 
 class PreviewError(CourseError):
@@ -208,7 +207,7 @@ def preview(
     # and the release proof do (a key that computes with torch is the instructor's right, not a student's slip).
     config = replace(config, hand_work="note")
     named = parse_wrong(assignment, wrong)  # before anything runs: a typo costs nothing
-    folder = _check_out(config, (out or config.root / "preview" / settings.name).absolute())
+    folder = _check_out(config, out or config.root / "preview" / settings.name)
     with tempfile.TemporaryDirectory(prefix="autograd-course-preview-") as scratch:
         staging = Path(scratch)
         log.info("preview %s: the release, made with nbgrader in a scratch course", settings.name)
@@ -316,20 +315,16 @@ def _installed(
     )
 
 
-def _check_out(config: CourseConfig, folder: Path) -> Path:
-    """The preview folder, if a preview may replace it whole: new, empty, or an earlier preview (MARKER), and
-    neither the course root nor inside a folder students receive or nbgrader keeps."""
-    root = config.root.absolute()
-    kept = [root / name for name in KEPT_OUT]
-    if (
-        folder == root
-        or any(folder == place or folder.is_relative_to(place) for place in kept)
-        or root.is_relative_to(folder)
-    ):
+def _check_out(config: CourseConfig, out: Path) -> Path:
+    """The preview folder, resolved (links followed, `..` taken), if a preview may replace it whole: new, empty,
+    or an earlier preview (MARKER), neither the course root nor a folder that holds it, and nowhere a command may
+    not write (course.core.output_paths: source/, release/, nbgrader's folders, the exchange)."""
+    folder = writable_output("--out", out, config.root)
+    root = config.root.resolve()
+    if root.is_relative_to(folder):
         raise PreviewError(
-            f"--out {folder}: a preview is replaced whole at every run, and this folder is (or holds) the course's "
-            f"own ({', '.join(f'{name}/' for name in KEPT_OUT)}); name a folder of its own, e.g. "
-            f"{root / 'preview'}"
+            f"--out {out}: a preview is replaced whole at every run, and this folder is (or holds) the course "
+            f"root; name a folder of its own, e.g. {root / 'preview'}"
         )
     if folder.exists() and not folder.is_dir():
         raise PreviewError(f"--out {folder}: is a file; name a folder (new, empty, or an earlier preview)")
