@@ -19,7 +19,6 @@ import difflib
 import html
 import json
 import logging
-import shutil
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +29,7 @@ from typing import Any
 from course.authoring.release import install_folder, release_in_scratch
 from course.core.config import CourseConfig
 from course.core.errors import CourseError
-from course.core.files import PRIVATE_FOLDER, atomic_write_text
+from course.core.files import PRIVATE_FOLDER, atomic_write_bytes, atomic_write_text, make_folders
 from course.core.output_paths import writable_output
 from course.forms import form, gap
 from course.pipeline.assignment import Assignment, Question, cell_text, load_course_assignment, nbgrader_meta
@@ -219,9 +218,10 @@ def preview(
         solution = from_source(assignment, solved=True)
         graded, named = _grade_three(config, assignment, built, solution, released, named)
         warnings = _warnings(assignment, graded, named)
-        (built / MARKER).write_text("written by autograd-course preview; the next preview replaces it\n")
+        atomic_write_text(built / MARKER, "written by autograd-course preview; the next preview replaces it\n")
         index = built / "index.html"
         atomic_write_text(index, index_page(settings.name, student_page.name, graded, warnings))
+        make_folders(folder.parent)  # preview/ itself, when new: the grader's user's alone
         install_folder(built, folder)
     return _installed(settings.name, folder, built, (index, student, student_page), graded, named, warnings)
 
@@ -239,8 +239,7 @@ def _refuse_several(config: CourseConfig, assignment_name: str | None) -> None:
 def _student_release(release_path: Path, built: Path, assignment_name: str) -> tuple[Path, Path]:
     """The released notebook copied into the preview's student/ folder, and its page beside it."""
     student = built / "student" / release_path.name
-    student.parent.mkdir()
-    shutil.copy(release_path, student)
+    atomic_write_bytes(student, release_path.read_bytes())  # 0600 in 0700, as every file of a preview
     student_page = student.with_suffix(".html")
     atomic_write_text(student_page, notebook_page(student, assignment_name))
     return student, student_page
@@ -356,7 +355,6 @@ def _grade(
     """Grade `notebook` as the grader does (the sandbox, the judge, the course's default numbers), once per mode,
     and write its pages: the very page `grade` writes for a student."""
     path = built / "notebooks" / f"{key}.ipynb"
-    path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
     pages: dict[str, Path] = {}
     scores: dict[str, float] = {}
@@ -372,7 +370,6 @@ def _grade(
             params=assignment.default_params,
         )
         page = built / "feedback" / f"{key}-{mode}.html"
-        page.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(page, render_html(graded.feedback))
         pages[mode], scores[mode] = page, graded.feedback.score
         feedback = feedback or graded.feedback
