@@ -190,6 +190,8 @@ def test_bundle_layout(tmp_path):
     assert any(n.startswith("wheels/autograd_course-0.1.0-") for n in names)
     for script in ("setup.sh", "run_autograder", "check-torch-index"):
         assert modes[script] & 0o111
+    # the zip holds the answer key (and the course secret, when there is one): the grader's user's alone (issue 50)
+    assert (path.stat().st_mode & 0o777, path.parent.stat().st_mode & 0o777) == (0o600, 0o700)
 
 
 @pytest.mark.slow

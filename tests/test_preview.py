@@ -83,6 +83,9 @@ def test_the_preview_writes_every_page_and_names_each(previewed):
         assert str(path) in printed, path
     assert folder.stat().st_mode & 0o777 == 0o700  # the answer key's notebook and pages are the instructor's
     assert all(path.stat().st_mode & 0o777 == 0o600 for path in [*pages, *notebooks])
+    # ...and so is everything else a preview writes, the folders it makes included, whatever the umask (issue 50)
+    for path in (root / "preview", *(root / "preview").rglob("*")):
+        assert path.stat().st_mode & 0o777 == (0o700 if path.is_dir() else 0o600), path
     # the student's notebook is the real release: the cells of the committed release/, made from source/ now
     released = json.loads((root / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text(encoding="utf-8"))
     shown = json.loads(student[0].read_text(encoding="utf-8"))
@@ -175,11 +178,18 @@ def test_a_bad_wrong_answer_is_refused_with_a_sentence_before_anything_runs(tmp_
     assert not out.exists()
 
 
-@pytest.mark.parametrize("inside", ["release", "source/backprop", "."])
-def test_a_preview_never_goes_into_the_course_own_folders(tmp_path, inside):
+@pytest.mark.parametrize(
+    ("inside", "said"),
+    [
+        ("release", "lies in release/"),
+        ("source/backprop", "lies in source/"),
+        (".", "a preview is replaced whole at every run"),
+    ],
+)
+def test_a_preview_never_goes_into_the_course_own_folders(tmp_path, inside, said):
     code, _, err = _run(["--course", str(ROOT), "preview", "--assignment", ASSIGNMENT, "--out", str(ROOT / inside)])
     assert code == 1
-    assert "a preview is replaced whole at every run" in err, err
+    assert said in err, err
 
 
 def test_with_several_assignments_one_must_be_named():

@@ -19,7 +19,6 @@ import difflib
 import html
 import json
 import logging
-import shutil
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +29,8 @@ from typing import Any
 from course.authoring.release import install_folder, release_in_scratch
 from course.core.config import CourseConfig
 from course.core.errors import CourseError
-from course.core.files import PRIVATE_FOLDER, atomic_write_text
+from course.core.files import PRIVATE_FOLDER, atomic_write_bytes, atomic_write_text, make_folders
+from course.core.output_paths import writable_output
 from course.forms import form, gap
 from course.pipeline.assignment import Assignment, Question, cell_text, load_course_assignment, nbgrader_meta
 from course.pipeline.discovery import SubmissionRef
@@ -43,8 +43,6 @@ log = logging.getLogger(__name__)
 
 MODES = ("torch_values", "verdicts")  # the feedback modes of source/course.yaml's feedback_reveals
 MARKER = ".autograd-course-preview"  # in a preview folder: what a later preview may replace whole
-# Folders of the course root a preview never writes into: what students receive, what nbgrader keeps.
-KEPT_OUT = ("source", "release", "personalised", "submitted", "autograded", "feedback")
 
 
 class PreviewError(CourseError):
@@ -208,7 +206,7 @@ def preview(
     # and the release proof do (a key that computes with torch is the instructor's right, not a student's slip).
     config = replace(config, hand_work="note")
     named = parse_wrong(assignment, wrong)  # before anything runs: a typo costs nothing
-    folder = _check_out(config, (out or config.root / "preview" / settings.name).absolute())
+    folder = _check_out(config, out or config.root / "preview" / settings.name)
     with tempfile.TemporaryDirectory(prefix="autograd-course-preview-") as scratch:
         staging = Path(scratch)
         log.info("preview %s: the release, made with nbgrader in a scratch course", settings.name)
@@ -220,9 +218,10 @@ def preview(
         solution = from_source(assignment, solved=True)
         graded, named = _grade_three(config, assignment, built, solution, released, named)
         warnings = _warnings(assignment, graded, named)
-        (built / MARKER).write_text("written by autograd-course preview; the next preview replaces it\n")
+        atomic_write_text(built / MARKER, "written by autograd-course preview; the next preview replaces it\n")
         index = built / "index.html"
         atomic_write_text(index, index_page(settings.name, student_page.name, graded, warnings))
+        make_folders(folder.parent)  # preview/ itself, when new: the grader's user's alone
         install_folder(built, folder)
     return _installed(settings.name, folder, built, (index, student, student_page), graded, named, warnings)
 
@@ -240,8 +239,7 @@ def _refuse_several(config: CourseConfig, assignment_name: str | None) -> None:
 def _student_release(release_path: Path, built: Path, assignment_name: str) -> tuple[Path, Path]:
     """The released notebook copied into the preview's student/ folder, and its page beside it."""
     student = built / "student" / release_path.name
-    student.parent.mkdir()
-    shutil.copy(release_path, student)
+    atomic_write_bytes(student, release_path.read_bytes())  # 0600 in 0700, as every file of a preview
     student_page = student.with_suffix(".html")
     atomic_write_text(student_page, notebook_page(student, assignment_name))
     return student, student_page
@@ -316,20 +314,16 @@ def _installed(
     )
 
 
-def _check_out(config: CourseConfig, folder: Path) -> Path:
-    """The preview folder, if a preview may replace it whole: new, empty, or an earlier preview (MARKER), and
-    neither the course root nor inside a folder students receive or nbgrader keeps."""
-    root = config.root.absolute()
-    kept = [root / name for name in KEPT_OUT]
-    if (
-        folder == root
-        or any(folder == place or folder.is_relative_to(place) for place in kept)
-        or root.is_relative_to(folder)
-    ):
+def _check_out(config: CourseConfig, out: Path) -> Path:
+    """The preview folder, resolved (links followed, `..` taken), if a preview may replace it whole: new, empty,
+    or an earlier preview (MARKER), neither the course root nor a folder that holds it, and nowhere a command may
+    not write (course.core.output_paths: source/, release/, nbgrader's folders, the exchange)."""
+    folder = writable_output("--out", out, config.root)
+    root = config.root.resolve()
+    if root.is_relative_to(folder):
         raise PreviewError(
-            f"--out {folder}: a preview is replaced whole at every run, and this folder is (or holds) the course's "
-            f"own ({', '.join(f'{name}/' for name in KEPT_OUT)}); name a folder of its own, e.g. "
-            f"{root / 'preview'}"
+            f"--out {out}: a preview is replaced whole at every run, and this folder is (or holds) the course "
+            f"root; name a folder of its own, e.g. {root / 'preview'}"
         )
     if folder.exists() and not folder.is_dir():
         raise PreviewError(f"--out {folder}: is a file; name a folder (new, empty, or an earlier preview)")
@@ -361,7 +355,6 @@ def _grade(
     """Grade `notebook` as the grader does (the sandbox, the judge, the course's default numbers), once per mode,
     and write its pages: the very page `grade` writes for a student."""
     path = built / "notebooks" / f"{key}.ipynb"
-    path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
     pages: dict[str, Path] = {}
     scores: dict[str, float] = {}
@@ -377,7 +370,6 @@ def _grade(
             params=assignment.default_params,
         )
         page = built / "feedback" / f"{key}-{mode}.html"
-        page.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(page, render_html(graded.feedback))
         pages[mode], scores[mode] = page, graded.feedback.score
         feedback = feedback or graded.feedback

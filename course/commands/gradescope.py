@@ -10,6 +10,7 @@ from pathlib import Path
 from course.commands import Command
 from course.core.config import load_config
 from course.core.extras import require
+from course.core.output_paths import writable_output
 
 BUILD_HELP = "Build the Gradescope autograder zip (setup.sh, run_autograder, the package, the course)."
 RUN_HELP = "Grade the one notebook in ROOT/submission and write ROOT/results/results.json (Gradescope)."
@@ -33,8 +34,9 @@ def _autograder(args: argparse.Namespace) -> int:
 
         config = load_config(args.course)
         names = [args.assignment] if args.assignment else [a.name for a in config.assignments]
+        out = writable_output("--out", args.out, config.root)  # the zip holds the answer key
         for name in names:
-            path = build_bundle(config, args.out, name)
+            path = build_bundle(config, out, name)
             print(
                 f"built {path} ({path.stat().st_size / 2**20:.1f} MB): upload it as the Gradescope autograder of {name}"
             )

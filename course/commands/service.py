@@ -12,6 +12,7 @@ from course.commands import Command
 from course.core.config import CourseConfig, load_config
 from course.core.errors import CourseError
 from course.core.extras import require
+from course.core.output_paths import writable_output
 from course.platforms.service.edge import Edge
 
 if TYPE_CHECKING:
@@ -168,12 +169,30 @@ def _database(args: argparse.Namespace) -> str | None:
     return before or after or os.environ.get("AUTOGRAD_SERVICE_DATABASE") or None
 
 
+def _refuse_protected_database(database: str | None, config: CourseConfig) -> None:
+    """A SQLite file named by --database (or $AUTOGRAD_SERVICE_DATABASE) is an output path like any --out: never in
+    release/ or nbgrader's folders (an unreadable URL is left for the store to report)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from course.platforms.service.store import database_url
+
+    try:
+        url = make_url(database_url(database, config.root))
+    except ArgumentError:
+        return
+    file = url.database if url.get_backend_name() == "sqlite" else None
+    if file and file != ":memory:" and not file.startswith("file:"):
+        writable_output("--database", Path(file), config.root)
+
+
 def _serve(args: argparse.Namespace) -> int:
     require("service", "autograd-course serve")
     from course.platforms.service.run import serve
 
     config = load_config(args.course)
     database = _database(args)
+    _refuse_protected_database(database, config)
     if args.action == "tokens":
         for line in _tokens(args, config, database).lines():
             print(line)
@@ -198,6 +217,8 @@ def _tokens(args: argparse.Namespace, config: CourseConfig, database: str | None
     """`serve tokens`: one of adding the roster's new students, --rotate, --revoke, --rotate-instructor."""
     from course.platforms.service import tokens
 
+    if args.out is not None:
+        writable_output("--out", args.out, config.root)  # (the instructor's file goes beside it)
     if args.revoke:
         if args.roster is not None:
             raise CourseError("serve tokens --revoke takes no ROSTER: name the students to revoke")

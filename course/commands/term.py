@@ -12,6 +12,7 @@ from course.commands import Command
 from course.core.config import CourseConfig, load_config
 from course.core.errors import CourseError
 from course.core.extras import require
+from course.core.output_paths import writable_output
 from course.core.status import Status
 from course.term.gradebook import COURSE_TOTALS
 from course.term.lms import FORMATS
@@ -125,7 +126,7 @@ def _grade(args: argparse.Namespace) -> int:
     from course.term.roster import read_roster
 
     config = load_config(args.course)
-    out_dir = (args.out or config.root).resolve()
+    out_dir = writable_output("--out", args.out or config.root, config.root)
 
     progress = ProgressBar(sys.stderr) if sys.stderr.isatty() and not args.quiet else None
 
@@ -175,7 +176,7 @@ def _merge(args: argparse.Namespace) -> int:
     from course.term.shards import merge_shards
 
     config = load_config(args.course)
-    out_dir = (args.out or config.root).resolve()
+    out_dir = writable_output("--out", args.out or config.root, config.root)
     roster = read_roster(args.roster) if args.roster else None
     summaries = merge_shards(
         config, [path.resolve() for path in args.outs], out_dir, record_gradebook=args.gradebook, roster=roster
@@ -201,7 +202,12 @@ def _export(args: argparse.Namespace) -> int:
 
     config = load_config(args.course)
     path = export_course(
-        config, args.format, read_roster(args.roster), (args.out or config.root).resolve(), args.assignment, args.column
+        config,
+        args.format,
+        read_roster(args.roster),
+        writable_output("--out", args.out or config.root, config.root),
+        args.assignment,
+        args.column,
     )
     print(f"wrote {path}: import it in {args.format}'s gradebook")
     return 0

@@ -21,6 +21,7 @@ import fcntl
 import functools
 import json
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -141,6 +142,45 @@ def private_folders(base: Path, *parts: str) -> Path:
         if not folder.is_symlink() and folder.stat().st_mode & 0o777 != PRIVATE_FOLDER:
             os.chmod(folder, PRIVATE_FOLDER)
     return folder
+
+
+def private_tree(top: Path, *, public: Callable[[Path], bool] | None = None) -> None:
+    """`top` and everything in it the grader's user's alone, whatever modes they were made with (nbgrader's
+    collect keeps the student's, shutil's copies keep what they copy): folders 0700, files 0600 (an executable
+    one 0700), except a file `public` names, which stays 0644 if it was readable to all (the feedback page that
+    `nbgrader release_feedback` copies with its mode). A link is neither followed nor changed; another user's
+    file is theirs to keep as they chose."""
+    if top.is_symlink() or not top.exists():
+        return
+    _private_one(top, public)
+    if top.is_dir():
+        for folder, names, files in os.walk(top):  # (os.walk does not follow links to folders)
+            for name in (*names, *files):
+                path = Path(folder) / name
+                if not path.is_symlink():
+                    _private_one(path, public)
+
+
+def _private_one(path: Path, public: Callable[[Path], bool] | None) -> None:
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:  # a link put there meanwhile, or a file we may not open: not ours to change
+        return
+    try:
+        status = os.fstat(descriptor)
+        if status.st_uid != os.geteuid():
+            return
+        now = stat.S_IMODE(status.st_mode)
+        if stat.S_ISDIR(status.st_mode):
+            wanted = PRIVATE_FOLDER
+        elif public is not None and now & stat.S_IROTH and public(path):
+            wanted = PUBLIC
+        else:
+            wanted = PRIVATE | (now & stat.S_IXUSR)
+        if now != wanted:
+            os.fchmod(descriptor, wanted)
+    finally:
+        os.close(descriptor)
 
 
 def private_sqlite(database: str | None) -> None:

@@ -11,6 +11,7 @@ One zip per assignment: a Gradescope assignment runs one autograder.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import yaml
 
 from course.core.config import CONFIG_RELATIVE_PATH, CourseConfig
 from course.core.errors import CourseError
+from course.core.files import PRIVATE, make_folders
 
 ZIP_NAME = "autograd-course-{assignment}-gradescope.zip"
 FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # reproducible zips
@@ -94,12 +96,15 @@ def build_bundle(config: CourseConfig, out_dir: Path, assignment_name: str | Non
     for script in SCRIPTS:
         if not (scripts / script).exists():
             raise CourseError(f"{scripts / script}: missing; it belongs in the repository's autograder/ folder")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_folders(out_dir)
     target = out_dir / ZIP_NAME.format(assignment=settings.name)
     with tempfile.TemporaryDirectory() as scratch:
         wheel = build_wheel(project, Path(scratch))
         temporary = out_dir / f".{target.name}.tmp"
-        with zipfile.ZipFile(temporary, "w") as archive:
+        # the answer key and the course secret are in it: the grader's user's alone (0600) from its first byte
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE)
+        os.fchmod(descriptor, PRIVATE)
+        with os.fdopen(descriptor, "wb") as stream, zipfile.ZipFile(stream, "w") as archive:
             for script in SCRIPTS:
                 _add(archive, script, (scripts / script).read_bytes(), mode=0o755)
             _add(archive, f"wheels/{wheel.name}", wheel.read_bytes())

@@ -9,6 +9,7 @@ batch's results.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from dataclasses import replace
 from datetime import datetime
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from course.core import late
 from course.core.config import AssignmentPaths, AssignmentSettings, CourseConfig
-from course.core.files import SyncedWrites, atomic_write_json
+from course.core.files import SyncedWrites, atomic_write_json, os_reason, private_folders, private_tree
 from course.core.status import Status
 from course.pipeline.run_context import RunContext
 from course.pipeline.submission import student_id_problem
@@ -28,6 +29,8 @@ from course.term.roster import Student, nbgrader_student
 
 if TYPE_CHECKING:
     from course.pipeline.grading import Graded
+
+LOG = logging.getLogger(__name__)
 
 
 def records_in_gradebook(config: CourseConfig, out_dir: Path, wanted: bool | None) -> bool:
@@ -109,6 +112,7 @@ def record_for_nbgrader(
     an autograder error (recording.record_graded) before anything of theirs is queued for the gradebook, so the
     gradebook never holds a grade the CSV and the LMS export do not."""
     config, settings = context.config, context.settings
+    private_submission(config, graded.student_id, settings.name)
     nbgrader_layout.write_autograded(
         config.root,
         settings.name,
@@ -127,6 +131,23 @@ def record_for_nbgrader(
         late_penalty=graded.late_penalty,
         extension_hours=settings.extensions.get(graded.student_id, 0.0),
     )
+
+
+def private_submission(config: CourseConfig, student_id: str, assignment_name: str) -> None:
+    """submitted/<student>/<assignment>/ the grader's user's alone (0700 folders, 0600 files): `nbgrader collect`
+    copies them with the modes the student's files had (0644, 0755), readable to every user of the machine.
+    nbgrader's own tools run as the grader's user and read them still. A folder this user may not change (another
+    user's) is said in the log and left: modes are no reason to leave a student ungraded."""
+    try:
+        private_folders(config.root, "submitted", student_id)
+        private_tree(config.root / "submitted" / student_id / assignment_name)
+    except OSError as error:
+        LOG.warning(
+            "%s: could not be made the grader's user's alone (%s); run `chmod -R go= %s`",
+            config.root / "submitted" / student_id,
+            os_reason(error),
+            config.root / "submitted",
+        )
 
 
 def released_to(config: CourseConfig, settings: AssignmentSettings, student_id: str) -> Path:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
 
+from course.core.files import PRIVATE_FOLDER, make_folders, private_tree
 from course.term import nbgrader_layout
 
 FOLDERS = ("submitted", "autograded", "feedback")  # nbgrader's per-student folders a recording replaces
@@ -47,10 +49,15 @@ def fingerprint(top: Path) -> str | None:
 
 
 def keep(root: Path, assignment_name: str, student: str, kept: Path) -> None:
-    """The student's three folders as they are, whatever is in their place, copied into `kept` (made here)."""
-    kept.mkdir(parents=True)
+    """The student's three folders as they are, whatever is in their place, copied into `kept` (made here): the
+    grader's user's alone (0700, 0600), but for the feedback page, kept 0644 so that one put back by an undo is
+    still one `nbgrader release_feedback` can hand to the student."""
+    make_folders(kept.parent)
+    kept.mkdir()
+    os.chmod(kept, PRIVATE_FOLDER)  # mkdir's mode passes through the umask, chmod's does not
     for name in FOLDERS:
         _copy(root / name / student / assignment_name, kept / name)
+    private_tree(kept, public=lambda path: path.parent == kept / "feedback" and path.suffix == ".html")
 
 
 def put_back(root: Path, assignment_name: str, student: str, kept: Path) -> None:
@@ -72,12 +79,13 @@ def _copy(source: Path, target: Path) -> None:
     """A folder (its links as links), a file or a link, as it is; nothing when there is nothing. Anything else
     (a named pipe) is refused by shutil, which reads no such thing."""
     if source.is_symlink():
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_folders(target.parent)
         target.symlink_to(source.readlink())
     elif source.is_dir():
+        make_folders(target.parent)
         shutil.copytree(source, target, symlinks=True)
     elif source.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_folders(target.parent)
         shutil.copy2(source, target)
 
 

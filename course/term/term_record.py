@@ -48,7 +48,16 @@ from typing import Any
 
 from course.core.config import AssignmentSettings, CourseConfig
 from course.core.errors import CourseError
-from course.core.files import PUBLIC, atomic_write_json, atomic_write_text, compact_json, locked
+from course.core.files import (
+    PRIVATE_FOLDER,
+    PUBLIC,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    compact_json,
+    locked,
+    private_folders,
+)
 from course.core.text import safe_text, whole_number
 from course.pipeline.assignment import load_course_assignment
 from course.pipeline.feedback_model import Feedback
@@ -756,18 +765,17 @@ def exclusive(config: CourseConfig, assignment_name: str) -> Iterator[None]:
     """One recording into (or undo of) the assignment's record at a time, across threads and every serve process
     on the course's folder: an flock on a file beside its history (a course folder shared between machines must
     be on a filesystem with working locks, as NFSv4 has)."""
-    base = config.root / HISTORY
-    base.mkdir(parents=True, exist_ok=True, mode=0o700)
+    base = private_folders(config.root, HISTORY)
     with locked(base / f"{assignment_name}.lock"):
         yield
 
 
 def _new_folder(config: CourseConfig, assignment_name: str) -> Path:
-    base = _history(config, assignment_name)
-    base.mkdir(parents=True, exist_ok=True, mode=0o700)  # students' notebooks: the instructor's only
+    base = private_folders(config.root, HISTORY, assignment_name)  # students' notebooks: the instructor's only
     taken = [number for p in base.iterdir() if (number := whole_number(p.name)) is not None]  # "²": not ours
     folder = base / f"{max(taken, default=0) + 1:04d}"
-    folder.mkdir(mode=0o700)
+    folder.mkdir(mode=PRIVATE_FOLDER)  # (a folder made meanwhile by another recording fails here)
+    os.chmod(folder, PRIVATE_FOLDER)  # mkdir's mode passes through the umask, chmod's does not
     return folder
 
 
@@ -793,10 +801,10 @@ def _grade_row(counted: Counted, max_score: float) -> GradeRow:
 def _write_files(config: CourseConfig, settings: AssignmentSettings, change: Change, notebook: bytes) -> None:
     """submitted/ (as nbgrader collect leaves it), autograded/ and feedback/ (as grade writes them)."""
     student, assignment = change.student_id, settings.name
-    submitted = config.root / "submitted" / student / assignment / settings.notebook
-    submitted.parent.mkdir(parents=True, exist_ok=True)
+    # the student's notebook, as nbgrader collect leaves it but the grader's user's alone (0700 folders, 0600 files)
+    submitted = private_folders(config.root, "submitted", student, assignment) / settings.notebook
     atomic_write_text(submitted.parent / nbgrader_layout.TIMESTAMP, _stamp(change.after.submitted_at))
-    submitted.write_bytes(notebook)
+    atomic_write_bytes(submitted, notebook)
     nbgrader_layout.write_autograded(
         config.root,
         assignment,
