@@ -90,7 +90,7 @@ def is_feedback_page(root: Path, path: Path) -> bool:
 
 
 def _submit_and_record(server, notebook: dict, expect: str) -> None:
-    from tests.adversarial.test_records import message, post_form, recording_page
+    from tests.support.recording_form import message, post_form, recording_page
     from tests.support.service import notebook_bytes
 
     for student in SERVICE:

@@ -15,34 +15,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.helpers import add_cell, submitted_notebook
+from tests.support.recording_form import message, post_form, recording_page
 
 # A cell whose nbgrader metadata is of a JSON type nobody expects: what a student can put in any upload.
 ODD_METADATA = {"nbgrader": {"grade_id": ["odd"], "grade": False, "solution": False, "locked": False}}
-
-
-def recording_page(server):
-    from tests.support.service import request
-
-    base = f"{server.url}/i/{server.instructor}"
-    preview = request(f"{base}/export/gradebook").text
-    csrf = re.search(r'name=csrf value="([^"]+)"', preview).group(1)
-    plan = re.search(r'name=plan value="([^"]+)"', preview)
-    return base, preview, csrf, plan.group(1) if plan else None
-
-
-def post_form(server, **fields):
-    from tests.support.service import multipart, request
-
-    base, preview, csrf, _ = recording_page(server)
-    if "plan" in fields and "student" not in fields:  # as the preview's form sends it: every student ticked
-        fields["student"] = re.findall(r'name=student value="([^"]+)"', preview)
-    body, kind = multipart({"csrf": csrf, **fields})
-    return request(f"{base}/export/gradebook", method="POST", data=body, content_type=kind)
-
-
-def message(reply) -> str:
-    found = re.search(r"role=status>(.*?)</div>", reply.text, re.S)
-    return found.group(1) if found else reply.text[:500]
 
 
 def held(root: Path) -> dict:
