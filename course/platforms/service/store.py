@@ -54,7 +54,8 @@ from course.core.text import safe_text
 from course.pipeline.feedback_model import Feedback, FeedbackError
 from course.pipeline.submission import student_id_problem
 from course.platforms.service.engines import held_sentence, open_engines, writing
-from course.platforms.service.migrations import migrate
+from course.platforms.service.migrations import head, migrate
+from course.platforms.service.migrations.at_head import check_at_head
 from course.platforms.service.policy import Refusal, ServicePolicy, refusal
 from course.platforms.service.schedule import Queued
 
@@ -384,15 +385,16 @@ class Store:
         )
 
     def _migrate(self, where: str) -> None:
-        """The database brought to this code's schema (migrations/), by one process at a time: of processes opening
-        it at once, the first migrates under the database's own lock (PostgreSQL: an advisory lock; SQLite: its
-        write lock, taken by BEGIN IMMEDIATE before the version is read: engines.py) and the others wait for it
-        and then find it done."""
+        """The database brought to this code's schema (migrations/) and checked against it (migrations/at_head.py),
+        by one process at a time: of processes opening it at once, the first migrates under the database's own lock
+        (PostgreSQL: an advisory lock; SQLite: its write lock, taken by BEGIN IMMEDIATE before the version is read:
+        engines.py) and the others wait for it and then find it done."""
         try:
             with self._writes.begin() as db:
                 if db.dialect.name == "postgresql":  # held until the transaction ends, whatever ends it
                     db.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
                 migrate(db, where)
+                check_at_head(db, where, head(), metadata)
         except OperationalError:
             raise  # the database cannot be reached or is busy: said by __init__
         except SQLAlchemyError as error:  # the whole migration is one transaction: nothing of it is left
