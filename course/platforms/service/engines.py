@@ -15,6 +15,8 @@ Past BUSY_SECONDS, `held_sentence` says which database was held and how long the
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from typing import Any
 
 from sqlalchemy import create_engine, event
@@ -89,10 +91,29 @@ def _sqlite_pragmas(connection: Any, _record: Any) -> None:
     connection.isolation_level = None
     cursor = connection.cursor()
     cursor.execute(f"PRAGMA busy_timeout={BUSY_SECONDS * 1000}")  # as the driver's timeout, before any statement
-    cursor.execute("PRAGMA journal_mode=WAL")  # readers never wait for the grader's writes
+    _write_ahead(cursor)  # readers never wait for the grader's writes
     cursor.execute("PRAGMA synchronous=FULL")  # a commit is on disk before the student hears of it
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+def _write_ahead(cursor: Any) -> None:
+    """Write-ahead logging, waiting for other processes as the busy timeout would. A database made in SQLite's
+    rollback mode (an earlier version's, or one made by another tool) is switched by the first connection to ask:
+    the switch reads the database and then writes its header, and a writer in between (another process switching
+    it, or writing) answers "database is locked" at once, which no busy timeout waits for; so it is asked again
+    until BUSY_SECONDS have passed. (Once in write-ahead mode, asking again only reads.)"""
+    deadline = time.monotonic() + BUSY_SECONDS
+    pause = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 def _sqlite_unsynced_pragmas(connection: Any, record: Any) -> None:
