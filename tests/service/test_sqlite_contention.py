@@ -111,6 +111,7 @@ def contents(url: str) -> tuple[list[str], list[str], list[str]]:
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # its burners would starve another worker's sandboxed runs, which give way (tests/conftest.py)
 @pytest.mark.parametrize("start", ["b99931e", "head"])
 def test_eight_processes_opening_one_database_at_once_on_a_busy_machine_all_open_it(tmp_path, start):
     urls = databases(tmp_path, start)

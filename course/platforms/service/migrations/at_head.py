@@ -33,13 +33,16 @@ def _kind(type_: Any) -> type | None:
 
 def _keys(inspector: Inspector, name: str) -> tuple[set[frozenset[str]], set[frozenset[str]]]:
     """The column sets the database keeps unique in table `name` (primary key, unique constraints, unique indexes),
-    and those it indexes at all."""
+    and those it indexes at all (an index on an expression is none of ours: left out)."""
     unique = {frozenset(inspector.get_pk_constraint(name)["constrained_columns"])}
     unique |= {frozenset(c["column_names"]) for c in inspector.get_unique_constraints(name)}
-    indexes = inspector.get_indexes(name)
-    unique |= {frozenset(i["column_names"]) for i in indexes if i["unique"]}  # type: ignore[arg-type]
-    indexed = unique | {frozenset(i["column_names"]) for i in indexes}  # type: ignore[arg-type]
-    return unique, indexed
+    indexes = [
+        (frozenset(str(c) for c in i["column_names"]), i["unique"])
+        for i in inspector.get_indexes(name)
+        if None not in i["column_names"]
+    ]
+    unique |= {columns for columns, is_unique in indexes if is_unique}
+    return unique, unique | {columns for columns, _ in indexes}
 
 
 def _columns(names: Iterable[str]) -> str:
