@@ -19,6 +19,7 @@ import json
 import re
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -39,23 +40,22 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     bindparam,
-    create_engine,
-    event,
     func,
     select,
     text,
     update,
 )
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
 
 from course.core.errors import CourseError
-from course.core.files import private_sqlite
 from course.core.status import GRADING_GIVES, Status
 from course.core.text import safe_text
 from course.pipeline.feedback_model import Feedback, FeedbackError
 from course.pipeline.submission import student_id_problem
-from course.platforms.service.migrations import migrate
+from course.platforms.service.engines import held_sentence, open_engines, writing
+from course.platforms.service.migrations import head, migrate
+from course.platforms.service.migrations.at_head import check_at_head
 from course.platforms.service.policy import Refusal, ServicePolicy, refusal
 from course.platforms.service.schedule import Queued
 
@@ -300,18 +300,6 @@ LIST_COLUMNS = [c for c in SUMMARY_COLUMNS if c.name != "feedback"]  # a class's
 Pick = Callable[[list[Queued], list[str], datetime], int | None]
 
 
-# A database server that does not answer is said within 10 s, not waited for, and one that vanished is noticed
-# by TCP keepalives within about a minute. (The other way round, PostgreSQL's own tcp_keepalives_* settings end
-# the session of a serve process whose machine vanished, and so free its claims: shared.py, docs/service.md.)
-POSTGRES_CONNECT = {
-    "connect_timeout": 10,
-    "keepalives": 1,
-    "keepalives_idle": 30,
-    "keepalives_interval": 10,
-    "keepalives_count": 3,
-}
-
-
 def database_url(url: str | None, course_root: Path) -> str:
     return url or f"sqlite:///{course_root / 'service.db'}"
 
@@ -334,35 +322,20 @@ class Store:
         # The same notebook's autograder errors count from this process's start: an instructor who mended our
         # fault restarts the service, and a student's notebook refused for those errors is taken again.
         self.started = now_utc()
-        sqlite = self._open_engine(url)
+        self.engine, self._unsynced, sqlite = open_engines(url)
+        # Transactions that write take SQLite's write lock first (engines.py); PostgreSQL's begin as the others do.
+        self._writes, self._unsynced_writes = writing(self.engine), writing(self._unsynced)
+        where = self.engine.url.render_as_string(hide_password=True)
+        began = time.monotonic()
         try:
-            self._migrate(sqlite)
+            self._migrate(where)
         except OperationalError as error:
-            raise CourseError(f"cannot open the service's database: {error.orig}") from None
+            held = held_sentence(where, error, time.monotonic() - began) if sqlite else None
+            raise CourseError(held or f"cannot open the service's database: {error.orig}") from None
         # Attempts are counted under this lock within a process, and under the student's row lock across the
         # processes of a PostgreSQL database (`submit`).
         self._submit_lock = threading.Lock()
         self._build_statements()
-
-    def _open_engine(self, url: str) -> bool:
-        """The engines on `url` (`engine`, and `_unsynced` for commits that need not wait); whether it is SQLite."""
-        try:
-            # A database server may drop idle connections: each is checked when taken from the pool. A SQLite
-            # file has no server to go away, and the check would be one more statement per request.
-            backend = make_url(url).get_backend_name()
-            sqlite = backend == "sqlite"
-            self.engine: Engine = create_engine(
-                url, pool_pre_ping=not sqlite, connect_args=POSTGRES_CONNECT if backend == "postgresql" else {}
-            )
-        except (ArgumentError, ImportError) as error:
-            raise CourseError(f"the service's database URL cannot be used: {error}") from None
-        self._unsynced = self.engine  # for the commits that need not wait for the disk (see the module)
-        if sqlite:  # notebooks and token hashes: the grader's user only, from the first byte (and its -wal file)
-            private_sqlite(self.engine.url.database)
-            event.listen(self.engine, "connect", _sqlite_pragmas)
-            self._unsynced = create_engine(url)
-            event.listen(self._unsynced, "connect", _sqlite_unsynced_pragmas)
-        return sqlite
 
     def _build_statements(self) -> None:
         """The statements every upload runs, built once."""
@@ -411,29 +384,17 @@ class Store:
             .where(students.c.token_hash == bindparam("digest"))
         )
 
-    def _migrate(self, sqlite: bool) -> None:
-        """The database brought to this code's schema (migrations/), by one process at a time: of processes
-        opening it at once, the first migrates under the database's own lock and the others then find it done."""
-        where = self.engine.url.render_as_string(hide_password=True)
+    def _migrate(self, where: str) -> None:
+        """The database brought to this code's schema (migrations/) and checked against it (migrations/at_head.py),
+        by one process at a time: of processes opening it at once, the first migrates under the database's own lock
+        (PostgreSQL: an advisory lock; SQLite: its write lock, taken by BEGIN IMMEDIATE before the version is read:
+        engines.py) and the others wait for it and then find it done."""
         try:
-            if not sqlite:
-                with self.engine.begin() as db:
-                    if db.dialect.name == "postgresql":  # held until the transaction ends, whatever ends it
-                        db.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
-                    migrate(db, where)
-                return
-            # SQLite: the write lock from the transaction's first statement (BEGIN IMMEDIATE), which pysqlite's own
-            # transactions would take only at the first write, after both processes had read the version.
-            with self.engine.connect() as connection:
-                db = connection.execution_options(isolation_level="AUTOCOMMIT")
-                db.exec_driver_sql("BEGIN IMMEDIATE")
-                try:
-                    migrate(db, where)
-                except BaseException:
-                    if connection.connection.dbapi_connection.in_transaction:  # type: ignore[union-attr]
-                        db.exec_driver_sql("ROLLBACK")
-                    raise
-                db.exec_driver_sql("COMMIT")
+            with self._writes.begin() as db:
+                if db.dialect.name == "postgresql":  # held until the transaction ends, whatever ends it
+                    db.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+                migrate(db, where)
+                check_at_head(db, where, head(), metadata)
         except OperationalError:
             raise  # the database cannot be reached or is busy: said by __init__
         except SQLAlchemyError as error:  # the whole migration is one transaction: nothing of it is left
@@ -445,12 +406,12 @@ class Store:
 
     @contextmanager
     def begin(self) -> Iterator[Connection]:
-        with self.engine.begin() as connection:
+        with self._writes.begin() as connection:
             yield connection
 
     @contextmanager
     def begin_unsynced(self) -> Iterator[Connection]:
-        with self._unsynced.begin() as connection:
+        with self._unsynced_writes.begin() as connection:
             if connection.dialect.name == "postgresql":
                 connection.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
             yield connection
@@ -869,21 +830,3 @@ class Store:
             return db.execute(
                 self._mine(update(attempts).where(attempts.c.status == GRADING)).values(status=QUEUED)
             ).rowcount
-
-
-def _sqlite_pragmas(connection: Any, _record: Any) -> None:
-    cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")  # readers never wait for the grader's writes
-    cursor.execute("PRAGMA synchronous=FULL")  # a commit is on disk before the student hears of it
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.close()
-
-
-def _sqlite_unsynced_pragmas(connection: Any, record: Any) -> None:
-    _sqlite_pragmas(connection, record)
-    cursor = connection.cursor()
-    # With write-ahead logging, a commit is whole or absent after any crash either way; NORMAL only leaves the
-    # last commits to the operating system's next flush instead of waiting for the disk.
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.close()
