@@ -12,16 +12,17 @@ Each function answer is called at
 - zero;
 - two *plausible* points, halves in [-8, 8] (one negative, one positive): the points a table of torch's values
   would hold;
-- `function_probes` points *drawn* for the student: reals in [-8, 8] on a grid of 2**-20 (2**24 - 1 values but
-  zero; a table of them all would be hundreds of megabytes, past any notebook's limit), one from each of
-  `function_probes` equal slices of the range (the first slice all negative, the last all positive, drawn first and
-  second). A point of 24 significant bits has an exact square, so a quadratic with small whole coefficients (the
-  derivative of a cubic) comes out exactly alike however it is evaluated, in the student's arithmetic and in
-  torch's float64, and any other polynomial a student writes agrees far inside the tolerance.
+- `function_probes` points *drawn* for the student: reals in [-8, 8] on a grid of 2**-20 (some 16.8 million
+  values, none of them a half; a table of them all would be hundreds of megabytes, past any notebook's limit),
+  one from each of `function_probes` equal slices of the range (the first slice all negative, the last all
+  positive, drawn first and second). A point of 24 significant bits has an exact square, so a quadratic with
+  small whole coefficients (the derivative of a cubic) comes out exactly alike however it is evaluated, in the
+  student's arithmetic and in torch's float64, and any other polynomial a student writes agrees far inside the
+  tolerance.
 
 The drawn points decide whether a table wins: a function that answers the plausible points (and zero and its own
 point) right and every drawn point wrong is a table, or a function right only on a grid, and the integrity
-report says so (`table_findings`; its points earn nothing, as any wrong function's).
+report says so (course/pipeline/tables.py; its points earn nothing, as any wrong function's).
 
 Each draw is HMAC-SHA256 keyed with the course secret when the course has one (`variants: true` or a
 `variant_secret_file`), of a label naming the course, assignment, function, student and the student's numbers: no one
@@ -59,7 +60,7 @@ OWN_POINT_LIMIT = 1e6  # an exercise's own point past this is no number a studen
 class ProbePoints:
     """The points each function answer is called at, in order (`points`), and of those, the ones drawn for the
     student (`private`): never named to a student (course/pipeline/feedback.py), and the ones that tell a table
-    from a derivative (`table_findings`). A test may name its own points, none of them private."""
+    from a derivative (course/pipeline/tables.py). A test may name its own points, none of them private."""
 
     points: dict[str, list[float]]
     private: dict[str, frozenset[float]] = field(default_factory=dict)
