@@ -53,7 +53,7 @@ RAISED = Answer(FUNCTION, probes=(Probe(1.0, error="raised ZeroDivisionError"),)
 NOT_CALLED = Answer(FUNCTION)
 
 
-# Right at the exercise's own point and at 2.5; wrong at zero and at four points drawn with the course secret.
+# Right at the exercise's own point and at 2.5; wrong at zero and at four points drawn for the student.
 WRONG_AT_SOME = Answer(
     FUNCTION,
     probes=(
@@ -86,25 +86,19 @@ def test_the_points_a_function_was_wrong_at_are_stated_on_the_page_and_in_markdo
         cell_errors=[],
         reveal_torch_values=reveal,
     )
-    if reveal:  # where torch's values are shown, every point is named, with torch's value there
-        said = (
-            "disagrees with torch at 5 of the 7 points the grader uses: at x = 0 yours gave 5, torch's slope is "
-            "-2; at x = -1.5 yours gave 3, torch's slope is 4.75; at x = -6 yours gave 0, torch's slope is 106; "
-            "and at 2 more"
-        )
-    else:  # verdicts only: a private point by its sign, never its value
-        said = (
-            "disagrees with torch at 5 of the 7 points the grader uses: at x = 0 yours gave 5; at a negative x "
-            "the course keeps private, yours gave 3; at a negative x the course keeps private, yours gave 0; "
-            "and at 2 more"
-        )
+    # A public point (zero) is named, with torch's value where the feedback shows torch's values; a point drawn for the
+    # student never is, nor what either side gave there (either tells the point), in either mode.
+    zero = "at x = 0 yours gave 5, torch's slope is -2" if reveal else "at x = 0 yours gave 5"
+    drawn = "at a negative x drawn for you, yours disagrees with torch's slope"
+    said = f"disagrees with torch at 5 of the 7 points the grader uses: {zero}; {drawn}; {drawn}; and at 2 more"
     row = _html_row(render_html(feedback), "cubic_derivative")
     assert html.escape(said) in row
     markdown = _unescaped(_markdown_row(feedback, "cubic_derivative", reveal))
     assert said in markdown
-    if not reveal:
-        for x in ("-1.5", "-6", "7", "-0.5", "2.5"):
-            assert f"x = {x}" not in row + markdown
+    for x in ("-1.5", "-6", "7", "-0.5", "2.5"):
+        assert f"x = {x}" not in row + markdown
+    for value in ("4.75", "106", "yours gave 3", "yours gave 0"):
+        assert value not in row + markdown
 
 
 def test_a_student_error_at_a_stated_point_stays_text(assignment):

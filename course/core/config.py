@@ -298,10 +298,10 @@ class CourseConfig:
     )
     function_probes: int = setting(
         5,
-        "how many of the course's own points a function answer is called at, beside zero and the exercise's "
-        "own point: halves in [-8, 8], the first negative, the second positive (so at least two are drawn), the "
-        "same for every submission and regrade, drawn with the course secret when there is one "
-        "(course/pipeline/probes.py)",
+        "how many points drawn for each student a function answer is called at, beside zero, the exercise's "
+        "own point and two halves: reals in [-8, 8], one per equal slice (so a negative and a positive one; at "
+        "least two are drawn), the same on every regrade of the student's notebook, never named to her, keyed "
+        "with the course secret when there is one (course/pipeline/probes.py)",
         whole(at_most=16),
     )
     limits: Limits = subsection(Limits, "resource limits for one student's code")

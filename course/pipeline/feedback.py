@@ -7,6 +7,8 @@ and as Gradescope's Markdown, and whose `to_json` is feedback.json.
 
 from __future__ import annotations
 
+import builtins
+
 from course.core.answers import VALUE, describe, is_number
 from course.core.config import CourseConfig, Limits
 from course.core.status import Status
@@ -124,22 +126,46 @@ MAX_STATED_POINTS = 3  # the points a function was wrong at, stated one by one; 
 
 
 def wrong_points(wrong: list[ProbeCheck], reveal: bool) -> str:
-    """Where a function answer was wrong, point by point (the exercise's own point and zero first): x, what it
-    gave, and torch's value when the feedback shows torch's values. A point drawn with the course secret is named
-    only then: a verdicts-only page (where resubmitting is cheap) says its sign, so that resubmitting cannot
-    collect the points for a table of answers (SECURITY.md, "The same notebook always earns the same score")."""
+    """Where a function answer was wrong, point by point (the exercise's own point, zero and the plausible halves
+    first): x, what it gave, and torch's value when the feedback shows torch's values. A point drawn for the student
+    (course/pipeline/probes.py) is never named, nor what the function or torch gave there (either would tell it),
+    whatever the feedback shows: only its sign and how the call failed, in words of ours
+    (`failure_in_words`), so that no feedback, resubmission or classmate collects the points for a table
+    (SECURITY.md, "The same notebook always earns the same score")."""
     said = []
     for probe in wrong[:MAX_STATED_POINTS]:
+        if probe.private:
+            sign = "negative" if probe.x < 0 else "positive"
+            said.append(f"at a {sign} x drawn for you, yours {failure_in_words(probe.error)}")
+            continue
         yours = f"yours {probe.error}" if probe.error else f"yours gave {describe(probe.student)}"
         if reveal:
             said.append(f"at x = {describe(probe.x)} {yours}, torch's slope is {describe(probe.expected)}")
-        elif probe.private:
-            sign = "negative" if probe.x < 0 else "positive"
-            said.append(f"at a {sign} x the course keeps private, {yours}")
         else:
             said.append(f"at x = {describe(probe.x)} {yours}")
     more = len(wrong) - len(said)
     return "; ".join(said) + (f"; and at {more} more" if more else "")
+
+
+_BUILTIN_ERRORS = frozenset(
+    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
+)
+
+
+def failure_in_words(error: str) -> str:
+    """How a call at a drawn point failed, in a closed set of our words: the sandbox's text names the type the
+    student's code raised or returned, and a type's name is the student's to choose (`type(f"E{x}", ...)`), so
+    only a builtin exception's name is kept."""
+    if not error:
+        return "disagrees with torch's slope"
+    if error.startswith("raised "):
+        name = error.removeprefix("raised ")
+        return f"raised {name}" if name in _BUILTIN_ERRORS else "raised an exception of a class of its own"
+    if error.startswith("did not return within "):
+        return "did not return in time"
+    if error.startswith("returned `...`"):
+        return "returned `...` (replace `return ...` with your derivative)"
+    return "returned something that is not a plain number"
 
 
 def question_entry(

@@ -146,7 +146,8 @@ def _items(data: dict[str, Any], key: str, at: str, default: list[Any] | None = 
 @dataclass(frozen=True)
 class ProbeFeedback:
     """One point a function answer was called at: x, what it gave (or the error it raised), torch's value (None
-    when the feedback shows no torch value), and whether the point is one drawn with the course secret."""
+    when the feedback shows no torch value), and whether the point is one drawn for the student
+    (course/pipeline/probes.py; no view a student sees names it: this list is feedback.json's, the instructor's)."""
 
     x: float
     yours: str

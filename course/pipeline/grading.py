@@ -20,7 +20,7 @@ from course.core.answers import MISSING, STILL_RELEASED, Answer
 from course.core.config import CourseConfig
 from course.core.errors import NotThisAssignment, SubmissionError, UnreadableSubmission
 from course.core.status import Status
-from course.pipeline import handwork, integrity
+from course.pipeline import handwork, integrity, tables
 from course.pipeline.assignment import Assignment
 from course.pipeline.discovery import SubmissionRef
 from course.pipeline.feedback import MAX_SYNTAX_ERRORS, build_feedback, cell_errors_of, limit_messages
@@ -180,7 +180,7 @@ def grade_submission(
     secret: bytes | None = None,
 ) -> Graded:
     """Grade one notebook. Never raises: every failure becomes a status, a reason and score 0.
-    probe_points: where function answers are called (default: the course's, `probes.course_probe_points`, the same
+    probe_points: where function answers are called (default: the student's, `probes.course_probe_points`, the same
     on every run: a test may name its own, none of them private).
     reveal_torch_values: whether the feedback shows torch's values (default: the course's setting for
     local grading). params: the numbers to grade with (default: the student's own, `variants.numbers_for`;
@@ -295,7 +295,7 @@ def _grade(
     points = (
         ProbePoints(probe_points)
         if probe_points is not None
-        else course_probe_points(config, assignment, params, secret)
+        else course_probe_points(config, assignment, params, ref.student_id, secret)
     )
     runner = run or cold_runner(config)
     ran = runner(
@@ -318,10 +318,23 @@ def _grade(
         params=params,
         private_points=points.private,
     )
+    so_far.findings = _with_tables(so_far.findings, parsed, assignment, questions)
     status = _status_of(ran)
     _add_messages(so_far.messages, whose, parsed.syntax_errors, ran, submission, assignment, config, hand_work.complete)
     so_far.cell_errors = cell_errors_of(ran, config.limits)
     return status, questions
+
+
+def _with_tables(
+    findings: tuple[str, ...],
+    parsed: handwork.ParsedCells,
+    assignment: Assignment,
+    questions: tuple[QuestionResult, ...],
+) -> tuple[str, ...]:
+    """The integrity findings with those of function answers that look like tables of torch's values (tables.py),
+    within the report's bound."""
+    more = tables.looked_up(parsed, assignment.function_names) + tables.answered_only_plausible(questions)
+    return (*findings, *more)[: integrity.MAX_FINDINGS]
 
 
 def _add_messages(

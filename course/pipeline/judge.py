@@ -35,7 +35,7 @@ class ProbeCheck:
     expected: PlainValue
     error: str
     correct: bool
-    private: bool = False  # one of the points drawn with the course secret (course/pipeline/probes.py)
+    private: bool = False  # one of the points drawn for the student (course/pipeline/probes.py): never named to her
 
 
 @dataclass(frozen=True)
@@ -458,7 +458,7 @@ def judge(
     private_points: dict[str, frozenset[float]] | None = None,
 ) -> tuple[QuestionResult, ...]:
     """Score every question; `params` are the student's numbers (the source notebook's when None);
-    `private_points` the points of each function answer drawn with the course secret (course/pipeline/probes.py)."""
+    `private_points` the points of each function answer drawn for the student (course/pipeline/probes.py)."""
     numbers = assignment.default_params if params is None else params
     key = _key_of(numbers)
     return tuple(

@@ -1,29 +1,42 @@
-"""Where function answers are called: the same points for every submission of a course's assignment.
+"""Where function answers are called: points of one student's own, the same on every regrade.
 
 A function answer (`def slope(x): ...` in an answer cell) is scored by calling it in the sandbox at some points and
-comparing each result with torch's. The points are a function of the course, the assignment and the answer's
-name (and of the student's numbers, for the exercise's own point), never of the run: the same notebook earns
-the same score on every regrade, for every grader front end (`grade`, `serve`, Gradescope), and a function
+comparing each result with torch's. The points are a function of the course secret, the course, the assignment,
+the answer's name, the student and the student's numbers, never of the run: the same notebook of the same student
+earns the same score on every regrade, for every grader front end (`grade`, `serve`, Gradescope), and a function
 wrong for some inputs is wrong on every run, not on the runs that happen to draw those inputs.
 
 Each function answer is called at
 - the exercise's own point, where the assignment names one (`FUNCTION_POINTS` in its exercises module: the
   number of the numbers cell the exercise asks about, e.g. `{"slope": "slope_x"}`);
 - zero;
-- `function_probes` points drawn from a grid of halves in [-8, 8] (the first negative, the second positive, the
-  rest anywhere on it): exact in floating point, small enough for any polynomial a student writes, and with
-  zero, both signs always there, so a function wrong only for negative inputs always fails.
+- two *plausible* points, halves in [-8, 8] (one negative, one positive): the points a table of torch's values
+  would hold;
+- `function_probes` points *drawn* for the student: reals in [-8, 8] on a grid of 2**-20 (some 16.8 million
+  values, none of them a half; a table of them all would be hundreds of megabytes, past any notebook's limit),
+  one from each of `function_probes` equal slices of the range (the first slice all negative, the last all
+  positive, drawn first and second). A point of 24 significant bits has an exact square, so a quadratic with
+  small whole coefficients (the derivative of a cubic) comes out exactly alike however it is evaluated, in the
+  student's arithmetic and in torch's float64, and any other polynomial a student writes agrees far inside the
+  tolerance.
 
-The drawn points come from HMAC-SHA256 keyed with the course secret when the course has one (`variants: true`
-or a `variant_secret_file`): they cannot be known in advance, so a notebook cannot hold a table of torch's
-values at them. Without a secret they come from the same hash under a public key: fixed and reproducible, but
-anyone who reads this file can compute them (SECURITY.md, "The same notebook always earns the same score").
+The drawn points decide whether a table wins: a function that answers the plausible points (and zero and its own
+point) right and every drawn point wrong is a table, or a function right only on a grid, and the integrity
+report says so (course/pipeline/tables.py; its points earn nothing, as any wrong function's).
+
+Each draw is HMAC-SHA256 keyed with the course secret when the course has one (`variants: true` or a
+`variant_secret_file`), of a label naming the course, assignment, function, student and the student's numbers: no one
+without the secret can compute them, and one student's points say nothing of another's. Without a secret they come
+from the same hash under a public key: still per student and reproducible, but anyone who reads this file and knows a
+student's id and numbers can compute that student's points (SECURITY.md, "The same notebook always earns the same
+score"). Drawn points are never named to a student, with or without a secret (course/pipeline/feedback.py).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -33,20 +46,21 @@ from course.core.errors import ConfigError
 from course.pipeline.assignment import Assignment
 from course.pipeline.variants import Params, course_secret
 
-GRID = tuple(n / 2 for n in range(-16, 17) if n)  # the halves in [-8, 8] but zero, which is always called
+GRID = tuple(n / 2 for n in range(-16, 17) if n)  # the halves in [-8, 8] but zero: plausible, public points
 NEGATIVE = tuple(x for x in GRID if x < 0)
 POSITIVE = tuple(x for x in GRID if x > 0)
-MAX_DRAWN = len(GRID) - 1  # room for the exercise's own point, if it lies on the grid
+RANGE = 8.0  # drawn points lie in [-RANGE, RANGE]: small enough for any polynomial a student writes
+STEP_BITS = 20  # drawn points are whole multiples of 2**-STEP_BITS: 24 significant bits, an exact square
+UNITS = int(RANGE) << STEP_BITS  # the drawn points' range in those steps, each side of zero
 PUBLIC_KEY = b"autograd-course: probe points of a course without a secret"
 OWN_POINT_LIMIT = 1e6  # an exercise's own point past this is no number a student's function should be called at
 
 
 @dataclass(frozen=True)
 class ProbePoints:
-    """The points each function answer is called at, in order (`points`), and of those, the ones drawn with the
-    course secret (`private`: empty without a secret). The feedback states a private point only where the
-    course shows torch's values (course/pipeline/feedback.py): a verdicts-only page, where resubmitting is cheap, names
-    it by its sign."""
+    """The points each function answer is called at, in order (`points`), and of those, the ones drawn for the
+    student (`private`): never named to a student (course/pipeline/feedback.py), and the ones that tell a table
+    from a derivative (course/pipeline/tables.py). A test may name its own points, none of them private."""
 
     points: dict[str, list[float]]
     private: dict[str, frozenset[float]] = field(default_factory=dict)
@@ -64,24 +78,42 @@ def probe_secret(config: CourseConfig) -> bytes | None:
     return course_secret(config) if has_secret(config) else None
 
 
-def _draw(key: bytes, label: str, index: int, choices: tuple[float, ...]) -> float:
-    """One deterministic choice among `choices`: HMAC-SHA256 of the label and the draw's index, as an integer,
-    modulo their number (256 bits over at most 32 choices: no bias worth the name)."""
-    digest = hmac.new(key, f"{label}\0{index}".encode(), hashlib.sha256).digest()
-    return choices[int.from_bytes(digest, "big") % len(choices)]
+def _number(key: bytes, label: str, what: str, index: int, attempt: int) -> int:
+    """A 256-bit whole number, HMAC-SHA256 of the label, what is drawn, the draw's index and attempt."""
+    digest = hmac.new(key, f"{label}\0{what}\0{index}\0{attempt}".encode(), hashlib.sha256).digest()
+    return int.from_bytes(digest, "big")
 
 
-def drawn_points(
-    key: bytes, course_id: str, assignment_name: str, function: str, count: int, taken: frozenset[float] = frozenset()
-) -> list[float]:
-    """`count` (at least two) distinct points of the grid, none in `taken`: a negative one, a positive one, then
-    any."""
-    label = f"probe points\0{course_id}\0{assignment_name}\0{function}"
+def points_label(course_id: str, assignment_name: str, function: str, student: str, params: Params) -> str:
+    """What the points are a function of, besides the key: the student's numbers in one canonical spelling."""
+    numbers = json.dumps(params, sort_keys=True, separators=(",", ":"), default=repr)
+    return f"probe points\0{course_id}\0{assignment_name}\0{function}\0{student}\0{numbers}"
+
+
+def plausible_points(key: bytes, label: str, taken: frozenset[float] = frozenset()) -> list[float]:
+    """A negative and a positive half of [-8, 8], none in `taken` (256 bits over at most 16 choices: no bias worth
+    the name)."""
+    points = []
+    for index, pool in enumerate((NEGATIVE, POSITIVE)):
+        choices = tuple(x for x in pool if x not in taken)
+        points.append(choices[_number(key, label, "plausible", index, 0) % len(choices)])
+    return points
+
+
+def drawn_points(key: bytes, label: str, count: int, taken: frozenset[float] = frozenset()) -> list[float]:
+    """`count` (at least two) distinct points, one in each of `count` equal slices of [-8, 8], none in `taken`
+    nor on the grid of halves: the first slice's (all negative), the last's (all positive), then the others."""
+    count = max(count, 2)
+    slices = [0, count - 1, *range(1, count - 1)]
     points: list[float] = []
-    for index in range(min(max(count, 2), MAX_DRAWN)):  # always a negative and a positive one
-        pool = NEGATIVE if index == 0 else POSITIVE if index == 1 else GRID
-        choices = tuple(x for x in pool if x not in points and x not in taken)
-        points.append(_draw(key, label, index, choices))
+    for index, which in enumerate(slices):
+        low = -UNITS + (2 * UNITS * which) // count
+        high = -UNITS + (2 * UNITS * (which + 1)) // count  # each slice [low, high) in steps
+        for attempt in range(64):  # a point already taken, zero or a half: one chance in 2**19 each
+            x = (low + _number(key, label, "drawn", index, attempt) % (high - low)) / (1 << STEP_BITS)
+            if x not in taken and x not in points and (2 * x) % 1:
+                points.append(x)
+                break
     return points
 
 
@@ -100,25 +132,28 @@ def own_point(assignment: Assignment, function: str, params: Params) -> float | 
     return float(value)
 
 
-def probe_points(config: CourseConfig, assignment: Assignment, params: Params, secret: bytes | None) -> ProbePoints:
-    """The points of every function answer of `assignment` for a student whose numbers are `params`."""
+def probe_points(
+    config: CourseConfig, assignment: Assignment, params: Params, secret: bytes | None, student: str
+) -> ProbePoints:
+    """The points of every function answer of `assignment` for `student`, whose numbers are `params`."""
     key = secret if secret else PUBLIC_KEY
     points: dict[str, list[float]] = {}
     private: dict[str, frozenset[float]] = {}
     for function in assignment.function_names:
+        label = points_label(config.course_id, assignment.name, function, student, params)
         own = own_point(assignment, function, params)
         fixed = [own] if own is not None and own != 0 else []
         fixed.append(0.0)
-        drawn = drawn_points(key, config.course_id, assignment.name, function, config.function_probes, frozenset(fixed))
+        fixed += plausible_points(key, label, frozenset(fixed))
+        drawn = drawn_points(key, label, config.function_probes, frozenset(fixed))
         points[function] = fixed + drawn
-        if secret:
-            private[function] = frozenset(drawn)
+        private[function] = frozenset(drawn)
     return ProbePoints(points, private)
 
 
 def course_probe_points(
-    config: CourseConfig, assignment: Assignment, params: Params, secret: bytes | None = None
+    config: CourseConfig, assignment: Assignment, params: Params, student: str, secret: bytes | None = None
 ) -> ProbePoints:
     """`probe_points` with the course's own secret (if it has one): `secret` as a run's context read it once, else
     read here."""
-    return probe_points(config, assignment, params, secret if secret is not None else probe_secret(config))
+    return probe_points(config, assignment, params, secret if secret is not None else probe_secret(config), student)

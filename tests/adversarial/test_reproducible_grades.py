@@ -1,10 +1,11 @@
-"""A grade is a function of the notebook: the same bytes under the same course earn the same score and the same
-feedback on every regrade, for every student id, through every front end; and a function answer wrong for some
-inputs is caught on every run, not on the runs that happen to call it there.
+"""A grade is a function of the notebook and the student: the same bytes of the same student under the same
+course earn the same score and the same feedback on every regrade, through every front end; and a function answer
+wrong for some inputs is caught on every run, not on the runs that happen to call it there.
 
-Until the points were fixed per course (course/pipeline/probes.py), function answers were called at five points drawn
-afresh per submission: a function wrong only for negative inputs passed about 2.6% of the time, and the same
-notebook's feedback (and, for a function wrong at a few points, its score) changed from one grading to the next.
+Until the points were fixed (course/pipeline/probes.py: per course, then per student and numbers), function answers
+were called at five points drawn afresh per submission: a function wrong only for negative inputs passed about 2.6%
+of the time, and the same notebook's feedback (and, for a function wrong at a few points, its score) changed from
+one grading to the next.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import replace
 
 import pytest
 
+from course.core.answers import describe
 from course.pipeline.assignment import load_assignment
 from course.pipeline.feedback_model import Feedback
 from course.pipeline.render import question_markdown, render_html
@@ -51,28 +53,33 @@ def _without_id(feedback: Feedback) -> dict:
 
 
 @pytest.mark.parametrize("function", [WRONG_FAR_LEFT, RIGHT_FOR_POSITIVE_ONLY], ids=["wrong-far-left", "wrong-left"])
-def test_a_regrade_and_another_student_get_the_same_score_and_feedback(grader, tmp_path, function):
+def test_a_regrade_gets_the_same_score_and_feedback_and_another_student_points_of_his_own(grader, tmp_path, function):
     notebook = _notebook(function)
-    runs = [
-        grader(notebook, _folder(tmp_path, n), student=student)[0]
-        for n, student in enumerate(["alice", "alice", "alice", "bob"])
-    ]
-    assert {g.status for g in runs} == {"graded"}
-    first = runs[0]
-    for other in runs[1:]:
-        assert other.feedback.score == first.feedback.score
-        assert [q.earned for q in other.questions] == [q.earned for q in first.questions]
-        assert _without_id(other.feedback) == _without_id(first.feedback)
-        assert render_html(other.feedback).replace("bob", "alice") == render_html(first.feedback)
-    points = [p["x"] for p in _cubic(first)["probes"]]
-    assert points[:2] == [4.0, 0.0]  # the exercise's own point (cubic_x), then zero
-    assert min(points) < 0 < max(points)
+    runs = {
+        student: [grader(notebook, _folder(tmp_path, f"{student}-{n}"), student=student)[0] for n in range(count)]
+        for student, count in (("alice", 3), ("bob", 2))
+    }
+    assert {g.status for graded in runs.values() for g in graded} == {"graded"}
+    for graded in runs.values():
+        first = graded[0]
+        for other in graded[1:]:
+            assert other.feedback.score == first.feedback.score
+            assert [q.earned for q in other.questions] == [q.earned for q in first.questions]
+            assert other.feedback.to_json() == first.feedback.to_json()
+            assert render_html(other.feedback) == render_html(first.feedback)
+    alice, bob = ([p["x"] for p in _cubic(runs[student][0])["probes"]] for student in ("alice", "bob"))
+    assert alice[:2] == bob[:2] == [4.0, 0.0]  # the exercise's own point (cubic_x), then zero
+    assert min(alice) < 0 < max(alice)
+    assert min(bob) < 0 < max(bob)
+    assert not set(alice[4:]) & set(bob[4:])  # the drawn points: each student's own (course/pipeline/probes.py)
 
 
 def test_a_function_wrong_only_for_negative_inputs_always_fails(grader, tmp_path):
-    """Every grading calls it at a negative point and says where: the same point, every time."""
+    """Every grading calls it at a negative point and says where (a plausible one, public): for each student, the
+    same points and the same feedback every time."""
     notebook = _notebook(RIGHT_FOR_POSITIVE_ONLY)
-    details, points = set(), set()
+    details: dict[str, set[str]] = {}
+    points: dict[str, set[tuple[float, ...]]] = {}
     for n, student in enumerate(["alice", "alice", "alice", "bob", "carol"]):
         graded, _ = grader(notebook, _folder(tmp_path, n), student=student)
         cubic = _cubic(graded)
@@ -80,11 +87,11 @@ def test_a_function_wrong_only_for_negative_inputs_always_fails(grader, tmp_path
         assert (cubic["correct"], cubic["earned"]) == (False, 0.0)
         assert {q.id: q.earned for q in graded.questions}["cubic"] == 3  # cubic_grad's 3 of 8
         assert "at x = -" in cubic["detail"]  # the negative point it was wrong at, stated
-        details.add(cubic["detail"])
-        points.add(tuple(p["x"] for p in cubic["probes"]))
-    assert len(details) == 1
-    assert len(points) == 1
-    assert min(next(iter(points))) < 0
+        details.setdefault(student, set()).add(cubic["detail"])
+        points.setdefault(student, set()).add(tuple(p["x"] for p in cubic["probes"]))
+    assert all(len(seen) == 1 for seen in [*details.values(), *points.values()])
+    assert all(min(next(iter(seen))) < 0 for seen in points.values())
+    assert len({next(iter(seen)) for seen in points.values()}) == 3
 
 
 def _with_secret(tmp_path, name: str = "course.key"):
@@ -101,8 +108,8 @@ def _with_secret(tmp_path, name: str = "course.key"):
 
 
 def test_with_a_secret_the_points_are_the_courses_own_and_a_verdicts_page_never_names_them(tmp_path, monkeypatch):
-    """With a course secret the drawn points differ from the public ones and are the same on every regrade; feedback
-    that shows torch's values names them, a verdicts-only page (where resubmitting is cheap) says only the sign."""
+    """With a course secret the drawn points differ from the public ones and are the same on every regrade; no
+    feedback names them, neither with torch's values nor on a verdicts-only page: only their sign."""
     from course.core.config import load_config
 
     monkeypatch.delenv("AUTOGRAD_COURSE_SECRET", raising=False)
@@ -120,7 +127,7 @@ def test_with_a_secret_the_points_are_the_courses_own_and_a_verdicts_page_never_
     keyed_points = [p["x"] for p in _cubic(keyed[0])["probes"]]
     assert keyed_points[:2] == [4.0, 0.0]
     assert keyed_points != [p["x"] for p in _cubic(plain)["probes"]]
-    assert [p["private"] for p in _cubic(keyed[0])["probes"]] == [False, False] + [True] * (len(keyed_points) - 2)
+    assert [p["private"] for p in _cubic(keyed[0])["probes"]] == [False] * 4 + [True] * (len(keyed_points) - 4)
     assert "torch's slope is" in _cubic(keyed[0])["detail"]  # grade's feedback shows torch's values (auto)
 
     from course.pipeline.discovery import SubmissionRef
@@ -131,9 +138,10 @@ def test_with_a_secret_the_points_are_the_courses_own_and_a_verdicts_page_never_
     cubic = next(q for q in verdicts.feedback.questions if q.id == "cubic")
     page = render_html(verdicts.feedback)
     shown = page[page.index('id="q-cubic"') :] + unescape_markdown(question_markdown(cubic, False))
-    assert "at a negative x the course keeps private, yours gave 0" in shown
-    for x in keyed_points[2:]:
+    assert "at a negative x drawn for you, yours disagrees with torch's slope" in shown
+    for x in keyed_points[4:]:
         assert f"x = {x:g}" not in shown
+        assert describe(x) not in shown
     assert verdicts.feedback.score == keyed[0].feedback.score
 
 
