@@ -27,7 +27,7 @@ from course.pipeline.feedback import MAX_SYNTAX_ERRORS, build_feedback, cell_err
 from course.pipeline.feedback_model import CellError, Feedback
 from course.pipeline.graph_chain import with_derived_chains
 from course.pipeline.judge import QuestionResult, judge
-from course.pipeline.probes import ProbePoints, course_probe_points
+from course.pipeline.probes import ProbePoints, course_probe_points, work_digest
 from course.pipeline.submission import (
     Submission,
     other_assignment,
@@ -295,7 +295,9 @@ def _grade(
     points = (
         ProbePoints(probe_points)
         if probe_points is not None
-        else course_probe_points(config, assignment, params, ref.student_id, secret)
+        else course_probe_points(
+            config, assignment, params, ref.student_id, secret, work_digest(cell.source for cell in submission.cells)
+        )
     )
     runner = run or cold_runner(config)
     ran = runner(

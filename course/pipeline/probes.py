@@ -2,8 +2,8 @@
 
 A function answer (`def slope(x): ...` in an answer cell) is scored by calling it in the sandbox at some points and
 comparing each result with torch's. The points are a function of the course secret, the course, the assignment,
-the answer's name, the student and the student's numbers, never of the run: the same notebook of the same student
-earns the same score on every regrade, for every grader front end (`grade`, `serve`, Gradescope), and a function
+the answer's name, the student, the student's numbers and the notebook's code, never of the run: the same notebook
+of the same student earns the same score on every regrade, for every grader front end (`grade`, `serve`, Gradescope), and a function
 wrong for some inputs is wrong on every run, not on the runs that happen to draw those inputs.
 
 Each function answer is called at
@@ -25,8 +25,10 @@ point) right and every drawn point wrong is a table, or a function right only on
 report says so (course/pipeline/tables.py; its points earn nothing, as any wrong function's).
 
 Each draw is HMAC-SHA256 keyed with the course secret when the course has one (`variants: true` or a
-`variant_secret_file`), of a label naming the course, assignment, function, student and the student's numbers: no one
-without the secret can compute them, and one student's points say nothing of another's. Without a secret they come
+`variant_secret_file`), of a label naming the course, assignment, function, student, the student's numbers and the digest of the
+notebook's code: no one without the secret can compute them, one student's points say nothing of another's, and
+points one attempt gave away (a function that records its inputs, a later cell's error that prints them) say
+nothing of the next attempt's, whose edit draws other points. Without a secret they come
 from the same hash under a public key: still per student and reproducible, but anyone who reads this file and knows a
 student's id and numbers can compute that student's points (SECURITY.md, "The same notebook always earns the same
 score"). Drawn points are never named to a student, with or without a secret (course/pipeline/feedback.py).
@@ -38,6 +40,7 @@ import hashlib
 import hmac
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from course.core.answers import is_number
@@ -84,10 +87,23 @@ def _number(key: bytes, label: str, what: str, index: int, attempt: int) -> int:
     return int.from_bytes(digest, "big")
 
 
-def points_label(course_id: str, assignment_name: str, function: str, student: str, params: Params) -> str:
-    """What the points are a function of, besides the key: the student's numbers in one canonical spelling."""
+def points_label(
+    course_id: str, assignment_name: str, function: str, student: str, params: Params, work: str = ""
+) -> str:
+    """What the points are a function of, besides the key: the student's numbers in one canonical spelling, and
+    `work`, the digest of the notebook's code (`work_digest`)."""
     numbers = json.dumps(params, sort_keys=True, separators=(",", ":"), default=repr)
-    return f"probe points\0{course_id}\0{assignment_name}\0{function}\0{student}\0{numbers}"
+    return f"probe points\0{course_id}\0{assignment_name}\0{function}\0{student}\0{numbers}\0{work}"
+
+
+def work_digest(sources: Iterable[str]) -> str:
+    """The SHA-256 of a notebook's code, its cells' texts in order: the same notebook has the same digest on every
+    regrade, and any edit (a table of points one attempt's error text gave away, say) draws other points."""
+    digest = hashlib.sha256()
+    for source in sources:
+        text = source.encode("utf-8", "surrogatepass")
+        digest.update(len(text).to_bytes(8, "big") + text)
+    return digest.hexdigest()
 
 
 def plausible_points(key: bytes, label: str, taken: frozenset[float] = frozenset()) -> list[float]:
@@ -133,14 +149,15 @@ def own_point(assignment: Assignment, function: str, params: Params) -> float | 
 
 
 def probe_points(
-    config: CourseConfig, assignment: Assignment, params: Params, secret: bytes | None, student: str
+    config: CourseConfig, assignment: Assignment, params: Params, secret: bytes | None, student: str, work: str = ""
 ) -> ProbePoints:
-    """The points of every function answer of `assignment` for `student`, whose numbers are `params`."""
+    """The points of every function answer of `assignment` for `student`, whose numbers are `params`, in the
+    notebook whose code has the digest `work`."""
     key = secret if secret else PUBLIC_KEY
     points: dict[str, list[float]] = {}
     private: dict[str, frozenset[float]] = {}
     for function in assignment.function_names:
-        label = points_label(config.course_id, assignment.name, function, student, params)
+        label = points_label(config.course_id, assignment.name, function, student, params, work)
         own = own_point(assignment, function, params)
         fixed = [own] if own is not None and own != 0 else []
         fixed.append(0.0)
@@ -152,8 +169,14 @@ def probe_points(
 
 
 def course_probe_points(
-    config: CourseConfig, assignment: Assignment, params: Params, student: str, secret: bytes | None = None
+    config: CourseConfig,
+    assignment: Assignment,
+    params: Params,
+    student: str,
+    secret: bytes | None = None,
+    work: str = "",
 ) -> ProbePoints:
     """`probe_points` with the course's own secret (if it has one): `secret` as a run's context read it once, else
     read here."""
-    return probe_points(config, assignment, params, secret if secret is not None else probe_secret(config), student)
+    key = secret if secret is not None else probe_secret(config)
+    return probe_points(config, assignment, params, key, student, work)

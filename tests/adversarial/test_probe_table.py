@@ -182,6 +182,27 @@ def test_one_students_leaked_points_are_no_table_for_another(honest, tmp_path, g
     assert _table_findings(bob), bob.integrity
 
 
+def test_points_one_attempt_gave_away_are_no_table_for_her_next(honest, tmp_path, grader):
+    """alice's own attempt carries her points out in its error text; her next attempt, a table of torch's values
+    at exactly those points, is another notebook, called at points of its own: the table earns only the honest
+    literals, with a finding. (With points a function of the student alone, this table answered every drawn point.)
+    Her first notebook, graded again, is called where it was before."""
+    from tests.support.helpers import add_cell
+
+    leaker = add_cell(_notebook(LEAKER), CARRY_OUT)
+    first, _ = grader(leaker, _folder(tmp_path, "first"), student="alice")
+    shown = next(e.error for e in first.feedback.cell_errors if "POINTS" in e.error)
+    leaked = ast.literal_eval(re.search(r"POINTS (\[.*\])", shown).group(1))
+    assert set(_drawn(first)) <= set(leaked)
+
+    table, _ = grader(_notebook(_table(leaked)), _folder(tmp_path, "next"), student="alice")
+    assert not set(_drawn(table)) & set(leaked)
+    assert per_question(table) == honest
+    assert _table_findings(table), table.integrity
+    again, _ = grader(leaker, _folder(tmp_path, "again"), student="alice")
+    assert _drawn(again) == _drawn(first)
+
+
 def _points(graded) -> list[float]:
     cubic = next(q for q in graded.feedback.to_json()["questions"] if q["id"] == "cubic")
     return [p["x"] for p in next(v for v in cubic["values"] if v["name"] == "cubic_derivative")["probes"]]
