@@ -1,10 +1,10 @@
 """Where function answers are called: points of one student's own, the same on every regrade.
 
 A function answer (`def slope(x): ...` in an answer cell) is scored by calling it in the sandbox at some points and
-comparing each result with torch's. The points are a function of the course secret, the course, the assignment,
-the answer's name, the student, the student's numbers and the notebook's code, never of the run: the same notebook
-of the same student earns the same score on every regrade, for every grader front end (`grade`, `serve`, Gradescope), and a function
-wrong for some inputs is wrong on every run, not on the runs that happen to draw those inputs.
+comparing each result with torch's. The points are a function of the course secret, the course, the assignment, the
+answer's name, the student, the student's numbers and the notebook's code, never of the run: the same notebook of the
+same student earns the same score on every regrade, for every grader front end (`grade`, `serve`, Gradescope), and a
+function wrong for some inputs is wrong on every run, not on the runs that happen to draw those inputs.
 
 Each function answer is called at
 - the exercise's own point, where the assignment names one (`FUNCTION_POINTS` in its exercises module: the
@@ -25,14 +25,13 @@ point) right and every drawn point wrong is a table, or a function right only on
 report says so (course/pipeline/tables.py; its points earn nothing, as any wrong function's).
 
 Each draw is HMAC-SHA256 keyed with the course secret when the course has one (`variants: true` or a
-`variant_secret_file`), of a label naming the course, assignment, function, student, the student's numbers and the digest of the
-notebook's code: no one without the secret can compute them, one student's points say nothing of another's, and
-points one attempt gave away (a function that records its inputs, a later cell's error that prints them) say
-nothing of the next attempt's, whose edit draws other points. Without a secret they come
-from the same hash under a public key: still per student and reproducible, but anyone who reads this file and knows a
-student's id and numbers can compute that student's points (SECURITY.md, "The same notebook always earns the same
-score"). Drawn points are never named to a student, with or without a secret (course/pipeline/feedback.py).
-"""
+`variant_secret_file`), of a label naming the course, assignment, function, student, the student's numbers and the
+digest of the notebook's code: no one without the secret can compute them, one student's points say nothing of
+another's, and points one attempt gave away (a function that records its inputs, a later cell's error that prints
+them) say nothing of the next attempt's, whose edit draws other points. Without a secret they come from the same hash
+under a public key: still per student and reproducible, but anyone who reads this file and knows a student's id and
+numbers can compute that student's points (SECURITY.md, "The same notebook always earns the same score"). Drawn points
+are never named to a student, with or without a secret (course/pipeline/feedback.py)."""
 
 from __future__ import annotations
 
