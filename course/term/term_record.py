@@ -7,7 +7,8 @@ that submission, exactly as if `nbgrader collect` had brought it in and `grade` 
 gradebook's), `autograded/` (what formgrader opens), `feedback/` (what `nbgrader release_feedback` sends),
 the gradebook's scores, timestamp and late penalty (`nbgrader export`), our `grades-<assignment>.csv` (and so
 `autograd-course export`'s LMS files) and the class summary. A later `grade --roster` grades that same
-notebook again, so the term and the service never hold two versions of a student.
+notebook again, with the numbers the attempt was issued (written beside it: course/pipeline/numbers_label.py), so
+the term and the service never hold two versions of a student.
 
 The instructor chooses whom: `plan` lists who would change (and `differences` how each counted attempt differs
 from the submission the term holds), and `record` writes only the changes it is given (the dashboard's ticked
@@ -61,7 +62,9 @@ from course.core.files import (
 from course.core.text import safe_text, whole_number
 from course.pipeline.assignment import load_course_assignment
 from course.pipeline.feedback_model import Feedback
+from course.pipeline.numbers_label import write_label
 from course.pipeline.render import render_html
+from course.pipeline.variants import course_secret
 from course.term import nbgrader_layout, term_files
 from course.term.gradebook import GradeRow, grades_csv_path, read_grades_csv, replace_grades_rows, write_grades_csv
 from course.term.gradebook_writer import GradebookWriter
@@ -89,6 +92,9 @@ class Counted:
     score: float
     late_penalty: float
     feedback: Feedback
+    # Whose numbers it was graded with (variants.numbers_for(attempt=)): 1 the student's own, n > 1 attempt n's own
+    # (fresh numbers). Recorded beside the notebook (numbers_label.py), so `grade` grades it with the same.
+    numbers_attempt: int = 1
 
 
 @dataclass(frozen=True)
@@ -799,12 +805,16 @@ def _grade_row(counted: Counted, max_score: float) -> GradeRow:
 
 
 def _write_files(config: CourseConfig, settings: AssignmentSettings, change: Change, notebook: bytes) -> None:
-    """submitted/ (as nbgrader collect leaves it), autograded/ and feedback/ (as grade writes them)."""
+    """submitted/ (as nbgrader collect leaves it, with the label of the numbers the attempt was issued when they are
+    not the student's own: numbers_label.py), autograded/ and feedback/ (as grade writes them)."""
     student, assignment = change.student_id, settings.name
     # the student's notebook, as nbgrader collect leaves it but the grader's user's alone (0700 folders, 0600 files)
     submitted = private_folders(config.root, "submitted", student, assignment) / settings.notebook
     atomic_write_text(submitted.parent / nbgrader_layout.TIMESTAMP, _stamp(change.after.submitted_at))
     atomic_write_bytes(submitted, notebook)
+    attempt = change.after.numbers_attempt
+    secret = course_secret(config) if attempt > 1 else None
+    write_label(submitted.parent, secret, assignment, student, attempt, notebook)
     nbgrader_layout.write_autograded(
         config.root,
         assignment,
