@@ -135,6 +135,19 @@ def recorded_attempt(folder: Path, secret: bytes, assignment_name: str, student_
         ) from None
 
 
+def labelled_attempt(folder: Path) -> int | None:
+    """The attempt the label in `folder` names, unchecked (1: there is none; None: a label that names none): enough
+    for the term's recording to tell whether it must write the label again, never to grade with (that is
+    `recorded_attempt`, which checks it)."""
+    try:
+        data = _read_label(folder / LABEL)
+        found = json.loads(data) if data is not None else {"attempt": 1}
+    except (_Wrong, ValueError, RecursionError):
+        return None
+    attempt = found.get("attempt") if isinstance(found, dict) else None
+    return attempt if type(attempt) is int else None
+
+
 def submission_numbers(
     config: CourseConfig,
     assignment: Assignment,

@@ -62,7 +62,7 @@ from course.core.files import (
 from course.core.text import safe_text, whole_number
 from course.pipeline.assignment import load_course_assignment
 from course.pipeline.feedback_model import Feedback
-from course.pipeline.numbers_label import write_label
+from course.pipeline.numbers_label import labelled_attempt, write_label
 from course.pipeline.render import render_html
 from course.pipeline.variants import course_secret
 from course.term import nbgrader_layout, term_files
@@ -223,12 +223,15 @@ def plan(config: CourseConfig, settings: AssignmentSettings, counted: list[Count
     changes = []
     for one in sorted(counted, key=lambda c: c.student_id):
         before = held.get(one.student_id)
-        if before is not None and _same(before, one):
+        unlabelled = _unlabelled(config, settings, one)
+        if before is not None and _same(before, one) and not unlabelled:
             continue
         source = "term"
         if before is not None and one.student_id in written and written[one.student_id][0] == _stamp(before.timestamp):
             source = written[one.student_id][1]
-        if before is None:
+        if before is not None and _same(before, one):
+            why = f"attempt {one.attempt} is recorded, but not the numbers it was issued ({unlabelled})"
+        elif before is None:
             why = f"nothing recorded yet; attempt {one.attempt} is the one that counts"
         elif source == "term":
             when = f"submitted {_shown(before.timestamp)}" if before.timestamp else "with no submission time"
@@ -237,6 +240,18 @@ def plan(config: CourseConfig, settings: AssignmentSettings, counted: list[Count
             why = f"attempt {one.attempt} now counts, in place of what {source} wrote"
         changes.append(Change(one.student_id, before, one, source, why))
     return changes
+
+
+def _unlabelled(config: CourseConfig, settings: AssignmentSettings, counted: Counted) -> str:
+    """Why the label beside the student's submitted notebook does not name the numbers the counted attempt was
+    issued ("": it does): a recording of an earlier version wrote none, or it was changed since. Read unchecked,
+    only to record again (grading checks it)."""
+    found = labelled_attempt(config.root / "submitted" / counted.student_id / settings.name)
+    if found == counted.numbers_attempt:
+        return ""
+    if found == 1:
+        return "a recording of an earlier version left them out"
+    return "the label there names others" if found is not None else "the label there cannot be read"
 
 
 def differences(
