@@ -27,8 +27,8 @@ import pytest
 import yaml
 
 from course.cli import main
-from tests.adversarial.test_records import message, post_form, recording_page
 from tests.support.helpers import CONTRACT_FUNCTIONS, fill, solve, wrong_literal
+from tests.support.recording_form import message, post_form, recording_page
 
 pytestmark = pytest.mark.slow
 
