@@ -38,6 +38,12 @@ class UnreadableSubmission(SubmissionError):
     files), so the batch grader books it as its own error, never as the student's 0."""
 
 
+class NumbersLabelError(CourseError):
+    """The label beside a recorded submission, naming the attempt whose numbers it was issued, is not one the
+    term's recording wrote for this student, assignment and notebook under the course secret: the student is not
+    graded (an autograder error), never graded with other numbers."""
+
+
 class SandboxError(CourseError):
     """Student code cannot be run in the configured sandbox on this machine."""
 

@@ -10,7 +10,7 @@ import threading
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 from course import sandbox
 from course.core.answers import MISSING, STILL_RELEASED, Answer
 from course.core.config import CourseConfig
-from course.core.errors import NotThisAssignment, SubmissionError, UnreadableSubmission
+from course.core.errors import NotThisAssignment, NumbersLabelError, SubmissionError, UnreadableSubmission
 from course.core.status import Status
 from course.pipeline import handwork, integrity, tables
 from course.pipeline.assignment import Assignment
@@ -27,11 +27,13 @@ from course.pipeline.feedback import MAX_SYNTAX_ERRORS, build_feedback, cell_err
 from course.pipeline.feedback_model import CellError, Feedback
 from course.pipeline.graph_chain import with_derived_chains
 from course.pipeline.judge import QuestionResult, judge
+from course.pipeline.numbers_label import submission_numbers
 from course.pipeline.probes import ProbePoints, course_probe_points, work_digest
 from course.pipeline.submission import (
     Submission,
     other_assignment,
     other_assignment_text,
+    read_regular_file,
     read_submission,
     student_id_problem,
 )
@@ -183,8 +185,9 @@ def grade_submission(
     probe_points: where function answers are called (default: the student's, `probes.course_probe_points`, the same
     on every run: a test may name its own, none of them private).
     reveal_torch_values: whether the feedback shows torch's values (default: the course's setting for
-    local grading). params: the numbers to grade with (default: the student's own, `variants.numbers_for`;
-    the submission service passes an attempt's fresh numbers). secret: the course secret as the run's context read
+    local grading). params: the numbers to grade with (default: those the submission was issued,
+    `numbers_label.submission_numbers`: the student's own, or those of the service's attempt the term's recording
+    put there; the submission service passes its attempt's own). secret: the course secret as the run's context read
     it once (run_context.py; None: read where it is needed, when the course has one)."""
     started = time.monotonic()
     so_far = _SoFar()
@@ -236,6 +239,12 @@ def _grade_or_fail(
         )
         so_far.messages.append(OUR_ERROR_TEXT)
         return Status.AUTOGRADER_ERROR, zeros
+    except NumbersLabelError as problem:
+        # The label that says whose numbers the notebook was issued is not the recording's: no grade with other
+        # numbers, and no 0 of the student's (the label is ours, or one we cannot trust): the instructor is told.
+        so_far.internal_error = str(problem)
+        so_far.messages.append(OUR_ERROR_TEXT)
+        return Status.AUTOGRADER_ERROR, _zero(assignment, "autograder error", config)
     except SubmissionError as problem:
         zeros = _zero(assignment, "the notebook could not be read", config)
         # Another assignment's notebook is named as that one's, not as this assignment's file.
@@ -284,7 +293,7 @@ def _grade(
     if ref.problem:
         raise SubmissionError(ref.problem)
     if params is None:
-        params = numbers_for(config, assignment.content, ref.student_id, assignment.default_params, secret)
+        ref, params = _issued_numbers(ref, assignment, config, secret)
     so_far.params = params
     submission = _read(ref, assignment, config, params)
     parsed = handwork.parse_cells(submission.cells)  # once, bounded: for hand work and the integrity report
@@ -378,6 +387,19 @@ def _add_messages(
     if not hand_work_complete:
         messages.append(INCOMPLETE_CHECK_TEXT)
     messages += _damaged_metadata_messages(submission)
+
+
+def _issued_numbers(
+    ref: SubmissionRef, assignment: Assignment, config: CourseConfig, secret: bytes | None
+) -> tuple[SubmissionRef, dict[str, Any]]:
+    """The numbers the notebook was issued (`numbers_label.submission_numbers`: the label beside it says when they
+    are those of a service attempt's own), and the ref with the notebook's bytes, read once (bounded, no link
+    followed) to check the label against: the very bytes then graded. A notebook handed over in memory has no
+    folder, so no label: the student's own numbers."""
+    if ref.content is not None or not config.variants:
+        return ref, numbers_for(config, assignment.content, ref.student_id, assignment.default_params, secret)
+    ref = replace(ref, content=read_regular_file(ref.path, config.limits.notebook_mb * 1024 * 1024))
+    return ref, submission_numbers(config, assignment, ref.student_id, ref.path.parent, ref.content, secret)
 
 
 def _read(ref: SubmissionRef, assignment: Assignment, config: CourseConfig, params: dict[str, Any]) -> Submission:

@@ -72,8 +72,9 @@ def _name(path: Path) -> str:
     return safe_text(path.name, 120, one_line=True)
 
 
-def _read_regular_file(path: Path, max_bytes: int) -> bytes:
-    """The file's bytes; a symlink (which could point at the answer key) or a special file is refused."""
+def read_regular_file(path: Path, max_bytes: int) -> bytes:
+    """The file's bytes, at most max_bytes + 1 (more is too large, for the caller to say); a symlink (which could
+    point at the answer key) or a special file is refused."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as error:
@@ -96,7 +97,7 @@ def read_notebook_json(path: Path, max_bytes: int, content: bytes | None = None)
         raise SubmissionError(
             f"{_name(path)}: expected a Jupyter notebook (.ipynb), not a {path.suffix or 'plain'} file"
         )
-    data = _read_regular_file(path, max_bytes) if content is None else content
+    data = read_regular_file(path, max_bytes) if content is None else content
     size = len(data)
     if size == 0:
         raise SubmissionError(f"{_name(path)}: the file is empty; submit the notebook after saving it in JupyterLab")

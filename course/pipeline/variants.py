@@ -120,12 +120,27 @@ def course_secret(config: CourseConfig) -> bytes:
     return load_secret(config.variant_secret_env, config.variant_secret_file, config.root)
 
 
+def attempt_seed(student_id: str, attempt: int = 1) -> str:
+    """What a student's numbers are drawn from (`derive`'s id): their id for their own numbers (those of the
+    notebook released to them), else their id and the attempt whose own numbers they are (the service's fresh
+    numbers per attempt, `service.fresh_numbers_per_attempt`: attempt n > 1)."""
+    return student_id if attempt <= 1 else f"{student_id}#attempt-{attempt}"
+
+
 def numbers_for(
-    config: CourseConfig, content: Content, student_id: str, defaults: Params, secret: bytes | None = None
+    config: CourseConfig,
+    content: Content,
+    student_id: str,
+    defaults: Params,
+    secret: bytes | None = None,
+    *,
+    attempt: int = 1,
 ) -> Params:
     """The numbers a student's exercises use: their own when variants are on (and the assignment has numbers),
     else `defaults` (those of the source notebook's numbers cell). secret: the course secret as a run's context
-    read it once (None: read here)."""
+    read it once (None: read here). attempt: whose numbers with variants: 1 the student's own, n > 1 those
+    attempt n of theirs was issued as its own (`attempt_seed`); every grader of an attempt asks here, with the
+    attempt recorded with it (course/pipeline/numbers_label.py), so one attempt is graded with one set of numbers."""
     if not config.variants or (not defaults and content.derive is None):
         return dict(defaults)
-    return derive(content, secret or course_secret(config), student_id, set(defaults))
+    return derive(content, secret or course_secret(config), attempt_seed(student_id, attempt), set(defaults))

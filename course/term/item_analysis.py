@@ -30,9 +30,9 @@ from course.core.status import RAN
 from course.forms import is_number, matches
 from course.pipeline.assignment import Assignment
 from course.pipeline.feedback_model import Feedback
+from course.pipeline.numbers_label import submitted_numbers
 from course.pipeline.slip_search import SlipSearch, explainer
 from course.pipeline.slips import Slip
-from course.pipeline.variants import numbers_for
 
 log = logging.getLogger(__name__)
 
@@ -116,15 +116,22 @@ class ItemSettings:
     explain: Explainer | None = None
 
 
-def item_settings(config: CourseConfig, assignment: Assignment, explain: Explainer | None = None) -> ItemSettings:
+def item_settings(
+    config: CourseConfig,
+    assignment: Assignment,
+    explain: Explainer | None = None,
+    *,
+    numbers: Callable[[str], Numbers] | None = None,
+) -> ItemSettings:
     """The analysis's settings for a course's assignment: the course's tolerance, each student's numbers as the
-    grader drew them (`variants.numbers_for`: their own with variants, else the numbers cell's) and the slip
-    search `explain`. Every writer of the item analysis (recording.py, term_record.py, the service) asks here, so
-    a slip search is wired in this one place."""
-    defaults = dict(assignment.default_params)
+    grader drew them and the slip search `explain`. The numbers: `numbers` when given (the service's: those of
+    each counted attempt), else those `grade` grades each student's submission in the course root with
+    (`numbers_label.submitted_numbers`: their own with variants, or those of the service's attempt recorded there,
+    else the numbers cell's). Every writer of the item analysis (recording.py, term_record.py, the service) asks
+    here, so a slip search is wired in this one place."""
     return ItemSettings(
         config.tolerance,
-        lambda student: numbers_for(config, assignment.content, student, defaults),
+        numbers or (lambda student: submitted_numbers(config, assignment, student)),
         explain or slip_search_for(assignment, config.tolerance),
     )
 

@@ -7,7 +7,8 @@ that submission, exactly as if `nbgrader collect` had brought it in and `grade` 
 gradebook's), `autograded/` (what formgrader opens), `feedback/` (what `nbgrader release_feedback` sends),
 the gradebook's scores, timestamp and late penalty (`nbgrader export`), our `grades-<assignment>.csv` (and so
 `autograd-course export`'s LMS files) and the class summary. A later `grade --roster` grades that same
-notebook again, so the term and the service never hold two versions of a student.
+notebook again, with the numbers the attempt was issued (written beside it: course/pipeline/numbers_label.py), so
+the term and the service never hold two versions of a student.
 
 The instructor chooses whom: `plan` lists who would change (and `differences` how each counted attempt differs
 from the submission the term holds), and `record` writes only the changes it is given (the dashboard's ticked
@@ -61,7 +62,9 @@ from course.core.files import (
 from course.core.text import safe_text, whole_number
 from course.pipeline.assignment import load_course_assignment
 from course.pipeline.feedback_model import Feedback
+from course.pipeline.numbers_label import labelled_attempt, write_label
 from course.pipeline.render import render_html
+from course.pipeline.variants import course_secret
 from course.term import nbgrader_layout, term_files
 from course.term.gradebook import GradeRow, grades_csv_path, read_grades_csv, replace_grades_rows, write_grades_csv
 from course.term.gradebook_writer import GradebookWriter
@@ -89,6 +92,9 @@ class Counted:
     score: float
     late_penalty: float
     feedback: Feedback
+    # Whose numbers it was graded with (variants.numbers_for(attempt=)): 1 the student's own, n > 1 attempt n's own
+    # (fresh numbers). Recorded beside the notebook (numbers_label.py), so `grade` grades it with the same.
+    numbers_attempt: int = 1
 
 
 @dataclass(frozen=True)
@@ -217,12 +223,15 @@ def plan(config: CourseConfig, settings: AssignmentSettings, counted: list[Count
     changes = []
     for one in sorted(counted, key=lambda c: c.student_id):
         before = held.get(one.student_id)
-        if before is not None and _same(before, one):
+        unlabelled = _unlabelled(config, settings, one)
+        if before is not None and _same(before, one) and not unlabelled:
             continue
         source = "term"
         if before is not None and one.student_id in written and written[one.student_id][0] == _stamp(before.timestamp):
             source = written[one.student_id][1]
-        if before is None:
+        if before is not None and _same(before, one):
+            why = f"attempt {one.attempt} is recorded, but not the numbers it was issued ({unlabelled})"
+        elif before is None:
             why = f"nothing recorded yet; attempt {one.attempt} is the one that counts"
         elif source == "term":
             when = f"submitted {_shown(before.timestamp)}" if before.timestamp else "with no submission time"
@@ -231,6 +240,18 @@ def plan(config: CourseConfig, settings: AssignmentSettings, counted: list[Count
             why = f"attempt {one.attempt} now counts, in place of what {source} wrote"
         changes.append(Change(one.student_id, before, one, source, why))
     return changes
+
+
+def _unlabelled(config: CourseConfig, settings: AssignmentSettings, counted: Counted) -> str:
+    """Why the label beside the student's submitted notebook does not name the numbers the counted attempt was
+    issued ("": it does): a recording of an earlier version wrote none, or it was changed since. Read unchecked,
+    only to record again (grading checks it)."""
+    found = labelled_attempt(config.root / "submitted" / counted.student_id / settings.name)
+    if found == counted.numbers_attempt:
+        return ""
+    if found == 1:
+        return "a recording of an earlier version left them out"
+    return "the label there names others" if found is not None else "the label there cannot be read"
 
 
 def differences(
@@ -799,12 +820,16 @@ def _grade_row(counted: Counted, max_score: float) -> GradeRow:
 
 
 def _write_files(config: CourseConfig, settings: AssignmentSettings, change: Change, notebook: bytes) -> None:
-    """submitted/ (as nbgrader collect leaves it), autograded/ and feedback/ (as grade writes them)."""
+    """submitted/ (as nbgrader collect leaves it, with the label of the numbers the attempt was issued when they are
+    not the student's own: numbers_label.py), autograded/ and feedback/ (as grade writes them)."""
     student, assignment = change.student_id, settings.name
     # the student's notebook, as nbgrader collect leaves it but the grader's user's alone (0700 folders, 0600 files)
     submitted = private_folders(config.root, "submitted", student, assignment) / settings.notebook
     atomic_write_text(submitted.parent / nbgrader_layout.TIMESTAMP, _stamp(change.after.submitted_at))
     atomic_write_bytes(submitted, notebook)
+    attempt = change.after.numbers_attempt
+    secret = course_secret(config) if attempt > 1 else None
+    write_label(submitted.parent, secret, assignment, student, attempt, notebook)
     nbgrader_layout.write_autograded(
         config.root,
         assignment,

@@ -160,7 +160,7 @@ def _gradebook_page(service: Service, message: str = "", status: int = 200) -> R
     """The preview of recording into the term's record (who changes, from what to what, why), the form that
     confirms it, and the recordings made so far (the last one can be undone). Blocking."""
     config, settings = service.config, service.grader.settings
-    counted = counted_attempts(service.records())
+    counted = counted_attempts(service.records(), service.policy)
     try:
         changes = term_record.plan(config, settings, counted)
         history = [recording for recording, _ in term_record.recordings(config, settings.name)]
@@ -267,7 +267,7 @@ def _record_ticked(service: Service, form: dict[str, str], ticks: list[str]) -> 
     """The recording step: the plan made again and checked against the preview confirmed, the ticked changes
     written to nbgrader's gradebook, and the page saying what was (and was not) recorded."""
     config, settings = service.config, service.grader.settings
-    changes = term_record.plan(config, settings, counted_attempts(service.records()))
+    changes = term_record.plan(config, settings, counted_attempts(service.records(), service.policy))
     if form.get("plan") != term_record.digest(changes):
         return _gradebook_page(
             service,

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from course.core.config import LAST, CourseConfig, ServicePolicy
 from course.pipeline.content import Content
-from course.pipeline.variants import Params, course_secret, derive, numbers_for
+from course.pipeline.variants import Params, numbers_for
 
 __all__ = [
     "ERROR_COOLDOWN_MINUTES",
@@ -21,6 +21,7 @@ __all__ = [
     "ServicePolicy",
     "attempt_numbers",
     "counted",
+    "numbers_attempt",
     "refusal",
 ]
 
@@ -150,12 +151,18 @@ def counted(policy: ServicePolicy, scores: list[tuple[int, float]]) -> int | Non
     return max(scores, key=lambda pair: (pair[1], -pair[0]))[0]
 
 
+def numbers_attempt(policy: ServicePolicy, attempt: int) -> int:
+    """Whose numbers attempt `attempt` (from 1) of a student is issued (`variants.numbers_for(attempt=)`): with
+    fresh numbers, attempt n > 1 its own; else, and for the first attempt, the student's own (1). The term's
+    record keeps it beside the attempt it records (course/pipeline/numbers_label.py), so `grade` in the course root
+    grades the attempt with the same numbers."""
+    return attempt if policy.fresh_numbers_per_attempt and attempt > 1 else 1
+
+
 def attempt_numbers(
     config: CourseConfig, policy: ServicePolicy, content: Content, student_id: str, attempt: int, defaults: Params
 ) -> Params:
     """The numbers attempt `attempt` (from 1) of a student is graded with: the student's own (those of the
     notebook released to them) for the first attempt or without fresh numbers, else numbers of that attempt's
     own, derived by the assignment's `derive` (its exercises module) from the attempt's own seed."""
-    if not policy.fresh_numbers_per_attempt or attempt <= 1:
-        return numbers_for(config, content, student_id, defaults)
-    return derive(content, course_secret(config), f"{student_id}#attempt-{attempt}", set(defaults))
+    return numbers_for(config, content, student_id, defaults, attempt=numbers_attempt(policy, attempt))

@@ -6,6 +6,7 @@ the counted attempts nbgrader's gradebook takes (`term_record`)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from course.core.status import Status
 from course.pipeline import integrity
 from course.pipeline.assignment import Assignment
 from course.pipeline.feedback_model import Feedback
-from course.platforms.service.policy import ServicePolicy, counted
+from course.platforms.service.policy import ServicePolicy, attempt_numbers, counted, numbers_attempt
 from course.platforms.service.store import Attempt
 from course.term import term_record
 from course.term.gradebook import GradeRow, csv_row, grades_csv_path, write_grades_csv
@@ -95,7 +96,7 @@ def item_analysis_of(
     if not _analysing.acquire(timeout=ANALYSIS_WAIT):
         raise AnalysisBusy
     try:
-        settings = item_settings(config, assignment, explain)
+        settings = item_settings(config, assignment, explain, numbers=attempts_numbers(records, assignment, config))
         analysis = analyse_items(counted_feedback(records), assignment.name, settings)
     finally:
         _analysing.release()
@@ -103,6 +104,16 @@ def item_analysis_of(
         _last.clear()  # one service grades one assignment: the last analysis is the one worth keeping
         _last[id(assignment)] = (assignment, version, analysis)
     return analysis
+
+
+def attempts_numbers(
+    records: list[StudentRecord], assignment: Assignment, config: CourseConfig
+) -> Callable[[str], dict[str, Any]]:
+    """Each student's numbers as their counted attempt was graded with them (`policy.attempt_numbers`, as the
+    worker asks): attempt 2 with fresh numbers is analysed with attempt 2's own, not the student's first."""
+    number = {r.student_id: r.counted.number for r in records if r.counted is not None}
+    content, defaults = assignment.content, assignment.default_params
+    return lambda student: attempt_numbers(config, config.service, content, student, number.get(student, 1), defaults)
 
 
 def analysis_if_free(
@@ -177,7 +188,7 @@ def lms_csv(
     term_csv, term = _term_grades(config, settings)
     waiting = {
         change.student_id
-        for change in term_record.plan(config, settings, counted_attempts(records))
+        for change in term_record.plan(config, settings, counted_attempts(records, config.service))
         if change.replaces_term_grade
     }
     ours = {
@@ -220,8 +231,9 @@ def _term_grades(config: CourseConfig, settings: AssignmentSettings) -> tuple[Pa
     return term_csv, read_term_grades(term_csv) if term_csv.exists() else {}
 
 
-def counted_attempts(records: list[StudentRecord]) -> list[Counted]:
-    """Each student's counted attempt (with its feedback), as the term's record takes it."""
+def counted_attempts(records: list[StudentRecord], policy: ServicePolicy) -> list[Counted]:
+    """Each student's counted attempt (with its feedback and whose numbers it was graded with, by the `policy`
+    it was graded under, as the worker asks `attempt_numbers`), as the term's record takes it."""
     return [
         Counted(
             r.student_id,
@@ -232,6 +244,7 @@ def counted_attempts(records: list[StudentRecord]) -> list[Counted]:
             r.counted.score or 0.0,
             r.counted.late_penalty or 0.0,
             r.counted.feedback,
+            numbers_attempt(policy, r.counted.number),
         )
         for r in records
         if r.counted is not None and r.counted.feedback is not None
