@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from course.platforms.service.access import RETIRED_LINK
 from course.platforms.service.store import Store, database_url
 from tests.support.helpers import submitted_notebook
-from tests.support.service import Server, course_for_service, multipart, notebook_bytes, request
+from tests.support.service import Server, course_for_service, multipart, notebook_bytes, request, spooled
 
 pytestmark = pytest.mark.slow
 
@@ -39,23 +37,6 @@ def server(tmp_path_factory) -> Iterator[Server]:
     running.start()
     yield running
     running.stop()
-
-
-def _spools(server: Server) -> list[int]:
-    """The sizes of the upload spool files the server holds open in its work folder (unlinked, so by /proc)."""
-    assert server.process is not None
-    sizes = []
-    for fd in Path(f"/proc/{server.process.pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if "service-work" in target:
-            try:
-                sizes.append(os.stat(fd).st_size)
-            except OSError:
-                continue
-    return sizes
 
 
 def _upload(server: Server, student: str, route: str) -> tuple[bytes, bytes]:
@@ -108,12 +89,11 @@ def test_an_upload_whose_token_was_retired_while_its_body_came_is_refused_and_no
     server, student, change, route
 ):
     head, body = _upload(server, student, route)
-    before = set(_spools(server))
     with socket.create_connection(("127.0.0.1", server.port), timeout=ANSWER_SECONDS) as connection:
         connection.sendall(head + body[:-1])  # all but its last byte: the app is reading it, its token checked
         deadline = time.monotonic() + ANSWER_SECONDS
-        while not any(size >= len(body) - 1 for size in set(_spools(server)) - before):
-            assert time.monotonic() < deadline, f"the upload's body never reached the work folder: {_spools(server)}"
+        while not spooled(server):  # the app has read 64 KB of it (a file's size lags the app's buffered writes)
+            assert time.monotonic() < deadline, f"the upload's body never reached the work folder: {spooled(server)}"
             time.sleep(0.05)
         changed = subprocess.run(
             server.command("tokens", change, student, "--out", str(server.root / "tokens.csv")),
