@@ -48,7 +48,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
 
-from course.core.errors import CourseError
+from course.core.errors import CourseError, TokenRetired
 from course.core.status import GRADING_GIVES, Status
 from course.core.text import safe_text
 from course.pipeline.feedback_model import Feedback, FeedbackError
@@ -117,10 +117,6 @@ retired_tokens = Table(
     Column("retired_at", DateTime, nullable=False),  # naive UTC
 )
 REVOKED, REPLACED = "revoked", "replaced"
-
-
-class TokenRetired(Exception):
-    """The upload's token was revoked or replaced while its body arrived (`Store.submit`): nothing was stored."""
 
 
 settings = Table(
@@ -665,7 +661,7 @@ class Store:
             # arrived rolls it back; one not yet committed waits for this commit (SQLite: the insert holds the write
             # lock; PostgreSQL: the student's row, locked above, which `serve tokens` locks too).
             if token is not None and self._holder(db, token) != student_id:
-                raise TokenRetired(student_id)
+                raise TokenRetired(f"the token of {student_id} was revoked or replaced while their upload arrived")
         # Committed: the attempt as stored (not read back; these are the values just written).
         return Attempt(
             attempt_id, student_id, assignment_name, number, now, QUEUED, None, None, None, None, [], None, 0

@@ -104,7 +104,7 @@ async def _student_upload(request: Request, service: Service, student: str, refu
     accepted = await accept_upload(service, student, request.path_params["token"], notebook)
     if isinstance(accepted, UploadRefused):  # a link retired while the body came answers as one retired before
         if accepted.code in RETIRED_LINK:
-            return PlainTextResponse(accepted.message, status_code=410)
+            return PlainTextResponse(RETIRED_LINK[accepted.code], status_code=410)
         return _refused_note(service, student, accepted)
     # At once to the attempt's own page: it says "being graded" and shows the feedback when it is ready.
     return RedirectResponse(f"attempts/{accepted.number}", status_code=303)

@@ -22,11 +22,11 @@ from starlette.datastructures import Headers, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import ClientDisconnect, Request
 
-from course.platforms.service.access import RETIRED_LINK
+from course.core.errors import TokenRetired
 from course.platforms.service.edge import SPOOL_BYTES, UPLOAD_RETRY_SECONDS, UPLOADS_IN_FLIGHT
 from course.platforms.service.policy import Refusal
 from course.platforms.service.state import LOG, Service
-from course.platforms.service.store import REVOKED, Attempt, TokenRetired
+from course.platforms.service.store import REVOKED, Attempt
 
 MULTIPART_SLACK = 64 * 1024  # the form's own bytes around the notebook
 DRAIN_LIMIT = 16 * 2**20  # an oversized body is read (and dropped) up to this much before 413, so the client hears it
@@ -184,7 +184,8 @@ def _accept(service: Service, student: str, token: str, notebook: bytes) -> Atte
     except TokenRetired:  # revoked or rotated while the body arrived (it may take --body-seconds)
         retired = service.store.retired(token) or REVOKED
         LOG.warning("serve: refused an upload of %s: its token was %s while its body arrived", student, retired)
-        return UploadRefused(410, retired, RETIRED_LINK[retired])
+        # The rooms answer it as any retired token, with access.RETIRED_LINK's sentence.
+        return UploadRefused(410, retired, f"your link was {retired} while the notebook arrived: nothing was stored")
 
 
 async def accept_upload(service: Service, student: str, token: str, notebook: bytes) -> Attempt | UploadRefused:
