@@ -9,6 +9,7 @@ real `serve tokens` command while the body waits on disk in the server's work fo
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import re
@@ -30,13 +31,21 @@ ANSWER_SECONDS = 60  # how long a wait for what is asserted may take: far above 
 PADDING = 512 * 1024  # the body is spooled to the work folder past 64 KB: that file says the app is reading it
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[Server]:
-    running = Server(course_for_service(tmp_path_factory.mktemp("retired") / "course"), jobs=1)
-    running.issue_tokens(["alice", "bob", "carol", "dave"])
-    running.start()
-    yield running
-    running.stop()
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(request, tmp_path_factory) -> Iterator[Server]:
+    """SQLite (the insert holds the write lock), or a PostgreSQL server of its own (the student's row lock)."""
+    from tests.support.service import new_database, running_postgres
+
+    with contextlib.ExitStack() as stack:
+        database = None
+        if request.param == "postgresql":
+            database = new_database(stack.enter_context(running_postgres()))
+        root = course_for_service(tmp_path_factory.mktemp(f"retired-{request.param}") / "course")
+        running = Server(root, database=database, jobs=1)
+        running.issue_tokens(["alice", "bob", "carol", "dave"])
+        running.start()
+        stack.callback(running.stop)
+        yield running
 
 
 def _upload(server: Server, student: str, route: str) -> tuple[bytes, bytes]:
