@@ -658,8 +658,8 @@ class Store:
                 return refused
             attempt_id = self._insert_attempt(db, student_id, assignment_name, number, now, notebook)
             # The token again, after the insert, in its transaction: a revoke or rotation committed while the body
-            # arrived rolls it back; one not yet committed waits for this commit (SQLite: the insert holds the write
-            # lock; PostgreSQL: the student's row, locked above, which `serve tokens` locks too).
+            # arrived rolls it back; one not yet committed waits for this commit (SQLite: this transaction holds the
+            # write lock from its BEGIN IMMEDIATE; PostgreSQL: the student's row, locked above, as `serve tokens` does).
             if token is not None and self._holder(db, token) != student_id:
                 raise TokenRetired(f"the token of {student_id} was revoked or replaced while their upload arrived")
         # Committed: the attempt as stored (not read back; these are the values just written).
