@@ -70,3 +70,7 @@ class SelfTestError(CourseError):
 
 class MissingExtraError(CourseError):
     """A grader's or the service's command in an install without its extra (a student's)."""
+
+
+class TokenRetired(CourseError):
+    """An upload's token was revoked or replaced while its body arrived (the service's store): nothing was stored."""

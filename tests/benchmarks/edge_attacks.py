@@ -20,10 +20,14 @@ other, while an honest student uploads `--honest` notebooks one after another fr
 6. never-finished requests from the honest student's own address (issue 39: a campus NAT): connections that send
    half a request line and wait, opened one after another (up to `--unfinished`, 20 600), each one the server
    closes replaced;
-7. paced refusals behind a proxy (issue 39): a second server behind a trusted proxy address (every connection from
-   127.0.0.1, the client named by X-Forwarded-For), where one student's token keeps `--paced` (600) page requests in
-   flight, each asked again as soon as it is answered.
-Attacks 5-7 run in a process of their own (asyncio), as from another machine.
+7. paced refusals behind a proxy (issues 39, 50): a second server behind a trusted proxy address (every connection
+   from 127.0.0.1, the client named by X-Forwarded-For), where one student's token keeps `--paced` (600) page
+   requests in flight, each asked again as soon as it is answered (every `Retry-After` ignored); the same honest
+   uploads on that server with no attack are run just before, as its baseline;
+8. paced refusals from an address of their own ("paced-direct", issue 50): the same loops, without a proxy, from
+   127.0.5.1, while the honest student uploads from 127.0.0.1.
+Attacks 5-8 run in a process of their own (asyncio), as from another machine. Every attack stops by itself: the
+honest uploads are at most `--honest` and `--honest-seconds`, then the attacker is stopped.
 
 It prints, for each, the server's peak resident memory and open descriptors, how the attackers were answered,
 and the honest uploads' p50 and p95 latency from upload to graded response. The issue's targets: honest p95
@@ -83,10 +87,15 @@ class Peak:
             self.rss, self.fds = max(self.rss, rss / 1024), max(self.fds, fds)
 
 
-def honest_uploads(server: Server, count: int) -> tuple[list[float], collections.Counter]:
+def honest_uploads(server: Server, count: int, seconds: float = 300) -> tuple[list[float], collections.Counter]:
+    """`count` honest uploads one after another (fewer when `seconds` run out first)."""
     notebook = notebook_bytes(submitted_notebook())
     latencies, statuses = [], collections.Counter()
+    deadline = time.monotonic() + seconds
     for _ in range(count):
+        if time.monotonic() > deadline:
+            statuses["not sent: --honest-seconds ran out"] += count - sum(statuses.values())
+            break
         started = time.monotonic()
         reply = server.submit("honest", notebook)
         statuses[reply.status] += 1
@@ -365,13 +374,13 @@ def slot_attack(
         for task in held:
             task.cancel()
 
-    async def paced() -> None:
+    async def paced(source: str) -> None:
         request = (
             f"GET /s/{token}/ HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 10.9.9.9\r\nConnection: close\r\n\r\n"
         ).encode()
         while not stop.is_set():
             try:
-                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
                 writer.write(request)
                 answer = await reader.read()
                 tally[answer.split(b"\r\n", 1)[0].decode(errors="replace") or "closed, no answer"] += 1
@@ -386,17 +395,20 @@ def slot_attack(
         elif kind == "unfinished":
             tasks = [asyncio.create_task(unfinished())]
         else:
-            tasks = [asyncio.create_task(paced()) for _ in range(count)]
+            source = "127.0.5.1" if kind == "paced-direct" else "127.0.0.1"
+            tasks = [asyncio.create_task(paced(source)) for _ in range(count)]
         await asyncio.sleep(5)  # the attack is on before the honest student starts
         ready.set()
+        started = time.monotonic()
         await asyncio.to_thread(stop.wait)
+        tally["seconds (while the honest student uploaded)"] = round(time.monotonic() - started, 1)
         await asyncio.wait(tasks, timeout=10)
 
     asyncio.run(run())
     results.put(dict(tally))
 
 
-def slots(server: Server, kind: str, count: int, honest: int, token: str = "") -> None:
+def slots(server: Server, kind: str, count: int, honest: int, token: str = "", seconds: float = 300) -> None:
     ready, stop, results = multiprocessing.Event(), multiprocessing.Event(), multiprocessing.Queue()
     attacker = multiprocessing.Process(
         target=slot_attack, args=(kind, server.port, token, count, ready, stop, results), daemon=True
@@ -406,7 +418,7 @@ def slots(server: Server, kind: str, count: int, honest: int, token: str = "") -
     with Peak(server.process.pid) as peak:
         attacker.start()
         ready.wait(60)
-        latencies, statuses = honest_uploads(server, honest)
+        latencies, statuses = honest_uploads(server, honest, seconds)
         stop.set()
         answers = collections.Counter(results.get(timeout=120))
         attacker.join()
@@ -414,6 +426,7 @@ def slots(server: Server, kind: str, count: int, honest: int, token: str = "") -
         "keep-alive": "kept-alive holders (9 addresses x 60, a GET every 4 s)",
         "unfinished": f"never-finished requests from the honest student's address (up to {count})",
         "paced": f"paced refusals behind a proxy ({count} page requests of one token in flight)",
+        "paced-direct": f"paced refusals from 127.0.5.1 ({count} page requests of one token in flight)",
     }[kind]
     report(name, peak, answers, latencies, statuses)
     print(f"  load average (1, 5, 15 min) before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
@@ -428,7 +441,18 @@ def main() -> int:
     parser.add_argument("--feedback-reloaders", type=int, default=0, help="loops reloading one 1 MB feedback page")
     parser.add_argument("--unfinished", type=int, default=20_600, help="never-finished requests from one address")
     parser.add_argument("--paced", type=int, default=600, help="one token's page requests in flight, behind a proxy")
-    attacks = ["quiet", "stalled", "half-open", "reloads", "storage", "keep-alive", "unfinished", "paced"]
+    parser.add_argument("--honest-seconds", type=float, default=300, help="the most an attack's honest uploads take")
+    attacks = [
+        "quiet",
+        "stalled",
+        "half-open",
+        "reloads",
+        "storage",
+        "keep-alive",
+        "unfinished",
+        "paced-direct",
+        "paced",
+    ]
     parser.add_argument("--only", choices=attacks, action="append", help="run only these attacks (default: all)")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # the attacker's own sockets
@@ -465,6 +489,8 @@ def main() -> int:
             slots(server, "keep-alive", 540, args.honest)
         if "unfinished" in chosen:
             slots(server, "unfinished", args.unfinished, args.honest)
+        if "paced-direct" in chosen:  # its baseline is "quiet", on the same server
+            slots(server, "paced-direct", args.paced, args.honest, server.tokens["pacer"], args.honest_seconds)
         print(f"the server's log: {server.log.read_text()[-1500:]}")
         if "paced" in chosen:  # behind a proxy: a server of its own, on the same course and database
             server.stop()
@@ -473,7 +499,10 @@ def main() -> int:
             )
             proxied.start()
             honest_uploads(proxied, 2)
-            slots(proxied, "paced", args.paced, args.honest, server.tokens["pacer"])
+            with Peak(proxied.process.pid) as peak:  # the baseline: the same uploads on this server, no attack
+                latencies, statuses = honest_uploads(proxied, args.honest, args.honest_seconds)
+            report("no attack, behind the proxy", peak, collections.Counter(), latencies, statuses)
+            slots(proxied, "paced", args.paced, args.honest, server.tokens["pacer"], args.honest_seconds)
             print(f"the proxied server's log: {proxied.log.read_text()[-1500:]}")
     finally:
         server.stop()

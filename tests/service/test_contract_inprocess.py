@@ -236,11 +236,11 @@ def test_a_refused_upload_is_a_value_with_its_status_and_code(site, notebook, co
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
 
-    student, _ = site.student()
+    student, token = site.student()
     # A loop of its own, in a thread of its own: a test before this one (Playwright's sync API, the browser tests)
     # may leave an event loop running in this thread, where asyncio.run refuses to start another.
     with ThreadPoolExecutor(1) as thread:
-        refused = thread.submit(asyncio.run, accept_upload(site.service, student, notebook)).result(timeout=120)
+        refused = thread.submit(asyncio.run, accept_upload(site.service, student, token, notebook)).result(timeout=120)
     assert isinstance(refused, UploadRefused)
     assert (refused.status, refused.code, refused.close) == (status, code, False)
     assert refused.message.startswith(("the upload is not a Jupyter notebook", "the upload cannot be graded"))

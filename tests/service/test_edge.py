@@ -325,7 +325,7 @@ def _limited(soft: int, hard: int):
 
 def test_serve_holds_as_many_descriptors_as_its_bounds_need_or_refuses_to_start(tmp_path):
     """With the common soft limit of 1024, a flood made accept() fail before any cap refused anything: serve
-    raises its soft limit to what the bounds may hold (2 x 512 + 128 + 256 + 256), or says to lower them."""
+    raises its soft limit to what the bounds may hold (2 x 512 + 128 + 1024 held + 256 + 256), or says to lower them."""
     server = Server(course_for_service(tmp_path / "course"), jobs=1)
     server.issue_tokens(["alice"])
     refused = subprocess.run(
@@ -337,10 +337,10 @@ def test_serve_holds_as_many_descriptors_as_its_bounds_need_or_refuses_to_start(
         preexec_fn=_limited(1000, 1000),
     )
     assert refused.returncode == 1, refused.stderr
-    assert "may need 1664 open files, but this process may open at most 1000" in refused.stderr
+    assert "may need 2688 open files, but this process may open at most 1000" in refused.stderr
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    if hard != resource.RLIM_INFINITY and hard < 1664:
-        pytest.skip(f"this process may open at most {hard} files: a server could not raise its limit to 1664")
+    if hard != resource.RLIM_INFINITY and hard < 2688:
+        pytest.skip(f"this process may open at most {hard} files: a server could not raise its limit to 2688")
     server.port = free_port()
     log = (tmp_path / "server.log").open("wb")
     process = subprocess.Popen(
@@ -361,7 +361,7 @@ def test_serve_holds_as_many_descriptors_as_its_bounds_need_or_refuses_to_start(
             except OSError:
                 time.sleep(0.2)
         limits = Path(f"/proc/{process.pid}/limits").read_text()
-        assert next(line for line in limits.splitlines() if line.startswith("Max open files")).split()[3] == "1664"
+        assert next(line for line in limits.splitlines() if line.startswith("Max open files")).split()[3] == "2688"
     finally:
         process.terminate()
         process.wait(30)

@@ -200,8 +200,9 @@ def page_status(server: Server, path: str, forwarded_for: str) -> int:
 
 def test_one_students_paced_refusals_leave_room_for_honest_uploads(proxied):
     """Behind a proxy, one token keeps more page requests in flight than the server has places (each refused by the
-    pace, then asked again at once): a few of them are delayed, the rest are answered at once and closed, so they
-    never hold the server's places."""
+    pace, then asked again at once): a few of them are delayed, the rest are answered at once and closed, and the
+    token, asking again before each Retry-After, is soon cut off (strikes.py): its requests are held out of the
+    server's places, so they never hold them."""
     server = proxied
     stopping = threading.Event()
     answers: dict[int, int] = {}
@@ -221,7 +222,7 @@ def test_one_students_paced_refusals_leave_room_for_honest_uploads(proxied):
         while answers.get(429, 0) < RELOADERS:  # the pace refuses them: the attack is on
             stopping.wait(0.1)
         assert honest_uploads(server, "carol") == GRADED
-        logged(server, "serve: refused pages of mallory at once and closed their connections")
+        logged(server, "serve: cutting off a token")
     finally:
         stopping.set()
         for loop in loops:

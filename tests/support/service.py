@@ -202,6 +202,22 @@ class Server:
         raise AssertionError(f"attempt {attempt_id} was not graded within {timeout} s")
 
 
+def spooled(server: Server) -> list[int]:
+    """Sizes of the unlinked files the server holds open in its work folder (an upload's body waiting there, past
+    64 KB: the app is reading it, its token checked)."""
+    assert server.process is not None
+    folder = str(server.root / "service-work")
+    sizes = []
+    for fd in Path(f"/proc/{server.process.pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+            if target.startswith(folder) and target.endswith(" (deleted)"):
+                sizes.append(os.stat(fd).st_size)
+        except OSError:
+            continue
+    return sizes
+
+
 def course_for_service(root: Path, **policy) -> Path:
     copy_course(root)
     if policy:

@@ -64,6 +64,15 @@ def submission_json(attempt: Attempt, token: str) -> dict[str, Any]:
     }
 
 
+def _retired_json(retired: str) -> JSONResponse:
+    """The 401 of a revoked or replaced token (RFC 6750's invalid_token), saying which (access.RETIRED_LINK)."""
+    return JSONResponse(
+        {"error": RETIRED_LINK[retired], "token": retired},
+        status_code=401,
+        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+    )
+
+
 async def _api_student(request: Request) -> tuple[Service, str, str] | Response:
     """(service, token, student id) of an API request, or the 401 for a missing or unknown bearer token."""
     service: Service = request.app.state.service
@@ -71,12 +80,8 @@ async def _api_student(request: Request) -> tuple[Service, str, str] | Response:
     student = await run_in_threadpool(service.store.student_for, token)
     if student is None or token is None:
         retired = await run_in_threadpool(service.store.retired, token)
-        if retired is not None:  # RFC 6750's invalid_token, saying why
-            return JSONResponse(
-                {"error": RETIRED_LINK[retired], "token": retired},
-                status_code=401,
-                headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
-            )
+        if retired is not None:
+            return _retired_json(retired)
         return _json_error(
             401, "a valid student token is needed: Authorization: Bearer <token>", {"WWW-Authenticate": "Bearer"}
         )
@@ -96,9 +101,9 @@ async def _post_submission(request: Request, service: Service, token: str, stude
     received = await receive_notebook(service, request)
     if isinstance(received, UploadRefused):
         return refused_json(received)
-    accepted = await accept_upload(service, student, received[0])
-    if isinstance(accepted, UploadRefused):
-        return refused_json(accepted)
+    accepted = await accept_upload(service, student, token, received[0])
+    if isinstance(accepted, UploadRefused):  # a token retired while the body came is answered as one retired before
+        return _retired_json(accepted.code) if accepted.code in RETIRED_LINK else refused_json(accepted)
     attempt = await service.wait_for(accepted)
     return JSONResponse(submission_json(attempt, token), status_code=200 if attempt.done else 202)
 

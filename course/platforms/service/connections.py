@@ -1,5 +1,6 @@
 """uvicorn's HTTP/1.1 protocol with the edge's bounds on connections and on the time a request's headers and body
-may take (edge.py says why uvicorn alone does not bound them)."""
+may take (edge.py says why uvicorn alone does not bound them), and the clients that ignore `Retry-After` held
+(strikes.py)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,15 @@ from course.platforms.service.edge import (
     BODY_GRACE_SECONDS,
     EDGE_ANSWERED,
     EDGE_HEADER_BYTES,
+    EDGE_REFUSED,
     LINGERING,
     LOG_EVERY_SECONDS,
     TOKEN_REQUESTS_IN_FLIGHT,
     Edge,
     presented_token,
+    retry_seconds,
 )
+from course.platforms.service.strikes import CUT_OFF_SECONDS, HELD, HOLD_SECONDS, STRIKES, Strikes, keys_of
 
 # A connection ended while its client is still sending (refused here, or answered by the app before the request's
 # body was read) is half-closed, and what the client still sends is read and dropped for this long, so that those
@@ -139,6 +143,8 @@ class EdgeProtocol(H11Protocol):
     _lingering: ClassVar[set[EdgeProtocol]] = set()  # refused connections still being drained
     _waiting: ClassVar[Waiting] = Waiting()  # the connections that may make room for a newcomer
     _presented: ClassVar[collections.Counter[str]] = collections.Counter()  # token -> its requests being answered
+    _strikes: ClassVar[Strikes] = Strikes()  # who ignored Retry-After, and who is cut off for it
+    _held: ClassVar[dict[EdgeProtocol, asyncio.TimerHandle]] = {}  # cut-off clients' connections, oldest first
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -150,11 +156,16 @@ class EdgeProtocol(H11Protocol):
         self.heard = False  # the client has sent a byte (an unfinished one that has not is closed last: Waiting.victim)
         self._token: str | None = None  # the token its request being answered presents (counted in `_presented`)
         self._gated: Any = None  # the request (its cycle) the token bound last looked at
+        self._keys: list[str] = []  # the client's strike keys (strikes.py) while it is held
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._raw = transport
         super().connection_made(_LingeringTransport(transport, self))  # type: ignore[arg-type]
         self.host = self.client[0] if self.client else ""
+        if self._cut_off(None):  # its address is cut off: held before a byte of its request is read
+            self._raw.pause_reading()
+            self._hold(None)
+            return
         self._holds = True
         self._waiting.opened(self)
         self._arm(h11.IDLE)  # a fresh connection has no keep-alive timer: its first request's headers have this
@@ -244,6 +255,9 @@ class EdgeProtocol(H11Protocol):
         self._follow()
 
     def on_response_complete(self) -> None:
+        retry_after = self.scope["state"].pop(EDGE_REFUSED, None)  # the app answered 429 with this Retry-After
+        if retry_after is not None:
+            self._struck(presented_token(self.scope["path"], self.scope["headers"]), retry_after)
         super().on_response_complete()
         if not self._ending:
             self._follow()
@@ -251,6 +265,9 @@ class EdgeProtocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         self._lingering.discard(self)
+        held = self._held.pop(self, None)
+        if held is not None:
+            held.cancel()
         self._free()
         super().connection_lost(exc)
 
@@ -279,13 +296,21 @@ class EdgeProtocol(H11Protocol):
             self._waiting.wait(self, UNFINISHED)
 
     def _gate(self) -> None:
-        """A request's headers are in: count it against its token's TOKEN_REQUESTS_IN_FLIGHT, or, beyond them,
-        answer 429 at once and close, before the app (or the database) does anything for it."""
+        """A request's headers are in: held when its token (or address) is cut off (strikes.py); else counted
+        against its token's TOKEN_REQUESTS_IN_FLIGHT, or, beyond them, answered 429 at once and closed, before the
+        app (or the database) does anything for it."""
         self._untoken()
         token = presented_token(self.scope["path"], self.scope["headers"])
+        if self._cut_off(token):
+            self.scope["state"][EDGE_ANSWERED] = True  # its task, created already, does nothing
+            self.cycle.disconnected = True  # and answers nothing
+            self._raw.pause_reading()
+            self._hold(token)
+            return
         if token is None:
             return
         if self._presented[token] >= TOKEN_REQUESTS_IN_FLIGHT:
+            self._struck(token, 1)
             self.scope["state"][EDGE_ANSWERED] = True  # its task, created already, does nothing
             self._log(
                 "token",
@@ -303,6 +328,70 @@ class EdgeProtocol(H11Protocol):
             return
         self._presented[token] += 1
         self._token = token
+
+    def _strike_keys(self, token: str | None) -> list[str]:
+        # Per address only where the address is the client's: behind a proxy (no per-client count) it is the proxy's.
+        return keys_of(token, self.host if self.edge.per_client is not None else None)
+
+    def _cut_off(self, token: str | None) -> float:
+        """The seconds this client (its address, or `token`) stays cut off; 0: it is not."""
+        return max((self._strikes.cut_off(key) for key in self._strike_keys(token)), default=0.0)
+
+    def _struck(self, token: str | None, retry_after: float) -> None:
+        """This client was answered 429 with `retry_after`: a strike if it had not waited out the last one."""
+        for key in self._strikes.refused(self._strike_keys(token), retry_after):
+            self._log(
+                f"cut_off {key.partition(':')[0]}",
+                "serve: cutting off %s for %g s: it asked again before the Retry-After it was given %d times in a "
+                "row; its connections are held, then answered 429 (the token is not logged)",
+                key if key.startswith("address:") else "a token",
+                CUT_OFF_SECONDS,
+                STRIKES,
+            )
+
+    def _hold(self, token: str | None) -> None:
+        """Hold this cut-off client's connection unanswered (its reading paused), out of the caps, for HOLD_SECONDS
+        or the rest of its cut-off; at most HELD at once, the one held longest answered for a newcomer."""
+        self._disarm()
+        self._ending = True  # what it may still send is dropped, never parsed
+        self._free()
+        self._keys = self._strike_keys(token)
+        if len(self._held) >= HELD:
+            next(iter(self._held))._release()
+        self._held[self] = self.loop.call_later(min(HOLD_SECONDS, self._cut_off(token)), self._release)
+        self._strikes.held += 1
+        unread = self.cycle is None
+        self._log(
+            f"held {unread}",
+            "serve: holding connections of clients cut off for ignoring Retry-After (%d so far; the latest of %s, "
+            "%s); %d held now",
+            self._strikes.held,
+            self.host,
+            "its request unread" if unread else "after its request's headers",
+            len(self._held),
+        )
+
+    def _release(self) -> None:
+        """A held connection's answer: 429 with the time its client stays cut off, and closed (drained)."""
+        timer = self._held.pop(self, None)
+        if timer is None:
+            return
+        timer.cancel()
+        left = self._strikes.answered_held(self._keys)
+        if self.cycle is None and self.scheme == "http":  # its request, never read, is dropped: no reset at close
+            try:
+                with self._raw.get_extra_info("socket").dup() as peer:
+                    peer.recv(EDGE_HEADER_BYTES, socket.MSG_DONTWAIT)
+            except OSError:
+                pass
+        self._ending = False  # _refuse's lingering drains it
+        self._refuse(
+            "429 Too Many Requests",
+            f"You asked again {STRIKES} times before the Retry-After you were given; wait "
+            f"{retry_seconds(left)} s, then try again. Nothing of yours is lost.",
+            api=self.cycle is not None and self.scope["path"].startswith("/api/"),
+            retry_after=retry_seconds(left),
+        )
 
     def _untoken(self) -> None:
         if self._token is not None:
@@ -397,5 +486,13 @@ def protocol_for(edge: Edge) -> type[EdgeProtocol]:
     return type(
         "BoundedEdgeProtocol",
         (EdgeProtocol,),
-        {"edge": edge, "_said": {}, "_lingering": set(), "_waiting": Waiting(), "_presented": collections.Counter()},
+        {
+            "edge": edge,
+            "_said": {},
+            "_lingering": set(),
+            "_waiting": Waiting(),
+            "_presented": collections.Counter(),
+            "_strikes": Strikes(),
+            "_held": {},
+        },
     )

@@ -18,7 +18,8 @@ and its body within `body_seconds` of its headers (the app answers an upload tha
 sentence; a connection still sending a body a little after that is closed). HTTP/1.1 handles one request at a time
 per connection, so `connections` also bounds the requests in progress. Per upload: its body is spooled to disk past
 SPOOL_BYTES rather than held in memory, and one student has at most UPLOADS_IN_FLIGHT uploads in progress (429 with
-Retry-After beyond).
+Retry-After beyond). A client that asks again and again before the Retry-After of its 429s is cut off: its
+connections held unanswered, then refused, out of every cap above (strikes.py).
 
 Per student, their pages and the API's reads (GET) are paced (`PageGate`): at most `service.pages_in_flight` of
 them answered at once and `service.pages_per_minute` after a burst of PAGE_BURST, 429 with Retry-After beyond
@@ -39,6 +40,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from course.core.config import PAGE_BURST
+from course.platforms.service.strikes import HELD
 
 EDGE_HEADER_BYTES = 16 * 1024  # a request line and headers together (h11's default; uvicorn answers 400 above it)
 SPOOL_BYTES = 64 * 1024  # an upload's body past this goes to a file in the service's work folder
@@ -71,6 +73,7 @@ PAGE_REFUSALS_DELAYED = 12
 # that keeps hundreds of requests in flight under one token holds this many places, not the server's.
 TOKEN_REQUESTS_IN_FLIGHT = 16
 EDGE_ANSWERED = "edge_answered"  # in a request's scope["state"]: the edge answered it; the app does nothing
+EDGE_REFUSED = "edge_refused"  # in a request's scope["state"]: the app answered it 429, with this Retry-After (s)
 
 
 @dataclass(frozen=True)
@@ -91,8 +94,9 @@ class Edge:
     @property
     def descriptors(self) -> int:
         """The most file descriptors the server holds: each connection one, and its upload's spool file one more;
-        the refused ones draining and the accepted ones not yet looked at; and its own."""
-        return 2 * self.connections + LINGERING + BACKLOG + OWN_DESCRIPTORS
+        the refused ones draining, the cut-off clients' held (strikes.py) and the accepted ones not yet looked at;
+        and its own."""
+        return 2 * self.connections + LINGERING + HELD + BACKLOG + OWN_DESCRIPTORS
 
 
 @dataclass

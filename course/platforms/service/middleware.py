@@ -1,5 +1,5 @@
 """The app's one middleware: the same protective headers on every response it makes (the edge's own answers,
-made before the app, carry theirs: connections.py)."""
+made before the app, carry theirs: connections.py), and a 429's Retry-After told to the edge (strikes.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import base64
 import hashlib
 from typing import Any
 
-from course.platforms.service.edge import EDGE_ANSWERED
+from course.platforms.service.edge import EDGE_ANSWERED, EDGE_REFUSED
 from course.term.summary_page import SORT_SCRIPT
 
 # The class summary's one inline script (it sorts the student table) is allowed by its hash, nothing else inline.
@@ -38,6 +38,10 @@ class SecurityHeaders:
         async def send_with_headers(message: Any) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
+                if message["status"] == 429 and "state" in scope:  # the edge counts whose Retry-After is ignored
+                    retry = next((value for name, value in headers if name.lower() == b"retry-after"), b"")
+                    if retry.isdigit():
+                        scope["state"][EDGE_REFUSED] = float(retry)
                 present = {name.lower() for name, _ in headers}
                 headers += [
                     (name.lower().encode(), value.encode())

@@ -48,7 +48,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
 
-from course.core.errors import CourseError
+from course.core.errors import CourseError, TokenRetired
 from course.core.status import GRADING_GIVES, Status
 from course.core.text import safe_text
 from course.pipeline.feedback_model import Feedback, FeedbackError
@@ -117,6 +117,8 @@ retired_tokens = Table(
     Column("retired_at", DateTime, nullable=False),  # naive UTC
 )
 REVOKED, REPLACED = "revoked", "replaced"
+
+
 settings = Table(
     "settings",
     metadata,
@@ -536,13 +538,16 @@ class Store:
             return int(db.execute(select(func.count()).select_from(instructors)).scalar_one())
 
     def student_for(self, token: str | None) -> str | None:
-        """The student whose token this is (and not revoked), or None. The hash found is compared again in
-        constant time."""
+        """The student whose token this is (and not revoked), or None."""
         if not token:
             return None
-        digest = hash_token(token)
         with self.engine.connect() as db:
-            row = db.execute(self._token, {"digest": digest}).first()
+            return self._holder(db, token)
+
+    def _holder(self, db: Connection, token: str) -> str | None:
+        """`student_for` read in `db`'s transaction. The hash found is compared again in constant time."""
+        digest = hash_token(token)
+        row = db.execute(self._token, {"digest": digest}).first()
         if row is None or row.reason is not None:
             return None
         return row.student_id if hmac.compare_digest(row.token_hash, digest) else None
@@ -616,9 +621,10 @@ class Store:
 
     # ------------------------------------------------------------------ attempts
     def submit(
-        self, student_id: str, assignment_name: str, notebook: bytes, policy: ServicePolicy
+        self, student_id: str, assignment_name: str, notebook: bytes, policy: ServicePolicy, token: str | None = None
     ) -> Attempt | Refusal:
-        """Store a new attempt (committed when this returns), or say why the policy refuses it."""
+        """Store a new attempt (committed when this returns), or say why the policy refuses it; TokenRetired (nothing
+        stored) when `token`, the upload's, no longer opens the student's link."""
         with self._submit_lock, self.begin() as db:
             # The student's row, locked until the commit: another process's upload of theirs waits for this one
             # to be counted (PostgreSQL; SQLite has one process, and no row locks).
@@ -651,6 +657,11 @@ class Store:
             if refused:
                 return refused
             attempt_id = self._insert_attempt(db, student_id, assignment_name, number, now, notebook)
+            # The token again, after the insert, in its transaction: a revoke or rotation committed while the body
+            # arrived rolls it back; one not yet committed waits for this commit (SQLite: this transaction holds the
+            # write lock from its BEGIN IMMEDIATE; PostgreSQL: the student's row, locked above, as `serve tokens` does).
+            if token is not None and self._holder(db, token) != student_id:
+                raise TokenRetired(f"the token of {student_id} was revoked or replaced while their upload arrived")
         # Committed: the attempt as stored (not read back; these are the values just written).
         return Attempt(
             attempt_id, student_id, assignment_name, number, now, QUEUED, None, None, None, None, [], None, 0

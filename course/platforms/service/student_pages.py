@@ -23,7 +23,7 @@ from course.core.errors import CourseError
 from course.core.status import Status
 from course.pipeline.render import render_html
 from course.platforms.service import pages
-from course.platforms.service.access import not_found, same_origin, student_route
+from course.platforms.service.access import RETIRED_LINK, not_found, same_origin, student_route
 from course.platforms.service.policy import Refusal, attempt_numbers, refusal
 from course.platforms.service.results import StudentRecord
 from course.platforms.service.state import CLOSE, Service
@@ -101,8 +101,10 @@ async def _student_upload(request: Request, service: Service, student: str, refu
     csrf = fields.get("csrf")
     if not isinstance(csrf, str) or not service.csrf_ok(f"student:{student}", csrf):
         return _noted(service, student, refused_csrf)
-    accepted = await accept_upload(service, student, notebook)
-    if isinstance(accepted, UploadRefused):
+    accepted = await accept_upload(service, student, request.path_params["token"], notebook)
+    if isinstance(accepted, UploadRefused):  # a link retired while the body came answers as one retired before
+        if accepted.code in RETIRED_LINK:
+            return PlainTextResponse(RETIRED_LINK[accepted.code], status_code=410)
         return _refused_note(service, student, accepted)
     # At once to the attempt's own page: it says "being graded" and shows the feedback when it is ready.
     return RedirectResponse(f"attempts/{accepted.number}", status_code=303)

@@ -22,10 +22,11 @@ from starlette.datastructures import Headers, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import ClientDisconnect, Request
 
+from course.core.errors import TokenRetired
 from course.platforms.service.edge import SPOOL_BYTES, UPLOAD_RETRY_SECONDS, UPLOADS_IN_FLIGHT
 from course.platforms.service.policy import Refusal
 from course.platforms.service.state import LOG, Service
-from course.platforms.service.store import Attempt
+from course.platforms.service.store import REVOKED, Attempt
 
 MULTIPART_SLACK = 64 * 1024  # the form's own bytes around the notebook
 DRAIN_LIMIT = 16 * 2**20  # an oversized body is read (and dropped) up to this much before 413, so the client hears it
@@ -168,7 +169,7 @@ async def receive_notebook(service: Service, request: Request) -> tuple[bytes, d
     return notebook, fields
 
 
-def _accept(service: Service, student: str, notebook: bytes) -> Attempt | Refusal | UploadRefused:
+def _accept(service: Service, student: str, token: str, notebook: bytes) -> Attempt | Refusal | UploadRefused:
     """Why the upload is refused before it is stored (not a notebook at all, or not one the grader can read as
     the assignment's: a refused upload uses up no attempt, the 400 says why), or the policy's refusal, or the
     attempt as stored (committed). Blocking: the request's one trip to a worker thread for all of it."""
@@ -178,13 +179,20 @@ def _accept(service: Service, student: str, notebook: bytes) -> Attempt | Refusa
     problem = service.grader.upload_problem(student, notebook)
     if problem:
         return UploadRefused(400, "not_gradable", f"the upload cannot be graded: {problem}")
-    return service.store.submit(student, service.assignment, notebook, service.policy)
+    try:
+        return service.store.submit(student, service.assignment, notebook, service.policy, token)
+    except TokenRetired:  # revoked or rotated while the body arrived (it may take --body-seconds)
+        retired = service.store.retired(token) or REVOKED
+        LOG.warning("serve: refused an upload of %s: its token was %s while its body arrived", student, retired)
+        # The rooms answer it as any retired token, with access.RETIRED_LINK's sentence.
+        return UploadRefused(410, retired, f"your link was {retired} while the notebook arrived: nothing was stored")
 
 
-async def accept_upload(service: Service, student: str, notebook: bytes) -> Attempt | UploadRefused:
+async def accept_upload(service: Service, student: str, token: str, notebook: bytes) -> Attempt | UploadRefused:
     """The attempt as stored (its grading woken), or why the notebook was not taken: not a notebook, not this
-    assignment's, or the policy's refusal (429: the policy's bound reached, as `code`, or "policy")."""
-    accepted = await run_in_threadpool(_accept, service, student, notebook)
+    assignment's, `token` (the upload's) revoked or replaced since its headers came (410, as `code` REVOKED or
+    REPLACED: nothing stored), or the policy's refusal (429: the policy's bound reached, as `code`, or "policy")."""
+    accepted = await run_in_threadpool(_accept, service, student, token, notebook)
     if isinstance(accepted, Attempt):
         service.grader.wake()
         return accepted
