@@ -3,17 +3,17 @@ the numbers of P its hidden tests grade with.
 
 A student works from the numbers the question shows. A `{{placeholder}}` prints its number exactly
 (course/pipeline/variants.py's `show`: the shortest text that reads back as the same float), but an author may also
-type a number into the prose or a table ("b = 6.88137", "| lr | 0.1 |"): when it is not the number the hidden tests
+type a number into the prose or a table ("b = 6.88137", "| rate | 0.1 |"): when it is not the number the hidden tests
 use, within the grading tolerance, a student who works honestly from it loses the mark. `shown_problems` finds, in
 every Markdown cell:
 
 - placeholder: a `{{name}}` of P whose shown text is not its number (and a `{{name:spec}}`, which nothing fills:
   placeholders take no format, they always print the exact value; and a `{{name}}` that is no number of P);
-- prose: a numeric literal right after a named number (`b = 6.88137`, `**x = 3**`, `lr: 0.125`, `b ≈ 6.88`);
+- prose: a numeric literal right after a named number (`b = 6.88137`, `**x = 3**`, `rate: 0.125`, `b ≈ 6.88`);
 - table: a row `| b | 6.88137 |`, or a one-row table whose header names the number above it.
 
-A named number is a key of P (`w2`), or, in the cells of a question, a key its test cell reads and its short forms
-(`micrograd_b` -> `b`, `net_target` -> `target`). Each problem is one sentence naming where (the notebook, the cell,
+A named number is a key of P (`k`), or, in the cells of a question, a key its test cell reads and its short forms
+(`demo_b` -> `b`, `my_goal` -> `goal`). Each problem is one sentence naming where (the notebook, the cell,
 the question or kit exercise, a student's copy), the shown text and the graded value. `kit write`, `review` and
 `release` refuse such a notebook (course/authoring/review.py, release.py).
 """
