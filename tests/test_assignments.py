@@ -189,7 +189,7 @@ def test_default_numbers_that_break_the_constraints_stop_at_loading(tmp_path):
 
 
 def test_a_course_with_two_assignments_needs_the_assignment_for_loose_notebooks(course_root, tmp_path):
-    from course.term.batch import assignments_in
+    from course.term.warm_start import assignments_in
 
     add_minimal_assignment(course_root)
     config = load_config(course_root)

@@ -278,7 +278,7 @@ def test_workers_are_handed_only_the_releases_public_code_cells(tmp_path):
 
     from course.authoring.release import release
     from course.core.config import load_config
-    from course.pipeline.selftest import released_code_cells
+    from course.pipeline.release_cells import released_code_cells
     from tests.support.helpers import copy_course
 
     root = copy_course(tmp_path / "course")

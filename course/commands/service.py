@@ -51,6 +51,12 @@ def _service_arguments(serve: argparse.ArgumentParser) -> None:
         "--jobs", type=int, default=None, metavar="N", help="warm sandboxed workers (default: one per core)"
     )
     serve.add_argument(
+        "--self-test",
+        action="store_true",
+        help="grade the course's solution and the untouched release at start-up even where an earlier run's "
+        "proof holds (same course, sandbox and interpreter: reused by default)",
+    )
+    serve.add_argument(
         "--wait",
         type=float,
         default=30.0,
@@ -209,6 +215,7 @@ def _serve(args: argparse.Namespace) -> int:
         wait_seconds=args.wait,
         forwarded_allow_ips=args.forwarded_allow_ips,
         edge=_edge(args),
+        self_test=args.self_test,
     )
     return 0
 

@@ -62,6 +62,12 @@ def _grade_arguments(grade: argparse.ArgumentParser) -> None:
     )
     grade.add_argument("--quiet", action="store_true", help="print only the summary")
     grade.add_argument(
+        "--self-test",
+        action="store_true",
+        help="grade the course's solution and the untouched release first even where an earlier run's "
+        "proof holds (same course, sandbox and interpreter: reused by default)",
+    )
+    grade.add_argument(
         "--jobs",
         type=int,
         default=None,
@@ -122,8 +128,8 @@ def _export_arguments(export: argparse.ArgumentParser) -> None:
 
 def _grade(args: argparse.Namespace) -> int:
     require("grader", "autograd-course grade")
-    from course.term.batch import grade_course
     from course.term.roster import read_roster
+    from course.term.warm_start import early_workers
 
     config = load_config(args.course)
     out_dir = writable_output("--out", args.out or config.root, config.root)
@@ -153,17 +159,23 @@ def _grade(args: argparse.Namespace) -> int:
                 "--shard grades into a folder of its own, for `autograd-course merge`: give --out, and "
                 "--gradebook or --roster to merge instead"
             )
-    summaries = grade_course(
-        config,
-        list(args.paths),
-        out_dir,
-        assignment_name=args.assignment,
-        jobs=args.jobs,
-        report=report,
-        record_gradebook=args.gradebook,
-        roster=roster,
-        shard=shard,
-    )
+    # The class's workers start first, then the grading machinery is imported beside their torch import.
+    with early_workers(config, list(args.paths), args.assignment, args.jobs, sharded=shard is not None) as workers:
+        from course.term.batch import grade_course
+
+        summaries = grade_course(
+            config,
+            list(args.paths),
+            out_dir,
+            assignment_name=args.assignment,
+            jobs=args.jobs,
+            report=report,
+            record_gradebook=args.gradebook,
+            roster=roster,
+            shard=shard,
+            self_test=args.self_test,
+            workers=workers,
+        )
     if progress:
         progress.finish()
     _print_summaries(config, summaries, out_dir)

@@ -11,10 +11,12 @@ cannot start, a limit too tight for torch, or a broken judge stops the command i
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,18 +26,19 @@ from course.core.errors import SandboxStartError, SelfTestError
 from course.core.status import Status
 from course.core.text import safe_text
 from course.pipeline.assignment import (
-    HIDDEN_BEGIN,
     SOLUTION_BEGIN,
     SOLUTION_END,
     Assignment,
     cell_text,
-    is_text,
     nbgrader_meta,
     strip_region,
 )
 from course.pipeline.discovery import SubmissionRef
 from course.pipeline.grading import Graded, grade_submission
 from course.pipeline.run_context import RunContext
+from course.pipeline.selftest_proof import Proof, keep, proof_key, record_path, reusable
+
+log = logging.getLogger(__name__)
 
 SOLUTION, UNTOUCHED = "the course's solution", "the untouched release"
 
@@ -49,8 +52,20 @@ class SelfTest:
     max_score: float
     level: str
     seconds: float
+    reused: datetime | None = None  # when the proof reused was made (selftest_proof.py); None: proven by this run
 
     def line(self) -> str:
+        scores = (
+            f"the course's solution {self.solution_score:g}/{self.max_score:g} and the untouched release "
+            f"{self.untouched_score:g}/{self.max_score:g} at the {self.level} level"
+        )
+        if self.reused is not None:
+            made = self.reused.astimezone()
+            when = made.strftime("%H:%M" if made.date() == datetime.now().astimezone().date() else "%Y-%m-%d %H:%M")
+            return (
+                f"self-test: reused the proof of {when} ({scores}; same course, sandbox and interpreter; "
+                "--self-test proves it again)"
+            )
         return (
             f"self-test: the course's solution {self.solution_score:g}/{self.max_score:g} and the untouched "
             f"release {self.untouched_score:g}/{self.max_score:g} at the {self.level} level, before anyone was "
@@ -90,23 +105,6 @@ def untouched_release(context: RunContext) -> dict[str, Any]:
         raise SelfTestError(
             f"{path}: cannot read the release for the self-test ({error}); run `autograd-course release` again"
         ) from None
-
-
-PRIVATE_MARKS = (SOLUTION_BEGIN, HIDDEN_BEGIN)  # a cell that holds either is no text to hand every student's child
-
-
-def released_code_cells(release_notebook: Path) -> tuple[str, ...]:
-    """The code cells of an assignment's release (`release_notebook`), as students were given them: what a warm pool's
-    workers compile before they fork (WarmPool's `compiled`). Every child can read what its worker holds, so a cell
-    that still marks a solution or hidden tests (a release made by hand, say) is left out: public text only.
-    Nothing where the release is not at hand (a Gradescope bundle) or cannot be read: the self-test says why, and
-    each run compiles its cells itself."""
-    try:
-        cells = json.loads(release_notebook.read_text(encoding="utf-8"))["cells"]
-        texts = [cell_text(cell) for cell in cells if cell["cell_type"] == "code" and is_text(cell["source"])]
-    except (OSError, ValueError, KeyError, TypeError):
-        return ()
-    return tuple(text for text in texts if not any(mark in text for mark in PRIVATE_MARKS))
 
 
 def describe_limits(limits: Limits) -> str:
@@ -190,3 +188,38 @@ def prove_setup(context: RunContext, run: sandbox.Runner, *, level: str) -> Self
             )
         )
     return SelfTest(solution.feedback.score, untouched.feedback.score, max_score, level, time.monotonic() - started)
+
+
+def proven_setup(context: RunContext, run: sandbox.Runner, *, level: str, force: bool = False) -> SelfTest:
+    """`prove_setup`, once per what it proves: the proof kept in the course's scratch (selftest_proof.py) for the same
+    course, settings, level, interpreter and package is reused, said in its line; else (or `force`: `--self-test`)
+    the self-test runs, and its proof is kept for the next run. A failed self-test keeps nothing."""
+    path = record_path(context.root, context.name)
+    try:
+        key = proof_key(
+            context.root,
+            context.name,
+            context.paths.source_notebook.parent,
+            context.paths.release_notebook,
+            repr(context.config),
+            level,
+        )
+    except OSError as error:  # the course's files were read a moment ago: prove, and keep nothing
+        log.warning("the self-test's proof cannot be keyed (%s): it runs, and is not kept", error)
+        return prove_setup(context, run, level=level)
+    earlier = None if force else reusable(path, key, context.secret, level)
+    if earlier is not None:
+        return SelfTest(
+            earlier.solution_score, earlier.untouched_score, earlier.max_score, level, 0.0, reused=earlier.proved_at
+        )
+    proven = prove_setup(context, run, level=level)
+    made = Proof(
+        datetime.now(UTC),
+        level,
+        proven.solution_score,
+        proven.untouched_score,
+        proven.max_score,
+        proven.seconds,
+    )
+    keep(path, key, made, context.secret)
+    return proven

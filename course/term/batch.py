@@ -13,19 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from course import sandbox
-from course.core.config import AssignmentSettings, CourseConfig
+from course.core.config import CourseConfig
 from course.core.errors import CourseError
 from course.core.files import unwritable_folder
 from course.pipeline.discovery import SubmissionRef, check_paths_exist, discover
 from course.pipeline.grading import Graded, cold_runner, grade_submission, warm_imports
 from course.pipeline.run_context import RunContext, open_run
-from course.pipeline.selftest import prove_setup, released_code_cells
+from course.pipeline.selftest import proven_setup
 from course.term.gradebook import write_course_totals
 from course.term.item_analysis import item_settings
 from course.term.nbgrader_term import NoGradebook, records_in_gradebook, with_late_policy
 from course.term.recording import BatchSummary, Records, open_records, record_results, start_summary, write_reports
 from course.term.roster import Student
 from course.term.shards import Shard, class_digest, shard_of, shard_sources, write_shard
+from course.term.warm_start import EarlyWorkers, assignments_in, class_pool
 
 
 def grade_batch(
@@ -39,6 +40,8 @@ def grade_batch(
     record_gradebook: bool | None = None,
     roster: list[Student] | None = None,
     shard: Shard | None = None,
+    self_test: bool = False,
+    workers: sandbox.WarmPool | None = None,
 ) -> BatchSummary:
     """Grade every submission under PATHs; write feedback, grades-<assignment>.csv and nbgrader's gradebook.
 
@@ -49,6 +52,8 @@ def grade_batch(
     roster: who should have submitted (default, for a course-root run: the students of the gradebook);
     each one without a submission gets a row with status `missing`.
     shard: grade only that slice of the submissions, and leave the results for `merge` (shards.py).
+    self_test: run the self-test even where the proof of an earlier run holds (selftest_proof.py).
+    workers: the class's warm pool, started already by the caller (warm_start.py) and closed by it.
     """
     check_paths_exist(paths)
     record = records_in_gradebook(config, out_dir, record_gradebook)
@@ -61,7 +66,18 @@ def grade_batch(
     summary.refused = [ref for ref in found.refs if ref.problem]
     refs = [ref for ref in found.refs if not ref.problem]
     paths_by_id = {ref.student_id: ref.path for ref in refs}
-    _grade_and_record(context, refs, paths_by_id, summary, jobs=jobs, record=record, roster=roster, report=report)
+    _grade_and_record(
+        context,
+        refs,
+        paths_by_id,
+        summary,
+        jobs=jobs,
+        record=record,
+        roster=roster,
+        report=report,
+        self_test=self_test,
+        workers=workers,
+    )
     write_reports(context, summary, item_settings(config, context.assignment))
     if shard is not None:
         write_shard(
@@ -123,15 +139,18 @@ def _grade_and_record(
     record: bool,
     roster: list[Student] | None,
     report: Callable[[Graded, int, int], None] | None,
+    self_test: bool,
+    workers: sandbox.WarmPool | None,
 ) -> None:
-    """Prove the setup, then grade `refs` in parallel and record each result as it arrives (recording.py)."""
+    """Prove the setup (or reuse its proof), then grade `refs` in parallel and record each result as it arrives
+    (recording.py)."""
     config, assignment = context.config, context.assignment
     with ExitStack() as stack:
         # Start-up overlaps: the workers import torch while this process imports its own (for the judge), then
         # nbgrader's, in one thread, and reads the roster and the due date and opens the gradebook in another;
         # results wait for these only where they need them. The probe and the workers' start come first: done while
         # the imports hold this process's interpreter lock, their few milliseconds of work took 0.3 s more.
-        pool = _start_pool(stack, context, jobs, refs)
+        pool = _start_pool(stack, context, jobs, refs, workers)
         background = stack.enter_context(ThreadPoolExecutor(2))
         background.submit(warm_imports, "nbgrader.api")  # torch for the judge, then nbgrader for the records
         # no sandbox, no grading: refused before the gradebook is opened (or the assignment recorded in it)
@@ -148,7 +167,7 @@ def _grade_and_record(
         run, proving, threads = _runners(config, pool, jobs)
         try:
             if refs:  # nobody is graded before the course's own notebooks grade as they must (selftest.py)
-                summary.selftest = prove_setup(context, proving, level=level)
+                summary.selftest = proven_setup(context, proving, level=level, force=self_test)
         except BaseException:
             proven.set_result(False)
             raise
@@ -175,20 +194,16 @@ def _grade_and_record(
         )
 
 
-def _start_pool(stack: ExitStack, context: RunContext, jobs: int, refs: list[SubmissionRef]) -> sandbox.WarmPool | None:
-    """The warm workers (closed with `stack`), none for cold runs (jobs 0) or an empty batch."""
+def _start_pool(
+    stack: ExitStack, context: RunContext, jobs: int, refs: list[SubmissionRef], workers: sandbox.WarmPool | None
+) -> sandbox.WarmPool | None:
+    """The warm workers (closed with `stack`), none for cold runs (jobs 0) or an empty batch; `workers`, started
+    already by the caller (warm_start.py, closed by it), where it gave them."""
     if jobs <= 0 or not refs:
         return None
-    config = context.config
-    return stack.enter_context(
-        sandbox.WarmPool(
-            min(jobs, len(refs)),
-            config.limits,
-            isolation=config.sandbox,
-            base_uid=config.sandbox_uid,
-            compiled=released_code_cells(context.paths.release_notebook),
-        )
-    )
+    if workers is not None:
+        return workers
+    return stack.enter_context(class_pool(context.config, context.settings, min(jobs, len(refs))))
 
 
 def _runners(
@@ -214,46 +229,28 @@ def _records_once_proven(
     return open_records(context, record, roster)
 
 
-def assignments_in(config: CourseConfig, paths: list[Path], assignment_name: str | None) -> list[AssignmentSettings]:
-    """Which assignments a grading run covers: the one named; else the course's only one; else every one with
-    a submission in nbgrader's layout under PATHs (loose notebooks say no assignment: then it must be named)."""
-    if assignment_name is not None:
-        return [config.assignment(assignment_name)]
-    if len(config.assignments) == 1:
-        return [config.assignments[0]]
-    folders = paths or [config.root / "submitted"]
-    names = ", ".join(a.name for a in config.assignments)
-    for path in folders:
-        says = path.resolve().parent.name if path.is_file() else path.name  # .../<assignment>/<notebook>
-        loose = [path] if path.is_file() else [c for c in path.iterdir() if c.suffix == ".ipynb"]
-        if loose and says not in {a.name for a in config.assignments}:
-            raise CourseError(
-                f"{loose[0]}: the course has several assignments ({names}) and a loose notebook does "
-                "not say which one it answers; grade it with --assignment NAME"
-            )
-
-    def holds(path: Path, settings: AssignmentSettings) -> bool:  # a notebook in its layout, or a folder of them
-        if path.is_file():
-            return path.resolve().parent.name == settings.name
-        return any(discover([path], settings.name, settings.notebook))
-
-    found = [a for a in config.assignments if any(holds(path, a) for path in folders)]
-    if not found:
-        raise CourseError(
-            f"no submissions of any assignment ({names}) found in {', '.join(map(str, folders))}: "
-            "expected submitted/<student>/<assignment>/<notebook>, or name one with --assignment"
-        )
-    return found
-
-
 def grade_course(
-    config: CourseConfig, paths: list[Path], out_dir: Path, *, assignment_name: str | None = None, **options: Any
+    config: CourseConfig,
+    paths: list[Path],
+    out_dir: Path,
+    *,
+    assignment_name: str | None = None,
+    workers: EarlyWorkers | None = None,
+    **options: Any,
 ) -> list[BatchSummary]:
     """Grade every assignment the run covers (see `assignments_in`), each apart (its own CSV, feedback folder,
-    class summary and gradebook records), then course-totals.csv: every student's score per assignment."""
+    class summary and gradebook records), then course-totals.csv: every student's score per assignment. `workers`:
+    the warm pool one of them is graded on, started already (warm_start.py)."""
     check_paths_exist(paths)
     summaries = [
-        grade_batch(config, paths, out_dir, assignment_name=settings.name, **options)
+        grade_batch(
+            config,
+            paths,
+            out_dir,
+            assignment_name=settings.name,
+            workers=workers.pool if workers and workers.assignment_name == settings.name else None,
+            **options,
+        )
         for settings in assignments_in(config, paths, assignment_name)
     ]
     write_course_totals(out_dir, tuple(a.name for a in config.assignments))

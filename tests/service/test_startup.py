@@ -43,3 +43,24 @@ def test_serve_refuses_to_start_when_its_sandbox_cannot_start_a_run(tmp_path):
     assert "open_files=3" in said[0]
     assert "Traceback" not in completed.stderr
     assert "assignment autograd on http" not in completed.stderr  # it never announced itself, so it never served
+
+
+def test_a_restarted_service_reuses_its_proof_and_proves_again_when_told(tmp_path):
+    """The self-test's proof is kept for the same course, sandbox and interpreter (selftest_proof.py): a server
+    started again reuses it and says so; `--self-test` proves it again."""
+    root = course_for_service(tmp_path / "course")
+    server = Server(root, jobs=1)
+    server.issue_tokens(["ana"])
+
+    def self_test_line(*options: str) -> str:
+        server.options = options
+        try:
+            server.start()
+        finally:
+            server.stop()
+        (line,) = [line for line in server.log.read_text().splitlines() if "self-test: " in line]
+        return line.split("self-test: ", 1)[1]
+
+    assert self_test_line().startswith("the course's solution 57/57 and the untouched release 0/57")
+    assert self_test_line().startswith("reused the proof of ")
+    assert self_test_line("--self-test").startswith("the course's solution 57/57 and the untouched release 0/57")

@@ -53,9 +53,11 @@ def serve(
     forwarded_allow_ips: str | None = None,
     announce: bool = True,
     edge: Edge | None = None,
+    self_test: bool = False,
 ) -> None:
     """Run the service until stopped. `edge` bounds connections and the time a request's headers and body may take
-    (edge.py): uvicorn alone bounds neither the connections that never finish a request nor their headers' time."""
+    (edge.py): uvicorn alone bounds neither the connections that never finish a request nor their headers' time.
+    `self_test`: run the self-test even where an earlier run's proof holds (selftest_proof.py)."""
     import uvicorn
 
     bound_the_heap()  # before the server's threads start
@@ -67,7 +69,7 @@ def serve(
         config, database=database, jobs=jobs, assignment_name=assignment_name, wait_seconds=wait_seconds, edge=edge
     )
     # Nothing is served before the course's own notebooks grade as they must on this server's pool.
-    proven = service.grader.prove_setup()
+    proven = service.grader.prove_setup(force=self_test)
     if announce:
         log.info(proven.line())
         log.info(

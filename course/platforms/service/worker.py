@@ -25,8 +25,9 @@ from course.core.text import safe_text
 from course.pipeline.assignment import Assignment
 from course.pipeline.discovery import SubmissionRef
 from course.pipeline.grading import grade_submission
+from course.pipeline.release_cells import released_code_cells
 from course.pipeline.run_context import RunContext
-from course.pipeline.selftest import SelfTest, prove_setup, released_code_cells
+from course.pipeline.selftest import SelfTest, proven_setup
 from course.pipeline.submission import other_assignment, read_submission
 from course.platforms.service.heap import give_back_freed_memory
 from course.platforms.service.policy import ServicePolicy, attempt_numbers
@@ -176,12 +177,13 @@ class Grader:
             )
         return self.pool
 
-    def prove_setup(self) -> SelfTest:
+    def prove_setup(self, *, force: bool = False) -> SelfTest:
         """Before the service takes any work: the course's solution and untouched release through this server's
-        own pool (selftest.py); SelfTestError, and the pool stopped, unless they score full marks and 0."""
+        own pool (selftest.py), or the proof an earlier run kept for the same course, sandbox and interpreter
+        (unless `force`); SelfTestError, and the pool stopped, unless they score full marks and 0."""
         pool = self._start_pool()
         try:
-            return prove_setup(self.context, partial(pool.run, cold_fallback=False), level=pool.level)
+            return proven_setup(self.context, partial(pool.run, cold_fallback=False), level=pool.level, force=force)
         except BaseException:
             self.stop()
             raise
