@@ -158,3 +158,15 @@ def test_the_only_exercise_and_an_id_in_two_assignments_are_refused(course_root,
     assert "exercise 'square' is the only one of EXERCISES, and the kit needs one; define the next" in (
         capsys.readouterr().err
     )
+
+
+def test_a_number_a_hand_written_cell_still_reads_stays_in_p(course_root, capsys):
+    notebook, _ = _chain(course_root)
+    data = json.loads(notebook.read_text(encoding="utf-8"))
+    closing = next(cell for cell in data["cells"] if cell.get("id") == "before-submit")
+    closing["source"] = [*closing["source"], "\n\nThe example's x was {{square_x}}."]
+    notebook.write_text(json.dumps(data), encoding="utf-8")
+    capsys.readouterr()
+    assert _run(course_root, "kit", "remove", "square") == 0
+    assert "chain: removed exercise 'square': 4 cells\n" in capsys.readouterr().out
+    assert '"square_x": 3' in _numbers(notebook)
