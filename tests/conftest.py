@@ -69,6 +69,17 @@ def course_root(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture(params=["bundled", "one added"])
+def any_course(request: pytest.FixtureRequest, course_root: Path) -> Path:
+    """A private copy of the course as bundled, and one with an assignment added as docs/authoring.md says (`new
+    assignment added`): a test of what the course's assignments are takes them from course.yaml."""
+    if request.param == "one added":
+        from course.cli import main
+
+        assert main(["--course", str(course_root), "new", "assignment", "added"]) == 0
+    return course_root
+
+
 @pytest.fixture
 def course_config(course_root: Path):
     return load_config(course_root)

@@ -17,10 +17,10 @@ from course.term.item_exports import item_analysis_path
 from course.term.lms import FORMATS
 from course.term.nbgrader_term import integrity_path
 from course.term.recording import class_summary_path
-from tests.support.helpers import ROOT, require_tool
+from tests.support.helpers import ROOT, course_assignments, require_tool
 
 COURSE = Path("/course")  # where the names below are made; only their part under it is checked
-ASSIGNMENTS = ("autograd", "training", "backprop")
+ASSIGNMENTS = course_assignments()  # source/course.yaml's, however many
 SQLITE_FILES = ("", "-journal", "-wal", "-shm")
 SERVICE_DB = Path(database_url(None, COURSE).removeprefix("sqlite:///")).relative_to(COURSE).as_posix()
 WRITTEN = sorted(

@@ -15,7 +15,7 @@ from course.core.answers import VALUE, Answer
 from course.core.config import load_config
 from course.pipeline.assignment import load_assignment, load_course_assignment
 from course.pipeline.judge import judge
-from tests.support.helpers import SOURCE_NOTEBOOK, load
+from tests.support.helpers import SOURCE_NOTEBOOK, course_assignments, load
 from tests.support.kit import SLOPE, exercises_module
 
 
@@ -182,18 +182,17 @@ def test_a_new_assignment_releases_and_its_proof_passes_as_it_stands(course_root
     assert (report.questions, report.solution_score, report.untouched_score, report.max_score) == (1, 3, 0, 3)
 
 
-def test_a_course_yaml_the_scaffold_cannot_extend_is_left_as_it_is_with_what_to_do(course_root, capsys):
+def test_a_course_yaml_the_scaffold_cannot_extend_is_left_as_it_is_with_what_to_do(any_course, capsys):
+    course_root = any_course
     config = course_root / "source" / "course.yaml"
-    flow = config.read_text(encoding="utf-8").replace(
-        "assignments:\n  - name: autograd\n    notebook: autograd.ipynb\n",
-        "assignments: [{name: autograd, notebook: autograd.ipynb},\n  ",
-    )
-    flow = flow.replace(
-        "  - name: training\n    notebook: training.ipynb\n  - name: backprop\n    notebook: backprop.ipynb\n",
-        "{name: training, notebook: training.ipynb}, {name: backprop, notebook: backprop.ipynb}]\n",
-    )
+    names = course_assignments(course_root)
+    text = config.read_text(encoding="utf-8")
+    block = "assignments:\n" + "".join(f"  - name: {name}\n    notebook: {name}.ipynb\n" for name in names)
+    assert block in text
+    flow = "assignments: [\n  " + ",\n  ".join(f"{{name: {name}, notebook: {name}.ipynb}}" for name in names) + "]\n"
+    flow = text.replace(block, flow)
     config.write_text(flow, encoding="utf-8")
-    assert [a.name for a in load_config(course_root).assignments] == ["autograd", "training", "backprop"]
+    assert [a.name for a in load_config(course_root).assignments] == names
     assert main(["--course", str(course_root), "new", "assignment", "demo"]) == 1
     assert "no block list `assignments:` to add 'demo' to; add `- name: demo`" in capsys.readouterr().err
     assert config.read_text(encoding="utf-8") == flow

@@ -11,7 +11,15 @@ from course.authoring.release import find_leaks, release
 from course.core.config import load_config
 from course.core.errors import CourseError, ReleaseError
 from course.pipeline.assignment import load_course_assignment
-from tests.support.helpers import RELEASE_NOTEBOOK, ROOT, SOURCE_NOTEBOOK, TRAINING_RELEASE, load
+from tests.support.helpers import (
+    RELEASE_NOTEBOOK,
+    ROOT,
+    SOURCE_NOTEBOOK,
+    TRAINING_RELEASE,
+    course_assignments,
+    load,
+    release_drift,
+)
 
 
 def _edit_source(course_root, replacements: dict[str, str]) -> None:
@@ -21,6 +29,12 @@ def _edit_source(course_root, replacements: dict[str, str]) -> None:
         assert old in text, old
         text = text.replace(old, new)
     path.write_text(text, encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", course_assignments())
+def test_every_assignment_of_course_yaml_has_its_release_committed(course_root, name):
+    """Fails when someone adds or edits an assignment of source/course.yaml without releasing and committing it."""
+    assert release_drift(course_root, name) is None
 
 
 def test_committed_release_is_in_sync_with_source(course_config):

@@ -404,27 +404,42 @@ def exercise_cells(exercise: Exercise, key: dict[str, Any], where: str) -> list[
     )
     stem = exercise.id
     return [
-        notebook_cell("markdown", f"## {exercise.title}\n\n{question}", _cell_id(stem, "question"), None),
+        notebook_cell("markdown", f"## {exercise.title}\n\n{question}", kit_cell_id(stem, "question"), None),
         notebook_cell(
-            "code", answer, _cell_id(stem, "answer"), nbgrader_metadata(f"answer_{stem}", solution=True, locked=False)
+            "code",
+            answer,
+            kit_cell_id(stem, "answer"),
+            nbgrader_metadata(f"answer_{stem}", solution=True, locked=False),
         ),
-        notebook_cell("code", _form_call(exercise), _cell_id(stem, "form"), nbgrader_metadata(f"form_{stem}")),
+        notebook_cell("code", _form_call(exercise), kit_cell_id(stem, "form"), nbgrader_metadata(f"form_{stem}")),
         notebook_cell(
-            "code", test, _cell_id(stem, "test"), nbgrader_metadata(f"test_{stem}", grade=True, points=exercise.points)
+            "code",
+            test,
+            kit_cell_id(stem, "test"),
+            nbgrader_metadata(f"test_{stem}", grade=True, points=exercise.points),
         ),
     ]
 
 
-def _cell_id(stem: str, part: str) -> str:
+def kit_cell_id(stem: str, part: str) -> str:
     """The nbformat id of a cell the kit writes (ids allow letters, digits, - and _; the kit's use -)."""
     return f"kit-{stem.replace('_', '-')}-{part}"
 
 
-def _is_kit_cell(cell: dict[str, Any], stem: str) -> bool:
+def _stem_of(cell: dict[str, Any]) -> str:
+    """The exercise a cell the kit wrote belongs to: its grade id's stem, else its cell id's."""
+    grade_id = str(nbgrader_meta(cell).get("grade_id") or "")
+    for part in ("answer_", "form_", "test_"):
+        if grade_id.startswith(part):
+            return grade_id.removeprefix(part)
+    return str(cell.get("id", "")).removeprefix("kit-").rsplit("-", 1)[0].replace("-", "_")
+
+
+def is_kit_cell(cell: dict[str, Any], stem: str) -> bool:
     grade_id = nbgrader_meta(cell).get("grade_id")
     if grade_id in (f"answer_{stem}", f"form_{stem}", f"test_{stem}"):
         return True
-    return cell.get("id") == _cell_id(stem, "question")
+    return cell.get("id") == kit_cell_id(stem, "question")
 
 
 P_KEY = re.compile(r"""P\[\s*["']([^"']+)["']\s*\]""")  # a number of P as a cell reads it: P["gate_x"]
@@ -490,7 +505,7 @@ def _owned_keys(
     # belongs to a hand-written exercise, whose number the kit must never overwrite.
     kit_tests = {exercise.id: by_id.get(f"test_{exercise.id}") for exercise in exercises}
     owned = {
-        stem: set(P_KEY.findall(cell_text(found[1]))) if found and _is_kit_cell(found[1], stem) else set()
+        stem: set(P_KEY.findall(cell_text(found[1]))) if found and is_kit_cell(found[1], stem) else set()
         for stem, found in kit_tests.items()
     }
     for exercise in exercises:
@@ -516,7 +531,7 @@ def _remove_stale(
         cell_text(cell)
         for cell in cells
         if nbgrader_meta(cell).get("grade_id") != NUMBERS_CELL
-        and not any(_is_kit_cell(cell, exercise.id) for exercise in exercises)
+        and not any(is_kit_cell(cell, exercise.id) for exercise in exercises)
     )
     removed = False
     for exercise in exercises:
@@ -587,19 +602,19 @@ def write_cells(
     keys = check_exercises(exercises, where)
     written = copy.deepcopy(notebook)
     cells: list[dict[str, Any]] = written["cells"]
-    ours = {_cell_id(exercise.id, part) for exercise in exercises for part in PARTS}
+    ours = {kit_cell_id(exercise.id, part) for exercise in exercises for part in PARTS}
     for index, cell in enumerate(cells):
         if KIT_ID.fullmatch(str(cell.get("id", ""))) and cell["id"] not in ours:
             raise AuthoringError(
                 f"{where}: cell {index} of the notebook ({cell['id']}) was written by the kit for an "
-                "exercise that no definition of EXERCISES names now; delete that exercise's cells "
-                "from the notebook, or put its definition back"
+                f"exercise that no definition of EXERCISES names now; run `autograd-course kit remove "
+                f"{_stem_of(cell)}` to remove its cells and numbers, or put its definition back"
             )
     _numbers_cell(cells, exercises, where, groups, notes)
     previous_end: int | None = None
     for exercise in exercises:
         new = exercise_cells(exercise, keys[exercise.id], _shown(where))
-        found = [index for index, cell in enumerate(cells) if _is_kit_cell(cell, exercise.id)]
+        found = [index for index, cell in enumerate(cells) if is_kit_cell(cell, exercise.id)]
         old = {_key(cells[index]): cells[index] for index in found}
         for index in reversed(found):
             del cells[index]

@@ -1,7 +1,7 @@
 """The instructor's authoring commands: `release` (source/ -> release/, proven sound), `new assignment` (a scaffold),
-`kit write` (an assignment's cells written from its exercise definitions) and `preview` (what a student sees,
-offline, before anything is released). Importing this module imports neither nbgrader nor torch
-(tests/test_deferred_imports.py): each core is imported when its command runs."""
+`kit write` (an assignment's cells written from its exercise definitions), `kit remove` (an exercise taken out) and
+`preview` (what a student sees, offline, before anything is released). Importing this module imports neither
+nbgrader nor torch (tests/test_deferred_imports.py): each core is imported when its command runs."""
 
 from __future__ import annotations
 
@@ -31,6 +31,10 @@ DRAFT_RULES_HELP = (
 KIT_WRITE_HELP = (
     "Write the source notebook's cells (question, answer, form check, graded test) from the exercise "
     "definitions of the assignment's exercises module (docs/authoring.md, the authoring kit)."
+)
+KIT_REMOVE_HELP = (
+    "Remove an exercise the kit wrote: its cells and its numbers from the source notebook, and its definition "
+    "from the exercises module where that edit is safe (else it says what to delete by hand)."
 )
 
 
@@ -125,9 +129,16 @@ def _kit_arguments(kit: argparse.ArgumentParser) -> None:
     write.add_argument(
         "--assignment", help="which assignment (default: every one whose exercises module defines EXERCISES)"
     )
+    remove = kit_actions.add_parser("remove", help=KIT_REMOVE_HELP, description=KIT_REMOVE_HELP)
+    remove.add_argument("exercise", metavar="EXERCISE", help="the exercise's id (the stem of its cells: test_<id>)")
+    remove.add_argument(
+        "--assignment", help="which assignment (default: the one whose source notebook holds the exercise)"
+    )
 
 
 def _kit(args: argparse.Namespace) -> int:
+    if args.action == "remove":
+        return _kit_remove(args)
     from course.authoring.scaffold import write_assignment
 
     notes: list[str] = []
@@ -145,6 +156,19 @@ def _kit(args: argparse.Namespace) -> int:
             "authoring kit)"
         )
     return 1 if errors else 0
+
+
+def _kit_remove(args: argparse.Namespace) -> int:
+    from course.authoring.kit_remove import remove_exercise
+
+    made = remove_exercise(load_config(args.course), args.exercise, args.assignment)
+    numbers = f" and {', '.join(made.numbers)} from its numbers cell" if made.numbers else ""
+    print(f"{made.assignment}: removed exercise {args.exercise!r}: {plural(made.cells, 'cell')}{numbers}")
+    if made.definition_removed:
+        print(f"{made.assignment}: removed its definition from {made.exercises}")
+    elif made.by_hand:
+        print(f"{made.assignment}: now {made.by_hand}")
+    return 0
 
 
 def _preview_arguments(preview: argparse.ArgumentParser) -> None:
@@ -230,7 +254,7 @@ KIT = Command(
     "The authoring kit: exercises defined once, their cells written from them.",
     _kit_arguments,
     _kit,
-    {"kit write": KIT_WRITE_HELP},
+    {"kit write": KIT_WRITE_HELP, "kit remove": KIT_REMOVE_HELP},
     describe=False,
 )
 PREVIEW = Command("preview", PREVIEW_HELP, _preview_arguments, _preview, {"preview": PREVIEW_HELP})

@@ -264,6 +264,31 @@ def closed_loopback_url() -> str:
     return f"http://127.0.0.1:{port}/simple"
 
 
+def course_assignments(root: Path = ROOT) -> list[str]:
+    """The assignments `root`'s source/course.yaml lists, in its order: what the repo's tests iterate over, never a
+    hard-coded three (docs/authoring.md, adding an assignment)."""
+    from course.core.config import load_config
+
+    return [assignment.name for assignment in load_config(root).assignments]
+
+
+def release_drift(root: Path, name: str) -> str | None:
+    """What `autograd-course release --no-verify` would change in the committed release/<name>/ of the course at
+    `root` (a private copy: it releases there), or None when source/ and release/ agree."""
+    import json
+
+    from course.authoring.release import release
+    from course.core.config import load_config
+
+    config = load_config(root)
+    committed = config.release_notebook(name)
+    before = json.loads(committed.read_text(encoding="utf-8")) if committed.is_file() else None
+    report = release(config, name, verify=False)
+    if json.loads(report.release_notebook.read_text(encoding="utf-8")) == before:
+        return None
+    return f"release/{name} is out of date: run `autograd-course release --assignment {name}` and commit release/"
+
+
 def copy_course(root: Path) -> Path:
     """A private copy of the course (source/ and release/) at `root`, to release and grade in."""
     import shutil
