@@ -10,7 +10,6 @@ that answers and closes, a file that appears), bounded by a deadline far above t
 from __future__ import annotations
 
 import json
-import os
 import resource
 import socket
 import subprocess
@@ -21,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.helpers import submitted_notebook
-from tests.support.service import STUDENTS, Server, course_for_service, free_port, notebook_bytes
+from tests.support.service import STUDENTS, Server, course_for_service, free_port, notebook_bytes, spooled
 
 pytestmark = pytest.mark.slow
 
@@ -235,7 +234,7 @@ def test_only_when_every_place_answers_a_request_is_a_newcomer_refused(patient):
                 stalled.append(_connect(patient, f"127.0.1.{index + 1}"))
                 stalled[-1].sendall(_upload_head(patient, student, len(body)) + body[:-1])
         deadline = time.monotonic() + ANSWER_SECONDS
-        while len(_spooled(patient)) < 12:  # every one is being read by the app
+        while len(spooled(patient)) < 12:  # every one is being read by the app
             assert time.monotonic() < deadline, "the stalled uploads never reached the app"
             time.sleep(0.1)
         with _connect(patient, "127.0.0.4") as extra:
@@ -261,7 +260,7 @@ def test_a_student_has_at_most_two_uploads_in_flight(patient):
             stalled.append(_connect(patient, "127.0.0.5"))
             stalled[-1].sendall(_upload_head(patient, "carol", len(large)) + large[:-1])
         deadline = time.monotonic() + ANSWER_SECONDS
-        while len(_spooled(patient)) < 2:  # both are being read by the app, each holding its place
+        while len(spooled(patient)) < 2:  # both are being read by the app, each holding its place
             assert time.monotonic() < deadline, "the stalled uploads never reached the app"
             time.sleep(0.1)
         # The third waits for no body: 429 at once, with when to try again, while others' uploads are graded.
@@ -281,33 +280,19 @@ def test_a_student_has_at_most_two_uploads_in_flight(patient):
     assert reply.status == 200, reply.text
 
 
-def _spooled(server: Server) -> list[int]:
-    """Sizes of the unlinked files the server holds open in its work folder (an upload's body waiting there)."""
-    folder = str(server.root / "service-work")
-    sizes = []
-    for fd in Path(f"/proc/{server.process.pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-            if target.startswith(folder) and target.endswith(" (deleted)"):
-                sizes.append(os.stat(fd).st_size)
-        except OSError:
-            continue
-    return sizes
-
-
 def test_an_upload_body_waits_on_disk_not_in_memory(patient):
     body = notebook_bytes(submitted_notebook({})) + b" " * (1024 * 1024)  # a valid notebook of over 1 MB
-    assert _spooled(patient) == []
+    assert spooled(patient) == []
     with _connect(patient, "127.0.0.6") as connection:
         connection.sendall(_upload_head(patient, "alice", len(body)) + body[:-1])
         deadline = time.monotonic() + ANSWER_SECONDS
-        while not any(size >= 1024 * 1024 for size in _spooled(patient)):
-            assert time.monotonic() < deadline, f"no file of the upload's size in the work folder: {_spooled(patient)}"
+        while not any(size >= 1024 * 1024 for size in spooled(patient)):
+            assert time.monotonic() < deadline, f"no file of the upload's size in the work folder: {spooled(patient)}"
             time.sleep(0.1)
         connection.sendall(body[-1:])
         answer = _answer_head(connection)
     assert answer.startswith(b"HTTP/1.1 200"), answer
-    assert _spooled(patient) == []  # and nothing is left of it
+    assert spooled(patient) == []  # and nothing is left of it
 
 
 def test_the_serve_options_refuse_nonsense(tmp_path):
