@@ -75,6 +75,18 @@ def test_write_notebook_writes_only_when_something_changed(tmp_path):
     assert notebook.read_text(encoding="utf-8") == text
 
 
+@pytest.mark.parametrize("mode", [0o600, 0o640])
+def test_write_notebook_keeps_the_notebook_as_private_as_the_author_made_it(tmp_path, mode):
+    """The source notebook holds the answer key: the kit writes it again with the mode it had, never 0644 (the
+    mode of what students must read) over an author's 0600."""
+    module = exercises_module(tmp_path, SLOPE)
+    notebook = tmp_path / "source" / "autograd" / "autograd.ipynb"
+    notebook.write_text(SOURCE_NOTEBOOK.read_text(encoding="utf-8"), encoding="utf-8")
+    notebook.chmod(mode)
+    assert write_notebook(notebook, module) is True
+    assert notebook.stat().st_mode & 0o777 == mode
+
+
 BROKEN = [
     (
         SLOPE.replace("y = w * x + b\n", "y = w * x + b\n    y = y / 0 + undefined_name\n"),

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from course.cli import main
+from course.core.errors import CourseError
 from course.pipeline.selftest_proof import record_path
 from tests.support.helpers import ROOT, copy_course
 
@@ -113,5 +114,25 @@ def test_a_failed_self_test_keeps_no_proof_and_a_kept_one_does_not_outlive_its_l
     path.write_text(re.sub(r"(?m)^  open_files: \d+$", "  open_files: 3", path.read_text()), encoding="utf-8")
     assert main(["--course", str(course), "grade", "--out", str(course.parent / "out"), "--quiet"]) == 1
     assert "the self-test failed, so nothing was graded" in capsys.readouterr().err
-    assert record.read_bytes() == kept  # the earlier proof (of other limits) stays, and proves nothing here
-    assert os.listdir(record.parent) == [record.name]
+    assert not record.exists(), kept  # the earlier proof went as the self-test began: none is left to reuse
+    assert os.listdir(record.parent) == []
+
+
+def test_a_forced_self_test_that_fails_leaves_no_proof_for_the_next_run(course, capsys, monkeypatch):
+    """`--self-test` at the same key, failing (the machinery broke since the proof was kept): the next run without
+    the flag must prove again, never reuse the proof of a machinery just shown broken."""
+    from course.pipeline import selftest
+
+    assert FRESH.match(grade(course, capsys))
+    record = record_path(course, "autograd")
+    assert record.exists()
+    real = selftest.prove_setup
+
+    def broken(*args, **kwargs):
+        raise CourseError("the self-test failed, so nothing was graded (the machinery broke)")
+
+    monkeypatch.setattr(selftest, "prove_setup", broken)
+    assert main(["--course", str(course), "grade", "--out", str(course.parent / "out"), "--quiet", "--self-test"]) == 1
+    assert not record.exists()
+    monkeypatch.setattr(selftest, "prove_setup", real)
+    assert FRESH.match(grade(course, capsys))

@@ -52,7 +52,7 @@ from course.authoring.errors import AuthoringError
 from course.authoring.ranges import Property, Range
 from course.authoring.shown import literals_of, refuse_written
 from course.core.errors import SourceNotebookError
-from course.core.files import PUBLIC, atomic_write_text
+from course.core.files import atomic_write_text, kept_mode
 from course.forms import FUNCTION, NAMES, form, gap
 from course.pipeline.assignment import (
     HIDDEN_BEGIN,
@@ -705,7 +705,7 @@ def write_notebook(
     if written == notebook:
         return False
     _check_conventions(written, notebook_path, exercises_path, tolerance)
-    atomic_write_text(notebook_path, dump(written), mode=PUBLIC)
+    atomic_write_text(notebook_path, dump(written), mode=kept_mode(notebook_path))
     return True
 
 

@@ -25,7 +25,7 @@ from typing import Any, TypeGuard
 from course.authoring import kit
 from course.authoring.errors import AuthoringError
 from course.core.config import CourseConfig
-from course.core.files import PUBLIC, atomic_write_text
+from course.core.files import atomic_write_text, kept_mode
 from course.pipeline.assignment import NUMBERS_CELL, cell_text, nbgrader_meta
 
 
@@ -86,7 +86,7 @@ def remove_exercise(config: CourseConfig, exercise_id: str, assignment_name: str
     if pruned != module_text:
         mode = stat.S_IMODE(exercises_path.stat().st_mode)
         atomic_write_text(exercises_path, pruned, mode=mode)
-    atomic_write_text(notebook_path, kit.dump(notebook), mode=PUBLIC)
+    atomic_write_text(notebook_path, kit.dump(notebook), mode=kept_mode(notebook_path))
     return Removed(name, notebook_path, exercises_path, len(found), removed_numbers, pruned != module_text, by_hand)
 
 

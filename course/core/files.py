@@ -106,6 +106,15 @@ def locked(path: Path, *, wait: float | None = None, waiting: Callable[[], None]
         yield  # closing the file releases the lock
 
 
+def kept_mode(path: Path) -> int:
+    """The permission bits `path` has, to write it again as it was (an author's own file: the kit's source notebook),
+    or PRIVATE for a new file; never wider than the file already was."""
+    try:
+        return stat.S_IMODE(path.lstat().st_mode) & 0o666 or PRIVATE
+    except OSError:
+        return PRIVATE
+
+
 def atomic_write_json(path: Path, data: Any, *, mode: int = PRIVATE) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n", mode=mode)
 

@@ -18,20 +18,22 @@ Each function answer is called at
   positive, drawn first and second). A point of 24 significant bits has an exact square, so a quadratic with
   small whole coefficients (the derivative of a cubic) comes out exactly alike however it is evaluated, in the
   student's arithmetic and in torch's float64, and any other polynomial a student writes agrees far inside the
-  tolerance.
+  tolerance;
+- WORK_POINTS more drawn the same way for this notebook: of its code's digest too (`work_digest`).
 
 The drawn points decide whether a table wins: a function that answers the plausible points (and zero and its own
 point) right and every drawn point wrong is a table, or a function right only on a grid, and the integrity
 report says so (course/pipeline/tables.py; its points earn nothing, as any wrong function's).
 
 Each draw is HMAC-SHA256 keyed with the course secret when the course has one (`variants: true` or a
-`variant_secret_file`), of a label naming the course, assignment, function, student, the student's numbers and the
-digest of the notebook's code: no one without the secret can compute them, one student's points say nothing of
-another's, and points one attempt gave away (a function that records its inputs, a later cell's error that prints
-them) say nothing of the next attempt's, whose edit draws other points. Without a secret they come from the same hash
-under a public key: still per student and reproducible, but anyone who reads this file and knows a student's id and
-numbers can compute that student's points (SECURITY.md, "The same notebook always earns the same score"). Drawn points
-are never named to a student, with or without a secret (course/pipeline/feedback.py)."""
+`variant_secret_file`), of a label naming the course, assignment, function, student and the student's numbers (and,
+for the notebook's own points, the digest of its code): no one without the secret can compute them, one student's
+points say nothing of another's, a function wrong somewhere is called at the student's own points whatever else she
+edits (a resubmission can only add points, never take one away), and points one attempt gave away (a function that
+records its inputs, a later cell's error that prints them) do not hold the next attempt's own. Without a secret they
+come from the same hash under a public key: still per student and reproducible, but anyone who reads this file and
+knows a student's id and numbers can compute that student's points (SECURITY.md, "The same notebook always earns the
+same score"). Drawn points are never named to a student, with or without a secret (course/pipeline/feedback.py)."""
 
 from __future__ import annotations
 
@@ -55,6 +57,7 @@ RANGE = 8.0  # drawn points lie in [-RANGE, RANGE]: small enough for any polynom
 STEP_BITS = 20  # drawn points are whole multiples of 2**-STEP_BITS: 24 significant bits, an exact square
 UNITS = int(RANGE) << STEP_BITS  # the drawn points' range in those steps, each side of zero
 PUBLIC_KEY = b"autograd-course: probe points of a course without a secret"
+WORK_POINTS = 2  # drawn points of the notebook's own (its code's digest), beside the student's own ones
 OWN_POINT_LIMIT = 1e6  # an exercise's own point past this is no number a student's function should be called at
 
 
@@ -156,12 +159,15 @@ def probe_points(
     points: dict[str, list[float]] = {}
     private: dict[str, frozenset[float]] = {}
     for function in assignment.function_names:
-        label = points_label(config.course_id, assignment.name, function, student, params, work)
+        label = points_label(config.course_id, assignment.name, function, student, params)
         own = own_point(assignment, function, params)
         fixed = [own] if own is not None and own != 0 else []
         fixed.append(0.0)
         fixed += plausible_points(key, label, frozenset(fixed))
         drawn = drawn_points(key, label, config.function_probes, frozenset(fixed))
+        if work:  # and points of this notebook's own, where no table of points an earlier attempt gave away holds
+            notebook_label = points_label(config.course_id, assignment.name, function, student, params, work)
+            drawn += drawn_points(key, notebook_label, WORK_POINTS, frozenset(fixed + drawn))
         points[function] = fixed + drawn
         private[function] = frozenset(drawn)
     return ProbePoints(points, private)

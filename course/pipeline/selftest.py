@@ -212,6 +212,12 @@ def proven_setup(context: RunContext, run: sandbox.Runner, *, level: str, force:
         return SelfTest(
             earlier.solution_score, earlier.untouched_score, earlier.max_score, level, 0.0, reused=earlier.proved_at
         )
+    # The self-test runs: whatever proof was kept is gone first, so that one that fails here (forced, or at another
+    # key) leaves none for a later run to reuse.
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as error:
+        log.warning("the self-test's earlier proof %s could not be removed (%s)", path, error)
     proven = prove_setup(context, run, level=level)
     made = Proof(
         datetime.now(UTC),

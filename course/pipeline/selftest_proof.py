@@ -1,13 +1,14 @@
 """The self-test's proof, kept: a machinery that has shown the course's solution full marks and the release zero need
 not show it again until something that decides those grades changes.
 
-What the self-test proves depends on the bytes that decide the two grades and on what runs them: the course's
-content (the source notebook, every file of the assignment's source folder, the exercises module among them, and the
+What the self-test proves depends on the bytes that decide the two grades and on what runs them: the course's content
+(every file under source/: the assignment's notebook and exercises module, course.yaml, modules beside them; and the
 release students were given), the course's settings (source/course.yaml as read: the sandbox level asked for, the
-sandbox uid, the limits), the level the sandbox runs at, the interpreter (its path and version), torch's version and
-this package's own code (its version and a digest of its .py and .json files: an editable install changes the code
-without changing the version), and the machine (its name and kernel). `proof_key` is a digest of them all; a proof is
-reused only under the same key, so any change of them runs the self-test again, as does `--self-test`.
+sandbox uid, the limits), the level the sandbox runs at, the interpreter (its path and version), every installed
+distribution's version, and this package's own code (its version and a digest of its .py and .json files: an editable
+install changes the code without changing the version), and the machine (its name and kernel). `proof_key` is a digest
+of them all; a proof is reused only under the same key, so any change of them runs the self-test again, as does
+`--self-test`.
 
 The proof is kept in the course's scratch folder, service-work/.self-test/<assignment>.json (0600, its folder 0700,
 written atomically). It is read back as input: a record that is not a regular file of this user's alone in a folder of
@@ -84,6 +85,13 @@ def package_digest() -> str:
     return _digest_files(_tree_files(base, (".py", ".json")), base)
 
 
+@functools.cache
+def installed_distributions() -> list[str]:
+    """Every installed distribution's name and version (numpy, nbformat, ipykernel... each plays a part in a run),
+    read once a process."""
+    return sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions())
+
+
 def _version(name: str) -> str:
     try:
         return metadata.version(name)
@@ -102,12 +110,13 @@ def proof_key(root: Path, assignment_name: str, source_folder: Path, release: Pa
     material = {
         "assignment": assignment_name,
         "source": _digest_files(_tree_files(source_folder), source_folder),
-        "course": _digest_files([p for p in (root / "source").iterdir() if p.is_file()], root / "source"),
+        "course": _digest_files(_tree_files(root / "source"), root / "source"),  # course.yaml, modules beside
         "release": release_digest,
         "settings": settings,
         "level": level,
         "interpreter": [os.path.realpath(sys.executable), sys.version],
         "torch": _version("torch"),
+        "distributions": installed_distributions(),
         "package": [_version("autograd-course"), package_digest()],
         "machine": [platform.node(), platform.release()],
     }

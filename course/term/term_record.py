@@ -826,10 +826,16 @@ def _write_files(config: CourseConfig, settings: AssignmentSettings, change: Cha
     # the student's notebook, as nbgrader collect leaves it but the grader's user's alone (0700 folders, 0600 files)
     submitted = private_folders(config.root, "submitted", student, assignment) / settings.notebook
     atomic_write_text(submitted.parent / nbgrader_layout.TIMESTAMP, _stamp(change.after.submitted_at))
-    atomic_write_bytes(submitted, notebook)
     attempt = change.after.numbers_attempt
     secret = course_secret(config) if attempt > 1 else None
-    write_label(submitted.parent, secret, assignment, student, attempt, notebook)
+    # In the order that leaves, should the recording stop between the two, a label that names another notebook (an
+    # autograder error with a sentence at the next grade), never a notebook graded silently with other numbers: a
+    # label is written before its notebook, and removed after the notebook that needs none.
+    if attempt > 1:
+        write_label(submitted.parent, secret, assignment, student, attempt, notebook)
+    atomic_write_bytes(submitted, notebook)
+    if attempt <= 1:
+        write_label(submitted.parent, secret, assignment, student, attempt, notebook)
     nbgrader_layout.write_autograded(
         config.root,
         assignment,

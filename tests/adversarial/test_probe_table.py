@@ -186,6 +186,7 @@ def test_points_one_attempt_gave_away_are_no_table_for_her_next(honest, tmp_path
     """alice's own attempt carries her points out in its error text; her next attempt, a table of torch's values
     at exactly those points, is another notebook, called at points of its own: the table earns only the honest
     literals, with a finding. (With points a function of the student alone, this table answered every drawn point.)
+    Her own points stay hers whatever she edits: a resubmission can only add points.
     Her first notebook, graded again, is called where it was before."""
     from tests.support.helpers import add_cell
 
@@ -196,11 +197,12 @@ def test_points_one_attempt_gave_away_are_no_table_for_her_next(honest, tmp_path
     assert set(_drawn(first)) <= set(leaked)
 
     table, _ = grader(_notebook(_table(leaked)), _folder(tmp_path, "next"), student="alice")
-    assert not set(_drawn(table)) & set(leaked)
+    assert set(_drawn(table)) - set(leaked)  # the next notebook's own points, which no earlier attempt gave away
     assert per_question(table) == honest
     assert _table_findings(table), table.integrity
     again, _ = grader(leaker, _folder(tmp_path, "again"), student="alice")
     assert _drawn(again) == _drawn(first)
+    assert _drawn(first)[:-2] == _drawn(table)[:-2]  # the student's own drawn points, in every notebook of hers
 
 
 def _points(graded) -> list[float]:

@@ -197,3 +197,30 @@ def test_strikes_count_refusals_in_a_row_that_came_too_early_and_forgive_a_clien
     for index in range(CLIENTS + 1):  # bounded: the longest unrefused is forgotten
         strikes.refused([f"address:{index}"], 1)
     assert len(strikes._records) == CLIENTS
+
+
+def test_classmates_refused_at_one_address_never_cut_it_off_and_an_address_is_not_renewed_by_its_held():
+    """Behind a NAT, students share an address: each one's refusal (another token) starts its count again, however
+    long the Retry-After one of them was given; "too early" is against the last refusal's Retry-After; and a held
+    connection renews a token's cut-off, never an address's."""
+    clock = Clock()
+    strikes = Strikes(clock)
+    assert strikes.refused(keys_of("cooling", "10.0.0.1"), 600) == []  # one student's ten-minute cooldown
+    for index in range(3 * STRIKES):  # classmates at the same address, each refused once, one a second
+        clock.now += 1
+        assert strikes.refused(keys_of(f"student{index}", "10.0.0.1"), 600) == []
+    assert strikes.cut_off("address:10.0.0.1") == 0
+    one = keys_of("looper", "10.0.0.2")
+    assert strikes.refused(one, 600) == []
+    clock.now += 1
+    assert strikes.refused(one, 2) == []  # early against the 600 s: a strike
+    clock.now += 3  # past the last Retry-After (2 s), though not the longest: forgiven
+    for _ in range(STRIKES):
+        assert strikes.refused(one, 5) == []
+        clock.now += 0.1
+    assert strikes.refused(one, 5) == one
+    clock.now += CUT_OFF_SECONDS - 1
+    assert strikes.answered_held(one) == CUT_OFF_SECONDS  # the token's starts again
+    clock.now += 1
+    assert strikes.cut_off("address:10.0.0.2") == 0  # the address's ran out as it was
+    assert strikes.cut_off("token:looper") == CUT_OFF_SECONDS - 1

@@ -351,13 +351,15 @@ class EdgeProtocol(H11Protocol):
 
     def _hold(self, token: str | None) -> None:
         """Hold this cut-off client's connection unanswered (its reading paused), out of the caps, for HOLD_SECONDS
-        or the rest of its cut-off; at most HELD at once, the one held longest answered for a newcomer."""
+        or the rest of its cut-off; at most HELD at once, and past that a newcomer is closed unanswered at once."""
         self._disarm()
         self._ending = True  # what it may still send is dropped, never parsed
         self._free()
         self._keys = self._strike_keys(token)
-        if len(self._held) >= HELD:
-            next(iter(self._held))._release()
+        if len(self._held) >= HELD:  # full: this one is dropped unanswered (answering another would free a loop)
+            self._strikes.dropped += 1
+            self._raw.abort()
+            return
         self._held[self] = self.loop.call_later(min(HOLD_SECONDS, self._cut_off(token)), self._release)
         self._strikes.held += 1
         unread = self.cycle is None

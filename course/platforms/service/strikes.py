@@ -12,12 +12,15 @@ unanswered, for HOLD_SECONDS, then answered 429 with the time left and closed (c
 is held as it connects, before a byte of its request is read (nothing parsed); a token, once its request's headers
 are in (before the app, the database or a thread does anything). A loop then asks once per HOLD_SECONDS, not a
 thousand times a second. Held connections count against none of the edge's caps (an honest newcomer never waits
-for them) and are at most HELD at once; beyond, the one held longest is answered at once.
+for them) and are at most HELD at once; beyond, a newcomer is closed at once, unanswered (answering the one held
+longest instead would free a loop to ask again at once, so that more loops than HELD asked at full speed).
 
 A client that waits out its Retry-After is forgiven (its count starts again), so a student who clicks again during
-a cooldown is never cut off for it. Behind a campus NAT an address is shared: an address cut off holds every
-connection from it, so the count per address is kept only where `serve` is not behind a proxy, and it needs
-STRIKES refusals in a row that each came too early. On the event loop only.
+a cooldown is never cut off for it; "too early" is measured against the last refusal's Retry-After, not the longest
+one given. Behind a campus NAT an address is shared: an address cut off holds every connection from it, so the count
+per address is kept only where `serve` is not behind a proxy, it counts only refusals of one client in a row (the
+same token, or none: classmates refused at one address start it again), and an address's cut-off is not renewed by
+its held connections (a token's is). On the event loop only.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class _Record:
     not_before: float = 0.0  # when the Retry-After of the client's last refusal runs out
     strikes: int = 0  # refusals in a row asked for before that
     cut_until: float = 0.0
+    who: str | None = None  # the token key of the last refusal (an address's count is of one client's refusals)
 
 
 class Strikes:
@@ -48,17 +52,21 @@ class Strikes:
         self.clock = clock
         self._records: collections.OrderedDict[str, _Record] = collections.OrderedDict()
         self.held = 0  # connections held so far (the server's log says how many)
+        self.dropped = 0  # connections closed unanswered because HELD were held already
 
     def refused(self, keys: Iterable[str], retry_after: float) -> list[str]:
         """A 429 with `retry_after` seconds went to the client of these keys; those it cuts off now."""
+        keys = list(keys)
+        who = next((key for key in keys if key.startswith("token:")), None)  # the client: its token, or none
         now, cut = self.clock(), []
         for key in keys:
             record = self._records.pop(key, None) or _Record()
             self._records[key] = record  # the most recently refused last
             if len(self._records) > CLIENTS:
                 self._records.popitem(last=False)
-            record.strikes = record.strikes + 1 if now < record.not_before else 0
-            record.not_before = max(record.not_before, now + retry_after)
+            early = now < record.not_before and record.who == who
+            record.strikes = record.strikes + 1 if early else 0
+            record.not_before, record.who = now + retry_after, who
             if record.strikes >= STRIKES:
                 if record.cut_until <= now:
                     cut.append(key)
@@ -67,13 +75,16 @@ class Strikes:
 
     def answered_held(self, keys: Iterable[str]) -> float:
         """A held connection of these keys' client is answered: the seconds it is told to wait. It asked while cut
-        off, so its cut-off starts again now, and a client that waits it out is forgiven (`refused`)."""
+        off, so its token's cut-off starts again now (an address's runs out as it was), and a client that waits it out
+        is forgiven (`refused`)."""
         now, left = self.clock(), 0.0
         for key in keys:
             record = self._records.get(key)
-            if record is not None and record.cut_until > now:
+            if record is None or record.cut_until <= now:
+                continue
+            if key.startswith("token:"):  # a token's loop keeps itself cut off; an address (shared) is not renewed
                 record.cut_until = record.not_before = now + CUT_OFF_SECONDS
-                left = CUT_OFF_SECONDS
+            left = max(left, record.cut_until - now)
         return left
 
     def cut_off(self, key: str) -> float:
